@@ -1,0 +1,130 @@
+from netdp.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RegisterRequest(_message.Message):
+    __slots__ = ("node_id", "address")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
+class RegisterReply(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: _common_pb2.NodeInfo
+    def __init__(self, node: _Optional[_Union[_common_pb2.NodeInfo, _Mapping]] = ...) -> None: ...
+
+class ListNodesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListNodesReply(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeInfo]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[_common_pb2.NodeInfo, _Mapping]]] = ...) -> None: ...
+
+class SubmitJobRequest(_message.Message):
+    __slots__ = ("algorithm", "params_json", "participants", "topology_kind", "topology_params_json", "public_seed", "job_id")
+    ALGORITHM_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    PARTICIPANTS_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_KIND_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_SEED_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    algorithm: str
+    params_json: str
+    participants: _containers.RepeatedScalarFieldContainer[str]
+    topology_kind: str
+    topology_params_json: str
+    public_seed: int
+    job_id: str
+    def __init__(self, algorithm: _Optional[str] = ..., params_json: _Optional[str] = ..., participants: _Optional[_Iterable[str]] = ..., topology_kind: _Optional[str] = ..., topology_params_json: _Optional[str] = ..., public_seed: _Optional[int] = ..., job_id: _Optional[str] = ...) -> None: ...
+
+class SubmitJobReply(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _common_pb2.JobSpec
+    def __init__(self, job: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("after",)
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    after: int
+    def __init__(self, after: _Optional[int] = ...) -> None: ...
+
+class ListJobsReply(_message.Message):
+    __slots__ = ("jobs", "seqs")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    SEQS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.JobSpec]
+    seqs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_common_pb2.JobSpec, _Mapping]]] = ..., seqs: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class GetJobReply(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _common_pb2.JobSpec
+    def __init__(self, job: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ...) -> None: ...
+
+class NodeResult(_message.Message):
+    __slots__ = ("job_id", "node_id", "state", "output", "contributed", "contributions", "detail", "reported_unix")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTED_FIELD_NUMBER: _ClassVar[int]
+    CONTRIBUTIONS_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    node_id: str
+    state: str
+    output: _common_pb2.Tensor
+    contributed: bool
+    contributions: int
+    detail: str
+    reported_unix: int
+    def __init__(self, job_id: _Optional[str] = ..., node_id: _Optional[str] = ..., state: _Optional[str] = ..., output: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., contributed: _Optional[bool] = ..., contributions: _Optional[int] = ..., detail: _Optional[str] = ..., reported_unix: _Optional[int] = ...) -> None: ...
+
+class ReportResultReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetResultRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class GetResultReply(_message.Message):
+    __slots__ = ("job", "results")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    job: _common_pb2.JobSpec
+    results: _containers.RepeatedCompositeFieldContainer[NodeResult]
+    def __init__(self, job: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., results: _Optional[_Iterable[_Union[NodeResult, _Mapping]]] = ...) -> None: ...
+
+class Revocations(_message.Message):
+    __slots__ = ("crl_pem",)
+    CRL_PEM_FIELD_NUMBER: _ClassVar[int]
+    crl_pem: bytes
+    def __init__(self, crl_pem: _Optional[bytes] = ...) -> None: ...
+
+class GetRevocationsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

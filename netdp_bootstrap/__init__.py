@@ -1,0 +1,1 @@
+"""netdp_bootstrap: the bootstrap service (node registry, job submission, topology generation)."""

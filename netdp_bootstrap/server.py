@@ -1,0 +1,56 @@
+"""Run the bootstrap service: mTLS gRPC server + durable store, clean shutdown on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from netdp.v1 import bootstrap_pb2_grpc
+from netdp_bootstrap.service import BootstrapService
+from netdp_bootstrap.store import Store
+from netdp_node.errors import SecurityError
+from netdp_node.security.pki import load_identity
+from netdp_node.transport.grpc import start_server
+
+log = logging.getLogger("netdp.bootstrap")
+
+
+@dataclass(frozen=True)
+class BootstrapConfig:
+    certs: Path
+    state: Path
+    listen: str = "127.0.0.1:7600"
+    crl: Path | None = None
+    grace: float = 2.0
+
+
+async def run_bootstrap(cfg: BootstrapConfig, ready: asyncio.Future[int] | None = None,
+                        stop: asyncio.Event | None = None) -> int:
+    identity = load_identity(cfg.certs)
+    if identity.role != "bootstrap":
+        raise SecurityError(f"{cfg.certs} holds a {identity.role} certificate; the bootstrap needs "
+                            f"one issued with --role bootstrap")
+    store = Store(cfg.state)
+    service = BootstrapService(store, identity.ca_pem, cfg.crl)
+    server, port = await start_server(
+        identity, cfg.listen, lambda srv: bootstrap_pb2_grpc.add_BootstrapServicer_to_server(service, srv))
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    log.info("bootstrap %s serving mTLS on %s:%d, state in %s", identity.node_id,
+             cfg.listen.rsplit(":", 1)[0], port, cfg.state)
+    if ready is not None:
+        ready.set_result(port)
+    try:
+        await stop.wait()
+    finally:
+        log.info("bootstrap shutting down")
+        await server.stop(cfg.grace)
+        store.close()
+    return 0

@@ -1,0 +1,222 @@
+"""The bootstrap gRPC service: registrations, public topologies, job specs, results, revocations.
+
+Every call is mTLS; the caller's identity and role come from its certificate. A node may only
+register under the id in its own certificate; jobs are submitted by operators; a revoked certificate
+is refused everywhere. The bootstrap never receives private data, and a running job never needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from netdp.v1 import bootstrap_pb2, bootstrap_pb2_grpc, common_pb2
+from netdp_bootstrap import topology as topo
+from netdp_bootstrap.store import Store
+from netdp_node.errors import SecurityError
+from netdp_node.protocols import get_algorithm
+from netdp_node.security.identity import PeerIdentity, RevocationList
+from netdp_node.transport.grpc import AccessPolicy, Unauthorized
+
+log = logging.getLogger("netdp.bootstrap")
+
+_ADDRESS = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$")
+
+
+def natural_key(s: str) -> list[Any]:
+    """node-2 sorts before node-10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
+
+
+class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
+    def __init__(self, store: Store, ca_pem: bytes, crl_file: Path | None = None) -> None:
+        self.store = store
+        self.ca_pem = ca_pem
+        self.crl_file = crl_file
+        self._crl_mtime = 0.0
+        self.revocations = RevocationList.empty()
+        stored = store.crl()
+        if stored:
+            self.revocations = RevocationList.from_pem(stored, ca_pem)
+        self.reload_crl_file()
+        self.policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s))
+
+    # -- revocations ---------------------------------------------------------------------------
+    def _accept_crl(self, pem: bytes, source: str) -> bool:
+        new = RevocationList.from_pem(pem, self.ca_pem)  # raises SecurityError if not our CA's
+        if not new.newer_than(self.revocations):
+            return False
+        self.revocations = new
+        self.store.put_crl(new.number, pem)
+        log.info("revocation list #%d from %s: %d revoked certificate(s)", new.number, source,
+                 len(new.serials))
+        return True
+
+    def reload_crl_file(self) -> None:
+        if self.crl_file is None or not self.crl_file.exists():
+            return
+        mtime = self.crl_file.stat().st_mtime
+        if mtime == self._crl_mtime:
+            return
+        self._crl_mtime = mtime
+        try:
+            self._accept_crl(self.crl_file.read_bytes(), str(self.crl_file))
+        except SecurityError as e:
+            log.error("ignoring %s: %s", self.crl_file, e)
+
+    # -- helpers -------------------------------------------------------------------------------
+    async def _auth(self, context: grpc.aio.ServicerContext, roles: tuple[str, ...],
+                    what: str) -> PeerIdentity:
+        self.reload_crl_file()
+        try:
+            return self.policy.check(context, roles, what, log)
+        except Unauthorized as e:
+            await context.abort(e.code, e.reason)
+            raise  # unreachable: abort raises
+
+    def _active_nodes(self) -> list[common_pb2.NodeInfo]:
+        return sorted((info for info, serial in self.store.nodes()
+                       if not self.revocations.is_revoked(serial)),
+                      key=lambda i: natural_key(i.node_id))
+
+    async def _job_for(self, job_id: str, who: PeerIdentity,
+                       context: grpc.aio.ServicerContext) -> common_pb2.JobSpec:
+        job = self.store.job(job_id)
+        if job is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown job {job_id!r}")
+        assert job is not None
+        if who.role == "node" and who.node_id not in {p.node_id for p in job.participants}:
+            log.warning("refused job %s to %s: not a participant", job_id, who.node_id)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"{who.node_id} is not a participant of job {job_id}")
+        return job
+
+    # -- RPCs ----------------------------------------------------------------------------------
+    async def Register(self, request: bootstrap_pb2.RegisterRequest,
+                       context: grpc.aio.ServicerContext) -> bootstrap_pb2.RegisterReply:
+        who = await self._auth(context, ("node",), "Register")
+        if request.node_id != who.node_id:
+            log.warning("refused registration of %r by %s: a node may only register its own id",
+                        request.node_id, who.node_id)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"certificate of {who.node_id} cannot register node "
+                                f"{request.node_id!r}")
+        if not _ADDRESS.match(request.address):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"address {request.address!r} is not host:port")
+        info = self.store.register(who.node_id, request.address, who.serial)
+        log.info("registered %s at %s", who.node_id, request.address)
+        return bootstrap_pb2.RegisterReply(node=info)
+
+    async def ListNodes(self, request: bootstrap_pb2.ListNodesRequest,
+                        context: grpc.aio.ServicerContext) -> bootstrap_pb2.ListNodesReply:
+        await self._auth(context, ("node", "operator"), "ListNodes")
+        return bootstrap_pb2.ListNodesReply(nodes=self._active_nodes())
+
+    async def SubmitJob(self, request: bootstrap_pb2.SubmitJobRequest,
+                        context: grpc.aio.ServicerContext) -> bootstrap_pb2.SubmitJobReply:
+        await self._auth(context, ("operator",), "SubmitJob")
+        try:
+            job = self.make_job(request)
+        except (ValueError, KeyError, json.JSONDecodeError) as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        if self.store.job(job.job_id) is not None:
+            await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"job {job.job_id} exists")
+        self.store.add_job(job)
+        log.info("job %s (%s) submitted with %d participants on %s", job.job_id, job.algorithm,
+                 len(job.participants), job.topology.topology_id)
+        return bootstrap_pb2.SubmitJobReply(job=job)
+
+    def make_job(self, request: bootstrap_pb2.SubmitJobRequest) -> common_pb2.JobSpec:
+        algo = get_algorithm(request.algorithm)
+        active = {n.node_id: n for n in self._active_nodes()}
+        if request.participants:
+            missing = [p for p in request.participants if p not in active]
+            if missing:
+                raise ValueError(f"not registered (or revoked): {missing}")
+            if len(set(request.participants)) != len(request.participants):
+                raise ValueError("participants are listed twice")
+            ids = list(request.participants)
+        else:
+            ids = list(active)
+        params = json.loads(request.params_json or "{}")
+        if not isinstance(params, dict):
+            raise ValueError("params must be a JSON object")
+        params = algo.prepare(params, len(ids))
+        kind = request.topology_kind or algo.topology
+        tparams = json.loads(request.topology_params_json or "{}")
+        seed = request.public_seed or secrets.randbits(63)
+        graph = topo.build(kind, ids, tparams, seed=seed % (2**32))
+        if algo.topology == "ring" and kind != "ring":
+            raise ValueError(f"{algo.name} runs on a ring, not on {kind}")
+        version = self.store.next_topology_version()
+        job_id = request.job_id or f"job-{version}-{secrets.token_hex(3)}"
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", job_id):
+            raise ValueError(f"invalid job id {job_id!r}")
+        return common_pb2.JobSpec(
+            job_id=job_id,
+            algorithm=algo.name,
+            params_json=json.dumps(params, sort_keys=True),
+            public_seed=seed,
+            participants=[active[i] for i in ids],
+            topology=common_pb2.Topology(
+                topology_id=f"{kind}-v{version}", version=version, kind=kind, nodes=ids,
+                edges=[common_pb2.Edge(src=a, dst=b) for a, b in graph.edges],
+                params_json=json.dumps(graph.params, sort_keys=True, default=str)),
+            created_unix=int(time.time()),
+        )
+
+    async def ListJobs(self, request: bootstrap_pb2.ListJobsRequest,
+                       context: grpc.aio.ServicerContext) -> bootstrap_pb2.ListJobsReply:
+        who = await self._auth(context, ("node", "operator"), "ListJobs")
+        reply = bootstrap_pb2.ListJobsReply()
+        for seq, job in self.store.jobs_after(request.after):
+            if who.role == "operator" or who.node_id in {p.node_id for p in job.participants}:
+                reply.jobs.append(job)
+                reply.seqs.append(seq)
+        return reply
+
+    async def GetJob(self, request: bootstrap_pb2.GetJobRequest,
+                     context: grpc.aio.ServicerContext) -> bootstrap_pb2.GetJobReply:
+        who = await self._auth(context, ("node", "operator"), "GetJob")
+        return bootstrap_pb2.GetJobReply(job=await self._job_for(request.job_id, who, context))
+
+    async def ReportResult(self, request: bootstrap_pb2.NodeResult,
+                           context: grpc.aio.ServicerContext) -> bootstrap_pb2.ReportResultReply:
+        who = await self._auth(context, ("node",), "ReportResult")
+        await self._job_for(request.job_id, who, context)
+        if request.node_id != who.node_id:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"{who.node_id} cannot report for {request.node_id}")
+        self.store.put_result(request)
+        log.info("job %s: %s reported %s", request.job_id, who.node_id, request.state)
+        return bootstrap_pb2.ReportResultReply()
+
+    async def GetResult(self, request: bootstrap_pb2.GetResultRequest,
+                        context: grpc.aio.ServicerContext) -> bootstrap_pb2.GetResultReply:
+        who = await self._auth(context, ("node", "operator"), "GetResult")
+        job = await self._job_for(request.job_id, who, context)
+        return bootstrap_pb2.GetResultReply(job=job, results=self.store.results(request.job_id))
+
+    async def PublishRevocations(self, request: bootstrap_pb2.Revocations,
+                                 context: grpc.aio.ServicerContext) -> bootstrap_pb2.Revocations:
+        await self._auth(context, ("operator",), "PublishRevocations")
+        try:
+            self._accept_crl(request.crl_pem, "an operator")
+        except SecurityError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        return bootstrap_pb2.Revocations(crl_pem=self.revocations.pem)
+
+    async def GetRevocations(self, request: bootstrap_pb2.GetRevocationsRequest,
+                             context: grpc.aio.ServicerContext) -> bootstrap_pb2.Revocations:
+        await self._auth(context, ("node", "operator", "bootstrap"), "GetRevocations")
+        return bootstrap_pb2.Revocations(crl_pem=self.revocations.pem)
+

@@ -1,0 +1,100 @@
+"""The bootstrap's durable store (SQLite, WAL, synchronous): registrations, versioned topologies,
+jobs, released results and the current revocation list. A restarted bootstrap loses nothing.
+
+Protobuf messages are stored in their serialized form (they are the bootstrap's own records)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from netdp.v1 import bootstrap_pb2, common_pb2
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS nodes (
+    node_id TEXT PRIMARY KEY, address TEXT NOT NULL, serial TEXT NOT NULL, registered REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS topologies (
+    version INTEGER PRIMARY KEY AUTOINCREMENT, topology_id TEXT UNIQUE NOT NULL, body BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT UNIQUE NOT NULL, body BLOB NOT NULL,
+    created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS results (
+    job_id TEXT NOT NULL, node_id TEXT NOT NULL, body BLOB NOT NULL, PRIMARY KEY (job_id, node_id));
+CREATE TABLE IF NOT EXISTS crl (number INTEGER PRIMARY KEY, pem BLOB NOT NULL);
+"""
+
+
+class Store:
+    def __init__(self, directory: str | Path) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.dir / "bootstrap.sqlite", isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- nodes ---------------------------------------------------------------------------------
+    def register(self, node_id: str, address: str, serial: int) -> common_pb2.NodeInfo:
+        now = time.time()
+        self.db.execute(
+            "INSERT INTO nodes VALUES (?,?,?,?) ON CONFLICT(node_id) DO UPDATE SET"
+            " address=excluded.address, serial=excluded.serial, registered=excluded.registered",
+            (node_id, address, str(serial), now),
+        )
+        return common_pb2.NodeInfo(node_id=node_id, address=address, registered_unix=int(now))
+
+    def nodes(self) -> list[tuple[common_pb2.NodeInfo, int]]:
+        rows = self.db.execute("SELECT node_id, address, serial, registered FROM nodes").fetchall()
+        return [(common_pb2.NodeInfo(node_id=r[0], address=r[1], registered_unix=int(r[3])),
+                 int(r[2])) for r in rows]
+
+    # -- topologies and jobs -------------------------------------------------------------------
+    def next_topology_version(self) -> int:
+        row = self.db.execute("SELECT COALESCE(MAX(version), 0) FROM topologies").fetchone()
+        return int(row[0]) + 1
+
+    def add_job(self, job: common_pb2.JobSpec) -> int:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("INSERT INTO topologies (version, topology_id, body) VALUES (?,?,?)",
+                            (job.topology.version, job.topology.topology_id,
+                             job.topology.SerializeToString()))
+            cur = self.db.execute("INSERT INTO jobs (job_id, body, created) VALUES (?,?,?)",
+                                  (job.job_id, job.SerializeToString(), time.time()))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return int(cur.lastrowid or 0)
+
+    def jobs_after(self, after: int) -> list[tuple[int, common_pb2.JobSpec]]:
+        rows = self.db.execute("SELECT seq, body FROM jobs WHERE seq > ? ORDER BY seq",
+                               (after,)).fetchall()
+        return [(int(r[0]), common_pb2.JobSpec.FromString(r[1])) for r in rows]
+
+    def job(self, job_id: str) -> common_pb2.JobSpec | None:
+        row = self.db.execute("SELECT body FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+        return None if row is None else common_pb2.JobSpec.FromString(row[0])
+
+    # -- results -------------------------------------------------------------------------------
+    def put_result(self, r: bootstrap_pb2.NodeResult) -> None:
+        self.db.execute(
+            "INSERT INTO results VALUES (?,?,?) ON CONFLICT(job_id, node_id) DO UPDATE SET"
+            " body=excluded.body", (r.job_id, r.node_id, r.SerializeToString()))
+
+    def results(self, job_id: str) -> list[bootstrap_pb2.NodeResult]:
+        rows = self.db.execute("SELECT body FROM results WHERE job_id=? ORDER BY node_id",
+                               (job_id,)).fetchall()
+        return [bootstrap_pb2.NodeResult.FromString(r[0]) for r in rows]
+
+    # -- revocations ---------------------------------------------------------------------------
+    def put_crl(self, number: int, pem: bytes) -> None:
+        self.db.execute("INSERT OR REPLACE INTO crl VALUES (?,?)", (number, pem))
+
+    def crl(self) -> bytes | None:
+        row = self.db.execute("SELECT pem FROM crl ORDER BY number DESC LIMIT 1").fetchone()
+        return None if row is None else bytes(row[0])

@@ -1,0 +1,98 @@
+"""A small client for the bootstrap service, used by node daemons and by the CLI (operators)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from netdp.v1 import bootstrap_pb2, bootstrap_pb2_grpc, common_pb2
+from netdp_node.protocols.base import JobContext
+from netdp_node.retry import Backoff, retry
+from netdp_node.security.pki import Identity
+from netdp_node.transport.grpc import secure_channel
+
+TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
+def is_transient(e: BaseException) -> bool:
+    return isinstance(e, grpc.aio.AioRpcError) and e.code() in TRANSIENT
+
+
+def job_context(job: common_pb2.JobSpec, me: str) -> JobContext:
+    return JobContext(
+        job_id=job.job_id,
+        algorithm=job.algorithm,
+        me=me,
+        participants=tuple(p.node_id for p in job.participants),
+        params=json.loads(job.params_json or "{}"),
+        public_seed=job.public_seed,
+        edges=tuple((e.src, e.dst) for e in job.topology.edges),
+    )
+
+
+def addresses(job: common_pb2.JobSpec) -> dict[str, str]:
+    return {p.node_id: p.address for p in job.participants}
+
+
+class BootstrapClient:
+    def __init__(self, address: str, identity: Identity, *, timeout: float = 10.0,
+                 backoff: Backoff | None = None) -> None:
+        self.address = address
+        self.channel = secure_channel(address, identity)
+        self.stub = bootstrap_pb2_grpc.BootstrapStub(self.channel)
+        self.timeout = timeout
+        self.backoff = backoff or Backoff(give_up_after=30.0)
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+    async def call(self, method: str, request: Any, *, retry_transient: bool = True) -> Any:
+        fn = getattr(self.stub, method)
+
+        async def once() -> Any:
+            return await fn(request, timeout=self.timeout)
+
+        if not retry_transient:
+            return await once()
+        return await retry(once, self.backoff, is_transient)
+
+    async def register(self, node_id: str, address: str) -> common_pb2.NodeInfo:
+        r = await self.call("Register", bootstrap_pb2.RegisterRequest(node_id=node_id,
+                                                                      address=address))
+        return r.node
+
+    async def list_nodes(self) -> list[common_pb2.NodeInfo]:
+        return list((await self.call("ListNodes", bootstrap_pb2.ListNodesRequest())).nodes)
+
+    async def submit(self, algorithm: str, params: dict[str, Any], *, participants: list[str] | None
+                     = None, topology: str = "", topology_params: dict[str, Any] | None = None,
+                     seed: int = 0, job_id: str = "") -> common_pb2.JobSpec:
+        req = bootstrap_pb2.SubmitJobRequest(
+            algorithm=algorithm, params_json=json.dumps(params), participants=participants or [],
+            topology_kind=topology, topology_params_json=json.dumps(topology_params or {}),
+            public_seed=seed, job_id=job_id)
+        return (await self.call("SubmitJob", req)).job
+
+    async def list_jobs(self, after: int = 0) -> list[tuple[int, common_pb2.JobSpec]]:
+        r = await self.call("ListJobs", bootstrap_pb2.ListJobsRequest(after=after))
+        return list(zip(r.seqs, r.jobs))
+
+    async def get_job(self, job_id: str) -> common_pb2.JobSpec:
+        return (await self.call("GetJob", bootstrap_pb2.GetJobRequest(job_id=job_id))).job
+
+    async def report(self, result: bootstrap_pb2.NodeResult) -> None:
+        await self.call("ReportResult", result)
+
+    async def result(self, job_id: str) -> bootstrap_pb2.GetResultReply:
+        return await self.call("GetResult", bootstrap_pb2.GetResultRequest(job_id=job_id))
+
+    async def revocations(self) -> bytes:
+        return bytes((await self.call("GetRevocations",
+                                      bootstrap_pb2.GetRevocationsRequest())).crl_pem)
+
+    async def publish_revocations(self, crl_pem: bytes) -> bytes:
+        r = await self.call("PublishRevocations", bootstrap_pb2.Revocations(crl_pem=crl_pem))
+        return bytes(r.crl_pem)

@@ -1,0 +1,364 @@
+"""The `netdp` command line.
+
+    netdp demo                      bootstrap + nodes on loopback, a private ring sum, a privacy report
+    netdp pki init|issue|revoke     a throwaway or real CA, one certificate per node
+    netdp bootstrap ...             run the bootstrap service
+    netdp node ...                  run a node daemon
+    netdp job submit|result|list    operators: submit a job, read its released result
+    netdp privacy report            what a node's ledger says it has spent, towards every node
+
+Exit codes: 0 success; 1 runtime failure (a job failed, a peer refused); 2 usage or configuration
+error; 3 certificate / security error; 4 ledger error; 5 timeout; 130 interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from netdp_node import __version__
+from netdp_node.errors import ConfigError, LedgerError, NetdpError, SecurityError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SECURITY, EXIT_LEDGER, EXIT_TIMEOUT, EXIT_INTERRUPTED = (
+    0, 1, 2, 3, 4, 5, 130)
+
+
+def _setup_logging(level: str, who: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format=f"%(asctime)s %(levelname)s {who} %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _addr(s: str) -> str:
+    host, sep, port = s.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{s!r} is not HOST:PORT")
+    return s
+
+
+def _positive(s: str) -> float:
+    v = float(s)
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"{s} must be positive")
+    return v
+
+
+def _param(s: str) -> tuple[str, Any]:
+    k, sep, v = s.partition("=")
+    if not sep or not k:
+        raise argparse.ArgumentTypeError(f"--param takes KEY=VALUE, got {s!r}")
+    try:
+        return k, json.loads(v)
+    except json.JSONDecodeError:
+        return k, v
+
+
+# -- pki ----------------------------------------------------------------------------------------
+def cmd_pki(a: argparse.Namespace) -> int:
+    from netdp_node.security import pki
+
+    if a.pki_cmd == "init":
+        pki.init_ca(a.dir, force=a.force)
+        op = pki.issue(a.dir, a.operator, role="operator", hosts=())
+        print(f"CA created in {a.dir}; operator certificate in {op}", file=sys.stderr)
+        return EXIT_OK
+    if a.pki_cmd == "issue":
+        out = pki.issue(a.dir, a.node_id, hosts=tuple(a.host), role=a.role, days=a.days,
+                        force=a.force)
+        print(f"{a.role} certificate for {a.node_id} ({', '.join(a.host) or 'no hosts'}) in {out}",
+              file=sys.stderr)
+        print(out)
+        return EXIT_OK
+    if a.pki_cmd == "revoke":
+        crl = pki.revoke(a.dir, a.node_id)
+        print(f"revoked {a.node_id}; revocation list written to {Path(a.dir) / 'crl.pem'}",
+              file=sys.stderr)
+        if a.bootstrap:
+            from netdp_node.bootstrap_client import BootstrapClient
+
+            async def publish() -> None:
+                c = BootstrapClient(a.bootstrap, pki.load_identity(a.certs))
+                try:
+                    await c.publish_revocations(crl)
+                finally:
+                    await c.close()
+
+            asyncio.run(publish())
+            print(f"published to the bootstrap at {a.bootstrap}", file=sys.stderr)
+        return EXIT_OK
+    raise ConfigError("unknown pki command")
+
+
+# -- daemons ------------------------------------------------------------------------------------
+def cmd_bootstrap(a: argparse.Namespace) -> int:
+    from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
+    from netdp_node.security.pki import load_identity
+
+    cfg = BootstrapConfig(certs=Path(a.certs), state=Path(a.state), listen=a.listen,
+                          crl=Path(a.crl) if a.crl else None)
+    if a.check:
+        ident = load_identity(cfg.certs)
+        print(f"ok: bootstrap {ident.node_id} would listen on {cfg.listen}, state {cfg.state}",
+              file=sys.stderr)
+        return EXIT_OK
+    _setup_logging(a.log_level, "bootstrap")
+
+    async def main() -> int:
+        ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        task = asyncio.ensure_future(run_bootstrap(cfg, ready))
+        port = await asyncio.wait({ready, task}, return_when=asyncio.FIRST_COMPLETED)
+        del port
+        if ready.done() and a.port_file:
+            Path(a.port_file).write_text(str(ready.result()))
+        return await task
+
+    return asyncio.run(main())
+
+
+def _node_config(a: argparse.Namespace) -> Any:
+    from netdp_node.daemon import NodeConfig
+
+    if a.budget_epsilon is not None and not 0 < a.budget_delta < 1:
+        raise ConfigError("--budget-delta must be in (0, 1)")
+    return NodeConfig(
+        certs=Path(a.certs), bootstrap=a.bootstrap, ledger=Path(a.ledger), listen=a.listen,
+        advertise=a.advertise, data=Path(a.data) if a.data else None,
+        budget_epsilon=a.budget_epsilon, budget_delta=a.budget_delta,
+        poll_interval=a.poll_interval, crl=Path(a.crl) if a.crl else None, seed=a.seed)
+
+
+def cmd_node(a: argparse.Namespace) -> int:
+    from netdp_node.daemon import NodeDaemon
+
+    cfg = _node_config(a)
+    if a.check:
+        from netdp_node.data import load_values
+        from netdp_node.security.pki import load_identity
+
+        ident = load_identity(cfg.certs)
+        n = len(load_values(cfg.data)) if cfg.data else 0
+        print(f"ok: node {ident.node_id}, bootstrap {cfg.bootstrap}, ledger {cfg.ledger}, "
+              f"{n} value(s)", file=sys.stderr)
+        return EXIT_OK
+    _setup_logging(a.log_level, "node")
+
+    async def main() -> int:
+        daemon = NodeDaemon(cfg)
+        ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if a.port_file:
+            ready.add_done_callback(lambda f: Path(a.port_file).write_text(str(f.result())))
+        return await daemon.run(ready)
+
+    return asyncio.run(main())
+
+
+# -- jobs ---------------------------------------------------------------------------------------
+def cmd_job(a: argparse.Namespace) -> int:
+    from netdp_node.bootstrap_client import BootstrapClient
+    from netdp_node.jobs import render_result, result_summary, wait_result
+    from netdp_node.security.pki import load_identity
+
+    ident = load_identity(a.certs)
+
+    async def main() -> int:
+        c = BootstrapClient(a.bootstrap, ident)
+        try:
+            if a.job_cmd == "submit":
+                job = await c.submit(a.algorithm, dict(a.param or []),
+                                     participants=a.participants.split(",") if a.participants
+                                     else None, topology=a.topology or "", seed=a.seed,
+                                     job_id=a.job_id or "")
+                print(job.job_id)
+                print(f"submitted {job.job_id} ({job.algorithm}) to {len(job.participants)} "
+                      f"participants: {', '.join(p.node_id for p in job.participants)}",
+                      file=sys.stderr)
+                return EXIT_OK
+            if a.job_cmd == "list":
+                for _, job in await c.list_jobs():
+                    print(f"{job.job_id}\t{job.algorithm}\t{len(job.participants)} participants")
+                return EXIT_OK
+            if a.job_cmd == "result":
+                reply = await wait_result(c, a.job_id, a.wait)
+                summary = result_summary(reply)
+                if a.json:
+                    print(json.dumps(summary, indent=2))
+                else:
+                    print(render_result(summary))
+                if summary["complete"]:
+                    return EXIT_OK if summary["state"] == "done" else EXIT_FAIL
+                return EXIT_TIMEOUT if a.wait else EXIT_FAIL
+            raise ConfigError("unknown job command")
+        finally:
+            await c.close()
+
+    return asyncio.run(main())
+
+
+def cmd_privacy(a: argparse.Namespace) -> int:
+    from netdp_node.report import ledger_report, render_text
+
+    rep = ledger_report(a.ledger, delta_target=a.delta, job_id=a.job)
+    if a.json:
+        print(json.dumps(rep, indent=2))
+    else:
+        print(render_text(rep))
+    return EXIT_OK
+
+
+def cmd_demo(a: argparse.Namespace) -> int:
+    from netdp_node.demo import run_demo
+
+    return run_demo(a)
+
+
+# -- parser -------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="netdp", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"netdp {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    d = sub.add_parser("demo", help="run a private ring sum on loopback processes and report",
+                       description="Create a throwaway CA, start a bootstrap and N node daemons as "
+                       "separate processes on 127.0.0.1, run a private ring summation, print the "
+                       "estimate, the truth and every node's privacy report, then stop them all.")
+    d.add_argument("--nodes", type=int, default=8, help="number of node processes (3..64, default 8)")
+    d.add_argument("--rounds", type=int, default=10, help="rounds K of the token (default 10)")
+    d.add_argument("--epsilon", type=float, default=0.5,
+                   help="per-window ε of the Gaussian noise, in (0,1) (default 0.5)")
+    d.add_argument("--delta", type=float, default=1e-6, help="per-window δ (default 1e-6)")
+    d.add_argument("--clip", type=_positive, default=1.0,
+                   help="values are clipped to this absolute bound (default 1)")
+    d.add_argument("--data", help="a file with one value per node (text or .npy), instead of "
+                   "synthetic values")
+    d.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    d.add_argument("--workdir", help="keep certificates, ledgers and logs here (default: a "
+                   "temporary directory, removed at the end)")
+    d.add_argument("--timeout", type=_positive, default=120.0,
+                   help="give up after this many seconds (default 120)")
+    d.add_argument("--seed", type=int, default=None, help="seed the synthetic data (and noise: "
+                   "for reproducible tests only)")
+    d.set_defaults(fn=cmd_demo)
+
+    k = sub.add_parser("pki", help="certificates: init a CA, issue, revoke")
+    ksub = k.add_subparsers(dest="pki_cmd", required=True, metavar="PKI_COMMAND")
+    ki = ksub.add_parser("init", help="create a CA (and an operator certificate) in DIR")
+    ki.add_argument("dir")
+    ki.add_argument("--operator", default="operator", help="id of the operator certificate")
+    ki.add_argument("--force", action="store_true", help="overwrite an existing CA")
+    kis = ksub.add_parser("issue", help="issue a certificate; writes DIR/ID/{ca,cert,key}.pem")
+    kis.add_argument("dir")
+    kis.add_argument("node_id")
+    kis.add_argument("--host", action="append", default=[],
+                     help="a DNS name or IP the holder is reached at (repeat); default none")
+    kis.add_argument("--role", default="node", choices=["node", "bootstrap", "operator"])
+    kis.add_argument("--days", type=int, default=365)
+    kis.add_argument("--force", action="store_true", help="re-issue an existing id")
+    kr = ksub.add_parser("revoke", help="revoke every certificate of an id and write crl.pem")
+    kr.add_argument("dir")
+    kr.add_argument("node_id")
+    kr.add_argument("--bootstrap", type=_addr, help="also publish the new list to this bootstrap")
+    kr.add_argument("--certs", help="operator identity folder used to publish")
+    k.set_defaults(fn=cmd_pki)
+
+    b = sub.add_parser("bootstrap", help="run the bootstrap service")
+    b.add_argument("--certs", required=True, help="identity folder of a --role bootstrap certificate")
+    b.add_argument("--state", required=True, help="directory of its durable store")
+    b.add_argument("--listen", type=_addr, default="127.0.0.1:7600", help="HOST:PORT (port 0: any)")
+    b.add_argument("--crl", help="revocation list file to load and watch (netdp pki revoke writes it)")
+    b.add_argument("--port-file", help="write the bound port here once listening")
+    b.add_argument("--check", action="store_true", help="validate the configuration and exit")
+    b.add_argument("--log-level", default="info")
+    b.set_defaults(fn=cmd_bootstrap)
+
+    n = sub.add_parser("node", help="run a node daemon")
+    n.add_argument("--certs", required=True, help="identity folder (ca.pem, cert.pem, key.pem)")
+    n.add_argument("--bootstrap", required=True, type=_addr, help="bootstrap HOST:PORT")
+    n.add_argument("--ledger", required=True, help="ledger directory (created if missing)")
+    n.add_argument("--listen", type=_addr, default="127.0.0.1:0", help="HOST:PORT to serve peers on")
+    n.add_argument("--advertise", type=_addr, help="HOST:PORT peers should dial (default: listen)")
+    n.add_argument("--data", help="this node's private values (text or .npy)")
+    n.add_argument("--budget-epsilon", type=_positive,
+                   help="privacy budget ε across all jobs, towards every other node")
+    n.add_argument("--budget-delta", type=float, default=1e-5, help="budget δ (default 1e-5)")
+    n.add_argument("--poll-interval", type=_positive, default=0.5,
+                   help="seconds between bootstrap polls for jobs (default 0.5)")
+    n.add_argument("--crl", help="a revocation list file to enforce from the start")
+    n.add_argument("--seed", type=int, help="seed the private RNG (tests only: NOT private)")
+    n.add_argument("--port-file", help="write the bound port here once registered")
+    n.add_argument("--check", action="store_true", help="validate the configuration and exit")
+    n.add_argument("--log-level", default="info")
+    n.set_defaults(fn=cmd_node)
+
+    j = sub.add_parser("job", help="submit jobs and read results (operator certificate)")
+    jsub = j.add_subparsers(dest="job_cmd", required=True, metavar="JOB_COMMAND")
+    for name, hlp in (("submit", "submit a job"), ("result", "show a job's released result"),
+                      ("list", "list jobs")):
+        jp = jsub.add_parser(name, help=hlp)
+        jp.add_argument("--bootstrap", required=True, type=_addr)
+        jp.add_argument("--certs", required=True, help="operator identity folder")
+        if name == "submit":
+            jp.add_argument("--algorithm", default="ring-sum")
+            jp.add_argument("--param", action="append", type=_param, metavar="KEY=VALUE",
+                            help="algorithm parameter (repeat), e.g. rounds=10 epsilon=0.5")
+            jp.add_argument("--participants", help="comma-separated ids (default: all registered)")
+            jp.add_argument("--topology", help="topology kind (default: the algorithm's)")
+            jp.add_argument("--seed", type=int, default=0, help="public seed (default: random)")
+            jp.add_argument("--job-id")
+        if name == "result":
+            jp.add_argument("job_id")
+            jp.add_argument("--wait", type=float, default=0.0,
+                            help="wait up to this many seconds for every participant")
+            jp.add_argument("--json", action="store_true")
+    j.set_defaults(fn=cmd_job)
+
+    pr = sub.add_parser("privacy", help="privacy reports")
+    prs = pr.add_subparsers(dest="privacy_cmd", required=True, metavar="PRIVACY_COMMAND")
+    rp = prs.add_parser("report", help="the loss a node has incurred towards every other node")
+    rp.add_argument("--ledger", required=True, help="the node's ledger directory")
+    rp.add_argument("--job", help="only this job")
+    rp.add_argument("--delta", type=float, default=1e-5,
+                    help="δ at which jobs are composed (default 1e-5)")
+    rp.add_argument("--json", action="store_true")
+    pr.set_defaults(fn=cmd_privacy)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    try:
+        return int(a.fn(a))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except ConfigError as e:
+        print(f"netdp: configuration error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except SecurityError as e:
+        print(f"netdp: security error: {e}", file=sys.stderr)
+        return EXIT_SECURITY
+    except LedgerError as e:
+        print(f"netdp: ledger error: {e}", file=sys.stderr)
+        return EXIT_LEDGER
+    except NetdpError as e:
+        print(f"netdp: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    except Exception as e:
+        import grpc
+
+        if isinstance(e, grpc.aio.AioRpcError):
+            print(f"netdp: {e.code().name}: {e.details()}", file=sys.stderr)
+            return EXIT_FAIL
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""The node daemon: serve peers over mTLS, register, follow the bootstrap's jobs, run them, report.
+
+Lifecycle: load identity -> open ledger -> start the mTLS server -> register (retry with backoff) ->
+poll the bootstrap for jobs and the revocation list -> run each job through the runtime -> on
+SIGTERM/SIGINT stop polling, stop the server (grace period), close links and the ledger, exit 0.
+Jobs already fetched keep running if the bootstrap goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from netdp.v1 import bootstrap_pb2, peer_pb2
+from netdp_node.bootstrap_client import BootstrapClient, addresses, job_context
+from netdp_node.data import load_values
+from netdp_node.errors import SecurityError
+from netdp_node.ledger import Ledger
+from netdp_node.protocols.base import JobContext
+from netdp_node.retry import Backoff
+from netdp_node.runtime import Budget, JobRunner, NodeRuntime
+from netdp_node.security.identity import RevocationList
+from netdp_node.security.pki import Identity, load_identity
+from netdp_node.transport.grpc import AccessPolicy, GrpcTransport, PeerService, start_server
+from netdp_node.wire import ndarray_to_tensor
+
+log = logging.getLogger("netdp.node")
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    certs: Path
+    bootstrap: str
+    ledger: Path
+    listen: str = "127.0.0.1:0"
+    advertise: str | None = None
+    data: Path | None = None
+    budget_epsilon: float | None = None
+    budget_delta: float = 1e-5
+    poll_interval: float = 0.5
+    crl: Path | None = None
+    seed: int | None = None  # tests and simulations only: seeds the private RNG
+    grace: float = 2.0
+
+
+class NodeDaemon:
+    def __init__(self, config: NodeConfig) -> None:
+        self.cfg = config
+        self.identity: Identity = load_identity(config.certs)
+        self.node_id = self.identity.node_id
+        self.data = load_values(config.data) if config.data else None
+        self.revocations = RevocationList.empty()
+        if config.crl is not None and config.crl.exists():
+            self.revocations = RevocationList.from_pem(config.crl.read_bytes(),
+                                                       self.identity.ca_pem)
+        self.stop_event = asyncio.Event()
+        self.port = 0
+        self._bg: set[asyncio.Task[None]] = set()
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _rng(self, job_id: str) -> np.random.Generator:
+        if self.cfg.seed is None:
+            return np.random.default_rng()  # OS entropy
+        return np.random.default_rng([self.cfg.seed, zlib.crc32(job_id.encode())])
+
+    def _spawn(self, coro: object) -> None:
+        t = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+        self._bg.add(t)
+        t.add_done_callback(self._bg.discard)
+
+    def _status(self) -> peer_pb2.StatusReply:
+        reply = peer_pb2.StatusReply(node_id=self.node_id)
+        for r in self.runtime.jobs.values():
+            reply.jobs.append(peer_pb2.JobStatus(
+                job_id=r.ctx.job_id, algorithm=r.ctx.algorithm, state=r.state,
+                progress=r.engine.progress(), expected=r.engine.expected_steps(),
+                detail=r.detail, contributed=r.contributed))
+        return reply
+
+    def _accept_crl(self, pem: bytes) -> None:
+        if not pem:
+            return
+        try:
+            new = RevocationList.from_pem(pem, self.identity.ca_pem)
+        except SecurityError as e:
+            log.error("[node=%s] ignoring a revocation list from the bootstrap: %s", self.node_id, e)
+            return
+        if new.newer_than(self.revocations):
+            self.revocations = new
+            log.info("[node=%s] revocation list #%d: %d revoked certificate(s)", self.node_id,
+                     new.number, len(new.serials))
+
+    async def _fetch_job(self, job_id: str) -> JobContext | None:
+        try:
+            job = await self.bootstrap.get_job(job_id)
+        except grpc.aio.AioRpcError as e:
+            log.info("[node=%s] bootstrap does not give job %s: %s", self.node_id, job_id,
+                     e.details())
+            return None
+        self.transport.learn(addresses(job))
+        return job_context(job, self.node_id)
+
+    def _on_finished(self, runner: JobRunner) -> None:
+        self._spawn(self._report(runner))
+
+    async def _report(self, runner: JobRunner) -> None:
+        contributions = sum(1 for e in self.ledger.entries(runner.ctx.job_id)
+                            if e.event == "contribute")
+        res = bootstrap_pb2.NodeResult(
+            job_id=runner.ctx.job_id, node_id=self.node_id,
+            state=runner.state if runner.contributed or runner.state != "done" else "declined",
+            contributed=runner.contributed, contributions=contributions, detail=runner.detail,
+            reported_unix=int(asyncio.get_running_loop().time()))
+        if runner.output is not None and runner.output.value is not None:
+            res.output.CopyFrom(ndarray_to_tensor(np.asarray(runner.output.value)))
+        try:
+            await self.bootstrap.report(res)
+        except grpc.aio.AioRpcError as e:
+            log.error("[node=%s job=%s] could not report the result to the bootstrap: %s",
+                      self.node_id, runner.ctx.job_id, e.details())
+
+    # -- main loop -----------------------------------------------------------------------------
+    async def _poll(self) -> None:
+        after = 0
+        backoff = Backoff(initial=self.cfg.poll_interval, maximum=10.0, give_up_after=0).delays()
+        while not self.stop_event.is_set():
+            try:
+                self._accept_crl(await self.bootstrap.revocations())
+                for seq, job in await self.bootstrap.list_jobs(after):
+                    after = max(after, seq)
+                    if job.job_id in self.runtime.jobs:
+                        continue
+                    self.transport.learn(addresses(job))
+                    self._spawn(self._join(job_context(job, self.node_id)))
+                delay = self.cfg.poll_interval
+                backoff = Backoff(initial=self.cfg.poll_interval, maximum=10.0,
+                                  give_up_after=0).delays()
+            except grpc.aio.AioRpcError as e:
+                delay = backoff.next_delay()
+                log.warning("[node=%s] bootstrap unreachable (%s); jobs already fetched keep "
+                            "running; retrying in %.1fs", self.node_id, e.code().name, delay)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stop_event.wait(), timeout=delay)
+
+    async def _join(self, ctx: JobContext) -> None:
+        try:
+            await self.runtime.add_job(ctx)
+        except Exception:  # noqa: BLE001 - a bad job must not take the node down
+            log.exception("[node=%s job=%s] cannot run this job", self.node_id, ctx.job_id)
+
+    async def run(self, ready: asyncio.Future[int] | None = None) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stop_event.set)
+        self.ledger = Ledger(self.cfg.ledger, self.node_id)
+        self.transport = GrpcTransport(self.identity)
+        budget = (Budget(self.cfg.budget_epsilon, self.cfg.budget_delta)
+                  if self.cfg.budget_epsilon is not None else None)
+        self.runtime = NodeRuntime(self.node_id, self.ledger, self.transport, data=self.data,
+                                   budget=budget, rng_factory=self._rng,
+                                   job_fetcher=self._fetch_job, on_finished=self._on_finished)
+        policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s))
+        service = PeerService(self.node_id, self.runtime.handle, self._status, policy)
+        server, self.port = await start_server(self.identity, self.cfg.listen,
+                                               lambda srv: srv.add_generic_rpc_handlers(
+                                                   (service.generic_handler(),)))
+        host = self.cfg.listen.rsplit(":", 1)[0]
+        advertise = self.cfg.advertise or f"{host}:{self.port}"
+        log.info("[node=%s] serving mTLS on %s (advertised %s), ledger %s", self.node_id,
+                 self.cfg.listen.rsplit(":", 1)[0] + f":{self.port}", advertise, self.ledger.path)
+        self.bootstrap = BootstrapClient(self.cfg.bootstrap, self.identity,
+                                         backoff=Backoff(give_up_after=0))
+        try:
+            reg = asyncio.ensure_future(self.bootstrap.register(self.node_id, advertise))
+            stop = asyncio.ensure_future(self.stop_event.wait())
+            await asyncio.wait({reg, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if reg.done():
+                reg.result()  # raises a permanent refusal (e.g. revoked)
+                log.info("[node=%s] registered with the bootstrap at %s", self.node_id,
+                         self.cfg.bootstrap)
+                if ready is not None and not ready.done():
+                    ready.set_result(self.port)
+                await self._poll()
+            else:
+                reg.cancel()
+            stop.cancel()
+        finally:
+            log.info("[node=%s] shutting down", self.node_id)
+            await server.stop(self.cfg.grace)
+            await self.runtime.close()
+            for t in list(self._bg):
+                t.cancel()
+            await asyncio.gather(*self._bg, return_exceptions=True)
+            await self.transport.close()
+            await self.bootstrap.close()
+            self.ledger.close()
+        return 0

@@ -1,0 +1,23 @@
+"""The project's own exceptions, with messages a user can act on."""
+
+from __future__ import annotations
+
+
+class NetdpError(Exception):
+    """Base class of every error netdp raises on purpose."""
+
+
+class ConfigError(NetdpError):
+    """A flag, file or configuration value is missing or invalid (exit code 2)."""
+
+
+class SecurityError(NetdpError):
+    """A certificate, key or revocation list is missing, invalid or does not match (exit code 3)."""
+
+
+class LedgerError(NetdpError):
+    """The on-disk ledger cannot be opened or written."""
+
+
+class BudgetExceeded(NetdpError):
+    """A job would take the node past its privacy budget."""

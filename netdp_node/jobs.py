@@ -1,0 +1,68 @@
+"""Operator-side view of a job's released result (`netdp job result`, the demo)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import numpy as np
+
+from netdp.v1 import bootstrap_pb2
+from netdp_node.bootstrap_client import BootstrapClient
+from netdp_node.wire import tensor_to_ndarray
+
+
+def result_summary(reply: bootstrap_pb2.GetResultReply) -> dict[str, Any]:
+    """Merge the participants' reports: the released value, who contributed, who declined."""
+    job = reply.job
+    participants = [p.node_id for p in job.participants]
+    reported = {r.node_id: r for r in reply.results}
+    outputs = [tensor_to_ndarray(r.output) for r in reply.results if r.HasField("output")]
+    value = outputs[0] if outputs else None
+    agree = all(np.array_equal(o, value) for o in outputs) if outputs else False
+    failed = {n: r.detail for n, r in reported.items() if r.state == "failed"}
+    missing = [p for p in participants if p not in reported]
+    state = "failed" if failed else ("done" if not missing else "running")
+    return {
+        "job_id": job.job_id,
+        "algorithm": job.algorithm,
+        "participants": participants,
+        "complete": not missing,
+        "state": state,
+        "value": None if value is None else value.tolist(),
+        "outputs_agree": agree,
+        "contributors": [n for n, r in reported.items() if r.contributed],
+        "declined": {n: r.detail for n, r in reported.items() if not r.contributed},
+        "failed": failed,
+        "missing": missing,
+        "contributions": {n: r.contributions for n, r in reported.items()},
+    }
+
+
+async def wait_result(client: BootstrapClient, job_id: str, wait: float,
+                      poll: float = 0.25) -> bootstrap_pb2.GetResultReply:
+    """Poll the bootstrap until every participant reported (or `wait` seconds passed)."""
+    deadline = time.monotonic() + wait
+    while True:
+        reply = await client.result(job_id)
+        done = {r.node_id for r in reply.results}
+        if all(p.node_id in done for p in reply.job.participants) or time.monotonic() >= deadline:
+            return reply
+        await asyncio.sleep(poll)
+
+
+def render_result(s: dict[str, Any]) -> str:
+    lines = [f"job {s['job_id']} ({s['algorithm']}): {s['state']}"]
+    if s["value"] is not None:
+        lines.append(f"  released result: {s['value']}"
+                     + ("" if s["outputs_agree"] else "  (WARNING: participants disagree)"))
+    lines.append(f"  contributors ({len(s['contributors'])}/{len(s['participants'])}): "
+                 f"{', '.join(s['contributors']) or '-'}")
+    for n, why in s["declined"].items():
+        lines.append(f"  declined: {n}: {why}")
+    for n, why in s["failed"].items():
+        lines.append(f"  failed: {n}: {why}")
+    if s["missing"]:
+        lines.append(f"  not reported yet: {', '.join(s['missing'])}")
+    return "\n".join(lines)

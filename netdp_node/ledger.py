@@ -1,0 +1,267 @@
+"""The node's ledger: its own view of every job, durable and append-only (SQLite, WAL, synchronous).
+
+What it holds: every message the node sent or received (peer, kind, walk/seq/round, a SHA-256 digest
+of the content so that a re-send can be told from a conflict) and every local step with the public
+noise parameters it used (mechanism, sigma, sensitivity, whether data was included). What it never
+holds: the node's raw data or noise samples; a stolen ledger must not undo the noise.
+
+Each protocol step is written in ONE transaction (`commit`) before the message that caused it is
+acknowledged, with `PRAGMA synchronous=FULL`, so a node killed at any instant never forgets privacy
+it already spent. `entries` rows cannot be updated or deleted (SQLite triggers refuse it).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from netdp_node.errors import LedgerError
+
+SCHEMA_VERSION = 1
+LEDGER_FILE = "ledger.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY,
+    algorithm TEXT NOT NULL,
+    spec_json TEXT NOT NULL,
+    state TEXT NOT NULL,
+    contributed INTEGER NOT NULL,
+    started REAL NOT NULL,
+    finished REAL,
+    result_json TEXT,
+    detail TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS entries (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts REAL NOT NULL,
+    job_id TEXT NOT NULL,
+    direction TEXT NOT NULL CHECK (direction IN ('sent', 'received', 'local')),
+    event TEXT NOT NULL,
+    peer TEXT NOT NULL DEFAULT '',
+    kind TEXT NOT NULL DEFAULT '',
+    walk TEXT NOT NULL DEFAULT '',
+    epoch INTEGER NOT NULL DEFAULT 0,
+    seq INTEGER NOT NULL DEFAULT 0,
+    round INTEGER NOT NULL DEFAULT 0,
+    digest TEXT NOT NULL DEFAULT '',
+    params_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE UNIQUE INDEX IF NOT EXISTS received_once
+    ON entries (job_id, peer, kind, walk, epoch, seq, round) WHERE direction = 'received';
+CREATE INDEX IF NOT EXISTS entries_job ON entries (job_id);
+CREATE TRIGGER IF NOT EXISTS entries_no_update BEFORE UPDATE ON entries
+    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS entries_no_delete BEFORE DELETE ON entries
+    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+"""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of the view. `direction` is sent / received / local."""
+
+    job_id: str
+    direction: str
+    event: str
+    peer: str = ""
+    kind: str = ""
+    walk: str = ""
+    epoch: int = 0
+    seq: int = 0
+    round: int = 0
+    digest: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    ts: float = 0.0
+    id: int = 0
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job_id: str
+    algorithm: str
+    spec: dict[str, Any]
+    state: str
+    contributed: bool
+    started: float
+    finished: float | None
+    result: dict[str, Any] | None
+    detail: str
+
+
+class Ledger:
+    """A node's ledger in `directory/ledger.sqlite`. One writer (the daemon); readers may be many."""
+
+    def __init__(self, directory: str | Path, node_id: str, *, readonly: bool = False) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / LEDGER_FILE
+        self.readonly = readonly
+        try:
+            if readonly:
+                if not self.path.exists():
+                    raise LedgerError(f"no ledger at {self.path}")
+                self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
+                                           isolation_level=None)
+            else:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(self.path, isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")
+                self._db.executescript(_SCHEMA)
+        except sqlite3.Error as e:
+            raise LedgerError(f"cannot open ledger {self.path}: {e}") from e
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self.node_id = self._check_owner(node_id)
+
+    def _check_owner(self, node_id: str) -> str:
+        row = self._db.execute("SELECT value FROM meta WHERE key='node_id'").fetchone()
+        if row is None:
+            if self.readonly:
+                raise LedgerError(f"ledger {self.path} has no owner recorded")
+            with self._tx():
+                self._db.execute("INSERT INTO meta VALUES ('node_id', ?)", (node_id,))
+                self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
+                                 (str(SCHEMA_VERSION),))
+                self._db.execute("INSERT INTO meta VALUES ('created', ?)", (str(time.time()),))
+            return node_id
+        owner = str(row[0])
+        if node_id and owner != node_id:
+            raise LedgerError(f"ledger {self.path} belongs to node {owner!r}, not {node_id!r}")
+        return owner
+
+    @classmethod
+    def open_readonly(cls, directory: str | Path) -> Ledger:
+        return cls(directory, "", readonly=True)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- transactions ---------------------------------------------------------------------------
+    class _Tx:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.db.execute("BEGIN IMMEDIATE")
+            return self.db
+
+        def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+            if exc_type is None:
+                self.db.execute("COMMIT")
+            else:
+                self.db.execute("ROLLBACK")
+
+    def _tx(self) -> Ledger._Tx:
+        return Ledger._Tx(self._db)
+
+    # -- writing --------------------------------------------------------------------------------
+    def commit(self, entries: Sequence[Entry], *, job_update: dict[str, Any] | None = None) -> None:
+        """Append `entries` (and optionally update the job's summary row) in one durable transaction.
+
+        Raises LedgerError if a received message with the same identity is already stored (the
+        runtime checks `received_digest` first, so this only fires on a race)."""
+        now = time.time()
+        try:
+            with self._tx() as db:
+                db.executemany(
+                    "INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch, seq,"
+                    " round, digest, params_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    [
+                        (e.ts or now, e.job_id, e.direction, e.event, e.peer, e.kind, e.walk,
+                         e.epoch, e.seq, e.round, e.digest, json.dumps(e.params, sort_keys=True))
+                        for e in entries
+                    ],
+                )
+                if job_update:
+                    self._update_job(db, **job_update)
+        except sqlite3.IntegrityError as e:
+            raise LedgerError(f"ledger refused the entries: {e}") from e
+        except sqlite3.Error as e:
+            raise LedgerError(f"ledger write failed ({self.path}): {e}") from e
+
+    def begin_job(self, job_id: str, algorithm: str, spec: dict[str, Any], contributed: bool,
+                  entries: Iterable[Entry] = ()) -> bool:
+        """Record that this node takes part in a job. Returns False if it was already recorded (a
+        restarted node resuming), True if new."""
+        with self._tx() as db:
+            row = db.execute("SELECT 1 FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            if row is not None:
+                return False
+            db.execute(
+                "INSERT INTO jobs (job_id, algorithm, spec_json, state, contributed, started)"
+                " VALUES (?,?,?,?,?,?)",
+                (job_id, algorithm, json.dumps(spec, sort_keys=True), "running", int(contributed),
+                 time.time()),
+            )
+            now = time.time()
+            db.executemany(
+                "INSERT INTO entries (ts, job_id, direction, event, peer, params_json)"
+                " VALUES (?,?,?,?,?,?)",
+                [(now, e.job_id, e.direction, e.event, e.peer, json.dumps(e.params, sort_keys=True))
+                 for e in entries],
+            )
+        return True
+
+    def set_job_state(self, job_id: str, state: str, *, result: dict[str, Any] | None = None,
+                      detail: str = "") -> None:
+        with self._tx() as db:
+            self._update_job(db, job_id=job_id, state=state, result=result, detail=detail)
+
+    @staticmethod
+    def _update_job(db: sqlite3.Connection, *, job_id: str, state: str,
+                    result: dict[str, Any] | None = None, detail: str = "") -> None:
+        finished = time.time() if state in ("done", "failed") else None
+        db.execute(
+            "UPDATE jobs SET state=?, finished=COALESCE(?, finished),"
+            " result_json=COALESCE(?, result_json), detail=? WHERE job_id=?",
+            (state, finished, json.dumps(result) if result is not None else None, detail, job_id),
+        )
+
+    # -- reading --------------------------------------------------------------------------------
+    def received_digest(self, job_id: str, peer: str, key: tuple[str, str, int, int, int]) -> str | None:
+        kind, walk, epoch, seq, rnd = key
+        row = self._db.execute(
+            "SELECT digest FROM entries WHERE direction='received' AND job_id=? AND peer=? AND kind=?"
+            " AND walk=? AND epoch=? AND seq=? AND round=?",
+            (job_id, peer, kind, walk, epoch, seq, rnd),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def entries(self, job_id: str | None = None) -> list[Entry]:
+        q = ("SELECT id, ts, job_id, direction, event, peer, kind, walk, epoch, seq, round, digest,"
+             " params_json FROM entries")
+        args: tuple[Any, ...] = ()
+        if job_id is not None:
+            q += " WHERE job_id=?"
+            args = (job_id,)
+        q += " ORDER BY id"
+        return [
+            Entry(id=r[0], ts=r[1], job_id=r[2], direction=r[3], event=r[4], peer=r[5], kind=r[6],
+                  walk=r[7], epoch=r[8], seq=r[9], round=r[10], digest=r[11],
+                  params=json.loads(r[12]))
+            for r in self._db.execute(q, args)
+        ]
+
+    def jobs(self) -> list[JobRow]:
+        rows = self._db.execute(
+            "SELECT job_id, algorithm, spec_json, state, contributed, started, finished, result_json,"
+            " detail FROM jobs ORDER BY started"
+        ).fetchall()
+        return [
+            JobRow(job_id=r[0], algorithm=r[1], spec=json.loads(r[2]), state=r[3],
+                   contributed=bool(r[4]), started=r[5], finished=r[6],
+                   result=json.loads(r[7]) if r[7] else None, detail=r[8])
+            for r in rows
+        ]
+
+    def job(self, job_id: str) -> JobRow | None:
+        for j in self.jobs():
+            if j.job_id == job_id:
+                return j
+        return None

@@ -1,0 +1,137 @@
+"""The node's local accountant: privacy loss towards every other node, from its own view only.
+
+Pure functions of (the node's ledger entries, the public job specs). Nothing here reads another
+node's ledger or any global trace.
+
+Per job, each algorithm has a function `losses(spec, entries, me) -> {peer: PrivacyLoss}` giving the
+loss the node has incurred towards each other participant. Across jobs, losses towards the same peer
+are composed by `compose_losses` (in RDP when every part has an RDP curve, otherwise by basic
+composition; see its docstring). The node's budget (ε, δ) must hold towards every peer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from netdp_node.privacy.composition import PrivacyLoss, compose_losses
+from netdp_node.privacy.network_dp import ldp_sum_std, ring_release_noise_count, ring_sum_loss
+
+
+class ViewEntry(Protocol):
+    job_id: str
+    direction: str
+    event: str
+    peer: str
+    params: dict[str, Any]
+
+
+def _others(spec: Mapping[str, Any], me: str) -> list[str]:
+    return [p for p in spec["participants"] if p != me]
+
+
+# -- ring sum (Algorithm 1, Theorem 1) ----------------------------------------------------------
+def ring_sum_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
+                    me: str) -> dict[str, PrivacyLoss]:
+    """Theorem 1 (network-dp.md §3.1) from the node's ledger.
+
+    Every contribution of this node falls in exactly one inter-visit window of each observer v,
+    counting the release of the result as v's last observation (spec §1.3 "Final output"), and no
+    window holds two of them. Every window holds noise from a user other than v: Algorithm 1's
+    schedule for the windows between receptions, and the extra last-step noise of
+    `ring_release_adds_noise` for the final one (the spec's schedule alone leaves it unprotected). So the loss towards each v composes one Gaussian window per real
+    contribution the ledger shows (noise-only visits of a declining node cost nothing)."""
+    p = spec["params"]
+    windows = sum(1 for e in entries if e.event == "contribute" and e.params.get("data"))
+    loss = ring_sum_loss(sigma=p["sigma"], sensitivity=p["sensitivity"], windows=windows,
+                         delta=p["delta"], delta_prime=p["delta_prime"])
+    return {v: loss for v in _others(spec, me)}
+
+
+def ring_sum_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
+    """The loss if the node contributes in every round (used for the budget check at job start)."""
+    p = spec["params"]
+    loss = ring_sum_loss(sigma=p["sigma"], sensitivity=p["sensitivity"], windows=p["rounds"],
+                         delta=p["delta"], delta_prime=p["delta_prime"])
+    return {v: loss for v in _others(spec, me)}
+
+
+def ring_sum_utility(spec: Mapping[str, Any]) -> dict[str, float]:
+    """Std of the released estimate (τ/K) and of the local-DP estimate with the same guarantee."""
+    p = spec["params"]
+    n, k, s = len(spec["participants"]), p["rounds"], p["sigma"]
+    count = ring_release_noise_count(n, k)
+    return {
+        "netdp_std": count ** 0.5 * s / k,
+        "ldp_std": ldp_sum_std(n, k, s) / k,
+        "noise_additions": float(count),
+    }
+
+
+@dataclass(frozen=True)
+class Accountant:
+    losses: Callable[[Mapping[str, Any], Iterable[ViewEntry], str], dict[str, PrivacyLoss]]
+    prospective: Callable[[Mapping[str, Any], str], dict[str, PrivacyLoss]]
+    theorem: str
+
+
+ACCOUNTANTS: dict[str, Accountant] = {
+    "ring-sum": Accountant(ring_sum_losses, ring_sum_prospective,
+                           "Cyffers & Bellet 2022, Theorem 1 (network-dp.md §3.1, erratum E1)"),
+}
+
+
+# -- across jobs --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobView:
+    """What the accountant needs of one job: its public spec and this node's entries for it."""
+
+    job_id: str
+    spec: Mapping[str, Any]  # {"algorithm", "participants", "params", ...}
+    entries: Sequence[ViewEntry]
+
+
+def per_job_losses(job: JobView, me: str) -> dict[str, PrivacyLoss]:
+    acc = ACCOUNTANTS.get(job.spec["algorithm"])
+    if acc is None:
+        raise ValueError(f"no accountant for algorithm {job.spec['algorithm']!r}")
+    return acc.losses(job.spec, job.entries, me)
+
+
+def total_losses(jobs: Iterable[JobView], me: str, delta_target: float,
+                 extra: Mapping[str, PrivacyLoss] | None = None) -> dict[str, PrivacyLoss]:
+    """Compose every job's loss towards each peer (plus an optional prospective job)."""
+    parts: dict[str, list[PrivacyLoss]] = {}
+    for job in jobs:
+        for peer, loss in per_job_losses(job, me).items():
+            parts.setdefault(peer, []).append(loss)
+    for peer, loss in (extra or {}).items():
+        parts.setdefault(peer, []).append(loss)
+    return {peer: compose_losses(ls, delta_target) for peer, ls in sorted(parts.items())}
+
+
+@dataclass(frozen=True)
+class BudgetCheck:
+    ok: bool
+    worst_peer: str
+    worst: PrivacyLoss | None
+    reason: str
+
+
+def check_budget(jobs: Iterable[JobView], spec: Mapping[str, Any], me: str, epsilon: float,
+                 delta: float) -> BudgetCheck:
+    """Would contributing fully to the job `spec` keep the node within (epsilon, delta) towards every
+    peer, given what its ledger already shows?"""
+    acc = ACCOUNTANTS[spec["algorithm"]]
+    after = total_losses(jobs, me, delta, extra=acc.prospective(spec, me))
+    worst_peer, worst = "", None
+    for peer, loss in after.items():
+        if worst is None or loss.epsilon > worst.epsilon:
+            worst_peer, worst = peer, loss
+    if worst is None:
+        return BudgetCheck(True, "", None, "no peers")
+    ok = worst.epsilon <= epsilon and worst.delta <= delta
+    reason = (f"after this job the loss towards {worst_peer} would be ε={worst.epsilon:.4g}, "
+              f"δ={worst.delta:.3g} ({worst.method}); budget ε={epsilon:g}, δ={delta:g}")
+    return BudgetCheck(ok, worst_peer, worst, reason)

@@ -1,0 +1,228 @@
+"""Network DP accounting for private summation on the directed ring (pure functions).
+
+Cyffers & Bellet, *Privacy Amplification by Decentralization*, AISTATS 2022, Algorithm 1 and
+Theorem 1 (App. A), as specified in `network-dp.md` ("the spec") §2.1, §3.1, §6 item 1 and
+erratum E1.
+
+Ring conventions (spec §1.3, §2.1): users sit at 1-indexed positions 1..n, the token starts at
+user 1 and goes round K times; step `s = (k−1)·n + u` is user u's turn in round k. An observer v
+sees the K token values it receives; the difference of two consecutive receptions (an *inter-visit
+window*) contains at most one contribution of each other user and, thanks to the noise schedule,
+at least one Gaussian noise addition by a user other than v.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from netdp_node.privacy.composition import (
+    DEFAULT_ORDERS,
+    PrivacyLoss,
+    advanced_composition,
+    basic_composition,
+    gaussian_rdp,
+    rdp_to_dp,
+)
+
+__all__ = [
+    "ldp_sum_std",
+    "ring_adds_noise",
+    "ring_noise_count",
+    "ring_release_adds_noise",
+    "ring_release_noise_count",
+    "ring_sum_loss",
+    "ring_sum_std",
+    "theorem1",
+]
+
+
+def _check_ring_size(n: int) -> int:
+    """Return n as an int; ValueError unless it is an integer ≥ 3 (the schedule needs n−1 ≥ 2)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 3:
+        raise ValueError(f"the ring needs n >= 3 users, got n={n!r}")
+    return int(n)
+
+
+def _check_int(name: str, value: int, minimum: int) -> int:
+    """Return value as an int, raising ValueError unless it is an integer ≥ minimum."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def ring_adds_noise(position: int, round_: int, n: int) -> bool:
+    """Whether the user at ring position p adds Gaussian noise in round k (spec §2.1 and §6 item 1).
+
+    Closed form of Algorithm 1's counter: noise is added at global steps 1, n, 2n−1, ... (once every
+    n−1 hops), i.e. user p in round k iff `(p + k − 2) mod (n − 1) == 0` (both 1-indexed). Using n
+    instead of n−1 would allow a window whose only noise is the observer's own (spec §6 item 1).
+
+    Raises:
+        ValueError: unless n ≥ 3, 1 ≤ position ≤ n and round_ ≥ 1.
+    """
+    nn = _check_ring_size(n)
+    p = _check_int("position", position, 1)
+    if p > nn:
+        raise ValueError(f"position must be in 1..n={nn}, got {position!r}")
+    k = _check_int("round_", round_, 1)
+    return (p + k - 2) % (nn - 1) == 0
+
+
+def ring_noise_count(n: int, K: int) -> int:
+    """Number of noise additions of Algorithm 1 over K rounds of n users (spec §2.1, erratum E1).
+
+    The noise steps are `{1 + j(n−1)} ∩ [1, Kn]`, hence `⌊(Kn − 1)/(n − 1)⌋ + 1` (the paper's
+    `⌊Kn/(n−1)⌋` is off, e.g. n = 5, K = 1 gives 2, not 1). K = 0 gives 0.
+
+    Raises:
+        ValueError: unless n ≥ 3 and K ≥ 0.
+    """
+    nn = _check_ring_size(n)
+    kk = _check_int("K", K, 0)
+    if kk == 0:
+        return 0
+    return (kk * nn - 1) // (nn - 1) + 1
+
+
+def ring_release_adds_noise(position: int, round_: int, n: int, rounds: int) -> bool:
+    """The noise schedule when the final token is released to every participant (netdp's ring).
+
+    Algorithm 1's schedule (`ring_adds_noise`) only protects the windows an observer sees *between*
+    receptions. If the final τ is released (spec §1.3 "Final output", App. C), each observer v < n
+    also sees the steps after its last visit, users v+1..n of round K, and these need not hold any
+    noise: with n = 5, K = 2 the release shows observer 4 the round-2 input of user 5 with no noise
+    but 4's own. So the last step (user n in round K) always adds noise too: every such final window
+    then holds noise from a user other than v. This is a correction to the spec (found while
+    building netdp); it adds at most one noise addition (`ring_release_noise_count`).
+    """
+    kk = _check_int("rounds", rounds, 1)
+    return ring_adds_noise(position, round_, n) or (position == n and round_ == kk)
+
+
+def ring_release_noise_count(n: int, K: int) -> int:
+    """Noise additions of the released ring sum: Algorithm 1's count, plus one at the last step
+    (user n, round K) unless the schedule already puts noise there, i.e. unless (K−1) mod (n−1) = 0.
+    """
+    base = ring_noise_count(n, K)
+    if K == 0:
+        return 0
+    return base + (0 if (K - 1) % (_check_ring_size(n) - 1) == 0 else 1)
+
+
+def theorem1(epsilon: float, delta: float, K: int, delta_prime: float) -> tuple[float, float]:
+    """Theorem 1 (App. A; spec §3.1): network-DP guarantee of ring summation over K windows.
+
+    Each of the K observed windows is an (ε, δ) mechanism (the LDP level of Perturb(·; σ_loc)), and
+    advanced composition (spec §3.0 B1) gives
+    `(sqrt(2K ln(1/δ'))·ε + K·ε·(e^ε − 1), K·δ + δ')`. Worked example (spec §3.1): K = 10, ε = 0.5,
+    δ = δ' = 1e-6 → (11.554897, 1.1e-5).
+
+    Raises:
+        ValueError: if K is not a non-negative integer, or as `advanced_composition`.
+    """
+    kk = _check_int("K", K, 0)
+    return advanced_composition(epsilon, delta, kk, delta_prime)
+
+
+def ring_sum_loss(
+    *,
+    sigma: float,
+    sensitivity: float,
+    windows: int,
+    delta: float,
+    delta_prime: float,
+    orders: Sequence[float] = DEFAULT_ORDERS,
+) -> PrivacyLoss:
+    """Loss of one node towards one other observer in ring summation (spec §2.1, §3.1, §3.0 B1/B7).
+
+    `windows` is the number of the observer's inter-visit windows (including its first
+    observation) that contained a contribution of the node. Each such window releases the node's
+    contribution plus Gaussian noise of std ≥ `sigma` added by a user other than the observer
+    (spec §2.1 note), so it is a Gaussian mechanism with L2 sensitivity `sensitivity`; the windows
+    compose (possibly adaptively). The caller must make sure that premise holds: on Algorithm 1's
+    schedule it does for the K receptions of each observer, but NOT automatically for the stretch
+    after an observer's last reception if the final τ is released to it (e.g. n = 5, K = 2,
+    observer 4: steps 9 and 10 hold only observer 4's own noise).
+
+    Candidates (k = windows, ε_w = sensitivity·sqrt(2 ln(1.25/δ))/sigma, the classic per-window ε):
+
+    * "theorem1-advanced": Theorem 1 / advanced composition,
+      `(sqrt(2k ln(1/δ'))ε_w + kε_w(e^{ε_w}−1), kδ + δ')`;
+    * "basic": `(k·ε_w, k·δ)`;
+    * "gaussian-rdp": the exact RDP curve of k Gaussian mechanisms with z = sigma/sensitivity,
+      `k·α/(2z²)`, converted at δ_tot = kδ + δ' (spec §3.0 B7).
+
+    The classic calibration only holds for ε_w < 1 (spec §0, §6 item 3); when ε_w ≥ 1 the first two
+    candidates are not valid bounds and only "gaussian-rdp" is considered. The candidate with the
+    smallest ε is returned with its own δ (ties: smaller δ); every candidate has δ ≤ kδ + δ'. The
+    RDP curve is always attached so that jobs compose in RDP (`compose_losses`).
+
+    windows = 0 returns `PrivacyLoss(0.0, 0.0, "no-contribution")` with an all-zero curve.
+
+    Raises:
+        ValueError: unless sigma > 0, sensitivity > 0, windows is an integer ≥ 0, 0 < δ < 1,
+            0 < δ' < 1 and kδ + δ' < 1.
+    """
+    if not (0.0 < sigma < math.inf):
+        raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+    if not (0.0 < sensitivity < math.inf):
+        raise ValueError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
+    k = _check_int("windows", windows, 0)
+    if not (0.0 < delta < 1.0):
+        raise ValueError(f"delta must satisfy 0 < delta < 1, got {delta!r}")
+    if not (0.0 < delta_prime < 1.0):
+        raise ValueError(f"delta_prime must satisfy 0 < delta_prime < 1, got {delta_prime!r}")
+
+    z = sigma / sensitivity
+    curve = gaussian_rdp(z, orders, k)
+    rdp = (tuple(float(a) for a in orders), tuple(float(x) for x in curve))
+    if k == 0:
+        return PrivacyLoss(0.0, 0.0, "no-contribution", rdp)
+
+    delta_tot = k * delta + delta_prime
+    if not delta_tot < 1.0:
+        raise ValueError(
+            f"windows*delta + delta_prime must be < 1, got {k}*{delta!r} + {delta_prime!r}"
+        )
+    candidates: list[tuple[float, float, str]] = []
+    eps_w = sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / sigma
+    if eps_w < 1.0:
+        adv_eps, adv_delta = theorem1(eps_w, delta, k, delta_prime)
+        candidates.append((adv_eps, adv_delta, "theorem1-advanced"))
+        bas_eps, bas_delta = basic_composition(eps_w, delta, k)
+        candidates.append((bas_eps, bas_delta, "basic"))
+    rdp_eps, _ = rdp_to_dp(rdp[0], rdp[1], delta_tot)
+    candidates.append((rdp_eps, delta_tot, "gaussian-rdp"))
+
+    eps, dlt, method = min(candidates, key=lambda c: (c[0], c[1]))
+    return PrivacyLoss(eps, dlt, method, rdp)
+
+
+def ring_sum_std(n: int, K: int, sigma: float) -> float:
+    """Std of the final token τ of Algorithm 1: `sqrt(ring_noise_count(n, K))·σ` (spec §3.1, E1).
+
+    Raises:
+        ValueError: unless n ≥ 3, K ≥ 0 and σ ≥ 0.
+    """
+    if not (0.0 <= sigma < math.inf):
+        raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
+    return math.sqrt(ring_noise_count(n, K)) * sigma
+
+
+def ldp_sum_std(n: int, K: int, sigma: float) -> float:
+    """Std of the local-DP baseline sum: `sqrt(K·n)·σ` (spec §3.1 "Utility").
+
+    Every one of the K·n contributions is noised with the same σ, which gives the same per-peer
+    guarantee as the ring; the ratio to `ring_sum_std` is the O(1/sqrt(n)) gain of Theorem 1.
+
+    Raises:
+        ValueError: unless n ≥ 3, K ≥ 0 and σ ≥ 0.
+    """
+    nn = _check_ring_size(n)
+    kk = _check_int("K", K, 0)
+    if not (0.0 <= sigma < math.inf):
+        raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
+    return math.sqrt(kk * nn) * sigma

@@ -1,0 +1,168 @@
+"""The sans-IO engine interface shared by every protocol.
+
+An engine is a state machine: it is built from the public job parameters, the node's private data
+and a private random generator, and it only ever *returns actions*. It never touches sockets, clocks,
+files or global state, which is what lets the same engine run in the gRPC daemon, over the in-memory
+transport in tests, and thousands at a time in the simulator.
+
+    engine.start()                    -> [actions]
+    engine.on_message(sender, msg)    -> [actions]   (or raises Refused, leaving the state unchanged)
+    engine.on_timer(name)             -> [actions]
+
+Actions:
+    Send(to, msg)        deliver `msg` to participant `to` (the runtime records it in the ledger first)
+    SetTimer(name, s)    call on_timer(name) after s seconds (virtual seconds in the simulator)
+    Record(entry)        append a view entry to the node's ledger (noise parameters, never samples)
+    Output(result)       the job is finished at this node, with this released result
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import numpy as np
+
+
+class RefusalCode(enum.Enum):
+    """Why an engine refused a message; the transport maps each to a gRPC status."""
+
+    PERMISSION_DENIED = "permission_denied"  # the sender may not send this (not the predecessor, ...)
+    INVALID_ARGUMENT = "invalid_argument"  # malformed content (shape, NaN, unknown kind)
+    FAILED_PRECONDITION = "failed_precondition"  # out of order, stale, or conflicts with stored state
+    ALREADY_EXISTS = "already_exists"  # same identity as a stored message but different content
+
+
+class Refused(Exception):
+    """Raised by `on_message` to refuse a message. The engine's state must be unchanged."""
+
+    def __init__(self, code: RefusalCode, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Message:
+    """One protocol message between participants (the body of a wire Envelope).
+
+    The sender's identity is not a field: it comes from the authenticated channel.
+    `walk`/`epoch`/`seq` identify token hops, `round` synchronous rounds. `scalars` holds small public
+    protocol fields. `payload` is a read-only float array (or None).
+    """
+
+    kind: str
+    payload: np.ndarray | None = None
+    walk: str = ""
+    epoch: int = 0
+    seq: int = 0
+    round: int = 0
+    scalars: Mapping[str, float] = field(default_factory=dict)
+
+    def key(self) -> tuple[str, str, int, int, int]:
+        """Identity of the message on its link: an exact re-send has the same key and digest."""
+        return (self.kind, self.walk, self.epoch, self.seq, self.round)
+
+    def digest(self) -> str:
+        """SHA-256 over the whole content; used to tell an exact duplicate from a conflict."""
+        h = hashlib.sha256()
+        h.update(repr(self.key()).encode())
+        h.update(repr(sorted(self.scalars.items())).encode())
+        if self.payload is not None:
+            arr = np.ascontiguousarray(self.payload, dtype="<f8")
+            h.update(repr(arr.shape).encode())
+            h.update(arr.tobytes())
+        return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Send:
+    to: str
+    msg: Message
+
+
+@dataclass(frozen=True)
+class SetTimer:
+    name: str
+    delay: float
+
+
+@dataclass(frozen=True)
+class Record:
+    """A view entry for the ledger. `event` names what happened ("contribute", "noise", "decline",
+    "observe", ...); `peer` is the other party if any; `params` holds public noise parameters
+    (mechanism, sigma, sensitivity, count...). Never raw data, never noise samples."""
+
+    event: str
+    peer: str = ""
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Output:
+    """The job finished at this node. `value` is the released result (public once released)."""
+
+    value: np.ndarray | None
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+Action = Union[Send, SetTimer, Record, Output]
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """Public job parameters, identical at every participant and at the accountant."""
+
+    job_id: str
+    algorithm: str
+    me: str
+    participants: Sequence[str]  # ordered (the ring order for a ring)
+    params: Mapping[str, Any]
+    public_seed: int
+    edges: Sequence[tuple[str, str]] = ()
+
+
+class Engine:
+    """Base class of protocol engines. Subclasses implement the three entry points."""
+
+    algorithm: str = ""
+
+    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
+                 contribute: bool = True) -> None:
+        self.ctx = ctx
+        self.data = data
+        self.rng = rng
+        # False when the node declined the job (budget): it still takes part, adds the noise the
+        # protocol assigns it, but contributes no data.
+        self.contribute = contribute
+        self.done = False
+
+    # -- entry points -------------------------------------------------------------------------
+    def start(self) -> list[Action]:
+        raise NotImplementedError
+
+    def on_message(self, sender: str, msg: Message) -> list[Action]:
+        raise NotImplementedError
+
+    def on_timer(self, name: str) -> list[Action]:
+        return []
+
+    # -- what the runtime and accountant may ask ----------------------------------------------
+    def expected_steps(self) -> int:
+        """How many protocol steps this node takes part in (for progress), 0 if unknown."""
+        return 0
+
+    def progress(self) -> int:
+        return 0
+
+    def payload_shape(self, kind: str) -> tuple[int, ...] | None:
+        """The shape every payload of this message kind must have (None: no payload)."""
+        return None
+
+
+def replace_payload(msg: Message, payload: np.ndarray) -> Message:
+    return dataclasses.replace(msg, payload=payload)

@@ -1,0 +1,200 @@
+"""Algorithm 1 of Cyffers & Bellet (AISTATS 2022): private real summation on the directed ring.
+
+Spec: ../shared/papers/network-dp.md §2.1 (with erratum E1), accountant Theorem 1 (§3.1) in
+`netdp_node.privacy.network_dp`.
+
+The token starts at the first node of the public ring order and goes round K times. At its k-th
+visit the node at 1-indexed position p adds its (clipped) value, and Gaussian noise N(0, σ²I) iff
+(p + k − 2) mod (n − 1) = 0: noise once every n − 1 hops, so that every window an observer sees
+holds noise added by somebody else. Because the result is released, the last node also adds noise
+in round K (`ring_release_adds_noise`: without it the release would show some observers the last
+inputs with no noise but their own). The node counts its own visits, so no step counter travels
+with the token; the per-link sequence number is the round.
+
+Release (spec §1.3 "Final output", App. C): after round K the first node sends the final token once
+more around the ring unchanged ("release"), so every participant receives the result; it is one more
+observation by each, which the accountant counts (`netdp_node.privacy.accountant`).
+
+A node that declined the job (budget) contributes zero but still adds the noise the schedule gives
+it, so the job completes and the others keep their guarantee (spec §6 item 4).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from netdp_node.privacy.network_dp import ring_release_adds_noise, ring_release_noise_count
+from netdp_node.protocols.base import (
+    Action,
+    Engine,
+    JobContext,
+    Message,
+    Output,
+    Record,
+    Refused,
+    RefusalCode,
+    Send,
+)
+
+TOKEN = "token"
+RELEASE = "release"
+WALK = "ring"
+
+
+def clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
+    """Scale x down to L2 norm `bound` if it is longer (the public sensitivity bound)."""
+    norm = float(np.linalg.norm(x))
+    return x if norm <= bound else x * (bound / norm)
+
+
+class RingSum(Engine):
+    algorithm = "ring-sum"
+
+    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
+                 contribute: bool = True) -> None:
+        super().__init__(ctx, data, rng, contribute)
+        p = ctx.params
+        self.order = list(ctx.participants)
+        self.n = len(self.order)
+        if self.n < 3:
+            raise ValueError("the ring sum needs at least 3 participants")
+        if ctx.me not in self.order:
+            raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
+        self.pos = self.order.index(ctx.me) + 1  # 1-indexed, as in the paper
+        self.pred = self.order[self.pos - 2]  # position 1's predecessor is the last node
+        self.succ = self.order[self.pos % self.n]
+        self.rounds = int(p["rounds"])
+        self.dim = int(p.get("dim", 1))
+        self.sigma = float(p["sigma"])
+        self.clip = float(p["clip"])
+        self.sensitivity = float(p["sensitivity"])
+        if data is None or not contribute:
+            self.x = np.zeros(self.dim)
+        else:
+            x = np.asarray(data, dtype=np.float64).reshape(-1)
+            if x.shape != (self.dim,):
+                raise ValueError(f"data has shape {x.shape}, the job expects ({self.dim},)")
+            self.x = clip_l2(x, self.clip)
+        self.received = 0  # tokens received
+        self.visits = 0  # rounds in which this node added to the token
+
+    # -- helpers -------------------------------------------------------------------------------
+    def expected_steps(self) -> int:
+        return self.rounds + (0 if self.pos == 1 else 1)
+
+    def progress(self) -> int:
+        return self.visits + (1 if self.done and self.pos != 1 else 0)
+
+    def payload_shape(self, kind: str) -> tuple[int, ...] | None:
+        return (self.dim,)
+
+    def _visit(self, round_: int, tau: np.ndarray) -> list[Action]:
+        """This node's k-th visit: add value (+ scheduled noise) and pass the token on."""
+        noisy = ring_release_adds_noise(self.pos, round_, self.n, self.rounds)
+        out = tau + self.x
+        if noisy:
+            out = out + self.rng.normal(0.0, self.sigma, size=self.dim)
+        self.visits += 1
+        params: dict[str, Any] = {
+            "round": round_,
+            "data": bool(self.contribute),
+            "mechanism": "gaussian" if noisy else "none",
+            "sigma": self.sigma if noisy else 0.0,
+            "sensitivity": self.sensitivity,
+            "clip": self.clip,
+        }
+        event = "contribute" if self.contribute else ("noise-only" if noisy else "pass")
+        return [Record(event, params=params),
+                Send(self.succ, Message(TOKEN, payload=out, walk=WALK, seq=round_))]
+
+    def _output(self, tau: np.ndarray) -> Output:
+        return Output(
+            value=tau / self.rounds,
+            info={
+                "token": tau.tolist(),
+                "rounds": self.rounds,
+                "noise_additions": ring_release_noise_count(self.n, self.rounds),
+                "estimate_std": ring_release_noise_count(self.n, self.rounds) ** 0.5 * self.sigma
+                / self.rounds,
+            },
+        )
+
+    # -- entry points --------------------------------------------------------------------------
+    def start(self) -> list[Action]:
+        if self.pos == 1:
+            return self._visit(1, np.zeros(self.dim))
+        return []
+
+    def on_message(self, sender: str, msg: Message) -> list[Action]:
+        if msg.kind not in (TOKEN, RELEASE):
+            raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
+        if sender != self.pred:
+            raise Refused(RefusalCode.PERMISSION_DENIED,
+                          f"only {self.pred} (the ring predecessor of {self.ctx.me}) may send it a "
+                          f"{msg.kind}; {sender} may not")
+        if msg.walk != WALK or msg.epoch != 0:
+            raise Refused(RefusalCode.FAILED_PRECONDITION, f"unknown walk {msg.walk!r}/{msg.epoch}")
+        assert msg.payload is not None
+        tau = np.asarray(msg.payload, dtype=np.float64)
+        if msg.kind == TOKEN:
+            if msg.seq != self.received + 1 or self.received >= self.rounds:
+                raise Refused(RefusalCode.FAILED_PRECONDITION,
+                              f"token for round {msg.seq} out of order (expected round "
+                              f"{self.received + 1} of {self.rounds})")
+            self.received += 1
+            if self.pos != 1:
+                return self._visit(self.received, tau)
+            if self.received < self.rounds:
+                return self._visit(self.received + 1, tau)
+            # Round K is complete: release the result around the ring once.
+            self.done = True
+            return [Send(self.succ, Message(RELEASE, payload=tau, walk=WALK, seq=1)),
+                    self._output(tau)]
+        # RELEASE
+        if self.pos == 1 or msg.seq != 1 or self.received != self.rounds or self.done:
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"unexpected release (received {self.received}/{self.rounds} tokens)")
+        self.done = True
+        actions: list[Action] = []
+        if self.pos != self.n:
+            actions.append(Send(self.succ, Message(RELEASE, payload=tau, walk=WALK, seq=1)))
+        actions.append(self._output(tau))
+        return actions
+
+
+def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
+    """Validate a ring-sum job's public parameters, fill defaults and calibrate σ.
+
+    rounds K ≥ 1, dim ≥ 1, clip B > 0 (values are clipped to L2 norm B, so the replace-one
+    sensitivity is Δ = 2B), per-window epsilon in (0, 1), delta, delta_prime in (0, 1).
+    σ = Δ·sqrt(2 ln(1.25/δ))/ε (classic Gaussian calibration, spec §0)."""
+    from netdp_node.privacy.composition import gaussian_sigma
+
+    known = {"rounds", "dim", "clip", "epsilon", "delta", "delta_prime"}
+    unknown = set(params) - known - {"sigma", "sensitivity"}
+    if unknown:
+        raise ValueError(f"unknown ring-sum parameter(s) {sorted(unknown)}; known: {sorted(known)}")
+    if n < 3:
+        raise ValueError(f"the ring sum needs at least 3 participants, got {n}")
+    out = {
+        "rounds": int(params.get("rounds", 10)),
+        "dim": int(params.get("dim", 1)),
+        "clip": float(params.get("clip", 1.0)),
+        "epsilon": float(params.get("epsilon", 0.5)),
+        "delta": float(params.get("delta", 1e-6)),
+        "delta_prime": float(params.get("delta_prime", 1e-6)),
+    }
+    if out["rounds"] < 1:
+        raise ValueError("rounds must be at least 1")
+    if not 1 <= out["dim"] <= 1 << 20:
+        raise ValueError("dim must be between 1 and 2^20")
+    if not out["clip"] > 0:
+        raise ValueError("clip must be positive")
+    for k in ("delta", "delta_prime"):
+        if not 0 < out[k] < 1:
+            raise ValueError(f"{k} must be in (0, 1)")
+    out["sensitivity"] = 2.0 * out["clip"]
+    out["sigma"] = gaussian_sigma(out["epsilon"], out["delta"], out["sensitivity"])
+    return out

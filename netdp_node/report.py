@@ -1,0 +1,106 @@
+"""`netdp privacy report`: what a node's ledger says it has spent, towards every other node.
+
+Reads the ledger read-only (safe while the daemon runs) and calls the pure accountants.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from netdp_node.ledger import Ledger
+from netdp_node.privacy.composition import PrivacyLoss
+from netdp_node.privacy.accountant import ACCOUNTANTS, JobView, per_job_losses, total_losses
+
+
+def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
+                  job_id: str | None = None) -> dict[str, Any]:
+    """The privacy report of one node as a JSON-friendly dict.
+
+    keys: node, ledger, delta_target, jobs (per job: job_id, algorithm, state, contributed,
+    theorem, contributions, epsilon, delta (worst peer), peers [{peer, epsilon, delta, method}]),
+    total (composed across the jobs shown: epsilon, delta (worst peer), peers [...])."""
+    led = Ledger.open_readonly(ledger_dir)
+    try:
+        me = led.node_id
+        views = []
+        jobs_out = []
+        for j in led.jobs():
+            if job_id is not None and j.job_id != job_id:
+                continue
+            entries = led.entries(j.job_id)
+            view = JobView(j.job_id, j.spec, entries)
+            views.append(view)
+            losses = per_job_losses(view, me)
+            peers = [{"peer": p, **_loss(loss)} for p, loss in sorted(losses.items())]
+            worst = max(losses.values(), key=lambda x: x.epsilon, default=None)
+            jobs_out.append({
+                "job_id": j.job_id,
+                "algorithm": j.algorithm,
+                "state": j.state,
+                "detail": j.detail,
+                "contributed": j.contributed,
+                "contributions": sum(1 for e in entries if e.event == "contribute"),
+                "messages_sent": sum(1 for e in entries if e.direction == "sent"),
+                "messages_received": sum(1 for e in entries if e.direction == "received"),
+                "theorem": ACCOUNTANTS[j.algorithm].theorem,
+                "epsilon": worst.epsilon if worst else 0.0,
+                "delta": worst.delta if worst else 0.0,
+                "peers": peers,
+            })
+        totals = total_losses(views, me, delta_target)
+        tworst = max(totals.values(), key=lambda x: x.epsilon, default=None)
+        return {
+            "node": me,
+            "ledger": str(led.path),
+            "delta_target": delta_target,
+            "jobs": jobs_out,
+            "total": {
+                "epsilon": tworst.epsilon if tworst else 0.0,
+                "delta": tworst.delta if tworst else 0.0,
+                "composition": "rdp across jobs where every job has an RDP curve, else basic",
+                "peers": [{"peer": p, **_loss(loss)} for p, loss in totals.items()],
+            },
+        }
+    finally:
+        led.close()
+
+
+def _loss(loss: PrivacyLoss) -> dict[str, Any]:
+    return {"epsilon": loss.epsilon, "delta": loss.delta, "method": loss.method}
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def render_text(rep: dict[str, Any]) -> str:
+    """A human table: one block per job, then the composed total, per peer."""
+    lines = [f"privacy report of node {rep['node']} (ledger {rep['ledger']})"]
+    for j in rep["jobs"]:
+        lines.append("")
+        lines.append(f"job {j['job_id']}  {j['algorithm']}  state={j['state']}  "
+                     f"contributed={'yes' if j['contributed'] else 'no'} "
+                     f"({j['contributions']} contributions, {j['messages_sent']} sent, "
+                     f"{j['messages_received']} received)")
+        lines.append(f"  accountant: {j['theorem']}")
+        if j["detail"]:
+            lines.append(f"  note: {j['detail']}")
+        lines.extend(_peer_table(j["peers"]))
+    t = rep["total"]
+    lines.append("")
+    lines.append(f"total over {len(rep['jobs'])} job(s), composed ({t['composition']}), "
+                 f"at δ ≤ {rep['delta_target']:g}:")
+    lines.extend(_peer_table(t["peers"]))
+    return "\n".join(lines)
+
+
+def _peer_table(peers: list[dict[str, Any]]) -> list[str]:
+    if not peers:
+        return ["  (no peers)"]
+    w = max(len("towards"), *(len(p["peer"]) for p in peers))
+    out = [f"  {'towards':<{w}}  {'epsilon':>10}  {'delta':>10}  method"]
+    for p in peers:
+        out.append(f"  {p['peer']:<{w}}  {_fmt(p['epsilon']):>10}  {_fmt(p['delta']):>10}  "
+                   f"{p['method']}")
+    return out

@@ -1,0 +1,63 @@
+"""One reusable retry policy: exponential backoff with full jitter and a give-up rule."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    initial: float = 0.05
+    maximum: float = 2.0
+    multiplier: float = 2.0
+    give_up_after: float = 30.0  # seconds since the first attempt; <= 0: never give up
+
+    def delays(self, rng: random.Random | None = None) -> "BackoffIter":
+        return BackoffIter(self, rng or random.Random())
+
+
+class BackoffIter:
+    def __init__(self, policy: Backoff, rng: random.Random) -> None:
+        self.policy = policy
+        self.rng = rng
+        self.attempt = 0
+        self.started = time.monotonic()
+
+    def expired(self) -> bool:
+        g = self.policy.give_up_after
+        return g > 0 and time.monotonic() - self.started >= g
+
+    def next_delay(self) -> float:
+        cap = min(self.policy.maximum, self.policy.initial * self.policy.multiplier ** self.attempt)
+        self.attempt += 1
+        return self.rng.uniform(0, cap)
+
+    async def sleep(self) -> bool:
+        """Sleep before the next attempt; False if the policy gives up (do not retry)."""
+        if self.expired():
+            return False
+        delay = self.next_delay()
+        g = self.policy.give_up_after
+        if g > 0:
+            delay = min(delay, max(0.0, g - (time.monotonic() - self.started)))
+        await asyncio.sleep(delay)
+        return True
+
+
+async def retry(fn: Callable[[], Awaitable[T]], policy: Backoff,
+                retryable: Callable[[BaseException], bool]) -> T:
+    """Call fn until it succeeds, a non-retryable error is raised, or the policy gives up."""
+    it = policy.delays()
+    while True:
+        try:
+            return await fn()
+        except Exception as e:  # noqa: BLE001 - filtered by `retryable`
+            if not retryable(e) or not await it.sleep():
+                raise

@@ -1,0 +1,340 @@
+"""The runtime: executes engine actions through a Transport and records the node's view.
+
+`NodeRuntime.handle(sender, job_id, msg)` is THE place where an incoming protocol message is handled,
+whatever the transport (the gRPC servicer and the in-memory transport both call it):
+
+  1. find the job (or fetch its spec from the bootstrap once), refuse unknown jobs;
+  2. refuse senders that are not participants, payloads of the wrong shape;
+  3. recognise an exact re-send (same identity and digest: acknowledged, not applied again) and a
+     conflicting one (same identity, other content: refused);
+  4. let the engine decide (it may refuse, e.g. a token from a node that is not the predecessor);
+  5. write the received message, the engine's Record entries and the messages it will send in ONE
+     durable ledger transaction; only then return, which acknowledges the message;
+  6. send the engine's messages (the sender keeps them until the receiver acknowledged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from netdp_node.ledger import Entry, Ledger
+from netdp_node.privacy.accountant import JobView, check_budget
+from netdp_node.protocols import get_algorithm
+from netdp_node.protocols.base import (
+    Action,
+    Engine,
+    JobContext,
+    Message,
+    Output,
+    Record,
+    Refused,
+    RefusalCode,
+    Send,
+    SetTimer,
+)
+from netdp_node.transport.base import DeliveryError, Transport
+
+log = logging.getLogger("netdp.runtime")
+
+
+class UnknownJob(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Budget:
+    epsilon: float
+    delta: float
+
+
+def spec_dict(ctx: JobContext) -> dict[str, Any]:
+    """The public job spec as stored in the ledger and read by the accountant."""
+    return {
+        "job_id": ctx.job_id,
+        "algorithm": ctx.algorithm,
+        "participants": list(ctx.participants),
+        "params": dict(ctx.params),
+        "public_seed": ctx.public_seed,
+        "edges": [list(e) for e in ctx.edges],
+    }
+
+
+class JobLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """Every log line names the node and the job."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        return f"[node={self.extra['node']} job={self.extra['job']}] {msg}", kwargs  # type: ignore[index]
+
+
+class JobRunner:
+    """One job at one node: its engine, its lock, its result."""
+
+    def __init__(self, node: NodeRuntime, ctx: JobContext, engine: Engine, contributed: bool,
+                 decline_reason: str = "") -> None:
+        self.node = node
+        self.ctx = ctx
+        self.engine = engine
+        self.contributed = contributed
+        self.decline_reason = decline_reason
+        self.lock = asyncio.Lock()
+        self.state = "running"
+        self.detail = decline_reason
+        self.output: Output | None = None
+        self.finished = asyncio.Event()
+        self.log = JobLog(log, {"node": node.node_id, "job": ctx.job_id})
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- driving the engine --------------------------------------------------------------------
+    async def start(self) -> None:
+        async with self.lock:
+            actions = self.engine.start()
+            self._apply(actions, received=None)
+
+    async def deliver(self, sender: str, msg: Message) -> bool:
+        """Handle one incoming message; returns True for an exact duplicate (not applied)."""
+        async with self.lock:
+            if sender not in self.ctx.participants:
+                raise Refused(RefusalCode.PERMISSION_DENIED,
+                              f"{sender} is not a participant of job {self.ctx.job_id}")
+            shape = self.engine.payload_shape(msg.kind)
+            got = None if msg.payload is None else tuple(msg.payload.shape)
+            if got != shape:
+                raise Refused(RefusalCode.INVALID_ARGUMENT,
+                              f"{msg.kind} payload has shape {got}, job {self.ctx.job_id} expects "
+                              f"{shape}")
+            digest = msg.digest()
+            stored = self.node.ledger.received_digest(self.ctx.job_id, sender, msg.key())
+            if stored is not None:
+                if stored == digest:
+                    self.log.info("exact duplicate of %s %s seq=%d from %s acknowledged, not applied",
+                                  msg.kind, msg.walk, msg.seq, sender)
+                    return True
+                raise Refused(RefusalCode.ALREADY_EXISTS,
+                              f"{msg.kind} {msg.walk}/{msg.epoch} seq={msg.seq} round={msg.round} "
+                              f"from {sender} conflicts with the one already stored")
+            actions = self.engine.on_message(sender, msg)
+            received = Entry(job_id=self.ctx.job_id, direction="received", event=msg.kind,
+                             peer=sender, kind=msg.kind, walk=msg.walk, epoch=msg.epoch,
+                             seq=msg.seq, round=msg.round, digest=digest)
+            self._apply(actions, received=received)
+            return False
+
+    async def on_timer(self, name: str) -> None:
+        async with self.lock:
+            if self.state == "running":
+                self._apply(self.engine.on_timer(name), received=None)
+
+    def _apply(self, actions: list[Action], received: Entry | None) -> None:
+        """Persist, then act. Synchronous: the ledger commit happens before any await."""
+        job = self.ctx.job_id
+        entries: list[Entry] = [] if received is None else [received]
+        sends: list[Send] = []
+        output: Output | None = None
+        for a in actions:
+            if isinstance(a, Record):
+                entries.append(Entry(job_id=job, direction="local", event=a.event, peer=a.peer,
+                                     params=dict(a.params)))
+            elif isinstance(a, Send):
+                sends.append(a)
+                m = a.msg
+                entries.append(Entry(job_id=job, direction="sent", event=m.kind, peer=a.to,
+                                     kind=m.kind, walk=m.walk, epoch=m.epoch, seq=m.seq,
+                                     round=m.round, digest=m.digest()))
+            elif isinstance(a, Output):
+                output = a
+                entries.append(Entry(job_id=job, direction="local", event="output",
+                                     params={"info": _jsonable(a.info)}))
+        update = None
+        if output is not None:
+            update = {"job_id": job, "state": "done", "result": _result_dict(output),
+                      "detail": self.detail}
+        if entries or update:
+            self.node.ledger.commit(entries, job_update=update)
+        for s in sends:
+            self._spawn(self._send(s))
+        for a in actions:
+            if isinstance(a, SetTimer):
+                asyncio.get_running_loop().call_later(
+                    a.delay, lambda n=a.name: self._spawn(self.on_timer(n)))
+        if output is not None:
+            self.output = output
+            self.state = "done"
+            self.log.info("finished: result released to this node")
+            self.finished.set()
+            self.node.notify_finished(self)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        t = asyncio.ensure_future(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    async def _send(self, s: Send) -> None:
+        try:
+            await self.node.transport.send(s.to, self.ctx.job_id, s.msg)
+        except DeliveryError as e:
+            self.fail(f"{s.msg.kind} to {s.to} failed: {e.code}: {e.detail}")
+        except asyncio.CancelledError:
+            raise
+
+    def fail(self, reason: str) -> None:
+        if self.state != "running":
+            return
+        self.state = "failed"
+        self.detail = reason
+        self.log.error("job failed: %s", reason)
+        self.node.ledger.set_job_state(self.ctx.job_id, "failed", detail=reason)
+        self.finished.set()
+        self.node.notify_finished(self)
+
+    async def cancel(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _result_dict(o: Output) -> dict[str, Any]:
+    return {"value": None if o.value is None else np.asarray(o.value).tolist(),
+            "info": _jsonable(o.info)}
+
+
+class NodeRuntime:
+    """All jobs of one node. Transport-independent: the daemon and the tests both drive it."""
+
+    def __init__(
+        self,
+        node_id: str,
+        ledger: Ledger,
+        transport: Transport,
+        *,
+        data: np.ndarray | None = None,
+        budget: Budget | None = None,
+        rng_factory: Callable[[str], np.random.Generator] | None = None,
+        job_fetcher: Callable[[str], Awaitable[JobContext | None]] | None = None,
+        on_finished: Callable[[JobRunner], None] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.ledger = ledger
+        self.transport = transport
+        self.data = data
+        self.budget = budget
+        self.rng_factory = rng_factory or (
+            lambda job: np.random.default_rng(secrets.randbits(128)))
+        self.job_fetcher = job_fetcher
+        self.on_finished = on_finished
+        self.jobs: dict[str, JobRunner] = {}
+        self._adding: dict[str, asyncio.Future[JobRunner]] = {}
+        self.log = logging.LoggerAdapter(log, {})
+
+    # -- jobs ----------------------------------------------------------------------------------
+    def _decide_contribution(self, ctx: JobContext) -> tuple[bool, str]:
+        if self.data is None:
+            return False, "no data configured on this node (--data): it adds noise only"
+        if self.budget is None:
+            return True, ""
+        views = [JobView(j.job_id, j.spec, self.ledger.entries(j.job_id))
+                 for j in self.ledger.jobs() if j.job_id != ctx.job_id]
+        check = check_budget(views, spec_dict(ctx), self.node_id, self.budget.epsilon,
+                             self.budget.delta)
+        if check.ok:
+            return True, ""
+        return False, "declined (privacy budget): " + check.reason
+
+    async def add_job(self, ctx: JobContext) -> JobRunner:
+        """Take part in a job (idempotent). Decides once whether to contribute, records it, starts."""
+        if ctx.job_id in self.jobs:
+            return self.jobs[ctx.job_id]
+        if ctx.job_id in self._adding:
+            return await self._adding[ctx.job_id]
+        fut: asyncio.Future[JobRunner] = asyncio.get_running_loop().create_future()
+        self._adding[ctx.job_id] = fut
+        try:
+            runner = await self._create(ctx)
+            fut.set_result(runner)
+            return runner
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # mark retrieved
+            raise
+        finally:
+            del self._adding[ctx.job_id]
+
+    async def _create(self, ctx: JobContext) -> JobRunner:
+        algo = get_algorithm(ctx.algorithm)
+        previous = self.ledger.job(ctx.job_id)
+        if previous is not None:
+            # A restarted node does not run a job twice (resuming walks is the custody layer's job).
+            contributed = previous.contributed
+            reason = previous.detail or "job already in the ledger before a restart"
+        else:
+            contributed, reason = self._decide_contribution(ctx)
+        engine = algo.engine(ctx, self.data, self.rng_factory(ctx.job_id), contribute=contributed)
+        runner = JobRunner(self, ctx, engine, contributed, reason)
+        self.jobs[ctx.job_id] = runner
+        if previous is not None:
+            runner.state = previous.state if previous.state != "running" else "failed"
+            runner.detail = ("the node restarted during this job; it does not resume it"
+                             if previous.state == "running" else previous.detail)
+            runner.finished.set()
+            runner.log.warning("job found in the ledger (state %s): not run again", previous.state)
+            return runner
+        decline = []
+        if not contributed:
+            runner.log.warning("%s", reason)
+            decline = [Entry(job_id=ctx.job_id, direction="local", event="decline",
+                             params={"reason": reason})]
+        self.ledger.begin_job(ctx.job_id, ctx.algorithm, spec_dict(ctx), contributed, decline)
+        runner.log.info("joined %s with %d participants (contributing: %s)", ctx.algorithm,
+                        len(ctx.participants), "yes" if contributed else "no")
+        await runner.start()
+        return runner
+
+    async def _job_for(self, job_id: str) -> JobRunner:
+        runner = self.jobs.get(job_id)
+        if runner is not None:
+            return runner
+        if job_id in self._adding:
+            return await self._adding[job_id]
+        if self.job_fetcher is not None:
+            ctx = await self.job_fetcher(job_id)
+            if ctx is not None and self.node_id in ctx.participants:
+                return await self.add_job(ctx)
+        raise UnknownJob(f"job {job_id!r} is unknown to node {self.node_id}")
+
+    async def handle(self, sender: str, job_id: str, msg: Message) -> bool:
+        """Entry point for every incoming protocol message (see module docstring)."""
+        runner = await self._job_for(job_id)
+        if runner.state != "running" and not runner.engine.done:
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"job {job_id} is {runner.state} at {self.node_id}: {runner.detail}")
+        try:
+            return await runner.deliver(sender, msg)
+        except Refused as e:
+            runner.log.warning("refused %s from %s: %s", msg.kind, sender, e.reason)
+            raise
+
+    def notify_finished(self, runner: JobRunner) -> None:
+        if self.on_finished is not None:
+            self.on_finished(runner)
+
+    async def close(self) -> None:
+        for r in self.jobs.values():
+            await r.cancel()

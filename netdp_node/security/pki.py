@@ -1,0 +1,599 @@
+"""A small certificate authority on disk, and loading a node's identity folder.
+
+CA directory layout (created by :func:`init_ca`)::
+
+    ca.pem        the CA certificate (ECDSA P-256, self-signed)
+    ca.key        the CA private key (mode 0600; keep it off the nodes)
+    crl.pem       the current certificate revocation list, signed by the CA
+    index.json    every certificate issued: id, role, serial, hosts, validity, revoked flag
+    <node id>/    identity folders written by :func:`issue` (unless ``out_dir`` is given)
+
+Identity folder layout (what a node needs, read by :func:`load_identity`)::
+
+    ca.pem        the CA certificate (the trust root)
+    cert.pem      the node's certificate
+    key.pem       the node's private key (mode 0600)
+
+Certificates carry the node id as subject CN and as a SAN URI ``netdp://<role>/<node id>``, plus a
+DNS name or IP address SAN for each host the node is reachable at, and are valid for both TLS server
+and client authentication, so one certificate serves both ends of mutual TLS.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Union
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from netdp_node.errors import ConfigError, SecurityError
+from netdp_node.security.identity import (
+    NODE_ID_PATTERN,
+    ROLES,
+    RevocationList,
+    identity_uri,
+    is_valid_node_id,
+    read_certificate_identity,
+)
+
+__all__ = [
+    "CA_CERT_FILE",
+    "CA_KEY_FILE",
+    "CERT_FILE",
+    "CRL_FILE",
+    "INDEX_FILE",
+    "KEY_FILE",
+    "Identity",
+    "init_ca",
+    "issue",
+    "load_crl",
+    "load_identity",
+    "read_index",
+    "revoke",
+]
+
+StrPath = Union[str, "os.PathLike[str]"]
+
+CA_CERT_FILE = "ca.pem"
+CA_KEY_FILE = "ca.key"
+CRL_FILE = "crl.pem"
+INDEX_FILE = "index.json"
+CERT_FILE = "cert.pem"
+KEY_FILE = "key.pem"
+
+INDEX_VERSION = 1
+CRL_VALIDITY = timedelta(days=3650)
+CLOCK_SKEW = timedelta(minutes=5)  # certificates start this long before "now"
+_RESERVED_NAMES = frozenset({CA_CERT_FILE, CA_KEY_FILE, CRL_FILE, INDEX_FILE})
+_HOSTNAME = re.compile(
+    r"^(?=.{1,253}\.?$)(\*\.)?[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+    r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?$"
+)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A node's own validated credentials, ready for ``grpc.ssl_*_credentials``."""
+
+    node_id: str
+    role: str
+    cert_pem: bytes = field(repr=False)
+    key_pem: bytes = field(repr=False)  # never in repr: identities end up in logs
+    ca_pem: bytes = field(repr=False)
+    serial: int
+    not_after: datetime
+
+
+# --------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _utc(value: datetime) -> datetime:
+    """Naive datetimes are taken as UTC."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Write `data` to `path` via a temporary file in the same directory (created with `mode`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    os.chmod(path, mode)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _cert_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _public_der(key: Any) -> bytes:
+    return key.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def _check_node_id(node_id: str) -> None:
+    if not is_valid_node_id(node_id):
+        raise ConfigError(
+            f"invalid node id {node_id!r}: use 1-63 characters, letters, digits, '.', '_' or '-', "
+            f"starting with a letter or digit (pattern {NODE_ID_PATTERN.pattern})"
+        )
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise ConfigError(f"invalid role {role!r}: must be one of {sorted(ROLES)}")
+
+
+def _san_hosts(hosts: Iterable[str]) -> tuple[list[str], list[x509.GeneralName]]:
+    """Normalised host strings and their SAN entries (IPAddress for IPs, DNSName otherwise)."""
+    if isinstance(hosts, str):
+        raise ConfigError(f"hosts must be a list of host names or IPs, not the string {hosts!r}")
+    names: list[str] = []
+    entries: list[x509.GeneralName] = []
+    for raw in hosts:
+        host = str(raw).strip()
+        if host.startswith("[") and host.endswith("]"):  # "[::1]"
+            host = host[1:-1]
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            if not _HOSTNAME.fullmatch(host):
+                raise ConfigError(
+                    f"invalid host {raw!r}: expected an IP address or a DNS name "
+                    "(letters, digits, '-', '_' and dots)"
+                ) from None
+            host = host.lower()
+            entry: x509.GeneralName = x509.DNSName(host)
+        else:
+            host = str(ip)
+            entry = x509.IPAddress(ip)
+        if host not in names:
+            names.append(host)
+            entries.append(entry)
+    return names, entries
+
+
+def _empty_index() -> dict[str, Any]:
+    return {"version": INDEX_VERSION, "certificates": []}
+
+
+def read_index(directory: StrPath) -> dict[str, Any]:
+    """The CA's ``index.json``: ``{"version": 1, "certificates": [{"id", "role", "serial", ...}]}``."""
+    path = Path(directory) / INDEX_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SecurityError(
+            f"{path} is missing: {directory} is not a netdp CA directory (create one with init_ca)"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise SecurityError(f"{path} cannot be read as JSON: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("certificates"), list):
+        raise SecurityError(f"{path} is not a netdp certificate index (no 'certificates' list)")
+    return data
+
+
+def _write_index(directory: Path, index: dict[str, Any]) -> None:
+    text = json.dumps(index, indent=2, sort_keys=True) + "\n"
+    _write_atomic(directory / INDEX_FILE, text.encode("utf-8"), mode=0o644)
+
+
+def _load_ca(directory: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    cert_path, key_path = directory / CA_CERT_FILE, directory / CA_KEY_FILE
+    missing = [str(p) for p in (cert_path, key_path) if not p.is_file()]
+    if missing:
+        raise SecurityError(
+            f"no CA in {directory}: missing {', '.join(missing)} (create one with init_ca)"
+        )
+    try:
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    except ValueError as exc:
+        raise SecurityError(f"{cert_path} is not a PEM X.509 certificate: {exc}") from exc
+    try:
+        key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise SecurityError(f"{key_path} is not an unencrypted PEM private key: {exc}") from exc
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise SecurityError(f"{key_path} is not an ECDSA key")
+    if _public_der(key.public_key()) != _public_der(cert.public_key()):
+        raise SecurityError(f"{key_path} does not match the CA certificate {cert_path}")
+    return cert, key
+
+
+def _build_crl(
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    number: int,
+    revoked: Sequence[tuple[int, datetime]],
+) -> bytes:
+    now = _now()
+    builder = (
+        x509.CertificateRevocationListBuilder()
+        .issuer_name(ca_cert.subject)
+        .last_update(now)
+        .next_update(now + CRL_VALIDITY)
+        .add_extension(x509.CRLNumber(number), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+    )
+    for serial, revoked_at in revoked:
+        builder = builder.add_revoked_certificate(
+            x509.RevokedCertificateBuilder()
+            .serial_number(serial)
+            .revocation_date(revoked_at)
+            .build()
+        )
+    crl = builder.sign(ca_key, hashes.SHA256())
+    return crl.public_bytes(serialization.Encoding.PEM)
+
+
+# --------------------------------------------------------------------------------------------------
+# the CA
+
+
+def init_ca(
+    directory: StrPath,
+    *,
+    common_name: str = "netdp CA",
+    days: int = 3650,
+    force: bool = False,
+) -> Path:
+    """Create a CA in `directory`: ``ca.pem``, ``ca.key`` (0600), an empty ``crl.pem`` (number 1)
+    and an empty ``index.json``. Returns the path of ``ca.pem``.
+
+    Refuses (SecurityError) if a CA already exists there, unless ``force=True``, which replaces it
+    and starts a new, empty index (certificates of the old CA stop being trusted).
+    """
+    if days <= 0:
+        raise ConfigError(f"CA validity must be at least one day, got days={days}")
+    if not common_name:
+        raise ConfigError("CA common name must not be empty")
+    root = Path(directory)
+    existing = [name for name in (CA_CERT_FILE, CA_KEY_FILE) if (root / name).exists()]
+    if existing and not force:
+        raise SecurityError(
+            f"a CA already exists in {root} ({', '.join(existing)}); refusing to overwrite it "
+            "(pass force=True to replace it: every certificate it issued stops being trusted)"
+        )
+    root.mkdir(parents=True, exist_ok=True)
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - CLOCK_SKEW)
+        .not_valid_after(now + timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    _write_atomic(root / CA_KEY_FILE, _key_pem(key), mode=0o600)
+    _write_atomic(root / CA_CERT_FILE, _cert_pem(cert), mode=0o644)
+    _write_atomic(root / CRL_FILE, _build_crl(cert, key, 1, []), mode=0o644)
+    _write_index(root, _empty_index())
+    return root / CA_CERT_FILE
+
+
+def issue(
+    directory: StrPath,
+    node_id: str,
+    *,
+    hosts: Iterable[str] = ("127.0.0.1", "localhost"),
+    role: str = "node",
+    days: int = 365,
+    not_before: datetime | None = None,
+    not_after: datetime | None = None,
+    out_dir: StrPath | None = None,
+    force: bool = False,
+) -> Path:
+    """Issue a certificate for `node_id` from the CA in `directory`; returns the identity folder.
+
+    The folder (default ``directory/<node_id>/``) receives ``ca.pem``, ``cert.pem`` and ``key.pem``
+    (0600). `hosts` become DNS-name or IP-address SANs (the names a peer dials this node by).
+    `not_before`/`not_after` override the validity window (default: now - 5 min .. now + `days`).
+    Re-issuing an id that has a non-revoked certificate needs ``force=True`` (the old certificate
+    stays valid until it expires or is revoked).
+    """
+    _check_node_id(node_id)
+    _check_role(role)
+    host_names, host_entries = _san_hosts(hosts)
+    root = Path(directory)
+    ca_cert, ca_key = _load_ca(root)
+    index = read_index(root)
+
+    active = [
+        entry
+        for entry in index["certificates"]
+        if entry.get("id") == node_id and not entry.get("revoked", False)
+    ]
+    if active and not force:
+        raise SecurityError(
+            f"node id {node_id!r} already has a certificate that is not revoked "
+            f"(serial {active[-1].get('serial')}); revoke it first or pass force=True to re-issue"
+        )
+
+    folder = Path(out_dir) if out_dir is not None else root / node_id
+    if out_dir is None and node_id in _RESERVED_NAMES:
+        raise ConfigError(
+            f"node id {node_id!r} clashes with the CA's own file {root / node_id}; "
+            "choose another id or pass out_dir"
+        )
+    if folder.exists() and not folder.is_dir():
+        raise SecurityError(f"cannot write the identity folder {folder}: it exists and is a file")
+    if not force:
+        _check_overwrite(folder / CERT_FILE, index)
+
+    now = _now()
+    start = _utc(not_before) if not_before is not None else now - CLOCK_SKEW
+    if not_after is not None:
+        end = _utc(not_after)
+    else:
+        if days <= 0:
+            raise ConfigError(f"certificate validity must be at least one day, got days={days}")
+        end = now + timedelta(days=days)
+    start, end = start.replace(microsecond=0), end.replace(microsecond=0)  # X.509 has whole seconds
+    if end <= start:
+        raise ConfigError(f"certificate would end ({end.isoformat()}) before it starts ({start.isoformat()})")
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    serial = x509.random_serial_number()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, node_id)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(serial)
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.UniformResourceIdentifier(identity_uri(role, node_id)), *host_entries]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+            critical=False,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_atomic(folder / KEY_FILE, _key_pem(key), mode=0o600)
+    _write_atomic(folder / CERT_FILE, _cert_pem(cert), mode=0o644)
+    _write_atomic(folder / CA_CERT_FILE, _cert_pem(ca_cert), mode=0o644)
+
+    index["certificates"].append(
+        {
+            "id": node_id,
+            "role": role,
+            "serial": str(serial),
+            "hosts": host_names,
+            "issued_at": now.isoformat(),
+            "not_before": start.isoformat(),
+            "not_after": end.isoformat(),
+            "revoked": False,
+            "revoked_at": None,
+        }
+    )
+    _write_index(root, index)
+    return folder
+
+
+def _check_overwrite(cert_path: Path, index: dict[str, Any]) -> None:
+    """Refuse to overwrite `cert_path` unless it holds a certificate this CA has revoked."""
+    if not cert_path.exists():
+        return
+    try:
+        existing = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    except (OSError, ValueError):
+        existing = None
+    revoked_serials = {
+        entry.get("serial") for entry in index["certificates"] if entry.get("revoked", False)
+    }
+    if existing is None or str(existing.serial_number) not in revoked_serials:
+        owner = existing.subject.rfc4514_string() if existing is not None else "unreadable"
+        raise SecurityError(
+            f"{cert_path} already holds a certificate ({owner}) that this CA has not revoked; "
+            "refusing to overwrite it (revoke it first, choose another out_dir, or pass force=True)"
+        )
+
+
+def load_crl(directory: StrPath) -> RevocationList:
+    """The CA's current ``crl.pem``, verified against its ``ca.pem``."""
+    root = Path(directory)
+    crl_path, ca_path = root / CRL_FILE, root / CA_CERT_FILE
+    for path in (crl_path, ca_path):
+        if not path.is_file():
+            raise SecurityError(f"{path} is missing: {root} is not a netdp CA directory")
+    return RevocationList.from_pem(crl_path.read_bytes(), ca_path.read_bytes())
+
+
+def revoke(directory: StrPath, node_id: str) -> bytes:
+    """Revoke every certificate of `node_id` and write a new ``crl.pem`` (CRL number + 1).
+
+    Returns the new CRL (PEM), which lists every certificate revoked so far. Unknown id →
+    SecurityError. Revoking an id whose certificates are all already revoked just re-signs the CRL.
+    """
+    root = Path(directory)
+    ca_cert, ca_key = _load_ca(root)
+    index = read_index(root)
+    entries = [entry for entry in index["certificates"] if entry.get("id") == node_id]
+    if not entries:
+        raise SecurityError(f"no certificate was issued for node id {node_id!r} by the CA in {root}")
+    current = load_crl(root)
+
+    now = _now()
+    for entry in entries:
+        if not entry.get("revoked", False):
+            entry["revoked"] = True
+            entry["revoked_at"] = now.isoformat()
+
+    revoked: list[tuple[int, datetime]] = []
+    for entry in index["certificates"]:
+        if entry.get("revoked", False):
+            when = entry.get("revoked_at")
+            revoked.append((int(entry["serial"]), datetime.fromisoformat(when) if when else now))
+    crl_pem = _build_crl(ca_cert, ca_key, current.number + 1, revoked)
+    # Index first: if we crash before the CRL is written, running revoke again re-signs a CRL
+    # with every revoked serial, so the two files converge.
+    _write_index(root, index)
+    _write_atomic(root / CRL_FILE, crl_pem, mode=0o644)
+    return crl_pem
+
+
+# --------------------------------------------------------------------------------------------------
+# loading a node's identity
+
+
+def load_identity(folder: StrPath, *, now: datetime | None = None) -> Identity:
+    """Load and validate the identity folder `folder` (``ca.pem``, ``cert.pem``, ``key.pem``).
+
+    Raises SecurityError, naming the file at fault, if a file is missing or unparsable, the key does
+    not match the certificate, the certificate was not signed by the folder's ``ca.pem``, it is
+    expired or not yet valid (at `now`, default the current time), or it carries no netdp identity.
+    """
+    root = Path(folder)
+    ca_path, cert_path, key_path = root / CA_CERT_FILE, root / CERT_FILE, root / KEY_FILE
+    missing = [p.name for p in (ca_path, cert_path, key_path) if not p.is_file()]
+    if missing:
+        raise SecurityError(
+            f"identity folder {root} is incomplete: missing {', '.join(missing)} "
+            f"(it needs {CA_CERT_FILE}, {CERT_FILE} and {KEY_FILE}, as written by pki.issue)"
+        )
+    ca_pem, cert_pem, key_pem = ca_path.read_bytes(), cert_path.read_bytes(), key_path.read_bytes()
+
+    try:
+        cas = x509.load_pem_x509_certificates(ca_pem)
+    except ValueError as exc:
+        raise SecurityError(f"{ca_path} is not a PEM X.509 certificate: {exc}") from exc
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+    except ValueError as exc:
+        raise SecurityError(f"{cert_path} is not a PEM X.509 certificate: {exc}") from exc
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError) as exc:
+        raise SecurityError(
+            f"{key_path} is not an unencrypted PEM private key: {exc}"
+        ) from exc
+
+    if _public_der(key.public_key()) != _public_der(cert.public_key()):
+        raise SecurityError(
+            f"{key_path} does not match {cert_path}: the private key belongs to another "
+            "certificate (re-issue the identity, or put the matching key.pem back)"
+        )
+
+    if not any(_signed_by(cert, ca) for ca in cas):
+        subjects = ", ".join(f"'{ca.subject.rfc4514_string()}'" for ca in cas)
+        raise SecurityError(
+            f"{cert_path} (issuer '{cert.issuer.rfc4514_string()}') is not signed by the CA in "
+            f"{ca_path} ({subjects}): the certificate comes from another CA, or ca.pem is the wrong "
+            "file; copy the issuing CA's ca.pem into the folder or re-issue the certificate"
+        )
+
+    moment = _utc(now) if now is not None else _now()
+    if moment < cert.not_valid_before_utc:
+        raise SecurityError(
+            f"{cert_path} is not valid yet: valid from {cert.not_valid_before_utc.isoformat()}, "
+            f"now is {moment.isoformat()} (check this machine's clock)"
+        )
+    if moment > cert.not_valid_after_utc:
+        raise SecurityError(
+            f"{cert_path} expired at {cert.not_valid_after_utc.isoformat()} "
+            f"(now is {moment.isoformat()}); issue a new certificate for this node"
+        )
+
+    peer = read_certificate_identity(cert, source=str(cert_path))
+    return Identity(
+        node_id=peer.node_id,
+        role=peer.role,
+        cert_pem=cert_pem,
+        key_pem=key_pem,
+        ca_pem=ca_pem,
+        serial=peer.serial,
+        not_after=peer.not_after,
+    )
+
+
+def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True

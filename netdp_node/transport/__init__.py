@@ -1,0 +1,1 @@
+"""Transports move engine messages between nodes: `memory` (in-process) and `grpc` (mTLS)."""

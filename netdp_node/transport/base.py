@@ -1,0 +1,33 @@
+"""The Transport interface the runtime sends through, and the errors it reports."""
+
+from __future__ import annotations
+
+import abc
+
+from netdp_node.protocols.base import Message
+
+
+class DeliveryError(Exception):
+    """A message was refused by its receiver (permanent) or could not be delivered in time.
+
+    `code` is a grpc.StatusCode name ("PERMISSION_DENIED", "UNAVAILABLE", ...)."""
+
+    def __init__(self, peer: str, code: str, detail: str) -> None:
+        super().__init__(f"{peer} refused or did not take the message: {code}: {detail}")
+        self.peer = peer
+        self.code = code
+        self.detail = detail
+
+
+class Transport(abc.ABC):
+    """Sends one job message to one participant and returns once the receiver acknowledged it,
+    i.e. once the message is durably in the receiver's ledger. Messages to the same peer are
+    delivered in the order of the `send` calls. Transient failures are retried inside (the receiver
+    recognises exact re-sends); a refusal or giving up raises DeliveryError."""
+
+    @abc.abstractmethod
+    async def send(self, to: str, job_id: str, msg: Message) -> bool:
+        """Returns True if the receiver reported the message as an exact duplicate."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        return None

@@ -1,0 +1,399 @@
+"""The gRPC transport: mutually-authenticated TLS, grpc.aio, one long-lived stream per link.
+
+Server side (`PeerService`): the servicer methods are thin. Each call reads the caller's identity from
+the TLS auth context (the certificate the handshake verified against our CA), refuses revoked and
+non-node callers, decodes the raw bytes itself (so malformed bytes get INVALID_ARGUMENT, not a
+crash) and hands the message to `NodeRuntime.handle`. There is no insecure port and no fallback.
+
+Client side (`GrpcTransport`): one `Link` per peer: a bidirectional stream on which envelopes are
+pipelined and acknowledged in order. A message stays in the link's pending list until its Ack
+arrives; if the stream breaks, the link reconnects with backoff and re-sends everything pending (the
+receiver acknowledges exact re-sends without applying them twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import grpc.aio
+from google.protobuf.message import DecodeError
+
+from netdp.v1 import peer_pb2
+from netdp_node.errors import SecurityError
+from netdp_node.protocols.base import Message, Refused, RefusalCode
+from netdp_node.retry import Backoff
+from netdp_node.security.identity import PeerIdentity, identity_from_pem
+from netdp_node.security.pki import Identity
+from netdp_node.transport.base import DeliveryError, Transport
+from netdp_node.wire import MAX_MESSAGE_BYTES, WireError, envelope_to_message, message_to_envelope
+
+log = logging.getLogger("netdp.grpc")
+
+PEER_SERVICE = "netdp.v1.Peer"
+
+CHANNEL_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2_000),
+]
+SERVER_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+    ("grpc.so_reuseport", 0),
+]
+
+_REFUSAL_STATUS = {
+    RefusalCode.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    RefusalCode.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
+    RefusalCode.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
+    RefusalCode.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+}
+
+
+# -- credentials --------------------------------------------------------------------------------
+def server_credentials(identity: Identity) -> grpc.ServerCredentials:
+    """mTLS server credentials: the client must present a certificate signed by our CA."""
+    return grpc.ssl_server_credentials(
+        [(identity.key_pem, identity.cert_pem)],
+        root_certificates=identity.ca_pem,
+        require_client_auth=True,
+    )
+
+
+def channel_credentials(identity: Identity) -> grpc.ChannelCredentials:
+    """mTLS client credentials: verify the server against our CA (and its name), present ours."""
+    return grpc.ssl_channel_credentials(
+        root_certificates=identity.ca_pem,
+        private_key=identity.key_pem,
+        certificate_chain=identity.cert_pem,
+    )
+
+
+def secure_channel(address: str, identity: Identity) -> grpc.aio.Channel:
+    return grpc.aio.secure_channel(address, channel_credentials(identity), options=CHANNEL_OPTIONS)
+
+
+# -- caller identity ----------------------------------------------------------------------------
+class Unauthorized(Exception):
+    def __init__(self, code: grpc.StatusCode, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+def caller_identity(context: grpc.aio.ServicerContext) -> PeerIdentity:
+    """The verified identity of the caller, from the certificate of the TLS session."""
+    auth = context.auth_context()
+    pems = auth.get("x509_pem_cert") or []
+    if not pems:
+        raise Unauthorized(grpc.StatusCode.UNAUTHENTICATED, "no client certificate")
+    try:
+        return identity_from_pem(pems[0])
+    except SecurityError as e:
+        raise Unauthorized(grpc.StatusCode.UNAUTHENTICATED, f"unusable client certificate: {e}") from e
+
+
+@dataclass
+class AccessPolicy:
+    """Who may call: a callable telling whether a certificate serial is revoked."""
+
+    is_revoked: Callable[[int], bool] = lambda serial: False
+
+    def check(self, context: grpc.aio.ServicerContext, roles: tuple[str, ...], what: str,
+              logger: logging.Logger | logging.LoggerAdapter[Any] = log) -> PeerIdentity:
+        try:
+            who = caller_identity(context)
+        except Unauthorized as e:
+            logger.warning("refused %s from %s: %s", what, context.peer(), e.reason)
+            raise
+        if self.is_revoked(who.serial):
+            logger.warning("refused %s from %s (%s): certificate serial %d is revoked", what,
+                           who.node_id, context.peer(), who.serial)
+            raise Unauthorized(grpc.StatusCode.PERMISSION_DENIED,
+                               f"the certificate of {who.node_id} has been revoked")
+        if who.role not in roles:
+            logger.warning("refused %s from %s: role %s may not call it", what, who.node_id, who.role)
+            raise Unauthorized(grpc.StatusCode.PERMISSION_DENIED,
+                               f"a {who.role} certificate may not call {what}")
+        return who
+
+
+# -- server side --------------------------------------------------------------------------------
+class PeerService:
+    """The Peer gRPC service of a node daemon. `handle` is NodeRuntime.handle."""
+
+    def __init__(self, node_id: str, handle: Callable[[str, str, Message], Any],
+                 status: Callable[[], peer_pb2.StatusReply], policy: AccessPolicy) -> None:
+        self.node_id = node_id
+        self.handle = handle
+        self.status = status
+        self.policy = policy
+        self.log = logging.LoggerAdapter(log, {})
+
+    def generic_handler(self) -> grpc.GenericRpcHandler:
+        ident = None  # raw bytes in: we decode ourselves
+        return grpc.method_handlers_generic_handler(PEER_SERVICE, {
+            "Link": grpc.stream_stream_rpc_method_handler(
+                self.Link, request_deserializer=ident,
+                response_serializer=peer_pb2.Ack.SerializeToString),
+            "Deliver": grpc.unary_unary_rpc_method_handler(
+                self.Deliver, request_deserializer=ident,
+                response_serializer=peer_pb2.Ack.SerializeToString),
+            "Status": grpc.unary_unary_rpc_method_handler(
+                self.Status, request_deserializer=ident,
+                response_serializer=peer_pb2.StatusReply.SerializeToString),
+        })
+
+    def _logline(self, msg: str, *args: Any) -> None:
+        log.warning(f"[node={self.node_id}] " + msg, *args)
+
+    async def _process(self, who: PeerIdentity, raw: bytes) -> peer_pb2.Ack:
+        """Decode and handle one envelope; refusals come back as an Ack with a non-zero code."""
+        env = peer_pb2.Envelope()
+        try:
+            env.ParseFromString(raw)
+        except DecodeError as e:
+            self._logline("refused malformed bytes from %s: %s", who.node_id, e)
+            return peer_pb2.Ack(code=grpc.StatusCode.INVALID_ARGUMENT.value[0],
+                                detail=f"malformed Envelope: {e}")
+        ack = peer_pb2.Ack(msg_id=env.msg_id)
+        if self.policy.is_revoked(who.serial):
+            self._logline("refused message from %s: certificate revoked", who.node_id)
+            ack.code = grpc.StatusCode.PERMISSION_DENIED.value[0]
+            ack.detail = f"the certificate of {who.node_id} has been revoked"
+            return ack
+        try:
+            msg = envelope_to_message(env)
+            ack.duplicate = bool(await self.handle(who.node_id, env.job_id, msg))
+        except WireError as e:
+            self._logline("refused bad envelope from %s for job %s: %s", who.node_id, env.job_id, e)
+            ack.code, ack.detail = grpc.StatusCode.INVALID_ARGUMENT.value[0], str(e)
+        except Refused as e:
+            ack.code, ack.detail = _REFUSAL_STATUS[e.code].value[0], e.reason
+        except Exception as e:  # noqa: BLE001 - the node keeps serving; the type says what
+            from netdp_node.runtime import UnknownJob
+
+            if isinstance(e, UnknownJob):
+                self._logline("refused message from %s: %s", who.node_id, e)
+                ack.code, ack.detail = grpc.StatusCode.NOT_FOUND.value[0], str(e)
+            else:
+                log.exception("[node=%s] internal error handling a message from %s", self.node_id,
+                              who.node_id)
+                ack.code = grpc.StatusCode.INTERNAL.value[0]
+                ack.detail = f"internal error at {self.node_id}: {type(e).__name__}: {e}"
+        return ack
+
+    async def Deliver(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.Ack:
+        try:
+            who = self.policy.check(context, ("node",), "Deliver")
+        except Unauthorized as e:
+            await context.abort(e.code, e.reason)
+        ack = await self._process(who, raw)
+        if ack.code != 0:
+            await context.abort(grpc.StatusCode(_status_by_value(ack.code)), ack.detail)
+        return ack
+
+    async def Link(self, requests: AsyncIterator[bytes],
+                   context: grpc.aio.ServicerContext) -> AsyncIterator[peer_pb2.Ack]:
+        try:
+            who = self.policy.check(context, ("node",), "Link")
+        except Unauthorized as e:
+            await context.abort(e.code, e.reason)
+        async for raw in requests:
+            yield await self._process(who, raw)
+
+    async def Status(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.StatusReply:
+        try:
+            self.policy.check(context, ("operator", "node"), "Status")
+        except Unauthorized as e:
+            await context.abort(e.code, e.reason)
+        return self.status()
+
+
+def _status_by_value(value: int) -> tuple[int, str]:
+    for code in grpc.StatusCode:
+        if code.value[0] == value:
+            return code.value  # type: ignore[no-any-return]
+    return grpc.StatusCode.UNKNOWN.value  # type: ignore[no-any-return]
+
+
+def status_code(value: int) -> grpc.StatusCode:
+    for code in grpc.StatusCode:
+        if code.value[0] == value:
+            return code
+    return grpc.StatusCode.UNKNOWN
+
+
+async def start_server(identity: Identity, listen: str,
+                       add_services: Callable[[grpc.aio.Server], None]) -> tuple[grpc.aio.Server, int]:
+    """Start a grpc.aio server with mTLS only (no insecure port). Returns (server, bound port)."""
+    server = grpc.aio.server(options=SERVER_OPTIONS)
+    add_services(server)
+    port = server.add_secure_port(listen, server_credentials(identity))
+    if port == 0:
+        raise OSError(f"cannot listen on {listen}")
+    await server.start()
+    return server, port
+
+
+# -- client side --------------------------------------------------------------------------------
+PERMANENT = {"PERMISSION_DENIED", "INVALID_ARGUMENT", "FAILED_PRECONDITION", "ALREADY_EXISTS",
+             "UNAUTHENTICATED", "INTERNAL", "RESOURCE_EXHAUSTED"}
+
+
+class Link:
+    """One peer: a bidirectional stream with pipelined, in-order acknowledged envelopes."""
+
+    def __init__(self, transport: GrpcTransport, peer: str, address: str) -> None:
+        self.t = transport
+        self.peer = peer
+        self.address = address
+        self.channel: grpc.aio.Channel | None = None
+        self.next_id = 1
+        self.pending: dict[int, tuple[peer_pb2.Envelope, asyncio.Future[bool]]] = {}
+        self.queue: asyncio.Queue[int] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+        self.not_found_retries: dict[int, int] = {}
+
+    def submit(self, env: peer_pb2.Envelope) -> asyncio.Future[bool]:
+        env.msg_id = self.next_id
+        self.next_id += 1
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.pending[env.msg_id] = (env, fut)
+        self.queue.put_nowait(env.msg_id)
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._run())
+        return fut
+
+    async def _run(self) -> None:
+        backoff = self.t.backoff.delays()
+        while self.pending:
+            try:
+                await self._stream_once()
+                backoff = self.t.backoff.delays()  # clean end: reset
+            except (grpc.aio.AioRpcError, ConnectionError, asyncio.TimeoutError) as e:
+                code = e.code().name if isinstance(e, grpc.aio.AioRpcError) else "UNAVAILABLE"
+                detail = e.details() if isinstance(e, grpc.aio.AioRpcError) else str(e)
+                if code in PERMANENT:
+                    self._fail_all(code, detail or "")
+                    return
+                log.info("[node=%s] link to %s (%s) broke: %s %s; retrying", self.t.me, self.peer,
+                         self.address, code, detail)
+                if not await backoff.sleep():
+                    self._fail_all("UNAVAILABLE", f"gave up on {self.peer} at {self.address} after "
+                                   f"{self.t.backoff.give_up_after:g}s: {detail}")
+                    return
+                # Re-send everything still pending, in order.
+                self.queue = asyncio.Queue()
+                for mid in sorted(self.pending):
+                    self.queue.put_nowait(mid)
+
+    async def _stream_once(self) -> None:
+        if self.channel is None:
+            self.channel = secure_channel(self.address, self.t.identity)
+        call = self.channel.stream_stream(
+            f"/{PEER_SERVICE}/Link",
+            request_serializer=peer_pb2.Envelope.SerializeToString,
+            response_deserializer=peer_pb2.Ack.FromString,
+        )()
+        in_flight: list[int] = []
+
+        async def writer() -> None:
+            while True:
+                mid = await self.queue.get()
+                if mid not in self.pending:
+                    continue
+                in_flight.append(mid)
+                await call.write(self.pending[mid][0])
+
+        wtask = asyncio.ensure_future(writer())
+        try:
+            while self.pending:
+                ack = await call.read()
+                if ack is grpc.aio.EOF:
+                    raise ConnectionError("stream closed by peer")
+                entry = self.pending.get(ack.msg_id)
+                if entry is None:
+                    continue
+                env, fut = entry
+                if ack.code == 0:
+                    del self.pending[ack.msg_id]
+                    if not fut.done():
+                        fut.set_result(ack.duplicate)
+                    continue
+                code = status_code(ack.code).name
+                if code == "NOT_FOUND" and self.not_found_retries.get(ack.msg_id, 0) < 20:
+                    # The receiver may not know the job yet: try again a little later.
+                    self.not_found_retries[ack.msg_id] = self.not_found_retries.get(ack.msg_id, 0) + 1
+                    asyncio.get_running_loop().call_later(0.25, self.queue.put_nowait, ack.msg_id)
+                    continue
+                del self.pending[ack.msg_id]
+                if not fut.done():
+                    fut.set_exception(DeliveryError(self.peer, code, ack.detail))
+            await call.done_writing()
+        finally:
+            wtask.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await wtask
+            call.cancel()
+
+    def _fail_all(self, code: str, detail: str) -> None:
+        for _, fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(DeliveryError(self.peer, code, detail))
+        self.pending.clear()
+
+    async def close(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+        if self.channel is not None:
+            await self.channel.close()
+
+
+class GrpcTransport(Transport):
+    """Sends to participants over mTLS links. `addresses` maps node id -> host:port."""
+
+    def __init__(self, identity: Identity, addresses: Mapping[str, str] | None = None,
+                 backoff: Backoff | None = None) -> None:
+        self.identity = identity
+        self.me = identity.node_id
+        self.addresses: dict[str, str] = dict(addresses or {})
+        self.backoff = backoff or Backoff(give_up_after=60.0)
+        self.links: dict[str, Link] = {}
+
+    def learn(self, addresses: Mapping[str, str]) -> None:
+        for peer, addr in addresses.items():
+            if self.addresses.get(peer) != addr:
+                self.addresses[peer] = addr
+                old = self.links.pop(peer, None)
+                if old is not None:
+                    asyncio.ensure_future(old.close())
+
+    async def send(self, to: str, job_id: str, msg: Message) -> bool:
+        addr = self.addresses.get(to)
+        if addr is None:
+            raise DeliveryError(to, "UNAVAILABLE", f"no address known for {to}")
+        link = self.links.get(to)
+        if link is None:
+            link = self.links[to] = Link(self, to, addr)
+        return await link.submit(message_to_envelope(job_id, msg))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(link.close() for link in self.links.values()),
+                             return_exceptions=True)
+        self.links.clear()

@@ -1,0 +1,92 @@
+"""numpy <-> protobuf Tensor and engine Message <-> wire Envelope.
+
+Tensors travel as raw little-endian bytes plus dtype and shape. Decoding validates everything a peer
+could get wrong or forge: unknown dtype, shape that does not match the byte count, NaN/inf, too many
+elements. Nothing from the network is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from netdp.v1 import common_pb2, peer_pb2
+from netdp_node.protocols.base import Message
+
+#: Explicit maximum size of one gRPC message (both directions), in bytes.
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+_ALLOWED_DTYPES = {"float64": "<f8", "float32": "<f4", "int64": "<i8"}
+
+
+class WireError(ValueError):
+    """A message could not be decoded; the text says why (sent back as INVALID_ARGUMENT)."""
+
+
+def ndarray_to_tensor(arr: np.ndarray) -> common_pb2.Tensor:
+    a = np.asarray(arr)
+    name = a.dtype.name
+    if name not in _ALLOWED_DTYPES:
+        a = a.astype(np.float64)
+        name = "float64"
+    le = np.ascontiguousarray(a, dtype=_ALLOWED_DTYPES[name])
+    return common_pb2.Tensor(dtype=name, shape=list(le.shape), data=le.tobytes())
+
+
+def tensor_to_ndarray(t: common_pb2.Tensor, *, max_elements: int = 1 << 22) -> np.ndarray:
+    """Decode and validate a Tensor. Returns a read-only float64 array."""
+    if t.dtype not in _ALLOWED_DTYPES:
+        raise WireError(f"unsupported tensor dtype {t.dtype!r} (allowed: {sorted(_ALLOWED_DTYPES)})")
+    shape = tuple(int(s) for s in t.shape)
+    if any(s < 0 for s in shape):
+        raise WireError(f"negative dimension in tensor shape {shape}")
+    count = math.prod(shape)
+    if count > max_elements:
+        raise WireError(f"tensor has {count} elements, more than the limit {max_elements}")
+    dt = np.dtype(_ALLOWED_DTYPES[t.dtype])
+    if len(t.data) != count * dt.itemsize:
+        raise WireError(
+            f"tensor bytes ({len(t.data)}) do not match dtype {t.dtype} and shape {shape} "
+            f"({count * dt.itemsize} expected)"
+        )
+    arr = np.frombuffer(t.data, dtype=dt).reshape(shape).astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise WireError("tensor contains NaN or infinite values")
+    arr.setflags(write=False)
+    return arr
+
+
+def message_to_envelope(job_id: str, msg: Message, msg_id: int = 0) -> peer_pb2.Envelope:
+    env = peer_pb2.Envelope(
+        job_id=job_id,
+        kind=msg.kind,
+        walk_id=msg.walk,
+        epoch=msg.epoch,
+        seq=msg.seq,
+        round=msg.round,
+        msg_id=msg_id,
+    )
+    if msg.payload is not None:
+        env.payload.CopyFrom(ndarray_to_tensor(msg.payload))
+    for k, v in msg.scalars.items():
+        env.scalars[k] = float(v)
+    return env
+
+
+def envelope_to_message(env: peer_pb2.Envelope) -> Message:
+    if not env.kind:
+        raise WireError("envelope has no kind")
+    for k, v in env.scalars.items():
+        if not math.isfinite(v):
+            raise WireError(f"scalar {k!r} is not finite")
+    payload = tensor_to_ndarray(env.payload) if env.HasField("payload") else None
+    return Message(
+        kind=env.kind,
+        payload=payload,
+        walk=env.walk_id,
+        epoch=env.epoch,
+        seq=env.seq,
+        round=env.round,
+        scalars=dict(env.scalars),
+    )
