@@ -36,12 +36,10 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-async def _progress(cluster: LocalCluster, job_id: str) -> tuple[int, int]:
+async def _progress(channels: dict[str, grpc.aio.Channel], job_id: str) -> tuple[int, int]:
     """Sum of protocol steps done / expected over every node (each node's Status RPC)."""
     done = expected = 0
-    op = cluster.operator
-    for nid in cluster.ids:
-        ch = secure_channel(cluster.procs[nid].address, op)
+    for ch in channels.values():
         try:
             reply = await ch.unary_unary(
                 "/netdp.v1.Peer/Status", request_serializer=peer_pb2.StatusRequest.SerializeToString,
@@ -53,8 +51,6 @@ async def _progress(cluster: LocalCluster, job_id: str) -> tuple[int, int]:
                     expected += j.expected
         except grpc.aio.AioRpcError:
             pass
-        finally:
-            await ch.close()
     return done, expected
 
 
@@ -78,13 +74,17 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray)
     cluster.start(data=data_files, extra=extra, timeout=a.timeout)
     await cluster.wait_registered(cluster.ids, timeout=a.timeout)
     _say(f"{cluster.n} nodes registered with the bootstrap at {cluster.bootstrap_address}")
+    startup = time.monotonic() - t0
     client = BootstrapClient(cluster.bootstrap_address, cluster.operator)
+    op = cluster.operator
+    channels = {nid: secure_channel(cluster.procs[nid].address, op) for nid in cluster.ids}
     try:
         params = {"rounds": a.rounds, "epsilon": a.epsilon, "delta": a.delta, "clip": a.clip,
                   "delta_prime": a.delta}
         job = await client.submit("ring-sum", params, participants=cluster.ids)
         _say(f"submitted job {job.job_id}: ring sum, K={a.rounds} rounds, per-window "
              f"ε={a.epsilon}, δ={a.delta}")
+        t_job = time.monotonic()
         deadline = t0 + a.timeout
         last = ""
         while True:
@@ -92,19 +92,21 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray)
             summary = result_summary(reply)
             if summary["complete"] or summary["failed"]:
                 break
-            done, expected = await _progress(cluster, job.job_id)
+            done, expected = await _progress(channels, job.job_id)
             line = _bar(done, expected)
             if line != last:
                 _say(f"  progress {line} node steps")
                 last = line
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job {job.job_id} did not finish in {a.timeout:g}s")
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.2)
+        elapsed = time.monotonic() - t_job
     finally:
         await client.close()
+        for ch in channels.values():
+            await ch.close()
     if summary["state"] != "done":
         raise RuntimeError("the job did not complete:\n" + render_result(summary))
-    elapsed = time.monotonic() - t0
     spec_params = json.loads(job.params_json)
     util = ring_sum_utility({"participants": summary["participants"], "params": spec_params})
     contributors = set(summary["contributors"])
@@ -134,6 +136,7 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray)
         "noise_additions": int(util["noise_additions"]),
         "contributors": sorted(contributors),
         "elapsed_s": elapsed,
+        "startup_s": startup,
         "privacy": privacy,
         "workdir": str(cluster.workdir),
     }
@@ -143,7 +146,7 @@ def render(res: dict[str, Any]) -> str:
     lines = [
         "",
         f"private ring sum over {res['nodes']} node processes, {res['rounds']} rounds "
-        f"(job {res['job_id']}, {res['elapsed_s']:.1f} s)",
+        f"(job {res['job_id']}: {res['elapsed_s']:.2f} s after {res['startup_s']:.1f} s of start-up)",
         f"  estimate  {res['estimate']:.4f}",
         f"  truth     {res['truth']:.4f}",
         f"  error     {res['abs_error']:.4f}",

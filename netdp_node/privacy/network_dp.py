@@ -161,13 +161,16 @@ def ring_sum_loss(
     RDP curve is always attached so that jobs compose in RDP (`compose_losses`).
 
     windows = 0 returns `PrivacyLoss(0.0, 0.0, "no-contribution")` with an all-zero curve.
+    sigma = 0 (no noise, e.g. a test job) with windows > 0 is no privacy at all: ε = inf.
 
     Raises:
-        ValueError: unless sigma > 0, sensitivity > 0, windows is an integer ≥ 0, 0 < δ < 1,
+        ValueError: unless sigma ≥ 0, sensitivity > 0, windows is an integer ≥ 0, 0 < δ < 1,
             0 < δ' < 1 and kδ + δ' < 1.
     """
-    if not (0.0 < sigma < math.inf):
-        raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+    if not (0.0 <= sigma < math.inf):
+        raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
+    if sigma == 0.0 and windows > 0:
+        return PrivacyLoss(math.inf, 0.0, "no-noise")
     if not (0.0 < sensitivity < math.inf):
         raise ValueError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
     k = _check_int("windows", windows, 0)
@@ -176,11 +179,12 @@ def ring_sum_loss(
     if not (0.0 < delta_prime < 1.0):
         raise ValueError(f"delta_prime must satisfy 0 < delta_prime < 1, got {delta_prime!r}")
 
+    if k == 0:
+        zeros = tuple(0.0 for _ in orders)
+        return PrivacyLoss(0.0, 0.0, "no-contribution", (tuple(float(a) for a in orders), zeros))
     z = sigma / sensitivity
     curve = gaussian_rdp(z, orders, k)
     rdp = (tuple(float(a) for a in orders), tuple(float(x) for x in curve))
-    if k == 0:
-        return PrivacyLoss(0.0, 0.0, "no-contribution", rdp)
 
     delta_tot = k * delta + delta_prime
     if not delta_tot < 1.0:

@@ -4,10 +4,10 @@ Every node, bootstrap server and operator has one X.509 certificate issued by th
 and uses it for both ends of mutual TLS. Its identity is the subject CN plus the SAN URI
 ``netdp://<role>/<node id>``.
 
-* :mod:`netdp_node.security.pki` — a small CA on disk (``init_ca``, ``issue``, ``revoke``) and
+* :mod:`netdp_node.security.pki`: a small CA on disk (``init_ca``, ``issue``, ``revoke``) and
   ``load_identity`` to load and validate a node's identity folder.
-* :mod:`netdp_node.security.identity` — ``identity_from_pem`` (the authenticated peer of a gRPC call)
-  and ``RevocationList`` (a CRL verified against the CA).
+* :mod:`netdp_node.security.identity`: ``identity_from_pem`` (the authenticated peer of a gRPC
+  call) and ``RevocationList`` (a CRL verified against the CA).
 """
 
 from __future__ import annotations
@@ -21,7 +21,15 @@ from netdp_node.security.identity import (
     identity_uri,
     is_valid_node_id,
 )
-from netdp_node.security.pki import Identity, init_ca, issue, load_crl, load_identity, read_index, revoke
+from netdp_node.security.pki import (
+    Identity,
+    init_ca,
+    issue,
+    load_crl,
+    load_identity,
+    read_index,
+    revoke,
+)
 
 __all__ = [
     "NODE_ID_PATTERN",

@@ -1,14 +1,14 @@
 """Who is on the other end of a connection, and whether their certificate was revoked.
 
-Every netdp certificate carries its identity twice: the subject common name is the node id, and the
-subject alternative name holds a URI ``netdp://<role>/<node id>`` (role is ``node``, ``bootstrap`` or
-``operator``). The TLS layer (gRPC with mutual TLS) has already checked the chain and the validity
-dates before any of this code runs, so :func:`identity_from_pem` only *reads* the identity out of
-the peer's certificate; it is cached because the server calls it on every RPC with the PEM from
-``context.auth_context()["x509_pem_cert"][0]``.
+Every netdp certificate carries its identity twice: the subject common name is the node id, and
+the subject alternative name holds a URI ``netdp://<role>/<node id>`` (role is ``node``,
+``bootstrap`` or ``operator``). The TLS layer (gRPC with mutual TLS) has already checked the
+chain and the validity dates before any of this code runs, so :func:`identity_from_pem` only
+*reads* the identity out of the peer's certificate; it is cached because the server calls it on
+every RPC with the PEM from ``context.auth_context()["x509_pem_cert"][0]``.
 
-:class:`RevocationList` is a verified, immutable view of the CA's CRL. TLS does not consult it, so the
-transport checks ``is_revoked(peer.serial)`` itself.
+:class:`RevocationList` is a verified, immutable view of the CA's CRL. TLS does not consult it, so
+the transport checks ``is_revoked(peer.serial)`` itself.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ ROLES: frozenset[str] = frozenset({"node", "bootstrap", "operator"})
 """The roles a certificate can carry (the host part of its ``netdp://`` URI)."""
 
 NODE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-"""A node id: 1-63 characters, letters, digits, ``.``, ``_``, ``-``, starting with a letter or digit."""
+"""A node id: 1-63 letters, digits, ``.``, ``_`` or ``-``, starting with a letter or digit."""
 
 URI_SCHEME = "netdp://"
 
@@ -80,11 +80,13 @@ class PeerIdentity:
     not_after: datetime
 
 
-def read_certificate_identity(cert: x509.Certificate, *, source: str = "certificate") -> PeerIdentity:
+def read_certificate_identity(
+    cert: x509.Certificate, *, source: str = "certificate"
+) -> PeerIdentity:
     """Read the netdp identity out of a parsed certificate.
 
-    Raises SecurityError (mentioning `source`) if the certificate has no ``netdp://<role>/<id>`` URI,
-    has more than one, or its common name is not the same id.
+    Raises SecurityError (mentioning `source`) if the certificate has no ``netdp://<role>/<id>``
+    URI, has more than one, or its common name is not the same id.
     """
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
@@ -100,8 +102,8 @@ def read_certificate_identity(cert: x509.Certificate, *, source: str = "certific
         )
     if len(set(found)) > 1:
         raise SecurityError(
-            f"{source} names several netdp identities {sorted(identity_uri(r, n) for r, n in found)}; "
-            "a certificate must carry exactly one"
+            f"{source} names several netdp identities "
+            f"{sorted(identity_uri(r, n) for r, n in found)}; a certificate must carry exactly one"
         )
     role, node_id = found[0]
     common_names = [
@@ -130,7 +132,9 @@ def identity_from_pem(cert_pem: bytes) -> PeerIdentity:
     try:
         cert = x509.load_pem_x509_certificate(cert_pem)
     except ValueError as exc:
-        raise SecurityError(f"peer certificate is not a valid PEM X.509 certificate: {exc}") from exc
+        raise SecurityError(
+            f"peer certificate is not a valid PEM X.509 certificate: {exc}"
+        ) from exc
     return read_certificate_identity(cert, source="peer certificate")
 
 
@@ -138,8 +142,9 @@ def identity_from_pem(cert_pem: bytes) -> PeerIdentity:
 class RevocationList:
     """A verified certificate revocation list of the netdp CA.
 
-    ``number`` is the CRL number (0 for the empty list), ``serials`` the revoked certificate serials,
-    ``pem`` the signed CRL as received, kept so it can be passed on to other nodes unchanged.
+    ``number`` is the CRL number (0 for the empty list), ``serials`` the revoked certificate
+    serials, ``pem`` the signed CRL as received, kept so it can be passed on to other nodes
+    unchanged, ``next_update`` the date the CA promised a newer list by (informational).
     """
 
     number: int
@@ -166,7 +171,9 @@ class RevocationList:
         try:
             ca = x509.load_pem_x509_certificate(ca_pem)
         except ValueError as exc:
-            raise SecurityError(f"CA certificate is not a valid PEM X.509 certificate: {exc}") from exc
+            raise SecurityError(
+                f"CA certificate is not a valid PEM X.509 certificate: {exc}"
+            ) from exc
         if crl.issuer != ca.subject:
             raise SecurityError(
                 f"revocation list was issued by '{crl.issuer.rfc4514_string()}', "

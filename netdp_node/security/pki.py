@@ -106,7 +106,9 @@ def _now() -> datetime:
 
 def _utc(value: datetime) -> datetime:
     """Naive datetimes are taken as UTC."""
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
 
 
 def _write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
@@ -194,7 +196,11 @@ def _empty_index() -> dict[str, Any]:
 
 
 def read_index(directory: StrPath) -> dict[str, Any]:
-    """The CA's ``index.json``: ``{"version": 1, "certificates": [{"id", "role", "serial", ...}]}``."""
+    """The CA's ``index.json``: ``{"version": 1, "certificates": [{"id", "role", ...}, ...]}``.
+
+    Each certificate entry has ``id``, ``role``, ``serial`` (decimal string), ``hosts``,
+    ``issued_at``, ``not_before``, ``not_after`` (ISO 8601, UTC), ``revoked`` and ``revoked_at``.
+    """
     path = Path(directory) / INDEX_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -377,7 +383,7 @@ def issue(
     if folder.exists() and not folder.is_dir():
         raise SecurityError(f"cannot write the identity folder {folder}: it exists and is a file")
     if not force:
-        _check_overwrite(folder / CERT_FILE, index)
+        _check_overwrite(folder / CERT_FILE, ca_cert, index)
 
     now = _now()
     start = _utc(not_before) if not_before is not None else now - CLOCK_SKEW
@@ -389,7 +395,9 @@ def issue(
         end = now + timedelta(days=days)
     start, end = start.replace(microsecond=0), end.replace(microsecond=0)  # X.509 has whole seconds
     if end <= start:
-        raise ConfigError(f"certificate would end ({end.isoformat()}) before it starts ({start.isoformat()})")
+        raise ConfigError(
+            f"certificate would end ({end.isoformat()}) before it starts ({start.isoformat()})"
+        )
 
     key = ec.generate_private_key(ec.SECP256R1())
     serial = x509.random_serial_number()
@@ -423,7 +431,9 @@ def issue(
             critical=True,
         )
         .add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
             critical=False,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
@@ -455,22 +465,28 @@ def issue(
     return folder
 
 
-def _check_overwrite(cert_path: Path, index: dict[str, Any]) -> None:
-    """Refuse to overwrite `cert_path` unless it holds a certificate this CA has revoked."""
+def _check_overwrite(cert_path: Path, ca_cert: x509.Certificate, index: dict[str, Any]) -> None:
+    """Refuse to overwrite `cert_path` if it holds a live (unrevoked) certificate of this CA.
+
+    Certificates of a replaced CA (``init_ca(force=True)``), revoked ones and unreadable files may
+    be overwritten.
+    """
     if not cert_path.exists():
         return
     try:
         existing = x509.load_pem_x509_certificate(cert_path.read_bytes())
     except (OSError, ValueError):
-        existing = None
+        return
+    if not _signed_by(existing, ca_cert):
+        return
     revoked_serials = {
         entry.get("serial") for entry in index["certificates"] if entry.get("revoked", False)
     }
-    if existing is None or str(existing.serial_number) not in revoked_serials:
-        owner = existing.subject.rfc4514_string() if existing is not None else "unreadable"
+    if str(existing.serial_number) not in revoked_serials:
         raise SecurityError(
-            f"{cert_path} already holds a certificate ({owner}) that this CA has not revoked; "
-            "refusing to overwrite it (revoke it first, choose another out_dir, or pass force=True)"
+            f"{cert_path} already holds a live certificate of this CA "
+            f"({existing.subject.rfc4514_string()}, serial {existing.serial_number}); refusing "
+            "to overwrite it (revoke it first, choose another out_dir, or pass force=True)"
         )
 
 
@@ -495,7 +511,9 @@ def revoke(directory: StrPath, node_id: str) -> bytes:
     index = read_index(root)
     entries = [entry for entry in index["certificates"] if entry.get("id") == node_id]
     if not entries:
-        raise SecurityError(f"no certificate was issued for node id {node_id!r} by the CA in {root}")
+        raise SecurityError(
+            f"no certificate was issued for node id {node_id!r} by the CA in {root}"
+        )
     current = load_crl(root)
 
     now = _now()
@@ -563,8 +581,8 @@ def load_identity(folder: StrPath, *, now: datetime | None = None) -> Identity:
         subjects = ", ".join(f"'{ca.subject.rfc4514_string()}'" for ca in cas)
         raise SecurityError(
             f"{cert_path} (issuer '{cert.issuer.rfc4514_string()}') is not signed by the CA in "
-            f"{ca_path} ({subjects}): the certificate comes from another CA, or ca.pem is the wrong "
-            "file; copy the issuing CA's ca.pem into the folder or re-issue the certificate"
+            f"{ca_path} ({subjects}): the certificate comes from another CA, or ca.pem is the "
+            "wrong file; copy the issuing CA's ca.pem into the folder or re-issue the certificate"
         )
 
     moment = _utc(now) if now is not None else _now()

@@ -6,9 +6,9 @@ failure case gets its own certificate folder, issued once per module.
 
 What gRPC (grpcio 1.85) really reports: every refused handshake, whichever side refuses, surfaces at
 the client as ``StatusCode.UNAVAILABLE`` ("failed to connect to all addresses; ..."); the handler is
-never reached. When the *server* refuses (no/foreign/expired client certificate) the client only sees
-"Socket closed"; when the *client* refuses (expired server certificate, wrong host name, unusable
-own key) the details carry the reason.
+never reached. When the *server* refuses (no/foreign/expired client certificate) the client only
+sees "Socket closed"; when the *client* refuses (expired server certificate, wrong host name,
+unusable own key) the details carry the reason.
 """
 
 from __future__ import annotations

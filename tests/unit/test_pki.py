@@ -145,7 +145,8 @@ def test_issue_and_load(ca_dir: Path) -> None:
     assert identity.cert_pem == (folder / "cert.pem").read_bytes()
     assert identity.key_pem == (folder / "key.pem").read_bytes()
     assert identity.ca_pem == (ca_dir / "ca.pem").read_bytes()
-    assert timedelta(days=364) < identity.not_after - datetime.now(timezone.utc) <= timedelta(days=365)
+    remaining = identity.not_after - datetime.now(timezone.utc)
+    assert timedelta(days=364) < remaining <= timedelta(days=365)
 
 
 def test_identity_repr_does_not_leak_the_key(ca_dir: Path) -> None:
@@ -363,6 +364,15 @@ def test_out_dir_holding_another_identity_is_not_overwritten(ca_dir: Path) -> No
     with pytest.raises(SecurityError, match="refusing to overwrite"):
         issue(ca_dir, "bob", out_dir=alice)
     assert load_identity(alice).node_id == "alice"
+
+
+def test_reissue_after_replacing_the_ca(ca_dir: Path) -> None:
+    old = load_identity(issue(ca_dir, "alice"))
+    init_ca(ca_dir, force=True)
+    assert read_index(ca_dir)["certificates"] == []
+    new = load_identity(issue(ca_dir, "alice"))  # the old CA's certificate is simply replaced
+    assert new.serial != old.serial
+    assert new.ca_pem == (ca_dir / "ca.pem").read_bytes() != old.ca_pem
 
 
 def test_issue_without_ca(tmp_path: Path) -> None:

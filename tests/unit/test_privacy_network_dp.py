@@ -273,7 +273,7 @@ def test_ring_sum_loss_no_contribution() -> None:
 def test_ring_sum_loss_validation() -> None:
     ok = dict(sigma=1.0, sensitivity=1.0, windows=2, delta=1e-6, delta_prime=1e-6)
     for key, bad in [
-        ("sigma", 0.0),
+        ("sigma", -1.0),
         ("sensitivity", -1.0),
         ("windows", -1),
         ("delta", 0.0),
@@ -283,6 +283,15 @@ def test_ring_sum_loss_validation() -> None:
             ring_sum_loss(**{**ok, key: bad})  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         ring_sum_loss(**{**ok, "windows": 10, "delta": 0.2})  # type: ignore[arg-type]
+
+
+def test_no_noise_is_no_privacy() -> None:
+    import math
+
+    assert ring_sum_loss(sigma=0.0, sensitivity=1.0, windows=1, delta=1e-6,
+                         delta_prime=1e-6).epsilon == math.inf
+    assert ring_sum_loss(sigma=0.0, sensitivity=1.0, windows=0, delta=1e-6,
+                         delta_prime=1e-6).epsilon == 0.0
 
 
 def test_jobs_compose_in_rdp() -> None:
