@@ -295,6 +295,9 @@ class NodeRuntime:
                              if previous.state == "running" else previous.detail)
             runner.finished.set()
             runner.log.warning("job found in the ledger (state %s): not run again", previous.state)
+            if previous.state == "running":  # it failed here: record it and say so, as fail() does
+                self.ledger.set_job_state(ctx.job_id, "failed", detail=runner.detail)
+                self.notify_finished(runner)
             return runner
         decline = []
         if not contributed:

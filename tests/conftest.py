@@ -5,6 +5,8 @@ always stop them in a finalizer, even when starting them failed half-way. `nd` i
 for the tests: bounded waits, raw Peer calls, envelopes, and the `netdp` CLI as a subprocess.
 
 Every wait here is a loop on a condition with a deadline; nothing sleeps to synchronise.
+
+(This file also makes pytest put tests/ on sys.path, which `from harness import ...` relies on.)
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -69,26 +72,17 @@ class ClusterFactory:
         data = write_values(c, values) if values is not None else None
         extra = ({nid: ["--seed", str(seed * 1000 + i)] for i, nid in enumerate(c.ids)}
                  if seed is not None else None)
-        c.start(data=data, extra=extra, timeout=timeout)
-        asyncio.run(c.wait_registered(c.ids, timeout=timeout)) if not _loop_running() else None
+        c.start(data=data, extra=extra, timeout=timeout)  # returns once every node registered
         return c
 
     def stop_all(self, dump: bool = False) -> None:
         for c in self.made:
-            for p in c.procs.values():  # a frozen (SIGSTOP) process would ignore SIGTERM
+            for p in c.procs.values():  # a SIGSTOPped process acts on SIGTERM only once continued
                 if p.alive() and p.popen is not None:
-                    p.popen.send_signal(18)  # SIGCONT
+                    p.popen.send_signal(signal.SIGCONT)
             c.stop()
             if dump:
                 _dump_logs(c)
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def write_values(c: LocalCluster, values: Sequence[float]) -> dict[str, Path]:
@@ -112,10 +106,12 @@ def clusters(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster
 
 
 @pytest.fixture(scope="module")
-def module_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterFactory]:
+def module_clusters(tmp_path_factory: pytest.TempPathFactory,
+                    request: pytest.FixtureRequest) -> Iterator[ClusterFactory]:
+    failed = request.session.testsfailed
     f = ClusterFactory(tmp_path_factory.mktemp("clusters"))
     yield f
-    f.stop_all()
+    f.stop_all(dump=request.session.testsfailed > failed)
 
 
 # -- the toolbox --------------------------------------------------------------------------------
@@ -195,8 +191,9 @@ class Toolbox:
     async def status(address: str, identity: Identity) -> peer_pb2.StatusReply:
         ch = secure_channel(address, identity)
         try:
-            call = ch.unary_unary(STATUS, request_serializer=peer_pb2.StatusRequest.SerializeToString,
-                                  response_deserializer=peer_pb2.StatusReply.FromString)
+            call = ch.unary_unary(
+                STATUS, request_serializer=peer_pb2.StatusRequest.SerializeToString,
+                response_deserializer=peer_pb2.StatusReply.FromString)
             return await call(peer_pb2.StatusRequest(), timeout=CALL_TIMEOUT)
         finally:
             await ch.close()
