@@ -47,7 +47,8 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         if stored:
             self.revocations = RevocationList.from_pem(stored, ca_pem)
         self.reload_crl_file()
-        self.policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s))
+        self.policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s),
+                                   owner="bootstrap")
 
     # -- revocations ---------------------------------------------------------------------------
     def _accept_crl(self, pem: bytes, source: str) -> bool:

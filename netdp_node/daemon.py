@@ -63,6 +63,7 @@ class NodeDaemon:
                                                        self.identity.ca_pem)
         self.stop_event = asyncio.Event()
         self.port = 0
+        self.exit_code = 0
         self._bg: set[asyncio.Task[None]] = set()
 
     # -- helpers -------------------------------------------------------------------------------
@@ -144,6 +145,14 @@ class NodeDaemon:
                 backoff = Backoff(initial=self.cfg.poll_interval, maximum=10.0,
                                   give_up_after=0).delays()
             except grpc.aio.AioRpcError as e:
+                if e.code() in (grpc.StatusCode.PERMISSION_DENIED,
+                                grpc.StatusCode.UNAUTHENTICATED):
+                    log.error("[node=%s] the bootstrap refuses this node (%s: %s); is its "
+                              "certificate revoked? stopping", self.node_id, e.code().name,
+                              e.details())
+                    self.exit_code = 3
+                    self.stop_event.set()
+                    return
                 delay = backoff.next_delay()
                 log.warning("[node=%s] bootstrap unreachable (%s); jobs already fetched keep "
                             "running; retrying in %.1fs", self.node_id, e.code().name, delay)
@@ -168,7 +177,8 @@ class NodeDaemon:
         self.runtime = NodeRuntime(self.node_id, self.ledger, self.transport, data=self.data,
                                    budget=budget, rng_factory=self._rng,
                                    job_fetcher=self._fetch_job, on_finished=self._on_finished)
-        policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s))
+        policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s),
+                              owner=f"node={self.node_id}")
         service = PeerService(self.node_id, self.runtime.handle, self._status, policy)
         server, self.port = await start_server(self.identity, self.cfg.listen,
                                                lambda srv: srv.add_generic_rpc_handlers(
@@ -184,7 +194,14 @@ class NodeDaemon:
             stop = asyncio.ensure_future(self.stop_event.wait())
             await asyncio.wait({reg, stop}, return_when=asyncio.FIRST_COMPLETED)
             if reg.done():
-                reg.result()  # raises a permanent refusal (e.g. revoked)
+                try:
+                    reg.result()
+                except grpc.aio.AioRpcError as e:
+                    if e.code() in (grpc.StatusCode.PERMISSION_DENIED,
+                                    grpc.StatusCode.UNAUTHENTICATED):
+                        raise SecurityError(f"the bootstrap refused to register {self.node_id}: "
+                                            f"{e.details()}") from e
+                    raise
                 log.info("[node=%s] registered with the bootstrap at %s", self.node_id,
                          self.cfg.bootstrap)
                 if ready is not None and not ready.done():
@@ -203,4 +220,4 @@ class NodeDaemon:
             await self.transport.close()
             await self.bootstrap.close()
             self.ledger.close()
-        return 0
+        return self.exit_code

@@ -248,20 +248,19 @@ class Ledger:
             for r in self._db.execute(q, args)
         ]
 
+    _JOB_COLUMNS = ("SELECT job_id, algorithm, spec_json, state, contributed, started, finished,"
+                    " result_json, detail FROM jobs")
+
+    @staticmethod
+    def _job_row(r: tuple[Any, ...]) -> JobRow:
+        return JobRow(job_id=r[0], algorithm=r[1], spec=json.loads(r[2]), state=r[3],
+                      contributed=bool(r[4]), started=r[5], finished=r[6],
+                      result=json.loads(r[7]) if r[7] else None, detail=r[8])
+
     def jobs(self) -> list[JobRow]:
-        rows = self._db.execute(
-            "SELECT job_id, algorithm, spec_json, state, contributed, started, finished, result_json,"
-            " detail FROM jobs ORDER BY started"
-        ).fetchall()
-        return [
-            JobRow(job_id=r[0], algorithm=r[1], spec=json.loads(r[2]), state=r[3],
-                   contributed=bool(r[4]), started=r[5], finished=r[6],
-                   result=json.loads(r[7]) if r[7] else None, detail=r[8])
-            for r in rows
-        ]
+        rows = self._db.execute(self._JOB_COLUMNS + " ORDER BY started").fetchall()
+        return [self._job_row(r) for r in rows]
 
     def job(self, job_id: str) -> JobRow | None:
-        for j in self.jobs():
-            if j.job_id == job_id:
-                return j
-        return None
+        r = self._db.execute(self._JOB_COLUMNS + " WHERE job_id=?", (job_id,)).fetchone()
+        return None if r is None else self._job_row(r)

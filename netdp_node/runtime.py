@@ -44,6 +44,9 @@ from netdp_node.transport.base import DeliveryError, Transport
 log = logging.getLogger("netdp.runtime")
 
 
+UNKNOWN_JOB_TTL = 2.0
+
+
 class UnknownJob(Exception):
     pass
 
@@ -242,6 +245,9 @@ class NodeRuntime:
         self.on_finished = on_finished
         self.jobs: dict[str, JobRunner] = {}
         self._adding: dict[str, asyncio.Future[JobRunner]] = {}
+        # Job ids the bootstrap did not know, with when we asked: a peer cannot make this node
+        # query the bootstrap more than once per UNKNOWN_JOB_TTL seconds for the same id.
+        self._unknown: dict[str, float] = {}
         self.log = logging.LoggerAdapter(log, {})
 
     # -- jobs ----------------------------------------------------------------------------------
@@ -316,10 +322,14 @@ class NodeRuntime:
             return runner
         if job_id in self._adding:
             return await self._adding[job_id]
-        if self.job_fetcher is not None:
+        now = asyncio.get_running_loop().time()
+        if self.job_fetcher is not None and now - self._unknown.get(job_id, -1e9) > UNKNOWN_JOB_TTL:
             ctx = await self.job_fetcher(job_id)
             if ctx is not None and self.node_id in ctx.participants:
                 return await self.add_job(ctx)
+            if len(self._unknown) > 10_000:
+                self._unknown.clear()
+            self._unknown[job_id] = now
         raise UnknownJob(f"job {job_id!r} is unknown to node {self.node_id}")
 
     async def handle(self, sender: str, job_id: str, msg: Message) -> bool:

@@ -108,24 +108,28 @@ def caller_identity(context: grpc.aio.ServicerContext) -> PeerIdentity:
 
 @dataclass
 class AccessPolicy:
-    """Who may call: a callable telling whether a certificate serial is revoked."""
+    """Who may call: a callable telling whether a certificate serial is revoked. `owner` names the
+    refusing process in its log lines ("node=node-3", "bootstrap")."""
 
     is_revoked: Callable[[int], bool] = lambda serial: False
+    owner: str = ""
 
     def check(self, context: grpc.aio.ServicerContext, roles: tuple[str, ...], what: str,
               logger: logging.Logger | logging.LoggerAdapter[Any] = log) -> PeerIdentity:
+        tag = f"[{self.owner}] " if self.owner else ""
         try:
             who = caller_identity(context)
         except Unauthorized as e:
-            logger.warning("refused %s from %s: %s", what, context.peer(), e.reason)
+            logger.warning("%srefused %s from %s: %s", tag, what, context.peer(), e.reason)
             raise
         if self.is_revoked(who.serial):
-            logger.warning("refused %s from %s (%s): certificate serial %d is revoked", what,
+            logger.warning("%srefused %s from %s (%s): certificate serial %d is revoked", tag, what,
                            who.node_id, context.peer(), who.serial)
             raise Unauthorized(grpc.StatusCode.PERMISSION_DENIED,
                                f"the certificate of {who.node_id} has been revoked")
         if who.role not in roles:
-            logger.warning("refused %s from %s: role %s may not call it", what, who.node_id, who.role)
+            logger.warning("%srefused %s from %s: role %s may not call it", tag, what, who.node_id,
+                           who.role)
             raise Unauthorized(grpc.StatusCode.PERMISSION_DENIED,
                                f"a {who.role} certificate may not call {what}")
         return who
