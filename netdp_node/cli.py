@@ -127,11 +127,21 @@ def _node_config(a: argparse.Namespace) -> Any:
 
     if a.budget_epsilon is not None and not 0 < a.budget_delta < 1:
         raise ConfigError("--budget-delta must be in (0, 1)")
+    from netdp_node.faults import parse_offline, plan_from
+
+    faults = plan_from({
+        "crash_at_step": a.fault_crash_at_step, "crash_after_s": a.fault_crash_after,
+        "offline": [parse_offline(x) for x in a.fault_offline] if a.fault_offline else None,
+        "leave_at_step": a.fault_leave_at_step, "drop_prob": a.fault_drop,
+        "delay_ms": a.fault_delay_ms, "jitter_ms": a.fault_jitter_ms,
+        "partition": a.fault_partition, "seed": a.fault_seed,
+    })
     return NodeConfig(
         certs=Path(a.certs), bootstrap=a.bootstrap, ledger=Path(a.ledger), listen=a.listen,
         advertise=a.advertise, data=Path(a.data) if a.data else None,
         budget_epsilon=a.budget_epsilon, budget_delta=a.budget_delta,
-        poll_interval=a.poll_interval, crl=Path(a.crl) if a.crl else None, seed=a.seed)
+        poll_interval=a.poll_interval, crl=Path(a.crl) if a.crl else None, seed=a.seed,
+        faults=faults, peer_timeout=a.peer_timeout, job_deadline=a.job_deadline)
 
 
 def cmd_node(a: argparse.Namespace) -> int:
@@ -145,7 +155,7 @@ def cmd_node(a: argparse.Namespace) -> int:
         ident = load_identity(cfg.certs)
         n = len(load_values(cfg.data)) if cfg.data else 0
         print(f"ok: node {ident.node_id}, bootstrap {cfg.bootstrap}, ledger {cfg.ledger}, "
-              f"{n} value(s)", file=sys.stderr)
+              f"{n} value(s), faults {cfg.faults.describe() or 'none'}", file=sys.stderr)
         return EXIT_OK
     _setup_logging(a.log_level, "node")
 
@@ -292,8 +302,37 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds between bootstrap polls for jobs (default 0.5)")
     n.add_argument("--crl", help="a revocation list file to enforce from the start")
     n.add_argument("--seed", type=int, help="seed the private RNG (tests only: NOT private)")
+    n.add_argument("--peer-timeout", type=_positive, default=60.0,
+                   help="give up on a peer that does not acknowledge for this many seconds (60)")
+    n.add_argument("--job-deadline", type=float, default=600.0,
+                   help="fail a job not finished this many seconds after joining (600; 0: never)")
     n.add_argument("--port-file", help="write the bound port here once registered")
     n.add_argument("--check", action="store_true", help="validate the configuration and exit")
+    f = n.add_argument_group(
+        "fault injection", "Make this node misbehave as a real machine would, reproducibly. Each "
+        "fault is recorded in the ledger (event 'fault') and the log; mTLS, the ledger and the "
+        "accountant are never bypassed. Every flag also reads an environment variable "
+        "(NETDP_FAULT_CRASH_AT_STEP, _CRASH_AFTER, _OFFLINE, _LEAVE_AT_STEP, _DROP, _DELAY_MS, "
+        "_JITTER_MS, _PARTITION, _SEED), for docker compose.")
+    f.add_argument("--fault-crash-at-step", type=int, metavar="N",
+                   help="exit with code 70 when about to take protocol step N of a job")
+    f.add_argument("--fault-crash-after", type=float, metavar="S",
+                   help="exit with code 70 S seconds after start")
+    f.add_argument("--fault-offline", action="append", metavar="START:DURATION",
+                   help="refuse all traffic from START to START+DURATION seconds after start, then "
+                   "come back (temporary dropout; repeatable)")
+    f.add_argument("--fault-leave-at-step", type=int, metavar="N",
+                   help="from protocol step N of a job on, refuse all traffic for good "
+                   "(permanent dropout)")
+    f.add_argument("--fault-drop", type=float, metavar="P",
+                   help="drop each outgoing message with probability P (it is retransmitted after "
+                   "a timeout, as over a lossy link)")
+    f.add_argument("--fault-delay-ms", type=float, metavar="D", help="delay each outgoing message "
+                   "by D milliseconds")
+    f.add_argument("--fault-jitter-ms", type=float, metavar="J", help="... plus or minus J ms")
+    f.add_argument("--fault-partition", metavar="PEERS",
+                   help="comma-separated peer ids: refuse traffic to and from them")
+    f.add_argument("--fault-seed", type=int, metavar="S", help="seed of the random faults (0)")
     n.add_argument("--log-level", default="info")
     n.set_defaults(fn=cmd_node)
 

@@ -13,7 +13,8 @@ import contextlib
 import logging
 import signal
 import zlib
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -23,7 +24,8 @@ from netdp.v1 import bootstrap_pb2, peer_pb2
 from netdp_node.bootstrap_client import BootstrapClient, addresses, job_context
 from netdp_node.data import load_values
 from netdp_node.errors import SecurityError
-from netdp_node.ledger import Ledger
+from netdp_node.faults import FaultInjector, FaultPlan
+from netdp_node.ledger import Entry, Ledger
 from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
 from netdp_node.runtime import Budget, JobRunner, NodeRuntime
@@ -49,6 +51,9 @@ class NodeConfig:
     crl: Path | None = None
     seed: int | None = None  # tests and simulations only: seeds the private RNG
     grace: float = 2.0
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    peer_timeout: float = 60.0  # give up on a peer that does not acknowledge for this long
+    job_deadline: float = 600.0  # fail a job not finished this long after joining (0: never)
 
 
 class NodeDaemon:
@@ -108,6 +113,21 @@ class NodeDaemon:
             return None
         self.transport.learn(addresses(job))
         return job_context(job, self.node_id)
+
+    def _record_fault(self, kind: str, peer: str, job_id: str) -> None:
+        """An injected fault on the wire (a dropped message): in the ledger and the log."""
+        self.ledger.commit([Entry(job_id=job_id, direction="local", event="fault", peer=peer,
+                                  params={"fault": kind})])
+        log.info("[node=%s job=%s] fault injection: %s of a message to %s", self.node_id, job_id,
+                 kind, peer)
+
+    def _crash_after(self) -> None:
+        reason = f"fault injection: crash after {self.cfg.faults.crash_after_s:g}s"
+        self.ledger.commit([Entry(job_id="", direction="local", event="fault",
+                                  params={"fault": "crash",
+                                          "after_s": self.cfg.faults.crash_after_s})])
+        log.error("[node=%s] %s", self.node_id, reason)
+        self.runtime.crash(reason)
 
     def _on_finished(self, runner: JobRunner) -> None:
         self._spawn(self._report(runner))
@@ -171,15 +191,24 @@ class NodeDaemon:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop_event.set)
         self.ledger = Ledger(self.cfg.ledger, self.node_id)
-        self.transport = GrpcTransport(self.identity)
+        started = time.monotonic()
+        self.faults = FaultInjector(self.cfg.faults, clock=lambda: time.monotonic() - started)
+        if self.cfg.faults.active:
+            log.warning("[node=%s] fault injection on: %s", self.node_id, self.cfg.faults.describe())
+            if self.cfg.faults.crash_after_s is not None:
+                loop.call_later(self.cfg.faults.crash_after_s, self._crash_after)
+        self.transport = GrpcTransport(self.identity, faults=self.faults, on_fault=self._record_fault,
+                                       backoff=Backoff(give_up_after=self.cfg.peer_timeout))
         budget = (Budget(self.cfg.budget_epsilon, self.cfg.budget_delta)
                   if self.cfg.budget_epsilon is not None else None)
         self.runtime = NodeRuntime(self.node_id, self.ledger, self.transport, data=self.data,
                                    budget=budget, rng_factory=self._rng,
-                                   job_fetcher=self._fetch_job, on_finished=self._on_finished)
+                                   job_fetcher=self._fetch_job, on_finished=self._on_finished,
+                                   faults=self.faults, job_deadline=self.cfg.job_deadline)
         policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s),
                               owner=f"node={self.node_id}")
-        service = PeerService(self.node_id, self.runtime.handle, self._status, policy)
+        service = PeerService(self.node_id, self.runtime.handle, self._status, policy,
+                              gate=self.faults.blocked)
         server, self.port = await start_server(self.identity, self.cfg.listen,
                                                lambda srv: srv.add_generic_rpc_handlers(
                                                    (service.generic_handler(),)))

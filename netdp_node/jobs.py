@@ -42,12 +42,15 @@ def result_summary(reply: bootstrap_pb2.GetResultReply) -> dict[str, Any]:
 
 async def wait_result(client: BootstrapClient, job_id: str, wait: float,
                       poll: float = 0.25) -> bootstrap_pb2.GetResultReply:
-    """Poll the bootstrap until every participant reported (or `wait` seconds passed)."""
+    """Poll the bootstrap until every participant reported, one reported a failure (a failed job
+    is over), or `wait` seconds passed."""
     deadline = time.monotonic() + wait
     while True:
         reply = await client.result(job_id)
         done = {r.node_id for r in reply.results}
-        if all(p.node_id in done for p in reply.job.participants) or time.monotonic() >= deadline:
+        if (all(p.node_id in done for p in reply.job.participants)
+                or any(r.state == "failed" for r in reply.results)
+                or time.monotonic() >= deadline):
             return reply
         await asyncio.sleep(poll)
 

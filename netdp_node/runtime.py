@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.faults import EXIT_CRASHED, FaultInjector
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.privacy.accountant import JobView, check_budget
 from netdp_node.protocols import get_algorithm
@@ -49,6 +51,11 @@ UNKNOWN_JOB_TTL = 2.0
 
 class UnknownJob(Exception):
     pass
+
+
+class NodeUnavailable(Exception):
+    """This node is (deliberately) not taking traffic: offline, left, crashing. Transports answer
+    UNAVAILABLE, as a machine that is down would; senders retry."""
 
 
 @dataclass(frozen=True)
@@ -93,11 +100,43 @@ class JobRunner:
         self.finished = asyncio.Event()
         self.log = JobLog(log, {"node": node.node_id, "job": ctx.job_id})
         self._tasks: set[asyncio.Task[None]] = set()
+        self.steps = 0  # protocol steps this node has taken in this job
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def _fault_step(self) -> None:
+        """Fault injection (--fault-crash-at-step, --fault-leave-at-step): before each step."""
+        faults = self.node.faults
+        if faults is None:
+            return
+        was_left = faults.left
+        what = faults.step(self.steps + 1)
+        if what is None or (what == "leave" and was_left):
+            if what == "leave":
+                raise NodeUnavailable(f"{self.node.node_id} has left (fault injection)")
+            return
+        reason = f"fault injection: {what} at step {self.steps + 1} of job {self.ctx.job_id}"
+        self.node.ledger.commit([Entry(job_id=self.ctx.job_id, direction="local", event="fault",
+                                       params={"fault": what, "step": self.steps + 1})])
+        self.log.error("%s", reason)
+        if what == "crash":
+            self.node.crash(reason)
+        raise NodeUnavailable(f"{self.node.node_id} has left (fault injection)")
+
+    def arm_deadline(self, seconds: float) -> None:
+        """Fail the job at this node if it has not finished `seconds` after it joined."""
+        if seconds > 0:
+            self._deadline = asyncio.get_running_loop().call_later(
+                seconds, lambda: self.fail(
+                    f"deadline of {seconds:g}s passed before the job finished at this node "
+                    f"(after {self.steps} step(s); a participant may be down)"))
 
     # -- driving the engine --------------------------------------------------------------------
     async def start(self) -> None:
         async with self.lock:
             actions = self.engine.start()
+            if actions:
+                self._fault_step()
+                self.steps += 1
             self._apply(actions, received=None)
 
     async def deliver(self, sender: str, msg: Message) -> bool:
@@ -122,7 +161,9 @@ class JobRunner:
                 raise Refused(RefusalCode.ALREADY_EXISTS,
                               f"{msg.kind} {msg.walk}/{msg.epoch} seq={msg.seq} round={msg.round} "
                               f"from {sender} conflicts with the one already stored")
+            self._fault_step()
             actions = self.engine.on_message(sender, msg)
+            self.steps += 1
             received = Entry(job_id=self.ctx.job_id, direction="received", event=msg.kind,
                              peer=sender, kind=msg.kind, walk=msg.walk, epoch=msg.epoch,
                              seq=msg.seq, round=msg.round, digest=digest)
@@ -169,6 +210,8 @@ class JobRunner:
         if output is not None:
             self.output = output
             self.state = "done"
+            if self._deadline is not None:
+                self._deadline.cancel()
             self.log.info("finished: result released to this node")
             self.finished.set()
             self.node.notify_finished(self)
@@ -191,6 +234,8 @@ class JobRunner:
             return
         self.state = "failed"
         self.detail = reason
+        if self._deadline is not None:
+            self._deadline.cancel()
         self.log.error("job failed: %s", reason)
         self.node.ledger.set_job_state(self.ctx.job_id, "failed", detail=reason)
         self.finished.set()
@@ -200,6 +245,13 @@ class JobRunner:
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _exit_crashed(reason: str) -> None:
+    """The default crash: exit at once with code 70, as a machine losing power would (the ledger
+    is already durable; nothing else is flushed)."""
+    logging.shutdown()
+    os._exit(EXIT_CRASHED)
 
 
 def _jsonable(v: Any) -> Any:
@@ -233,6 +285,9 @@ class NodeRuntime:
         rng_factory: Callable[[str], np.random.Generator] | None = None,
         job_fetcher: Callable[[str], Awaitable[JobContext | None]] | None = None,
         on_finished: Callable[[JobRunner], None] | None = None,
+        faults: FaultInjector | None = None,
+        crash: Callable[[str], None] | None = None,
+        job_deadline: float = 0.0,
     ) -> None:
         self.node_id = node_id
         self.ledger = ledger
@@ -243,6 +298,9 @@ class NodeRuntime:
             lambda job: np.random.default_rng(secrets.randbits(128)))
         self.job_fetcher = job_fetcher
         self.on_finished = on_finished
+        self.faults = faults
+        self.crash = crash or _exit_crashed
+        self.job_deadline = job_deadline
         self.jobs: dict[str, JobRunner] = {}
         self._adding: dict[str, asyncio.Future[JobRunner]] = {}
         # Job ids the bootstrap did not know, with when we asked: a peer cannot make this node
@@ -305,12 +363,16 @@ class NodeRuntime:
                 self.ledger.set_job_state(ctx.job_id, "failed", detail=runner.detail)
                 self.notify_finished(runner)
             return runner
-        decline = []
+        first: list[Entry] = []
         if not contributed:
             runner.log.warning("%s", reason)
-            decline = [Entry(job_id=ctx.job_id, direction="local", event="decline",
-                             params={"reason": reason})]
-        self.ledger.begin_job(ctx.job_id, ctx.algorithm, spec_dict(ctx), contributed, decline)
+            first.append(Entry(job_id=ctx.job_id, direction="local", event="decline",
+                               params={"reason": reason}))
+        if self.faults is not None and self.faults.plan.active:
+            first.append(Entry(job_id=ctx.job_id, direction="local", event="fault-plan",
+                                 params=self.faults.plan.describe()))
+        self.ledger.begin_job(ctx.job_id, ctx.algorithm, spec_dict(ctx), contributed, first)
+        runner.arm_deadline(float(ctx.params.get("deadline_s", self.job_deadline)))
         runner.log.info("joined %s with %d participants (contributing: %s)", ctx.algorithm,
                         len(ctx.participants), "yes" if contributed else "no")
         await runner.start()

@@ -26,6 +26,7 @@ from google.protobuf.message import DecodeError
 
 from netdp.v1 import peer_pb2
 from netdp_node.errors import SecurityError
+from netdp_node.faults import FaultInjector
 from netdp_node.protocols.base import Message, Refused, RefusalCode
 from netdp_node.retry import Backoff
 from netdp_node.security.identity import PeerIdentity, identity_from_pem
@@ -140,11 +141,14 @@ class PeerService:
     """The Peer gRPC service of a node daemon. `handle` is NodeRuntime.handle."""
 
     def __init__(self, node_id: str, handle: Callable[[str, str, Message], Any],
-                 status: Callable[[], peer_pb2.StatusReply], policy: AccessPolicy) -> None:
+                 status: Callable[[], peer_pb2.StatusReply], policy: AccessPolicy,
+                 gate: Callable[[str], str | None] | None = None) -> None:
         self.node_id = node_id
         self.handle = handle
         self.status = status
         self.policy = policy
+        # Fault injection: why traffic from a peer is refused right now (offline, partition), or None.
+        self.gate = gate or (lambda peer: None)
         self.log = logging.LoggerAdapter(log, {})
 
     def generic_handler(self) -> grpc.GenericRpcHandler:
@@ -188,8 +192,10 @@ class PeerService:
         except Refused as e:
             ack.code, ack.detail = _REFUSAL_STATUS[e.code].value[0], e.reason
         except Exception as e:  # noqa: BLE001 - the node keeps serving; the type says what
-            from netdp_node.runtime import UnknownJob
+            from netdp_node.runtime import NodeUnavailable, UnknownJob
 
+            if isinstance(e, NodeUnavailable):
+                raise
             if isinstance(e, UnknownJob):
                 self._logline("refused message from %s: %s", who.node_id, e)
                 ack.code, ack.detail = grpc.StatusCode.NOT_FOUND.value[0], str(e)
@@ -200,12 +206,23 @@ class PeerService:
                 ack.detail = f"internal error at {self.node_id}: {type(e).__name__}: {e}"
         return ack
 
+    async def _unavailable(self, context: grpc.aio.ServicerContext, reason: str) -> None:
+        await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.node_id} is unavailable: {reason}")
+
     async def Deliver(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.Ack:
+        from netdp_node.runtime import NodeUnavailable
+
         try:
             who = self.policy.check(context, ("node",), "Deliver")
         except Unauthorized as e:
             await context.abort(e.code, e.reason)
-        ack = await self._process(who, raw)
+        blocked = self.gate(who.node_id)
+        if blocked:
+            await self._unavailable(context, blocked)
+        try:
+            ack = await self._process(who, raw)
+        except NodeUnavailable as e:
+            await self._unavailable(context, str(e))
         if ack.code != 0:
             await context.abort(grpc.StatusCode(_status_by_value(ack.code)), ack.detail)
         return ack
@@ -216,8 +233,17 @@ class PeerService:
             who = self.policy.check(context, ("node",), "Link")
         except Unauthorized as e:
             await context.abort(e.code, e.reason)
+        from netdp_node.runtime import NodeUnavailable
+
         async for raw in requests:
-            yield await self._process(who, raw)
+            blocked = self.gate(who.node_id)
+            if blocked:
+                await self._unavailable(context, blocked)
+            try:
+                ack = await self._process(who, raw)
+            except NodeUnavailable as e:
+                await self._unavailable(context, str(e))
+            yield ack
 
     async def Status(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.StatusReply:
         try:
@@ -306,6 +332,11 @@ class Link:
                     self.queue.put_nowait(mid)
 
     async def _stream_once(self) -> None:
+        faults = self.t.faults
+        if faults is not None:
+            why = faults.blocked(self.peer)
+            if why:
+                raise ConnectionError(f"{self.t.me} cannot reach {self.peer}: {why}")
         if self.channel is None:
             self.channel = secure_channel(self.address, self.t.identity)
         call = self.channel.stream_stream(
@@ -320,13 +351,33 @@ class Link:
                 mid = await self.queue.get()
                 if mid not in self.pending:
                     continue
+                env = self.pending[mid][0]
+                if faults is not None:
+                    why = faults.blocked(self.peer)
+                    if why:
+                        raise ConnectionError(f"{self.t.me} cannot reach {self.peer}: {why}")
+                    delay = faults.delay_s()
+                    if delay:
+                        await asyncio.sleep(delay)
+                    if faults.drop():
+                        # Lost on the wire: the ack never comes, the link retransmits later.
+                        self.t.on_fault("drop", self.peer, env.job_id)
+                        asyncio.get_running_loop().call_later(
+                            self.t.retransmit_after, self.queue.put_nowait, mid)
+                        continue
                 in_flight.append(mid)
-                await call.write(self.pending[mid][0])
+                await call.write(env)
 
         wtask = asyncio.ensure_future(writer())
         try:
             while self.pending:
-                ack = await call.read()
+                read = asyncio.ensure_future(call.read())
+                await asyncio.wait({read, wtask}, return_when=asyncio.FIRST_COMPLETED)
+                if not read.done():
+                    read.cancel()
+                    wtask.result()  # the writer failed (fault injection): raise its error
+                    raise ConnectionError("writer stopped")
+                ack = read.result()
                 if ack is grpc.aio.EOF:
                     raise ConnectionError("stream closed by peer")
                 entry = self.pending.get(ack.msg_id)
@@ -373,12 +424,18 @@ class GrpcTransport(Transport):
     """Sends to participants over mTLS links. `addresses` maps node id -> host:port."""
 
     def __init__(self, identity: Identity, addresses: Mapping[str, str] | None = None,
-                 backoff: Backoff | None = None) -> None:
+                 backoff: Backoff | None = None, faults: FaultInjector | None = None,
+                 on_fault: Callable[[str, str, str], None] | None = None,
+                 retransmit_after: float = 0.5) -> None:
         self.identity = identity
         self.me = identity.node_id
         self.addresses: dict[str, str] = dict(addresses or {})
         self.backoff = backoff or Backoff(give_up_after=60.0)
         self.links: dict[str, Link] = {}
+        self.faults = faults
+        # on_fault(kind, peer, job_id): record an injected fault (the daemon writes it to the ledger)
+        self.on_fault = on_fault or (lambda kind, peer, job: None)
+        self.retransmit_after = retransmit_after
 
     def learn(self, addresses: Mapping[str, str]) -> None:
         for peer, addr in addresses.items():
