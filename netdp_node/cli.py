@@ -6,9 +6,10 @@
     netdp node ...                  run a node daemon
     netdp job submit|result|list    operators: submit a job, read its released result
     netdp privacy report            what a node's ledger says it has spent, towards every node
+    netdp compose                   generate a docker-compose.yml (certificates, bootstrap, nodes)
 
 Exit codes: 0 success; 1 runtime failure (a job failed, a peer refused); 2 usage or configuration
-error; 3 certificate / security error; 4 ledger error; 5 timeout; 130 interrupted (Ctrl-C).
+error; 3 certificate / security error; 4 ledger error; 5 timeout; 70 crash injected by --fault-crash-*; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -76,6 +77,16 @@ def cmd_pki(a: argparse.Namespace) -> int:
               file=sys.stderr)
         print(out)
         return EXIT_OK
+    if a.pki_cmd == "setup":
+        if a.check:
+            print(f"ok: would set up {a.nodes} node certificates in {a.dir}", file=sys.stderr)
+            return EXIT_OK
+        made = pki.setup(a.dir, nodes=[f"{a.node_prefix}{i}" for i in range(1, a.nodes + 1)],
+                         bootstrap_hosts=a.bootstrap_host, operator="operator",
+                         node_host_suffix=a.node_host_suffix)
+        print(f"pki in {a.dir}: {len(made)} new certificate(s) "
+              f"({', '.join(made) or 'everything existed already'})", file=sys.stderr)
+        return EXIT_OK
     if a.pki_cmd == "revoke":
         crl = pki.revoke(a.dir, a.node_id)
         print(f"revoked {a.node_id}; revocation list written to {Path(a.dir) / 'crl.pem'}",
@@ -97,16 +108,24 @@ def cmd_pki(a: argparse.Namespace) -> int:
 
 
 # -- daemons ------------------------------------------------------------------------------------
+def _check_certs(folder: Path) -> str:
+    """--check: validate an identity folder if it is there; it may legitimately not exist yet (the
+    one-shot certificate service of docker compose creates it)."""
+    from netdp_node.security.pki import load_identity
+
+    if not folder.exists():
+        return f"certificates {folder} not present yet (not checked)"
+    ident = load_identity(folder)
+    return f"{ident.role} certificate of {ident.node_id} valid until {ident.not_after:%Y-%m-%d}"
+
 def cmd_bootstrap(a: argparse.Namespace) -> int:
     from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
-    from netdp_node.security.pki import load_identity
 
     cfg = BootstrapConfig(certs=Path(a.certs), state=Path(a.state), listen=a.listen,
                           crl=Path(a.crl) if a.crl else None)
     if a.check:
-        ident = load_identity(cfg.certs)
-        print(f"ok: bootstrap {ident.node_id} would listen on {cfg.listen}, state {cfg.state}",
-              file=sys.stderr)
+        print(f"ok: bootstrap would listen on {cfg.listen}, state {cfg.state}; "
+              f"{_check_certs(cfg.certs)}", file=sys.stderr)
         return EXIT_OK
     _setup_logging(a.log_level, "bootstrap")
 
@@ -150,12 +169,11 @@ def cmd_node(a: argparse.Namespace) -> int:
     cfg = _node_config(a)
     if a.check:
         from netdp_node.data import load_values
-        from netdp_node.security.pki import load_identity
 
-        ident = load_identity(cfg.certs)
         n = len(load_values(cfg.data)) if cfg.data else 0
-        print(f"ok: node {ident.node_id}, bootstrap {cfg.bootstrap}, ledger {cfg.ledger}, "
-              f"{n} value(s), faults {cfg.faults.describe() or 'none'}", file=sys.stderr)
+        print(f"ok: node with bootstrap {cfg.bootstrap}, ledger {cfg.ledger}, {n} value(s), "
+              f"faults {cfg.faults.describe() or 'none'}; {_check_certs(cfg.certs)}",
+              file=sys.stderr)
         return EXIT_OK
     _setup_logging(a.log_level, "node")
 
@@ -172,15 +190,22 @@ def cmd_node(a: argparse.Namespace) -> int:
 # -- jobs ---------------------------------------------------------------------------------------
 def cmd_job(a: argparse.Namespace) -> int:
     from netdp_node.bootstrap_client import BootstrapClient
-    from netdp_node.jobs import render_result, result_summary, wait_result
+    from netdp_node.jobs import render_result, result_summary, wait_nodes, wait_result
     from netdp_node.security.pki import load_identity
 
-    ident = load_identity(a.certs)
-
     async def main() -> int:
-        c = BootstrapClient(a.bootstrap, ident)
+        if a.job_cmd == "submit" and a.check:
+            c = None
+        else:
+            c = BootstrapClient(a.bootstrap, load_identity(a.certs))
         try:
             if a.job_cmd == "submit":
+                if a.check:
+                    print(f"ok: would submit {a.algorithm} with {dict(a.param or [])} to "
+                          f"{a.bootstrap}; {_check_certs(Path(a.certs))}", file=sys.stderr)
+                    return EXIT_OK
+                if a.wait_nodes:
+                    await wait_nodes(c, a.wait_nodes, a.wait or 300.0)
                 job = await c.submit(a.algorithm, dict(a.param or []),
                                      participants=a.participants.split(",") if a.participants
                                      else None, topology=a.topology or "", seed=a.seed,
@@ -189,7 +214,16 @@ def cmd_job(a: argparse.Namespace) -> int:
                 print(f"submitted {job.job_id} ({job.algorithm}) to {len(job.participants)} "
                       f"participants: {', '.join(p.node_id for p in job.participants)}",
                       file=sys.stderr)
-                return EXIT_OK
+                if not a.wait:
+                    return EXIT_OK
+                summary = result_summary(await wait_result(c, job.job_id, a.wait))
+                print(render_result(summary), file=sys.stderr)
+                if a.out:
+                    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+                    Path(a.out).write_text(json.dumps(summary, indent=2))
+                if summary["complete"] or summary["failed"]:
+                    return EXIT_OK if summary["state"] == "done" else EXIT_FAIL
+                return EXIT_TIMEOUT
             if a.job_cmd == "list":
                 for _, job in await c.list_jobs():
                     print(f"{job.job_id}\t{job.algorithm}\t{len(job.participants)} participants")
@@ -206,7 +240,8 @@ def cmd_job(a: argparse.Namespace) -> int:
                 return EXIT_TIMEOUT if a.wait else EXIT_FAIL
             raise ConfigError("unknown job command")
         finally:
-            await c.close()
+            if c is not None:
+                await c.close()
 
     return asyncio.run(main())
 
@@ -219,6 +254,19 @@ def cmd_privacy(a: argparse.Namespace) -> int:
         print(json.dumps(rep, indent=2))
     else:
         print(render_text(rep))
+    return EXIT_OK
+
+
+def cmd_compose(a: argparse.Namespace) -> int:
+    from netdp_node.compose import generate
+
+    text = generate(nodes=a.nodes, topology=a.topology, rounds=a.rounds, faults=a.fault or [],
+                    image=a.image, data_dir=a.data_dir)
+    if a.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(a.output).write_text(text)
+        print(f"wrote {a.output}: docker compose -f {a.output} up", file=sys.stderr)
     return EXIT_OK
 
 
@@ -257,6 +305,24 @@ def build_parser() -> argparse.ArgumentParser:
                    "for reproducible tests only)")
     d.set_defaults(fn=cmd_demo)
 
+    c = sub.add_parser("compose", help="generate a docker-compose.yml for N nodes",
+                       description="Write a docker compose file: a one-shot certificate service, "
+                       "the bootstrap, N nodes (each with its own certificate and ledger volume, "
+                       "fault flags as NETDP_FAULT_* variables), and a one-shot job submitter "
+                       "writing the result to the `results` volume.")
+    c.add_argument("--nodes", type=int, default=8, help="number of nodes (default 8)")
+    c.add_argument("--topology", default="ring", help="topology of the job (default ring)")
+    c.add_argument("--rounds", type=int, default=10, help="rounds of the ring sum (default 10)")
+    c.add_argument("--fault", action="append", metavar="NODE:KEY=VALUE[,KEY=VALUE]",
+                   help="fault flags of one node, e.g. node-3:drop=0.2,delay_ms=50 or "
+                   "node-5:crash_at_step=4 (keys: crash_at_step, crash_after, offline, "
+                   "leave_at_step, drop, delay_ms, jitter_ms, partition, seed)")
+    c.add_argument("--image", default="netdp:latest")
+    c.add_argument("--data-dir", default="./deploy/compose/data",
+                   help="host folder with NODE.txt value files, mounted at /data")
+    c.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
+    c.set_defaults(fn=cmd_compose)
+
     k = sub.add_parser("pki", help="certificates: init a CA, issue, revoke")
     ksub = k.add_subparsers(dest="pki_cmd", required=True, metavar="PKI_COMMAND")
     ki = ksub.add_parser("init", help="create a CA (and an operator certificate) in DIR")
@@ -271,6 +337,16 @@ def build_parser() -> argparse.ArgumentParser:
     kis.add_argument("--role", default="node", choices=["node", "bootstrap", "operator"])
     kis.add_argument("--days", type=int, default=365)
     kis.add_argument("--force", action="store_true", help="re-issue an existing id")
+    kss = ksub.add_parser("setup", help="idempotent one-shot: CA, operator, bootstrap and node "
+                          "certificates (for docker compose)")
+    kss.add_argument("dir")
+    kss.add_argument("--nodes", type=int, required=True, help="issue NODE_PREFIX1..NODE_PREFIXN")
+    kss.add_argument("--node-prefix", default="node-")
+    kss.add_argument("--node-host-suffix", default="",
+                     help="each node's certificate names host ID+SUFFIX (default: its id)")
+    kss.add_argument("--bootstrap-host", action="append", default=[],
+                     help="name/IP of the bootstrap (repeat); default: bootstrap")
+    kss.add_argument("--check", action="store_true", help="validate the flags and exit")
     kr = ksub.add_parser("revoke", help="revoke every certificate of an id and write crl.pem")
     kr.add_argument("dir")
     kr.add_argument("node_id")
@@ -351,6 +427,13 @@ def build_parser() -> argparse.ArgumentParser:
             jp.add_argument("--topology", help="topology kind (default: the algorithm's)")
             jp.add_argument("--seed", type=int, default=0, help="public seed (default: random)")
             jp.add_argument("--job-id")
+            jp.add_argument("--wait-nodes", type=int, default=0, metavar="N",
+                            help="first wait until N nodes are registered")
+            jp.add_argument("--wait", type=float, default=0.0, metavar="S",
+                            help="then wait up to S seconds for the result and print it")
+            jp.add_argument("--out", help="with --wait: also write the result as JSON to this file")
+            jp.add_argument("--check", action="store_true",
+                            help="validate the flags and exit without contacting the bootstrap")
         if name == "result":
             jp.add_argument("job_id")
             jp.add_argument("--wait", type=float, default=0.0,
@@ -378,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except TimeoutError as e:
+        print(f"netdp: timeout: {e}", file=sys.stderr)
+        return EXIT_TIMEOUT
     except ConfigError as e:
         print(f"netdp: configuration error: {e}", file=sys.stderr)
         return EXIT_USAGE

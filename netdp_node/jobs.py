@@ -55,6 +55,19 @@ async def wait_result(client: BootstrapClient, job_id: str, wait: float,
         await asyncio.sleep(poll)
 
 
+async def wait_nodes(client: BootstrapClient, count: int, wait: float,
+                     poll: float = 0.5) -> list[str]:
+    """Wait until at least `count` nodes are registered (bounded by `wait` seconds)."""
+    deadline = time.monotonic() + wait
+    while True:
+        ids = [n.node_id for n in await client.list_nodes()]
+        if len(ids) >= count:
+            return ids
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"only {len(ids)} of {count} nodes registered after {wait:g}s")
+        await asyncio.sleep(poll)
+
+
 def render_result(s: dict[str, Any]) -> str:
     lines = [f"job {s['job_id']} ({s['algorithm']}): {s['state']}"]
     if s["value"] is not None:

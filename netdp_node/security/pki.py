@@ -615,3 +615,26 @@ def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     except (ValueError, TypeError, InvalidSignature):
         return False
     return True
+
+
+def setup(directory: StrPath, *, nodes: Iterable[str], bootstrap_hosts: Iterable[str] = (),
+          operator: str = "operator", node_host_suffix: str = "") -> list[str]:
+    """Idempotent one-shot set-up (the certificate service of docker compose): a CA if there is
+    none, then an operator, a bootstrap and one certificate per node, each only if missing. A node's
+    certificate names the host `<id><node_host_suffix>` (its compose service name). Returns the ids
+    issued by this call."""
+    root = Path(directory)
+    made: list[str] = []
+    if not (root / CA_CERT_FILE).exists():
+        init_ca(root)
+    wanted: list[tuple[str, str, tuple[str, ...]]] = [
+        (operator, "operator", ()),
+        ("bootstrap", "bootstrap", tuple(bootstrap_hosts) or ("bootstrap",)),
+    ]
+    wanted += [(n, "node", (f"{n}{node_host_suffix}",)) for n in nodes]
+    for ident, role, hosts in wanted:
+        if (root / ident / CERT_FILE).exists():
+            continue
+        issue(root, ident, role=role, hosts=hosts)
+        made.append(ident)
+    return made

@@ -35,7 +35,7 @@ def test_check_validates_without_starting(tmp_path):
     r = run("node", "--certs", str(tmp_path / "pki" / "node-1"), "--bootstrap", "127.0.0.1:7600",
             "--ledger", str(tmp_path / "l"), "--data", str(tmp_path / "v.txt"), "--check")
     assert r.returncode == 0, r.stderr
-    assert "ok: node node-1" in r.stderr
+    assert "ok: node" in r.stderr and "node certificate of node-1" in r.stderr
     assert not (tmp_path / "l").exists()
     r = run("bootstrap", "--certs", str(tmp_path / "pki" / "bootstrap"), "--state",
             str(tmp_path / "s"), "--check")
@@ -43,9 +43,16 @@ def test_check_validates_without_starting(tmp_path):
 
 
 def test_exit_codes(tmp_path):
-    # missing certificate folder: security error (3)
+    # --check accepts a certificate folder that does not exist yet (created later by the pki
+    # service), but refuses a broken one; starting without certificates is a security error (3)
     assert main(["node", "--certs", str(tmp_path / "none"), "--bootstrap", "127.0.0.1:1",
+                 "--ledger", str(tmp_path / "l"), "--check"]) == 0
+    (tmp_path / "broken").mkdir()
+    assert main(["node", "--certs", str(tmp_path / "broken"), "--bootstrap", "127.0.0.1:1",
                  "--ledger", str(tmp_path / "l"), "--check"]) == 3
+    assert main(["node", "--certs", str(tmp_path / "none"), "--bootstrap", "127.0.0.1:1",
+                 "--ledger", str(tmp_path / "l")]) == 3
+    assert not (tmp_path / "l").exists()
     # bad data file: configuration error (2)
     pki.init_ca(tmp_path / "pki")
     pki.issue(tmp_path / "pki", "node-1")

@@ -1,0 +1,13 @@
+# netdp: one image for the certificate service, the bootstrap, the nodes and the job submitter.
+FROM python:3.11-slim
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY proto ./proto
+COPY netdp ./netdp
+COPY netdp_node ./netdp_node
+COPY netdp_bootstrap ./netdp_bootstrap
+RUN pip install --no-cache-dir . && rm -rf /src
+WORKDIR /
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["netdp"]
+CMD ["--help"]

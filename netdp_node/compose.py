@@ -1,0 +1,162 @@
+"""`netdp compose`: generate a docker compose file for a bootstrap and N nodes.
+
+Services: `pki` (one shot: `netdp pki setup`, certificates into the `pki` volume), `bootstrap`,
+`node-1..node-N` (each mounts only its own identity folder, a ledger volume of its own and its value
+file; fault flags as NETDP_FAULT_* environment variables) and `submit` (one shot: waits for the N
+nodes, submits a ring sum, writes the result to the `results` volume). The root
+`docker-compose.yml` is this generator's output for 8 nodes; tests/unit/test_compose.py runs every
+service's command with `--check`, so the file cannot drift from the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from netdp_node.errors import ConfigError
+
+FAULT_KEYS = {
+    "crash_at_step": "NETDP_FAULT_CRASH_AT_STEP",
+    "crash_after": "NETDP_FAULT_CRASH_AFTER",
+    "offline": "NETDP_FAULT_OFFLINE",
+    "leave_at_step": "NETDP_FAULT_LEAVE_AT_STEP",
+    "drop": "NETDP_FAULT_DROP",
+    "delay_ms": "NETDP_FAULT_DELAY_MS",
+    "jitter_ms": "NETDP_FAULT_JITTER_MS",
+    "partition": "NETDP_FAULT_PARTITION",
+    "seed": "NETDP_FAULT_SEED",
+}
+PEER_PORT = 7601
+BOOTSTRAP_PORT = 7600
+
+
+def parse_faults(specs: list[str], ids: list[str]) -> dict[str, dict[str, str]]:
+    """`node-3:drop=0.2,delay_ms=50` -> {"node-3": {"NETDP_FAULT_DROP": "0.2", ...}}."""
+    out: dict[str, dict[str, str]] = {}
+    for spec in specs:
+        node, sep, rest = spec.partition(":")
+        if not sep or node not in ids:
+            raise ConfigError(f"--fault {spec!r}: expected NODE:KEY=VALUE with NODE in "
+                              f"{ids[0]}..{ids[-1]}")
+        env = out.setdefault(node, {})
+        # values of offline/partition may hold commas: KEY=VALUE pairs are split on ',' only
+        # before a known key
+        for item in _split_pairs(rest):
+            k, eq, v = item.partition("=")
+            if not eq or k not in FAULT_KEYS:
+                raise ConfigError(f"--fault {spec!r}: unknown key {k!r}; known: "
+                                  f"{', '.join(FAULT_KEYS)}")
+            env[FAULT_KEYS[k]] = v
+    return out
+
+
+def _split_pairs(text: str) -> list[str]:
+    parts: list[str] = []
+    for chunk in text.split(","):
+        if parts and "=" not in chunk:
+            parts[-1] += "," + chunk
+        elif chunk:
+            parts.append(chunk)
+    return parts
+
+
+def services(nodes: int, topology: str, rounds: int, faults: list[str], image: str,
+             data_dir: str) -> dict[str, Any]:
+    if not 3 <= nodes <= 256:
+        raise ConfigError("--nodes must be between 3 and 256")
+    ids = [f"node-{i}" for i in range(1, nodes + 1)]
+    envs = parse_faults(faults, ids)
+
+    def identity(name: str) -> dict[str, Any]:
+        return {"type": "volume", "source": "pki", "target": "/certs", "read_only": True,
+                "volume": {"subpath": name}}
+
+    after_pki = {"pki": {"condition": "service_completed_successfully"}}
+    svc: dict[str, Any] = {
+        "pki": {
+            "image": image, "build": ".",
+            "command": ["pki", "setup", "/pki", "--nodes", str(nodes), "--bootstrap-host",
+                        "bootstrap"],
+            "volumes": ["pki:/pki"],
+        },
+        "bootstrap": {
+            "image": image,
+            "command": ["bootstrap", "--certs", "/certs", "--state", "/state", "--listen",
+                        f"0.0.0.0:{BOOTSTRAP_PORT}"],
+            "volumes": [identity("bootstrap"), "bootstrap-state:/state"],
+            "depends_on": after_pki,
+            "stop_signal": "SIGTERM",
+        },
+    }
+    for nid in ids:
+        node: dict[str, Any] = {
+            "image": image,
+            "command": ["node", "--certs", "/certs", "--bootstrap", f"bootstrap:{BOOTSTRAP_PORT}",
+                        "--ledger", "/ledger", "--listen", f"0.0.0.0:{PEER_PORT}", "--advertise",
+                        f"{nid}:{PEER_PORT}", "--data", f"/data/{nid}.txt"],
+            "volumes": [identity(nid), f"ledger-{nid}:/ledger", f"{data_dir}:/data:ro"],
+            "depends_on": {**after_pki, "bootstrap": {"condition": "service_started"}},
+            "stop_signal": "SIGTERM",
+        }
+        if nid in envs:
+            node["environment"] = envs[nid]
+        svc[nid] = node
+    svc["submit"] = {
+        "image": image,
+        "command": ["job", "submit", "--bootstrap", f"bootstrap:{BOOTSTRAP_PORT}", "--certs",
+                    "/certs", "--topology", topology, "--param", f"rounds={rounds}",
+                    "--wait-nodes", str(nodes), "--wait", "600", "--out", "/results/result.json"],
+        "volumes": [identity("operator"), "results:/results"],
+        "depends_on": {"bootstrap": {"condition": "service_started"}},
+        "restart": "on-failure:3",
+    }
+    volumes = {"pki": {}, "bootstrap-state": {}, "results": {},
+               **{f"ledger-{nid}": {} for nid in ids}}
+    return {"name": "netdp", "services": svc, "volumes": volumes}
+
+
+def generate(*, nodes: int = 8, topology: str = "ring", rounds: int = 10,
+             faults: list[str] | None = None, image: str = "netdp:latest",
+             data_dir: str = "./deploy/compose/data") -> str:
+    """The compose file as YAML text (block style, every value quoted as JSON, so that no value is
+    reinterpreted by a YAML parser)."""
+    doc = services(nodes, topology, rounds, faults or [], image, data_dir)
+    args = f"--nodes {nodes} --topology {topology} --rounds {rounds}" + "".join(
+        f" --fault {f}" for f in faults or [])
+    header = (f"# Generated by `netdp compose {args}`; regenerate rather than edit.\n"
+              "# Start: docker compose up --build   Result: the `results` volume, result.json\n"
+              "# Fault injection per node: NETDP_FAULT_* variables (see `netdp node --help`).\n")
+    return header + _yaml(doc, 0) + "\n"
+
+
+def _key(k: str) -> str:
+    return k if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", k) else json.dumps(k)
+
+
+def _yaml(v: Any, indent: int) -> str:
+    pad = "  " * indent
+    if isinstance(v, dict):
+        if not v:
+            return "{}"
+        lines = []
+        for k, x in v.items():
+            flat = isinstance(x, list) and all(not isinstance(y, (dict, list)) for y in x)
+            if flat:
+                lines.append(f"{pad}{_key(k)}: " + _yaml(x, 0))
+            elif isinstance(x, (dict, list)) and x:
+                lines.append(f"{pad}{_key(k)}:\n{_yaml(x, indent + 1)}")
+            else:
+                lines.append(f"{pad}{_key(k)}: {_yaml(x, indent + 1)}")
+        return "\n".join(lines)
+    if isinstance(v, list):
+        if not v:
+            return "[]"
+        if all(not isinstance(x, (dict, list)) for x in v):
+            return pad + "[" + ", ".join(json.dumps(x) for x in v) + "]"
+        out = []
+        for x in v:
+            body = _yaml(x, indent + 1).lstrip()
+            out.append(f"{pad}- {body}")
+        return "\n".join(out)
+    return json.dumps(v)
