@@ -7,6 +7,7 @@
     netdp job submit|result|list    operators: submit a job, read its released result
     netdp privacy report            what a node's ledger says it has spent, towards every node
     netdp compose                   generate a docker-compose.yml (certificates, bootstrap, nodes)
+    netdp audit                     invariants over several nodes' ledgers (global knowledge)
 
 Exit codes: 0 success; 1 runtime failure (a job failed, a peer refused); 2 usage or configuration
 error; 3 certificate / security error; 4 ledger error; 5 timeout; 70 crash injected by --fault-crash-*; 130 interrupted (Ctrl-C).
@@ -270,6 +271,21 @@ def cmd_compose(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_audit(a: argparse.Namespace) -> int:
+    from netdp_node.audit import audit
+
+    rep = audit(a.ledger, delta=a.delta)
+    if a.json:
+        print(json.dumps(rep, indent=2))
+    else:
+        print(f"audit of {len(rep['nodes'])} ledgers ({rep['note']})")
+        for c in rep["checks"]:
+            print(f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']}")
+            for d in c["details"]:
+                print(f"         {d}")
+    return EXIT_OK if rep["ok"] else EXIT_FAIL
+
+
 def cmd_demo(a: argparse.Namespace) -> int:
     from netdp_node.demo import run_demo
 
@@ -440,6 +456,13 @@ def build_parser() -> argparse.ArgumentParser:
                             help="wait up to this many seconds for every participant")
             jp.add_argument("--json", action="store_true")
     j.set_defaults(fn=cmd_job)
+
+    au = sub.add_parser("audit", help="invariants over the merged ledgers of several nodes "
+                        "(uses global knowledge)")
+    au.add_argument("--ledger", action="append", required=True, help="a ledger directory (repeat)")
+    au.add_argument("--delta", type=float, default=1e-5)
+    au.add_argument("--json", action="store_true")
+    au.set_defaults(fn=cmd_audit)
 
     pr = sub.add_parser("privacy", help="privacy reports")
     prs = pr.add_subparsers(dest="privacy_cmd", required=True, metavar="PRIVACY_COMMAND")
