@@ -285,7 +285,12 @@ PERMANENT = {"PERMISSION_DENIED", "INVALID_ARGUMENT", "FAILED_PRECONDITION", "AL
 
 
 class Link:
-    """One peer: a bidirectional stream with pipelined, in-order acknowledged envelopes."""
+    """One peer: a long-lived bidirectional stream with pipelined, in-order acknowledged envelopes.
+
+    The stream stays open while idle (one HTTP/2 stream per link, not per message). Everything not
+    yet acknowledged stays in `pending`; when the stream breaks the link reconnects with backoff and
+    re-sends it in order, until the peer acknowledges or the give-up time passes without progress.
+    """
 
     def __init__(self, transport: GrpcTransport, peer: str, address: str) -> None:
         self.t = transport
@@ -295,8 +300,10 @@ class Link:
         self.next_id = 1
         self.pending: dict[int, tuple[peer_pb2.Envelope, asyncio.Future[bool]]] = {}
         self.queue: asyncio.Queue[int] = asyncio.Queue()
+        self.work = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.not_found_retries: dict[int, int] = {}
+        self.progress = False  # an ack arrived since the last failure
 
     def submit(self, env: peer_pb2.Envelope) -> asyncio.Future[bool]:
         env.msg_id = self.next_id
@@ -304,39 +311,49 @@ class Link:
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.pending[env.msg_id] = (env, fut)
         self.queue.put_nowait(env.msg_id)
+        self.work.set()
         if self.task is None or self.task.done():
             self.task = asyncio.ensure_future(self._run())
         return fut
 
     async def _run(self) -> None:
         backoff = self.t.backoff.delays()
-        while self.pending:
+        while True:
+            if not self.pending:
+                self.work.clear()
+                await self.work.wait()
             try:
                 await self._stream_once()
-                backoff = self.t.backoff.delays()  # clean end: reset
             except (grpc.aio.AioRpcError, ConnectionError, asyncio.TimeoutError) as e:
                 code = e.code().name if isinstance(e, grpc.aio.AioRpcError) else "UNAVAILABLE"
-                detail = e.details() if isinstance(e, grpc.aio.AioRpcError) else str(e)
+                detail = (e.details() if isinstance(e, grpc.aio.AioRpcError) else str(e)) or ""
                 if code in PERMANENT:
-                    self._fail_all(code, detail or "")
-                    return
+                    self._fail_all(code, detail)
+                    continue
+                if self.progress:
+                    backoff, self.progress = self.t.backoff.delays(), False
+                if not self.pending:
+                    continue  # an idle stream ended: reconnect when there is work
                 log.info("[node=%s] link to %s (%s) broke: %s %s; retrying", self.t.me, self.peer,
                          self.address, code, detail)
                 if not await backoff.sleep():
                     self._fail_all("UNAVAILABLE", f"gave up on {self.peer} at {self.address} after "
                                    f"{self.t.backoff.give_up_after:g}s: {detail}")
-                    return
+                    continue
                 # Re-send everything still pending, in order.
                 self.queue = asyncio.Queue()
                 for mid in sorted(self.pending):
                     self.queue.put_nowait(mid)
 
-    async def _stream_once(self) -> None:
+    def _check_reachable(self) -> None:
         faults = self.t.faults
-        if faults is not None:
-            why = faults.blocked(self.peer)
-            if why:
-                raise ConnectionError(f"{self.t.me} cannot reach {self.peer}: {why}")
+        why = faults.blocked(self.peer) if faults is not None else None
+        if why:
+            raise ConnectionError(f"{self.t.me} cannot reach {self.peer}: {why}")
+
+    async def _stream_once(self) -> None:
+        """Run one stream until it fails (raises) or the peer ends it."""
+        self._check_reachable()
         if self.channel is None:
             self.channel = secure_channel(self.address, self.t.identity)
         call = self.channel.stream_stream(
@@ -344,66 +361,67 @@ class Link:
             request_serializer=peer_pb2.Envelope.SerializeToString,
             response_deserializer=peer_pb2.Ack.FromString,
         )()
-        in_flight: list[int] = []
+        faults = self.t.faults
+        loop = asyncio.get_running_loop()
 
         async def writer() -> None:
             while True:
                 mid = await self.queue.get()
-                if mid not in self.pending:
+                entry = self.pending.get(mid)
+                if entry is None:
                     continue
-                env = self.pending[mid][0]
+                env = entry[0]
                 if faults is not None:
-                    why = faults.blocked(self.peer)
-                    if why:
-                        raise ConnectionError(f"{self.t.me} cannot reach {self.peer}: {why}")
+                    self._check_reachable()
                     delay = faults.delay_s()
                     if delay:
                         await asyncio.sleep(delay)
                     if faults.drop():
-                        # Lost on the wire: the ack never comes, the link retransmits later.
+                        # Lost on the wire: no ack will come; the link retransmits it later.
                         self.t.on_fault("drop", self.peer, env.job_id)
-                        asyncio.get_running_loop().call_later(
-                            self.t.retransmit_after, self.queue.put_nowait, mid)
+                        loop.call_later(self.t.retransmit_after, self.queue.put_nowait, mid)
                         continue
-                in_flight.append(mid)
                 await call.write(env)
 
-        wtask = asyncio.ensure_future(writer())
-        try:
-            while self.pending:
-                read = asyncio.ensure_future(call.read())
-                await asyncio.wait({read, wtask}, return_when=asyncio.FIRST_COMPLETED)
-                if not read.done():
-                    read.cancel()
-                    wtask.result()  # the writer failed (fault injection): raise its error
-                    raise ConnectionError("writer stopped")
-                ack = read.result()
+        async def reader() -> None:
+            while True:
+                ack = await call.read()
                 if ack is grpc.aio.EOF:
                     raise ConnectionError("stream closed by peer")
-                entry = self.pending.get(ack.msg_id)
-                if entry is None:
-                    continue
-                env, fut = entry
-                if ack.code == 0:
-                    del self.pending[ack.msg_id]
-                    if not fut.done():
-                        fut.set_result(ack.duplicate)
-                    continue
-                code = status_code(ack.code).name
-                if code == "NOT_FOUND" and self.not_found_retries.get(ack.msg_id, 0) < 20:
-                    # The receiver may not know the job yet: try again a little later.
-                    self.not_found_retries[ack.msg_id] = self.not_found_retries.get(ack.msg_id, 0) + 1
-                    asyncio.get_running_loop().call_later(0.25, self.queue.put_nowait, ack.msg_id)
-                    continue
-                del self.pending[ack.msg_id]
-                if not fut.done():
-                    fut.set_exception(DeliveryError(self.peer, code, ack.detail))
-            await call.done_writing()
+                self._on_ack(ack, loop)
+
+        tasks = {asyncio.ensure_future(writer()), asyncio.ensure_future(reader())}
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                t.result()  # raises the stream's error
         finally:
-            wtask.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await wtask
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             call.cancel()
+
+    def _on_ack(self, ack: peer_pb2.Ack, loop: asyncio.AbstractEventLoop) -> None:
+        entry = self.pending.get(ack.msg_id)
+        if entry is None:
+            return
+        self.progress = True
+        fut = entry[1]
+        if ack.code == 0:
+            del self.pending[ack.msg_id]
+            if not fut.done():
+                fut.set_result(ack.duplicate)
+            return
+        code = status_code(ack.code).name
+        tries = self.not_found_retries.get(ack.msg_id, 0)
+        if code == "NOT_FOUND" and tries < 20:
+            # The receiver may not know the job yet: try again a little later.
+            self.not_found_retries[ack.msg_id] = tries + 1
+            loop.call_later(0.25, self.queue.put_nowait, ack.msg_id)
+            return
+        del self.pending[ack.msg_id]
+        if not fut.done():
+            fut.set_exception(DeliveryError(self.peer, code, ack.detail))
 
     def _fail_all(self, code: str, detail: str) -> None:
         for _, fut in self.pending.values():
