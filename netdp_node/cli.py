@@ -26,6 +26,7 @@ from typing import Any
 from netdp_node import __version__
 from netdp_node.errors import ConfigError, LedgerError, NetdpError, SecurityError
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SECURITY, EXIT_LEDGER, EXIT_TIMEOUT, EXIT_INTERRUPTED = (
     0, 1, 2, 3, 4, 5, 130)
 
@@ -52,6 +53,13 @@ def _positive(s: str) -> float:
     return v
 
 
+def _nonneg(s: str) -> float:
+    v = float(s)
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"{s} must be >= 0")
+    return v
+
+
 def _param(s: str) -> tuple[str, Any]:
     k, sep, v = s.partition("=")
     if not sep or not k:
@@ -72,9 +80,9 @@ def cmd_pki(a: argparse.Namespace) -> int:
         print(f"CA created in {a.dir}; operator certificate in {op}", file=sys.stderr)
         return EXIT_OK
     if a.pki_cmd == "issue":
-        out = pki.issue(a.dir, a.node_id, hosts=tuple(a.host), role=a.role, days=a.days,
-                        force=a.force)
-        print(f"{a.role} certificate for {a.node_id} ({', '.join(a.host) or 'no hosts'}) in {out}",
+        hosts = tuple(a.host) or (() if a.role == "operator" else ("127.0.0.1", "localhost"))
+        out = pki.issue(a.dir, a.node_id, hosts=hosts, role=a.role, days=a.days, force=a.force)
+        print(f"{a.role} certificate for {a.node_id} ({', '.join(hosts) or 'no hosts'}) in {out}",
               file=sys.stderr)
         print(out)
         return EXIT_OK
@@ -89,6 +97,8 @@ def cmd_pki(a: argparse.Namespace) -> int:
               f"({', '.join(made) or 'everything existed already'})", file=sys.stderr)
         return EXIT_OK
     if a.pki_cmd == "revoke":
+        if a.bootstrap and not a.certs:
+            raise ConfigError("--bootstrap needs --certs (an operator identity folder) to publish")
         crl = pki.revoke(a.dir, a.node_id)
         print(f"revoked {a.node_id}; revocation list written to {Path(a.dir) / 'crl.pem'}",
               file=sys.stderr)
@@ -349,7 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
     kis.add_argument("dir")
     kis.add_argument("node_id")
     kis.add_argument("--host", action="append", default=[],
-                     help="a DNS name or IP the holder is reached at (repeat); default none")
+                     help="a DNS name or IP the holder is reached at (repeat); default "
+                     "127.0.0.1 and localhost (none for an operator)")
     kis.add_argument("--role", default="node", choices=["node", "bootstrap", "operator"])
     kis.add_argument("--days", type=int, default=365)
     kis.add_argument("--force", action="store_true", help="re-issue an existing id")
@@ -377,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--crl", help="revocation list file to load and watch (netdp pki revoke writes it)")
     b.add_argument("--port-file", help="write the bound port here once listening")
     b.add_argument("--check", action="store_true", help="validate the configuration and exit")
-    b.add_argument("--log-level", default="info")
+    b.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     b.set_defaults(fn=cmd_bootstrap)
 
     n = sub.add_parser("node", help="run a node daemon")
@@ -396,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--seed", type=int, help="seed the private RNG (tests only: NOT private)")
     n.add_argument("--peer-timeout", type=_positive, default=60.0,
                    help="give up on a peer that does not acknowledge for this many seconds (60)")
-    n.add_argument("--job-deadline", type=float, default=600.0,
+    n.add_argument("--job-deadline", type=_nonneg, default=600.0,
                    help="fail a job not finished this many seconds after joining (600; 0: never)")
     n.add_argument("--port-file", help="write the bound port here once registered")
     n.add_argument("--check", action="store_true", help="validate the configuration and exit")
@@ -425,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--fault-partition", metavar="PEERS",
                    help="comma-separated peer ids: refuse traffic to and from them")
     f.add_argument("--fault-seed", type=int, metavar="S", help="seed of the random faults (0)")
-    n.add_argument("--log-level", default="info")
+    n.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     n.set_defaults(fn=cmd_node)
 
     j = sub.add_parser("job", help="submit jobs and read results (operator certificate)")

@@ -1,0 +1,567 @@
+"""The deployment files under deploy/ cannot drift from the CLI or from Kubernetes and systemd.
+
+- every Kubernetes manifest validates (strict: unknown fields are errors) against the schemas that
+  the kubernetes-validate package ships, offline (the network is cut during validation);
+- the manifests say what deploy/k8s/README.md says they say (names, ports, volumes, security);
+- every `netdp` command line in a manifest, a systemd unit or a guide parses with the real parser
+  (`netdp_node.cli.build_parser()`), after substituting its variables, and the daemons' command
+  lines pass `--check`;
+- the init container that hands each node pod its own certificate works (run with /bin/sh);
+- the systemd units have the keys the hardening and restart policy rely on.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from netdp_node.cli import build_parser, main
+from netdp_node.compose import FAULT_KEYS
+from netdp_node.faults import plan_from
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "k8s"
+SYSTEMD = DEPLOY / "systemd"
+# A recent Kubernetes release whose schemas kubernetes-validate>=1.31 ships (the package's own
+# latest is checked too).
+K8S_VERSION = "1.31.0"
+NAMESPACE = "netdp"
+CLUSTER_DOMAIN = "svc.cluster.local"
+FAULT_VARS = set(FAULT_KEYS.values())
+NETDP_BIN = "/usr/local/bin/netdp"
+# dummy values for the variables of the command lines ($(VAR) in manifests, $VAR in the guides)
+DUMMIES = {"POD_NAME": "netdp-node-0", "JOB_ID": "netdp-ring-sum-x7k2p", "JOB": "job-1-abcdef",
+           "i": "0", "peer": "10.0.0.12", "client": "10.0.0.11"}
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def _yaml() -> Any:
+    return pytest.importorskip("yaml")
+
+
+def _manifest_files() -> list[Path]:
+    files = sorted(K8S.glob("*.yaml"))
+    assert files, f"no manifests in {K8S}"
+    return files
+
+
+def _docs() -> list[tuple[Path, dict[str, Any]]]:
+    yaml = _yaml()
+    out = []
+    for f in _manifest_files():
+        for doc in yaml.safe_load_all(f.read_text()):
+            if doc is not None:
+                out.append((f, doc))
+    return out
+
+
+def _one(kind: str, name: str) -> dict[str, Any]:
+    found = [d for _, d in _docs() if d["kind"] == kind and
+             name in (d["metadata"].get("name"), d["metadata"].get("generateName"))]
+    assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
+    return found[0]
+
+
+def _pod_specs() -> list[tuple[str, dict[str, Any]]]:
+    return [(f"{d['kind']}/{d['metadata'].get('name') or d['metadata'].get('generateName')}",
+             d["spec"]["template"]["spec"])
+            for _, d in _docs() if d["kind"] in ("Deployment", "StatefulSet", "Job")]
+
+
+def _containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*spec.get("initContainers", []), *spec["containers"]]
+
+
+def _netdp_containers() -> list[tuple[str, dict[str, Any]]]:
+    """(where, container) for every container that runs the image's `netdp` entrypoint."""
+    out = []
+    for where, spec in _pod_specs():
+        for c in _containers(spec):
+            if c["image"].split(":")[0] == "netdp" and "command" not in c:
+                out.append((f"{where} container {c['name']}", c))
+    return out
+
+
+def _k8s_expand(args: list[str], env: dict[str, Any], where: str) -> list[str]:
+    """Expand $(VAR) as the kubelet does; a variable the container does not define would be left
+    as it is by Kubernetes, which is a bug here."""
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        assert name in env, f"{where}: $({name}) is not defined in the container's env"
+        return DUMMIES[name]
+    return [re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, a) for a in args]
+
+
+def _parse(argv: list[str], where: str, capsys: pytest.CaptureFixture[str]) -> Any:
+    try:
+        return build_parser().parse_args(argv)
+    except SystemExit as e:
+        err = capsys.readouterr().err
+        pytest.fail(f"{where}: `netdp {shlex.join(argv)}` does not parse (exit {e.code}): {err}")
+
+
+def _arg(argv: list[str], flag: str) -> str:
+    values = [a.split("=", 1)[1] for a in argv if a.startswith(flag + "=")]
+    values += [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == flag]
+    assert len(values) == 1, f"{flag} given {len(values)} times in {argv}"
+    return values[0]
+
+
+def _check(argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+           capsys: pytest.CaptureFixture[str], where: str) -> None:
+    """`netdp ARGV --check` exits 0 with these environment variables (and no others of netdp's)."""
+    for name in FAULT_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    capsys.readouterr()
+    code = main([*argv, "--check"])
+    err = capsys.readouterr().err
+    assert code == 0, f"{where}: `netdp {shlex.join(argv)} --check` exited {code}: {err}"
+    assert err.startswith("ok:"), (where, err)
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Any attempt to resolve a name or open a connection fails the test."""
+    def refuse(*a: Any, **k: Any) -> Any:
+        raise AssertionError(f"network access attempted: {a!r}")
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    yield
+
+
+# -- Kubernetes: schemas ------------------------------------------------------------------------
+@pytest.mark.timeout(60)
+def test_manifests_validate_against_kubernetes_schemas_offline(no_network):
+    kv = pytest.importorskip("kubernetes_validate")
+    versions = sorted({K8S_VERSION, kv.latest_version()})
+    errors = []
+    for f, doc in _docs():
+        for version in versions:
+            try:
+                kv.validate(doc, version, strict=True)
+            except kv.ValidationError as e:
+                where = "/".join(str(p) for p in e.absolute_path)
+                errors.append(f"{f.name}: {doc['kind']} is invalid for Kubernetes {version} at "
+                              f"{where}: {e.message}")
+    assert not errors, "\n".join(errors)
+    # the validator is really checking: a typo and a wrong type are refused
+    sts = copy.deepcopy(_one("StatefulSet", "netdp-node"))
+    sts["spec"]["template"]["spec"]["containers"][0]["imagePullPolice"] = "Always"
+    with pytest.raises(kv.ValidationError):
+        kv.validate(sts, K8S_VERSION, strict=True)
+    sts = copy.deepcopy(_one("StatefulSet", "netdp-node"))
+    sts["spec"]["replicas"] = "eight"
+    with pytest.raises(kv.ValidationError):
+        kv.validate(sts, K8S_VERSION, strict=True)
+
+
+@pytest.mark.timeout(60)
+def test_manifests_hold_the_documented_resources():
+    kinds = sorted((d["kind"], d["metadata"].get("name") or d["metadata"]["generateName"])
+                   for _, d in _docs())
+    assert kinds == sorted([
+        ("Namespace", "netdp"),
+        ("PersistentVolumeClaim", "netdp-bootstrap-state"),
+        ("Deployment", "netdp-bootstrap"),
+        ("Service", "netdp-bootstrap"),
+        ("Service", "netdp-node"),
+        ("StatefulSet", "netdp-node"),
+        ("NetworkPolicy", "netdp-node"),
+        ("NetworkPolicy", "netdp-bootstrap"),
+        ("Job", "netdp-ring-sum-"),
+    ])
+    for f, d in _docs():
+        if d["kind"] != "Namespace":
+            assert d["metadata"]["namespace"] == NAMESPACE, (f.name, d["kind"])
+    assert (K8S / "job-submit.yaml").exists() and (K8S / "README.md").exists()
+
+
+# -- Kubernetes: what the README promises -------------------------------------------------------
+def _selects(service: dict[str, Any], pod_labels: dict[str, str]) -> bool:
+    return all(pod_labels.get(k) == v for k, v in service["spec"]["selector"].items())
+
+
+@pytest.mark.timeout(60)
+def test_bootstrap_deployment_pvc_secret_and_service():
+    dep = _one("Deployment", "netdp-bootstrap")
+    assert dep["spec"]["replicas"] == 1
+    assert dep["spec"]["strategy"]["type"] == "Recreate"  # never two writers on the SQLite store
+    spec = dep["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    args = c["args"]
+    assert args[0] == "bootstrap"
+    assert _arg(args, "--listen") == "0.0.0.0:7600"
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    # --state on the PersistentVolumeClaim
+    (state_vol,) = [n for n, v in volumes.items() if "persistentVolumeClaim" in v]
+    assert volumes[state_vol]["persistentVolumeClaim"]["claimName"] == "netdp-bootstrap-state"
+    assert _arg(args, "--state").startswith(mounts[state_vol] + "/")
+    pvc = _one("PersistentVolumeClaim", "netdp-bootstrap-state")
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
+    # --certs from the Secret netdp-bootstrap-tls
+    (tls_vol,) = [n for n, v in volumes.items() if "secret" in v]
+    secret = volumes[tls_vol]["secret"]
+    assert secret["secretName"] == "netdp-bootstrap-tls"
+    assert {i["key"] for i in secret["items"]} == {"ca.pem", "cert.pem", "key.pem"}
+    assert _arg(args, "--certs") == mounts[tls_vol]
+    assert c["readinessProbe"]["tcpSocket"]["port"] == 7600
+    svc = _one("Service", "netdp-bootstrap")
+    assert [p["port"] for p in svc["spec"]["ports"]] == [7600]
+    assert _selects(svc, dep["spec"]["template"]["metadata"]["labels"])
+
+
+@pytest.mark.timeout(60)
+def test_node_statefulset_identity_dns_ledger_and_probe():
+    sts = _one("StatefulSet", "netdp-node")
+    svc = _one("Service", "netdp-node")
+    replicas = sts["spec"]["replicas"]
+    assert replicas >= 3
+    # headless Service: netdp-node-<i>.netdp-node.netdp.svc.cluster.local
+    assert sts["spec"]["serviceName"] == svc["metadata"]["name"] == "netdp-node"
+    assert svc["spec"]["clusterIP"] == "None"
+    assert [p["port"] for p in svc["spec"]["ports"]] == [7601]
+    assert _selects(svc, sts["spec"]["template"]["metadata"]["labels"])
+
+    spec = sts["spec"]["template"]["spec"]
+    assert spec["terminationGracePeriodSeconds"] > 0
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    (node,) = spec["containers"]
+    args = node["args"]
+    assert args[0] == "node"
+    env = {e["name"]: e for e in node["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert _arg(args, "--listen") == "0.0.0.0:7601"
+    assert _arg(args, "--advertise") == (
+        f"$(POD_NAME).{svc['metadata']['name']}.{NAMESPACE}.{CLUSTER_DOMAIN}:7601")
+    boot = _one("Service", "netdp-bootstrap")
+    boot_port = boot["spec"]["ports"][0]["port"]
+    assert _arg(args, "--bootstrap") == (
+        f"{boot['metadata']['name']}.{NAMESPACE}.{CLUSTER_DOMAIN}:{boot_port}")
+    assert node["readinessProbe"]["tcpSocket"]["port"] == 7601
+
+    # the ledger on the volumeClaimTemplate
+    mounts = {m["name"]: m for m in node["volumeMounts"]}
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert _arg(args, "--ledger") == "/var/lib/netdp/ledger"
+    assert _arg(args, "--ledger").startswith(mounts[claim["metadata"]["name"]]["mountPath"] + "/")
+
+    # every pod's own Secret, in the projected volume that only the init container mounts
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    (all_ids,) = [n for n, v in volumes.items() if "projected" in v]
+    tls = [s["secret"] for s in volumes[all_ids]["projected"]["sources"]
+           if s["secret"]["name"].endswith("-tls")]
+    assert [s["name"] for s in tls] == [f"netdp-node-{i}-tls" for i in range(replicas)]
+    for i, s in enumerate(tls):
+        assert {(it["key"], it["path"]) for it in s["items"]} == {
+            (k, f"netdp-node-{i}/{k}") for k in ("ca.pem", "cert.pem", "key.pem")}
+    assert all_ids not in mounts, "the node container must not see the other nodes' keys"
+    (init,) = spec["initContainers"]
+    init_mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
+    assert init_mounts[all_ids] == "/secrets"
+    assert "/secrets/$POD_NAME" in init["args"][0]
+    certs_vol = [n for n in init_mounts if n in mounts and mounts[n]["mountPath"] ==
+                 _arg(args, "--certs")]
+    assert len(certs_vol) == 1 and volumes[certs_vol[0]]["emptyDir"]["medium"] == "Memory"
+    assert mounts[certs_vol[0]]["readOnly"] is True
+
+
+@pytest.mark.timeout(60)
+def test_every_pod_is_restricted_and_bounded():
+    for where, spec in _pod_specs():
+        sc = spec["securityContext"]
+        assert sc["runAsNonRoot"] is True and sc["runAsUser"] != 0, where
+        assert sc["seccompProfile"]["type"] == "RuntimeDefault", where
+        assert spec["automountServiceAccountToken"] is False, where
+        for c in _containers(spec):
+            csc = c["securityContext"]
+            assert csc["allowPrivilegeEscalation"] is False, (where, c["name"])
+            assert csc["capabilities"]["drop"] == ["ALL"], (where, c["name"])
+            assert csc["readOnlyRootFilesystem"] is True, (where, c["name"])
+            for part in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(c["resources"][part]), (where, c["name"], part)
+
+
+# -- the netdp command lines --------------------------------------------------------------------
+@pytest.mark.timeout(60)
+def test_manifest_command_lines_parse_and_pass_check(monkeypatch, capsys):
+    seen = set()
+    for where, c in _netdp_containers():
+        env = {e["name"]: e for e in c.get("env", [])}
+        argv = _k8s_expand(c["args"], env, where)
+        a = _parse(argv, where, capsys)
+        seen.add(a.cmd if a.cmd != "job" else f"job {a.job_cmd}")
+        plain = {k: str(e["value"]) for k, e in env.items() if "value" in e}
+        assert set(plain) - {"PYTHONDONTWRITEBYTECODE"} <= FAULT_VARS, where
+        _check(argv, plain, monkeypatch, capsys, where)
+    assert seen == {"bootstrap", "node", "job submit"}
+
+
+@pytest.mark.timeout(60)
+def test_commented_fault_examples_are_valid():
+    text = (K8S / "nodes.yaml").read_text()
+    examples = dict(re.findall(r"#\s*- name: (NETDP_FAULT_\w+)[^\n]*\n\s*#\s+value: \"([^\"]*)\"",
+                               text))
+    assert set(examples) == FAULT_VARS, set(examples) ^ FAULT_VARS
+    env_text = (SYSTEMD / "node.env").read_text()
+    env_examples = dict(re.findall(r"^#(NETDP_FAULT_\w+)=(.*)$", env_text, re.M))
+    assert set(env_examples) == FAULT_VARS, set(env_examples) ^ FAULT_VARS
+    for name, value in [*examples.items(), *env_examples.items()]:
+        plan = plan_from({}, env={name: value})  # raises ConfigError on a bad value
+        if name == "NETDP_FAULT_SEED":
+            assert plan.seed == int(value)
+        else:
+            assert plan.active, (name, value)
+
+
+@pytest.mark.timeout(60)
+def test_init_container_hands_each_pod_its_own_identity(tmp_path):
+    """Run the init container's script with /bin/sh against a real little PKI."""
+    sh = shutil.which("sh")
+    if sh is None:
+        pytest.skip("no /bin/sh")
+    from netdp_node.security import pki
+
+    sts = _one("StatefulSet", "netdp-node")
+    (init,) = sts["spec"]["template"]["spec"]["initContainers"]
+    assert init["command"] == ["/bin/sh", "-c"]
+    script = init["args"][0]
+    for d in ("secrets", "certs", "data"):
+        (tmp_path / d).mkdir()
+        script = re.sub(rf"(?<![\w.$/-])/{d}\b", str(tmp_path / d), script)
+    script = re.sub(r"\bpython3\b", shlex.quote(sys.executable), script)
+    pki.init_ca(tmp_path / "pki")
+    for i in (0, 1):
+        pki.issue(tmp_path / "pki", f"netdp-node-{i}", hosts=(
+            f"netdp-node-{i}.netdp-node.{NAMESPACE}.{CLUSTER_DOMAIN}",))
+    for i in (0, 1):
+        shutil.copytree(tmp_path / "pki" / f"netdp-node-{i}",
+                        tmp_path / "secrets" / f"netdp-node-{i}")
+    (tmp_path / "secrets" / "netdp-node-0" / "values.txt").write_text("0.25\n")
+    # pod 2's Secret holds pod 0's certificate
+    shutil.copytree(tmp_path / "pki" / "netdp-node-0", tmp_path / "secrets" / "netdp-node-2")
+
+    def run(pod: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "POD_NAME": pod, "PYTHONPATH": str(ROOT)}
+        return subprocess.run([sh, "-c", script], env=env, capture_output=True, text=True,
+                              timeout=30)
+
+    for _ in range(2):  # a restarted pod runs it again over its read-only copies
+        r = run("netdp-node-0")
+        assert r.returncode == 0, r.stderr
+        assert "identity of netdp-node-0" in r.stdout
+    assert (tmp_path / "certs" / "cert.pem").read_bytes() == \
+        (tmp_path / "pki" / "netdp-node-0" / "cert.pem").read_bytes()
+    assert (tmp_path / "certs" / "key.pem").stat().st_mode & 0o777 == 0o400
+    assert (tmp_path / "data" / "values.txt").read_text() == "0.25\n"
+    r = run("netdp-node-1")  # no values: none left over from the previous pod
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "data" / "values.txt").exists()
+    r = run("netdp-node-2")
+    assert r.returncode == 3 and "netdp-node-0" in r.stderr, r.stderr
+    r = run("netdp-node-5")
+    assert r.returncode == 3 and "netdp-node-5-tls" in r.stderr, r.stderr
+
+
+# -- systemd ------------------------------------------------------------------------------------
+UNITS = {"netdp-node.service": ("node", "/etc/netdp/node.env", "node.env"),
+         "netdp-bootstrap.service": ("bootstrap", "/etc/netdp/bootstrap.env", "bootstrap.env")}
+
+
+def _unit(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """A systemd unit file as {section: [(key, value), ...]}: comments skipped, backslash
+    continuations joined, repeated keys kept in order (as systemd does)."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    current = None
+    pending = ""
+    for raw in path.read_text().splitlines():
+        line = pending + raw.strip() if pending else raw.strip()
+        pending = ""
+        if not line or line[0] in "#;":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = line[1:-1]
+            assert current not in sections, f"{path.name}: section [{current}] twice"
+            sections[current] = []
+            continue
+        assert current is not None, f"{path.name}: {line!r} before any section"
+        key, sep, value = line.partition("=")
+        assert sep, f"{path.name}: {line!r} is not KEY=VALUE"
+        sections[current].append((key.strip(), value.strip()))
+    assert not pending, f"{path.name}: ends with a continuation"
+    return sections
+
+
+def _get(unit: dict[str, list[tuple[str, str]]], section: str, key: str) -> list[str]:
+    return [v for k, v in unit.get(section, []) if k == key]
+
+
+def _env_file(path: Path) -> dict[str, str]:
+    """The assignments of a systemd EnvironmentFile (uncommented lines only)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        k, sep, v = line.partition("=")
+        assert sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k), f"{path.name}: {line!r}"
+        if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+            v = v[1:-1]
+        out[k] = v
+    return out
+
+
+def _exec_start(unit: dict[str, list[tuple[str, str]]], env: dict[str, str]) -> list[str]:
+    """ExecStart= as systemd runs it: ${VAR} is one word, $VAR is split on white space (no words
+    when empty); a variable defined nowhere is an error here."""
+    (line,) = _get(unit, "Service", "ExecStart")
+    words: list[str] = []
+    for word in shlex.split(line):
+        m = re.fullmatch(r"\$([A-Za-z_][A-Za-z0-9_]*)", word)
+        if m:
+            assert m.group(1) in env, f"${m.group(1)} is not defined"
+            words += env[m.group(1)].split()
+            continue
+
+        def sub(m: re.Match[str]) -> str:
+            assert m.group(1) in env, f"${{{m.group(1)}}} is not defined"
+            return env[m.group(1)]
+        words.append(re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", sub, word))
+    return words
+
+
+def _unit_env(name: str) -> dict[str, str]:
+    """Environment= defaults of the unit, overridden by the documented example EnvironmentFile."""
+    unit = _unit(SYSTEMD / name)
+    env = {}
+    for assignment in _get(unit, "Service", "Environment"):
+        k, _, v = assignment.partition("=")
+        env[k] = v
+    env.update(_env_file(SYSTEMD / UNITS[name][2]))
+    return env
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", sorted(UNITS))
+def test_systemd_unit_has_the_hardening_and_restart_policy(name):
+    unit = _unit(SYSTEMD / name)
+    assert set(unit) == {"Unit", "Service", "Install"}
+    assert _get(unit, "Unit", "Description")
+    assert "network-online.target" in " ".join(_get(unit, "Unit", "After"))
+    assert "network-online.target" in " ".join(_get(unit, "Unit", "Wants"))
+    one = {k: _get(unit, "Service", k) for k, _ in unit["Service"]}
+    expected = {
+        "User": "netdp", "StateDirectory": "netdp", "ProtectSystem": "strict",
+        "NoNewPrivileges": "yes", "PrivateTmp": "yes", "Restart": "on-failure",
+        "KillSignal": "SIGTERM", "EnvironmentFile": UNITS[name][1],
+    }
+    for key, value in expected.items():
+        assert one.get(key) == [value], f"{name}: {key}={one.get(key)}, expected {value}"
+    assert set(" ".join(one["RestartPreventExitStatus"]).split()) == {"2", "3"}
+    assert int(one["TimeoutStopSec"][0]) > 0
+    assert "/var/lib/netdp" in " ".join(one["ReadWritePaths"]).split()
+    assert _get(unit, "Install", "WantedBy") == ["multi-user.target"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", sorted(UNITS))
+def test_systemd_exec_start_parses_and_passes_check(name, tmp_path, monkeypatch, capsys):
+    subcommand, _, env_name = UNITS[name]
+    unit = _unit(SYSTEMD / name)
+    env = _unit_env(name)
+    words = _exec_start(unit, env)
+    assert words[0] == NETDP_BIN and words[1] == subcommand, words[:2]
+    argv = words[1:]
+    a = _parse(argv, name, capsys)
+    assert a.cmd == subcommand
+    # the only writable paths are the state directory: the ledger / store must be in it
+    state = "/var/lib/" + _get(unit, "Service", "StateDirectory")[0]
+    path = a.ledger if subcommand == "node" else a.state
+    assert path.startswith(state + "/"), path
+    assert "${" not in path and "$" not in path, "ReadWritePaths= cannot follow a variable"
+    if subcommand == "node":
+        assert a.advertise and not a.advertise.startswith("0.0.0.0:")
+    if getattr(a, "data", None):  # the example's data file is on the target host: use a stand-in
+        (tmp_path / "values.txt").write_text("0.5\n")
+        argv = [str(tmp_path / "values.txt") if w == a.data else w for w in argv]
+    faults = {k: v for k, v in env.items() if k in FAULT_VARS}
+    _check(argv, faults, monkeypatch, capsys, name)
+    # every variable a user may set is documented in the example file (commented or not)
+    documented = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]*)=", (SYSTEMD / env_name).read_text(),
+                                re.M))
+    used = set(re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", _get(unit, "Service", "ExecStart")[0]))
+    assert used <= documented, used - documented
+
+
+@pytest.mark.timeout(60)
+def test_systemd_analyze_verify_accepts_the_units(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    # verify wants ExecStart's binary to exist and the EnvironmentFile to be readable
+    binary = shutil.which("netdp") or "/bin/true"
+    paths = []
+    for name, (_, env_path, env_name) in UNITS.items():
+        shutil.copy(SYSTEMD / env_name, tmp_path / env_name)
+        text = (SYSTEMD / name).read_text().replace(NETDP_BIN, binary)
+        text = text.replace(f"EnvironmentFile={env_path}", f"EnvironmentFile={tmp_path / env_name}")
+        (tmp_path / name).write_text(text)
+        paths.append(str(tmp_path / name))
+    r = subprocess.run([analyze, "verify", "--man=no", *paths], capture_output=True, text=True,
+                       timeout=50)
+    complaints = [line for line in (r.stdout + r.stderr).splitlines()
+                  if any(Path(p).name in line for p in paths)]
+    assert not complaints, "\n".join(complaints)
+
+
+# -- the guides ---------------------------------------------------------------------------------
+_SUBCOMMANDS = "demo|compose|pki|bootstrap|node|job|privacy"
+_COMMAND = re.compile(rf"(?<![\w/.-])netdp (?:{_SUBCOMMANDS})(?=\s|$)[^|;&)<>`\n]*")
+
+
+def _doc_commands(path: Path) -> list[str]:
+    """The `netdp ...` command lines in the fenced code blocks of a Markdown file."""
+    text = path.read_text()
+    out = []
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```", text, re.M | re.S):
+        block = re.sub(r"\\\n\s*", " ", block)
+        for line in block.splitlines():
+            line = re.sub(r"(^|\s)#.*$", "", line)  # shell comments
+            for m in _COMMAND.finditer(line):
+                out.append(m.group(0))
+    return out
+
+
+@pytest.mark.timeout(60)
+def test_every_command_in_the_guides_parses(capsys):
+    guides = [DEPLOY / "separate-machines.md", K8S / "README.md", SYSTEMD / "README.md"]
+    total = 0
+    for guide in guides:
+        commands = _doc_commands(guide)
+        assert commands, f"no netdp commands found in {guide}"
+        for cmd in commands:
+            expanded = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?",
+                              lambda m: DUMMIES.get(m.group(1), "x"), cmd)
+            words = shlex.split(expanded, comments=True)
+            _parse(words[1:], f"{guide.relative_to(ROOT)}: {cmd}", capsys)
+            total += 1
+    assert total >= 20
