@@ -15,6 +15,7 @@ import signal
 import zlib
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 import grpc
@@ -92,7 +93,7 @@ class NodeDaemon:
         return reply
 
     def _accept_crl(self, pem: bytes) -> None:
-        if not pem:
+        if not pem or pem == self.revocations.pem:
             return
         try:
             new = RevocationList.from_pem(pem, self.identity.ca_pem)
@@ -154,8 +155,12 @@ class NodeDaemon:
         backoff = Backoff(initial=self.cfg.poll_interval, maximum=10.0, give_up_after=0).delays()
         while not self.stop_event.is_set():
             try:
-                self._accept_crl(await self.bootstrap.revocations())
-                for seq, job in await self.bootstrap.list_jobs(after):
+                fetched = await self._unless_stopped(self._fetch_updates(after))
+                if fetched is None:
+                    return  # SIGTERM while the bootstrap was unreachable
+                crl, jobs = fetched
+                self._accept_crl(crl)
+                for seq, job in jobs:
                     after = max(after, seq)
                     if job.job_id in self.runtime.jobs:
                         continue
@@ -178,6 +183,22 @@ class NodeDaemon:
                             "running; retrying in %.1fs", self.node_id, e.code().name, delay)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stop_event.wait(), timeout=delay)
+
+    async def _fetch_updates(self, after: int) -> tuple[bytes, list[tuple[int, Any]]]:
+        return await self.bootstrap.revocations(), await self.bootstrap.list_jobs(after)
+
+    async def _unless_stopped(self, coro: Any) -> Any:
+        """Await coro unless the daemon is asked to stop first (then cancel it, return None)."""
+        task = asyncio.ensure_future(coro)
+        stop = asyncio.ensure_future(self.stop_event.wait())
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            return None
+        return task.result()
 
     async def _join(self, ctx: JobContext) -> None:
         try:

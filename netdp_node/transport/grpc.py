@@ -322,11 +322,17 @@ class Link:
             if not self.pending:
                 self.work.clear()
                 await self.work.wait()
+                # New work on an idle link: the give-up clock starts now, not at an old failure.
+                backoff, self.progress = self.t.backoff.delays(), False
             try:
                 await self._stream_once()
-            except (grpc.aio.AioRpcError, ConnectionError, asyncio.TimeoutError) as e:
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - any stream failure: reconnect and re-send
+                # (grpc raises InvalidStateError when writing to a stream that just finished)
                 code = e.code().name if isinstance(e, grpc.aio.AioRpcError) else "UNAVAILABLE"
-                detail = (e.details() if isinstance(e, grpc.aio.AioRpcError) else str(e)) or ""
+                detail = (e.details() if isinstance(e, grpc.aio.AioRpcError)
+                          else f"{type(e).__name__}: {e}") or ""
                 if code in PERMANENT:
                     self._fail_all(code, detail)
                     continue
@@ -393,8 +399,11 @@ class Link:
         tasks = {asyncio.ensure_future(writer()), asyncio.ensure_future(reader())}
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for t in done:
-                t.result()  # raises the stream's error
+            errors = [t.exception() for t in done if not t.cancelled() and t.exception()]
+            # the reader's error carries the peer's status; prefer it to the writer's
+            errors.sort(key=lambda e: not isinstance(e, grpc.aio.AioRpcError))
+            if errors:
+                raise errors[0]
         finally:
             for t in tasks:
                 t.cancel()

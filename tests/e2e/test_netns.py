@@ -22,16 +22,16 @@ What each test proves:
   goes down, node-2 resumes: node-2's job fails no earlier than --peer-timeout after it got the
   token and long before the job deadline, with an error naming node-3 and its address, and the
   operator sees that failure.
-* `test_sigterm_while_partitioned_stops_the_node` (xfail, strict: a product bug): a node whose
-  link is down does not act on SIGTERM.
+* `test_sigterm_while_partitioned_stops_the_node` a node whose link to the bootstrap is
+  down still acts on SIGTERM (it races its bootstrap calls against the stop event).
 * `test_sigkill_and_restart_keeps_the_ledger_and_fails_the_job`: with the token held before
   node-3 (so node-3 is idle and the outcome is determined), node-3 is SIGKILLed mid-job and
   restarted in the same namespace on the same address, port and ledger directory: its ledger keeps
   every entry it had and gains no message, it fails the job itself ("restarted": a node does not
   resume a job), and the token node-2 then hands it is refused, so node-2 fails at once with
   FAILED_PRECONDITION naming node-3, long before the job deadline. The ring cannot resume. Held at
-  node-1 this must pass; held at node-2 (node-2 resumes with the token while its stream to the old
-  node-3 is already dead) it is marked xfail for a product race that loses the token.
+  node-1 or at node-2 (node-2 resumes with the token while its stream to the old node-3 is
+  already dead: the write fails and the link must reconnect and re-send, not lose the token).
 * `test_slow_lossy_proxy_between_node_and_predecessor`: node-3 advertises the address of
   tcp_proxy.py, which listens in node-3's namespace and forwards to node-3's real port, so all of
   node-2's traffic to node-3 crosses it (TLS name checks pass: same IP). Through a pass-through
@@ -319,11 +319,6 @@ def test_link_down_for_good_fails_the_predecessor_naming_the_node(netns_cluster)
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: a node that cannot reach the bootstrap ignores SIGTERM: NodeDaemon._poll awaits "
-    "a bootstrap call that retries UNAVAILABLE for ever (Backoff(give_up_after=0)) without "
-    "watching stop_event, so the node exits only once the bootstrap is reachable again, or on "
-    "SIGKILL"))
 def test_sigterm_while_partitioned_stops_the_node(netns_cluster):
     c = netns_cluster(3, values=VALUES[:3], peer_timeout=PEER_TIMEOUT, job_deadline=JOB_DEADLINE)
     victim = c.host("node-3")
@@ -343,17 +338,11 @@ def test_sigterm_while_partitioned_stops_the_node(netns_cluster):
 
 
 # -- 3. SIGKILL and restart -------------------------------------------------------------------------
-RACE = ("product bug: when node-2 resumes holding the token while its stream to the killed node-3 "
-        "has already failed, Link._run's writer writes to the finished call, grpc raises "
-        "asyncio.InvalidStateError('RPC already finished.'), which _run does not catch: the link "
-        "task dies silently, the token is neither re-sent nor failed, and node-2 waits for "
-        "--job-deadline (seen in 5 of 6 runs)")
-
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("holder", [
     "node-1",  # the token waits two hops before node-3: node-2 sees the dead stream while idle
-    pytest.param("node-2", marks=pytest.mark.xfail(reason=RACE, strict=False)),
+    "node-2",
 ])
 def test_sigkill_and_restart_keeps_the_ledger_and_fails_the_job(netns_cluster, nd, holder):
     c = netns_cluster(N, values=VALUES, peer_timeout=PEER_TIMEOUT, job_deadline=JOB_DEADLINE)
@@ -479,11 +468,6 @@ def test_slow_lossy_proxy_between_node_and_predecessor(netns_cluster):
 
 # -- 5. a peer restarted between two jobs -------------------------------------------------------------
 @pytest.mark.timeout(90)
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: Link._run measures --peer-timeout from the last failure after which an ack "
-    "arrived, even across idle periods; a link whose stream broke while idle (the peer restarted "
-    "between jobs) and stayed idle longer than --peer-timeout gives up on the very first failed "
-    "attempt of the next message, with no retry ('gave up ... after 8s')"))
 def test_predecessor_retries_a_peer_restarting_between_jobs(netns_cluster):
     c = netns_cluster(3, values=VALUES[:3], peer_timeout=PEER_TIMEOUT, job_deadline=JOB_DEADLINE)
     code, s = c.result(c.submit("first", rounds=2, epsilon=0.9), wait=60)
