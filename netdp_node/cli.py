@@ -246,7 +246,7 @@ def cmd_job(a: argparse.Namespace) -> int:
                     print(json.dumps(summary, indent=2))
                 else:
                     print(render_result(summary))
-                if summary["complete"]:
+                if summary["failed"] or summary["complete"]:
                     return EXIT_OK if summary["state"] == "done" else EXIT_FAIL
                 return EXIT_TIMEOUT if a.wait else EXIT_FAIL
             raise ConfigError("unknown job command")
