@@ -209,22 +209,28 @@ class PeerService:
     async def _unavailable(self, context: grpc.aio.ServicerContext, reason: str) -> None:
         await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.node_id} is unavailable: {reason}")
 
-    async def Deliver(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.Ack:
+    async def _handle_one(self, who: PeerIdentity, raw: bytes,
+                          context: grpc.aio.ServicerContext) -> peer_pb2.Ack:
+        """Fault-injection gate, then `_process`; an unavailable node aborts the call."""
         from netdp_node.runtime import NodeUnavailable
 
-        try:
-            who = self.policy.check(context, ("node",), "Deliver")
-        except Unauthorized as e:
-            await context.abort(e.code, e.reason)
         blocked = self.gate(who.node_id)
         if blocked:
             await self._unavailable(context, blocked)
         try:
-            ack = await self._process(who, raw)
+            return await self._process(who, raw)
         except NodeUnavailable as e:
             await self._unavailable(context, str(e))
+            raise  # unreachable: abort raises
+
+    async def Deliver(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.Ack:
+        try:
+            who = self.policy.check(context, ("node",), "Deliver")
+        except Unauthorized as e:
+            await context.abort(e.code, e.reason)
+        ack = await self._handle_one(who, raw, context)
         if ack.code != 0:
-            await context.abort(grpc.StatusCode(_status_by_value(ack.code)), ack.detail)
+            await context.abort(status_code(ack.code), ack.detail)
         return ack
 
     async def Link(self, requests: AsyncIterator[bytes],
@@ -233,17 +239,8 @@ class PeerService:
             who = self.policy.check(context, ("node",), "Link")
         except Unauthorized as e:
             await context.abort(e.code, e.reason)
-        from netdp_node.runtime import NodeUnavailable
-
         async for raw in requests:
-            blocked = self.gate(who.node_id)
-            if blocked:
-                await self._unavailable(context, blocked)
-            try:
-                ack = await self._process(who, raw)
-            except NodeUnavailable as e:
-                await self._unavailable(context, str(e))
-            yield ack
+            yield await self._handle_one(who, raw, context)
 
     async def Status(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.StatusReply:
         try:
@@ -251,13 +248,6 @@ class PeerService:
         except Unauthorized as e:
             await context.abort(e.code, e.reason)
         return self.status()
-
-
-def _status_by_value(value: int) -> tuple[int, str]:
-    for code in grpc.StatusCode:
-        if code.value[0] == value:
-            return code.value  # type: ignore[no-any-return]
-    return grpc.StatusCode.UNKNOWN.value  # type: ignore[no-any-return]
 
 
 def status_code(value: int) -> grpc.StatusCode:
