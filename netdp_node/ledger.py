@@ -5,6 +5,10 @@ of the content so that a re-send can be told from a conflict) and every local st
 noise parameters it used (mechanism, sigma, sensitivity, whether data was included). What it never
 holds: the node's raw data or noise samples; a stolen ledger must not undo the noise.
 
+Beside the append-only view, the `custody` table holds the copies of tokens this node forwarded and
+must keep until the receiver handed them on (token walks, `Keep`/`Drop` actions): the same values
+the receiver saw, deleted once no longer needed.
+
 Each protocol step is written in ONE transaction (`commit`) before the message that caused it is
 acknowledged, with `PRAGMA synchronous=FULL`, so a node killed at any instant never forgets privacy
 it already spent. `entries` rows cannot be updated or deleted (SQLite triggers refuse it).
@@ -19,6 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from netdp_node.errors import LedgerError
 
@@ -56,6 +62,14 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE UNIQUE INDEX IF NOT EXISTS received_once
     ON entries (job_id, peer, kind, walk, epoch, seq, round) WHERE direction = 'received';
 CREATE INDEX IF NOT EXISTS entries_job ON entries (job_id);
+CREATE TABLE IF NOT EXISTS custody (
+    job_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    shape_json TEXT NOT NULL,
+    meta_json TEXT NOT NULL,
+    PRIMARY KEY (job_id, key)
+);
 CREATE TRIGGER IF NOT EXISTS entries_no_update BEFORE UPDATE ON entries
     BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS entries_no_delete BEFORE DELETE ON entries
@@ -161,8 +175,12 @@ class Ledger:
         return Ledger._Tx(self._db)
 
     # -- writing --------------------------------------------------------------------------------
-    def commit(self, entries: Sequence[Entry], *, job_update: dict[str, Any] | None = None) -> None:
-        """Append `entries` (and optionally update the job's summary row) in one durable transaction.
+    def commit(self, entries: Sequence[Entry], *, job_update: dict[str, Any] | None = None,
+               keep: Sequence[tuple[str, str, Any, dict[str, Any]]] = (),
+               drop: Sequence[tuple[str, str]] = ()) -> None:
+        """Append `entries` (and optionally update the job's summary row, store custody copies
+        `keep` = [(job_id, key, ndarray, meta)] and delete `drop` = [(job_id, key)]) in one durable
+        transaction.
 
         Raises LedgerError if a received message with the same identity is already stored (the
         runtime checks `received_digest` first, so this only fires on a race)."""
@@ -180,6 +198,14 @@ class Ledger:
                 )
                 if job_update:
                     self._update_job(db, **job_update)
+                for job_id, key in drop:
+                    db.execute("DELETE FROM custody WHERE job_id=? AND key=?", (job_id, key))
+                db.executemany(
+                    "INSERT OR REPLACE INTO custody (job_id, key, payload, shape_json, meta_json)"
+                    " VALUES (?,?,?,?,?)",
+                    [(job_id, key, np.ascontiguousarray(arr, dtype="<f8").tobytes(),
+                      json.dumps(list(np.shape(arr))), json.dumps(meta, sort_keys=True))
+                     for job_id, key, arr, meta in keep])
         except sqlite3.IntegrityError as e:
             raise LedgerError(f"ledger refused the entries: {e}") from e
         except sqlite3.Error as e:
@@ -232,6 +258,13 @@ class Ledger:
             (job_id, peer, kind, walk, epoch, seq, rnd),
         ).fetchone()
         return None if row is None else str(row[0])
+
+    def kept(self, job_id: str) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:
+        """The custody copies of a job: key -> (payload, meta)."""
+        rows = self._db.execute("SELECT key, payload, shape_json, meta_json FROM custody"
+                                " WHERE job_id=? ORDER BY rowid", (job_id,)).fetchall()
+        return {r[0]: (np.frombuffer(r[1], dtype="<f8").reshape(json.loads(r[2])).copy(),
+                       json.loads(r[3])) for r in rows}
 
     def entries(self, job_id: str | None = None) -> list[Entry]:
         q = ("SELECT id, ts, job_id, direction, event, peer, kind, walk, epoch, seq, round, digest,"

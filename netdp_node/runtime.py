@@ -31,8 +31,10 @@ from netdp_node.privacy.accountant import JobView, check_budget
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import (
     Action,
+    Drop,
     Engine,
     JobContext,
+    Keep,
     Message,
     Output,
     Record,
@@ -181,8 +183,14 @@ class JobRunner:
         entries: list[Entry] = [] if received is None else [received]
         sends: list[Send] = []
         output: Output | None = None
+        keep: list[tuple[str, str, Any, dict[str, Any]]] = []
+        drop: list[tuple[str, str]] = []
         for a in actions:
-            if isinstance(a, Record):
+            if isinstance(a, Keep):
+                keep.append((job, a.key, a.payload, dict(a.meta)))
+            elif isinstance(a, Drop):
+                drop.append((job, a.key))
+            elif isinstance(a, Record):
                 entries.append(Entry(job_id=job, direction="local", event=a.event, peer=a.peer,
                                      params=dict(a.params)))
             elif isinstance(a, Send):
@@ -199,8 +207,8 @@ class JobRunner:
         if output is not None:
             update = {"job_id": job, "state": "done", "result": _result_dict(output),
                       "detail": self.detail}
-        if entries or update:
-            self.node.ledger.commit(entries, job_update=update)
+        if entries or update or keep or drop:
+            self.node.ledger.commit(entries, job_update=update, keep=keep, drop=drop)
         for s in sends:
             self._spawn(self._send(s))
         for a in actions:
@@ -222,12 +230,21 @@ class JobRunner:
         t.add_done_callback(self._tasks.discard)
 
     async def _send(self, s: Send) -> None:
+        """Send, then tell the engine how it went (walk custody needs both outcomes)."""
         try:
             await self.node.transport.send(s.to, self.ctx.job_id, s.msg)
         except DeliveryError as e:
-            self.fail(f"{s.msg.kind} to {s.to} failed: {e.code}: {e.detail}")
-        except asyncio.CancelledError:
-            raise
+            async with self.lock:
+                actions = self.engine.on_undeliverable(s.to, s.msg, e.code, e.detail)
+                if actions is None:
+                    self.fail(f"{s.msg.kind} to {s.to} failed: {e.code}: {e.detail}")
+                else:
+                    self.log.warning("%s to %s failed (%s: %s); the protocol recovers",
+                                     s.msg.kind, s.to, e.code, e.detail)
+                    self._apply(actions, received=None)
+            return
+        async with self.lock:
+            self._apply(self.engine.on_delivered(s.to, s.msg), received=None)
 
     def fail(self, reason: str) -> None:
         if self.state != "running":
@@ -345,7 +362,8 @@ class NodeRuntime:
         algo = get_algorithm(ctx.algorithm)
         previous = self.ledger.job(ctx.job_id)
         if previous is not None:
-            # A restarted node does not run a job twice (resuming walks is the custody layer's job).
+            # A restarted node does not run a job twice; an engine that can resume from its ledger
+            # (token walks: custody) does so below.
             contributed = previous.contributed
             reason = previous.detail or "job already in the ledger before a restart"
         else:
@@ -353,6 +371,15 @@ class NodeRuntime:
         engine = algo.engine(ctx, self.data, self.rng_factory(ctx.job_id), contribute=contributed)
         runner = JobRunner(self, ctx, engine, contributed, reason)
         self.jobs[ctx.job_id] = runner
+        if previous is not None and previous.state == "running":
+            resumed = engine.restore(self.ledger.entries(ctx.job_id), self.ledger.kept(ctx.job_id))
+            if resumed is not None:
+                runner.log.warning("resuming after a restart (%d kept copies)",
+                                   len(self.ledger.kept(ctx.job_id)))
+                runner.arm_deadline(float(ctx.params.get("deadline_s", self.job_deadline)))
+                async with runner.lock:
+                    runner._apply(resumed, received=None)
+                return runner
         if previous is not None:
             runner.state = previous.state if previous.state != "running" else "failed"
             runner.detail = ("the node restarted during this job; it does not resume it"

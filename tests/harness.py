@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import grpc.aio
 
+from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.ledger import Ledger
 from netdp_node.protocols.base import JobContext
 from netdp_node.runtime import Budget, NodeRuntime
@@ -33,6 +34,9 @@ class Net:
     nodes: dict[str, NodeRuntime] = field(default_factory=dict)
     servers: list[grpc.aio.Server] = field(default_factory=list)
     identities: dict[str, pki.Identity] = field(default_factory=dict)
+    memory: MemoryNetwork | None = None
+    crashed: list[str] = field(default_factory=list)
+    data: Mapping[str, np.ndarray | None] = field(default_factory=dict)
 
     def ledger(self, nid: str) -> Ledger:
         return self.nodes[nid].ledger
@@ -44,6 +48,27 @@ class Net:
         job = next(iter(ctx_for.values())).job_id
         await asyncio.wait_for(
             asyncio.gather(*(self.nodes[n].jobs[job].finished.wait() for n in self.ids)), timeout)
+
+    async def wait_done(self, job: str, ids: Sequence[str], timeout: float = 20.0) -> None:
+        await asyncio.wait_for(
+            asyncio.gather(*(self.nodes[n].jobs[job].finished.wait() for n in ids)), timeout)
+
+    async def restart(self, nid: str, ctx: JobContext, seed: int = 99) -> NodeRuntime:
+        """Memory networks only: stop `nid` as a crash would (its tasks cancelled, nothing
+        flushed beyond the ledger) and start a fresh runtime on the same ledger directory, which
+        rejoins `ctx` the way the daemon does after a restart (resuming from its ledger)."""
+        assert self.memory is not None
+        old = self.nodes[nid]
+        self.memory.nodes.pop(nid, None)
+        await old.close()
+        old.ledger.close()
+        rt = NodeRuntime(nid, Ledger(self.root / nid, nid), self.memory.transport(nid),
+                         data=self.data.get(nid),
+                         rng_factory=lambda job: np.random.default_rng([seed, len(self.crashed)]))
+        self.nodes[nid] = rt
+        self.memory.nodes[nid] = rt
+        await rt.add_job(ctx)
+        return rt
 
     async def close(self) -> None:
         for rt in self.nodes.values():
@@ -57,24 +82,33 @@ class Net:
 
 async def make_net(kind: str, ids: Sequence[str], root: Path, *,
                    data: Mapping[str, np.ndarray | None] | None = None,
-                   budgets: Mapping[str, Budget] | None = None, seed: int = 0) -> Net:
+                   budgets: Mapping[str, Budget] | None = None, seed: int = 0,
+                   faults: Mapping[str, FaultPlan] | None = None,
+                   give_up_after: float = 10.0) -> Net:
+    """`faults`: per-node fault plans (memory only); a crash marks the node in `net.crashed` and it
+    then answers UNAVAILABLE, as a dead machine would, until `net.restart`."""
     net = Net(kind, list(ids), root)
     data = data or {}
+    net.data = data
     budgets = budgets or {}
+    faults = faults or {}
 
     def rng_factory(i: int) -> Any:
         return lambda job: np.random.default_rng([seed, i])
 
     if kind == "memory":
-        mem = MemoryNetwork()
+        mem = net.memory = MemoryNetwork(give_up_after=give_up_after)
         for i, nid in enumerate(ids):
+            plan = faults.get(nid)
             rt = NodeRuntime(nid, Ledger(root / nid, nid), mem.transport(nid), data=data.get(nid),
-                             budget=budgets.get(nid), rng_factory=rng_factory(i))
+                             budget=budgets.get(nid), rng_factory=rng_factory(i),
+                             faults=None if plan is None else FaultInjector(plan, lambda: 0.0),
+                             crash=lambda reason, nid=nid: net.crashed.append(nid))
             mem.nodes[nid] = rt
             net.nodes[nid] = rt
         return net
-    if kind != "grpc":
-        raise ValueError(kind)
+    if kind != "grpc" or faults:
+        raise ValueError(f"{kind} network (faults are for memory networks)")
     pki.init_ca(root / "pki")
     for nid in ids:
         pki.issue(root / "pki", nid, hosts=("127.0.0.1",))

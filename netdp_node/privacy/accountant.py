@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from netdp_node.privacy import walk_accountant
 from netdp_node.privacy.composition import PrivacyLoss, compose_losses
 from netdp_node.privacy.network_dp import ldp_sum_std, ring_release_noise_count, ring_sum_loss
 
@@ -79,6 +80,16 @@ class Accountant:
 ACCOUNTANTS: dict[str, Accountant] = {
     "ring-sum": Accountant(ring_sum_losses, ring_sum_prospective,
                            "Cyffers & Bellet 2022, Theorem 1 (network-dp.md §3.1, erratum E1)"),
+    "walk-sum": Accountant(walk_accountant.sum_losses, walk_accountant.sum_prospective,
+                           "Cyffers & Bellet 2022, Theorem 3 + App. D (E7) + App. G (Lemma 2, E14 / "
+                           "edge cap §2.8) (network-dp.md §3.3, §3.6)"),
+    "walk-histogram": Accountant(walk_accountant.histogram_losses,
+                                 walk_accountant.histogram_prospective,
+                                 "Cyffers & Bellet 2022, Theorem 6 with Remark 4 (E8) + App. G "
+                                 "(network-dp.md §3.4, §3.6)"),
+    "walk-sgd": Accountant(walk_accountant.sgd_losses, walk_accountant.sgd_prospective,
+                           "Cyffers & Bellet 2022, Theorem 4 via Lemma 1 (E10, RDP) + App. G "
+                           "(network-dp.md §3.5, §3.6)"),
 }
 
 

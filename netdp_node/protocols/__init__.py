@@ -6,7 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from netdp_node.protocols import ring
+import functools
+
+from netdp_node.protocols import ring, walk
 from netdp_node.protocols.base import Engine
 
 
@@ -20,6 +22,13 @@ class Algorithm:
 
 ALGORITHMS: dict[str, Algorithm] = {
     "ring-sum": Algorithm("ring-sum", ring.RingSum, ring.prepare_params, "ring"),
+    "walk-sum": Algorithm("walk-sum", walk.WalkSum,
+                          functools.partial(walk.prepare_params, "walk-sum"), "complete"),
+    "walk-histogram": Algorithm("walk-histogram", walk.WalkHistogram,
+                                functools.partial(walk.prepare_params, "walk-histogram"),
+                                "complete"),
+    "walk-sgd": Algorithm("walk-sgd", walk.WalkSgd,
+                          functools.partial(walk.prepare_params, "walk-sgd"), "complete"),
 }
 
 

@@ -14,6 +14,17 @@ Actions:
     SetTimer(name, s)    call on_timer(name) after s seconds (virtual seconds in the simulator)
     Record(entry)        append a view entry to the node's ledger (noise parameters, never samples)
     Output(result)       the job is finished at this node, with this released result
+    Keep(key, payload)   keep a copy (custody of a token) durably until Drop(key); in the same
+                         transaction as the step's ledger entries; handed back by restore()
+    Drop(key)            the copy is no longer needed
+
+Optional hooks, for engines that need them (token walks):
+    engine.on_delivered(to, msg)              -> [actions]   the receiver acknowledged `msg`
+    engine.on_undeliverable(to, msg, code, why) -> [actions] | None   it refused it or never took
+                                                it; None (the default) fails the job at this node
+    engine.restore(entries, kept)             -> [actions] | None   resume after a restart from the
+                                                node's own ledger entries and kept copies; None
+                                                (the default) means the engine cannot resume
 """
 
 from __future__ import annotations
@@ -110,7 +121,21 @@ class Output:
     info: Mapping[str, Any] = field(default_factory=dict)
 
 
-Action = Union[Send, SetTimer, Record, Output]
+@dataclass(frozen=True)
+class Keep:
+    """Keep `payload` (with public `meta`) durably under `key` until Drop(key)."""
+
+    key: str
+    payload: np.ndarray
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Drop:
+    key: str
+
+
+Action = Union[Send, SetTimer, Record, Output, Keep, Drop]
 
 
 @dataclass(frozen=True)
@@ -150,6 +175,17 @@ class Engine:
 
     def on_timer(self, name: str) -> list[Action]:
         return []
+
+    def on_delivered(self, to: str, msg: Message) -> list[Action]:
+        return []
+
+    def on_undeliverable(self, to: str, msg: Message, code: str,
+                         detail: str) -> list[Action] | None:
+        return None
+
+    def restore(self, entries: Sequence[Any],
+                kept: Mapping[str, tuple[np.ndarray, Mapping[str, Any]]]) -> list[Action] | None:
+        return None
 
     # -- what the runtime and accountant may ask ----------------------------------------------
     def expected_steps(self) -> int:

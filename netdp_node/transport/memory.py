@@ -17,11 +17,15 @@ if TYPE_CHECKING:
 
 
 class MemoryNetwork:
-    """The set of nodes reachable in-process, by id."""
+    """The set of nodes reachable in-process, by id. A node missing from `nodes` (stopped, not yet
+    restarted) or answering NodeUnavailable is retried every `retry_every` seconds for up to
+    `give_up_after` seconds, as the gRPC links do; then the send fails with UNAVAILABLE."""
 
-    def __init__(self) -> None:
+    def __init__(self, give_up_after: float = 10.0, retry_every: float = 0.05) -> None:
         self.nodes: dict[str, NodeRuntime] = {}
         self.delivered = 0
+        self.give_up_after = give_up_after
+        self.retry_every = retry_every
 
     def transport(self, me: str) -> MemoryTransport:
         return MemoryTransport(self, me)
@@ -34,22 +38,30 @@ class MemoryTransport(Transport):
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def send(self, to: str, job_id: str, msg: Message) -> bool:
-        from netdp_node.runtime import UnknownJob
+        from netdp_node.runtime import NodeUnavailable, UnknownJob
         from netdp_node.wire import WireError
 
-        node = self.network.nodes.get(to)
-        if node is None:
-            raise DeliveryError(to, "UNAVAILABLE", f"no node {to!r} in this in-memory network")
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.network.give_up_after
         lock = self._locks.setdefault(to, asyncio.Lock())
         async with lock:  # per-link ordering, as a stream gives it
-            await asyncio.sleep(0)
-            try:
-                dup = await node.handle(self.me, job_id, msg)
-            except Refused as e:
-                raise DeliveryError(to, e.code.name, e.reason) from e
-            except UnknownJob as e:
-                raise DeliveryError(to, "NOT_FOUND", str(e)) from e
-            except WireError as e:
-                raise DeliveryError(to, "INVALID_ARGUMENT", str(e)) from e
+            while True:
+                await asyncio.sleep(0)
+                node = self.network.nodes.get(to)
+                try:
+                    if node is None:
+                        raise NodeUnavailable(f"no node {to!r} in this in-memory network")
+                    dup = await node.handle(self.me, job_id, msg)
+                    break
+                except Refused as e:
+                    raise DeliveryError(to, e.code.name, e.reason) from e
+                except UnknownJob as e:
+                    raise DeliveryError(to, "NOT_FOUND", str(e)) from e
+                except WireError as e:
+                    raise DeliveryError(to, "INVALID_ARGUMENT", str(e)) from e
+                except NodeUnavailable as e:
+                    if loop.time() >= give_up:
+                        raise DeliveryError(to, "UNAVAILABLE", f"gave up on {to}: {e}") from e
+                    await asyncio.sleep(self.network.retry_every)
         self.network.delivered += 1
         return dup

@@ -1,0 +1,284 @@
+"""Accountants of the complete-graph token walks (walk-sum, walk-histogram, walk-sgd) from a node's
+own ledger, their calibration, and their local-DP baselines.
+
+Pure functions of (public job spec, this node's ledger entries, its id); the theorems themselves
+are in `network_dp_walk` (network-dp.md §3). What a node's report uses:
+
+* its REAL number N_u of data contributions (its ledger) where the theorem composes over them
+  (Theorem 4 / Lemma 1 for SGD; Lemma 2's trials; the local-DP baseline), marked "counts=ledger";
+* the high-probability bound N_v on an observer's visits (exact binomial quantile, erratum E15)
+  where the theorem needs what only the observer knows (Theorems 3 and 6), marked "counts=bound";
+* the known-sender regime (App. G, spec §1.3, §6 item 6), always, because mTLS reveals who sent a
+  token and who receives it: either the edge-usage cap B of spec §2.8 (deterministic, "edge-cap")
+  or Lemma 2 with correction E14 ("lemma2"), ADDED to the amplified bound (basic composition);
+* the release of the final token to everyone as one more observation (spec §1.3 "Final output"):
+  one more fictive cycle (T + n_eff) for Theorems 3/6, one more contribution for Lemma 1;
+* the better of that network bound and the local-DP composition of the node's own N_u
+  contributions (each contribution is (ε0, δ)-LDP, so the local-DP bound always holds), per peer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from netdp_node.privacy.composition import (
+    DEFAULT_ORDERS,
+    PrivacyLoss,
+    advanced_composition,
+    gaussian_rdp,
+    gaussian_sigma,
+    rdp_to_dp,
+)
+from netdp_node.privacy.network_dp_walk import (
+    count_bound,
+    rr_gamma,
+    sgd_alpha_max,
+    spotted_loss,
+    spotted_loss_capped,
+    theorem3,
+    theorem6,
+)
+
+
+# -- reading the view ------------------------------------------------------------------------------
+def real_contributions(entries: Iterable[Any]) -> int:
+    """Data contributions this node made (every copy it ever made counts, kept or discarded)."""
+    return sum(1 for e in entries if e.direction == "local" and e.event == "contribute")
+
+
+def contributions_in_result(entries: Iterable[Any]) -> int:
+    """Data contributions of this node that the released result contains: all of them minus those
+    on branches of the walk that were fenced off after a re-route (custody)."""
+    es = list(entries)
+    return real_contributions(es) - sum(int(e.params.get("discarded", 0)) for e in es
+                                        if e.direction == "local" and e.event == "fenced")
+
+
+def _p(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    return spec["params"]
+
+
+def _others(spec: Mapping[str, Any], me: str) -> list[str]:
+    return [p for p in spec["participants"] if p != me]
+
+
+def walk_horizon(params: Mapping[str, Any]) -> tuple[int, float]:
+    """(T used by the accountant, extra δ). With the hop counter the walk has exactly T steps; with
+    the geometric stop the length exceeds T_hi = ⌈ln δ_T / ln(1 − 1/T)⌉ with probability ≤ δ_T."""
+    T = int(params["T"])
+    if params.get("stop", "counter") == "counter":
+        return T, 0.0
+    d = float(params["delta_hat"])
+    return max(T, math.ceil(math.log(d) / math.log1p(-1.0 / T))) if T > 1 else 1, d
+
+
+def _regime_loss(params: Mapping[str, Any], n: int, n_u: float, eps0: float,
+                 delta0: float) -> tuple[float, float, str]:
+    """The loss of spotted contributions, App. G: (ε, δ, label)."""
+    if params["regime"] == "edge-cap":
+        b = min(int(params["edge_cap"]), math.ceil(n_u))
+        s = spotted_loss_capped(b, eps0, delta0, params["delta_prime"])
+        return s.epsilon, s.delta, f"edge-cap(B={params['edge_cap']})"
+    s = spotted_loss(n_u, n, eps0, params["delta_hat"], params["delta_prime"], True, delta=delta0,
+                     colluders=int(params.get("colluders", 1)))
+    return s.epsilon, s.delta, "lemma2"
+
+
+def _ldp(eps0: float, delta0: float, count: int, delta_prime: float,
+         rdp: tuple[tuple[float, ...], tuple[float, ...]] | None) -> PrivacyLoss:
+    """Local DP over `count` contributions: the better of basic and advanced composition."""
+    if count == 0:
+        return PrivacyLoss(0.0, 0.0, "no-contribution", rdp)
+    be, bd = count * eps0, count * delta0
+    ae, ad = advanced_composition(eps0, delta0, count, delta_prime)
+    if ae < be:
+        return PrivacyLoss(ae, min(1.0, ad), "ldp-advanced", rdp)
+    return PrivacyLoss(be, min(1.0, bd), "ldp-basic", rdp)
+
+
+def _best(network: PrivacyLoss, local: PrivacyLoss) -> PrivacyLoss:
+    return network if network.epsilon < local.epsilon else local
+
+
+# -- walk-sum: Theorem 3 ---------------------------------------------------------------------------
+def sum_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLoss:
+    """Theorem 3 (tight cycle, exact counts; App. D formula with E7) + spotted loss + release."""
+    eps0 = float(params["epsilon0"])
+    T, d_extra = walk_horizon(params)
+    c = int(params.get("colluders", 1))
+    b = theorem3(n, T + math.ceil(n / c), eps0, params["delta"], params["delta_prime"],
+                 params["delta_hat"], cycle="tight", counts="exact", colluders=c)
+    se, sd, label = _regime_loss(params, n, n_u, eps0, params["delta"])
+    return PrivacyLoss(b.epsilon + se, min(1.0, b.delta + sd + d_extra),
+                       f"theorem3-tight+{label}, counts=bound")
+
+
+def sum_losses(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
+    p = _p(spec)
+    count = real_contributions(entries)
+    return _per_peer(spec, me, count, lambda k: sum_network_loss(p, len(spec["participants"]), k),
+                     _sum_ldp(p, count))
+
+
+def _sum_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
+    z = float(p["sigma"]) / float(p["sensitivity"])
+    return _ldp(float(p["epsilon0"]), float(p["delta"]), count, float(p["delta_prime"]),
+                (DEFAULT_ORDERS, tuple(gaussian_rdp(z, DEFAULT_ORDERS, count).tolist())))
+
+
+def _per_peer(spec: Mapping[str, Any], me: str, count: int,
+              network: Callable[[int], PrivacyLoss], local: PrivacyLoss) -> dict[str, PrivacyLoss]:
+    if count == 0:
+        loss = PrivacyLoss(0.0, 0.0, "no-contribution", local.rdp)
+    else:
+        loss = _best(network(count), local)
+    return {v: loss for v in _others(spec, me)}
+
+
+def prospective_count(params: Mapping[str, Any], n: int) -> int:
+    """Contributions a node may make: the cap, else the exact binomial quantile of Bin(T, 1/n)."""
+    if int(params.get("cap", 0)):
+        return int(params["cap"])
+    T, _ = walk_horizon(params)
+    return int(count_bound(T, 1.0 / n, params["delta_hat"], exact=True))
+
+
+def sum_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
+    p, n = _p(spec), len(spec["participants"])
+    count = prospective_count(p, n)
+    return _per_peer(spec, me, count, lambda k: sum_network_loss(p, n, k), _sum_ldp(p, count))
+
+
+# -- walk-histogram: Theorem 6 ----------------------------------------------------------------------
+def rr_epsilon(L: int, gamma: float) -> float:
+    """ε0 of L-ary randomized response with randomization probability γ (inverse of `rr_gamma`)."""
+    return math.log(L / gamma - L + 1.0)
+
+
+def histogram_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLoss:
+    """Theorem 6 (Remark 4 numeric cycle bound, E8) + spotted loss (pure ε, δ = 0) + release."""
+    eps0 = float(params["epsilon0"])
+    T, d_extra = walk_horizon(params)
+    c = int(params.get("colluders", 1))
+    b = theorem6(n, T + math.ceil(n / c), eps0, params["delta"], params["delta_prime"],
+                 params["delta_hat"], cycle="numeric", counts="exact", colluders=c)
+    se, sd, label = _regime_loss(params, n, n_u, eps0, 0.0)
+    return PrivacyLoss(b.epsilon + se, min(1.0, b.delta + sd + d_extra),
+                       f"theorem6-numeric+{label}, counts=bound")
+
+
+def histogram_losses(spec: Mapping[str, Any], entries: Iterable[Any],
+                     me: str) -> dict[str, PrivacyLoss]:
+    p, n = _p(spec), len(spec["participants"])
+    count = real_contributions(entries)
+    return _per_peer(spec, me, count, lambda k: histogram_network_loss(p, n, k),
+                     _ldp(float(p["epsilon0"]), 0.0, count, float(p["delta_prime"]), None))
+
+
+def histogram_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
+    p, n = _p(spec), len(spec["participants"])
+    count = prospective_count(p, n)
+    return _per_peer(spec, me, count, lambda k: histogram_network_loss(p, n, k),
+                     _ldp(float(p["epsilon0"]), 0.0, count, float(p["delta_prime"]), None))
+
+
+# -- walk-sgd: Theorem 4 / Lemma 1 -----------------------------------------------------------------
+def sgd_network_rdp(params: Mapping[str, Any], n: int, n_u: float) -> tuple[tuple[float, ...],
+                                                                             tuple[float, ...], str]:
+    """The RDP curve towards any observer: Lemma 1 over n_u + 1 contributions (the +1 is the release
+    of the final model; E10's exact ln n/(n − 1)) plus the Gaussian RDP of the spotted contributions
+    (sensitivity 2L: α·2/(σ/L)² each), at the orders 1 < α ≤ α_max(σ/L) where Lemma 1 holds (+inf
+    above). Both are RDP bounds, so they add (Mironov 2017, Prop. 1)."""
+    s = float(params["sigma"]) / float(params["lipschitz"])
+    c = int(params.get("colluders", 1))
+    ne = n / c
+    amax = sgd_alpha_max(s)
+    a_iter = 4.0 * (n_u + 1) * math.log(ne) / ((ne - 1.0) * s * s)
+    if params["regime"] == "edge-cap":
+        spotted = float(min(int(params["edge_cap"]), math.ceil(n_u)))
+        label = f"edge-cap(B={params['edge_cap']})"
+    else:
+        # Lemma 2's count bound N_s (exact binomial quantile), its δ̃ is added by the caller
+        spotted = spotted_loss(n_u, n, 1.0, params["delta_hat"], params["delta_prime"], True,
+                               colluders=c).n_spotted
+        label = "lemma2"
+    a_spot = spotted * 2.0 / (s * s)
+    values = tuple((a_iter + a_spot) * a if a <= amax else math.inf for a in DEFAULT_ORDERS)
+    return DEFAULT_ORDERS, values, label
+
+
+def sgd_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLoss:
+    orders, values, label = sgd_network_rdp(params, n, n_u)
+    delta = float(params["delta"])
+    extra = float(params["delta_hat"]) if label == "lemma2" else 0.0
+    eps, _ = rdp_to_dp(orders, values, delta)
+    return PrivacyLoss(eps, min(1.0, delta + extra), f"lemma1-rdp+{label}, counts=ledger",
+                       None if extra else (orders, values))
+
+
+def _sgd_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
+    z = float(p["sigma"]) / (2.0 * float(p["lipschitz"]))
+    curve = gaussian_rdp(z, DEFAULT_ORDERS, count)
+    eps, _ = rdp_to_dp(DEFAULT_ORDERS, curve, float(p["delta"])) if count else (0.0, 0.0)
+    return PrivacyLoss(eps, float(p["delta"]) if count else 0.0, "ldp-gaussian-rdp",
+                       (DEFAULT_ORDERS, tuple(curve.tolist())))
+
+
+def sgd_losses(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
+    p, n = _p(spec), len(spec["participants"])
+    count = real_contributions(entries)
+    return _per_peer(spec, me, count, lambda k: sgd_network_loss(p, n, k), _sgd_ldp(p, count))
+
+
+def sgd_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
+    p, n = _p(spec), len(spec["participants"])
+    count = prospective_count(p, n)
+    return _per_peer(spec, me, count, lambda k: sgd_network_loss(p, n, k), _sgd_ldp(p, count))
+
+
+# -- calibration ------------------------------------------------------------------------------------
+def _bisect_largest(ok: Callable[[float], bool], lo: float, hi: float, iters: int = 80) -> float:
+    """Largest x in [lo, hi] with ok(x), for ok monotone (true below a threshold)."""
+    if ok(hi):
+        return hi
+    if not ok(lo):
+        raise ValueError("no noise level reaches the target epsilon (lower the target's demands: "
+                         "more participants, fewer steps, a smaller cap, or a larger epsilon)")
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
+def calibrate(algorithm: str, params: dict[str, Any], n: int) -> dict[str, Any]:
+    """Fill the noise parameters so that the network loss towards every peer, for a node making
+    `prospective_count` contributions, is at most params["epsilon"] (spec §3.7 calibration).
+    walk-sum: ε0 and σ = 2·clip·sqrt(2 ln(1.25/δ))/ε0; walk-histogram: ε0 and γ = L/(e^ε0 + L − 1);
+    walk-sgd: σ = (σ/L)·L."""
+    target = float(params["epsilon"])
+    count = prospective_count(params, n)
+    out = dict(params)
+    if algorithm == "walk-sum":
+        def ok_sum(e0: float) -> bool:
+            return sum_network_loss({**params, "epsilon0": e0}, n, count).epsilon <= target
+        e0 = _bisect_largest(ok_sum, 1e-9, 1.0 - 1e-9)
+        out["epsilon0"] = e0
+        out["sensitivity"] = 2.0 * float(params["clip"])
+        out["sigma"] = gaussian_sigma(e0, params["delta"], out["sensitivity"])
+    elif algorithm == "walk-histogram":
+        def ok_hist(e0: float) -> bool:
+            return histogram_network_loss({**params, "epsilon0": e0}, n, count).epsilon <= target
+        e0 = _bisect_largest(ok_hist, 1e-9, 5.0)
+        out["epsilon0"] = e0
+        out["gamma"] = rr_gamma(int(params["bins"]), e0)
+    elif algorithm == "walk-sgd":
+        lip = float(params["lipschitz"])
+
+        def ok_sgd(inv_s: float) -> bool:  # monotone in 1/s = L/σ
+            return sgd_network_loss({**params, "sigma": lip / inv_s}, n, count).epsilon <= target
+        out["sigma"] = lip / _bisect_largest(ok_sgd, 1e-6, 10.0)
+    else:
+        raise ValueError(f"no calibration for {algorithm!r}")
+    return out

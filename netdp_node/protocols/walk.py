@@ -1,0 +1,633 @@
+"""Token walks on the complete graph: Algorithms 3 (sum), 5 (histogram) and 4 (SGD) of Cyffers &
+Bellet (AISTATS 2022), with the contribution cap of their experiments, the edge-usage cap of App. G
+and custody of the token across crashes.
+
+Spec: ../shared/papers/network-dp.md §2.4–2.8 and §6; custody: random-walks.md §7.1.
+Accountants: `netdp_node.privacy.walk_accountant`.
+
+The walk (one token, `WALK`):
+* It starts at a participant fixed by the job's public seed. The holder adds its contribution
+  (`step`), then draws the next holder uniformly from all participants with its private CSPRNG,
+  never from the token (spec §6 item 7). Drawing itself (a self-loop) means it holds the token again
+  at once: no message.
+* Per-user contribution cap `cap` (spec §2.7): past it the holder still adds its noise (sum and
+  SGD: Perturb(0) / τ − ηZ; histogram: a uniformly random report) but no data (spec §6 item 4). The
+  same holds for a node that declined the job (budget) or has no data.
+* Known sender (spec §1.3 App. G): over mTLS the receiver knows the sender and the sender the
+  receiver. `regime="edge-cap"` (spec §2.8 option (b)) draws the next holder BEFORE contributing and
+  contributes data only if it has made fewer than `edge_cap` real contributions adjacent to both the
+  sender and the next holder; `regime="lemma2"` contributes anyway and the accountant adds Lemma 2.
+* Stop: `stop="counter"`: the hop counter t travels in the token's `round` field and the holder of
+  step T releases (App. D: harmless for summation; for the histogram the token's total count IS t,
+  so it is visible anyway). `stop="geometric"`: no counter travels (the SGD default, spec §6 item 10,
+  ambiguity A3): each holder ends the walk after its step with probability 1/T, drawn privately, so
+  the length is Geometric(1/T) with mean T.
+* Release (spec §1.3 "Final output", App. C): the last holder sends the final token to every other
+  participant; each counts it as one more observation.
+
+Custody (deploy issue; random-walks.md §7.1 items 1–2, 5):
+* A node that forwards a token keeps a durable copy (`Keep`, written in the same transaction as the
+  step) until the receiver reports, with a `handoff` message, that ITS forward was acknowledged (or
+  that the walk ended with it). The receiver acknowledges a token only after the step is durable, so
+  at every instant some live-or-restartable node holds a durable copy.
+* A restarted node resumes (`restore`): counters come from its ledger, kept copies are sent again
+  (an exact re-send; the receiver recognises it).
+* If no handoff arrives within `custody_timeout_s` (the receiver crashed and did not come back, or
+  refused the token), the holder of the copy re-routes it: it draws a new holder uniformly among the
+  participants it has not given up on (data-independent, spec §7.1 item 2) and bumps the walk's
+  epoch. Receivers refuse tokens of an epoch older than one they have seen (fencing); a node whose
+  handoff is refused because its sender re-routed learns that its branch is stale, discounts the
+  contributions it made on it and tells its own receiver (`fence`), down the chain. Every copy a node
+  saw stays in its ledger and its accounting; the result lists the contributions it contains
+  (`contributions_in_result`).
+Residual risk (documented in the README): if a node is slower than `custody_timeout_s` but alive,
+and the stale branch reaches the end before meeting a fenced node, two results can be released;
+every node reports the epoch of the result it received, and the job result shows the disagreement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from netdp_node.protocols.base import (
+    Action,
+    Drop,
+    Engine,
+    JobContext,
+    Keep,
+    Message,
+    Output,
+    Record,
+    Refused,
+    RefusalCode,
+    Send,
+    SetTimer,
+)
+from netdp_node.protocols.ring import clip_l2
+
+TOKEN = "token"
+HANDOFF = "handoff"
+FENCE = "fence"
+RELEASE = "release"
+WALK = "walk"
+_SEQ_MAX = 2**62
+
+
+def start_holder(ctx: JobContext) -> str:
+    """The participant that starts the walk: fixed by the public seed, known to everyone."""
+    return ctx.participants[ctx.public_seed % len(ctx.participants)]
+
+
+class CompleteGraphWalk(Engine):
+    """The walk and its custody; subclasses define the token and one contribution (`step`)."""
+
+    default_stop = "counter"
+
+    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
+                 contribute: bool = True) -> None:
+        super().__init__(ctx, data, rng, contribute)
+        p = ctx.params
+        self.ids = list(ctx.participants)
+        self.n = len(self.ids)
+        if ctx.me not in self.ids:
+            raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
+        self.T = int(p["T"])
+        self.cap = int(p.get("cap", 0))  # 0: no per-user cap
+        self.regime = str(p.get("regime", "edge-cap"))
+        self.edge_cap = int(p.get("edge_cap", 1))
+        self.stop = str(p.get("stop", self.default_stop))
+        self.custody_timeout = float(p.get("custody_timeout_s", 120.0))
+        # -- state (rebuilt from the ledger by restore) --
+        self.count = 0  # real contributions (with data)
+        self.noise_only = 0
+        self.holds = 0  # steps taken (times this node held the token)
+        self.edges: Counter[str] = Counter()  # real contributions adjacent to each peer
+        self.max_epoch = 0
+        self.discarded = 0  # real contributions on branches fenced off (not in the result)
+        self.gave_up: set[str] = set()  # peers this node re-routed away from
+        # copies this node keeps: key -> meta {to, epoch, seq, t, contrib, came_from, acked}
+        self.custody: dict[str, dict[str, Any]] = {}
+        self.copies: dict[str, np.ndarray] = {}
+        self.release_epoch = -1
+
+    # -- subclass interface --------------------------------------------------------------------
+    def initial_token(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        """One contribution: returns the new token and the public parameters of the step."""
+        raise NotImplementedError
+
+    def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        return tau, {}
+
+    # -- helpers -------------------------------------------------------------------------------
+    def token_shape(self) -> tuple[int, ...]:
+        return tuple(self.initial_token().shape)
+
+    def payload_shape(self, kind: str) -> tuple[int, ...] | None:
+        if kind in (TOKEN, RELEASE):
+            return self.token_shape()
+        return None
+
+    def expected_steps(self) -> int:
+        return max(1, round(self.T / self.n))
+
+    def progress(self) -> int:
+        return self.holds
+
+    def _may_contribute(self, sender: str | None, nxt: str) -> bool:
+        if not self.contribute or (self.cap and self.count >= self.cap):
+            return False
+        if self.regime == "edge-cap":
+            adjacent = {w for w in (sender, nxt) if w is not None and w != self.ctx.me}
+            return all(self.edges[w] < self.edge_cap for w in adjacent)
+        return True
+
+    def _new_seq(self) -> int:
+        return int(self.rng.integers(1, _SEQ_MAX))
+
+    @staticmethod
+    def _key(epoch: int, seq: int) -> str:
+        return f"custody:{epoch}:{seq}"
+
+    def _ends_after(self, t: int) -> bool:
+        if self.stop == "counter":
+            return t >= self.T
+        return bool(self.rng.random() < 1.0 / self.T)
+
+    # -- the walk --------------------------------------------------------------------------------
+    def _hold(self, tau: np.ndarray, t: int, epoch: int,
+              came_from: tuple[str, int, int] | None) -> list[Action]:
+        """This node holds the token (received from came_from=(sender, epoch, seq), or at start)."""
+        actions: list[Action] = []
+        sender = None if came_from is None else came_from[0]
+        contrib = 0
+        self.max_epoch = max(self.max_epoch, epoch)
+        while True:
+            nxt = self.ids[int(self.rng.integers(self.n))]
+            real = self._may_contribute(sender, nxt)
+            tau, params = self.step(tau, real)
+            self.holds += 1
+            t += 1
+            if real:
+                self.count += 1
+                contrib += 1
+                for w in {w for w in (sender, nxt) if w is not None and w != self.ctx.me}:
+                    self.edges[w] += 1
+            else:
+                self.noise_only += 1
+            params.update({"data": real, "epoch": epoch, "from": sender or "", "to": nxt})
+            if self.stop == "counter":
+                params["t"] = t
+            actions.append(Record("contribute" if real else "noise-only", params=params))
+            if self._ends_after(t):
+                return actions + self._release(tau, t, epoch, came_from)
+            if nxt != self.ctx.me:
+                return actions + self._forward(tau, t, epoch, nxt, came_from, contrib)
+            sender = self.ctx.me  # self-loop: hold it again
+
+    def _forward(self, tau: np.ndarray, t: int, epoch: int, to: str,
+                 came_from: tuple[str, int, int] | None, contrib: int) -> list[Action]:
+        seq = self._new_seq()
+        msg = Message(TOKEN, payload=tau, walk=WALK, epoch=epoch, seq=seq,
+                      round=t if self.stop == "counter" else 0)
+        key = self._key(epoch, seq)
+        meta = {"to": to, "epoch": epoch, "seq": seq, "t": t, "contrib": contrib,
+                "came_from": list(came_from) if came_from else None}
+        self.custody[key] = meta
+        self.copies[key] = tau
+        return [Keep(key, tau, meta), Send(to, msg), SetTimer(key, self.custody_timeout)]
+
+    def _handoff(self, came_from: Sequence[Any] | None) -> list[Action]:
+        if not came_from or came_from[0] == self.ctx.me:
+            return []
+        s, e, q = came_from
+        return [Send(str(s), Message(HANDOFF, walk=WALK, epoch=int(e), seq=int(q)))]
+
+    def _release(self, tau: np.ndarray, t: int, epoch: int,
+                 came_from: tuple[str, int, int] | None) -> list[Action]:
+        actions: list[Action] = [Record("release", params={"epoch": epoch, "steps": t})]
+        for v in self.ids:
+            if v != self.ctx.me:
+                actions.append(Send(v, Message(RELEASE, payload=tau, walk=WALK, epoch=epoch,
+                                               seq=1, round=t if self.stop == "counter" else 0)))
+        actions += self._handoff(came_from)
+        return actions + self._finish(tau, epoch, t)
+
+    def _finish(self, tau: np.ndarray, epoch: int, t: int) -> list[Action]:
+        self.done = True
+        self.release_epoch = epoch
+        actions: list[Action] = [Drop(k) for k in self.custody]
+        self.custody.clear()
+        self.copies.clear()
+        value, info = self.result_info(tau)
+        info.update({"epoch": epoch, "steps": t if self.stop == "counter" else None,
+                     "contributions_in_result": self.count - self.discarded,
+                     "noise_only_steps": self.noise_only, "gave_up_on": sorted(self.gave_up)})
+        return actions + [Output(value=value, info=info)]
+
+    def _reroute(self, key: str, why: str) -> list[Action]:
+        """The receiver of the copy under `key` never handed it on: continue from the copy."""
+        meta = self.custody.pop(key)
+        tau = self.copies.pop(key)
+        dead = str(meta["to"])
+        self.gave_up.add(dead)
+        epoch = max(self.max_epoch, int(meta["epoch"])) + 1
+        self.max_epoch = epoch
+        live = [v for v in self.ids if v not in self.gave_up] or [self.ctx.me]
+        nxt = live[int(self.rng.integers(len(live)))]
+        actions: list[Action] = [
+            Drop(key),
+            Record("reroute", peer=dead, params={"old_epoch": meta["epoch"], "epoch": epoch,
+                                                 "to": nxt, "reason": why[:300]}),
+            Send(dead, Message(FENCE, walk=WALK, epoch=int(meta["epoch"]), seq=int(meta["seq"]))),
+        ]
+        came_from = tuple(meta["came_from"]) if meta["came_from"] else None
+        if nxt == self.ctx.me:
+            return actions + self._hold(tau, int(meta["t"]), epoch, came_from)  # type: ignore[arg-type]
+        return actions + self._forward(tau, int(meta["t"]), epoch, nxt, came_from,  # type: ignore[arg-type]
+                                       int(meta["contrib"]))
+
+    def _fence_branch(self, came_from: tuple[str, int, int]) -> list[Action]:
+        """Our sender re-routed the token we got from it: our branch is stale."""
+        actions: list[Action] = []
+        for key, meta in list(self.custody.items()):
+            if meta["came_from"] and tuple(meta["came_from"]) == came_from:
+                self.discarded += int(meta["contrib"])
+                del self.custody[key]
+                self.copies.pop(key, None)
+                actions += [Drop(key),
+                            Record("fenced", peer=came_from[0],
+                                   params={"epoch": came_from[1], "discarded": meta["contrib"]}),
+                            Send(str(meta["to"]), Message(FENCE, walk=WALK, epoch=int(meta["epoch"]),
+                                                          seq=int(meta["seq"])))]
+        return actions
+
+    # -- entry points ------------------------------------------------------------------------------
+    def start(self) -> list[Action]:
+        if self.ctx.me != start_holder(self.ctx):
+            return []
+        return self._hold(self.initial_token(), 0, 0, None)
+
+    def on_message(self, sender: str, msg: Message) -> list[Action]:
+        if msg.walk != WALK:
+            raise Refused(RefusalCode.FAILED_PRECONDITION, f"unknown walk {msg.walk!r}")
+        if msg.kind == TOKEN:
+            return self._on_token(sender, msg)
+        if msg.kind == HANDOFF:
+            key = self._key(msg.epoch, msg.seq)
+            meta = self.custody.get(key)
+            if meta is None:
+                if self.done:
+                    return []  # the walk is over; nothing to keep
+                raise Refused(RefusalCode.FAILED_PRECONDITION,
+                              f"no token {msg.epoch}/{msg.seq} in custody here: it was re-routed "
+                              "(your branch of the walk is stale)")
+            if meta["to"] != sender:
+                raise Refused(RefusalCode.PERMISSION_DENIED,
+                              f"token {msg.epoch}/{msg.seq} was sent to {meta['to']}, not {sender}")
+            del self.custody[key]
+            self.copies.pop(key, None)
+            return [Drop(key)]
+        if msg.kind == FENCE:
+            return self._fence_branch((sender, msg.epoch, msg.seq))
+        if msg.kind == RELEASE:
+            if self.done:
+                if msg.epoch != self.release_epoch:
+                    return [Record("second-release", peer=sender,
+                                   params={"epoch": msg.epoch, "kept_epoch": self.release_epoch})]
+                return []
+            assert msg.payload is not None
+            tau = np.asarray(msg.payload, dtype=np.float64)
+            return [Record("observe-release", peer=sender, params={"epoch": msg.epoch})] + \
+                self._finish(tau, msg.epoch, msg.round)
+        raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
+
+    def _on_token(self, sender: str, msg: Message) -> list[Action]:
+        if self.done:
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"the walk already ended here (released at epoch {self.release_epoch})")
+        if msg.epoch < self.max_epoch:
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"stale token: epoch {msg.epoch} < {self.max_epoch} (the walk was "
+                          "re-routed)")
+        if msg.seq < 1:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, "token without a sequence number")
+        t = msg.round
+        if self.stop == "counter" and not 0 < t < self.T:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, f"hop counter {t} outside 1..{self.T - 1}")
+        assert msg.payload is not None
+        tau = self.check_token(np.asarray(msg.payload, dtype=np.float64))
+        return self._hold(tau, t, msg.epoch, (sender, msg.epoch, msg.seq))
+
+    def check_token(self, tau: np.ndarray) -> np.ndarray:
+        if not np.all(np.isfinite(tau)):
+            raise Refused(RefusalCode.INVALID_ARGUMENT, "token holds NaN or infinite values")
+        return tau
+
+    def on_timer(self, name: str) -> list[Action]:
+        meta = self.custody.get(name)
+        if meta is None or self.done:
+            return []
+        return self._reroute(name, f"no handoff from {meta['to']} within "
+                                   f"{self.custody_timeout:g}s")
+
+    def on_delivered(self, to: str, msg: Message) -> list[Action]:
+        if msg.kind != TOKEN:
+            return []
+        key = self._key(msg.epoch, msg.seq)
+        meta = self.custody.get(key)
+        if meta is None or meta.get("acked"):
+            return []
+        meta["acked"] = True
+        return self._handoff(meta["came_from"])
+
+    def on_undeliverable(self, to: str, msg: Message, code: str,
+                         detail: str) -> list[Action] | None:
+        if msg.kind == TOKEN:
+            key = self._key(msg.epoch, msg.seq)
+            if key not in self.custody or self.done:
+                return []
+            if "stale" in detail:  # fenced by the receiver: our branch is stale
+                meta = self.custody.pop(key)
+                self.copies.pop(key, None)
+                self.discarded += int(meta["contrib"])
+                return [Drop(key), Record("fenced", peer=to,
+                                          params={"epoch": msg.epoch,
+                                                  "discarded": meta["contrib"]})]
+            return self._reroute(key, f"{code}: {detail}")
+        if msg.kind == HANDOFF and "stale" in detail:
+            return self._fence_branch((to, msg.epoch, msg.seq))
+        return []  # a lost handoff/fence/release: the custody timer or the deadline covers it
+
+    def restore(self, entries: Sequence[Any],
+                kept: Mapping[str, tuple[np.ndarray, Mapping[str, Any]]]) -> list[Action] | None:
+        for e in entries:
+            if e.direction == "local" and e.event in ("contribute", "noise-only"):
+                self.holds += 1
+                self.max_epoch = max(self.max_epoch, int(e.params.get("epoch", 0)))
+                if e.event == "contribute":
+                    self.count += 1
+                    for w in {e.params.get("from"), e.params.get("to")} - {"", None, self.ctx.me}:
+                        self.edges[str(w)] += 1
+                else:
+                    self.noise_only += 1
+            elif e.direction == "local" and e.event == "reroute":
+                self.gave_up.add(e.peer)
+                self.max_epoch = max(self.max_epoch, int(e.params.get("epoch", 0)))
+            elif e.direction == "local" and e.event == "fenced":
+                self.discarded += int(e.params.get("discarded", 0))
+            elif e.direction == "received":
+                self.max_epoch = max(self.max_epoch, e.epoch)
+        actions: list[Action] = []
+        for key, (payload, meta) in kept.items():
+            self.custody[key] = dict(meta)
+            self.copies[key] = payload
+            msg = Message(TOKEN, payload=payload, walk=WALK, epoch=int(meta["epoch"]),
+                          seq=int(meta["seq"]),
+                          round=int(meta["t"]) if self.stop == "counter" else 0)
+            actions += [Send(str(meta["to"]), msg), SetTimer(key, self.custody_timeout)]
+        actions.append(Record("resume", params={"copies": len(kept), "holds": self.holds}))
+        return actions
+
+
+# -- Algorithm 3: sum ------------------------------------------------------------------------------
+class WalkSum(CompleteGraphWalk):
+    """Algorithm 3 (spec §2.4): τ ← τ + x_u + N(0, σ²I), x clipped to L2 norm `clip` (Δ = 2·clip)."""
+
+    algorithm = "walk-sum"
+
+    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
+                 contribute: bool = True) -> None:
+        super().__init__(ctx, data, rng, contribute)
+        p = ctx.params
+        self.dim = int(p.get("dim", 1))
+        self.sigma = float(p["sigma"])
+        self.clip = float(p["clip"])
+        if data is None or not contribute:
+            self.x = np.zeros(self.dim)
+            self.contribute = False
+        else:
+            x = np.asarray(data, dtype=np.float64).reshape(-1)
+            if x.shape != (self.dim,):
+                raise ValueError(f"data has shape {x.shape}, the job expects ({self.dim},)")
+            self.x = clip_l2(x, self.clip)
+
+    def initial_token(self) -> np.ndarray:
+        return np.zeros(self.dim)
+
+    def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        noise = self.rng.normal(0.0, self.sigma, size=self.dim)
+        out = tau + noise + (self.x if real else 0.0)
+        return out, {"mechanism": "gaussian", "sigma": self.sigma,
+                     "sensitivity": 2.0 * self.clip}
+
+    def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        return tau, {"token": tau.tolist()}
+
+
+# -- Algorithm 5: histogram -------------------------------------------------------------------------
+class WalkHistogram(CompleteGraphWalk):
+    """Algorithm 5 (spec §2.5): the holder adds one L-ary randomized response RR_γ(x_u) to the
+    count vector. Past the cap (or without data) it adds a uniformly random report (RR with γ = 1),
+    which the debiasing treats as noise (spec §6 items 4 and 14)."""
+
+    algorithm = "walk-histogram"
+
+    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
+                 contribute: bool = True) -> None:
+        super().__init__(ctx, data, rng, contribute)
+        p = ctx.params
+        self.L = int(p["bins"])
+        self.gamma = float(p["gamma"])
+        self.value = 0
+        if data is None or not contribute:
+            self.contribute = False
+        else:
+            v = np.asarray(data, dtype=np.float64).reshape(-1)
+            if v.size != 1 or v[0] != int(v[0]) or not 0 <= v[0] < self.L:
+                raise ValueError(f"histogram data must be one integer category in 0..{self.L - 1}")
+            self.value = int(v[0])
+
+    def initial_token(self) -> np.ndarray:
+        return np.zeros(self.L)
+
+    def check_token(self, tau: np.ndarray) -> np.ndarray:
+        tau = super().check_token(tau)
+        if np.any(tau < 0) or np.any(tau != np.round(tau)):
+            raise Refused(RefusalCode.INVALID_ARGUMENT, "a histogram token holds counts only")
+        return tau
+
+    def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        if real and self.rng.random() >= self.gamma:
+            y = self.value
+        else:
+            y = int(self.rng.integers(self.L))
+        out = tau.copy()
+        out[y] += 1.0
+        return out, {"mechanism": "randomized-response", "gamma": self.gamma if real else 1.0,
+                     "bins": self.L}
+
+    def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        reports = float(tau.sum())
+        # spec §2.5 / §6 item 14: counts, not frequencies (erratum E5); noise-only reports are
+        # uniform and counted in `reports`, so they are part of the γ·N/L term only approximately.
+        est = (tau - self.gamma * reports / self.L) / (1.0 - self.gamma)
+        return est, {"counts": tau.tolist(), "reports": reports}
+
+
+# -- Algorithm 4: SGD -------------------------------------------------------------------------------
+def logistic_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Gradient of (1/m) Σ ln(1 + exp(−y wᵀx)) (labels ±1)."""
+    margins = y * (X @ w)
+    coef = -y / (1.0 + np.exp(np.clip(margins, -500, 500)))
+    return (X * coef[:, None]).mean(axis=0)
+
+
+def logistic_accuracy(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+    return float(np.mean(np.where(X @ w >= 0, 1.0, -1.0) == y))
+
+
+class WalkSgd(CompleteGraphWalk):
+    """Algorithm 4 (spec §2.6, §6 item 5): the token is the model w ∈ R^d; the holder computes the
+    gradient of its full local logistic loss, clips it to norm L (user-level sensitivity 2L), adds
+    N(0, σ²I) and steps: w ← w − η(g + Z) (W = R^d, no projection, no clipping after the noise).
+    Past the cap: w ← w − ηZ. Node data: rows of d features then a ±1 (or 0/1) label, flattened."""
+
+    algorithm = "walk-sgd"
+    default_stop = "geometric"
+
+    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
+                 contribute: bool = True) -> None:
+        super().__init__(ctx, data, rng, contribute)
+        p = ctx.params
+        self.dim = int(p["dim"])
+        self.sigma = float(p["sigma"])
+        self.L = float(p["lipschitz"])
+        self.eta = float(p["eta"])
+        if data is None or not contribute:
+            self.contribute = False
+            self.X = np.zeros((0, self.dim))
+            self.y = np.zeros(0)
+        else:
+            flat = np.asarray(data, dtype=np.float64).reshape(-1)
+            if flat.size % (self.dim + 1):
+                raise ValueError(f"SGD data must be rows of {self.dim} features and a label; got "
+                                 f"{flat.size} numbers")
+            rows = flat.reshape(-1, self.dim + 1)
+            self.X = rows[:, :-1]
+            self.y = np.where(rows[:, -1] > 0, 1.0, -1.0)
+
+    def initial_token(self) -> np.ndarray:
+        return np.zeros(self.dim)
+
+    def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        noise = self.rng.normal(0.0, self.sigma, size=self.dim)
+        g = clip_l2(logistic_gradient(tau, self.X, self.y), self.L) if real else 0.0
+        return tau - self.eta * (g + noise), {"mechanism": "gaussian", "sigma": self.sigma,
+                                              "sensitivity": 2.0 * self.L}
+
+    def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        info: dict[str, Any] = {"model": tau.tolist()}
+        if len(self.y):
+            info["local_accuracy"] = logistic_accuracy(tau, self.X, self.y)
+        return tau, info
+
+
+def _finite(name: str, v: Any) -> float:
+    x = float(v)
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be a finite number")
+    return x
+
+
+# -- job parameters ---------------------------------------------------------------------------------
+_COMMON = {"T", "epsilon", "delta", "delta_prime", "delta_hat", "cap", "regime", "edge_cap",
+           "colluders", "stop", "custody_timeout_s"}
+_SPECIFIC = {"walk-sum": {"dim", "clip"}, "walk-histogram": {"bins"},
+             "walk-sgd": {"dim", "lipschitz", "eta"}}
+_COMPUTED = {"sigma", "epsilon0", "gamma", "sensitivity"}
+
+
+def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """Validate a walk job's public parameters, fill defaults and calibrate the noise
+    (`walk_accountant.calibrate`) so that every node's network loss towards every peer is at most
+    `epsilon` (per job, δ-terms as in spec §6 item 13).
+
+    Common: T (walk length; mean length with stop=geometric) default 10·n; epsilon (target, default
+    1.0 sum/histogram, 10 SGD); delta (per contribution / conversion) 1e-6; delta_prime, delta_hat
+    1e-6; cap (per-user contributions, 0 = none; SGD default ⌈1.2·T/n⌉, spec §2.7); regime
+    "edge-cap" (spec §2.8, with edge_cap B, default 2) or "lemma2" (App. G); colluders c (spec
+    §2.9), default 1; stop "counter" (sum, histogram) or "geometric" (SGD default);
+    custody_timeout_s, default 120. walk-sum: dim, clip (L2 bound, Δ = 2·clip). walk-histogram:
+    bins (L ≥ 2). walk-sgd: dim, lipschitz (gradient clip L), eta (step size)."""
+    from netdp_node.privacy.walk_accountant import calibrate
+
+    known = _COMMON | _SPECIFIC[algorithm]
+    unknown = set(params) - known - _COMPUTED
+    if unknown:
+        raise ValueError(f"unknown {algorithm} parameter(s) {sorted(unknown)}; known: "
+                         f"{sorted(known)}")
+    if n < 3:
+        raise ValueError(f"a walk needs at least 3 participants, got {n}")
+    sgd = algorithm == "walk-sgd"
+    T = int(params.get("T", 10 * n))
+    out: dict[str, Any] = {
+        "T": T,
+        "epsilon": _finite("epsilon", params.get("epsilon", 10.0 if sgd else 1.0)),
+        "delta": _finite("delta", params.get("delta", 1e-6)),
+        "delta_prime": _finite("delta_prime", params.get("delta_prime", 1e-6)),
+        "delta_hat": _finite("delta_hat", params.get("delta_hat", 1e-6)),
+        "cap": int(params.get("cap", math.ceil(1.2 * T / n) if sgd else 0)),
+        "regime": str(params.get("regime", "edge-cap")),
+        "edge_cap": int(params.get("edge_cap", 2)),
+        "colluders": int(params.get("colluders", 1)),
+        "stop": str(params.get("stop", "geometric" if sgd else "counter")),
+        "custody_timeout_s": _finite("custody_timeout_s", params.get("custody_timeout_s", 120.0)),
+    }
+    if not 1 <= T <= 10**8:
+        raise ValueError("T must be between 1 and 10^8")
+    if out["epsilon"] <= 0:
+        raise ValueError("epsilon must be positive")
+    for k in ("delta", "delta_prime", "delta_hat"):
+        if not 0 < out[k] < 1:
+            raise ValueError(f"{k} must be in (0, 1)")
+    if sgd and not out["delta"] < 0.5:
+        raise ValueError("walk-sgd needs delta < 1/2 (Theorem 4)")
+    if out["cap"] < 0 or out["edge_cap"] < 0:
+        raise ValueError("cap and edge_cap must be >= 0")
+    if out["regime"] not in ("edge-cap", "lemma2"):
+        raise ValueError("regime must be 'edge-cap' (spec §2.8) or 'lemma2' (App. G)")
+    if out["stop"] not in ("counter", "geometric"):
+        raise ValueError("stop must be 'counter' or 'geometric'")
+    if sgd and out["stop"] == "counter":
+        raise ValueError("walk-sgd cannot carry a hop counter (spec §6 item 10, ambiguity A3): "
+                         "use stop=geometric")
+    if not 1 <= out["colluders"] < n:
+        raise ValueError(f"colluders must be between 1 and n - 1 = {n - 1}")
+    if out["custody_timeout_s"] <= 0:
+        raise ValueError("custody_timeout_s must be positive")
+    if algorithm == "walk-sum":
+        out["dim"] = int(params.get("dim", 1))
+        out["clip"] = _finite("clip", params.get("clip", 1.0))
+        if not 1 <= out["dim"] <= 1 << 20 or not out["clip"] > 0:
+            raise ValueError("dim must be in 1..2^20 and clip positive")
+        if out["epsilon"] and out["delta"] >= 1:
+            raise ValueError("delta must be < 1")
+    elif algorithm == "walk-histogram":
+        out["bins"] = int(params.get("bins", 4))
+        if not 2 <= out["bins"] <= 1 << 16:
+            raise ValueError("bins must be in 2..65536")
+    else:
+        out["dim"] = int(params.get("dim", 9))
+        out["lipschitz"] = _finite("lipschitz", params.get("lipschitz", 1.0))
+        out["eta"] = _finite("eta", params.get("eta", 0.05))
+        if not 1 <= out["dim"] <= 1 << 16 or out["lipschitz"] <= 0 or out["eta"] <= 0:
+            raise ValueError("dim must be in 1..65536, lipschitz and eta positive")
+    return calibrate(algorithm, out, n)
