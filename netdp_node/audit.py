@@ -129,3 +129,13 @@ def audit(dirs: Sequence[str | Path], delta: float = 1e-5) -> dict[str, Any]:
         "ok": all(c.ok for c in checks),
         "checks": [{"name": c.name, "ok": c.ok, "details": c.details} for c in checks],
     }
+
+
+def audit_trace(path: str | Path, *, paper_compatible: bool = False) -> dict[str, Any]:
+    """The walk-conditional audit (network-dp.md §4, Fig. 1(b)) of a simulated walk's trace: the
+    loss of every ordered pair (observer, protected) given the whole walk. Global knowledge."""
+    from netdp_node.simulate import read_trace, walk_audit_dict
+
+    header, holders = read_trace(path)
+    return walk_audit_dict(holders, int(header["n"]), header["algorithm"], header["params"],
+                           paper_compatible)

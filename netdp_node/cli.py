@@ -8,6 +8,7 @@
     netdp privacy report            what a node's ledger says it has spent, towards every node
     netdp compose                   generate a docker-compose.yml (certificates, bootstrap, nodes)
     netdp audit                     invariants over several nodes' ledgers (global knowledge)
+    netdp simulate                  the same engines for thousands of nodes in one process
 
 Exit codes: 0 success; 1 runtime failure (a job failed, a peer refused); 2 usage or configuration
 error; 3 certificate / security error; 4 ledger error; 5 timeout; 70 crash injected by --fault-crash-*; 130 interrupted (Ctrl-C).
@@ -282,8 +283,18 @@ def cmd_compose(a: argparse.Namespace) -> int:
 
 
 def cmd_audit(a: argparse.Namespace) -> int:
-    from netdp_node.audit import audit
+    from netdp_node.audit import audit, audit_trace
 
+    if not a.ledger and not a.trace:
+        raise ConfigError("give --ledger DIR (repeat) and/or --trace FILE")
+    if a.trace:
+        trep = audit_trace(a.trace, paper_compatible=a.paper_compatible)
+        if a.json and not a.ledger:
+            print(json.dumps(trep, indent=2))
+            return EXIT_OK
+        print(render_walk_audit(trep))
+        if not a.ledger:
+            return EXIT_OK
     rep = audit(a.ledger, delta=a.delta)
     if a.json:
         print(json.dumps(rep, indent=2))
@@ -294,6 +305,25 @@ def cmd_audit(a: argparse.Namespace) -> int:
             for d in c["details"]:
                 print(f"         {d}")
     return EXIT_OK if rep["ok"] else EXIT_FAIL
+
+
+def render_walk_audit(r: dict[str, Any]) -> str:
+    return "\n".join([
+        f"walk-conditional audit of a {r['algorithm']} walk: n={r['n']}, T={r['T']} "
+        f"({'paper-compatible' if r['paper_compatible'] else 'default: quirk (ii) fixed'}; "
+        f"{r['note']})",
+        f"  ε0={r['epsilon0']:.4g} per contribution, δ={r['delta']:g}",
+        f"  network DP over all ordered pairs: mean ε={r['ndp_mean']:.4g}, min {r['ndp_min']:.4g}, "
+        f"max {r['ndp_max']:.4g}",
+        f"  local DP of the same contributions: mean ε={r['ldp_mean']:.4g}, min "
+        f"{r['ldp_min']:.4g}, max {r['ldp_max']:.4g}",
+    ])
+
+
+def cmd_simulate(a: argparse.Namespace) -> int:
+    from netdp_node.simulate import run_simulation
+
+    return run_simulation(a)
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
@@ -470,10 +500,40 @@ def build_parser() -> argparse.ArgumentParser:
 
     au = sub.add_parser("audit", help="invariants over the merged ledgers of several nodes "
                         "(uses global knowledge)")
-    au.add_argument("--ledger", action="append", required=True, help="a ledger directory (repeat)")
+    au.add_argument("--ledger", action="append", default=[],
+                    help="a ledger directory (repeat)")
+    au.add_argument("--trace", help="a walk trace written by `netdp simulate --trace`: run the "
+                    "walk-conditional audit (network-dp.md §4) over every ordered pair")
+    au.add_argument("--paper-compatible", action="store_true",
+                    help="with --trace: reproduce the authors' code exactly (spec §4.2 quirks)")
     au.add_argument("--delta", type=float, default=1e-5)
     au.add_argument("--json", action="store_true")
     au.set_defaults(fn=cmd_audit)
+
+    si = sub.add_parser(
+        "simulate", help="run a job's engines for many nodes in one process (virtual time)",
+        description="Run the same protocol engines the daemons run, for up to thousands of nodes "
+        "in one process: in-memory delivery, virtual time, one seeded generator per node. Prints "
+        "the result, the privacy every node's accountant reports from its simulated ledger (or, "
+        "with --audit, the walk-conditional audit of every ordered pair).")
+    si.add_argument("--algorithm", default="walk-sum",
+                    help="walk-sum, walk-histogram, walk-sgd or ring-sum (default walk-sum)")
+    si.add_argument("--nodes", type=int, default=256, help="number of nodes (default 256)")
+    si.add_argument("--param", action="append", type=_param, metavar="KEY=VALUE",
+                    help="algorithm parameter (repeat), e.g. T=20000 epsilon=1")
+    si.add_argument("--seed", type=int, default=0, help="seed of data, noise and walk (default 0)")
+    si.add_argument("--points", type=int, default=8, help="data points per node (walk-sgd)")
+    si.add_argument("--data-dir", help="where cal_housing.data is (walk-sgd; default "
+                    "$NETDP_DATA_DIR, then ../shared/data; synthetic data if absent)")
+    si.add_argument("--record", choices=("full", "walk"), default=None,
+                    help="keep every node's view (full, default for n <= 512) or only the walk")
+    si.add_argument("--trace", help="write the walk (JSON lines) for `netdp audit --trace`")
+    si.add_argument("--ledgers", help="write one real ledger per node under this directory")
+    si.add_argument("--audit", action="store_true",
+                    help="run the walk-conditional audit of every ordered pair (global knowledge)")
+    si.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    si.add_argument("--quiet", action="store_true", help="no progress bar")
+    si.set_defaults(fn=cmd_simulate)
 
     pr = sub.add_parser("privacy", help="privacy reports")
     prs = pr.add_subparsers(dest="privacy_cmd", required=True, metavar="PRIVACY_COMMAND")

@@ -20,6 +20,8 @@ are in `network_dp_walk` (network-dp.md §3). What a node's report uses:
 from __future__ import annotations
 
 import math
+
+import numpy as np
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -213,9 +215,27 @@ def sgd_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLo
     orders, values, label = sgd_network_rdp(params, n, n_u)
     delta = float(params["delta"])
     extra = float(params["delta_hat"]) if label == "lemma2" else 0.0
-    eps, _ = rdp_to_dp(orders, values, delta)
-    return PrivacyLoss(eps, min(1.0, delta + extra), f"lemma1-rdp+{label}, counts=ledger",
+    eps = _linear_rdp_to_dp(values[0] / orders[0],
+                            sgd_alpha_max(float(params["sigma"]) / float(params["lipschitz"])),
+                            delta)
+    visible = ", counter-visible (A3)" if params.get("stop") == "counter" else ""
+    return PrivacyLoss(eps, min(1.0, delta + extra),
+                       f"lemma1-rdp+{label}, counts=ledger{visible}",
                        None if extra else (orders, values))
+
+
+def _linear_rdp_to_dp(slope: float, alpha_max: float, delta: float) -> float:
+    """ε of an (α, slope·α)-RDP guarantee valid for 1 < α ≤ alpha_max, at δ: the conversion of
+    `rdp_to_dp` (Balle et al. 2020) minimised over a fine grid of α up to alpha_max itself (a
+    coarse grid of orders would make the result jump as α_max moves, and calibration by
+    bisection needs it monotone in σ)."""
+    hi = max(alpha_max, 1.0 + 1e-6)
+    alphas = np.concatenate([1.0 + np.geomspace(1e-3, hi - 1.0, 4000), [hi]])
+    alphas = alphas[(alphas > 1.0) & (alphas <= hi)]
+    rdp = slope * alphas
+    eps = rdp + np.log1p(-1.0 / alphas) - (math.log(delta) + np.log(alphas)) / (alphas - 1.0)
+    eps = np.where(delta**2 + np.expm1(-rdp) > 0.0, 0.0, eps)
+    return float(max(0.0, eps.min()))
 
 
 def _sgd_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
@@ -253,32 +273,42 @@ def _bisect_largest(ok: Callable[[float], bool], lo: float, hi: float, iters: in
 
 
 def calibrate(algorithm: str, params: dict[str, Any], n: int) -> dict[str, Any]:
-    """Fill the noise parameters so that the network loss towards every peer, for a node making
-    `prospective_count` contributions, is at most params["epsilon"] (spec §3.7 calibration).
+    """Fill the noise parameters so that the loss a node's report will show towards every peer (the
+    better of the network and local-DP bounds) for a node making `prospective_count`
+    contributions is at most params["epsilon"] (spec §3.7 calibration).
     walk-sum: ε0 and σ = 2·clip·sqrt(2 ln(1.25/δ))/ε0; walk-histogram: ε0 and γ = L/(e^ε0 + L − 1);
     walk-sgd: σ = (σ/L)·L."""
     target = float(params["epsilon"])
-    count = prospective_count(params, n)
+    spec = {"participants": [str(i) for i in range(n)], "params": params}
     out = dict(params)
+
+    def worst(p: dict[str, Any]) -> float:
+        # what a node's report will show: the better of the network and local-DP bounds
+        return max(l.epsilon for l in PROSPECTIVE[algorithm]({**spec, "params": p}, "0").values())
+
     if algorithm == "walk-sum":
-        def ok_sum(e0: float) -> bool:
-            return sum_network_loss({**params, "epsilon0": e0}, n, count).epsilon <= target
-        e0 = _bisect_largest(ok_sum, 1e-9, 1.0 - 1e-9)
-        out["epsilon0"] = e0
-        out["sensitivity"] = 2.0 * float(params["clip"])
-        out["sigma"] = gaussian_sigma(e0, params["delta"], out["sensitivity"])
+        sens = 2.0 * float(params["clip"])
+
+        def with_e0(e0: float) -> dict[str, Any]:
+            return {**params, "epsilon0": e0, "sensitivity": sens,
+                    "sigma": gaussian_sigma(e0, params["delta"], sens)}
+        out = with_e0(_bisect_largest(lambda e0: worst(with_e0(e0)) <= target, 1e-9, 1 - 1e-9))
     elif algorithm == "walk-histogram":
-        def ok_hist(e0: float) -> bool:
-            return histogram_network_loss({**params, "epsilon0": e0}, n, count).epsilon <= target
-        e0 = _bisect_largest(ok_hist, 1e-9, 5.0)
+        e0 = _bisect_largest(lambda e: worst({**params, "epsilon0": e}) <= target, 1e-9, 5.0)
         out["epsilon0"] = e0
         out["gamma"] = rr_gamma(int(params["bins"]), e0)
     elif algorithm == "walk-sgd":
         lip = float(params["lipschitz"])
-
-        def ok_sgd(inv_s: float) -> bool:  # monotone in 1/s = L/σ
-            return sgd_network_loss({**params, "sigma": lip / inv_s}, n, count).epsilon <= target
-        out["sigma"] = lip / _bisect_largest(ok_sgd, 1e-6, 10.0)
+        # monotone in 1/s = L/σ
+        inv = _bisect_largest(lambda i: worst({**params, "sigma": lip / i}) <= target, 1e-6, 10.0)
+        out["sigma"] = lip / inv
     else:
         raise ValueError(f"no calibration for {algorithm!r}")
     return out
+
+
+PROSPECTIVE: dict[str, Callable[[Mapping[str, Any], str], dict[str, PrivacyLoss]]] = {
+    "walk-sum": sum_prospective,
+    "walk-histogram": histogram_prospective,
+    "walk-sgd": sgd_prospective,
+}

@@ -564,7 +564,9 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
     1.0 sum/histogram, 10 SGD); delta (per contribution / conversion) 1e-6; delta_prime, delta_hat
     1e-6; cap (per-user contributions, 0 = none; SGD default ⌈1.2·T/n⌉, spec §2.7); regime
     "edge-cap" (spec §2.8, with edge_cap B, default 2) or "lemma2" (App. G); colluders c (spec
-    §2.9), default 1; stop "counter" (sum, histogram) or "geometric" (SGD default);
+    §2.9), default 1; stop "counter" (sum, histogram) or "geometric" (SGD default; with
+    stop=counter an SGD token carries t, which Theorem 4's proof does not discuss (spec §6 item 10,
+    ambiguity A3): the report labels it "counter-visible");
     custody_timeout_s, default 120. walk-sum: dim, clip (L2 bound, Δ = 2·clip). walk-histogram:
     bins (L ≥ 2). walk-sgd: dim, lipschitz (gradient clip L), eta (step size)."""
     from netdp_node.privacy.walk_accountant import calibrate
@@ -606,9 +608,6 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
         raise ValueError("regime must be 'edge-cap' (spec §2.8) or 'lemma2' (App. G)")
     if out["stop"] not in ("counter", "geometric"):
         raise ValueError("stop must be 'counter' or 'geometric'")
-    if sgd and out["stop"] == "counter":
-        raise ValueError("walk-sgd cannot carry a hop counter (spec §6 item 10, ambiguity A3): "
-                         "use stop=geometric")
     if not 1 <= out["colluders"] < n:
         raise ValueError(f"colluders must be between 1 and n - 1 = {n - 1}")
     if out["custody_timeout_s"] <= 0:
