@@ -339,14 +339,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"netdp {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
-    d = sub.add_parser("demo", help="run a private ring sum on loopback processes and report",
+    d = sub.add_parser("demo", help="run a private job on loopback processes and report",
                        description="Create a throwaway CA, start a bootstrap and N node daemons as "
-                       "separate processes on 127.0.0.1, run a private ring summation, print the "
-                       "estimate, the truth and every node's privacy report, then stop them all.")
+                       "separate processes on 127.0.0.1, run a private job (a ring sum by "
+                       "default; --algorithm walk-sum, walk-histogram or walk-sgd), print the "
+                       "result beside the truth or the baselines and every node's privacy report, "
+                       "then stop them all.")
+    d.add_argument("--algorithm", default="ring-sum",
+                   help="ring-sum (default), walk-sum, walk-histogram or walk-sgd")
     d.add_argument("--nodes", type=int, default=8, help="number of node processes (3..64, default 8)")
-    d.add_argument("--rounds", type=int, default=10, help="rounds K of the token (default 10)")
-    d.add_argument("--epsilon", type=float, default=0.5,
-                   help="per-window ε of the Gaussian noise, in (0,1) (default 0.5)")
+    d.add_argument("--rounds", type=int, default=10, help="ring-sum: rounds K of the token "
+                   "(default 10)")
+    d.add_argument("--steps", type=int, default=0, help="walks: steps T of the token (default 10 "
+                   "per node, 25 for walk-sgd)")
+    d.add_argument("--epsilon", type=float, default=None,
+                   help="ring-sum: per-window ε of the Gaussian noise, in (0,1) (default 0.5); "
+                   "walks: the ε each node may lose towards any other (default 1, 10 for walk-sgd)")
+    d.add_argument("--bins", type=int, default=4, help="walk-histogram: number of categories")
+    d.add_argument("--points", type=int, default=8, help="walk-sgd: data points per node")
+    d.add_argument("--data-dir", help="walk-sgd: where cal_housing.data is (default "
+                   "$NETDP_DATA_DIR, then ../shared/data; synthetic data if absent)")
     d.add_argument("--delta", type=float, default=1e-6, help="per-window δ (default 1e-6)")
     d.add_argument("--clip", type=_positive, default=1.0,
                    help="values are clipped to this absolute bound (default 1)")
@@ -477,7 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
         jp.add_argument("--bootstrap", required=True, type=_addr)
         jp.add_argument("--certs", required=True, help="operator identity folder")
         if name == "submit":
-            jp.add_argument("--algorithm", default="ring-sum")
+            jp.add_argument("--algorithm", default="ring-sum",
+                            help="ring-sum (default), walk-sum, walk-histogram or walk-sgd")
             jp.add_argument("--param", action="append", type=_param, metavar="KEY=VALUE",
                             help="algorithm parameter (repeat), e.g. rounds=10 epsilon=0.5")
             jp.add_argument("--participants", help="comma-separated ids (default: all registered)")

@@ -59,7 +59,7 @@ def data_dirs(flag: str | None = None) -> list[Path]:
 def find_housing(flag: str | None = None) -> Path | None:
     for d in data_dirs(flag):
         if (d / HOUSING_FILE).is_file():
-            return d / HOUSING_FILE
+            return (d / HOUSING_FILE).resolve()
     return None
 
 

@@ -1,8 +1,9 @@
-"""`netdp demo`: a bootstrap and N node daemons on loopback run a private ring sum end to end.
+"""`netdp demo`: a bootstrap and N node daemons on loopback run a private job end to end.
 
-Prints progress on stderr, then the estimate against the truth, the noise std of netdp against what
-local DP would need for the same guarantee, and every node's privacy report read from its own
-ledger. With --json, one JSON object on stdout (keys in the README). Every process it started is
+`--algorithm ring-sum` (default), `walk-sum`, `walk-histogram` or `walk-sgd`. Prints progress on
+stderr, then the result against the truth (sums, histograms) or the test accuracy beside the
+local-DP and central-DP baselines (SGD), the noise netdp needed against local DP for the same
+guarantee, and every node's privacy report read from its own ledger. With --json, one JSON object on stdout (keys in the README). Every process it started is
 stopped on success, on error and on Ctrl-C.
 """
 
@@ -16,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -59,19 +61,75 @@ def _bar(done: int, total: int, width: int = 30) -> str:
     return "[" + "#" * int(frac * width) + "." * (width - int(frac * width)) + f"] {done}/{total}"
 
 
-async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray) -> dict[str, Any]:
-    t0 = time.monotonic()
-    data_files = {}
-    for nid, v in zip(cluster.ids, values):
+ALGORITHMS = ("ring-sum", "walk-sum", "walk-histogram", "walk-sgd")
+
+
+@dataclass
+class DemoData:
+    """What each node gets as --data, and what the demo needs to judge the result."""
+
+    files: dict[str, Path]
+    values: dict[str, np.ndarray]
+    split: Any = None  # walk-sgd: the train/test split (test accuracy, baselines)
+
+
+def _write_data(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray | None) -> DemoData:
+    out: dict[str, np.ndarray] = {}
+    split = None
+    rng = np.random.default_rng(a.seed)
+    if a.algorithm == "walk-sgd":
+        from netdp_node.datasets import find_housing, load_housing, synthetic
+
+        split = (load_housing(a.data_dir) if find_housing(a.data_dir) is not None
+                 else synthetic(int(cluster.n * a.points / 0.8) + 50, a.seed or 0))
+        out = dict(zip(cluster.ids, split.per_user(cluster.n, a.points)))
+    elif a.algorithm == "walk-histogram":
+        cats = values if values is not None else rng.integers(0, a.bins, size=cluster.n)
+        out = {nid: np.array([float(c)]) for nid, c in zip(cluster.ids, cats)}
+    else:
+        vals = values if values is not None else rng.uniform(0.0, a.clip, size=cluster.n)
+        out = {nid: np.array([float(v)]) for nid, v in zip(cluster.ids, vals)}
+    files = {}
+    for nid, v in out.items():
         f = cluster.workdir / "data" / f"{nid}.txt"
         f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(f"{float(v)!r}\n")
-        data_files[nid] = f
+        f.write_text(" ".join(repr(float(x)) for x in v) + "\n")
+        files[nid] = f
+    return DemoData(files, out, split)
+
+
+def _job_params(a: argparse.Namespace, n: int) -> tuple[dict[str, Any], str]:
+    if a.algorithm == "ring-sum":
+        eps = 0.5 if a.epsilon is None else a.epsilon
+        return ({"rounds": a.rounds, "epsilon": eps, "delta": a.delta, "clip": a.clip,
+                 "delta_prime": a.delta},
+                f"ring sum, K={a.rounds} rounds, per-window ε={eps}, δ={a.delta}")
+    T = a.steps or (25 * n if a.algorithm == "walk-sgd" else 10 * n)
+    params: dict[str, Any] = {"T": T, "delta": a.delta, "custody_timeout_s": 60.0}
+    if a.epsilon is not None:
+        params["epsilon"] = a.epsilon
+    if a.algorithm == "walk-sum":
+        params["clip"] = a.clip
+    elif a.algorithm == "walk-histogram":
+        params["bins"] = a.bins
+    else:
+        params.update({"dim": 9, "lipschitz": 1.0, "eta": 0.1})
+    from netdp_node.protocols import get_algorithm
+
+    full = get_algorithm(a.algorithm).prepare(dict(params), n)
+    return params, (f"{a.algorithm} on the complete graph, T={T} steps, target ε={full['epsilon']:g} "
+                    f"per peer, δ={a.delta}, {full['regime']} regime")
+
+
+async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray | None
+               ) -> dict[str, Any]:
+    t0 = time.monotonic()
+    data = _write_data(a, cluster, values)
     extra = {nid: ["--seed", str(a.seed * 1000 + i)] for i, nid in enumerate(cluster.ids)} \
         if a.seed is not None else None
     _say(f"starting a bootstrap and {cluster.n} node processes on 127.0.0.1 "
          f"(work directory {cluster.workdir})")
-    cluster.start(data=data_files, extra=extra, timeout=a.timeout)
+    cluster.start(data=data.files, extra=extra, timeout=a.timeout)
     await cluster.wait_registered(cluster.ids, timeout=a.timeout)
     _say(f"{cluster.n} nodes registered with the bootstrap at {cluster.bootstrap_address}")
     startup = time.monotonic() - t0
@@ -79,11 +137,10 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray)
     op = cluster.operator
     channels = {nid: secure_channel(cluster.procs[nid].address, op) for nid in cluster.ids}
     try:
-        params = {"rounds": a.rounds, "epsilon": a.epsilon, "delta": a.delta, "clip": a.clip,
-                  "delta_prime": a.delta}
-        job = await client.submit("ring-sum", params, participants=cluster.ids)
-        _say(f"submitted job {job.job_id}: ring sum, K={a.rounds} rounds, per-window "
-             f"ε={a.epsilon}, δ={a.delta}")
+        params, what = _job_params(a, cluster.n)
+        job = await client.submit(a.algorithm, params, participants=cluster.ids,
+                                  seed=a.seed or 0)
+        _say(f"submitted job {job.job_id}: {what}")
         t_job = time.monotonic()
         deadline = t0 + a.timeout
         last = ""
@@ -108,11 +165,6 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray)
     if summary["state"] != "done":
         raise RuntimeError("the job did not complete:\n" + render_result(summary))
     spec_params = json.loads(job.params_json)
-    util = ring_sum_utility({"participants": summary["participants"], "params": spec_params})
-    contributors = set(summary["contributors"])
-    clipped = {nid: float(np.clip(v, -a.clip, a.clip)) for nid, v in zip(cluster.ids, values)}
-    truth = sum(clipped[n] for n in cluster.ids if n in contributors)
-    estimate = float(summary["value"][0])
     privacy = []
     for nid in cluster.ids:
         rep = ledger_report(cluster.ledger(nid), delta_target=1e-5, job_id=job.job_id)
@@ -120,57 +172,152 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray)
         privacy.append({"node": nid, "epsilon": j["epsilon"], "delta": j["delta"],
                         "contributed": j["contributed"], "contributions": j["contributions"],
                         "peers": j["peers"]})
-    return {
-        "algorithm": "ring-sum",
+    res: dict[str, Any] = {
+        "algorithm": a.algorithm,
         "job_id": job.job_id,
         "nodes": cluster.n,
-        "rounds": a.rounds,
-        "epsilon_per_window": a.epsilon,
-        "delta_per_window": a.delta,
-        "sigma": spec_params["sigma"],
-        "estimate": estimate,
-        "truth": truth,
-        "abs_error": abs(estimate - truth),
-        "netdp_std": util["netdp_std"],
-        "ldp_std": util["ldp_std"],
-        "noise_additions": int(util["noise_additions"]),
-        "contributors": sorted(contributors),
+        "params": spec_params,
+        "contributors": sorted(summary["contributors"]),
+        "contributions": summary["contributions"],
         "elapsed_s": elapsed,
         "startup_s": startup,
         "privacy": privacy,
         "workdir": str(cluster.workdir),
     }
+    value = np.asarray(summary["value"], dtype=np.float64)
+    if a.algorithm == "ring-sum":
+        res.update(_ring_outcome(a, cluster, summary, spec_params, data, value))
+    elif a.algorithm == "walk-sum":
+        res.update(_walk_sum_outcome(a, summary, spec_params, data, value))
+    elif a.algorithm == "walk-histogram":
+        res.update(_walk_histogram_outcome(summary, data, value))
+    else:
+        res.update(_walk_sgd_outcome(a, cluster.n, spec_params, data, value))
+    return res
+
+
+def _ring_outcome(a: argparse.Namespace, cluster: LocalCluster, summary: dict[str, Any],
+                  p: dict[str, Any], data: DemoData, value: np.ndarray) -> dict[str, Any]:
+    util = ring_sum_utility({"participants": summary["participants"], "params": p})
+    contributors = set(summary["contributors"])
+    clipped = {nid: float(np.clip(v[0], -a.clip, a.clip)) for nid, v in data.values.items()}
+    truth = sum(clipped[n] for n in cluster.ids if n in contributors)
+    estimate = float(value[0])
+    return {"rounds": a.rounds, "epsilon_per_window": p["epsilon"], "delta_per_window": a.delta,
+            "sigma": p["sigma"], "estimate": estimate, "truth": truth,
+            "abs_error": abs(estimate - truth), "netdp_std": util["netdp_std"],
+            "ldp_std": util["ldp_std"], "noise_additions": int(util["noise_additions"])}
+
+
+def _walk_sum_outcome(a: argparse.Namespace, summary: dict[str, Any], p: dict[str, Any],
+                      data: DemoData, value: np.ndarray) -> dict[str, Any]:
+    from netdp_node.privacy.walk_accountant import ldp_sum_sigma, prospective_count
+
+    counts = summary["contributions"]
+    truth = sum(counts.get(nid, 0) * float(np.clip(v[0], -a.clip, a.clip))
+                for nid, v in data.values.items())
+    steps = int(p["T"])
+    sigma_ldp = ldp_sum_sigma(p, prospective_count(p, len(data.values)))
+    return {"sigma": p["sigma"], "epsilon0": p["epsilon0"], "estimate": float(value[0]),
+            "truth": truth, "abs_error": abs(float(value[0]) - truth),
+            "netdp_std": steps ** 0.5 * p["sigma"], "ldp_std": steps ** 0.5 * sigma_ldp,
+            "steps": steps}
+
+
+def _walk_histogram_outcome(summary: dict[str, Any], data: DemoData,
+                            value: np.ndarray) -> dict[str, Any]:
+    counts = summary["contributions"]
+    truth = np.zeros(len(value))
+    for nid, v in data.values.items():
+        truth[int(v[0])] += counts.get(nid, 0)
+    return {"estimate": value.tolist(), "truth": truth.tolist(),
+            "abs_error": float(np.abs(value - truth).max())}
+
+
+def _walk_sgd_outcome(a: argparse.Namespace, n: int, p: dict[str, Any], data: DemoData,
+                      value: np.ndarray) -> dict[str, Any]:
+    from netdp_node.baselines import local_sgd_sigma, sgd_walk
+    from netdp_node.privacy.network_dp_walk import bassily_central_sigma
+    from netdp_node.protocols.walk import logistic_accuracy
+
+    split = data.split
+    users = [(v.reshape(-1, 10)[:, :9], v.reshape(-1, 10)[:, 9]) for v in data.values.values()]
+    acc = logistic_accuracy(value, split.X_test, split.y_test)
+    eps, delta, lip, T = p["epsilon"], p["delta"], p["lipschitz"], int(p["T"])
+    sig_loc = local_sgd_sigma(p["cap"], eps, delta, lip)
+    sig_cen = bassily_central_sigma(n, T, eps, delta, lip)
+    base = {}
+    for mode, sig in (("local", sig_loc), ("central", sig_cen)):
+        accs = [logistic_accuracy(sgd_walk(users, T, sig, p["eta"], lip, mode,
+                                           np.random.default_rng([a.seed or 0, r]),
+                                           cap=p["cap"]).w, split.X_test, split.y_test)
+                for r in range(5)]
+        base[mode] = {"sigma": sig, "test_accuracy": float(np.mean(accs))}
+    return {"sigma": p["sigma"], "test_accuracy": acc, "data": split.source,
+            "baselines": base, "model": value.tolist()}
 
 
 def render(res: dict[str, Any]) -> str:
-    lines = [
-        "",
-        f"private ring sum over {res['nodes']} node processes, {res['rounds']} rounds "
-        f"(job {res['job_id']}: {res['elapsed_s']:.2f} s after {res['startup_s']:.1f} s of start-up)",
-        f"  estimate  {res['estimate']:.4f}",
-        f"  truth     {res['truth']:.4f}",
-        f"  error     {res['abs_error']:.4f}",
-        f"  noise std of the estimate: netdp {res['netdp_std']:.4f}  vs  local DP "
-        f"{res['ldp_std']:.4f} for the same guarantee ({res['ldp_std'] / res['netdp_std']:.1f}x "
-        f"less noise; {res['noise_additions']} noise additions instead of "
-        f"{res['nodes'] * res['rounds']})",
-        "",
-        "privacy each node has incurred towards each other node, from its own ledger "
-        f"(per-window ε={res['epsilon_per_window']}, δ={res['delta_per_window']}):",
-    ]
+    lines = [""]
+    alg = res["algorithm"]
+    head = (f"(job {res['job_id']}: {res['elapsed_s']:.2f} s after {res['startup_s']:.1f} s of "
+            "start-up)")
+    if alg == "ring-sum":
+        lines += [
+            f"private ring sum over {res['nodes']} node processes, {res['rounds']} rounds {head}",
+            f"  estimate  {res['estimate']:.4f}",
+            f"  truth     {res['truth']:.4f}",
+            f"  error     {res['abs_error']:.4f}",
+            f"  noise std of the estimate: netdp {res['netdp_std']:.4f}  vs  local DP "
+            f"{res['ldp_std']:.4f} for the same guarantee ({res['ldp_std'] / res['netdp_std']:.1f}x "
+            f"less noise; {res['noise_additions']} noise additions instead of "
+            f"{res['nodes'] * res['rounds']})",
+        ]
+    elif alg == "walk-sum":
+        lines += [
+            f"private sum by a token walk on the complete graph over {res['nodes']} node processes, "
+            f"{res['steps']} steps {head}",
+            f"  estimate  {res['estimate']:.4f}",
+            f"  truth     {res['truth']:.4f}   (Σ over nodes of contributions × value; "
+            f"contributions per node: {_counts(res)})",
+            f"  error     {res['abs_error']:.4f}",
+            f"  noise std of the sum: netdp {res['netdp_std']:.4f}  vs  local DP "
+            f"{res['ldp_std']:.4f} for the same guarantee "
+            f"({res['ldp_std'] / res['netdp_std']:.2f}x)",
+        ]
+    elif alg == "walk-histogram":
+        lines += [
+            f"private histogram by a token walk over {res['nodes']} node processes {head}",
+            f"  estimate  {np.round(res['estimate'], 2).tolist()}",
+            f"  truth     {res['truth']}   (contributions per node: {_counts(res)})",
+        ]
+    else:
+        b = res["baselines"]
+        lines += [
+            f"private logistic regression by a token walk (network DP-SGD) over {res['nodes']} "
+            f"node processes, data {res['data']} {head}",
+            f"  test accuracy: netdp {res['test_accuracy']:.4f} (σ={res['sigma']:.3g})   local DP "
+            f"{b['local']['test_accuracy']:.4f} (σ={b['local']['sigma']:.3g})   central DP "
+            f"{b['central']['test_accuracy']:.4f} (σ={b['central']['sigma']:.3g}, trusted "
+            "curator)   [baselines: same data, steps and ε, mean of 5 in-process runs]",
+        ]
+    lines += ["", "privacy each node has incurred towards each other node, from its own ledger:"]
     peers = [p["node"] for p in res["privacy"]]
     w = max(len(x) for x in peers)
+    show = peers if len(peers) <= 10 else []
     lines.append(f"  {'node':<{w}}  {'ε (worst)':>10}  {'δ':>9}  " + "  ".join(
-        f"{p:>{w}}" for p in peers))
+        f"{p:>{w}}" for p in show))
     for row in res["privacy"]:
         eps = {p["peer"]: p["epsilon"] for p in row["peers"]}
-        cells = "  ".join(f"{(f'{eps[p]:.3f}' if p in eps else '-'):>{w}}" for p in peers)
+        cells = "  ".join(f"{(f'{eps[p]:.3f}' if p in eps else '-'):>{w}}" for p in show)
         lines.append(f"  {row['node']:<{w}}  {row['epsilon']:>10.4f}  {row['delta']:>9.2g}  {cells}")
-    if res["privacy"]:
-        m = res["privacy"][0]["peers"][0]["method"] if res["privacy"][0]["peers"] else ""
-        lines.append(f"  (method: {m}; Theorem 1 of Cyffers & Bellet 2022 with the exact Gaussian "
-                     "window composition; see `netdp privacy report`)")
+    methods = sorted({p["method"] for row in res["privacy"] for p in row["peers"]})
+    lines.append(f"  (method: {'; '.join(methods)}; see `netdp privacy report`)")
     return "\n".join(lines)
+
+
+def _counts(res: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(res["contributions"].items()))
 
 
 def run_demo(a: argparse.Namespace) -> int:
@@ -178,15 +325,18 @@ def run_demo(a: argparse.Namespace) -> int:
         raise ConfigError("--nodes must be between 3 and 64")
     if a.rounds < 1:
         raise ConfigError("--rounds must be at least 1")
-    if not 0 < a.epsilon < 1:
+    if a.algorithm not in ALGORITHMS:
+        raise ConfigError(f"--algorithm must be one of {', '.join(ALGORITHMS)}")
+    if a.algorithm == "ring-sum" and a.epsilon is not None and not 0 < a.epsilon < 1:
         raise ConfigError("--epsilon must be in (0, 1) (classic Gaussian calibration)")
+    values = None
     if a.data:
+        if a.algorithm == "walk-sgd":
+            raise ConfigError("walk-sgd reads the housing data (--data-dir) or makes synthetic data")
         values = load_values(a.data)
         if values.size != a.nodes:
             raise ConfigError(f"{a.data} holds {values.size} values; --nodes is {a.nodes} "
                               "(one value per node)")
-    else:
-        values = np.random.default_rng(a.seed).uniform(0.0, a.clip, size=a.nodes)
     keep = a.workdir is not None
     workdir = Path(a.workdir) if keep else Path(tempfile.mkdtemp(prefix="netdp-demo-"))
     if keep:

@@ -14,7 +14,8 @@ are in `network_dp_walk` (network-dp.md §3). What a node's report uses:
 * the release of the final token to everyone as one more observation (spec §1.3 "Final output"):
   one more fictive cycle (T + n_eff) for Theorems 3/6, one more contribution for Lemma 1;
 * the better of that network bound and the local-DP composition of the node's own N_u
-  contributions (each contribution is (ε0, δ)-LDP, so the local-DP bound always holds), per peer.
+  contributions (each contribution is (ε0, δ)-LDP, so the local-DP bound always holds), per peer;
+* n minus the participants the walk was re-routed around (`live_participants`), after a crash.
 """
 
 from __future__ import annotations
@@ -56,6 +57,19 @@ def contributions_in_result(entries: Iterable[Any]) -> int:
     es = list(entries)
     return real_contributions(es) - sum(int(e.params.get("discarded", 0)) for e in es
                                         if e.direction == "local" and e.event == "fenced")
+
+
+def live_participants(spec: Mapping[str, Any], entries: Iterable[Any]) -> int:
+    """n for the theorems: the participants minus those the walk was re-routed around, as far as
+    this node's view shows (its own steps and the release record how many were still live).
+    [NOTE] With D participants excluded after a crash the walk is uniform over a live set of at
+    least n − D at every step; Theorems 3, 4, 6 and Lemma 2 only get worse as n decreases
+    (subsampling probability, visit counts, cycle count T/n), so evaluating them at n − D is
+    conservative (custody, random-walks.md §7.1 item 2)."""
+    n = len(spec["participants"])
+    lives = [int(e.params["live"]) for e in entries
+             if e.direction == "local" and "live" in e.params]
+    return max(2, min([n, *lives]))
 
 
 def _p(spec: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -118,16 +132,25 @@ def sum_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLo
 
 
 def sum_losses(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
-    p = _p(spec)
-    count = real_contributions(entries)
-    return _per_peer(spec, me, count, lambda k: sum_network_loss(p, len(spec["participants"]), k),
-                     _sum_ldp(p, count))
+    p, es = _p(spec), list(entries)
+    count, n = real_contributions(es), live_participants(spec, es)
+    return _per_peer(spec, me, count, lambda k: sum_network_loss(p, n, k), _sum_ldp(p, count))
 
 
 def _sum_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
     z = float(p["sigma"]) / float(p["sensitivity"])
     return _ldp(float(p["epsilon0"]), float(p["delta"]), count, float(p["delta_prime"]),
                 (DEFAULT_ORDERS, tuple(gaussian_rdp(z, DEFAULT_ORDERS, count).tolist())))
+
+
+def ldp_sum_sigma(params: Mapping[str, Any], count: int) -> float:
+    """The local-DP baseline of walk-sum: the σ each contribution would need so that `count` of
+    them, seen together by one observer, stay within the job's ε (the best of basic and advanced
+    composition of the classic Gaussian mechanism, as `_ldp`)."""
+    target, delta, dp = float(params["epsilon"]), float(params["delta"]), float(params["delta_prime"])
+    e0 = _bisect_largest(lambda e: _ldp(e, delta, count, dp, None).epsilon <= target,
+                         1e-9, 1.0 - 1e-9)
+    return gaussian_sigma(e0, delta, 2.0 * float(params["clip"]))
 
 
 def _per_peer(spec: Mapping[str, Any], me: str, count: int,
@@ -173,8 +196,8 @@ def histogram_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> Pri
 
 def histogram_losses(spec: Mapping[str, Any], entries: Iterable[Any],
                      me: str) -> dict[str, PrivacyLoss]:
-    p, n = _p(spec), len(spec["participants"])
-    count = real_contributions(entries)
+    p, es = _p(spec), list(entries)
+    count, n = real_contributions(es), live_participants(spec, es)
     return _per_peer(spec, me, count, lambda k: histogram_network_loss(p, n, k),
                      _ldp(float(p["epsilon0"]), 0.0, count, float(p["delta_prime"]), None))
 
@@ -247,8 +270,8 @@ def _sgd_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
 
 
 def sgd_losses(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
-    p, n = _p(spec), len(spec["participants"])
-    count = real_contributions(entries)
+    p, es = _p(spec), list(entries)
+    count, n = real_contributions(es), live_participants(spec, es)
     return _per_peer(spec, me, count, lambda k: sgd_network_loss(p, n, k), _sgd_ldp(p, count))
 
 

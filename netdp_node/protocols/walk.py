@@ -34,8 +34,11 @@ Custody (deploy issue; random-walks.md §7.1 items 1–2, 5):
   (an exact re-send; the receiver recognises it).
 * If no handoff arrives within `custody_timeout_s` (the receiver crashed and did not come back, or
   refused the token), the holder of the copy re-routes it: it draws a new holder uniformly among the
-  participants it has not given up on (data-independent, spec §7.1 item 2) and bumps the walk's
-  epoch. Receivers refuse tokens of an epoch older than one they have seen (fencing); a node whose
+  participants not known to be gone (data-independent, spec §7.1 item 2) and bumps the walk's
+  epoch. The set of gone participants travels with the token and the release (as indices in the
+  public `scalars`), so later holders skip them too, and every accountant evaluates the theorems
+  at n minus that set (`walk_accountant.live_participants`). An undelivered handoff is retried
+  (the upstream holder may be restarting with the token in its custody). Receivers refuse tokens of an epoch older than one they have seen (fencing); a node whose
   handoff is refused because its sender re-routed learns that its branch is stale, discounts the
   contributions it made on it and tells its own receiver (`fence`), down the chain. Every copy a node
   saw stays in its ledger and its accounting; the result lists the contributions it contains
@@ -76,6 +79,8 @@ FENCE = "fence"
 RELEASE = "release"
 WALK = "walk"
 _SEQ_MAX = 2**62
+HANDOFF_RETRIES = 30  # an undelivered handoff is retried this many times ...
+HANDOFF_RETRY_S = 1.0  # ... this many seconds apart (after the transport's own retries)
 
 
 def start_holder(ctx: JobContext) -> str:
@@ -109,7 +114,11 @@ class CompleteGraphWalk(Engine):
         self.edges: Counter[str] = Counter()  # real contributions adjacent to each peer
         self.max_epoch = 0
         self.discarded = 0  # real contributions on branches fenced off (not in the result)
-        self.gave_up: set[str] = set()  # peers this node re-routed away from
+        # peers known to be gone: re-routed around by this node, or by a holder before it (the
+        # token and the release carry the set, as participant indices: liveness is public and
+        # data-independent); next hops are drawn among the others (spec §7.1 item 2)
+        self.dead: set[str] = set()
+        self.handoffs: dict[str, tuple[str, Message, int]] = {}  # retries of undelivered handoffs
         # copies this node keeps: key -> meta {to, epoch, seq, t, contrib, came_from, acked}
         self.custody: dict[str, dict[str, Any]] = {}
         self.copies: dict[str, np.ndarray] = {}
@@ -149,6 +158,21 @@ class CompleteGraphWalk(Engine):
             return all(self.edges[w] < self.edge_cap for w in adjacent)
         return True
 
+    def _live(self) -> list[str]:
+        return [v for v in self.ids if v not in self.dead or v == self.ctx.me]
+
+    def _dead_scalars(self) -> dict[str, float]:
+        return {f"dead:{self.ids.index(v)}": 1.0 for v in sorted(self.dead)}
+
+    def _learn_dead(self, msg: Message) -> None:
+        for k in msg.scalars:
+            if k.startswith("dead:"):
+                i = int(k[5:])
+                if not 0 <= i < self.n:
+                    raise Refused(RefusalCode.INVALID_ARGUMENT, f"bad participant index in {k!r}")
+                if self.ids[i] != self.ctx.me:
+                    self.dead.add(self.ids[i])
+
     def _new_seq(self) -> int:
         return int(self.rng.integers(1, _SEQ_MAX))
 
@@ -170,7 +194,8 @@ class CompleteGraphWalk(Engine):
         contrib = 0
         self.max_epoch = max(self.max_epoch, epoch)
         while True:
-            nxt = self.ids[int(self.rng.integers(self.n))]
+            live = self._live()
+            nxt = live[int(self.rng.integers(len(live)))]
             real = self._may_contribute(sender, nxt)
             tau, params = self.step(tau, real)
             self.holds += 1
@@ -182,7 +207,8 @@ class CompleteGraphWalk(Engine):
                     self.edges[w] += 1
             else:
                 self.noise_only += 1
-            params.update({"data": real, "epoch": epoch, "from": sender or "", "to": nxt})
+            params.update({"data": real, "epoch": epoch, "from": sender or "", "to": nxt,
+                           "live": len(live)})
             if self.stop == "counter":
                 params["t"] = t
             actions.append(Record("contribute" if real else "noise-only", params=params))
@@ -196,10 +222,11 @@ class CompleteGraphWalk(Engine):
                  came_from: tuple[str, int, int] | None, contrib: int) -> list[Action]:
         seq = self._new_seq()
         msg = Message(TOKEN, payload=tau, walk=WALK, epoch=epoch, seq=seq,
-                      round=t if self.stop == "counter" else 0)
+                      round=t if self.stop == "counter" else 0, scalars=self._dead_scalars())
         key = self._key(epoch, seq)
         meta = {"to": to, "epoch": epoch, "seq": seq, "t": t, "contrib": contrib,
-                "came_from": list(came_from) if came_from else None}
+                "came_from": list(came_from) if came_from else None,
+                "scalars": msg.scalars}
         self.custody[key] = meta
         self.copies[key] = tau
         return [Keep(key, tau, meta), Send(to, msg), SetTimer(key, self.custody_timeout)]
@@ -216,7 +243,8 @@ class CompleteGraphWalk(Engine):
         for v in self.ids:
             if v != self.ctx.me:
                 actions.append(Send(v, Message(RELEASE, payload=tau, walk=WALK, epoch=epoch,
-                                               seq=1, round=t if self.stop == "counter" else 0)))
+                                               seq=1, round=t if self.stop == "counter" else 0,
+                                               scalars=self._dead_scalars())))
         actions += self._handoff(came_from)
         return actions + self._finish(tau, epoch, t)
 
@@ -229,7 +257,8 @@ class CompleteGraphWalk(Engine):
         value, info = self.result_info(tau)
         info.update({"epoch": epoch, "steps": t if self.stop == "counter" else None,
                      "contributions_in_result": self.count - self.discarded,
-                     "noise_only_steps": self.noise_only, "gave_up_on": sorted(self.gave_up)})
+                     "noise_only_steps": self.noise_only, "excluded": sorted(self.dead),
+                     "live": self.n - len(self.dead)})
         return actions + [Output(value=value, info=info)]
 
     def _reroute(self, key: str, why: str) -> list[Action]:
@@ -237,10 +266,10 @@ class CompleteGraphWalk(Engine):
         meta = self.custody.pop(key)
         tau = self.copies.pop(key)
         dead = str(meta["to"])
-        self.gave_up.add(dead)
+        self.dead.add(dead)
         epoch = max(self.max_epoch, int(meta["epoch"])) + 1
         self.max_epoch = epoch
-        live = [v for v in self.ids if v not in self.gave_up] or [self.ctx.me]
+        live = self._live()
         nxt = live[int(self.rng.integers(len(live)))]
         actions: list[Action] = [
             Drop(key),
@@ -304,8 +333,10 @@ class CompleteGraphWalk(Engine):
                                    params={"epoch": msg.epoch, "kept_epoch": self.release_epoch})]
                 return []
             assert msg.payload is not None
-            tau = np.asarray(msg.payload, dtype=np.float64)
-            return [Record("observe-release", peer=sender, params={"epoch": msg.epoch})] + \
+            tau = self.check_token(np.asarray(msg.payload, dtype=np.float64))
+            self._learn_dead(msg)
+            return [Record("observe-release", peer=sender,
+                           params={"epoch": msg.epoch, "live": self.n - len(self.dead)})] + \
                 self._finish(tau, msg.epoch, msg.round)
         raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
 
@@ -324,6 +355,7 @@ class CompleteGraphWalk(Engine):
             raise Refused(RefusalCode.INVALID_ARGUMENT, f"hop counter {t} outside 1..{self.T - 1}")
         assert msg.payload is not None
         tau = self.check_token(np.asarray(msg.payload, dtype=np.float64))
+        self._learn_dead(msg)
         return self._hold(tau, t, msg.epoch, (sender, msg.epoch, msg.seq))
 
     def check_token(self, tau: np.ndarray) -> np.ndarray:
@@ -332,6 +364,9 @@ class CompleteGraphWalk(Engine):
         return tau
 
     def on_timer(self, name: str) -> list[Action]:
+        if name in self.handoffs:
+            to, msg, _ = self.handoffs[name]
+            return [Send(to, msg)]
         meta = self.custody.get(name)
         if meta is None or self.done:
             return []
@@ -339,6 +374,8 @@ class CompleteGraphWalk(Engine):
                                    f"{self.custody_timeout:g}s")
 
     def on_delivered(self, to: str, msg: Message) -> list[Action]:
+        if msg.kind == HANDOFF:
+            self.handoffs.pop(f"handoff:{to}:{msg.epoch}:{msg.seq}", None)
         if msg.kind != TOKEN:
             return []
         key = self._key(msg.epoch, msg.seq)
@@ -362,9 +399,18 @@ class CompleteGraphWalk(Engine):
                                           params={"epoch": msg.epoch,
                                                   "discarded": meta["contrib"]})]
             return self._reroute(key, f"{code}: {detail}")
-        if msg.kind == HANDOFF and "stale" in detail:
-            return self._fence_branch((to, msg.epoch, msg.seq))
-        return []  # a lost handoff/fence/release: the custody timer or the deadline covers it
+        if msg.kind == HANDOFF:
+            if "stale" in detail:
+                return self._fence_branch((to, msg.epoch, msg.seq))
+            # The upstream holder is down (maybe restarting, with our token in its custody): try
+            # again, or it would re-route a token that went on (a needless fork).
+            name = f"handoff:{to}:{msg.epoch}:{msg.seq}"
+            tries = self.handoffs.get(name, (to, msg, 0))[2] + 1
+            if tries <= HANDOFF_RETRIES:
+                self.handoffs[name] = (to, msg, tries)
+                return [SetTimer(name, HANDOFF_RETRY_S)]
+            self.handoffs.pop(name, None)
+        return []  # a lost fence/release: the custody timer or the job deadline covers it
 
     def restore(self, entries: Sequence[Any],
                 kept: Mapping[str, tuple[np.ndarray, Mapping[str, Any]]]) -> list[Action] | None:
@@ -379,7 +425,7 @@ class CompleteGraphWalk(Engine):
                 else:
                     self.noise_only += 1
             elif e.direction == "local" and e.event == "reroute":
-                self.gave_up.add(e.peer)
+                self.dead.add(e.peer)
                 self.max_epoch = max(self.max_epoch, int(e.params.get("epoch", 0)))
             elif e.direction == "local" and e.event == "fenced":
                 self.discarded += int(e.params.get("discarded", 0))
@@ -391,7 +437,9 @@ class CompleteGraphWalk(Engine):
             self.copies[key] = payload
             msg = Message(TOKEN, payload=payload, walk=WALK, epoch=int(meta["epoch"]),
                           seq=int(meta["seq"]),
-                          round=int(meta["t"]) if self.stop == "counter" else 0)
+                          round=int(meta["t"]) if self.stop == "counter" else 0,
+                          scalars=dict(meta.get("scalars") or {}))
+            self._learn_dead(msg)
             actions += [Send(str(meta["to"]), msg), SetTimer(key, self.custody_timeout)]
         actions.append(Record("resume", params={"copies": len(kept), "holds": self.holds}))
         return actions

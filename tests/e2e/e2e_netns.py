@@ -450,8 +450,9 @@ class NetnsCluster:
             capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False,
             env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
-    def submit(self, job_id: str, **params: Any) -> str:
-        args = ["submit", "--job-id", job_id, "--participants", ",".join(self.ids), "--seed", "5"]
+    def submit(self, job_id: str, algorithm: str = "ring-sum", **params: Any) -> str:
+        args = ["submit", "--job-id", job_id, "--participants", ",".join(self.ids), "--seed", "5",
+                "--algorithm", algorithm]
         for k, v in params.items():
             args += ["--param", f"{k}={json.dumps(v)}"]
         r = self.operator(*args)

@@ -1,0 +1,97 @@
+"""Reference SGD loops for the baselines of the token-walk SGD (network-dp.md §2.7, §5.3).
+
+These run in NumPy, in one process, on the same users' data as a netdp job: they answer "what would
+a trusted curator (central DP-SGD) or local DP-SGD reach with the same data, steps and guarantee",
+which the demo and `netdp reproduce` print beside the networked result. The networked variant
+itself runs through the real engine (`WalkSgd`, via the daemons or `netdp simulate`); `mode=
+"network"` here is the same update rule, for the many repetitions of the figure reproductions.
+
+Update rules (spec §2.7):
+* `central`: every step a uniformly random user's full local gradient, noise σ, no cap;
+* `local`: per-user cap K; past it the user forwards the model unchanged;
+* `network`: per-user cap K; past it the user still adds its noise, w ← w − ηZ.
+`order="theorem"` clips the gradient to L, then adds N(0, σ²I) (spec §6 item 5); `order="code"` is
+what the authors' code does (§5.3): u = ∇f + N(0, σ²I), then u ← L·u/‖u‖ if ‖u‖ > L (noise
+included), no clipping before.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from netdp_node.privacy.composition import DEFAULT_ORDERS, gaussian_rdp, rdp_to_dp
+from netdp_node.protocols.ring import clip_l2
+from netdp_node.protocols.walk import logistic_accuracy, logistic_gradient
+
+Mode = Literal["central", "local", "network"]
+Order = Literal["theorem", "code"]
+
+
+@dataclass
+class SgdRun:
+    w: np.ndarray
+    iterations: list[int] = field(default_factory=list)
+    objective: list[float] = field(default_factory=list)
+    accuracy: list[float] = field(default_factory=list)
+
+
+def logistic_objective(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+    return float(np.mean(np.logaddexp(0.0, -y * (X @ w))))
+
+
+def sgd_walk(users: Sequence[tuple[np.ndarray, np.ndarray]], T: int, sigma: float, eta: float,
+             lipschitz: float, mode: Mode, rng: np.random.Generator, *, cap: int = 0,
+             order: Order = "theorem", X_test: np.ndarray | None = None,
+             y_test: np.ndarray | None = None, X_obj: np.ndarray | None = None,
+             y_obj: np.ndarray | None = None, every: int = 0) -> SgdRun:
+    n = len(users)
+    d = users[0][0].shape[1]
+    w = np.zeros(d)
+    counts = np.zeros(n, dtype=np.int64)
+    run = SgdRun(w)
+    holders = rng.integers(n, size=T)
+    for t in range(1, T + 1):
+        u = int(holders[t - 1])
+        counts[u] += 1
+        over = mode != "central" and cap > 0 and counts[u] > cap
+        if over and mode == "local":
+            pass  # forwards the model unchanged
+        else:
+            z = rng.normal(0.0, sigma, size=d)
+            g = np.zeros(d) if over else logistic_gradient(w, *users[u])
+            if order == "theorem":
+                step = (g if over else clip_l2(g, lipschitz)) + z
+            else:
+                step = clip_l2(g + z, lipschitz)
+            w = w - eta * step
+        if every and (t % every == 0 or t == T):
+            run.iterations.append(t)
+            if X_obj is not None and y_obj is not None:
+                run.objective.append(logistic_objective(w, X_obj, y_obj))
+            if X_test is not None and y_test is not None:
+                run.accuracy.append(logistic_accuracy(w, X_test, y_test))
+    run.w = w
+    return run
+
+
+def local_sgd_sigma(cap: int, epsilon: float, delta: float, lipschitz: float) -> float:
+    """Smallest σ with which `cap` local Gaussian steps (sensitivity 2L) compose, in RDP, to at most
+    (ε, δ) towards anyone who sees them all: the local-DP baseline at the same guarantee."""
+    def eps(sigma: float) -> float:
+        curve = gaussian_rdp(sigma / (2.0 * lipschitz), DEFAULT_ORDERS, cap)
+        return rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0]
+
+    lo, hi = 1e-3, 1.0
+    while eps(hi) > epsilon:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e9:
+            raise ValueError("no local σ reaches the target")
+    for _ in range(100):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if eps(mid) <= epsilon else (mid, hi)
+    return hi
