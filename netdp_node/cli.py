@@ -9,6 +9,7 @@
     netdp compose                   generate a docker-compose.yml (certificates, bootstrap, nodes)
     netdp audit                     invariants over several nodes' ledgers (global knowledge)
     netdp simulate                  the same engines for thousands of nodes in one process
+    netdp reproduce NAME            the papers' experiments (JSON + PNG; `netdp reproduce list`)
 
 Exit codes: 0 success; 1 runtime failure (a job failed, a peer refused); 2 usage or configuration
 error; 3 certificate / security error; 4 ledger error; 5 timeout; 70 crash injected by --fault-crash-*; 130 interrupted (Ctrl-C).
@@ -320,6 +321,12 @@ def render_walk_audit(r: dict[str, Any]) -> str:
     ])
 
 
+def cmd_reproduce(a: argparse.Namespace) -> int:
+    from netdp_node.experiments import cmd_reproduce as run
+
+    return run(a)
+
+
 def cmd_simulate(a: argparse.Namespace) -> int:
     from netdp_node.simulate import run_simulation
 
@@ -547,6 +554,24 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--json", action="store_true", help="one JSON object on stdout")
     si.add_argument("--quiet", action="store_true", help="no progress bar")
     si.set_defaults(fn=cmd_simulate)
+
+    from netdp_node.experiments import EXPERIMENTS
+
+    re_ = sub.add_parser(
+        "reproduce", help="run one of the papers' experiments (JSON + PNG)",
+        description="Reproduce an experiment of the papers; writes NAME.json and NAME.png under "
+        "--out and prints a summary. Experiments:\n" + "\n".join(
+            f"  {k:<20} {d}" for k, (_, d) in EXPERIMENTS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    re_.add_argument("name", help="experiment name, or `list`")
+    re_.add_argument("--out", default="experiments/results",
+                     help="output directory (default experiments/results)")
+    re_.add_argument("--runs", type=int, default=0,
+                     help="runs per point (default: the experiment's; the papers used more)")
+    re_.add_argument("--quick", action="store_true", help="a small version, for a smoke test")
+    re_.add_argument("--data-dir", help="where cal_housing.data is (default $NETDP_DATA_DIR, "
+                     "then ../shared/data)")
+    re_.set_defaults(fn=cmd_reproduce)
 
     pr = sub.add_parser("privacy", help="privacy reports")
     prs = pr.add_subparsers(dest="privacy_cmd", required=True, metavar="PRIVACY_COMMAND")

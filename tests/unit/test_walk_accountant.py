@@ -1,0 +1,145 @@
+"""The walk accountants read from a node's ledger: recomputed independently from the theorems,
+calibration meets (and is tight at) its target, n shrinks after re-routes, the SGD RDP conversion
+agrees with dp-accounting."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from dp_accounting import dp_event, rdp
+
+from netdp_node.ledger import Entry
+from netdp_node.privacy import walk_accountant as W
+from netdp_node.privacy.accountant import JobView, per_job_losses
+from netdp_node.privacy.composition import DEFAULT_ORDERS, rdp_to_dp
+from netdp_node.privacy.network_dp_walk import (
+    spotted_loss,
+    spotted_loss_capped,
+    theorem3,
+    theorem6,
+)
+from netdp_node.protocols import get_algorithm
+
+
+def _spec(alg: str, n: int, **kw: object) -> dict:
+    return {"job_id": "j", "algorithm": alg, "participants": [f"p{i}" for i in range(n)],
+            "params": get_algorithm(alg).prepare(dict(kw), n)}
+
+
+def _contribs(k: int, live: int | None = None, event: str = "contribute") -> list[Entry]:
+    params = {} if live is None else {"live": live}
+    return [Entry(job_id="j", direction="local", event=event, params=params) for _ in range(k)]
+
+
+def test_sum_network_loss_is_theorem3_plus_edge_cap_plus_release():
+    spec = _spec("walk-sum", 200, T=4000, epsilon=1.0)
+    p = spec["params"]
+    k = 25
+    got = W.sum_network_loss(p, 200, k)
+    t3 = theorem3(200, 4000 + 200, p["epsilon0"], p["delta"], p["delta_prime"], p["delta_hat"],
+                  cycle="tight", counts="exact")
+    sp = spotted_loss_capped(min(p["edge_cap"], k), p["epsilon0"], p["delta"], p["delta_prime"])
+    assert got.epsilon == pytest.approx(t3.epsilon + sp.epsilon, rel=1e-12)
+    assert got.delta == pytest.approx(t3.delta + sp.delta, rel=1e-12)
+    assert "edge-cap(B=2)" in got.method and "counts=bound" in got.method
+
+    spec2 = _spec("walk-sum", 200, T=4000, epsilon=1.0, regime="lemma2")
+    p2 = spec2["params"]
+    got2 = W.sum_network_loss(p2, 200, k)
+    t3b = theorem3(200, 4200, p2["epsilon0"], p2["delta"], p2["delta_prime"], p2["delta_hat"],
+                   cycle="tight", counts="exact")
+    s2 = spotted_loss(k, 200, p2["epsilon0"], p2["delta_hat"], p2["delta_prime"], True,
+                      delta=p2["delta"])
+    assert got2.epsilon == pytest.approx(t3b.epsilon + s2.epsilon, rel=1e-12)
+    assert "lemma2" in got2.method
+
+
+def test_histogram_loss_is_theorem6_plus_spotted():
+    spec = _spec("walk-histogram", 500, T=5000, bins=3, epsilon=2.0)
+    p = spec["params"]
+    assert p["gamma"] == pytest.approx(3 / (math.exp(p["epsilon0"]) + 2))
+    assert W.rr_epsilon(3, p["gamma"]) == pytest.approx(p["epsilon0"])
+    got = W.histogram_network_loss(p, 500, 7)
+    t6 = theorem6(500, 5500, p["epsilon0"], p["delta"], p["delta_prime"], p["delta_hat"],
+                  cycle="numeric", counts="exact")
+    sp = spotted_loss_capped(2, p["epsilon0"], 0.0, p["delta_prime"])
+    assert got.epsilon == pytest.approx(t6.epsilon + sp.epsilon, rel=1e-12)
+
+
+@pytest.mark.parametrize("alg,kw", [("walk-sum", {}), ("walk-histogram", {"bins": 4}),
+                                    ("walk-sgd", {}), ("walk-sum", {"regime": "lemma2"})])
+def test_calibration_meets_the_target_tightly(alg, kw):
+    n = 300
+    spec = _spec(alg, n, epsilon=1.5, T=3000, **kw)
+    p = spec["params"]
+    worst = max(x.epsilon for x in W.PROSPECTIVE[alg](spec, "p0").values())
+    assert worst <= 1.5 + 1e-9
+    # 2% less noise (or a 2% larger per-step ε0) would exceed the target: the calibration is tight
+    q = dict(p)
+    if alg == "walk-sgd":
+        q["sigma"] = p["sigma"] * 0.98
+    else:
+        q["epsilon0"] = p["epsilon0"] * 1.02
+        if alg == "walk-sum":
+            q["sigma"] = p["sigma"] / 1.02
+    worse = max(x.epsilon for x in W.PROSPECTIVE[alg]({**spec, "params": q}, "p0").values())
+    assert worse > 1.5
+
+
+def test_report_uses_the_ledger_count_and_the_best_bound():
+    spec = _spec("walk-sum", 50, T=500, epsilon=1.0)
+    none = per_job_losses(JobView("j", spec, _contribs(0, event="noise-only")), "p0")
+    assert all(x.epsilon == 0 and x.method == "no-contribution" for x in none.values())
+    assert set(none) == {f"p{i}" for i in range(1, 50)}
+    one = per_job_losses(JobView("j", spec, _contribs(1)), "p0")["p1"]
+    ten = per_job_losses(JobView("j", spec, _contribs(10)), "p0")["p1"]
+    assert 0 < one.epsilon <= ten.epsilon
+    # one contribution: the local-DP bound (ε0) beats the amplified walk bound at this small n
+    assert one.method == "ldp-basic" and one.epsilon == pytest.approx(spec["params"]["epsilon0"])
+
+
+def test_fewer_live_participants_cost_more():
+    spec = _spec("walk-sum", 400, T=4000, epsilon=1.0)
+    full = per_job_losses(JobView("j", spec, _contribs(10, live=400)), "p0")["p1"]
+    fewer = per_job_losses(JobView("j", spec, _contribs(10, live=300)), "p0")["p1"]
+    assert W.live_participants(spec, _contribs(3, live=300)) == 300
+    assert fewer.epsilon > full.epsilon
+
+
+def test_sgd_linear_rdp_conversion_matches_dp_accounting():
+    # A plain Gaussian with noise multiplier z is (α, α/(2z²))-RDP for all α: with α_max large, our
+    # continuous-order conversion must agree with dp-accounting's (which uses a grid of orders).
+    for z, count in ((1.5, 12), (4.0, 100)):
+        slope = count / (2 * z * z)
+        ours = W._linear_rdp_to_dp(slope, 1e4, 1e-6)
+        acc = rdp.RdpAccountant(orders=list(np.linspace(1.01, 200, 4000)))
+        acc.compose(dp_event.GaussianDpEvent(z), count)
+        ref = acc.get_epsilon(1e-6)
+        assert ours <= ref + 1e-9 and ours == pytest.approx(ref, rel=2e-3)
+    # with α capped, the conversion is the grid conversion restricted to α ≤ α_max
+    orders = np.linspace(1.001, 3.0, 3000)
+    ref = rdp_to_dp(orders, 0.7 * orders, 1e-6)[0]
+    assert W._linear_rdp_to_dp(0.7, 3.0, 1e-6) == pytest.approx(ref, rel=1e-3)
+
+
+def test_sgd_loss_labels_and_release():
+    spec = _spec("walk-sgd", 2000, T=20000, epsilon=10.0)
+    p = spec["params"]
+    a = W.sgd_network_loss(p, 2000, 12)
+    b = W.sgd_network_loss(p, 2000, 11)
+    assert b.epsilon < a.epsilon <= 10 + 1e-9
+    assert "counter-visible" not in a.method and "edge-cap" in a.method
+    assert "counter-visible" in W.sgd_network_loss({**p, "stop": "counter"}, 2000, 12).method
+    o, v, _ = W.sgd_network_rdp(p, 2000, 12)
+    assert math.isinf(v[-1])  # α = 1024 is above α_max: Lemma 1 does not hold there
+
+
+def test_ldp_sum_sigma_meets_the_target():
+    p = _spec("walk-sum", 100, T=1000, epsilon=2.0)["params"]
+    s = W.ldp_sum_sigma(p, 15)
+    e0 = 2.0 * p["clip"] * math.sqrt(2 * math.log(1.25 / p["delta"])) / s
+    assert W._ldp(e0, p["delta"], 15, p["delta_prime"], None).epsilon == pytest.approx(2.0,
+                                                                                       rel=1e-6)
+    assert s > p["sigma"]  # local DP needs more noise than the walk for the same guarantee
