@@ -70,6 +70,46 @@ def ring_sum_utility(spec: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
+# -- ring histogram (Algorithm 2, Theorem 2) -----------------------------------------------------
+def ring_histogram_loss(spec: Mapping[str, Any], windows: int) -> PrivacyLoss:
+    """Theorem 2 (corrected, spec §3.2 with E3/E4/E22) in its numeric form (Remark 2, B6): each of
+    the node's real contributions falls in one window of every observer holding the n − 1 reports
+    it does not know (the first window: the pre-loaded blanket; the last: the post-load), a shuffle
+    of ε0-LDP randomized responses; the FMT bound gives the window's ε at δ, advanced composition
+    over the windows (δ'). Where the FMT condition fails (ε0 > ln((n − 1)/(16 ln(2/δ))), e.g. every
+    ring under about 230 nodes at δ = 1e-6) no amplification is claimed. The better of that and the local-DP composition (k·ε0, or advanced)."""
+    from netdp_node.privacy.composition import advanced_composition
+    from netdp_node.privacy.network_dp_walk import fmt_shuffle_condition, fmt_shuffle_epsilon
+
+    p = spec["params"]
+    n, e0, d, dp = len(spec["participants"]), p["epsilon0"], p["delta"], p["delta_prime"]
+    if windows == 0:
+        return PrivacyLoss(0.0, 0.0, "no-contribution")
+    best = PrivacyLoss(windows * e0, 0.0, "ldp-basic")
+    ae, ad = advanced_composition(e0, 0.0, windows, dp)
+    if ae < best.epsilon:
+        best = PrivacyLoss(ae, ad, "ldp-advanced")
+    if e0 <= fmt_shuffle_condition(n - 1, d):  # FMT applies (n − 1 > 16 ln(2/δ) e^ε0)
+        ew = fmt_shuffle_epsilon(e0, n - 1, d)
+        te, td = advanced_composition(ew, d, windows, dp)
+        if min(te, windows * ew) < best.epsilon:
+            best = (PrivacyLoss(te, min(1.0, td), "theorem2-fmt-advanced") if te < windows * ew
+                    else PrivacyLoss(windows * ew, min(1.0, windows * d), "theorem2-fmt-basic"))
+    return best
+
+
+def ring_histogram_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
+                          me: str) -> dict[str, PrivacyLoss]:
+    windows = sum(1 for e in entries if e.event == "contribute" and e.params.get("data"))
+    loss = ring_histogram_loss(spec, windows)
+    return {v: loss for v in _others(spec, me)}
+
+
+def ring_histogram_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
+    loss = ring_histogram_loss(spec, int(spec["params"]["rounds"]))
+    return {v: loss for v in _others(spec, me)}
+
+
 @dataclass(frozen=True)
 class Accountant:
     losses: Callable[[Mapping[str, Any], Iterable[ViewEntry], str], dict[str, PrivacyLoss]]
@@ -80,6 +120,12 @@ class Accountant:
 ACCOUNTANTS: dict[str, Accountant] = {
     "ring-sum": Accountant(ring_sum_losses, ring_sum_prospective,
                            "Cyffers & Bellet 2022, Theorem 1 (network-dp.md §3.1, erratum E1)"),
+    "ring-sum-r": Accountant(ring_sum_losses, ring_sum_prospective,
+                             "Cyffers & Bellet 2022, Remark 1 with E2 (σ/√(n−1)), accounted as "
+                             "Theorem 1 (network-dp.md §2.2, §3.1)"),
+    "ring-histogram": Accountant(ring_histogram_losses, ring_histogram_prospective,
+                                 "Cyffers & Bellet 2022, Theorem 2 corrected (E3, E4, E22), "
+                                 "numeric shuffle bound (Remark 2, B6) (network-dp.md §3.2)"),
     "walk-sum": Accountant(walk_accountant.sum_losses, walk_accountant.sum_prospective,
                            "Cyffers & Bellet 2022, Theorem 3 + App. D (E7) + App. G (Lemma 2, E14 / "
                            "edge cap §2.8) (network-dp.md §3.3, §3.6)"),

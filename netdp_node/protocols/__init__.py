@@ -22,6 +22,9 @@ class Algorithm:
 
 ALGORITHMS: dict[str, Algorithm] = {
     "ring-sum": Algorithm("ring-sum", ring.RingSum, ring.prepare_params, "ring"),
+    "ring-sum-r": Algorithm("ring-sum-r", ring.RingSumR, ring.prepare_params, "ring"),
+    "ring-histogram": Algorithm("ring-histogram", ring.RingHistogram,
+                                ring.prepare_histogram_params, "ring"),
     "walk-sum": Algorithm("walk-sum", walk.WalkSum,
                           functools.partial(walk.prepare_params, "walk-sum"), "complete"),
     "walk-histogram": Algorithm("walk-histogram", walk.WalkHistogram,

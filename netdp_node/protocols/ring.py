@@ -21,6 +21,7 @@ it, so the job completes and the others keep their guarantee (spec §6 item 4).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,7 @@ def clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
 
 class RingSum(Engine):
     algorithm = "ring-sum"
+    mechanism = "gaussian"
 
     def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
                  contribute: bool = True) -> None:
@@ -90,22 +92,31 @@ class RingSum(Engine):
     def payload_shape(self, kind: str) -> tuple[int, ...] | None:
         return (self.dim,)
 
-    def _visit(self, round_: int, tau: np.ndarray) -> list[Action]:
-        """This node's k-th visit: add value (+ scheduled noise) and pass the token on."""
+    def _check(self, tau: np.ndarray) -> np.ndarray:
+        return tau
+
+    def _add(self, round_: int, tau: np.ndarray) -> tuple[np.ndarray, float]:
+        """This node's contribution at its visit of round `round_`: (new token, noise std added).
+        Algorithm 1: Gaussian noise on the schedule of `ring_release_adds_noise`."""
         noisy = ring_release_adds_noise(self.pos, round_, self.n, self.rounds)
         out = tau + self.x
         if noisy:
             out = out + self.rng.normal(0.0, self.sigma, size=self.dim)
+        return out, self.sigma if noisy else 0.0
+
+    def _visit(self, round_: int, tau: np.ndarray) -> list[Action]:
+        """This node's k-th visit: add value (+ scheduled noise) and pass the token on."""
+        out, noise = self._add(round_, tau)
         self.visits += 1
         params: dict[str, Any] = {
             "round": round_,
             "data": bool(self.contribute),
-            "mechanism": "gaussian" if noisy else "none",
-            "sigma": self.sigma if noisy else 0.0,
+            "mechanism": self.mechanism if noise else "none",
+            "sigma": noise,
             "sensitivity": self.sensitivity,
             "clip": self.clip,
         }
-        event = "contribute" if self.contribute else ("noise-only" if noisy else "pass")
+        event = "contribute" if self.contribute else ("noise-only" if noise else "pass")
         return [Record(event, params=params),
                 Send(self.succ, Message(TOKEN, payload=out, walk=WALK, seq=round_))]
 
@@ -116,10 +127,12 @@ class RingSum(Engine):
                 "token": tau.tolist(),
                 "rounds": self.rounds,
                 "noise_additions": ring_release_noise_count(self.n, self.rounds),
-                "estimate_std": ring_release_noise_count(self.n, self.rounds) ** 0.5 * self.sigma
-                / self.rounds,
+                "estimate_std": self.total_noise_std() / self.rounds,
             },
         )
+
+    def total_noise_std(self) -> float:
+        return ring_release_noise_count(self.n, self.rounds) ** 0.5 * self.sigma
 
     # -- entry points --------------------------------------------------------------------------
     def start(self) -> list[Action]:
@@ -137,7 +150,7 @@ class RingSum(Engine):
         if msg.walk != WALK or msg.epoch != 0:
             raise Refused(RefusalCode.FAILED_PRECONDITION, f"unknown walk {msg.walk!r}/{msg.epoch}")
         assert msg.payload is not None
-        tau = np.asarray(msg.payload, dtype=np.float64)
+        tau = self._check(np.asarray(msg.payload, dtype=np.float64))
         if msg.kind == TOKEN:
             if msg.seq != self.received + 1 or self.received >= self.rounds:
                 raise Refused(RefusalCode.FAILED_PRECONDITION,
@@ -162,6 +175,82 @@ class RingSum(Engine):
             actions.append(Send(self.succ, Message(RELEASE, payload=tau, walk=WALK, seq=1)))
         actions.append(self._output(tau))
         return actions
+
+
+class RingSumR(RingSum):
+    """Algorithm 1-R (Remark 1; spec §2.2 with erratum E2): every visit adds noise, σ/√(n−1) (the
+    spec's correction of the paper's σ/√n, so that the n − 1 other users of any window add std σ
+    together), the first contribution the full σ. As for Algorithm 1, the released result needs one
+    more: the last step (node n, round K) adds a full N(0, σ²) as well, so that the steps after an
+    observer's last visit (seen in the release) hold std ≥ σ from others. Accounted as Theorem 1
+    (one window of std ≥ σ per contribution); Remark 1's purpose, less damage from colluding
+    neighbours, is not credited by the accountant."""
+
+    algorithm = "ring-sum-r"
+
+    def _add(self, round_: int, tau: np.ndarray) -> tuple[np.ndarray, float]:
+        first = self.pos == 1 and round_ == 1
+        var = self.sigma ** 2 if first else self.sigma ** 2 / (self.n - 1)
+        if self.pos == self.n and round_ == self.rounds:
+            var += self.sigma ** 2
+        std = var ** 0.5
+        return tau + self.x + self.rng.normal(0.0, std, size=self.dim), std
+
+    def total_noise_std(self) -> float:
+        steps = self.n * self.rounds
+        return (self.sigma ** 2 * (2 + (steps - 1) / (self.n - 1))) ** 0.5
+
+
+class RingHistogram(RingSum):
+    """Algorithm 2 (spec §2.3, errata E5, E6): the token is a vector of L counts, pre-loaded by
+    node 1 with ⌈γn⌉ uniformly random elements; at each visit the holder adds one L-ary randomized
+    response RR_γ(x) (a uniform report if it does not contribute). As for the sum, the release needs
+    the steps after an observer's last visit to be protected too: the last node also adds ⌈γn⌉
+    uniform elements at the end ("post-load"), symmetric to the pre-load. Debiasing for counts
+    (§6 item 14): ĥ = (τ − γ·nK/L − (pre + post)/L)/(1 − γ)."""
+
+    algorithm = "ring-histogram"
+    mechanism = "randomized-response"
+
+    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
+                 contribute: bool = True) -> None:
+        p = ctx.params
+        self.L = int(p["bins"])
+        self.gamma = float(p["gamma"])
+        value = 0
+        if data is not None and contribute:
+            v = np.asarray(data, dtype=np.float64).reshape(-1)
+            if v.size != 1 or v[0] != int(v[0]) or not 0 <= v[0] < self.L:
+                raise ValueError(f"histogram data must be one integer category in 0..{self.L - 1}")
+            value = int(v[0])
+        super().__init__(ctx, None, rng, contribute)
+        self.contribute = contribute and data is not None
+        self.value = value
+        self.blanket = math.ceil(self.gamma * self.n)
+
+    def _check(self, tau: np.ndarray) -> np.ndarray:
+        if not np.all(np.isfinite(tau)) or np.any(tau < 0) or np.any(tau != np.round(tau)):
+            raise Refused(RefusalCode.INVALID_ARGUMENT, "a histogram token holds counts only")
+        return tau
+
+    def _uniform(self, count: int) -> np.ndarray:
+        return np.bincount(self.rng.integers(self.L, size=count), minlength=self.L).astype(float)
+
+    def _add(self, round_: int, tau: np.ndarray) -> tuple[np.ndarray, float]:
+        out = tau.copy()
+        if self.pos == 1 and round_ == 1:
+            out += self._uniform(self.blanket)
+        real = self.contribute and self.rng.random() >= self.gamma
+        out[self.value if real else int(self.rng.integers(self.L))] += 1.0
+        if self.pos == self.n and round_ == self.rounds:
+            out += self._uniform(self.blanket)
+        return out, self.gamma
+
+    def _output(self, tau: np.ndarray) -> Output:
+        reports = self.n * self.rounds
+        est = (tau - self.gamma * reports / self.L - 2 * self.blanket / self.L) / (1 - self.gamma)
+        return Output(value=est, info={"counts": tau.tolist(), "rounds": self.rounds,
+                                       "gamma": self.gamma, "blanket": self.blanket})
 
 
 def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
@@ -197,4 +286,33 @@ def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
             raise ValueError(f"{k} must be in (0, 1)")
     out["sensitivity"] = 2.0 * out["clip"]
     out["sigma"] = gaussian_sigma(out["epsilon"], out["delta"], out["sensitivity"])
+    return out
+
+
+def prepare_histogram_params(params: dict[str, Any], n: int) -> dict[str, Any]:
+    """Ring histogram: rounds K (10), bins L (4), epsilon0 (the local level of each randomized
+    response, 1.0), delta (the shuffle bound's δ, 1e-6), delta_prime (1e-6). γ = L/(e^ε0 + L − 1)."""
+    from netdp_node.privacy.network_dp_walk import rr_gamma
+
+    known = {"rounds", "bins", "epsilon0", "delta", "delta_prime"}
+    unknown = set(params) - known - {"gamma"}
+    if unknown:
+        raise ValueError(f"unknown ring-histogram parameter(s) {sorted(unknown)}; known: "
+                         f"{sorted(known)}")
+    if n < 3:
+        raise ValueError(f"the ring histogram needs at least 3 participants, got {n}")
+    out = {"rounds": int(params.get("rounds", 10)), "bins": int(params.get("bins", 4)),
+           "epsilon0": float(params.get("epsilon0", 1.0)),
+           "delta": float(params.get("delta", 1e-6)),
+           "delta_prime": float(params.get("delta_prime", 1e-6))}
+    if out["rounds"] < 1 or not 2 <= out["bins"] <= 1 << 16 or not out["epsilon0"] > 0:
+        raise ValueError("rounds >= 1, 2 <= bins <= 65536 and epsilon0 > 0 are required")
+    for k in ("delta", "delta_prime"):
+        if not 0 < out[k] < 1:
+            raise ValueError(f"{k} must be in (0, 1)")
+    out["gamma"] = rr_gamma(out["bins"], out["epsilon0"])
+    out["clip"] = 1.0
+    out["sigma"] = 0.0
+    out["sensitivity"] = 1.0
+    out["dim"] = out["bins"]
     return out
