@@ -12,11 +12,11 @@ import asyncio
 import contextlib
 import logging
 import signal
-import zlib
 import time
+import zlib
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -204,7 +204,7 @@ class NodeDaemon:
     async def _join(self, ctx: JobContext) -> None:
         try:
             await self.runtime.add_job(ctx)
-        except Exception:  # noqa: BLE001 - a bad job must not take the node down
+        except Exception:
             log.exception("[node=%s job=%s] cannot run this job", self.node_id, ctx.job_id)
 
     async def run(self, ready: asyncio.Future[int] | None = None) -> int:

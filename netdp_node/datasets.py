@@ -72,7 +72,7 @@ def download_housing(dest_dir: str | Path) -> Path:
 
     dest = Path(dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
-    with urllib.request.urlopen(HOUSING_URL, timeout=60) as r:  # noqa: S310 - fixed https URL
+    with urllib.request.urlopen(HOUSING_URL, timeout=60) as r:
         blob = r.read()
     with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
         member = next(m for m in tar.getmembers() if m.name.endswith(HOUSING_FILE))

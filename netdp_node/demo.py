@@ -16,8 +16,8 @@ import shutil
 import sys
 import tempfile
 import time
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc

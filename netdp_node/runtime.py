@@ -38,8 +38,8 @@ from netdp_node.protocols.base import (
     Message,
     Output,
     Record,
-    Refused,
     RefusalCode,
+    Refused,
     Send,
     SetTimer,
 )

@@ -260,6 +260,18 @@ class Toolbox:
                 found.append((int(d.name), cmd))
         return found
 
+    @classmethod
+    def reap(cls, text: str) -> list[tuple[int, str]]:
+        """SIGKILL the live processes mentioning `text` (so a failing test leaks none into the
+        others) and return them: a test asserts the list is empty."""
+        leftovers = cls.procs_mentioning(text)
+        for pid, _ in leftovers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return leftovers
+
 
 def _creds(identity: Identity) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(root_certificates=identity.ca_pem,

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import grpc.aio
+import numpy as np
 
 from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.ledger import Ledger

@@ -83,7 +83,7 @@ def run(name: str, args: Any) -> dict[str, Any]:
     quick = bool(getattr(args, "quick", False))
     try:
         split = load_housing(getattr(args, "data_dir", None))
-    except Exception:  # noqa: BLE001 - offline without the data: synthetic, and say so
+    except Exception:
         split = synthetic(int(N * M / 0.8) + 100, 0)
     users_flat = split.per_user(N, M)
     users = [(u.reshape(-1, 10)[:, :9], u.reshape(-1, 10)[:, 9]) for u in users_flat]

@@ -21,10 +21,10 @@ are in `network_dp_walk` (network-dp.md §3). What a node's report uses:
 from __future__ import annotations
 
 import math
-
-import numpy as np
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+import numpy as np
 
 from netdp_node.privacy.composition import (
     DEFAULT_ORDERS,

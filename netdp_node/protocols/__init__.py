@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import functools
 
 from netdp_node.protocols import ring, walk
 from netdp_node.protocols.base import Engine

@@ -34,8 +34,8 @@ from netdp_node.protocols.base import (
     Message,
     Output,
     Record,
-    Refused,
     RefusalCode,
+    Refused,
     Send,
 )
 

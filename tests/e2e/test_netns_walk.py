@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 import pytest
-from e2e_netns import REPO, NODE_PORT, wait_until
+from e2e_netns import NODE_PORT, REPO, wait_until
 
 from netdp_node.ledger import Ledger
 from netdp_node.privacy.walk_accountant import contributions_in_result
@@ -42,7 +42,7 @@ def holds(c, nid: str, job: str) -> int:
 def state(c, nid: str, job: str) -> str:
     try:
         led = Ledger.open_readonly(c.ledger(nid))
-    except Exception:  # noqa: BLE001 - not created yet
+    except Exception:
         return ""
     try:
         row = led.job(job)

@@ -3,7 +3,6 @@ the job result says so."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -40,12 +39,7 @@ def test_demo_ctrl_c_stops_everything(tmp_path, nd):
     finally:
         if p.poll() is None:
             p.kill()
-        leftovers = nd.procs_mentioning(str(workdir))
-        for pid, _ in leftovers:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        leftovers = nd.reap(str(workdir))
     assert leftovers == [], leftovers
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
 
 import numpy as np
 import pytest
@@ -107,10 +105,5 @@ def test_demo_json(tmp_path, nd):
     finally:
         # Whatever happened, the demo must not leave a daemon behind: none of the live processes
         # mentions its work directory (every daemon's command line does).
-        leftovers = nd.procs_mentioning(str(workdir))
-        for pid, _ in leftovers:  # do not leak them into the other tests
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        leftovers = nd.reap(str(workdir))
     assert leftovers == [], leftovers

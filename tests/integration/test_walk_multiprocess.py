@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
 
 import pytest
 
@@ -21,12 +19,7 @@ def _run_demo(nd, workdir, *args: str) -> dict:
         assert r.returncode == 0, f"demo exited {r.returncode}:\n{r.stderr[-4000:]}"
         return json.loads(r.stdout)
     finally:
-        leftovers = nd.procs_mentioning(str(workdir))
-        for pid, _ in leftovers:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        leftovers = nd.reap(str(workdir))
         assert leftovers == [], leftovers
 
 

@@ -13,7 +13,7 @@ from dp_accounting import dp_event, rdp
 from netdp_node.ledger import Entry
 from netdp_node.privacy import walk_accountant as W
 from netdp_node.privacy.accountant import JobView, per_job_losses
-from netdp_node.privacy.composition import DEFAULT_ORDERS, rdp_to_dp
+from netdp_node.privacy.composition import rdp_to_dp
 from netdp_node.privacy.network_dp_walk import (
     spotted_loss,
     spotted_loss_capped,
