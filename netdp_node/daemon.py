@@ -30,7 +30,7 @@ from netdp_node.ledger import Entry, Ledger
 from netdp_node.privacy.walk_accountant import contributions_in_result
 from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
-from netdp_node.runtime import Budget, JobRunner, NodeRuntime
+from netdp_node.runtime import Budget, JobRunner, NodeRuntime, private_rng
 from netdp_node.security.identity import RevocationList
 from netdp_node.security.pki import Identity, load_identity
 from netdp_node.transport.grpc import AccessPolicy, GrpcTransport, PeerService, start_server
@@ -76,7 +76,7 @@ class NodeDaemon:
     # -- helpers -------------------------------------------------------------------------------
     def _rng(self, job_id: str) -> np.random.Generator:
         if self.cfg.seed is None:
-            return np.random.default_rng()  # OS entropy
+            return private_rng()
         return np.random.default_rng([self.cfg.seed, zlib.crc32(job_id.encode())])
 
     def _spawn(self, coro: object) -> None:

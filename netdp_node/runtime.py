@@ -264,6 +264,16 @@ class JobRunner:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
+def private_rng() -> np.random.Generator:
+    """A node's private generator for one job: ChaCha20 (a CSPRNG, randomgen) keyed with 256 bits
+    from the OS. Noise and next hops come from it (spec §6 item 7, random-walks.md §7.3 item 11):
+    an observer of some outputs (the hops it sees) cannot predict the others, as it could with a
+    statistical generator such as PCG64. `--seed` replaces it with a seeded PCG64, for tests only."""
+    from randomgen import ChaCha
+
+    return np.random.Generator(ChaCha(seed=secrets.randbits(256), rounds=20))
+
+
 def _exit_crashed(reason: str) -> None:
     """The default crash: exit at once with code 70, as a machine losing power would (the ledger
     is already durable; nothing else is flushed)."""
@@ -311,8 +321,7 @@ class NodeRuntime:
         self.transport = transport
         self.data = data
         self.budget = budget
-        self.rng_factory = rng_factory or (
-            lambda job: np.random.default_rng(secrets.randbits(128)))
+        self.rng_factory = rng_factory or (lambda job: private_rng())
         self.job_fetcher = job_fetcher
         self.on_finished = on_finished
         self.faults = faults

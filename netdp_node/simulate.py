@@ -27,6 +27,7 @@ import numpy as np
 
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.protocols import get_algorithm
+from netdp_node.protocols.walk import HOLD_EVENTS
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -101,7 +102,7 @@ class Simulator:
     def _apply(self, nid: str, actions: list[Action]) -> None:
         for a in actions:
             if isinstance(a, Record):
-                if a.event in ("contribute", "noise-only"):
+                if a.event in HOLD_EVENTS:
                     self.result.holders.append(self.index[nid])
                     self.result.data_steps.append(a.event == "contribute")
                 self._entry(nid, direction="local", event=a.event, peer=a.peer,

@@ -269,16 +269,22 @@ def _sgd_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
                        (DEFAULT_ORDERS, tuple(curve.tolist())))
 
 
+def _sgd_network(p: Mapping[str, Any], n: int) -> Callable[[int], PrivacyLoss]:
+    if p.get("dp", "network") == "local":  # the local-DP-SGD baseline claims no amplification
+        return lambda k: PrivacyLoss(math.inf, 0.0, "none (local DP-SGD)")
+    return lambda k: sgd_network_loss(p, n, k)
+
+
 def sgd_losses(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
     p, es = _p(spec), list(entries)
     count, n = real_contributions(es), live_participants(spec, es)
-    return _per_peer(spec, me, count, lambda k: sgd_network_loss(p, n, k), _sgd_ldp(p, count))
+    return _per_peer(spec, me, count, _sgd_network(p, n), _sgd_ldp(p, count))
 
 
 def sgd_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
     p, n = _p(spec), len(spec["participants"])
     count = prospective_count(p, n)
-    return _per_peer(spec, me, count, lambda k: sgd_network_loss(p, n, k), _sgd_ldp(p, count))
+    return _per_peer(spec, me, count, _sgd_network(p, n), _sgd_ldp(p, count))
 
 
 # -- calibration ------------------------------------------------------------------------------------

@@ -78,6 +78,7 @@ HANDOFF = "handoff"
 FENCE = "fence"
 RELEASE = "release"
 WALK = "walk"
+HOLD_EVENTS = ("contribute", "noise-only", "pass")  # ledger events of one holding of the token
 _SEQ_MAX = 2**62
 HANDOFF_RETRIES = 30  # an undelivered handoff is retried this many times ...
 HANDOFF_RETRY_S = 1.0  # ... this many seconds apart (after the transport's own retries)
@@ -119,6 +120,8 @@ class CompleteGraphWalk(Engine):
         # data-independent); next hops are drawn among the others (spec §7.1 item 2)
         self.dead: set[str] = set()
         self.handoffs: dict[str, tuple[str, Message, int]] = {}  # retries of undelivered handoffs
+        self._live_cache: list[str] = list(self.ids)
+        self._live_for = 0  # len(self.dead) when _live_cache was computed (the set only grows)
         # copies this node keeps: key -> meta {to, epoch, seq, t, contrib, came_from, acked}
         self.custody: dict[str, dict[str, Any]] = {}
         self.copies: dict[str, np.ndarray] = {}
@@ -153,13 +156,17 @@ class CompleteGraphWalk(Engine):
     def _may_contribute(self, sender: str | None, nxt: str) -> bool:
         if not self.contribute or (self.cap and self.count >= self.cap):
             return False
-        if self.regime == "edge-cap":
+        if self.regime == "edge-cap" and self.ctx.params.get("dp", "network") == "network":
             adjacent = {w for w in (sender, nxt) if w is not None and w != self.ctx.me}
             return all(self.edges[w] < self.edge_cap for w in adjacent)
         return True
 
     def _live(self) -> list[str]:
-        return [v for v in self.ids if v not in self.dead or v == self.ctx.me]
+        """The participants not known to be gone (cached: recomputed when the set changes)."""
+        if self._live_for != len(self.dead):
+            self._live_cache = [v for v in self.ids if v not in self.dead or v == self.ctx.me]
+            self._live_for = len(self.dead)
+        return self._live_cache
 
     def _dead_scalars(self) -> dict[str, float]:
         return {f"dead:{self.ids.index(v)}": 1.0 for v in sorted(self.dead)}
@@ -207,11 +214,12 @@ class CompleteGraphWalk(Engine):
                     self.edges[w] += 1
             else:
                 self.noise_only += 1
+            event = "contribute" if real else str(params.pop("event", "noise-only"))
             params.update({"data": real, "epoch": epoch, "from": sender or "", "to": nxt,
                            "live": len(live)})
             if self.stop == "counter":
                 params["t"] = t
-            actions.append(Record("contribute" if real else "noise-only", params=params))
+            actions.append(Record(event, params=params))
             if self._ends_after(t):
                 return actions + self._release(tau, t, epoch, came_from)
             if nxt != self.ctx.me:
@@ -415,7 +423,7 @@ class CompleteGraphWalk(Engine):
     def restore(self, entries: Sequence[Any],
                 kept: Mapping[str, tuple[np.ndarray, Mapping[str, Any]]]) -> list[Action] | None:
         for e in entries:
-            if e.direction == "local" and e.event in ("contribute", "noise-only"):
+            if e.direction == "local" and e.event in HOLD_EVENTS:
                 self.holds += 1
                 self.max_epoch = max(self.max_epoch, int(e.params.get("epoch", 0)))
                 if e.event == "contribute":
@@ -546,7 +554,8 @@ class WalkSgd(CompleteGraphWalk):
     """Algorithm 4 (spec §2.6, §6 item 5): the token is the model w ∈ R^d; the holder computes the
     gradient of its full local logistic loss, clips it to norm L (user-level sensitivity 2L), adds
     N(0, σ²I) and steps: w ← w − η(g + Z) (W = R^d, no projection, no clipping after the noise).
-    Past the cap: w ← w − ηZ. Node data: rows of d features then a ±1 (or 0/1) label, flattened."""
+    Past the cap: w ← w − ηZ (network DP), or w unchanged with `dp=local` (local DP-SGD, the
+    baseline of spec §2.7: σ calibrated so that the cap's local steps are (ε, δ)-DP to anyone). Node data: rows of d features then a ±1 (or 0/1) label, flattened."""
 
     algorithm = "walk-sgd"
     default_stop = "geometric"
@@ -559,6 +568,7 @@ class WalkSgd(CompleteGraphWalk):
         self.sigma = float(p["sigma"])
         self.L = float(p["lipschitz"])
         self.eta = float(p["eta"])
+        self.local = p.get("dp", "network") == "local"
         if data is None or not contribute:
             self.contribute = False
             self.X = np.zeros((0, self.dim))
@@ -576,6 +586,9 @@ class WalkSgd(CompleteGraphWalk):
         return np.zeros(self.dim)
 
     def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        if not real and self.local:
+            # local DP-SGD (spec §2.7 Alg. 4-B-Loc): past the cap the model goes on unchanged
+            return tau, {"event": "pass", "mechanism": "none", "sigma": 0.0}
         noise = self.rng.normal(0.0, self.sigma, size=self.dim)
         g = clip_l2(logistic_gradient(tau, self.X, self.y), self.L) if real else 0.0
         return tau - self.eta * (g + noise), {"mechanism": "gaussian", "sigma": self.sigma,
@@ -599,7 +612,7 @@ def _finite(name: str, v: Any) -> float:
 _COMMON = {"T", "epsilon", "delta", "delta_prime", "delta_hat", "cap", "regime", "edge_cap",
            "colluders", "stop", "custody_timeout_s"}
 _SPECIFIC = {"walk-sum": {"dim", "clip"}, "walk-histogram": {"bins"},
-             "walk-sgd": {"dim", "lipschitz", "eta"}}
+             "walk-sgd": {"dim", "lipschitz", "eta", "dp"}}
 _COMPUTED = {"sigma", "epsilon0", "gamma", "sensitivity"}
 
 
@@ -616,7 +629,8 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
     stop=counter an SGD token carries t, which Theorem 4's proof does not discuss (spec §6 item 10,
     ambiguity A3): the report labels it "counter-visible");
     custody_timeout_s, default 120. walk-sum: dim, clip (L2 bound, Δ = 2·clip). walk-histogram:
-    bins (L ≥ 2). walk-sgd: dim, lipschitz (gradient clip L), eta (step size)."""
+    bins (L ≥ 2). walk-sgd: dim, lipschitz (gradient clip L), eta (step size), dp ("network", or
+    "local": the local-DP-SGD baseline, no amplification claimed)."""
     from netdp_node.privacy.walk_accountant import calibrate
 
     known = _COMMON | _SPECIFIC[algorithm]
@@ -675,6 +689,11 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
         out["dim"] = int(params.get("dim", 9))
         out["lipschitz"] = _finite("lipschitz", params.get("lipschitz", 1.0))
         out["eta"] = _finite("eta", params.get("eta", 0.05))
+        out["dp"] = str(params.get("dp", "network"))
         if not 1 <= out["dim"] <= 1 << 16 or out["lipschitz"] <= 0 or out["eta"] <= 0:
             raise ValueError("dim must be in 1..65536, lipschitz and eta positive")
+        if out["dp"] not in ("network", "local"):
+            raise ValueError("dp must be 'network' or 'local' (the local-DP-SGD baseline)")
+        if out["dp"] == "local" and not out["cap"]:
+            raise ValueError("local DP-SGD needs a contribution cap (cap >= 1)")
     return calibrate(algorithm, out, n)

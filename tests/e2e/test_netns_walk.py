@@ -28,6 +28,7 @@ from e2e_netns import NODE_PORT, REPO, wait_until
 
 from netdp_node.ledger import Ledger
 from netdp_node.privacy.walk_accountant import contributions_in_result
+from netdp_node.protocols.walk import HOLD_EVENTS
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +37,7 @@ T = 240
 
 
 def holds(c, nid: str, job: str) -> int:
-    return sum(1 for e in c.entries(nid, job) if e.event in ("contribute", "noise-only"))
+    return sum(1 for e in c.entries(nid, job) if e.event in HOLD_EVENTS)
 
 
 def state(c, nid: str, job: str) -> str:

@@ -249,3 +249,27 @@ def test_release_is_output_everywhere_once():
     assert any(isinstance(y, Output) for y in out) and e.done
     assert e.on_message("a", Message("release", payload=np.array([4.0]), walk=WALK, epoch=0,
                                      seq=1, round=30)) == []
+
+
+def test_local_dp_sgd_forwards_unchanged_past_the_cap():
+    """dp=local (spec §2.7 Alg. 4-B-Loc): past its cap a holder passes the model on unchanged and
+    adds no noise; the accountant claims local DP only."""
+    from netdp_node.privacy.accountant import JobView, per_job_losses
+    from netdp_node.simulate import Simulator
+
+    ids = [f"u{i}" for i in range(4)]
+    rng = np.random.default_rng(0)
+    data = {u: np.hstack([rng.normal(size=(5, 2)), np.ones((5, 1))]).reshape(-1) for u in ids}
+    p = get_algorithm("walk-sgd").prepare({"T": 60, "dim": 2, "cap": 2, "dp": "local",
+                                           "stop": "counter", "epsilon": 5.0}, 4)
+    res = Simulator("walk-sgd", ids, p, data, seed=2, record="full").run()
+    assert len(res.holders) == 60
+    for u in ids:
+        events = [e for e in res.entries[u] if e.direction == "local"]
+        assert sum(e.event == "contribute" for e in events) <= 2
+        passes = [e for e in events if e.event == "pass"]
+        assert passes and all(e.params["sigma"] == 0.0 for e in passes)
+        spec = {"algorithm": "walk-sgd", "participants": ids, "params": p}
+        loss = per_job_losses(JobView("sim", spec, res.entries[u]), u)
+        assert {x.method for x in loss.values()} == {"ldp-gaussian-rdp"}
+        assert max(x.epsilon for x in loss.values()) <= 5.0 + 1e-9
