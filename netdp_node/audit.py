@@ -17,6 +17,10 @@ release/handoff/fence to or from a node that never finished the job is expected 
 lists that node as missing).
 
 Gossip mass conservation and IncA share checks join this list with those protocols.
+
+For every walk-sum / walk-histogram job whose whole walk the ledgers show, it also runs the
+walk-conditional audit of spec §4 (Fig. 1(b)) on the realised walk: the loss of every ordered pair,
+which only global knowledge can compute (informational, not a pass/fail check).
 """
 
 from __future__ import annotations
@@ -139,6 +143,50 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
     return conserved, once
 
 
+def walk_of_job(nodes: Sequence[NodeLedger], job_id: str, participants: Sequence[str]
+                ) -> list[int] | None:
+    """The holder of every step 1..T of a walk job with a hop counter, from the merged ledgers:
+    the node whose ledger records step t (the latest epoch's, after a re-route), or None if a
+    step is missing (a ledger not given, no counter)."""
+    index = {p: i for i, p in enumerate(participants)}
+    at: dict[int, tuple[int, int]] = {}  # t -> (epoch, holder index)
+    for n in nodes:
+        for e in n.entries:
+            if e.job_id == job_id and e.direction == "local" and "t" in e.params \
+                    and e.event in ("contribute", "noise-only", "pass"):
+                t, ep = int(e.params["t"]), int(e.params.get("epoch", 0))
+                if t not in at or ep >= at[t][0]:
+                    at[t] = (ep, index[n.node])
+    if not at or sorted(at) != list(range(1, max(at) + 1)):
+        return None
+    return [at[t][1] for t in range(1, max(at) + 1)]
+
+
+def walk_audits(nodes: Sequence[NodeLedger]) -> list[dict[str, Any]]:
+    """The walk-conditional audit (network-dp.md §4) of every walk-sum / walk-histogram job whose
+    whole walk the merged ledgers show: the loss of every ordered pair given the realised walk."""
+    from netdp_node.simulate import walk_audit_dict
+
+    out = []
+    seen: set[str] = set()
+    for n in nodes:
+        for j in n.jobs:
+            if j.job_id in seen or j.algorithm not in ("walk-sum", "walk-histogram"):
+                continue
+            seen.add(j.job_id)
+            parts = list(j.spec["participants"])
+            walk = walk_of_job(nodes, j.job_id, parts)
+            if walk is None:
+                out.append({"job_id": j.job_id, "algorithm": j.algorithm,
+                            "skipped": "the merged ledgers do not show every step of the walk"})
+                continue
+            import numpy as np
+
+            r = walk_audit_dict(np.asarray(walk), len(parts), j.algorithm, j.spec["params"])
+            out.append({"job_id": j.job_id, **r})
+    return out
+
+
 def audit(dirs: Sequence[str | Path], delta: float = 1e-5) -> dict[str, Any]:
     nodes = load(dirs)
     checks = [check_privacy_monotone(nodes, delta), *check_messages(nodes)]
@@ -147,6 +195,7 @@ def audit(dirs: Sequence[str | Path], delta: float = 1e-5) -> dict[str, Any]:
         "nodes": [n.node for n in nodes],
         "ok": all(c.ok for c in checks),
         "checks": [{"name": c.name, "ok": c.ok, "details": c.details} for c in checks],
+        "walk_audits": walk_audits(nodes),
     }
 
 

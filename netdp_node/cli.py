@@ -305,6 +305,11 @@ def cmd_audit(a: argparse.Namespace) -> int:
             print(f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']}")
             for d in c["details"]:
                 print(f"         {d}")
+        for w in rep["walk_audits"]:
+            if "skipped" in w:
+                print(f"  walk audit of job {w['job_id']}: skipped ({w['skipped']})")
+            else:
+                print(f"  job {w['job_id']}: " + render_walk_audit(w).replace("\n", "\n  "))
     return EXIT_OK if rep["ok"] else EXIT_FAIL
 
 

@@ -18,7 +18,8 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
     """The privacy report of one node as a JSON-friendly dict.
 
     keys: node, ledger, delta_target, jobs (per job: job_id, algorithm, state, contributed,
-    theorem, contributions, epsilon, delta (worst peer), peers [{peer, epsilon, delta, method}]),
+    theorem, contributions, epsilon, delta (worst peer), peers [{peer, epsilon, delta, method}],
+    baselines {local-dp, central-dp: {epsilon, delta, method}} for the Gaussian sums),
     total (composed across the jobs shown: epsilon, delta (worst peer), peers [...])."""
     led = Ledger.open_readonly(ledger_dir)
     try:
@@ -34,6 +35,9 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
             losses = per_job_losses(view, me)
             peers = [{"peer": p, **_loss(loss)} for p, loss in sorted(losses.items())]
             worst = max(losses.values(), key=lambda x: x.epsilon, default=None)
+            acc = ACCOUNTANTS[j.algorithm]
+            base = ({k: _loss(v) for k, v in acc.baselines(j.spec, entries, me).items()}
+                    if acc.baselines is not None else {})
             jobs_out.append({
                 "job_id": j.job_id,
                 "algorithm": j.algorithm,
@@ -47,6 +51,7 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
                 "epsilon": worst.epsilon if worst else 0.0,
                 "delta": worst.delta if worst else 0.0,
                 "peers": peers,
+                "baselines": base,
             })
         totals = total_losses(views, me, delta_target)
         tworst = max(totals.values(), key=lambda x: x.epsilon, default=None)
@@ -87,6 +92,9 @@ def render_text(rep: dict[str, Any]) -> str:
         if j["detail"]:
             lines.append(f"  note: {j['detail']}")
         lines.extend(_peer_table(j["peers"]))
+        for name, b in j.get("baselines", {}).items():
+            lines.append(f"  baseline {name}: ε={_fmt(b['epsilon'])} at δ={_fmt(b['delta'])} "
+                         f"({b['method']}); this job's worst: ε={_fmt(j['epsilon'])}")
     t = rep["total"]
     lines.append("")
     lines.append(f"total over {len(rep['jobs'])} job(s), composed ({t['composition']}), "

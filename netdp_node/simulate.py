@@ -85,6 +85,7 @@ class Simulator:
                 ctx, data.get(nid), np.random.default_rng([seed, i]),
                 contribute=(contribute or {}).get(nid, data.get(nid) is not None))
         self.now = 0.0
+        self._inflight = 0  # messages and acknowledgements not yet delivered
         self._heap: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
         self._tick = itertools.count()
         self.result = SimResult(algorithm, len(self.ids), self.params, {}, [], [])
@@ -93,6 +94,8 @@ class Simulator:
 
     # -- event loop ----------------------------------------------------------------------------
     def _at(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
+        if fn != self._timer:
+            self._inflight += 1
         heapq.heappush(self._heap, (self.now + delay, next(self._tick), fn, args))
 
     def _entry(self, nid: str, **kw: Any) -> None:
@@ -145,12 +148,14 @@ class Simulator:
         events = 0
         while self._heap and events < max_events:
             self.now, _, fn, args = heapq.heappop(self._heap)
+            if fn != self._timer:
+                self._inflight -= 1
             fn(*args)
             events += 1
             if progress is not None and events % 4096 == 0:
                 progress(len(self.result.holders), expected)
-            if len(self.result.outputs) == len(self.ids):
-                break
+            if len(self.result.outputs) == len(self.ids) and self._inflight == 0:
+                break  # done everywhere, the last handoffs delivered; only timers are left
         if progress is not None:
             progress(len(self.result.holders), expected)
         self.result.events = events

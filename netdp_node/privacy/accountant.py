@@ -11,6 +11,7 @@ composition; see its docstring). The node's budget (ε, δ) must hold towards ev
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -110,25 +111,62 @@ def ring_histogram_prospective(spec: Mapping[str, Any], me: str) -> dict[str, Pr
     return {v: loss for v in _others(spec, me)}
 
 
+# -- baselines: the same task under local DP and with a trusted curator -----------------------------
+def _gaussian_loss(z: float, count: int, delta: float, method: str) -> PrivacyLoss:
+    """`count` Gaussian mechanisms of noise multiplier z, composed in RDP, at δ."""
+    from netdp_node.privacy.composition import DEFAULT_ORDERS, gaussian_rdp, rdp_to_dp
+
+    if count == 0:
+        return PrivacyLoss(0.0, 0.0, "no-contribution")
+    curve = gaussian_rdp(z, DEFAULT_ORDERS, count)
+    return PrivacyLoss(rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0], delta, method)
+
+
+def gaussian_sum_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
+                           me: str) -> dict[str, PrivacyLoss]:
+    """For the Gaussian sums (ring-sum, ring-sum-r, walk-sum), what the node's k real contributions
+    would cost (i) under local DP, each contribution sent with its own N(0, σ²) and every one seen
+    (k Gaussians of multiplier σ/Δ), and (ii) with a trusted curator releasing only the result (one
+    Gaussian of the result's total noise std, user-level sensitivity k·Δ). Both in RDP at δ."""
+    p = spec["params"]
+    es = list(entries)
+    k = sum(1 for e in es if e.event == "contribute" and e.params.get("data", True))
+    sigma, sens, delta = float(p["sigma"]), float(p["sensitivity"]), float(p["delta"])
+    n = len(spec["participants"])
+    if spec["algorithm"] == "walk-sum":
+        total = math.sqrt(int(p["T"])) * sigma
+    elif spec["algorithm"] == "ring-sum":
+        total = math.sqrt(ring_release_noise_count(n, int(p["rounds"]))) * sigma
+    else:  # ring-sum-r: σ + (nK − 1)·σ²/(n − 1) + the release's σ
+        total = sigma * math.sqrt(2 + (n * int(p["rounds"]) - 1) / (n - 1))
+    return {"local-dp": _gaussian_loss(sigma / sens, k, delta, "local DP, same σ per contribution"),
+            "central-dp": _gaussian_loss(total / (max(k, 1) * sens), 1 if k else 0, delta,
+                                         "trusted curator, same noise on the result")}
+
+
 @dataclass(frozen=True)
 class Accountant:
     losses: Callable[[Mapping[str, Any], Iterable[ViewEntry], str], dict[str, PrivacyLoss]]
     prospective: Callable[[Mapping[str, Any], str], dict[str, PrivacyLoss]]
     theorem: str
+    # the same task under local DP and with a trusted curator, for the report (optional)
+    baselines: Callable[[Mapping[str, Any], Iterable[ViewEntry], str],
+                        dict[str, PrivacyLoss]] | None = None
 
 
 ACCOUNTANTS: dict[str, Accountant] = {
     "ring-sum": Accountant(ring_sum_losses, ring_sum_prospective,
-                           "Cyffers & Bellet 2022, Theorem 1 (network-dp.md §3.1, erratum E1)"),
+                           "Cyffers & Bellet 2022, Theorem 1 (network-dp.md §3.1, erratum E1)",
+                           gaussian_sum_baselines),
     "ring-sum-r": Accountant(ring_sum_losses, ring_sum_prospective,
                              "Cyffers & Bellet 2022, Remark 1 with E2 (σ/√(n−1)), accounted as "
-                             "Theorem 1 (network-dp.md §2.2, §3.1)"),
+                             "Theorem 1 (network-dp.md §2.2, §3.1)", gaussian_sum_baselines),
     "ring-histogram": Accountant(ring_histogram_losses, ring_histogram_prospective,
                                  "Cyffers & Bellet 2022, Theorem 2 corrected (E3, E4, E22), "
                                  "numeric shuffle bound (Remark 2, B6) (network-dp.md §3.2)"),
     "walk-sum": Accountant(walk_accountant.sum_losses, walk_accountant.sum_prospective,
                            "Cyffers & Bellet 2022, Theorem 3 + App. D (E7) + App. G (Lemma 2, E14 / "
-                           "edge cap §2.8) (network-dp.md §3.3, §3.6)"),
+                           "edge cap §2.8) (network-dp.md §3.3, §3.6)", gaussian_sum_baselines),
     "walk-histogram": Accountant(walk_accountant.histogram_losses,
                                  walk_accountant.histogram_prospective,
                                  "Cyffers & Bellet 2022, Theorem 6 with Remark 4 (E8) + App. G "

@@ -94,7 +94,9 @@ def _regime_loss(params: Mapping[str, Any], n: int, n_u: float, eps0: float,
                  delta0: float) -> tuple[float, float, str]:
     """The loss of spotted contributions, App. G: (ε, δ, label)."""
     if params["regime"] == "edge-cap":
-        b = min(int(params["edge_cap"]), math.ceil(n_u))
+        # c colluders see the real contributions adjacent to any of them: up to c·B (spec §2.9)
+        c = int(params.get("colluders", 1))
+        b = min(c * int(params["edge_cap"]), math.ceil(n_u))
         s = spotted_loss_capped(b, eps0, delta0, params["delta_prime"])
         return s.epsilon, s.delta, f"edge-cap(B={params['edge_cap']})"
     s = spotted_loss(n_u, n, eps0, params["delta_hat"], params["delta_prime"], True, delta=delta0,
@@ -138,19 +140,31 @@ def sum_losses(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict
 
 
 def _sum_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
+    """Local DP of `count` Gaussian contributions (multiplier σ/Δ), all seen by the observer: the
+    best of basic and advanced composition of the classic (ε0, δ) calibration and the exact RDP
+    composition of the Gaussians converted at δ (usually the smallest)."""
     z = float(p["sigma"]) / float(p["sensitivity"])
-    return _ldp(float(p["epsilon0"]), float(p["delta"]), count, float(p["delta_prime"]),
-                (DEFAULT_ORDERS, tuple(gaussian_rdp(z, DEFAULT_ORDERS, count).tolist())))
+    curve = (DEFAULT_ORDERS, tuple(gaussian_rdp(z, DEFAULT_ORDERS, count).tolist()))
+    classic = _ldp(float(p["epsilon0"]), float(p["delta"]), count, float(p["delta_prime"]), curve)
+    if count == 0:
+        return classic
+    eps, _ = rdp_to_dp(curve[0], curve[1], float(p["delta"]))
+    rdp = PrivacyLoss(eps, float(p["delta"]), "ldp-gaussian-rdp", curve)
+    return rdp if rdp.epsilon < classic.epsilon else classic
 
 
 def ldp_sum_sigma(params: Mapping[str, Any], count: int) -> float:
     """The local-DP baseline of walk-sum: the σ each contribution would need so that `count` of
-    them, seen together by one observer, stay within the job's ε (the best of basic and advanced
-    composition of the classic Gaussian mechanism, as `_ldp`)."""
-    target, delta, dp = float(params["epsilon"]), float(params["delta"]), float(params["delta_prime"])
-    e0 = _bisect_largest(lambda e: _ldp(e, delta, count, dp, None).epsilon <= target,
-                         1e-9, 1.0 - 1e-9)
-    return gaussian_sigma(e0, delta, 2.0 * float(params["clip"]))
+    them, seen together by one observer, stay within the job's ε (`_sum_ldp`: the best of the
+    classic compositions and the exact Gaussian RDP)."""
+    target, delta = float(params["epsilon"]), float(params["delta"])
+    sens = 2.0 * float(params["clip"])
+
+    def ok(e0: float) -> bool:
+        p = {**params, "epsilon0": e0, "sensitivity": sens,
+             "sigma": gaussian_sigma(e0, delta, sens)}
+        return _sum_ldp(p, count).epsilon <= target
+    return gaussian_sigma(_bisect_largest(ok, 1e-9, 1.0 - 1e-9), delta, sens)
 
 
 def _per_peer(spec: Mapping[str, Any], me: str, count: int,
@@ -222,7 +236,7 @@ def sgd_network_rdp(params: Mapping[str, Any], n: int, n_u: float) -> tuple[tupl
     amax = sgd_alpha_max(s)
     a_iter = 4.0 * (n_u + 1) * math.log(ne) / ((ne - 1.0) * s * s)
     if params["regime"] == "edge-cap":
-        spotted = float(min(int(params["edge_cap"]), math.ceil(n_u)))
+        spotted = float(min(c * int(params["edge_cap"]), math.ceil(n_u)))  # c colluders: c·B
         label = f"edge-cap(B={params['edge_cap']})"
     else:
         # Lemma 2's count bound N_s (exact binomial quantile), its δ̃ is added by the caller

@@ -17,6 +17,7 @@ Same topology as test_netns.py (one namespace per process on a bridge, built and
 """
 from __future__ import annotations
 
+import json
 import math
 import signal
 import subprocess
@@ -102,10 +103,14 @@ def test_walk_survives_a_restart_and_a_permanent_loss(netns_cluster):
     sigma = c.job_spec(job)["params"]["sigma"]
     assert abs(value - truth) <= 5 * math.sqrt(T) * sigma, (value, truth, sigma)
 
-    audit = subprocess.run([sys.executable, "-m", "netdp_node.cli", "audit",
+    audit = subprocess.run([sys.executable, "-m", "netdp_node.cli", "audit", "--json",
                             *[f"--ledger={c.ledger(n)}" for n in c.ids]],
                            capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
     assert audit.returncode == 0, audit.stdout + audit.stderr
+    # the realised walk, rebuilt from the five ledgers (latest epoch at each step), audited pairwise
+    (walk_audit,) = json.loads(audit.stdout)["walk_audits"]
+    assert walk_audit.get("T") == T, walk_audit
+    assert 0 < walk_audit["ndp_mean"] < walk_audit["ldp_mean"], walk_audit
 
     code, s = c.result(job, wait=1)
     assert s["missing"] == ["node-4"], s

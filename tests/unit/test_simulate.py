@@ -61,6 +61,15 @@ def test_trace_audit_and_ledgers_round_trip(tmp_path):
     assert rep["jobs"][0]["epsilon"] == pytest.approx(max(x.epsilon for x in direct.values()))
     assert rep["jobs"][0]["contributions"] == sum(
         1 for e in res.entries["u3"] if e.event == "contribute")
+    # the merged ledgers give the same walk-conditional audit as the trace
+    from netdp_node.audit import audit
+
+    merged = audit([tmp_path / "ledgers" / u for u in ids])
+    assert merged["ok"], merged["checks"]
+    (wa,) = merged["walk_audits"]
+    assert wa["T"] == T and wa["ndp_mean"] == pytest.approx(ref.ndp_mean)
+    base = rep["jobs"][0]["baselines"]  # the same task under local DP and with a trusted curator
+    assert 0 < base["central-dp"]["epsilon"] < base["local-dp"]["epsilon"]
 
 
 def test_cli_simulate_json(capsys):

@@ -13,7 +13,7 @@ from dp_accounting import dp_event, rdp
 from netdp_node.ledger import Entry
 from netdp_node.privacy import walk_accountant as W
 from netdp_node.privacy.accountant import JobView, per_job_losses
-from netdp_node.privacy.composition import rdp_to_dp
+from netdp_node.privacy.composition import DEFAULT_ORDERS, rdp_to_dp
 from netdp_node.privacy.network_dp_walk import (
     spotted_loss,
     spotted_loss_capped,
@@ -96,16 +96,22 @@ def test_report_uses_the_ledger_count_and_the_best_bound():
     one = per_job_losses(JobView("j", spec, _contribs(1)), "p0")["p1"]
     ten = per_job_losses(JobView("j", spec, _contribs(10)), "p0")["p1"]
     assert 0 < one.epsilon <= ten.epsilon
-    # one contribution: the local-DP bound (ε0) beats the amplified walk bound at this small n
-    assert one.method == "ldp-basic" and one.epsilon == pytest.approx(spec["params"]["epsilon0"])
+    # one contribution: a local-DP bound beats the amplified walk bound at this small n; the exact
+    # Gaussian RDP of one contribution is below the classic calibration's ε0
+    assert one.method == "ldp-gaussian-rdp" and one.epsilon < spec["params"]["epsilon0"]
+    acc = rdp.RdpAccountant(orders=list(DEFAULT_ORDERS))
+    acc.compose(dp_event.GaussianDpEvent(spec["params"]["sigma"] / spec["params"]["sensitivity"]),
+                10)
+    if ten.method == "ldp-gaussian-rdp":  # the same conversion as dp-accounting's RdpAccountant
+        assert ten.epsilon == pytest.approx(acc.get_epsilon(spec["params"]["delta"]), rel=1e-9)
 
 
 def test_fewer_live_participants_cost_more():
-    spec = _spec("walk-sum", 400, T=4000, epsilon=1.0)
-    full = per_job_losses(JobView("j", spec, _contribs(10, live=400)), "p0")["p1"]
-    fewer = per_job_losses(JobView("j", spec, _contribs(10, live=300)), "p0")["p1"]
-    assert W.live_participants(spec, _contribs(3, live=300)) == 300
-    assert fewer.epsilon > full.epsilon
+    spec = _spec("walk-sum", 2000, T=20000, epsilon=1.0)
+    full = per_job_losses(JobView("j", spec, _contribs(10, live=2000)), "p0")["p1"]
+    fewer = per_job_losses(JobView("j", spec, _contribs(10, live=1500)), "p0")["p1"]
+    assert W.live_participants(spec, _contribs(3, live=1500)) == 1500
+    assert full.method.startswith("theorem3") and fewer.epsilon > full.epsilon
 
 
 def test_sgd_linear_rdp_conversion_matches_dp_accounting():
@@ -137,9 +143,27 @@ def test_sgd_loss_labels_and_release():
 
 
 def test_ldp_sum_sigma_meets_the_target():
-    p = _spec("walk-sum", 100, T=1000, epsilon=2.0)["params"]
-    s = W.ldp_sum_sigma(p, 15)
+    p = _spec("walk-sum", 2000, T=20000, epsilon=2.0)["params"]
+    s = W.ldp_sum_sigma(p, 25)
     e0 = 2.0 * p["clip"] * math.sqrt(2 * math.log(1.25 / p["delta"])) / s
-    assert W._ldp(e0, p["delta"], 15, p["delta_prime"], None).epsilon == pytest.approx(2.0,
-                                                                                       rel=1e-6)
-    assert s > p["sigma"]  # local DP needs more noise than the walk for the same guarantee
+    at = {**p, "sigma": s, "epsilon0": e0}
+    assert W._sum_ldp(at, 25).epsilon == pytest.approx(2.0, rel=1e-6)
+    # the same, independently: 25 Gaussians of multiplier s/Δ composed by dp-accounting's RDP
+    acc = rdp.RdpAccountant(orders=list(DEFAULT_ORDERS))
+    acc.compose(dp_event.GaussianDpEvent(s / p["sensitivity"]), 25)
+    assert acc.get_epsilon(p["delta"]) == pytest.approx(2.0, rel=1e-6)
+    assert s > p["sigma"]  # at n = 2000 local DP needs more noise than the walk
+
+
+def test_colluders_cost_more():
+    """c colluders: every theorem at n/c (spec §2.9) and up to c·B spotted contributions."""
+    base = _spec("walk-sum", 2000, T=20000, epsilon=1.0)["params"]
+    one = W.sum_network_loss(base, 2000, 20)
+    ten = W.sum_network_loss({**base, "colluders": 10}, 2000, 20)
+    t3 = theorem3(2000, 20000 + 200, base["epsilon0"], base["delta"], base["delta_prime"],
+                  base["delta_hat"], cycle="tight", counts="exact", colluders=10)
+    sp = spotted_loss_capped(20, base["epsilon0"], base["delta"], base["delta_prime"])
+    assert ten.epsilon == pytest.approx(t3.epsilon + sp.epsilon) and ten.epsilon > one.epsilon
+    sgd = _spec("walk-sgd", 2000, T=20000, epsilon=10.0)["params"]
+    assert W.sgd_network_loss({**sgd, "colluders": 5}, 2000, 12).epsilon > \
+        W.sgd_network_loss(sgd, 2000, 12).epsilon
