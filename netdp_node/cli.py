@@ -274,7 +274,7 @@ def cmd_compose(a: argparse.Namespace) -> int:
     from netdp_node.compose import generate
 
     text = generate(nodes=a.nodes, topology=a.topology, rounds=a.rounds, faults=a.fault or [],
-                    image=a.image, data_dir=a.data_dir)
+                    image=a.image, data_dir=a.data_dir, algorithm=a.algorithm)
     if a.output == "-":
         sys.stdout.write(text)
     else:
@@ -392,7 +392,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "writing the result to the `results` volume.")
     c.add_argument("--nodes", type=int, default=8, help="number of nodes (default 8)")
     c.add_argument("--topology", default="ring", help="topology of the job (default ring)")
-    c.add_argument("--rounds", type=int, default=10, help="rounds of the ring sum (default 10)")
+    c.add_argument("--rounds", type=int, default=10, help="rounds of the ring sum (default 10; "
+                   "a walk-sum takes rounds × nodes steps)")
+    c.add_argument("--algorithm", default="ring-sum",
+                   help="ring-sum (default), ring-sum-r or walk-sum (use --topology complete)")
     c.add_argument("--fault", action="append", metavar="NODE:KEY=VALUE[,KEY=VALUE]",
                    help="fault flags of one node, e.g. node-3:drop=0.2,delay_ms=50 or "
                    "node-5:crash_at_step=4 (keys: crash_at_step, crash_after, offline, "

@@ -76,6 +76,16 @@ def test_generated_faults_are_valid(tmp_path, capsys):
     _check_all(doc, tmp_path, capsys)
 
 
+def test_walk_sum_compose_file_passes_check(tmp_path, capsys):
+    doc = yaml.safe_load(generate(nodes=4, topology="complete", algorithm="walk-sum",
+                                  faults=["node-2:crash_at_step=3"]))
+    cmd = doc["services"]["submit"]["command"]
+    assert cmd[cmd.index("--algorithm") + 1] == "walk-sum" and "T=40" in cmd
+    _check_all(doc, tmp_path, capsys)
+    with pytest.raises(ConfigError):
+        generate(algorithm="walk-sgd")
+
+
 def test_bad_fault_specs_are_refused():
     with pytest.raises(ConfigError):
         services(4, "ring", 3, ["node-9:drop=0.1"], "img", "./d")
