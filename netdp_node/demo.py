@@ -285,6 +285,10 @@ def render(res: dict[str, Any]) -> str:
             f"{res['ldp_std']:.4f} for the same guarantee "
             f"({res['ldp_std'] / res['netdp_std']:.2f}x)",
         ]
+        if res["ldp_std"] <= res["netdp_std"] * 1.001:
+            lines.append("  (with this few nodes the walk amplifies less than the exact local-DP "
+                         "composition gains; the accountant uses the better bound, so the walk "
+                         "needs as much noise as local DP; try `netdp simulate --nodes 2048`)")
     elif alg == "walk-histogram":
         lines += [
             f"private histogram by a token walk over {res['nodes']} node processes {head}",

@@ -33,7 +33,7 @@ def test_demo_walk_sum(tmp_path, nd):
     assert 0 < sum(counts.values()) <= 60  # edge-cap steps carry noise only
     # truth = Σ contributions × value; the error is within 5 std of the walk's noise
     assert abs(res["estimate"] - res["truth"]) <= 5 * res["netdp_std"]
-    assert 0 < res["netdp_std"] < res["ldp_std"]
+    assert 0 < res["netdp_std"] <= res["ldp_std"]  # equal at small n: local DP is the better bound
     for row in res["privacy"]:
         assert row["contributions"] == counts[row["node"]]
         assert 0 <= row["epsilon"] <= 1.0 + 1e-9  # the calibrated target ε = 1
