@@ -358,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "result beside the truth or the baselines and every node's privacy report, "
                        "then stop them all.")
     d.add_argument("--algorithm", default="ring-sum",
-                   help="ring-sum (default), walk-sum, walk-histogram or walk-sgd")
+                   help="ring-sum (default), walk-sum, walk-histogram, walk-sgd or rw-sgd")
     d.add_argument("--nodes", type=int, default=8, help="number of node processes (3..64, default 8)")
     d.add_argument("--rounds", type=int, default=10, help="ring-sum: rounds K of the token "
                    "(default 10)")
@@ -505,7 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
         jp.add_argument("--certs", required=True, help="operator identity folder")
         if name == "submit":
             jp.add_argument("--algorithm", default="ring-sum",
-                            help="ring-sum (default), walk-sum, walk-histogram or walk-sgd")
+                            help="ring-sum (default), ring-sum-r, ring-histogram, walk-sum, "
+                            "walk-histogram, walk-sgd or rw-sgd")
             jp.add_argument("--param", action="append", type=_param, metavar="KEY=VALUE",
                             help="algorithm parameter (repeat), e.g. rounds=10 epsilon=0.5")
             jp.add_argument("--participants", help="comma-separated ids (default: all registered)")

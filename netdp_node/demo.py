@@ -1,6 +1,6 @@
 """`netdp demo`: a bootstrap and N node daemons on loopback run a private job end to end.
 
-`--algorithm ring-sum` (default), `walk-sum`, `walk-histogram` or `walk-sgd`. Prints progress on
+`--algorithm ring-sum` (default), `walk-sum`, `walk-histogram`, `walk-sgd` or `rw-sgd`. Prints progress on
 stderr, then the result against the truth (sums, histograms) or the test accuracy beside the
 local-DP and central-DP baselines (SGD), the noise netdp needed against local DP for the same
 guarantee, and every node's privacy report read from its own ledger. With --json, one JSON object on stdout (keys in the README). Every process it started is
@@ -61,7 +61,7 @@ def _bar(done: int, total: int, width: int = 30) -> str:
     return "[" + "#" * int(frac * width) + "." * (width - int(frac * width)) + f"] {done}/{total}"
 
 
-ALGORITHMS = ("ring-sum", "walk-sum", "walk-histogram", "walk-sgd")
+ALGORITHMS = ("ring-sum", "walk-sum", "walk-histogram", "walk-sgd", "rw-sgd")
 
 
 @dataclass
@@ -77,7 +77,7 @@ def _write_data(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray
     out: dict[str, np.ndarray] = {}
     split = None
     rng = np.random.default_rng(a.seed)
-    if a.algorithm == "walk-sgd":
+    if a.algorithm in ("walk-sgd", "rw-sgd"):
         from netdp_node.datasets import find_housing, load_housing, synthetic
 
         split = (load_housing(a.data_dir) if find_housing(a.data_dir) is not None
@@ -104,7 +104,8 @@ def _job_params(a: argparse.Namespace, n: int) -> tuple[dict[str, Any], str]:
         return ({"rounds": a.rounds, "epsilon": eps, "delta": a.delta, "clip": a.clip,
                  "delta_prime": a.delta},
                 f"ring sum, K={a.rounds} rounds, per-window ε={eps}, δ={a.delta}")
-    T = a.steps or (25 * n if a.algorithm == "walk-sgd" else 10 * n)
+    sgd = a.algorithm in ("walk-sgd", "rw-sgd")
+    T = a.steps or (25 * n if sgd else 10 * n)
     params: dict[str, Any] = {"T": T, "delta": a.delta, "custody_timeout_s": 60.0}
     if a.epsilon is not None:
         params["epsilon"] = a.epsilon
@@ -117,7 +118,8 @@ def _job_params(a: argparse.Namespace, n: int) -> tuple[dict[str, Any], str]:
     from netdp_node.protocols import get_algorithm
 
     full = get_algorithm(a.algorithm).prepare(dict(params), n)
-    return params, (f"{a.algorithm} on the complete graph, T={T} steps, target ε={full['epsilon']:g} "
+    where = "an exponential graph" if a.algorithm == "rw-sgd" else "the complete graph"
+    return params, (f"{a.algorithm} on {where}, T={T} steps, target ε={full['epsilon']:g} "
                     f"per peer, δ={a.delta}, {full['regime']} regime")
 
 
@@ -191,7 +193,7 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
         res.update(_walk_sum_outcome(a, summary, spec_params, data, value))
     elif a.algorithm == "walk-histogram":
         res.update(_walk_histogram_outcome(summary, data, value))
-    else:
+    else:  # walk-sgd, rw-sgd
         res.update(_walk_sgd_outcome(a, cluster.n, spec_params, data, value))
     return res
 
@@ -298,7 +300,7 @@ def render(res: dict[str, Any]) -> str:
     else:
         b = res["baselines"]
         lines += [
-            f"private logistic regression by a token walk (network DP-SGD) over {res['nodes']} "
+            f"private logistic regression by a token walk ({alg}) over {res['nodes']} "
             f"node processes, data {res['data']} {head}",
             f"  test accuracy: netdp {res['test_accuracy']:.4f} (σ={res['sigma']:.3g})   local DP "
             f"{b['local']['test_accuracy']:.4f} (σ={b['local']['sigma']:.3g})   central DP "
@@ -335,8 +337,8 @@ def run_demo(a: argparse.Namespace) -> int:
         raise ConfigError("--epsilon must be in (0, 1) (classic Gaussian calibration)")
     values = None
     if a.data:
-        if a.algorithm == "walk-sgd":
-            raise ConfigError("walk-sgd reads the housing data (--data-dir) or makes synthetic data")
+        if a.algorithm in ("walk-sgd", "rw-sgd"):
+            raise ConfigError("SGD reads the housing data (--data-dir) or makes synthetic data")
         values = load_values(a.data)
         if values.size != a.nodes:
             raise ConfigError(f"{a.data} holds {values.size} values; --nodes is {a.nodes} "

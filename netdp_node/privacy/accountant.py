@@ -144,6 +144,64 @@ def gaussian_sum_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry]
                                          "trusted curator, same noise on the result")}
 
 
+# -- random-walk DP-SGD on any graph (random-walks.md) ----------------------------------------------
+def _rw_loss(p: Mapping[str, Any], count: int) -> PrivacyLoss:
+    from netdp_node.privacy.composition import DEFAULT_ORDERS, gaussian_rdp
+    from netdp_node.privacy.random_walk import ldp_epsilon
+
+    if count == 0:
+        return PrivacyLoss(0.0, 0.0, "no-contribution")
+    z = float(p["noise_multiplier"])
+    return PrivacyLoss(ldp_epsilon(count, z, float(p["delta"])), float(p["delta"]),
+                       "ldp-gaussian-rdp (sound; random-walks.md §4.8)",
+                       (DEFAULT_ORDERS, tuple(gaussian_rdp(z, DEFAULT_ORDERS, count).tolist())))
+
+
+def rw_sgd_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
+                  me: str) -> dict[str, PrivacyLoss]:
+    """The always-valid bound from the node's ledger: its real contributions, each a Gaussian
+    mechanism of multiplier σ seen by every observer at worst (spec §4.8). The paper's per-pair
+    value is not a guarantee (spec §0 item 3, §4.9); it is shown beside this one (`baselines`)."""
+    count = sum(1 for e in entries if e.event == "contribute")
+    loss = _rw_loss(spec["params"], count)
+    return {v: loss for v in _others(spec, me)}
+
+
+def rw_sgd_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
+    loss = _rw_loss(spec["params"], int(spec["params"]["cap"]))
+    return {v: loss for v in _others(spec, me)}
+
+
+def rw_sgd_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
+                     me: str) -> dict[str, PrivacyLoss]:
+    """The paper's accountant for the node's real count (Lemma 2 composed over its contributions,
+    known-sender form of App. B.1, α cap of Theorem 3; spec §4.3–4.7), worst peer: labelled, it is
+    NOT a guarantee (spec §4.9)."""
+    from netdp_node.privacy.random_walk import (
+        communicability_sparse,
+        known_sender,
+        neighbour_lists,
+        paper_epsilon,
+    )
+
+    p = spec["params"]
+    parts = list(spec["participants"])
+    index = {v: i for i, v in enumerate(parts)}
+    edges = [(index[a], index[b]) for a, b in spec.get("edges", []) if a in index and b in index]
+    count = sum(1 for e in entries if e.event == "contribute")
+    if not edges or count == 0:
+        return {}
+    u = index[me]
+    S = communicability_sparse(len(parts), edges, u, int(p["T"]), str(p.get("weights", "coded")))
+    S = known_sender(S, u, neighbour_lists(len(parts), edges))
+    eps = paper_epsilon(S, count, float(p["noise_multiplier"]), float(p["delta"]))
+    eps[u] = 0.0
+    return {"paper (not a guarantee)": PrivacyLoss(
+        float(eps.max()), float(p["delta"]),
+        "Lemma 2 composed over contributions, known sender (App. B.1), α cap; unsound in "
+        "general (random-walks.md §4.9)")}
+
+
 @dataclass(frozen=True)
 class Accountant:
     losses: Callable[[Mapping[str, Any], Iterable[ViewEntry], str], dict[str, PrivacyLoss]]
@@ -164,6 +222,9 @@ ACCOUNTANTS: dict[str, Accountant] = {
     "ring-histogram": Accountant(ring_histogram_losses, ring_histogram_prospective,
                                  "Cyffers & Bellet 2022, Theorem 2 corrected (E3, E4, E22), "
                                  "numeric shuffle bound (Remark 2, B6) (network-dp.md §3.2)"),
+    "rw-sgd": Accountant(rw_sgd_losses, rw_sgd_prospective,
+                         "random-walk DP-SGD: local-DP bound (random-walks.md §4.8), the paper's "
+                         "Lemma 2 / Theorem 3 value beside it, labelled", rw_sgd_baselines),
     "walk-sum": Accountant(walk_accountant.sum_losses, walk_accountant.sum_prospective,
                            "Cyffers & Bellet 2022, Theorem 3 + App. D (E7) + App. G (Lemma 2, E14 / "
                            "edge cap §2.8) (network-dp.md §3.3, §3.6)", gaussian_sum_baselines),

@@ -31,6 +31,7 @@ ALGORITHMS: dict[str, Algorithm] = {
                                 "complete"),
     "walk-sgd": Algorithm("walk-sgd", walk.WalkSgd,
                           functools.partial(walk.prepare_params, "walk-sgd"), "complete"),
+    "rw-sgd": Algorithm("rw-sgd", walk.RandomWalkSgd, walk.prepare_rw_sgd, "exponential"),
 }
 
 

@@ -168,6 +168,10 @@ class CompleteGraphWalk(Engine):
             self._live_for = len(self.dead)
         return self._live_cache
 
+    def _draw_next(self, live: list[str]) -> str:
+        """The next holder: uniform over the live participants (complete graph, spec §2.4)."""
+        return live[int(self.rng.integers(len(live)))]
+
     def _dead_scalars(self) -> dict[str, float]:
         return {f"dead:{self.ids.index(v)}": 1.0 for v in sorted(self.dead)}
 
@@ -202,7 +206,7 @@ class CompleteGraphWalk(Engine):
         self.max_epoch = max(self.max_epoch, epoch)
         while True:
             live = self._live()
-            nxt = live[int(self.rng.integers(len(live)))]
+            nxt = self._draw_next(live)
             real = self._may_contribute(sender, nxt)
             tau, params = self.step(tau, real)
             self.holds += 1
@@ -278,7 +282,7 @@ class CompleteGraphWalk(Engine):
         epoch = max(self.max_epoch, int(meta["epoch"])) + 1
         self.max_epoch = epoch
         live = self._live()
-        nxt = live[int(self.rng.integers(len(live)))]
+        nxt = self._draw_next(live)
         actions: list[Action] = [
             Drop(key),
             Record("reroute", peer=dead, params={"old_epoch": meta["epoch"], "epoch": epoch,
@@ -697,3 +701,86 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
         if out["dp"] == "local" and not out["cap"]:
             raise ValueError("local DP-SGD needs a contribution cap (cap >= 1)")
     return calibrate(algorithm, out, n)
+
+
+# -- random-walk DP-SGD on any graph ----------------------------------------------------------------
+class RandomWalkSgd(WalkSgd):
+    """Algorithm 1 of random-walks.md (§3.1–3.2): the SGD token walks on the job's public graph; the
+    holder takes one clipped gradient step with noise N(0, σ²Δ²I) (σ the noise multiplier, Δ = 2C
+    for clip C under replace-one adjacency) and draws the next holder from its row of the public
+    transition matrix W (Hamilton weights as coded, 1/(max(d_u, d_v) + 1) with a self-loop, or the
+    paper's 1/max(d_u, d_v); spec §1.1) with its private CSPRNG. Past the cap it adds noise only
+    (Remark 5). The token carries the step counter t (spec §7.1 item 4). After a custody re-route
+    the next hop is drawn from the row conditioned on liveness (spec §7.1 item 2)."""
+
+    algorithm = "rw-sgd"
+    default_stop = "counter"
+
+    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
+                 contribute: bool = True) -> None:
+        super().__init__(ctx, data, rng, contribute)
+        from netdp_node.privacy.random_walk import transition_row
+
+        index = {v: i for i, v in enumerate(self.ids)}
+        edges = [(index[a], index[b]) for a, b in ctx.edges if a in index and b in index]
+        if not edges:
+            raise ValueError("rw-sgd needs the job's graph (edges)")
+        cols, probs = transition_row(self.n, edges, index[ctx.me],
+                                     str(ctx.params.get("weights", "coded")))
+        self.row = [(self.ids[c], p) for c, p in zip(cols, probs) if p > 0]
+
+    def _draw_next(self, live: list[str]) -> str:
+        alive = set(live)
+        cand = [(v, p) for v, p in self.row if v in alive or v == self.ctx.me]
+        total = sum(p for _, p in cand)
+        x = float(self.rng.random()) * total
+        for v, p in cand:
+            x -= p
+            if x < 0:
+                return v
+        return cand[-1][0]
+
+
+def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """Validate a rw-sgd job and calibrate its noise multiplier σ so that the always-valid bound
+    (local DP over the cap's contributions, spec §4.8) is at most `epsilon` towards everyone.
+    Parameters: T (10·n), cap (⌈1.2·T/n⌉), epsilon (10), delta (1e-6), lipschitz C (1, the
+    gradient clip; Δ = 2C), eta (0.05), dim (9), weights ("coded" or "paper"), stop ("counter"),
+    custody_timeout_s (120)."""
+    from netdp_node.privacy.random_walk import ldp_epsilon
+
+    known = {"T", "cap", "epsilon", "delta", "lipschitz", "eta", "dim", "weights", "stop",
+             "custody_timeout_s"}
+    unknown = set(params) - known - {"sigma", "noise_multiplier", "sensitivity", "regime"}
+    if unknown:
+        raise ValueError(f"unknown rw-sgd parameter(s) {sorted(unknown)}; known: {sorted(known)}")
+    if n < 2:
+        raise ValueError("rw-sgd needs at least 2 participants")
+    T = int(params.get("T", 10 * n))
+    out: dict[str, Any] = {
+        "T": T, "cap": int(params.get("cap", math.ceil(1.2 * T / n))),
+        "epsilon": _finite("epsilon", params.get("epsilon", 10.0)),
+        "delta": _finite("delta", params.get("delta", 1e-6)),
+        "lipschitz": _finite("lipschitz", params.get("lipschitz", 1.0)),
+        "eta": _finite("eta", params.get("eta", 0.05)), "dim": int(params.get("dim", 9)),
+        "weights": str(params.get("weights", "coded")), "stop": str(params.get("stop", "counter")),
+        "custody_timeout_s": _finite("custody_timeout_s", params.get("custody_timeout_s", 120.0)),
+        "regime": "graph", "dp": "network",
+    }
+    if not 1 <= T <= 10**8 or out["cap"] < 1 or out["epsilon"] <= 0:
+        raise ValueError("T in 1..10^8, cap >= 1 and epsilon > 0 are required")
+    if not 0 < out["delta"] < 1 or out["lipschitz"] <= 0 or out["eta"] <= 0:
+        raise ValueError("delta in (0, 1), lipschitz and eta positive are required")
+    if out["weights"] not in ("coded", "paper") or out["stop"] not in ("counter", "geometric"):
+        raise ValueError("weights must be 'coded' or 'paper', stop 'counter' or 'geometric'")
+    lo, hi = 1e-3, 1.0
+    while ldp_epsilon(out["cap"], hi, out["delta"]) > out["epsilon"]:
+        lo, hi = hi, hi * 2.0
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if ldp_epsilon(out["cap"], mid, out["delta"]) <= out["epsilon"] \
+            else (mid, hi)
+    out["noise_multiplier"] = hi
+    out["sensitivity"] = 2.0 * out["lipschitz"]
+    out["sigma"] = hi * out["sensitivity"]  # the absolute noise std WalkSgd adds
+    return out

@@ -52,3 +52,15 @@ def test_demo_walk_sgd(tmp_path, nd):
         assert math.isfinite(row["epsilon"]) and row["epsilon"] <= 10.0 + 1e-9
         assert {p["method"] for p in row["peers"]} <= {
             "no-contribution", "ldp-gaussian-rdp", "lemma1-rdp+edge-cap(B=2), counts=ledger"}
+
+
+@pytest.mark.timeout(200)
+def test_demo_rw_sgd(tmp_path, nd):
+    res = _run_demo(nd, tmp_path / "demo", "--algorithm", "rw-sgd", "--nodes", "5",
+                    "--steps", "60")
+    assert res["algorithm"] == "rw-sgd" and 0.0 <= res["test_accuracy"] <= 1.0
+    assert sum(res["contributions"].values()) <= 60
+    for row in res["privacy"]:
+        assert row["epsilon"] <= 10.0 + 1e-9
+        assert {p["method"] for p in row["peers"]} <= {
+            "no-contribution", "ldp-gaussian-rdp (sound; random-walks.md §4.8)"}
