@@ -44,6 +44,10 @@ class Split:
         return [np.hstack([self.X_train[m * i:m * i + m],
                            self.y_train[m * i:m * i + m, None]]).reshape(-1) for i in range(n)]
 
+    def user_arrays(self, n: int, m: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The same users as `per_user`, as (features, labels) pairs."""
+        return [(self.X_train[m * i:m * i + m], self.y_train[m * i:m * i + m]) for i in range(n)]
+
 
 def data_dirs(flag: str | None = None) -> list[Path]:
     out = []
@@ -118,6 +122,16 @@ def load_housing(flag: str | None = None, seed: int = 42) -> Split:
     if raw.ndim != 2 or raw.shape[1] != 9:
         raise ConfigError(f"{path} should have 9 comma-separated columns, has shape {raw.shape}")
     return preprocess(raw, str(path), seed)
+
+
+def learning_split(n_users: int, points: int, seed: int = 0,
+                   data_dir: str | None = None) -> Split:
+    """The data of an SGD job or experiment: the housing split when the file is found and has
+    `points` training rows for each of `n_users` users, else synthetic data of the same layout (and
+    the Split says which, in `source`)."""
+    if find_housing(data_dir) is not None and n_users * points <= 16_512:
+        return load_housing(data_dir)
+    return synthetic(int(n_users * points / 0.8) + 50, seed)
 
 
 def synthetic(n_rows: int, seed: int = 0, dim: int = 8, noise: float = 0.1) -> Split:

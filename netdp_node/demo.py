@@ -78,10 +78,9 @@ def _write_data(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray
     split = None
     rng = np.random.default_rng(a.seed)
     if a.algorithm in ("walk-sgd", "rw-sgd"):
-        from netdp_node.datasets import find_housing, load_housing, synthetic
+        from netdp_node.datasets import learning_split
 
-        split = (load_housing(a.data_dir) if find_housing(a.data_dir) is not None
-                 else synthetic(int(cluster.n * a.points / 0.8) + 50, a.seed or 0))
+        split = learning_split(cluster.n, a.points, a.seed or 0, a.data_dir)
         out = dict(zip(cluster.ids, split.per_user(cluster.n, a.points)))
     elif a.algorithm == "walk-histogram":
         cats = values if values is not None else rng.integers(0, a.bins, size=cluster.n)
@@ -98,12 +97,11 @@ def _write_data(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray
     return DemoData(files, out, split)
 
 
-def _job_params(a: argparse.Namespace, n: int) -> tuple[dict[str, Any], str]:
+def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
     if a.algorithm == "ring-sum":
         eps = 0.5 if a.epsilon is None else a.epsilon
-        return ({"rounds": a.rounds, "epsilon": eps, "delta": a.delta, "clip": a.clip,
-                 "delta_prime": a.delta},
-                f"ring sum, K={a.rounds} rounds, per-window ε={eps}, δ={a.delta}")
+        return {"rounds": a.rounds, "epsilon": eps, "delta": a.delta, "clip": a.clip,
+                "delta_prime": a.delta}
     sgd = a.algorithm in ("walk-sgd", "rw-sgd")
     T = a.steps or (25 * n if sgd else 10 * n)
     params: dict[str, Any] = {"T": T, "delta": a.delta, "custody_timeout_s": 60.0}
@@ -115,12 +113,17 @@ def _job_params(a: argparse.Namespace, n: int) -> tuple[dict[str, Any], str]:
         params["bins"] = a.bins
     else:
         params.update({"dim": 9, "lipschitz": 1.0, "eta": 0.1})
-    from netdp_node.protocols import get_algorithm
+    return params
 
-    full = get_algorithm(a.algorithm).prepare(dict(params), n)
-    where = "an exponential graph" if a.algorithm == "rw-sgd" else "the complete graph"
-    return params, (f"{a.algorithm} on {where}, T={T} steps, target ε={full['epsilon']:g} "
-                    f"per peer, δ={a.delta}, {full['regime']} regime")
+
+def _describe(algorithm: str, p: dict[str, Any]) -> str:
+    """The submitted job, from the parameters the bootstrap validated and calibrated."""
+    if algorithm == "ring-sum":
+        return (f"ring sum, K={p['rounds']} rounds, per-window ε={p['epsilon']}, "
+                f"δ={p['delta']}")
+    where = "an exponential graph" if algorithm == "rw-sgd" else "the complete graph"
+    return (f"{algorithm} on {where}, T={p['T']} steps, target ε={p['epsilon']:g} per peer, "
+            f"δ={p['delta']}, {p['regime']} regime")
 
 
 async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray | None
@@ -139,10 +142,9 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
     op = cluster.operator
     channels = {nid: secure_channel(cluster.procs[nid].address, op) for nid in cluster.ids}
     try:
-        params, what = _job_params(a, cluster.n)
-        job = await client.submit(a.algorithm, params, participants=cluster.ids,
-                                  seed=a.seed or 0)
-        _say(f"submitted job {job.job_id}: {what}")
+        job = await client.submit(a.algorithm, _job_params(a, cluster.n),
+                                  participants=cluster.ids, seed=a.seed or 0)
+        _say(f"submitted job {job.job_id}: {_describe(a.algorithm, json.loads(job.params_json))}")
         t_job = time.monotonic()
         deadline = t0 + a.timeout
         last = ""
@@ -243,7 +245,7 @@ def _walk_sgd_outcome(a: argparse.Namespace, n: int, p: dict[str, Any], data: De
     from netdp_node.protocols.walk import logistic_accuracy
 
     split = data.split
-    users = [(v.reshape(-1, 10)[:, :9], v.reshape(-1, 10)[:, 9]) for v in data.values.values()]
+    users = split.user_arrays(n, a.points)
     acc = logistic_accuracy(value, split.X_test, split.y_test)
     eps, delta, lip, T = p["epsilon"], p["delta"], p["lipschitz"], int(p["T"])
     sig_loc = local_sgd_sigma(p["cap"], eps, delta, lip)

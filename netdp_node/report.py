@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from netdp_node.ledger import Ledger
-from netdp_node.privacy.composition import PrivacyLoss
 from netdp_node.privacy.accountant import ACCOUNTANTS, JobView, per_job_losses, total_losses
+from netdp_node.privacy.composition import PrivacyLoss
+from netdp_node.privacy.walk_accountant import real_contributions
 
 
 def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
@@ -44,7 +45,7 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
                 "state": j.state,
                 "detail": j.detail,
                 "contributed": j.contributed,
-                "contributions": sum(1 for e in entries if e.event == "contribute"),
+                "contributions": real_contributions(entries),
                 "messages_sent": sum(1 for e in entries if e.direction == "sent"),
                 "messages_received": sum(1 for e in entries if e.direction == "received"),
                 "theorem": ACCOUNTANTS[j.algorithm].theorem,

@@ -381,10 +381,10 @@ class NodeRuntime:
         runner = JobRunner(self, ctx, engine, contributed, reason)
         self.jobs[ctx.job_id] = runner
         if previous is not None and previous.state == "running":
-            resumed = engine.restore(self.ledger.entries(ctx.job_id), self.ledger.kept(ctx.job_id))
+            kept = self.ledger.kept(ctx.job_id)
+            resumed = engine.restore(self.ledger.entries(ctx.job_id), kept)
             if resumed is not None:
-                runner.log.warning("resuming after a restart (%d kept copies)",
-                                   len(self.ledger.kept(ctx.job_id)))
+                runner.log.warning("resuming after a restart (%d kept copies)", len(kept))
                 runner.arm_deadline(float(ctx.params.get("deadline_s", self.job_deadline)))
                 async with runner.lock:
                     runner._apply(resumed, received=None)

@@ -27,7 +27,6 @@ import numpy as np
 
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.protocols import get_algorithm
-from netdp_node.protocols.walk import HOLD_EVENTS
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -39,6 +38,7 @@ from netdp_node.protocols.base import (
     Send,
     SetTimer,
 )
+from netdp_node.protocols.walk import HOLD_EVENTS
 
 RecordMode = Literal["full", "walk", "none"]
 
@@ -183,11 +183,9 @@ def synthetic_data(algorithm: str, ids: Sequence[str], params: Mapping[str, Any]
         cats = rng.choice(L, size=n, p=np.arange(1, L + 1) / (L * (L + 1) / 2))
         return {nid: np.array([float(c)]) for nid, c in zip(ids, cats)}, None
     if algorithm == "walk-sgd":
-        from netdp_node.datasets import find_housing, load_housing, synthetic
+        from netdp_node.datasets import learning_split
 
-        split = (load_housing(data_dir) if find_housing(data_dir) is not None
-                 and n * points_per_node <= 16_512 else
-                 synthetic(int(n * points_per_node / 0.8) + 10, seed))
+        split = learning_split(n, points_per_node, seed, data_dir)
         users = split.per_user(n, points_per_node)
         return dict(zip(ids, users)), split
     raise ValueError(f"no synthetic data for {algorithm!r}")

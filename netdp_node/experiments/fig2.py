@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from netdp_node.baselines import local_sgd_sigma, logistic_objective, sgd_walk
-from netdp_node.datasets import load_housing, synthetic
+from netdp_node.datasets import learning_split
 from netdp_node.privacy.network_dp_walk import bassily_central_sigma
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.walk import logistic_accuracy
@@ -81,12 +81,9 @@ def _engine_accuracy(users: list[np.ndarray], split: Any, eps: float, seed: int,
 def run(name: str, args: Any) -> dict[str, Any]:
     runs = int(getattr(args, "runs", 0) or 5)
     quick = bool(getattr(args, "quick", False))
-    try:
-        split = load_housing(getattr(args, "data_dir", None))
-    except Exception:
-        split = synthetic(int(N * M / 0.8) + 100, 0)
+    split = learning_split(N, M, 0, getattr(args, "data_dir", None))
     users_flat = split.per_user(N, M)
-    users = [(u.reshape(-1, 10)[:, :9], u.reshape(-1, 10)[:, 9]) for u in users_flat]
+    users = split.user_arrays(N, M)
     steps = 2000 if quick else T
     obj_rng = np.random.default_rng(1)
     idx = obj_rng.integers(len(split.y_train), size=1000)

@@ -45,7 +45,7 @@ def ring_sum_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     `ring_release_adds_noise` for the final one (the spec's schedule alone leaves it unprotected). So the loss towards each v composes one Gaussian window per real
     contribution the ledger shows (noise-only visits of a declining node cost nothing)."""
     p = spec["params"]
-    windows = sum(1 for e in entries if e.event == "contribute" and e.params.get("data"))
+    windows = walk_accountant.real_contributions(entries)
     loss = ring_sum_loss(sigma=p["sigma"], sensitivity=p["sensitivity"], windows=windows,
                          delta=p["delta"], delta_prime=p["delta_prime"])
     return {v: loss for v in _others(spec, me)}
@@ -101,7 +101,7 @@ def ring_histogram_loss(spec: Mapping[str, Any], windows: int) -> PrivacyLoss:
 
 def ring_histogram_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
                           me: str) -> dict[str, PrivacyLoss]:
-    windows = sum(1 for e in entries if e.event == "contribute" and e.params.get("data"))
+    windows = walk_accountant.real_contributions(entries)
     loss = ring_histogram_loss(spec, windows)
     return {v: loss for v in _others(spec, me)}
 
@@ -130,7 +130,7 @@ def gaussian_sum_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry]
     Gaussian of the result's total noise std, user-level sensitivity k·Δ). Both in RDP at δ."""
     p = spec["params"]
     es = list(entries)
-    k = sum(1 for e in es if e.event == "contribute" and e.params.get("data", True))
+    k = walk_accountant.real_contributions(es)
     sigma, sens, delta = float(p["sigma"]), float(p["sensitivity"]), float(p["delta"])
     n = len(spec["participants"])
     if spec["algorithm"] == "walk-sum":
@@ -162,7 +162,7 @@ def rw_sgd_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     """The always-valid bound from the node's ledger: its real contributions, each a Gaussian
     mechanism of multiplier σ seen by every observer at worst (spec §4.8). The paper's per-pair
     value is not a guarantee (spec §0 item 3, §4.9); it is shown beside this one (`baselines`)."""
-    count = sum(1 for e in entries if e.event == "contribute")
+    count = walk_accountant.real_contributions(entries)
     loss = _rw_loss(spec["params"], count)
     return {v: loss for v in _others(spec, me)}
 
@@ -188,7 +188,7 @@ def rw_sgd_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     parts = list(spec["participants"])
     index = {v: i for i, v in enumerate(parts)}
     edges = [(index[a], index[b]) for a, b in spec.get("edges", []) if a in index and b in index]
-    count = sum(1 for e in entries if e.event == "contribute")
+    count = walk_accountant.real_contributions(entries)
     if not edges or count == 0:
         return {}
     u = index[me]
@@ -225,14 +225,14 @@ ACCOUNTANTS: dict[str, Accountant] = {
     "rw-sgd": Accountant(rw_sgd_losses, rw_sgd_prospective,
                          "random-walk DP-SGD: local-DP bound (random-walks.md §4.8), the paper's "
                          "Lemma 2 / Theorem 3 value beside it, labelled", rw_sgd_baselines),
-    "walk-sum": Accountant(walk_accountant.sum_losses, walk_accountant.sum_prospective,
+    "walk-sum": Accountant(walk_accountant.walk_losses, walk_accountant.walk_prospective,
                            "Cyffers & Bellet 2022, Theorem 3 + App. D (E7) + App. G (Lemma 2, E14 / "
                            "edge cap §2.8) (network-dp.md §3.3, §3.6)", gaussian_sum_baselines),
-    "walk-histogram": Accountant(walk_accountant.histogram_losses,
-                                 walk_accountant.histogram_prospective,
+    "walk-histogram": Accountant(walk_accountant.walk_losses,
+                                 walk_accountant.walk_prospective,
                                  "Cyffers & Bellet 2022, Theorem 6 with Remark 4 (E8) + App. G "
                                  "(network-dp.md §3.4, §3.6)"),
-    "walk-sgd": Accountant(walk_accountant.sgd_losses, walk_accountant.sgd_prospective,
+    "walk-sgd": Accountant(walk_accountant.walk_losses, walk_accountant.walk_prospective,
                            "Cyffers & Bellet 2022, Theorem 4 via Lemma 1 (E10, RDP) + App. G "
                            "(network-dp.md §3.5, §3.6)"),
 }

@@ -47,8 +47,10 @@ from netdp_node.privacy.network_dp_walk import (
 
 # -- reading the view ------------------------------------------------------------------------------
 def real_contributions(entries: Iterable[Any]) -> int:
-    """Data contributions this node made (every copy it ever made counts, kept or discarded)."""
-    return sum(1 for e in entries if e.direction == "local" and e.event == "contribute")
+    """Data contributions this node made, from its ledger: its "contribute" records (every engine
+    records a step with data as "contribute", and a step without data under another name). For a
+    walk every copy it ever made counts, kept or discarded."""
+    return sum(1 for e in entries if e.event == "contribute")
 
 
 def contributions_in_result(entries: Iterable[Any]) -> int:
@@ -133,10 +135,6 @@ def sum_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLo
                        f"theorem3-tight+{label}, counts=bound")
 
 
-def sum_losses(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
-    p, es = _p(spec), list(entries)
-    count, n = real_contributions(es), live_participants(spec, es)
-    return _per_peer(spec, me, count, lambda k: sum_network_loss(p, n, k), _sum_ldp(p, count))
 
 
 def _sum_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
@@ -184,10 +182,6 @@ def prospective_count(params: Mapping[str, Any], n: int) -> int:
     return int(count_bound(T, 1.0 / n, params["delta_hat"], exact=True))
 
 
-def sum_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
-    p, n = _p(spec), len(spec["participants"])
-    count = prospective_count(p, n)
-    return _per_peer(spec, me, count, lambda k: sum_network_loss(p, n, k), _sum_ldp(p, count))
 
 
 # -- walk-histogram: Theorem 6 ----------------------------------------------------------------------
@@ -208,19 +202,8 @@ def histogram_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> Pri
                        f"theorem6-numeric+{label}, counts=bound")
 
 
-def histogram_losses(spec: Mapping[str, Any], entries: Iterable[Any],
-                     me: str) -> dict[str, PrivacyLoss]:
-    p, es = _p(spec), list(entries)
-    count, n = real_contributions(es), live_participants(spec, es)
-    return _per_peer(spec, me, count, lambda k: histogram_network_loss(p, n, k),
-                     _ldp(float(p["epsilon0"]), 0.0, count, float(p["delta_prime"]), None))
 
 
-def histogram_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
-    p, n = _p(spec), len(spec["participants"])
-    count = prospective_count(p, n)
-    return _per_peer(spec, me, count, lambda k: histogram_network_loss(p, n, k),
-                     _ldp(float(p["epsilon0"]), 0.0, count, float(p["delta_prime"]), None))
 
 
 # -- walk-sgd: Theorem 4 / Lemma 1 -----------------------------------------------------------------
@@ -283,22 +266,48 @@ def _sgd_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
                        (DEFAULT_ORDERS, tuple(curve.tolist())))
 
 
-def _sgd_network(p: Mapping[str, Any], n: int) -> Callable[[int], PrivacyLoss]:
-    if p.get("dp", "network") == "local":  # the local-DP-SGD baseline claims no amplification
-        return lambda k: PrivacyLoss(math.inf, 0.0, "none (local DP-SGD)")
-    return lambda k: sgd_network_loss(p, n, k)
 
 
-def sgd_losses(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
+
+
+
+
+def sgd_walk_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLoss:
+    """walk-sgd's network bound; the local-DP-SGD baseline (dp=local) claims no amplification."""
+    if params.get("dp", "network") == "local":
+        return PrivacyLoss(math.inf, 0.0, "none (local DP-SGD)")
+    return sgd_network_loss(params, n, n_u)
+
+
+def _histogram_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
+    return _ldp(float(p["epsilon0"]), 0.0, count, float(p["delta_prime"]), None)
+
+
+# algorithm -> (network bound (params, n, N_u), local-DP bound (params, N_u))
+BOUNDS: dict[str, tuple[Callable[[Mapping[str, Any], int, float], PrivacyLoss],
+                        Callable[[Mapping[str, Any], int], PrivacyLoss]]] = {
+    "walk-sum": (sum_network_loss, _sum_ldp),
+    "walk-histogram": (histogram_network_loss, _histogram_ldp),
+    "walk-sgd": (sgd_walk_loss, _sgd_ldp),
+}
+
+
+def walk_losses(spec: Mapping[str, Any], entries: Iterable[Any],
+                me: str) -> dict[str, PrivacyLoss]:
+    """A walk job's loss towards every peer, from this node's ledger: its real contributions and
+    the participants still live (module docstring)."""
     p, es = _p(spec), list(entries)
+    network, local = BOUNDS[spec["algorithm"]]
     count, n = real_contributions(es), live_participants(spec, es)
-    return _per_peer(spec, me, count, _sgd_network(p, n), _sgd_ldp(p, count))
+    return _per_peer(spec, me, count, lambda k: network(p, n, k), local(p, count))
 
 
-def sgd_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
+def walk_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
+    """The loss if the node makes its maximum number of contributions (budget check, calibration)."""
     p, n = _p(spec), len(spec["participants"])
+    network, local = BOUNDS[spec["algorithm"]]
     count = prospective_count(p, n)
-    return _per_peer(spec, me, count, _sgd_network(p, n), _sgd_ldp(p, count))
+    return _per_peer(spec, me, count, lambda k: network(p, n, k), local(p, count))
 
 
 # -- calibration ------------------------------------------------------------------------------------
@@ -322,12 +331,12 @@ def calibrate(algorithm: str, params: dict[str, Any], n: int) -> dict[str, Any]:
     walk-sum: ε0 and σ = 2·clip·sqrt(2 ln(1.25/δ))/ε0; walk-histogram: ε0 and γ = L/(e^ε0 + L − 1);
     walk-sgd: σ = (σ/L)·L."""
     target = float(params["epsilon"])
-    spec = {"participants": [str(i) for i in range(n)], "params": params}
+    spec = {"algorithm": algorithm, "participants": [str(i) for i in range(n)], "params": params}
     out = dict(params)
 
     def worst(p: dict[str, Any]) -> float:
         # what a node's report will show: the better of the network and local-DP bounds
-        return max(l.epsilon for l in PROSPECTIVE[algorithm]({**spec, "params": p}, "0").values())
+        return max(x.epsilon for x in walk_prospective({**spec, "params": p}, "0").values())
 
     if algorithm == "walk-sum":
         sens = 2.0 * float(params["clip"])
@@ -351,7 +360,4 @@ def calibrate(algorithm: str, params: dict[str, Any], n: int) -> dict[str, Any]:
 
 
 PROSPECTIVE: dict[str, Callable[[Mapping[str, Any], str], dict[str, PrivacyLoss]]] = {
-    "walk-sum": sum_prospective,
-    "walk-histogram": histogram_prospective,
-    "walk-sgd": sgd_prospective,
-}
+    alg: walk_prospective for alg in BOUNDS}

@@ -295,19 +295,24 @@ class CompleteGraphWalk(Engine):
         return actions + self._forward(tau, int(meta["t"]), epoch, nxt, came_from,  # type: ignore[arg-type]
                                        int(meta["contrib"]))
 
+    def _discard(self, key: str, peer: str, epoch: int) -> tuple[dict[str, Any], list[Action]]:
+        """The copy under `key` is on a stale branch: drop it and discount the contributions made
+        with it (they are not in the result; they stay in the ledger and the accounting)."""
+        meta = self.custody.pop(key)
+        self.copies.pop(key, None)
+        self.discarded += int(meta["contrib"])
+        return meta, [Drop(key), Record("fenced", peer=peer,
+                                        params={"epoch": epoch, "discarded": meta["contrib"]})]
+
     def _fence_branch(self, came_from: tuple[str, int, int]) -> list[Action]:
-        """Our sender re-routed the token we got from it: our branch is stale."""
+        """Our sender re-routed the token we got from it: our branch is stale; so is our
+        receiver's, which we tell."""
         actions: list[Action] = []
         for key, meta in list(self.custody.items()):
             if meta["came_from"] and tuple(meta["came_from"]) == came_from:
-                self.discarded += int(meta["contrib"])
-                del self.custody[key]
-                self.copies.pop(key, None)
-                actions += [Drop(key),
-                            Record("fenced", peer=came_from[0],
-                                   params={"epoch": came_from[1], "discarded": meta["contrib"]}),
-                            Send(str(meta["to"]), Message(FENCE, walk=WALK, epoch=int(meta["epoch"]),
-                                                          seq=int(meta["seq"])))]
+                _, dropped = self._discard(key, came_from[0], came_from[1])
+                actions += dropped + [Send(str(meta["to"]), Message(
+                    FENCE, walk=WALK, epoch=int(meta["epoch"]), seq=int(meta["seq"])))]
         return actions
 
     # -- entry points ------------------------------------------------------------------------------
@@ -404,12 +409,7 @@ class CompleteGraphWalk(Engine):
             if key not in self.custody or self.done:
                 return []
             if "stale" in detail:  # fenced by the receiver: our branch is stale
-                meta = self.custody.pop(key)
-                self.copies.pop(key, None)
-                self.discarded += int(meta["contrib"])
-                return [Drop(key), Record("fenced", peer=to,
-                                          params={"epoch": msg.epoch,
-                                                  "discarded": meta["contrib"]})]
+                return self._discard(key, to, msg.epoch)[1]
             return self._reroute(key, f"{code}: {detail}")
         if msg.kind == HANDOFF:
             if "stale" in detail:
