@@ -11,7 +11,8 @@ or a trusted post-mortem. It checks invariants that must hold whatever faults we
 * received-once: no node recorded the same message twice.
 
 For token walks a token sent but never recorded by its receiver is accounted for when the sender
-recorded a custody re-route around that receiver (or a fenced branch), or when the sender itself
+recorded a custody re-route around that receiver (or a fenced branch, or a copy abandoned because
+the walk ended on another branch), or when the sender itself
 never finished and another node re-routed around it (it died with the token unsent); a
 release/handoff/fence to or from a node that never finished the job is expected (the job result
 lists that node as missing).
@@ -119,7 +120,7 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
             conserved.fail(f"{dst} received {k[3]} seq={k[6]} of job {job} from {src} with other "
                            f"content than {src} sent")
     recovered = {(e.job_id, n.node, e.peer) for n in nodes for e in n.entries
-                 if e.event in ("reroute", "fenced")}
+                 if e.event in ("reroute", "fenced", "abandoned")}
     for k in sent:
         job, src, dst = k[:3]
         if dst not in by_node or k in received:
@@ -128,7 +129,8 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
         if row is not None and row.state == "failed" and dst in row.detail:
             continue  # lost, and the sender's result says so
         if (job, src, dst) in recovered:
-            continue  # a walk went around dst (custody re-route) or dst fenced a stale branch
+            continue  # a walk went around dst (custody re-route), or the copy's branch was fenced
+            # or abandoned when the walk ended elsewhere
         dst_row = next((j for j in by_node[dst].jobs if j.job_id == job), None)
         src_done = row is not None and row.state == "done"
         routed_around_src = any(r[0] == job and r[2] == src for r in recovered)

@@ -263,7 +263,13 @@ class CompleteGraphWalk(Engine):
     def _finish(self, tau: np.ndarray, epoch: int, t: int) -> list[Action]:
         self.done = True
         self.release_epoch = epoch
-        actions: list[Action] = [Drop(k) for k in self.custody]
+        # Copies still out when the result is released belong to a superseded branch (a re-route
+        # forked the walk); their delivery no longer matters. Say so in the ledger (the audit
+        # accepts a token that never arrived when its sender recorded why).
+        actions: list[Action] = []
+        for k, meta in self.custody.items():
+            actions += [Drop(k), Record("abandoned", peer=str(meta["to"]),
+                                        params={"epoch": meta["epoch"], "released_epoch": epoch})]
         self.custody.clear()
         self.copies.clear()
         value, info = self.result_info(tau)

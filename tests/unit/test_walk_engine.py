@@ -225,6 +225,13 @@ def test_custody_timeout_reroutes_and_stale_branch_is_fenced():
                               "FAILED_PRECONDITION", "stale branch")
     assert out and any(isinstance(y, Record) and y.event == "fenced" for y in out)
     assert xe.discarded >= 1 and not xe.custody
+    # the walk ends on another branch while a still holds the re-routed copy: it records the
+    # abandoned copy (the audit accepts that token never arriving)
+    done = a.on_message("b", Message("release", payload=np.zeros(1), walk=WALK, epoch=1, seq=1,
+                                     round=30))
+    assert [y.peer for y in done if isinstance(y, Record) and y.event == "abandoned"] == \
+        [new_tokens[0].to]
+    assert not a.custody and any(isinstance(y, Drop) for y in done)
     # a node that has seen epoch 1 refuses an epoch-0 token
     d = _engine("d", ids, 3)
     d.max_epoch = 1
