@@ -173,8 +173,10 @@ class JobRunner:
             return False
 
     async def on_timer(self, name: str) -> None:
+        """Timers keep firing after the job is done at this node (an engine may still have to
+        deliver something, e.g. a walk's release to a restarting peer), not after it failed."""
         async with self.lock:
-            if self.state == "running":
+            if self.state != "failed":
                 self._apply(self.engine.on_timer(name), received=None)
 
     def _apply(self, actions: list[Action], received: Entry | None) -> None:

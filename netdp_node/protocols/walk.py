@@ -37,8 +37,8 @@ Custody (deploy issue; random-walks.md §7.1 items 1–2, 5):
   participants not known to be gone (data-independent, spec §7.1 item 2) and bumps the walk's
   epoch. The set of gone participants travels with the token and the release (as indices in the
   public `scalars`), so later holders skip them too, and every accountant evaluates the theorems
-  at n minus that set (`walk_accountant.live_participants`). An undelivered handoff is retried
-  (the upstream holder may be restarting with the token in its custody). Receivers refuse tokens of an epoch older than one they have seen (fencing); a node whose
+  at n minus that set (`walk_accountant.live_participants`). An undelivered handoff or release is
+  retried (the peer may be restarting, with the token in its custody or waiting for the result). Receivers refuse tokens of an epoch older than one they have seen (fencing); a node whose
   handoff is refused because its sender re-routed learns that its branch is stale, discounts the
   contributions it made on it and tells its own receiver (`fence`), down the chain. Every copy a node
   saw stays in its ledger and its accounting; the result lists the contributions it contains
@@ -80,7 +80,7 @@ RELEASE = "release"
 WALK = "walk"
 HOLD_EVENTS = ("contribute", "noise-only", "pass")  # ledger events of one holding of the token
 _SEQ_MAX = 2**62
-HANDOFF_RETRIES = 30  # an undelivered handoff is retried this many times ...
+HANDOFF_RETRIES = 30  # an undelivered handoff or release is retried this many times ...
 HANDOFF_RETRY_S = 1.0  # ... this many seconds apart (after the transport's own retries)
 
 
@@ -119,7 +119,8 @@ class CompleteGraphWalk(Engine):
         # token and the release carry the set, as participant indices: liveness is public and
         # data-independent); next hops are drawn among the others (spec §7.1 item 2)
         self.dead: set[str] = set()
-        self.handoffs: dict[str, tuple[str, Message, int]] = {}  # retries of undelivered handoffs
+        # retries of undelivered handoffs and releases: timer name -> (peer, message, attempts)
+        self.handoffs: dict[str, tuple[str, Message, int]] = {}
         self._live_cache: list[str] = list(self.ids)
         self._live_for = 0  # len(self.dead) when _live_cache was computed (the set only grows)
         # copies this node keeps: key -> meta {to, epoch, seq, t, contrib, came_from, acked}
@@ -397,8 +398,8 @@ class CompleteGraphWalk(Engine):
                                    f"{self.custody_timeout:g}s")
 
     def on_delivered(self, to: str, msg: Message) -> list[Action]:
-        if msg.kind == HANDOFF:
-            self.handoffs.pop(f"handoff:{to}:{msg.epoch}:{msg.seq}", None)
+        if msg.kind in (HANDOFF, RELEASE):
+            self.handoffs.pop(f"{msg.kind}:{to}:{msg.epoch}:{msg.seq}", None)
         if msg.kind != TOKEN:
             return []
         key = self._key(msg.epoch, msg.seq)
@@ -417,12 +418,13 @@ class CompleteGraphWalk(Engine):
             if "stale" in detail:  # fenced by the receiver: our branch is stale
                 return self._discard(key, to, msg.epoch)[1]
             return self._reroute(key, f"{code}: {detail}")
-        if msg.kind == HANDOFF:
-            if "stale" in detail:
-                return self._fence_branch((to, msg.epoch, msg.seq))
-            # The upstream holder is down (maybe restarting, with our token in its custody): try
-            # again, or it would re-route a token that went on (a needless fork).
-            name = f"handoff:{to}:{msg.epoch}:{msg.seq}"
+        if msg.kind == HANDOFF and "stale" in detail:
+            return self._fence_branch((to, msg.epoch, msg.seq))
+        if msg.kind in (HANDOFF, RELEASE) and code == "UNAVAILABLE":
+            # The peer is down, maybe restarting: try again. A lost handoff would make the upstream
+            # holder re-route a token that went on (a needless fork); a lost release would leave a
+            # restarted participant without the result.
+            name = f"{msg.kind}:{to}:{msg.epoch}:{msg.seq}"
             tries = self.handoffs.get(name, (to, msg, 0))[2] + 1
             if tries <= HANDOFF_RETRIES:
                 self.handoffs[name] = (to, msg, tries)
