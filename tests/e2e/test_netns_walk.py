@@ -58,7 +58,7 @@ def test_walk_survives_a_restart_and_a_permanent_loss(netns_cluster):
     # --peer-timeout above a node's restart time on a loaded machine: the walk waits for node-3
     c = netns_cluster(5, values=VALUES, peer_timeout=20.0, job_deadline=200.0)
     job = c.submit("walk-e2e", algorithm="walk-sum", T=T, clip=1.0, epsilon=1.0,
-                   custody_timeout_s=12.0)
+                   custody_timeout_s=60.0)  # > --peer-timeout: a slow receiver is not given up
     # node-3: SIGKILL once it has taken part, restart on the same address and ledger
     wait_until(lambda: holds(c, "node-3", job) >= 2, 60, "node-3 to hold the token twice")
     before = c.entries("node-3", job)
