@@ -145,6 +145,9 @@ def gaussian_sum_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry]
 
 
 # -- random-walk DP-SGD on any graph (random-walks.md) ----------------------------------------------
+RW_MC_WALKS = 1000  # simulated trajectories per report (job parameter mc_walks)
+
+
 def _rw_loss(p: Mapping[str, Any], count: int) -> PrivacyLoss:
     from netdp_node.privacy.composition import DEFAULT_ORDERS, gaussian_rdp
     from netdp_node.privacy.random_walk import ldp_epsilon
@@ -153,30 +156,125 @@ def _rw_loss(p: Mapping[str, Any], count: int) -> PrivacyLoss:
         return PrivacyLoss(0.0, 0.0, "no-contribution")
     z = float(p["noise_multiplier"])
     return PrivacyLoss(ldp_epsilon(count, z, float(p["delta"])), float(p["delta"]),
-                       "ldp-gaussian-rdp (sound; random-walks.md §4.8)",
+                       f"local-DP bound, {count} Gaussian mechanisms in RDP, no α cap needed "
+                       "(sound; random-walks.md §4.8)",
                        (DEFAULT_ORDERS, tuple(gaussian_rdp(z, DEFAULT_ORDERS, count).tolist())))
+
+
+def _rw_graph(spec: Mapping[str, Any]) -> tuple[list[str], list[tuple[int, int]]]:
+    parts = list(spec["participants"])
+    index = {v: i for i, v in enumerate(parts)}
+    edges = [(index[a], index[b]) for a, b in spec.get("edges", []) if a in index and b in index]
+    return parts, edges
+
+
+def _rw_realised_law(spec: Mapping[str, Any], entries: Sequence[ViewEntry], W: Any,
+                     parts: list[str]) -> tuple[list[tuple[int, Any]], dict[int, list[int]]] | None:
+    """The walk's law as far as this node's ledger shows it (spec §7.1 item 2): ([], {}) if no
+    re-send is visible; the phases (from step t on: W conditioned on the live set) and the extra
+    observations (a receiver that got the copy before it was re-sent saw x_t) if every re-route
+    the ledger reveals is one this node made (its record gives the step); None if the ledger shows
+    the walk was re-routed elsewhere (fewer live participants) at a step it does not record."""
+    from netdp_node.privacy.random_walk import live_law
+
+    index = {v: i for i, v in enumerate(parts)}
+    reroutes = sorted((int(e.params["t"]), index[e.peer]) for e in entries
+                      if e.direction == "local" and e.event == "reroute" and "t" in e.params
+                      and e.peer in index)
+    if any(e.event == "reroute" and "t" not in e.params for e in entries):
+        return None
+    known = {d for _, d in reroutes}
+    lives = [int(e.params["live"]) for e in entries
+             if e.direction == "local" and "live" in e.params]
+    if lives and min(lives) < len(parts) - len(known):
+        return None  # someone else re-routed, at a step this node cannot see
+    phases, extra, dead = [], {}, set()
+    for t, d in reroutes:
+        dead.add(d)
+        phases.append((t, live_law(W, dead)))
+        extra.setdefault(d, []).append(t)
+    return phases, extra
+
+
+def rw_sgd_pair_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str,
+                       count: int, *, walks: int | None = None) -> dict[str, PrivacyLoss]:
+    """The node's loss towards every other participant, the best SOUND value (spec §7.6 item 19):
+    the smaller of
+    * the per-trajectory accountant of spec §4.9 (`random_walk.sound_q` / `sound_epsilon`): Monte
+      Carlo over `mc_walks` data-independent walks from the public start holder, u contributing at
+      its first `cap` visits, the observer seeing the token at its visits and the published final
+      model (spec §7.1 item 4), Hoeffding's certified upper confidence bound (β = δ/10 of δ); over
+      the realised law after a custody re-send this node made (§7.1 item 2), replaced by the
+      local-DP bound if the ledger shows a re-send it cannot place in time;
+    * the local-DP bound of the node's `count` contributions (spec §4.8).
+    Valid for a known sender (mTLS). No α cap applies to either (no Lemma 1). The simulation seed
+    is derived from the job id and the node (the accountant stays a pure function)."""
+    import hashlib
+
+    import numpy as np
+
+    from netdp_node.privacy.random_walk import sound_epsilon, sound_q, transition_matrix
+
+    p = spec["params"]
+    ldp = _rw_loss(p, count)
+    others = _others(spec, me)
+    if count == 0:
+        return {v: ldp for v in others}
+    parts, edges = _rw_graph(spec)
+    if not edges:
+        raise ValueError("the rw-sgd job spec has no graph (edges): the accountant needs W")
+    es = list(entries)
+    W = transition_matrix(len(parts), edges, str(p.get("weights", "coded")))
+    law = _rw_realised_law(spec, es, W, parts)
+    if law is None:
+        lab = PrivacyLoss(ldp.epsilon, ldp.delta, ldp.method + "; the walk was re-routed "
+                          "(custody) at a step this ledger does not record, so the §4.9 "
+                          "accountant over the realised law is not computable here", ldp.rdp)
+        return {v: lab for v in others}
+    phases, extra = law
+    R = int(walks or p.get("mc_walks", RW_MC_WALKS))
+    seed = int.from_bytes(hashlib.sha256(f"{spec.get('job_id', '')}|{me}".encode()).digest()[:8],
+                          "big")
+    u = parts.index(me)
+    start = int(spec.get("public_seed", 0)) % len(parts)
+    obs = [parts.index(v) for v in others]
+    cap = int(p["cap"])
+    z, delta = float(p["noise_multiplier"]), float(p["delta"])
+    qs = sound_q(W, u, obs, int(p["T"]), cap, R, np.random.default_rng(seed), start=start,
+                 release=True, phases=phases, extra_obs=extra)
+    law_txt = (f"realised law after {len(phases)} re-send(s) (§7.1 item 2)" if phases
+               else "public W")
+    out = {}
+    for v, i in zip(others, obs):
+        eps, dlt, _ = sound_epsilon(qs[i], z, cap, delta)
+        if eps < ldp.epsilon:
+            out[v] = PrivacyLoss(eps, dlt, f"sound per-trajectory accountant (random-walks.md "
+                                 f"§4.9), {R} simulated walks over the {law_txt}, final model "
+                                 f"published counted, Hoeffding bound β = δ/10, no α cap needed")
+        else:
+            out[v] = ldp
+    return out
 
 
 def rw_sgd_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
                   me: str) -> dict[str, PrivacyLoss]:
-    """The always-valid bound from the node's ledger: its real contributions, each a Gaussian
-    mechanism of multiplier σ seen by every observer at worst (spec §4.8). The paper's per-pair
-    value is not a guarantee (spec §0 item 3, §4.9); it is shown beside this one (`baselines`)."""
-    count = walk_accountant.real_contributions(entries)
-    loss = _rw_loss(spec["params"], count)
-    return {v: loss for v in _others(spec, me)}
+    """The best sound value towards each peer from the node's ledger (`rw_sgd_pair_losses` with
+    its real contributions). The paper's per-pair value is not a guarantee (spec §0 item 3, §4.9);
+    it is shown beside this one, labelled (`rw_sgd_baselines`)."""
+    es = list(entries)
+    return rw_sgd_pair_losses(spec, es, me, walk_accountant.real_contributions(es))
 
 
 def rw_sgd_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
-    loss = _rw_loss(spec["params"], int(spec["params"]["cap"]))
-    return {v: loss for v in _others(spec, me)}
+    return rw_sgd_pair_losses(spec, [], me, int(spec["params"]["cap"]))
 
 
 def rw_sgd_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
                      me: str) -> dict[str, PrivacyLoss]:
     """The paper's accountant for the node's real count (Lemma 2 composed over its contributions,
-    known-sender form of App. B.1, α cap of Theorem 3; spec §4.3–4.7), worst peer: labelled, it is
-    NOT a guarantee (spec §4.9)."""
+    known-sender form of App. B.1, clipped at the LDP level; spec §4.3–4.8) towards the worst
+    peer, with the c ≤ 1 α cap of spec §4.7 (netdp is not reproducing the paper here): labelled,
+    it is NOT a guarantee (spec §4.9), and only meaningful while the walk follows W (no re-send)."""
     from netdp_node.privacy.random_walk import (
         communicability_sparse,
         known_sender,
@@ -185,21 +283,22 @@ def rw_sgd_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     )
 
     p = spec["params"]
-    parts = list(spec["participants"])
-    index = {v: i for i, v in enumerate(parts)}
-    edges = [(index[a], index[b]) for a, b in spec.get("edges", []) if a in index and b in index]
-    count = walk_accountant.real_contributions(entries)
+    parts, edges = _rw_graph(spec)
+    es = list(entries)
+    count = walk_accountant.real_contributions(es)
     if not edges or count == 0:
         return {}
-    u = index[me]
+    u = parts.index(me)
     S = communicability_sparse(len(parts), edges, u, int(p["T"]), str(p.get("weights", "coded")))
     S = known_sender(S, u, neighbour_lists(len(parts), edges))
-    eps = paper_epsilon(S, count, float(p["noise_multiplier"]), float(p["delta"]))
+    eps = paper_epsilon(S, count, float(p["noise_multiplier"]), float(p["delta"]), cap="c1")
     eps[u] = 0.0
+    rerouted = any(e.event == "reroute" for e in es)
     return {"paper (not a guarantee)": PrivacyLoss(
         float(eps.max()), float(p["delta"]),
-        "Lemma 2 composed over contributions, known sender (App. B.1), α cap; unsound in "
-        "general (random-walks.md §4.9)")}
+        "Lemma 2 composed over contributions, known sender (App. B.1), α ≤ (1+√(1+8σ²))/2 "
+        "(c ≤ 1 cap, §4.7); unsound in general (random-walks.md §4.9)"
+        + ("; the walk was re-routed, so W no longer describes it" if rerouted else ""))}
 
 
 @dataclass(frozen=True)
@@ -223,7 +322,8 @@ ACCOUNTANTS: dict[str, Accountant] = {
                                  "Cyffers & Bellet 2022, Theorem 2 corrected (E3, E4, E22), "
                                  "numeric shuffle bound (Remark 2, B6) (network-dp.md §3.2)"),
     "rw-sgd": Accountant(rw_sgd_losses, rw_sgd_prospective,
-                         "random-walk DP-SGD: local-DP bound (random-walks.md §4.8), the paper's "
+                         "random-walk DP-SGD: min of the sound per-trajectory accountant "
+                         "(random-walks.md §4.9) and the local-DP bound (§4.8); the paper's "
                          "Lemma 2 / Theorem 3 value beside it, labelled", rw_sgd_baselines),
     "walk-sum": Accountant(walk_accountant.walk_losses, walk_accountant.walk_prospective,
                            "Cyffers & Bellet 2022, Theorem 3 + App. D (E7) + App. G (Lemma 2, E14 / "

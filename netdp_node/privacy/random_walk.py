@@ -158,3 +158,165 @@ def communicability_sparse(n: int, edges: Iterable[tuple[int, int]], u: int, T: 
         cols += c
         vals += p
     return communicability(sparse.csr_matrix((vals, (rows, cols)), shape=(n, n)), u, T)
+
+
+# -- the sound per-trajectory accountant (spec §4.9) ------------------------------------------------
+def live_law(W: np.ndarray, dead: Iterable[int]) -> np.ndarray:
+    """W conditioned on liveness (spec §7.1 item 2): every row renormalised over the columns not in
+    `dead` (a row keeps its self-loop: a node never skips itself); dead rows are left as they are
+    (the walk never reaches them)."""
+    gone = sorted(set(dead))
+    if not gone:
+        return W
+    W2 = np.array(W, dtype=np.float64, copy=True)
+    W2[:, gone] = 0.0
+    for g in gone:
+        W2[g, g] = W[g, g]  # unreachable; keeps the row stochastic
+    rows = W2.sum(axis=1, keepdims=True)
+    if np.any(rows <= 0):
+        raise ValueError("a live node has no live neighbour and no self-loop")
+    return W2 / rows
+
+
+def simulate_walks(W: np.ndarray, T: int, walks: int, rng: np.random.Generator, *,
+                   start: int | None = None,
+                   phases: Sequence[tuple[int, np.ndarray]] = (),
+                   chunk: int = 256) -> Iterable[np.ndarray]:
+    """Trajectories of the data-independent walk (spec §2.3 [NOTE]): yields arrays of shape
+    (T, r) (r ≤ chunk walks each, `walks` in all), entry [t, k] the holder at step t of walk k
+    (it contributes at step t; step 0 is the start). `start`: the public start holder, or None for
+    a π-distributed (uniform) start. `phases`: (step, W') pairs: from that step on the holder draws
+    its next hop from W' instead (a custody re-route changes the law, spec §7.1 item 2)."""
+    n = W.shape[0]
+    if W.shape != (n, n) or T < 1 or walks < 1:
+        raise ValueError("W must be square, T >= 1 and walks >= 1")
+
+    def cum(M: np.ndarray) -> np.ndarray:  # row r's CDF shifted into [r, r + 1]
+        c = np.cumsum(np.asarray(M, dtype=np.float64), axis=1)
+        c /= c[:, -1:]
+        c[:, -1] = 1.0 + 1e-12
+        return (c + np.arange(n)[:, None]).ravel()
+
+    laws = sorted([(0, cum(W))] + [(int(s), cum(M)) for s, M in phases], key=lambda x: x[0])
+    done = 0
+    while done < walks:
+        r = min(chunk, walks - done)
+        path = np.empty((T, r), dtype=np.int32)
+        path[0] = rng.integers(n, size=r) if start is None else start
+        li = 0
+        for t in range(1, T):
+            while li + 1 < len(laws) and laws[li + 1][0] <= t:
+                li += 1
+            flat = laws[li][1]
+            # the hop from step t − 1 to step t: position of cur + U in the shifted CDFs
+            idx = np.searchsorted(flat, path[t - 1] + rng.random(r), side="right")
+            path[t] = idx % n
+        done += r
+        yield path
+
+
+def excursion_q(contrib: np.ndarray, obs: np.ndarray) -> float:
+    """Σ_j Σ_k a_k² of spec §4.9 for one trajectory (the per-trajectory RDP is D(τ) = α/(2σ²)·q):
+    `contrib` the steps at which u contributes (sorted), `obs` the steps at which the observer sees
+    the token (sorted; its visits, plus T if the final model is published). Excursion j is the
+    steps strictly between two observations (r_0 := −1); its shift profile is u's contributions in
+    it; a = increments of the greatest convex minorant of (k, S_k) pinned at (0, 0) and
+    (m_j, S_{m_j}); a contribution after the last observation is never seen.
+    Spec: one contribution i draws before the observation gives 1/i; K consecutive right before it
+    give K; contributions at steps 1 and 3 of 4 give 1."""
+    if len(contrib) == 0 or len(obs) == 0:
+        return 0.0
+    which = np.searchsorted(obs, contrib, side="right")  # index of the observation that ends it
+    q = 0.0
+    j0 = 0
+    K = len(contrib)
+    while j0 < K:
+        j = int(which[j0])
+        j1 = j0
+        while j1 < K and which[j1] == j:
+            j1 += 1
+        if j >= len(obs):
+            break  # after the observer's last look
+        start = int(obs[j - 1]) if j > 0 else -1
+        end = int(obs[j])
+        m = end - start - 1
+        if j1 - j0 == 1:
+            q += 1.0 / (end - int(contrib[j0]))
+        else:
+            # lower corners of the staircase: (p_i − 1, i − 1) for p_i the position in 1..m
+            xs = [0.0] + [float(c - start - 1) for c in contrib[j0:j1]] + [float(m)]
+            ys = [0.0] + [float(i) for i in range(j1 - j0)] + [float(j1 - j0)]
+            hull: list[tuple[float, float]] = []
+            for p in zip(xs, ys):
+                while len(hull) >= 2:
+                    (x1, y1), (x2, y2) = hull[-2], hull[-1]
+                    if (x2 - x1) * (p[1] - y1) - (y2 - y1) * (p[0] - x1) <= 0:
+                        hull.pop()  # hull[-1] lies on or above the chord: not a vertex
+                    else:
+                        break
+                hull.append(p)
+            q += sum((y2 - y1) ** 2 / (x2 - x1) for (x1, y1), (x2, y2) in zip(hull, hull[1:])
+                     if x2 > x1)
+        j0 = j1
+    return q
+
+
+def sound_q(W: np.ndarray, u: int, observers: Sequence[int], T: int, cap: int, walks: int,
+            rng: np.random.Generator, *, start: int | None = None, release: bool = True,
+            phases: Sequence[tuple[int, np.ndarray]] = (),
+            extra_obs: Mapping[int, Sequence[int]] | None = None) -> dict[int, np.ndarray]:
+    """q(τ) of `excursion_q` for `walks` simulated trajectories and each observer v (spec §4.9):
+    u contributes at its first `cap` visits (0: every visit; Remark 5), v observes at its visits,
+    at step T if the final model is published (`release`, spec §7.1 item 4) and at
+    `extra_obs[v]` (e.g. a crashed receiver that saw a re-sent copy, §7.1 item 2)."""
+    out = {v: np.empty(walks) for v in observers}
+    k = 0
+    for path in simulate_walks(W, T, walks, rng, start=start, phases=phases):
+        pu_w, pu_t = np.nonzero(path.T == u)
+        for v in observers:
+            if v == u:
+                raise ValueError("the observer must differ from the contributor")
+            pv_w, pv_t = np.nonzero(path.T == v)
+            extra = sorted(int(x) for x in (extra_obs or {}).get(v, ()))
+            su = np.searchsorted(pu_w, np.arange(path.shape[1] + 1))
+            sv = np.searchsorted(pv_w, np.arange(path.shape[1] + 1))
+            for w in range(path.shape[1]):
+                c = pu_t[su[w]:su[w + 1]]
+                if cap:
+                    c = c[:cap]
+                o = pv_t[sv[w]:sv[w + 1]]
+                if extra or release:
+                    o = np.unique(np.concatenate([o, extra, [T] if release else []])).astype(int)
+                out[v][k + w] = excursion_q(c, o)
+        k += path.shape[1]
+    return out
+
+
+def sound_rdp(q: np.ndarray, sigma: float, cap: int, beta: float,
+              orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
+    """The certified per-trajectory view bound of spec §4.9 as an RDP curve:
+    ε(α) ≤ ln UCB_β[E_τ exp((α − 1) D(τ))]/(α − 1), D(τ) = α q(τ)/(2σ²), with Hoeffding's upper
+    confidence bound on the mean of exp((α − 1)D) ∈ [1, exp((α − 1)α·cap/(2σ²))] (q ≤ cap: every
+    slope is ≤ 1), β split evenly over the orders (union bound); never above the local-DP level
+    α·cap/(2σ²). Valid with probability ≥ 1 − β over the simulation, for any σ (no α cap: no Lemma
+    1 here) and for anonymous and known senders alike (the trajectory is revealed)."""
+    if cap < 1 or not 0 < beta < 1 or len(q) == 0:
+        raise ValueError("cap >= 1, 0 < beta < 1 and at least one trajectory are required")
+    a = np.asarray(orders, dtype=np.float64)
+    R = len(q)
+    h = math.sqrt(math.log(len(a) / beta) / (2.0 * R))
+    x = (a - 1.0) * a / (2.0 * sigma * sigma)  # exp(x·q) = exp((α − 1) D)
+    log_mean = np.array([np.logaddexp.reduce(xi * q) - math.log(R) for xi in x])
+    top = x * cap
+    log_range = np.where(top > 30, top, np.log(np.expm1(np.clip(top, 1e-300, 30))))
+    log_ucb = np.logaddexp(log_mean, log_range + math.log(h))
+    return np.minimum(log_ucb / (a - 1.0), a * cap / (2.0 * sigma * sigma))
+
+
+def sound_epsilon(q: np.ndarray, sigma: float, cap: int, delta: float,
+                  beta_share: float = 0.1) -> tuple[float, float, np.ndarray]:
+    """(ε, δ) from `sound_rdp`: δ splits into β = beta_share·δ for the Monte Carlo confidence and
+    the rest for the RDP conversion (spec §7.6 item 22). Returns (ε, δ, the RDP curve)."""
+    beta = beta_share * delta
+    curve = sound_rdp(q, sigma, cap, beta)
+    return rdp_to_dp(DEFAULT_ORDERS, curve, delta - beta)[0], delta, curve

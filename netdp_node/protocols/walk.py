@@ -293,7 +293,8 @@ class CompleteGraphWalk(Engine):
         actions: list[Action] = [
             Drop(key),
             Record("reroute", peer=dead, params={"old_epoch": meta["epoch"], "epoch": epoch,
-                                                 "to": nxt, "reason": why[:300]}),
+                                                 "to": nxt, "t": int(meta["t"]),
+                                                 "reason": why[:300]}),
             Send(dead, Message(FENCE, walk=WALK, epoch=int(meta["epoch"]), seq=int(meta["seq"]))),
         ]
         came_from = tuple(meta["came_from"]) if meta["came_from"] else None
@@ -754,11 +755,11 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     (local DP over the cap's contributions, spec §4.8) is at most `epsilon` towards everyone.
     Parameters: T (10·n), cap (⌈1.2·T/n⌉), epsilon (10), delta (1e-6), lipschitz C (1, the
     gradient clip; Δ = 2C), eta (0.05), dim (9), weights ("coded" or "paper"), stop ("counter"),
-    custody_timeout_s (120)."""
+    custody_timeout_s (120), mc_walks (1000: simulated walks of the sound accountant, spec §4.9)."""
     from netdp_node.privacy.random_walk import ldp_epsilon
 
     known = {"T", "cap", "epsilon", "delta", "lipschitz", "eta", "dim", "weights", "stop",
-             "custody_timeout_s"}
+             "custody_timeout_s", "mc_walks"}
     unknown = set(params) - known - {"sigma", "noise_multiplier", "sensitivity", "regime"}
     if unknown:
         raise ValueError(f"unknown rw-sgd parameter(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -773,10 +774,12 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
         "eta": _finite("eta", params.get("eta", 0.05)), "dim": int(params.get("dim", 9)),
         "weights": str(params.get("weights", "coded")), "stop": str(params.get("stop", "counter")),
         "custody_timeout_s": _finite("custody_timeout_s", params.get("custody_timeout_s", 120.0)),
-        "regime": "graph", "dp": "network",
+        "regime": "graph", "dp": "network", "mc_walks": int(params.get("mc_walks", 1000)),
     }
     if not 1 <= T <= 10**8 or out["cap"] < 1 or out["epsilon"] <= 0:
         raise ValueError("T in 1..10^8, cap >= 1 and epsilon > 0 are required")
+    if not 10 <= out["mc_walks"] <= 10**6:
+        raise ValueError("mc_walks (simulated walks of the §4.9 accountant) must be in 10..10^6")
     if not 0 < out["delta"] < 1 or out["lipschitz"] <= 0 or out["eta"] <= 0:
         raise ValueError("delta in (0, 1), lipschitz and eta positive are required")
     if out["weights"] not in ("coded", "paper") or out["stop"] not in ("counter", "geometric"):
