@@ -320,3 +320,132 @@ def sound_epsilon(q: np.ndarray, sigma: float, cap: int, delta: float,
     beta = beta_share * delta
     curve = sound_rdp(q, sigma, cap, beta)
     return rdp_to_dp(DEFAULT_ORDERS, curve, delta - beta)[0], delta, curve
+
+
+# -- closed forms, the spectral pairwise matrix, mean loss (spec §4.3, §4.4, §4.11) -----------------
+def harmonic(T: int) -> float:
+    return float(np.sum(1.0 / np.arange(1, T + 1)))
+
+
+def power_sums(lams: np.ndarray, T: int) -> np.ndarray:
+    """s_T(λ) = Σ_{t=1..T} λ^t/t for every λ (s_T(1) = H_T; spec §4.3), by direct summation (exact;
+    stops once every |λ|^t < 1e−20 below the unit eigenvalues, which then get H_T − H_t more)."""
+    lam = np.asarray(lams, dtype=np.float64)
+    unit = np.abs(lam - 1.0) < 1e-12
+    s = np.zeros_like(lam)
+    p = np.ones_like(lam)
+    for t in range(1, T + 1):
+        p = p * lam
+        s += p / t
+        if t % 64 == 0 and (not np.any(~unit) or np.max(np.abs(p[~unit])) < 1e-20):
+            s[unit] += harmonic(T) - harmonic(t)
+            break
+    return s
+
+
+def pairwise_matrix(W: np.ndarray, T: int) -> np.ndarray:
+    """The whole matrix S(T) = Φ diag(s_T(λ)) Φᵀ from one eigendecomposition of the symmetric W
+    (spec §4.10 "Global"): S_uv = Σ_t (W^t)_uv/t for every pair at once."""
+    if not np.allclose(W, W.T, atol=1e-12):
+        raise ValueError("the spectral form needs a symmetric W (Assumption 2); use "
+                         "communicability (Lemma 2) instead")
+    lam, phi = np.linalg.eigh(W)
+    return (phi * power_sums(lam, T)) @ phi.T
+
+
+def ring_closed_form(n: int, d: int, T: int | None, kappa: float = 1.0 / 3.0) -> float:
+    """The corrected ring formula of spec §4.4 (the paper's Theorem 5 has the wrong index, a spurious
+    factor 2 and cos(πak/n)): lazy ring W = κI + (1 − κ)(P + Pᵀ)/2, λ_k = κ + (1 − κ)cos(2πk/n),
+    S_uv(T) = (1/n)[H_T + Σ_{k=1..n−1} cos(2πkd/n) s_T(λ_k)] for ring distance d; with T=None the
+    infinite-horizon L_uv = (1/n) Σ_k cos(2πkd/n)·(−ln((1 − κ)(1 − cos(2πk/n)))) (the code's logW).
+    Spec: n = 16, κ = 1/3, T = 1000: d = 1 → 1.053194, L_01 = 0.585352."""
+    if not 0 <= kappa < 1 or n < 3:
+        raise ValueError("kappa in [0, 1) and n >= 3 are required")
+    k = np.arange(1, n)
+    w = np.cos(2 * np.pi * k * d / n)
+    if T is None:
+        return float(np.sum(w * -np.log((1 - kappa) * (1 - np.cos(2 * np.pi * k / n)))) / n)
+    lam = kappa + (1 - kappa) * np.cos(2 * np.pi * k / n)
+    return float((harmonic(T) + np.sum(w * power_sums(lam, T))) / n)
+
+
+def hypercube_closed_form(dim: int, j: int, T: int) -> float:
+    """Coded Hamilton weights on Q_dim, W = (I + A)/(dim + 1) (spec §4.4, "Hypercube"):
+    S_uv(T) = (1/n) Σ_k K_k(j) s_T(λ_k), λ_k = (dim + 1 − 2k)/(dim + 1), K_k the Krawtchouk
+    polynomial, j the Hamming distance. Spec: dim = 4, T = 1000, j = 0..4: 0.70563783, 0.63454369,
+    0.41057376, 0.35989062, 0.33865324."""
+    from math import comb
+
+    lam = np.array([(dim + 1 - 2 * k) / (dim + 1) for k in range(dim + 1)])
+    K = np.array([sum((-1) ** m * comb(j, m) * comb(dim - j, k - m) for m in range(k + 1))
+                  for k in range(dim + 1)], dtype=np.float64)
+    return float(np.sum(K * power_sums(lam, T)) / 2**dim)
+
+
+def star_lemma2(n: int, T: int, rule: WeightRule = "coded") -> dict[str, float]:
+    """The star (centre 0) computed with Lemma 2 on a genuine walk (spec §4.4: the paper's Theorem 4
+    sums powers of the sub-stochastic A/(n − 1) and bounds nothing Alg. 1 runs; not implemented).
+    Returns S for leaf→leaf, centre→leaf and leaf→centre. Spec n = 16, T = 1000, paper weights:
+    0.287036 / 0.471876 / 0.471876."""
+    star = [(0, i) for i in range(1, n)]
+    W = transition_matrix(n, star, rule)
+    S_leaf = communicability(W, 1, T)
+    return {"leaf->leaf": float(S_leaf[2]), "centre->leaf": float(communicability(W, 0, T)[1]),
+            "leaf->centre": float(S_leaf[0])}
+
+
+def first_hit(W: np.ndarray, u: int, targets: Sequence[int], T: int) -> float:
+    """S^first_uF(T) = Σ_{i≤T} P_u(τ_F = i)/i, the first-hit form of eq. (12) by the taboo iteration
+    r ← rW; S += r_F/t; r_F ← 0 (spec §4.9 "Valid refinements"), for one observer (F = {v}) or a
+    colluding set F (eq. (17), spec §2.5). Valid for a SINGLE contribution only (§4.9 (b))."""
+    F = list(targets)
+    r = np.zeros(W.shape[0])
+    r[u] = 1.0
+    S = 0.0
+    for t in range(1, T + 1):
+        r = r @ W
+        S += float(r[F].sum()) / t
+        r[F] = 0.0
+    return S
+
+
+def mean_pair_s(W: np.ndarray, T: int) -> float:
+    """mean_{u≠v} S_uv(T) = (n H_T − Σ_i s_T(λ_i))/(n(n − 1)) for symmetric doubly-stochastic W
+    (spec §4.11); ≤ H_T/(n − 1). Spec: ring16, T = 1600: 0.45164708; complete J/2048, T = 20480:
+    0.00512912."""
+    n = W.shape[0]
+    lam = np.linalg.eigvalsh(W)
+    return float((n * harmonic(T) - np.sum(power_sums(lam, T))) / (n * (n - 1)))
+
+
+def sigma_for_mean_loss(mean_s: float, contributions: float, epsilon: float, delta: float,
+                        cap: Literal["paper", "c1", "none"] = "paper") -> float:
+    """σ such that the (ε, δ) of the mean RDP, ρ = N·mean_S/σ² (ε_RDP = αρ), converted with the α
+    cap of spec §4.7, equals `epsilon` (spec §4.11: the paper sets σ from the mean loss; netdp
+    converts the mean RDP, as the authors' ba.py does). Spec, complete J/2048, N = 10, δ = 1e-6,
+    ε̄ = 1: 1.714 (no cap), 20.27 (paper cap), 10.19 (c ≤ 1). The paper's accountant: not a
+    guarantee (§4.9)."""
+    def eps(s: float) -> float:
+        return linear_rdp_to_dp(contributions * mean_s / (s * s), delta, alpha_max(s, cap))
+
+    lo, hi = 1e-3, 1.0
+    while eps(hi) > epsilon:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e9:
+            raise ValueError("no σ reaches the target")
+    for _ in range(100):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if eps(mid) <= epsilon else (mid, hi)
+    return hi
+
+
+def mixing_time(W: np.ndarray, iota: float = 0.25, t_max: int = 100_000) -> int:
+    """τ_mix(ι) = min{t : max_v ½‖(W^t)_v· − 1/n‖₁ ≤ ι} (Def. 5, spec §5 [NOTE]; doubly stochastic
+    W). Spec §4.12: ring16 κ = 1/3 → 18, hypercube Q_4 (I + A)/5 → 3, J/16 → 1."""
+    n = W.shape[0]
+    P = np.eye(n)
+    for t in range(1, t_max + 1):
+        P = P @ W
+        if 0.5 * np.abs(P - 1.0 / n).sum(axis=1).max() <= iota:
+            return t
+    raise ValueError(f"the walk does not mix to {iota} within {t_max} steps")
