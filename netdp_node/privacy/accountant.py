@@ -240,8 +240,9 @@ def rw_sgd_pair_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me
     obs = [parts.index(v) for v in others]
     cap = int(p["cap"])
     z, delta = float(p["noise_multiplier"]), float(p["delta"])
-    qs = sound_q(W, u, obs, int(p["T"]), cap, R, np.random.default_rng(seed), start=start,
-                 release=True, phases=phases, extra_obs=extra)
+    burn = int(p.get("burn_in", 0))
+    qs = sound_q(W, u, obs, int(p["T"]) + burn, cap, R, np.random.default_rng(seed), start=start,
+                 release=True, phases=phases, extra_obs=extra, burn_in=burn)
     law_txt = (f"realised law after {len(phases)} re-send(s) (§7.1 item 2)" if phases
                else "public W")
     out = {}

@@ -22,8 +22,8 @@ Pure functions of the public graph, the walk parameters and a node's contributio
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from typing import Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -264,19 +264,27 @@ def excursion_q(contrib: np.ndarray, obs: np.ndarray) -> float:
 def sound_q(W: np.ndarray, u: int, observers: Sequence[int], T: int, cap: int, walks: int,
             rng: np.random.Generator, *, start: int | None = None, release: bool = True,
             phases: Sequence[tuple[int, np.ndarray]] = (),
-            extra_obs: Mapping[int, Sequence[int]] | None = None) -> dict[int, np.ndarray]:
+            extra_obs: Mapping[Any, Sequence[int]] | None = None,
+            burn_in: int = 0) -> dict[Any, np.ndarray]:
     """q(τ) of `excursion_q` for `walks` simulated trajectories and each observer v (spec §4.9):
-    u contributes at its first `cap` visits (0: every visit; Remark 5), v observes at its visits,
-    at step T if the final model is published (`release`, spec §7.1 item 4) and at
-    `extra_obs[v]` (e.g. a crashed receiver that saw a re-sent copy, §7.1 item 2)."""
+    u contributes at its first `cap` visits from step `burn_in` on (0: every visit; Remark 5), v
+    observes at its visits, at step T if the final model is published (`release`, spec §7.1 item
+    4) and at `extra_obs[v]` (e.g. a crashed receiver that saw a re-sent copy, §7.1 item 2). T counts
+    every step, burn-in included. An observer may be a tuple of nodes: a colluding set F pooling
+    its views, i.e. F contracted into one super-node whose visits are its members' (spec §2.5,
+    "collusion as a modification of the graph")."""
     out = {v: np.empty(walks) for v in observers}
     k = 0
     for path in simulate_walks(W, T, walks, rng, start=start, phases=phases):
         pu_w, pu_t = np.nonzero(path.T == u)
+        if burn_in:
+            keep = pu_t >= burn_in
+            pu_w, pu_t = pu_w[keep], pu_t[keep]
         for v in observers:
-            if v == u:
+            members = list(v) if isinstance(v, tuple) else [v]
+            if u in members:
                 raise ValueError("the observer must differ from the contributor")
-            pv_w, pv_t = np.nonzero(path.T == v)
+            pv_w, pv_t = np.nonzero(np.isin(path.T, members))
             extra = sorted(int(x) for x in (extra_obs or {}).get(v, ()))
             su = np.searchsorted(pu_w, np.arange(path.shape[1] + 1))
             sv = np.searchsorted(pv_w, np.arange(path.shape[1] + 1))
@@ -449,3 +457,23 @@ def mixing_time(W: np.ndarray, iota: float = 0.25, t_max: int = 100_000) -> int:
         if 0.5 * np.abs(P - 1.0 / n).sum(axis=1).max() <= iota:
             return t
     raise ValueError(f"the walk does not mix to {iota} within {t_max} steps")
+
+
+def contract(W: np.ndarray, F: Sequence[int]) -> tuple[np.ndarray, list[int]]:
+    """Collusion as a modification of the graph (spec §2.5 [NOTE]): the colluding set F becomes one
+    super-node f (the last index), entered from w with probability Σ_{v∈F} W_wv; f leaves like the
+    stationary mix of its members (any rule: only the first hit of f matters). The first-hit time
+    of f in the contracted chain equals that of F in W, so single-observer accountants that allow a
+    non-symmetric chain (Lemma 2 / first-hit forms, `sound_q`) apply with v := f. Returns (W', the
+    old indices of the kept nodes in order)."""
+    n = W.shape[0]
+    Fs = sorted(set(F))
+    keep = [i for i in range(n) if i not in Fs]
+    if not Fs or not keep:
+        raise ValueError("F must be a non-empty proper subset of the nodes")
+    out = np.zeros((len(keep) + 1, len(keep) + 1))
+    out[:-1, :-1] = W[np.ix_(keep, keep)]
+    out[:-1, -1] = W[np.ix_(keep, Fs)].sum(axis=1)
+    out[-1, :-1] = W[np.ix_(Fs, keep)].mean(axis=0)
+    out[-1, -1] = W[np.ix_(Fs, Fs)].sum() / len(Fs)
+    return out, keep

@@ -109,6 +109,7 @@ class CompleteGraphWalk(Engine):
         self.stop = str(p.get("stop", self.default_stop))
         self.custody_timeout = float(p.get("custody_timeout_s", 120.0))
         # -- state (rebuilt from the ledger by restore) --
+        self.t_now = 0  # the step being taken (set by _hold)
         self.count = 0  # real contributions (with data)
         self.noise_only = 0
         self.holds = 0  # steps taken (times this node held the token)
@@ -206,6 +207,7 @@ class CompleteGraphWalk(Engine):
         contrib = 0
         self.max_epoch = max(self.max_epoch, epoch)
         while True:
+            self.t_now = t  # the step this holding is (0-based); read by `_may_contribute`, `step`
             live = self._live()
             nxt = self._draw_next(live)
             real = self._may_contribute(sender, nxt)
@@ -727,8 +729,19 @@ class RandomWalkSgd(WalkSgd):
 
     def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
                  contribute: bool = True) -> None:
+        self.objective = str(ctx.params.get("objective", "logistic"))
+        if self.objective == "mean" and data is not None:
+            # the averaging special case (spec §3.3): the node's vector y_v, stored as WalkSgd's
+            # one row of features (with a dummy label)
+            if np.size(data) != int(ctx.params["dim"]):
+                raise ValueError(f"the averaging case needs one vector of dim = "
+                                 f"{ctx.params['dim']} numbers per node, got {np.size(data)}")
+            data = np.append(np.asarray(data, dtype=np.float64).reshape(-1), 1.0)
         super().__init__(ctx, data, rng, contribute)
         from netdp_node.privacy.random_walk import transition_row
+
+        self.burn_in = int(ctx.params.get("burn_in", 0))
+        self.T += self.burn_in  # the token walks burn_in steps, then T update steps
 
         index = {v: i for i, v in enumerate(self.ids)}
         edges = [(index[a], index[b]) for a, b in ctx.edges if a in index and b in index]
@@ -737,6 +750,26 @@ class RandomWalkSgd(WalkSgd):
         cols, probs = transition_row(self.n, edges, index[ctx.me],
                                      str(ctx.params.get("weights", "coded")))
         self.row = [(self.ids[c], p) for c, p in zip(cols, probs) if p > 0]
+
+    def _may_contribute(self, sender: str | None, nxt: str) -> bool:
+        return self.t_now >= self.burn_in and super()._may_contribute(sender, nxt)
+
+    def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        if self.t_now < self.burn_in:
+            # burn-in (spec §3.3): walk towards π without updating; nothing data-dependent
+            return tau, {"event": "pass", "mechanism": "none", "sigma": 0.0, "burn_in": True}
+        if self.objective == "logistic":
+            return super().step(tau, real)
+        # f_v(x) = ½‖x − y_v‖², ∇f_v = x − y_v, clipped to C, noise N(0, σ²Δ²I) (spec §3.3)
+        noise = self.rng.normal(0.0, self.sigma, size=self.dim)
+        g = clip_l2(tau - self.X[0], self.L) if real else 0.0
+        return tau - self.eta * (g + noise), {"mechanism": "gaussian", "sigma": self.sigma,
+                                              "sensitivity": 2.0 * self.L}
+
+    def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        if self.objective == "logistic":
+            return super().result_info(tau)
+        return tau, {"model": tau.tolist()}
 
     def _draw_next(self, live: list[str]) -> str:
         alive = set(live)
@@ -755,11 +788,14 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     (local DP over the cap's contributions, spec §4.8) is at most `epsilon` towards everyone.
     Parameters: T (10·n), cap (⌈1.2·T/n⌉), epsilon (10), delta (1e-6), lipschitz C (1, the
     gradient clip; Δ = 2C), eta (0.05), dim (9), weights ("coded" or "paper"), stop ("counter"),
-    custody_timeout_s (120), mc_walks (1000: simulated walks of the sound accountant, spec §4.9)."""
+    custody_timeout_s (120), mc_walks (1000: simulated walks of the sound accountant, spec §4.9),
+    objective ("logistic", or "mean": the averaging special case of spec §3.3, node data a vector
+    y_v of `dim` numbers, f_v(x) = ½‖x − y_v‖², constant step eta ≤ 2 as Alg. 1 and the accountant
+    assume), burn_in (0: steps the token walks first without any update, to get near π, §3.3)."""
     from netdp_node.privacy.random_walk import ldp_epsilon
 
     known = {"T", "cap", "epsilon", "delta", "lipschitz", "eta", "dim", "weights", "stop",
-             "custody_timeout_s", "mc_walks"}
+             "custody_timeout_s", "mc_walks", "objective", "burn_in"}
     unknown = set(params) - known - {"sigma", "noise_multiplier", "sensitivity", "regime"}
     if unknown:
         raise ValueError(f"unknown rw-sgd parameter(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -775,7 +811,17 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
         "weights": str(params.get("weights", "coded")), "stop": str(params.get("stop", "counter")),
         "custody_timeout_s": _finite("custody_timeout_s", params.get("custody_timeout_s", 120.0)),
         "regime": "graph", "dp": "network", "mc_walks": int(params.get("mc_walks", 1000)),
+        "objective": str(params.get("objective", "logistic")),
+        "burn_in": int(params.get("burn_in", 0)),
     }
+    if out["objective"] not in ("logistic", "mean"):
+        raise ValueError("objective must be 'logistic' (§6.2) or 'mean' (the averaging case, §3.3)")
+    if not 0 <= out["burn_in"] <= 10**7:
+        raise ValueError("burn_in must be in 0..10^7 steps")
+    if out["burn_in"] and out["stop"] != "counter":
+        raise ValueError("burn_in needs stop='counter' (the token must carry the step)")
+    if out["objective"] == "mean" and out["eta"] > 2.0:
+        raise ValueError("the averaging case needs eta <= 2 (non-expansive steps, spec §3.3)")
     if not 1 <= T <= 10**8 or out["cap"] < 1 or out["epsilon"] <= 0:
         raise ValueError("T in 1..10^8, cap >= 1 and epsilon > 0 are required")
     if not 10 <= out["mc_walks"] <= 10**6:

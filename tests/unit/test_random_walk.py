@@ -13,7 +13,9 @@ from netdp_node.privacy.random_walk import (
     alpha_max,
     communicability,
     communicability_sparse,
+    contract,
     excursion_q,
+    first_hit,
     known_sender,
     ldp_epsilon,
     linear_rdp_to_dp,
@@ -237,3 +239,54 @@ async def test_rw_sgd_walks_on_the_graph_and_reports_the_sound_bound(tmp_path, t
         assert "not a guarantee" in next(iter(base)) and paper.epsilon > 0
     finally:
         await net.close()
+
+
+@pytest.mark.timeout(60)
+async def test_rw_mean_with_burn_in_replays_from_the_ledgers(tmp_path):
+    """The averaging special case (spec §3.3) with burn-in, over the memory transport: the first
+    `burn_in` holdings update nothing; the result equals the noise-free replay of the ledgers'
+    steps x ← x − η(x − y_holder) up to the (tiny) noise, computed here independently."""
+    ids = [f"n{i}" for i in range(1, 7)]
+    edges = tuple((ids[i], ids[(i + 1) % 6]) for i in range(6))
+    rng = np.random.default_rng(4)
+    ys = {v: rng.uniform(-1, 1, size=2) for v in ids}
+    p = get_algorithm("rw-sgd").prepare({"objective": "mean", "dim": 2, "T": 300, "cap": 300,
+                                         "burn_in": 25, "eta": 0.1, "lipschitz": 5.0,
+                                         "epsilon": 1e7, "mc_walks": 10}, 6)
+    assert p["sigma"] < 0.05  # stationary noise on x: about η·σ/√(1 − (1 − η)²) ≈ 0.01
+    ctxs = {v: JobContext("m", "rw-sgd", v, tuple(ids), p, 0, edges) for v in ids}
+    net = await make_net("memory", ids, tmp_path, data=ys, seed=2)
+    try:
+        await net.run_job(ctxs)
+        steps = sorted((e.params["t"], v, e.event) for v in ids for e in net.ledger(v).entries("m")
+                       if e.direction == "local" and "t" in e.params)
+        assert [t for t, _, _ in steps] == list(range(1, 326))
+        assert all(ev == "pass" for _, _, ev in steps[:25])
+        assert all(ev == "contribute" for _, _, ev in steps[25:])
+        x = np.zeros(2)
+        for _, v, _ in steps[25:]:
+            x = x - 0.1 * (x - ys[v])
+        out = np.asarray(net.nodes["n1"].jobs["m"].output.value)
+        np.testing.assert_allclose(out, x, atol=0.05)
+        # a constant step averages the recent holders: near the mean of the ys on a ring
+        assert np.linalg.norm(out - np.mean(list(ys.values()), axis=0)) < 0.5
+    finally:
+        await net.close()
+
+
+def test_collusion_as_a_graph_modification_2_5():
+    """Spec §2.5: contracting F = {4, 8, 12} into one node keeps the first hit (0.072131 at
+    T = 1600 for ring16); the §4.9 accountant with F as one observer sees at least what each
+    member sees, trajectory by trajectory (more observations pin the minorant at more points),
+    and (18) Σ_v is the paper's collusion bound."""
+    W = transition_matrix(16, RING16)
+    Wc, keep = contract(W, [4, 8, 12])
+    np.testing.assert_allclose(Wc.sum(axis=1), 1.0)
+    assert first_hit(Wc, keep.index(0), [len(keep)], 1600) == pytest.approx(0.072131, abs=1e-6)
+    F = (4, 8, 12)
+    qs = sound_q(W, 0, [4, 8, 12, F], 400, 10, 100, np.random.default_rng(5))
+    for v in (4, 8, 12):
+        assert np.all(qs[F] >= qs[v] - 1e-12)
+    assert qs[F].mean() > max(qs[v].mean() for v in (4, 8, 12))
+    with pytest.raises(ValueError):
+        sound_q(W, 0, [(0, 3)], 10, 1, 10, np.random.default_rng(0))
