@@ -23,6 +23,13 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
     "network-dp-fig3": ("fig1b", "Fig. 3 (App. H): the same audit for histograms (§5.4)"),
     "network-dp-fig2": ("fig2", "Fig. 2: logistic regression, central / local / network DP-SGD, "
                         "as the authors' code ran it and as the theorems require (§5.3)"),
+    "random-walks-fig1": ("rw_fig1", "Cyffers, Bellet & Upadhyay Fig. 1: loss vs distance, random "
+                          "walk vs gossip, anonymous sender, n ≈ 2048 (random-walks.md §6.1)"),
+    "random-walks-fig4": ("rw_fig1", "Fig. 4 (App. B.1): the same with a known sender (§6.1)"),
+    "random-walks-fig2": ("rw_fig2", "Fig. 2: logistic regression, 2048 users × 8, central / local "
+                          "/ random-walk DP-SGD at ε = 1 on three graphs (§6.2)"),
+    "random-walks-fig3": ("rw_fig3", "Fig. 3: privacy loss vs communicability and centrality on "
+                          "Davis and other networkx graphs (§6.4)"),
 }
 
 
