@@ -23,6 +23,8 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
     "network-dp-fig3": ("fig1b", "Fig. 3 (App. H): the same audit for histograms (§5.4)"),
     "network-dp-fig2": ("fig2", "Fig. 2: logistic regression, central / local / network DP-SGD, "
                         "as the authors' code ran it and as the theorems require (§5.3)"),
+    "muffliato-fig1a": ("muffliato_fig1a", "Muffliato Fig. 1(a): loss vs shortest-path length, "
+                        "paper eq. (6) and the exact joint view (muffliato.md §6.1)"),
 }
 
 
