@@ -25,6 +25,8 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
                         "as the authors' code ran it and as the theorems require (§5.3)"),
     "muffliato-fig1a": ("muffliato_fig1a", "Muffliato Fig. 1(a): loss vs shortest-path length, "
                         "paper eq. (6) and the exact joint view (muffliato.md §6.1)"),
+    "muffliato-fig1b": ("muffliato_fig1b", "Muffliato Fig. 1(b): loss from one node on social "
+                        "graphs networkx ships (the Facebook ego graphs are not offline; §6.2)"),
 }
 
 
