@@ -30,6 +30,10 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
                           "/ random-walk DP-SGD at ε = 1 on three graphs (§6.2)"),
     "random-walks-fig3": ("rw_fig3", "Fig. 3: privacy loss vs communicability and centrality on "
                           "Davis and other networkx graphs (§6.4)"),
+    "muffliato-fig1a": ("muffliato_fig1a", "Muffliato Fig. 1(a): loss vs shortest-path length, "
+                        "paper eq. (6) and the exact joint view (muffliato.md §6.1)"),
+    "muffliato-fig1b": ("muffliato_fig1b", "Muffliato Fig. 1(b): loss from one node on social "
+                        "graphs networkx ships (the Facebook ego graphs are not offline; §6.2)"),
 }
 
 
