@@ -28,6 +28,8 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
     "random-walks-fig4": ("rw_fig1", "Fig. 4 (App. B.1): the same with a known sender (§6.1)"),
     "random-walks-fig2": ("rw_fig2", "Fig. 2: logistic regression, 2048 users × 8, central / local "
                           "/ random-walk DP-SGD at ε = 1 on three graphs (§6.2)"),
+    "random-walks-table1": ("rw_table1", "Table 1: accuracy at mean loss 0.5 / 1 / 2, random walk "
+                            "vs Muffliato-GD on four graphs (§6.3)"),
     "random-walks-fig3": ("rw_fig3", "Fig. 3: privacy loss vs communicability and centrality on "
                           "Davis and other networkx graphs (§6.4)"),
     "muffliato-fig1a": ("muffliato_fig1a", "Muffliato Fig. 1(a): loss vs shortest-path length, "
