@@ -181,7 +181,7 @@ def live_law(W: np.ndarray, dead: Iterable[int]) -> np.ndarray:
 def simulate_walks(W: np.ndarray, T: int, walks: int, rng: np.random.Generator, *,
                    start: int | None = None,
                    phases: Sequence[tuple[int, np.ndarray]] = (),
-                   chunk: int = 256) -> Iterable[np.ndarray]:
+                   chunk: int = 1000) -> Iterable[np.ndarray]:
     """Trajectories of the data-independent walk (spec §2.3 [NOTE]): yields arrays of shape
     (T, r) (r ≤ chunk walks each, `walks` in all), entry [t, k] the holder at step t of walk k
     (it contributes at step t; step 0 is the start). `start`: the public start holder, or None for
@@ -191,11 +191,21 @@ def simulate_walks(W: np.ndarray, T: int, walks: int, rng: np.random.Generator, 
     if W.shape != (n, n) or T < 1 or walks < 1:
         raise ValueError("W must be square, T >= 1 and walks >= 1")
 
-    def cum(M: np.ndarray) -> np.ndarray:  # row r's CDF shifted into [r, r + 1]
-        c = np.cumsum(np.asarray(M, dtype=np.float64), axis=1)
-        c /= c[:, -1:]
-        c[:, -1] = 1.0 + 1e-12
-        return (c + np.arange(n)[:, None]).ravel()
+    def cum(M: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Row r's CDF over its nonzero entries, shifted into [r, r + 1], and their columns."""
+        from scipy import sparse
+
+        C = sparse.csr_matrix(M)
+        C.eliminate_zeros()
+        if np.any(np.diff(C.indptr) == 0):
+            raise ValueError("every row of W needs a positive entry")
+        rows = np.repeat(np.arange(n), np.diff(C.indptr))
+        c = np.cumsum(C.data)
+        start = np.concatenate([[0.0], c])[C.indptr[:-1]]
+        tot = c[C.indptr[1:] - 1] - start
+        flat = (c - start[rows]) / tot[rows] + rows
+        flat[C.indptr[1:] - 1] = np.arange(n) + 1.0  # exact row ends
+        return flat, C.indices.astype(np.int32)
 
     laws = sorted([(0, cum(W))] + [(int(s), cum(M)) for s, M in phases], key=lambda x: x[0])
     done = 0
@@ -207,10 +217,11 @@ def simulate_walks(W: np.ndarray, T: int, walks: int, rng: np.random.Generator, 
         for t in range(1, T):
             while li + 1 < len(laws) and laws[li + 1][0] <= t:
                 li += 1
-            flat = laws[li][1]
+            flat, cols = laws[li][1]
             # the hop from step t − 1 to step t: position of cur + U in the shifted CDFs
-            idx = np.searchsorted(flat, path[t - 1] + rng.random(r), side="right")
-            path[t] = idx % n
+            # (U ≤ 1 − 1e−9: r + U must stay below r + 1 after rounding)
+            u01 = np.minimum(rng.random(r), 1.0 - 1e-9)
+            path[t] = cols[np.searchsorted(flat, path[t - 1] + u01, side="right")]
         done += r
         yield path
 

@@ -290,3 +290,17 @@ def test_collusion_as_a_graph_modification_2_5():
     assert qs[F].mean() > max(qs[v].mean() for v in (4, 8, 12))
     with pytest.raises(ValueError):
         sound_q(W, 0, [(0, 3)], 10, 1, 10, np.random.default_rng(0))
+
+
+def test_simulated_walks_follow_w():
+    """The walk sampler's empirical transition frequencies match W (z-scores), and it never takes
+    a zero-probability hop (independent count over 2M hops)."""
+    W = transition_matrix(16, RING16 + [(0, 5)])
+    path = next(iter(simulate_walks(W, 100_000, 20, np.random.default_rng(0))))
+    C = np.zeros((16, 16))
+    for k in range(path.shape[1]):
+        np.add.at(C, (path[:-1, k], path[1:, k]), 1)
+    N = C.sum(axis=1, keepdims=True)
+    freq = C / N
+    z = (freq - W)[W > 0] / np.sqrt((W * (1 - W) / N)[W > 0])
+    assert np.abs(z).max() < 5 and C[W == 0].sum() == 0
