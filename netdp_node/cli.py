@@ -368,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ring-sum: per-window ε of the Gaussian noise, in (0,1) (default 0.5); "
                    "walks: the ε each node may lose towards any other (default 1, 10 for walk-sgd)")
     d.add_argument("--bins", type=int, default=4, help="walk-histogram: number of categories")
+    d.add_argument("--topology", default="", help="rw-sgd: the job's graph (a kind the bootstrap "
+                   "serves: exponential (default), hypercube, grid, erdos-renyi, ring, complete, "
+                   "...); the other algorithms use their own")
     d.add_argument("--points", type=int, default=8, help="walk-sgd: data points per node")
     d.add_argument("--data-dir", help="walk-sgd: where cal_housing.data is (default "
                    "$NETDP_DATA_DIR, then ../shared/data; synthetic data if absent)")

@@ -116,12 +116,12 @@ def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
     return params
 
 
-def _describe(algorithm: str, p: dict[str, Any]) -> str:
+def _describe(algorithm: str, p: dict[str, Any], topology: str = "exponential") -> str:
     """The submitted job, from the parameters the bootstrap validated and calibrated."""
     if algorithm == "ring-sum":
         return (f"ring sum, K={p['rounds']} rounds, per-window ε={p['epsilon']}, "
                 f"δ={p['delta']}")
-    where = "an exponential graph" if algorithm == "rw-sgd" else "the complete graph"
+    where = f"the {topology} graph" if algorithm == "rw-sgd" else "the complete graph"
     return (f"{algorithm} on {where}, T={p['T']} steps, target ε={p['epsilon']:g} per peer, "
             f"δ={p['delta']}, {p['regime']} regime")
 
@@ -143,8 +143,11 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
     channels = {nid: secure_channel(cluster.procs[nid].address, op) for nid in cluster.ids}
     try:
         job = await client.submit(a.algorithm, _job_params(a, cluster.n),
-                                  participants=cluster.ids, seed=a.seed or 0)
-        _say(f"submitted job {job.job_id}: {_describe(a.algorithm, json.loads(job.params_json))}")
+                                  participants=cluster.ids, seed=a.seed or 0,
+                                  topology=getattr(a, "topology", "") or "")
+        graph = getattr(a, "topology", "") or "exponential"
+        _say(f"submitted job {job.job_id}: "
+             f"{_describe(a.algorithm, json.loads(job.params_json), graph)}")
         t_job = time.monotonic()
         deadline = t0 + a.timeout
         last = ""

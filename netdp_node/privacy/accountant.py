@@ -156,8 +156,8 @@ def _rw_loss(p: Mapping[str, Any], count: int) -> PrivacyLoss:
         return PrivacyLoss(0.0, 0.0, "no-contribution")
     z = float(p["noise_multiplier"])
     return PrivacyLoss(ldp_epsilon(count, z, float(p["delta"])), float(p["delta"]),
-                       f"local-DP bound, {count} Gaussian mechanisms in RDP, no α cap needed "
-                       "(sound; random-walks.md §4.8)",
+                       "local-DP bound: the node's contributions as Gaussian mechanisms in RDP, "
+                       "no α cap needed (sound; random-walks.md §4.8)",
                        (DEFAULT_ORDERS, tuple(gaussian_rdp(z, DEFAULT_ORDERS, count).tolist())))
 
 
