@@ -19,6 +19,8 @@ w ← w − η(g + Z) (spec §6.2 "deviations to fix": clip before noise). T = 2
 * rw (sound): the best sound value netdp ships, towards the WORST peer: on these graphs the
   certified §4.9 accountant does not beat local DP at δ = 1e-6 (see README), so σ is local DP's
   and the walk only adds the noise-only steps past the cap: shown on the complete graph.
+A second block of rows ("code") runs the authors' configuration (`CODE`: clip 0.4 after the noise,
+their σ and step sizes), which is what the paper's figure shows and carries no proven guarantee.
 Step size η: tuned per method on `ETA_GRID` by the final training objective of 2 tuning runs
 (other seeds; the paper "tuned separately for each approach"), on the complete graph.
 """
@@ -42,7 +44,12 @@ from netdp_node.privacy.random_walk import (
 )
 
 N, M, T, DELTA, EPS, CAP, LIP = 2048, 8, 20_000, 1e-6, 1.0, 12, 1.0
-ETA_GRID = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+ETA_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+# "as the authors' code ran it" (spec §6.2, §3.4): L = 0.4, their findSigma σ at ε = 1 (absolute
+# std; RW from findSigma.net, the complete-graph formula, for every graph), the noisy gradient
+# clipped to L AFTER the noise, their step sizes (local 0.06733333, central and RW 0.03416667)
+CODE = {"clip": 0.4, "sigma": {"central": 6.968208, "local": 46.868738, "rw": 10.983400},
+        "eta": {"central": 0.03416667, "local": 0.06733333, "rw": 0.03416667}}
 EVERY = 500
 
 
@@ -64,10 +71,11 @@ def load_users(n: int, m: int, args: Any, quick: bool) -> tuple[np.ndarray, np.n
 
 def batched_sgd(X: np.ndarray, y: np.ndarray, paths: np.ndarray, sigma_abs: float, eta: float,
                 mode: str, cap: int, rng: np.random.Generator, split: Any,
-                every: int = EVERY) -> dict[str, Any]:
+                every: int = EVERY, order: str = "theorem", clip: float = LIP) -> dict[str, Any]:
     """R runs at once; paths (T, R) the holder of each step. mode: "network" (past the cap, noise
-    only), "local" (past the cap, nothing), "central" (no cap). Records the test accuracy and the
-    training objective every `every` steps."""
+    only), "local" (past the cap, nothing), "central" (no cap). order "theorem": clip the gradient
+    to `clip`, then add the noise; "code": the authors' clip of gradient + noise (spec §3.4).
+    Records the test accuracy and the training objective every `every` steps."""
     Tn, R = paths.shape
     n, _, d = X.shape
     w = np.zeros((R, d))
@@ -83,12 +91,17 @@ def batched_sgd(X: np.ndarray, y: np.ndarray, paths: np.ndarray, sigma_abs: floa
         margins = yh * np.einsum("rmd,rd->rm", Xh, w)
         coef = -yh / (1.0 + np.exp(np.clip(margins, -500, 500)))
         g = np.einsum("rm,rmd->rd", coef, Xh) / Xh.shape[1]
-        norm = np.linalg.norm(g, axis=1, keepdims=True)
-        g = g * np.minimum(1.0, LIP / np.maximum(norm, 1e-300)) * real[:, None]
         z = rng.normal(0.0, sigma_abs, size=(R, d))
         if mode == "local":
             z = z * real[:, None]
-        w = w - eta * (g + z)
+        if order == "theorem":
+            norm = np.linalg.norm(g, axis=1, keepdims=True)
+            u = g * np.minimum(1.0, clip / np.maximum(norm, 1e-300)) * real[:, None] + z
+        else:
+            u = g * real[:, None] + z
+            norm = np.linalg.norm(u, axis=1, keepdims=True)
+            u = u * np.minimum(1.0, clip / np.maximum(norm, 1e-300))
+        w = w - eta * u
         if (t + 1) % every == 0 or t + 1 == Tn:
             its.append(t + 1)
             acc.append(np.mean(np.where(w @ split.X_test.T >= 0, 1.0, -1.0) == split.y_test,
@@ -152,9 +165,22 @@ def run(name: str, args: Any) -> dict[str, Any]:
         rng = np.random.default_rng([i, 1])
         paths = walk_paths(W, n, steps, runs, rng)
         res = batched_sgd(X, y, paths, sig, eta[method], mode, c, rng, split)
-        rows.append({"method": method, "graph": g, "sigma_abs": sig, "eta": eta[method],
-                     "cap": c, **meta, **res})
-    summary = [f"{r['method']:<9} {r['graph']:<12} σ_abs={r['sigma_abs']:<8.4g} η={r['eta']:<7g}"
+        rows.append({"variant": "theorem", "method": method, "graph": g, "sigma_abs": sig,
+                     "eta": eta[method], "cap": c, **meta, **res})
+    # the authors' configuration (no guarantee: the clip after the noise breaks the analysis)
+    code_plan = [("central", "complete", "central", 0), ("local", "complete", "local", cap)]
+    code_plan += [("rw", g, "network", cap) for g in Ws]
+    for i, (method, g, mode, c) in enumerate(code_plan):
+        W = None if method == "central" else Ws[g]
+        rng = np.random.default_rng([i, 2])
+        paths = walk_paths(W, n, steps, runs, rng)
+        res = batched_sgd(X, y, paths, CODE["sigma"][method], CODE["eta"][method], mode, c, rng,
+                          split, order="code", clip=CODE["clip"])
+        rows.append({"variant": "code", "method": method, "graph": g,
+                     "sigma_abs": CODE["sigma"][method], "eta": CODE["eta"][method], "cap": c,
+                     **res})
+    summary = [f"{r['variant']:<7} {r['method']:<9} {r['graph']:<12} σ_abs={r['sigma_abs']:<8.4g} "
+               f"η={r['eta']:<8g} "
                f"final test accuracy {r['final_accuracy_mean']:.3f} ± "
                f"{r['final_accuracy_std']:.3f}, objective {r['final_objective_mean']:.3f}"
                for r in rows]
@@ -176,20 +202,25 @@ def plot(res: dict[str, Any], path: Any) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5))
-    for r in res["rows"]:
-        lab = f"{r['method']} ({r['graph']})"
-        ls = {"central": "-", "local": "-", "rw-paper": "--", "rw-sound": ":"}[r["method"]]
-        a1.plot(r["iterations"], r["objective_mean"], ls=ls, label=lab)
-        acc, sd = np.array(r["accuracy_mean"]), np.array(r["accuracy_std"])
-        a2.plot(r["iterations"], acc, ls=ls, label=lab)
-        a2.fill_between(r["iterations"], acc - sd, acc + sd, alpha=0.1)
-    a1.set_yscale("log")
-    a1.set_title("training objective")
-    a2.set_title("test accuracy")
-    for ax in (a1, a2):
-        ax.set_xlabel("iteration")
-        ax.legend(fontsize=7)
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    for i, variant in enumerate(("theorem", "code")):
+        a1, a2 = axes[i]
+        for r in res["rows"]:
+            if r.get("variant", "theorem") != variant:
+                continue
+            lab = f"{r['method']} ({r['graph']})"
+            ls = {"central": "-", "local": "-", "rw-paper": "--", "rw-sound": ":",
+                  "rw": "--"}[r["method"]]
+            a1.plot(r["iterations"], r["objective_mean"], ls=ls, label=lab)
+            acc, sd = np.array(r["accuracy_mean"]), np.array(r["accuracy_std"])
+            a2.plot(r["iterations"], acc, ls=ls, label=lab)
+            a2.fill_between(r["iterations"], acc - sd, acc + sd, alpha=0.1)
+        a1.set_yscale("log")
+        a1.set_title(f"{variant}: training objective")
+        a2.set_title(f"{variant}: test accuracy")
+        for ax in (a1, a2):
+            ax.set_xlabel("iteration")
+            ax.legend(fontsize=7)
     p = res["params"]
     fig.suptitle(f"Fig. 2: logistic regression, n={p['n']}×{p['points_per_user']}, ε={p['epsilon']}"
                  f", δ={p['delta']:g}, {p['runs']} runs ({p['data']})")
