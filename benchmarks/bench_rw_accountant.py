@@ -12,8 +12,9 @@ Hamilton W = (I + A)/12), T = 20,480 (10 contributions per node on average):
 
 Each part runs in a fresh child process, so its peak memory (ru_maxrss: resident set including the
 interpreter and NumPy) is its own. BLAS threads: `--threads` (default 1; on this shared 2-core
-machine a multithreaded OpenBLAS eigh of a 256×256 matrix took 2.4 s under load instead of 0.02 s). Writes benchmarks/results/rw_accountant.json (--quick:
-rw_accountant-quick.json, n = 256, T = 2560, 200 trajectories).
+machine a multithreaded OpenBLAS eigh of a 256×256 matrix took 2.4 s under load instead of 0.02 s).
+Writes benchmarks/results/rw_accountant.json (--quick: rw_accountant-quick.json, n = 256,
+T = 2560, 200 trajectories).
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def main() -> None:
         "benchmark": "random-walk accountants: paper-form pairwise matrix (one eigh) and the "
                      "§4.9 sound accountant for one pair",
         "graph": f"hypercube Q_{dim}, coded Hamilton W", "n": 2**dim, "T": T, "walks": walks,
-        "repetitions": reps, "blas_threads": a.threads, "median": med, "paper_runs": paper, "sound_runs": sound,
+        "repetitions": reps, "blas_threads": a.threads, "median": med, "paper_runs": paper,
+        "sound_runs": sound,
         "targets_s": {"paper": 10.0, "sound": 60.0},
         "meets_targets": {"paper": med["paper_s"] < 10.0, "sound": med["sound_s"] < 60.0},
         "machine": {"python": platform.python_version(), "platform": platform.platform(),

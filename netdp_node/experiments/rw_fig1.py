@@ -152,7 +152,8 @@ def plot(res: dict[str, Any], path: Any) -> None:
                 mean = [r[key]["mean"] for r in out["rows"]][:len(d)]
                 lo = [r[key]["min"] for r in out["rows"]][:len(d)]
                 hi = [r[key]["max"] for r in out["rows"]][:len(d)]
-                err = [np.maximum(0.0, np.subtract(mean, lo)), np.maximum(0.0, np.subtract(hi, mean))]
+                err = [np.maximum(0.0, np.subtract(mean, lo)),
+                       np.maximum(0.0, np.subtract(hi, mean))]
                 ax.errorbar(d, mean, yerr=err,
                             color=colors[gname], ls=ls, lw=1, capsize=2,
                             label=f"{gname} {key}")

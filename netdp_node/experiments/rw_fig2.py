@@ -6,7 +6,8 @@ geometric graph (r = 0.07).
 Simulation: vectorised over the runs (all `--runs` runs advance together, one NumPy step per
 iteration; the walks are drawn from the same coded Hamilton W as the engine, `simulate_walks`).
 The update is netdp's RandomWalkSgd's: the holder's full local logistic gradient (8 points, with
-intercept, no L2) clipped to C = 1 (Δ = 2C), plus N(0, σ_abs² I) with σ_abs = σ·Δ (σ the noise multiplier),
+intercept, no L2) clipped to C = 1 (Δ = 2C), plus N(0, σ_abs² I) with σ_abs = σ·Δ (σ the noise
+multiplier),
 w ← w − η(g + Z) (spec §6.2 "deviations to fix": clip before noise). T = 20 000 iterations, cap
 12 contributions per user (1.25·T/n), past the cap: noise only (RW, Remark 5) or nothing (local).
 

@@ -1,4 +1,4 @@
-"""Accounting of random-walk DP-SGD on any graph (Cyffers, Bellet & Basu 2023 style; spec
+"""Accounting of random-walk DP-SGD on any graph (Cyffers, Bellet & Upadhyay, ICML 2024; spec
 `../shared/papers/random-walks.md`, "the spec" below).
 
 Pure functions of the public graph, the walk parameters and a node's contribution count.
@@ -14,9 +14,15 @@ Pure functions of the public graph, the walk parameters and a node's contributio
   (ε, δ) with the α cap of spec §4.7. **It is not a guarantee in general** (spec §0 item 3, §4.9:
   the composition over contributions is unsound; on a star the centre sees every leaf at the LDP
   level while the formula claims several times less): netdp shows it labelled, never alone.
-* `ldp_epsilon`: the always-valid local-DP bound, N_u Gaussian mechanisms of multiplier σ composed in
-  RDP (spec §4.8: `N_u α/(2σ²)`), converted at δ. This is what a node's report uses until the sound
-  per-trajectory accountant of spec §4.9 lands.
+* `ldp_epsilon`: the always-valid local-DP bound, N_u Gaussian mechanisms of multiplier σ composed
+  in RDP (spec §4.8: `N_u α/(2σ²)`), converted at δ.
+* `simulate_walks`, `excursion_q`, `sound_q`, `sound_rdp`, `sound_epsilon`: the sound
+  per-trajectory accountant of spec §4.9 (Monte Carlo over data-independent walks, certified by
+  Hoeffding's bound); `live_law` (the realised law after a re-send, §7.1 item 2), `contract`
+  (collusion as a graph modification, §2.5). A node's report is min(this, `ldp_epsilon`).
+* Closed forms and the paper's accountant in bulk: `ring_closed_form` (§4.4, corrected),
+  `hypercube_closed_form`, `star_lemma2`, `first_hit`, `pairwise_matrix`, `mean_pair_s` and
+  `sigma_for_mean_loss` (§4.11), `mixing_time`.
 """
 
 from __future__ import annotations
@@ -160,7 +166,7 @@ def communicability_sparse(n: int, edges: Iterable[tuple[int, int]], u: int, T: 
     return communicability(sparse.csr_matrix((vals, (rows, cols)), shape=(n, n)), u, T)
 
 
-# -- the sound per-trajectory accountant (spec §4.9) ------------------------------------------------
+# -- the sound per-trajectory accountant (spec §4.9) -----------------------------------------------
 def live_law(W: np.ndarray, dead: Iterable[int]) -> np.ndarray:
     """W conditioned on liveness (spec §7.1 item 2): every row renormalised over the columns not in
     `dead` (a row keeps its self-loop: a node never skips itself); dead rows are left as they are
@@ -280,10 +286,10 @@ def sound_q(W: np.ndarray, u: int, observers: Sequence[int], T: int, cap: int, w
     """q(τ) of `excursion_q` for `walks` simulated trajectories and each observer v (spec §4.9):
     u contributes at its first `cap` visits from step `burn_in` on (0: every visit; Remark 5), v
     observes at its visits, at step T if the final model is published (`release`, spec §7.1 item
-    4) and at `extra_obs[v]` (e.g. a crashed receiver that saw a re-sent copy, §7.1 item 2). T counts
-    every step, burn-in included. An observer may be a tuple of nodes: a colluding set F pooling
-    its views, i.e. F contracted into one super-node whose visits are its members' (spec §2.5,
-    "collusion as a modification of the graph")."""
+    4) and at `extra_obs[v]` (e.g. a crashed receiver that saw a re-sent copy, §7.1 item 2).
+    T counts every step, burn-in included. An observer may be a tuple of nodes: a colluding set
+    F pooling its views, i.e. F contracted into one super-node whose visits are its members'
+    (spec §2.5, "collusion as a modification of the graph")."""
     out = {v: np.empty(walks) for v in observers}
     k = 0
     for path in simulate_walks(W, T, walks, rng, start=start, phases=phases):
@@ -341,7 +347,7 @@ def sound_epsilon(q: np.ndarray, sigma: float, cap: int, delta: float,
     return rdp_to_dp(DEFAULT_ORDERS, curve, delta - beta)[0], delta, curve
 
 
-# -- closed forms, the spectral pairwise matrix, mean loss (spec §4.3, §4.4, §4.11) -----------------
+# -- closed forms, the spectral pairwise matrix, mean loss (spec §4.3, §4.4, §4.11) ----------------
 def harmonic(T: int) -> float:
     return float(np.sum(1.0 / np.arange(1, T + 1)))
 
@@ -373,10 +379,10 @@ def pairwise_matrix(W: np.ndarray, T: int) -> np.ndarray:
 
 
 def ring_closed_form(n: int, d: int, T: int | None, kappa: float = 1.0 / 3.0) -> float:
-    """The corrected ring formula of spec §4.4 (the paper's Theorem 5 has the wrong index, a spurious
-    factor 2 and cos(πak/n)): lazy ring W = κI + (1 − κ)(P + Pᵀ)/2, λ_k = κ + (1 − κ)cos(2πk/n),
-    S_uv(T) = (1/n)[H_T + Σ_{k=1..n−1} cos(2πkd/n) s_T(λ_k)] for ring distance d; with T=None the
-    infinite-horizon L_uv = (1/n) Σ_k cos(2πkd/n)·(−ln((1 − κ)(1 − cos(2πk/n)))) (the code's logW).
+    """The corrected ring formula of spec §4.4 (the paper's Theorem 5 has the wrong index, a
+    spurious factor 2 and cos(πak/n)): lazy ring W = κI + (1 − κ)(P + Pᵀ)/2,
+    λ_k = κ + (1 − κ)cos(2πk/n), S_uv(T) = (1/n)[H_T + Σ_{k=1..n−1} cos(2πkd/n) s_T(λ_k)] for
+    ring distance d; with T=None the infinite-horizon L_uv = (1/n) Σ_k cos(2πkd/n)·(−ln((1 − κ)(1 − cos(2πk/n)))) (the code's logW).
     Spec: n = 16, κ = 1/3, T = 1000: d = 1 → 1.053194, L_01 = 0.585352."""
     if not 0 <= kappa < 1 or n < 3:
         raise ValueError("kappa in [0, 1) and n >= 3 are required")
