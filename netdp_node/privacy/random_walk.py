@@ -77,6 +77,21 @@ def communicability(W: np.ndarray, u: int, T: int) -> np.ndarray:
     return S
 
 
+def communicability_interval(W: Any, u: int, T: int, t0: int,
+                             lam_star: float) -> tuple[np.ndarray, np.ndarray]:
+    """What node u computes locally in O(t0·|E|) (spec §4.10): the row iteration up to t0, then the
+    stationary part (H_T − H_t0)/n and a certified tail ±λ*^{t0+1}/((t0+1)(1 − λ*)), λ* the
+    largest |λ_i|, i ≥ 2, of the public symmetric doubly-stochastic W (Cauchy–Schwarz). Returns
+    (lower, upper) bounds on S_u·(T). Spec: ring16, T = 1600, t0 = 200: S_{0,8} in
+    [0.25525291, 0.25525848]."""
+    if not 0 <= lam_star < 1 or not 1 <= t0 <= T:
+        raise ValueError("need 0 <= λ* < 1 and 1 <= t0 <= T")
+    n = W.shape[0]
+    mid = communicability(W, u, t0) + (harmonic(T) - harmonic(t0)) / n
+    tail = lam_star ** (t0 + 1) / ((t0 + 1) * (1 - lam_star)) if t0 < T else 0.0
+    return mid - tail, mid + tail
+
+
 def known_sender(S_u: np.ndarray, u: int, neighbours: Sequence[Sequence[int]]) -> np.ndarray:
     """App. B.1 (spec §2.4, §4.5): an observer v that knows who sent it the token learns at least what
     its most exposed neighbour w would: S̃_uv = max_{w∈N(v)} S_uw, with S_uu := 1/2 (so the

@@ -13,6 +13,7 @@ import pytest
 from netdp_node.privacy.random_walk import (
     alpha_max,
     communicability,
+    communicability_interval,
     first_hit,
     harmonic,
     hypercube_closed_form,
@@ -169,3 +170,40 @@ def test_mixing_times_4_12():
     assert mixing_time(transition_matrix(16, list(g.edges()))) == 3
     assert mixing_time(transition_matrix(16, list(g.edges())), 1e-3) == 14
     assert mixing_time(np.full((16, 16), 1 / 16)) == 1
+
+
+def test_star_theorem4_erratum_and_lazy_star_4_4():
+    """Spec §4.4 star table (n = 16, T = 1000): the κ-lazy simple walk (non-symmetric, Lemma 2)
+    gives 0.226076 / 0.272286 / 4.084284; what Theorem 4's proof sums (powers of the
+    sub-stochastic A/(n − 1)) gives 0.002300 / 0.068210 / 0.068210 and its closed form (κ → 0)
+    0.004600 for leaf→leaf, exactly 2× the sum (Proposition 1 lacks a factor 1/2): values 4× to 60×
+    below any genuine star walk, which is why netdp computes the star with Lemma 2."""
+    n, k = 16, 0.01
+    W = np.zeros((n, n))
+    W[0, 1:] = (1 - k) / (n - 1)
+    W[1:, 0] = 1 - k
+    np.fill_diagonal(W, k)
+    leaf, centre = communicability(W, 1, 1000), communicability(W, 0, 1000)
+    assert (leaf[2], centre[1], leaf[0]) == pytest.approx((0.226076, 0.272286, 4.084284),
+                                                          abs=1e-6)
+    A = np.zeros((n, n))
+    A[0, 1:] = A[1:, 0] = 1
+    sub_leaf = communicability(A / (n - 1), 1, 1000)
+    assert (sub_leaf[2], sub_leaf[0]) == pytest.approx((0.002300, 0.068210), abs=1e-6)
+    thm4_leaf = -1 / (n - 1) * math.log(1 - 1 / (n - 1))
+    thm4_centre = math.log((math.sqrt(n - 1) + 1) / (math.sqrt(n - 1) - 1)) / (2 * math.sqrt(n - 1))
+    assert thm4_leaf == pytest.approx(0.004600, abs=1e-6)
+    assert thm4_leaf == pytest.approx(2 * sub_leaf[2], rel=1e-3)
+    assert thm4_centre == pytest.approx(0.068210, abs=1e-6)
+    assert star_lemma2(16, 1000, "paper")["leaf->leaf"] > 60 * thm4_leaf
+
+
+def test_local_row_with_certified_tail_4_10():
+    W = transition_matrix(16, RING16)
+    lam = np.linalg.eigvalsh(W)
+    lam_star = float(np.max(np.abs(lam[:-1])))
+    lo, hi = communicability_interval(W, 0, 1600, 200, lam_star)
+    assert (lo[8], hi[8]) == pytest.approx((0.25525291, 0.25525848), abs=1e-8)
+    exact = communicability(W, 0, 1600)
+    assert exact[8] == pytest.approx(0.25525538, abs=1e-8)
+    assert np.all(lo <= exact) and np.all(exact <= hi)
