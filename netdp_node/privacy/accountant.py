@@ -196,6 +196,17 @@ def _rw_realised_law(spec: Mapping[str, Any], entries: Sequence[ViewEntry], W: A
     return phases, extra
 
 
+def _rw_groups(p: Mapping[str, Any], parts: list[str], u: int) -> list[tuple[int, ...]]:
+    """The job's public collusion groups as observer sets seen from u: each group without u (u's
+    own colluders pool what they see of u), dropped when one member or fewer is left (spec §2.5)."""
+    out = []
+    for g in p.get("collusion_groups", []):
+        members = tuple(sorted(int(i) for i in g if int(i) != u))
+        if len(members) >= 2 and all(0 <= i < len(parts) for i in members):
+            out.append(members)
+    return out
+
+
 def rw_sgd_pair_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str,
                        count: int, *, walks: int | None = None) -> dict[str, PrivacyLoss]:
     """The node's loss towards every other participant, the best SOUND value (spec §7.6 item 19):
@@ -207,6 +218,8 @@ def rw_sgd_pair_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me
       the realised law after a custody re-send this node made (§7.1 item 2), replaced by the
       local-DP bound if the ledger shows a re-send it cannot place in time;
     * the local-DP bound of the node's `count` contributions (spec §4.8).
+    Also towards every public collusion group ("group:a+b", spec §2.5: the group contracted into
+    one observer whose visits are its members', the §4.9 accountant applied to it).
     Valid for a known sender (mTLS). No α cap applies to either (no Lemma 1). The simulation seed
     is derived from the job id and the node (the accountant stays a pure function)."""
     import hashlib
@@ -217,7 +230,10 @@ def rw_sgd_pair_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me
 
     p = spec["params"]
     ldp = _rw_loss(p, count)
-    others = _others(spec, me)
+    peers = _others(spec, me)
+    u0 = list(spec["participants"]).index(me)
+    others = peers + ["group:" + "+".join(spec["participants"][i] for i in g)
+                      for g in _rw_groups(p, list(spec["participants"]), u0)]
     if count == 0:
         return {v: ldp for v in others}
     parts, edges = _rw_graph(spec)
@@ -237,7 +253,7 @@ def rw_sgd_pair_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me
                           "big")
     u = parts.index(me)
     start = int(spec.get("public_seed", 0)) % len(parts)
-    obs = [parts.index(v) for v in others]
+    obs: list[Any] = [parts.index(v) for v in peers] + _rw_groups(p, parts, u)
     cap = int(p["cap"])
     z, delta = float(p["noise_multiplier"]), float(p["delta"])
     burn = int(p.get("burn_in", 0))

@@ -789,13 +789,15 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     Parameters: T (10·n), cap (⌈1.2·T/n⌉), epsilon (10), delta (1e-6), lipschitz C (1, the
     gradient clip; Δ = 2C), eta (0.05), dim (9), weights ("coded" or "paper"), stop ("counter"),
     custody_timeout_s (120), mc_walks (1000: simulated walks of the sound accountant, spec §4.9),
+    collusion_groups ([]: lists of participant indices known to pool their views, e.g. one
+    organisation's nodes; each node's report adds its loss towards every group, spec §2.5),
     objective ("logistic", or "mean": the averaging special case of spec §3.3, node data a vector
     y_v of `dim` numbers, f_v(x) = ½‖x − y_v‖², constant step eta ≤ 2 as Alg. 1 and the accountant
     assume), burn_in (0: steps the token walks first without any update, to get near π, §3.3)."""
     from netdp_node.privacy.random_walk import ldp_epsilon
 
     known = {"T", "cap", "epsilon", "delta", "lipschitz", "eta", "dim", "weights", "stop",
-             "custody_timeout_s", "mc_walks", "objective", "burn_in"}
+             "custody_timeout_s", "mc_walks", "objective", "burn_in", "collusion_groups"}
     unknown = set(params) - known - {"sigma", "noise_multiplier", "sensitivity", "regime"}
     if unknown:
         raise ValueError(f"unknown rw-sgd parameter(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -814,6 +816,14 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
         "objective": str(params.get("objective", "logistic")),
         "burn_in": int(params.get("burn_in", 0)),
     }
+    groups = params.get("collusion_groups", [])
+    try:
+        out["collusion_groups"] = [sorted({int(i) for i in g}) for g in groups]
+    except (TypeError, ValueError):
+        raise ValueError("collusion_groups must be a list of lists of participant indices") \
+            from None
+    if any(len(g) < 2 or not all(0 <= i < n for i in g) for g in out["collusion_groups"]):
+        raise ValueError(f"each collusion group needs >= 2 participant indices in 0..{n - 1}")
     if out["objective"] not in ("logistic", "mean"):
         raise ValueError("objective must be 'logistic' (§6.2) or 'mean' (the averaging case, §3.3)")
     if not 0 <= out["burn_in"] <= 10**7:

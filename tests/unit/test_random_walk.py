@@ -304,3 +304,22 @@ def test_simulated_walks_follow_w():
     freq = C / N
     z = (freq - W)[W > 0] / np.sqrt((W * (1 - W) / N)[W > 0])
     assert np.abs(z).max() < 5 and C[W == 0].sum() == 0
+
+
+def test_report_towards_a_collusion_group():
+    """A public collusion group (spec §2.5, §7.6 item 21) appears in the report as one observer:
+    never below any of its members (more observations), never above local DP; a group holding
+    the node itself counts its other members; bad groups are refused."""
+    spec = _rw_spec(16, RING16, T=320, cap=20, epsilon=20.0, collusion_groups=[[4, 8, 12],
+                                                                                 [0, 3]])
+    entries = _entries([("contribute", "", {})] * 20)
+    loss = per_job_losses(JobView("j", spec, entries), "p0")
+    g = loss["group:p4+p8+p12"]
+    assert "§4.9" in g.method or "§4.8" in g.method
+    assert g.epsilon >= max(loss[v].epsilon for v in ("p4", "p8", "p12")) - 1e-9
+    assert g.epsilon <= ldp_epsilon(20, spec["params"]["noise_multiplier"], 1e-6) + 1e-9
+    assert "group:p3" not in " ".join(loss)  # {0, 3} seen from p0 is just p3
+    with pytest.raises(ValueError):
+        get_algorithm("rw-sgd").prepare({"collusion_groups": [[1]]}, 16)
+    with pytest.raises(ValueError):
+        get_algorithm("rw-sgd").prepare({"collusion_groups": [[1, 99]]}, 16)
