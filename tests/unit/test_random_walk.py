@@ -16,6 +16,7 @@ from netdp_node.privacy.random_walk import (
     contract,
     excursion_q,
     first_hit,
+    hypercube_closed_form,
     known_sender,
     ldp_epsilon,
     linear_rdp_to_dp,
@@ -114,6 +115,16 @@ def test_sound_accountant_matches_the_spec_monte_carlo_4_9():
         assert np.log(np.mean(np.exp(D))) == pytest.approx(view, rel=0.05)
         # the paper's additive bound E[N_u]·(α/σ²)·S is about 3× above it here (spec: 8.76)
         assert 100 * 2 / 25 * communicability(W, 0, 1600)[d] > 2.5 * view
+    # hypercube Q_11, (I + A)/12, T = 20480, d = 1: E[D] 0.0428, view bound 0.0438; the paper's
+    # additive bound 0.0840 (E[N_u]·(α/σ²)·S with S from the Krawtchouk form)
+    import networkx as nx
+
+    g = nx.convert_node_labels_to_integers(nx.hypercube_graph(11), ordering="sorted")
+    Wq = transition_matrix(2048, list(g.edges()))
+    D = 2 / 50 * sound_q(Wq, 0, [1], 20480, 0, 300, np.random.default_rng(3), release=False)[1]
+    assert D.mean() == pytest.approx(0.0428, rel=0.08)
+    assert np.log(np.mean(np.exp(D))) == pytest.approx(0.0438, rel=0.08)
+    assert 10 * 2 / 25 * hypercube_closed_form(11, 1, 20480) == pytest.approx(0.0840, rel=0.02)
 
 
 def test_sound_rdp_is_a_hoeffding_upper_bound():
