@@ -1,0 +1,579 @@
+"""IncA (Sabater, Ben Mokhtar, Ramon 2025): reference simulation and exact privacy audit.
+
+Pure functions, no I/O, no global RNG. Implements the computable parts of the IncA spec
+(`inca.md`, "the spec"):
+
+* the noise schemes D_early / D_inc (Def. 3.3, Examples 3.1/3.2) and their Valid conditions
+  (Def. 3.4, Lemma 3.5), and the per-party scheme adapted to a dropout history (§6, Eq. 6-9);
+* the public schedule: k random out-neighbours per party per iteration from the job's public seed,
+  the effective column-stochastic weights W̃^t after dropouts (Alg. 2 lines 10-13);
+* a vectorised reference run of Algorithm 2 (`simulate`), used by tests, experiments and as the
+  oracle for the networked engine;
+* the adversary's linear system (§7.1) and the exact covariance condition of Theorem 4.1 (§7.2,
+  §7.6): per honest party k, the privacy loss of the view is Gaussian with scale
+  s_k = Δ_x·sqrt(a_kᵀ M⁻¹ a_k), M = σ_η² A Aᵀ + σ_Δ² B Bᵀ (Cholesky + triangular solve).
+
+Conventions (all choices are written down here, in the docstrings and in the tests):
+
+* Parties are 0..n-1; iterations 1..T; y^(t) for t = 0..T. A *message* (t, i) is the value
+  y_i^(t) that party i sends in iteration t+1 (t = 0..T-1); (T, i) is i's final value released by
+  the dissemination phase. Finals are ALWAYS in the adversary's view (spec §2, the proofs include
+  them because dissemination reveals them).
+* Noise columns: Δ of party i is Δ_{i,1..T}, stored at column index l = 0..T-1 (l = t-1).
+* Adapted scheme under dropouts (spec §6, R-mid): row masking; a party online at T cancels every
+  term it injected. The spec's alternative for temporary dropouts (cancel the last outstanding term)
+  is not used. Privacy does not depend on that choice being the paper's: the audit is exact for
+  whatever (α^(i), U^(i)) the parties actually used, since it is computed from those very rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "IncaAudit",
+    "IncaExecution",
+    "account",
+    "effective_weights",
+    "gaussian_epsilon",
+    "is_valid_scheme",
+    "make_execution",
+    "noise_scheme",
+    "out_neighbours",
+    "party_scheme",
+    "simulate",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Execution record
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IncaExecution:
+    """A finished or simulated IncA execution. Everything in it is public (spec §2, §7.6).
+
+    Attributes:
+        n: parties 0..n-1 (the job's participant order).
+        T: mixing iterations.
+        alpha: (T+1,) base α of the noise scheme (Def. 3.3).
+        U: (T+1, T) base U.
+        weights: T matrices W̃^1..W̃^T, (n, n), column-stochastic effective weights after dropouts
+            (Alg. 2 lines 10-12): W̃^t[j, i] is the weight of i's y^(t-1) in j's y^(t); the column
+            of an offline i is e_i.
+        online: (T+1, n) bool: online[t, i] iff i ∈ O_t; online[0] all True.
+        final: (n,) bool: whose (y^(T), ω^(T)) the released result contains.
+        out_nbrs: optional (T, n, k) planned out-neighbours (public schedule). When given, a
+            colluding party is assumed to see every message PLANNED for it by an online sender,
+            even one that did not count (the safe reading over a real network, spec §9).
+    """
+
+    n: int
+    T: int
+    alpha: np.ndarray
+    U: np.ndarray
+    weights: tuple[np.ndarray, ...]
+    online: np.ndarray
+    final: np.ndarray
+    out_nbrs: np.ndarray | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        n, T = self.n, self.T
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+            raise ValueError(f"n must be an integer >= 2, got {n!r}")
+        if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
+            raise ValueError(f"T must be an integer >= 1, got {T!r}")
+        if np.shape(self.alpha) != (T + 1,) or np.shape(self.U) != (T + 1, T):
+            raise ValueError(f"alpha must be ({T + 1},) and U ({T + 1}, {T}), got "
+                             f"{np.shape(self.alpha)} and {np.shape(self.U)}")
+        if len(self.weights) != T:
+            raise ValueError(f"need T = {T} weight matrices, got {len(self.weights)}")
+        for t, W in enumerate(self.weights, start=1):
+            if np.shape(W) != (n, n):
+                raise ValueError(f"W̃^{t} must be ({n}, {n}), got {np.shape(W)}")
+            if np.any(np.asarray(W) < 0) or not np.allclose(np.sum(W, axis=0), 1.0, atol=1e-12):
+                raise ValueError(f"W̃^{t} must be non-negative and column-stochastic")
+        on = np.asarray(self.online)
+        if on.shape != (T + 1, n) or on.dtype != bool:
+            raise ValueError(f"online must be a ({T + 1}, {n}) bool array")
+        if not on[0].all():
+            raise ValueError("every party is online at t = 0 (spec §1)")
+        for t, W in enumerate(self.weights, start=1):
+            off = np.flatnonzero(~on[t])
+            if off.size and not np.allclose(np.asarray(W)[:, off], np.eye(n)[:, off]):
+                raise ValueError(f"column of a party offline at t = {t} must be e_i in W̃^{t}")
+        fin = np.asarray(self.final)
+        if fin.shape != (n,) or fin.dtype != bool:
+            raise ValueError(f"final must be a ({n},) bool array")
+        if fin.any() and not on[T][fin].all():
+            raise ValueError("a final value can only come from a party online at T")
+
+    @property
+    def weight_stack(self) -> np.ndarray:
+        """The effective weights as one (T, n, n) array."""
+        return np.stack([np.asarray(W, dtype=float) for W in self.weights])
+
+    def party_schemes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(α^(i), U^(i)) of every party, shapes (n, T+1) and (n, T+1, T) (spec §6)."""
+        alphas = np.empty((self.n, self.T + 1))
+        Us = np.empty((self.n, self.T + 1, self.T))
+        for i in range(self.n):
+            alphas[i], Us[i] = party_scheme(self.alpha, self.U, self.online[:, i])
+        return alphas, Us
+
+    def sent_messages(self) -> list[tuple[int, int]]:
+        """Messages (t, i) actually sent: y_i^(t) by i online at t+1 with some out-neighbour
+        (t = 0..T-1). Offline parties send nothing (Alg. 2 line 16)."""
+        out = []
+        for t in range(self.T):
+            for i in np.flatnonzero(self.online[t + 1]):
+                out.append((t, int(i)))
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Noise schemes (Def. 3.3, 3.4, Examples 3.1, 3.2, Lemma 3.5; §6 Eq. 6-9)
+# ---------------------------------------------------------------------------------------------
+
+
+def noise_scheme(name: str, T: int) -> tuple[np.ndarray, np.ndarray]:
+    """(α, U) of 'early' (Example 3.1, D_early) or 'inc' (Example 3.2, D_inc).
+
+    D_early: z_0 = u + Σ_t Δ_t, z_t = −Δ_t (α = e_0, U_0 = 1ᵀ, U_{1:T} = −I).
+    D_inc:   z_0 = Δ_1, z_t = u/T − Δ_t + Δ_{t+1} (t < T), z_T = u/T − Δ_T.
+    """
+    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
+        raise ValueError(f"T must be an integer >= 1, got {T!r}")
+    alpha = np.zeros(T + 1)
+    U = np.zeros((T + 1, T))
+    if name == "early":
+        alpha[0] = 1.0
+        U[0, :] = 1.0
+        U[1:, :] = -np.eye(T)
+    elif name == "inc":
+        alpha[1:] = 1.0 / T
+        U[0, 0] = 1.0
+        for t in range(1, T + 1):
+            U[t, t - 1] = -1.0
+            if t < T:
+                U[t, t] = 1.0
+    else:
+        raise ValueError(f"unknown noise scheme {name!r} (expected 'early' or 'inc')")
+    return alpha, U
+
+
+def is_valid_scheme(alpha: np.ndarray, U: np.ndarray, tol: float = 1e-10) -> bool:
+    """Def. 3.4 as reconstructed (spec §5, R-lo for (ii)/(iii)).
+
+    (i) 1ᵀα = 1 and 1ᵀU = 0 (Eq. 2 for every u and Δ); (ii) U without its first row and
+    (iii) U without its last row are invertible. Given (i), (ii) ⇔ (iii) ⇔ rank U = T.
+    """
+    alpha, U = np.asarray(alpha, float), np.asarray(U, float)
+    T = U.shape[1]
+    if alpha.shape != (T + 1,) or U.shape != (T + 1, T):
+        return False
+    if abs(alpha.sum() - 1.0) > tol or np.abs(U.sum(axis=0)).max() > tol:
+        return False
+    return bool(np.linalg.matrix_rank(U[1:]) == T and np.linalg.matrix_rank(U[:-1]) == T)
+
+
+def party_scheme(alpha: np.ndarray, U: np.ndarray,
+                 online_i: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(α^(i), U^(i)) adapted to party i's online history (spec §6, Eq. 6-9).
+
+    With S_i = {t : online_i[t]}: α^(i)_t = α_t·1[t ∈ S_i]; U^(i)_t = U_t for t ∈ S_i, t < T;
+    U^(i)_T = −Σ_{s<T} U^(i)_s if T ∈ S_i (the last iteration cancels every term injected);
+    rows of iterations the party missed are 0 (nothing injected, missed shares never re-injected).
+    Hence Σ_t z_{i,t} = γ_i u_i + 1[T ∉ S_i]·(Σ_{s∈S_i} U_s) Δ_i (Eq. 8), γ_i = Σ_{t∈S_i} α_t.
+    """
+    alpha, U = np.asarray(alpha, float), np.asarray(U, float)
+    on = np.asarray(online_i, dtype=bool)
+    T = U.shape[1]
+    if on.shape != (T + 1,):
+        raise ValueError(f"online history must have shape ({T + 1},), got {on.shape}")
+    a = np.where(on, alpha, 0.0)
+    Ui = np.where(on[:, None], U, 0.0)
+    if on[T]:
+        Ui[T] = -Ui[:T].sum(axis=0)
+    return a, Ui
+
+
+# ---------------------------------------------------------------------------------------------
+# Public schedule and effective weights (§4 weights, Alg. 2 lines 10-13)
+# ---------------------------------------------------------------------------------------------
+
+
+def out_neighbours(n: int, k: int, T: int, seed: int) -> np.ndarray:
+    """(T, n, k) int: k distinct random out-neighbours of each party (never itself) per iteration.
+
+    Drawn from the job's PUBLIC seed with np.random.Generator(np.random.PCG64(seed)) in a fixed
+    order: for t = 1..T, for i = 0..n-1, `rng.choice(n - 1, size=k, replace=False)` mapped onto
+    P \\ {i} (a draw r ≥ i becomes r + 1). Every node and accountant recomputes the same schedule.
+    """
+    for name, v, lo in (("n", n, 2), ("k", k, 1), ("T", T, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    if k > n - 1:
+        raise ValueError(f"k = {k} out-neighbours need n >= k + 1 parties, got n = {n}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    rng = np.random.Generator(np.random.PCG64(int(seed)))
+    out = np.empty((T, n, k), dtype=np.int64)
+    for t in range(T):
+        for i in range(n):
+            r = rng.choice(n - 1, size=k, replace=False)
+            out[t, i] = r + (r >= i)
+    return out
+
+
+def effective_weights(out_nbrs_t: np.ndarray, online_t: np.ndarray,
+                      counted: set[tuple[int, int]] | None = None) -> np.ndarray:
+    """W̃^t from the planned out-neighbours, the online set and the counted messages.
+
+    Planned weights are even, 1/(k+1) on i and each of its k out-neighbours (spec §4). A message
+    from online i to j counts iff j is online and, over a real network, (i, j) ∈ `counted` (both
+    ends counted it, spec §9); None means every message from an online sender to an online
+    receiver counted. Uncounted weight goes back to the sender's diagonal (Alg. 2 line 13) so each
+    column stays stochastic; the column of an offline sender is e_i (it keeps its mass).
+    """
+    nb = np.asarray(out_nbrs_t)
+    on = np.asarray(online_t, dtype=bool)
+    if nb.ndim != 2 or on.shape != (nb.shape[0],):
+        raise ValueError(f"out_nbrs_t must be (n, k) and online_t (n,), got {nb.shape}, "
+                         f"{on.shape}")
+    n, k = nb.shape
+    if nb.size and (nb.min() < 0 or nb.max() >= n):
+        raise ValueError("out-neighbour index out of range")
+    w = 1.0 / (k + 1)
+    W = np.zeros((n, n))
+    for i in range(n):
+        if not on[i]:
+            W[i, i] = 1.0
+            continue
+        if len(set(nb[i].tolist())) != k or i in nb[i]:
+            raise ValueError(f"party {i}: out-neighbours must be {k} distinct others")
+        W[i, i] = w
+        for j in nb[i]:
+            j = int(j)
+            if on[j] and (counted is None or (i, j) in counted):
+                W[j, i] += w
+            else:
+                W[i, i] += w
+    return W
+
+
+def make_execution(n: int, k: int, T: int, seed: int, scheme: str = "inc",
+                   online: np.ndarray | None = None,
+                   final: np.ndarray | None = None) -> IncaExecution:
+    """The execution of an IncA job on the public schedule `out_neighbours(n, k, T, seed)`.
+
+    `online` defaults to everyone online; `final` defaults to online[T] (every party still there
+    at T gets its final value disseminated).
+    """
+    nbrs = out_neighbours(n, k, T, seed)
+    on = np.ones((T + 1, n), dtype=bool) if online is None else np.asarray(online, dtype=bool)
+    if on.shape != (T + 1, n):
+        raise ValueError(f"online must be ({T + 1}, {n}), got {on.shape}")
+    fin = on[T].copy() if final is None else np.asarray(final, dtype=bool)
+    alpha, U = noise_scheme(scheme, T)
+    Ws = tuple(effective_weights(nbrs[t - 1], on[t]) for t in range(1, T + 1))
+    return IncaExecution(n=n, T=T, alpha=alpha, U=U, weights=Ws, online=on, final=fin,
+                         out_nbrs=nbrs)
+
+
+def dropout_history(n: int, T: int, rng: np.random.Generator, *, permanent: float = 0.0,
+                    temporary: float = 0.0) -> np.ndarray:
+    """(T+1, n) online mask: round(permanent·n) parties leave for good at a uniform iteration
+    d ∈ 1..T (offline from d on, spec §8 Fig. 4); independently every other (t ≥ 1, i) is offline
+    with probability `temporary`, except at T where temporary dropouts are back online."""
+    if not (0.0 <= permanent <= 1.0 and 0.0 <= temporary < 1.0):
+        raise ValueError("permanent must be in [0, 1] and temporary in [0, 1)")
+    on = np.ones((T + 1, n), dtype=bool)
+    leavers = rng.choice(n, size=int(round(permanent * n)), replace=False)
+    for i in leavers:
+        on[int(rng.integers(1, T + 1)):, i] = False
+    if temporary > 0:
+        miss = rng.random((T - 1, n)) < temporary if T > 1 else np.zeros((0, n), bool)
+        on[1:T] &= ~miss
+    return on
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference simulation of Algorithm 2
+# ---------------------------------------------------------------------------------------------
+
+
+def simulate(ex: IncaExecution, x: np.ndarray, sigma_eta: float, sigma_delta: float,
+             rng: np.random.Generator) -> dict[str, Any]:
+    """Vectorised reference run of Alg. 2 on that execution.
+
+    `x` is (n,) or (n, d) (vectors run coordinate-wise with independent noise). Returns a dict with
+    `y` (T+1, n[, d]) and `omega` (T+1, n): y^(t), ω^(t) for every t; `estimate`
+    = Σ_{final} y^(T) / Σ_{final} ω^(T) (nan if no final weight); `estimate_over_n`
+    = Σ_{final} y^(T) / n; the noise draws `eta` (n[, d]) and `Delta` (n, T[, d]) and the
+    injected terms `z` (n, T+1[, d]); `gamma` (n,), the share each party injected (Eq. 9).
+    """
+    x = np.asarray(x, dtype=float)
+    if x.shape[0] != ex.n or x.ndim not in (1, 2):
+        raise ValueError(f"x must be ({ex.n},) or ({ex.n}, d), got {x.shape}")
+    if not (sigma_eta >= 0 and sigma_delta >= 0):
+        raise ValueError("noise standard deviations must be >= 0")
+    vec = x.ndim == 2
+    X = x if vec else x[:, None]
+    n, T, d = ex.n, ex.T, X.shape[1]
+    eta = rng.normal(0.0, sigma_eta, size=(n, d)) if sigma_eta > 0 else np.zeros((n, d))
+    Delta = (rng.normal(0.0, sigma_delta, size=(n, T, d)) if sigma_delta > 0
+             else np.zeros((n, T, d)))
+    alphas, Us = ex.party_schemes()
+    u = X + eta
+    z = alphas[:, :, None] * u[:, None, :] + np.einsum("itl,ild->itd", Us, Delta)
+    y = np.empty((T + 1, n, d))
+    omega = np.empty((T + 1, n))
+    y[0], omega[0] = z[:, 0], alphas[:, 0]
+    for t, W in enumerate(ex.weights, start=1):
+        y[t] = W @ y[t - 1] + z[:, t]
+        omega[t] = W @ omega[t - 1] + alphas[:, t]
+    fin = np.asarray(ex.final)
+    tot_w = omega[T, fin].sum()
+    s = y[T, fin].sum(axis=0)
+    est = s / tot_w if tot_w > 0 else np.full(d, np.nan)
+    sq = (lambda a: a) if vec else (lambda a: a[..., 0])
+    return {"y": sq(y), "omega": omega, "estimate": sq(est), "estimate_over_n": sq(s / n),
+            "eta": sq(eta), "Delta": sq(Delta), "z": sq(z), "gamma": alphas.sum(axis=1)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Audit (§7.1, §7.2, §7.6)
+# ---------------------------------------------------------------------------------------------
+
+
+def gaussian_epsilon(s: float, delta: float, method: str = "analytic") -> float:
+    """ε at δ of a mechanism whose privacy loss is Gaussian with scale s (= Δ/σ of a Gaussian
+    mechanism, spec §7.2).
+
+    'paper': ε = c·s with c = sqrt(2 ln(1.25/δ)) (Dwork & Roth Thm A.1, Lemma A.1; only VALID
+    when the result is < 1; returned regardless, check `< 1` yourself).
+    'analytic': the exact ε of Balle & Wang (2018): δ(ε) = Φ(s/2 − ε/s) − e^ε Φ(−s/2 − ε/s),
+    solved for ε ≥ 0 by bisection (valid for every ε).
+    """
+    if not (0.0 < delta < 1.0):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    if not (s >= 0 and math.isfinite(s)):
+        raise ValueError(f"s must be a finite number >= 0, got {s!r}")
+    if method == "paper":
+        return math.sqrt(2.0 * math.log(1.25 / delta)) * s
+    if method != "analytic":
+        raise ValueError(f"unknown method {method!r} (expected 'paper' or 'analytic')")
+    if s == 0.0:
+        return 0.0
+    from scipy.special import log_ndtr
+
+    def dlt(eps: float) -> float:
+        a = log_ndtr(s / 2 - eps / s)
+        b = eps + log_ndtr(-s / 2 - eps / s)
+        return math.exp(a) - math.exp(b) if a > b else 0.0
+
+    if dlt(0.0) <= delta:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while dlt(hi) > delta:
+        lo, hi = hi, 2 * hi
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if dlt(mid) > delta:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@dataclass(frozen=True)
+class LinearView:
+    """The adversary's reduced linear system (§7.1): obs = A u_H + B Δ_H with [A B] of full row
+    rank (rows: an orthonormal-basis recombination of the observed rows, no knowledge lost).
+
+    honest: the honest parties (the order of A's columns); A (r, n_H); B (r, n_H·T), Δ of honest
+    party honest[h] at columns h·T .. h·T+T-1; rows_observed: number of raw rows before reduction.
+    """
+
+    honest: np.ndarray
+    A: np.ndarray
+    B: np.ndarray
+    rows_observed: int
+
+    @property
+    def rank(self) -> int:
+        return int(self.A.shape[0])
+
+
+def _coefficient_rows(ex: IncaExecution, wanted: dict[int, list[int]]) -> np.ndarray:
+    """Rows of Y^(t) (coefficients of y_i^(t) on (u, Δ), §7.1 step 1) for the (t, i) in wanted."""
+    n, T = ex.n, ex.T
+    alphas, Us = ex.party_schemes()
+    cols = n + n * T
+
+    def inject(t: int) -> np.ndarray:
+        Z = np.zeros((n, cols))
+        Z[np.arange(n), np.arange(n)] = alphas[:, t]
+        for i in range(n):
+            Z[i, n + i * T: n + (i + 1) * T] = Us[i, t]
+        return Z
+
+    Y = inject(0)
+    out = [Y[wanted.get(0, [])]]
+    for t, W in enumerate(ex.weights, start=1):
+        Y = np.asarray(W) @ Y + inject(t)
+        if wanted.get(t):
+            out.append(Y[wanted[t]])
+    return np.vstack(out) if out else np.zeros((0, cols))
+
+
+def _observed_from(ex: IncaExecution, observed: Iterable[tuple[int, int]] | None,
+                   corrupted: Iterable[int] | None) -> tuple[set[tuple[int, int]], np.ndarray]:
+    n, T = ex.n, ex.T
+    corr = np.zeros(n, dtype=bool)
+    if corrupted is not None:
+        for c in corrupted:
+            c = int(c)
+            if not 0 <= c < n:
+                raise ValueError(f"corrupted party {c} out of range 0..{n - 1}")
+            corr[c] = True
+    seen: set[tuple[int, int]] = set()
+    for tt, i in (observed or ()):
+        tt, i = int(tt), int(i)
+        if not (0 <= tt <= T and 0 <= i < n):
+            raise ValueError(f"observed message {(tt, i)} out of range")
+        seen.add((tt, i))
+    # Finals are always revealed by dissemination (spec §2).
+    seen.update((T, int(i)) for i in np.flatnonzero(ex.final))
+    if corr.any():
+        for t in range(T + 1):  # C's own values at every t.
+            seen.update((t, int(c)) for c in np.flatnonzero(corr))
+        for t in range(1, T + 1):
+            W = np.asarray(ex.weights[t - 1])
+            for j in np.flatnonzero(ex.online[t]):
+                if ex.out_nbrs is not None:
+                    receivers = np.asarray(ex.out_nbrs)[t - 1, j]
+                else:
+                    receivers = np.flatnonzero(W[:, j] > 0)
+                if corr[receivers].any():
+                    seen.add((t - 1, int(j)))
+    return seen, ~corr
+
+
+def linear_view(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None = None,
+                corrupted: Iterable[int] | None = None, tol: float = 1e-10) -> LinearView:
+    """The adversary's linear system (§7.1) for an eavesdropper seeing `observed` (messages (t, i),
+    value y_i^(t); finals always added) and/or a colluding set `corrupted` (its own values at every
+    t, every message sent to it by an online sender, the finals; its u and Δ columns are known and
+    removed). Redundant rows are removed by SVD with tolerance tol·σ_max (§7.6 step 2).
+    """
+    seen, honest_mask = _observed_from(ex, observed, corrupted)
+    wanted: dict[int, list[int]] = {}
+    for t, i in sorted(seen):
+        wanted.setdefault(t, []).append(i)
+    G = _coefficient_rows(ex, wanted)
+    n, T = ex.n, ex.T
+    honest = np.flatnonzero(honest_mask)
+    dcols = (n + honest[:, None] * T + np.arange(T)[None, :]).ravel()
+    G = np.hstack([G[:, honest], G[:, dcols]])
+    rows = G.shape[0]
+    if rows == 0 or not np.any(G):
+        r = np.zeros((0, G.shape[1]))
+    else:
+        from scipy.linalg import svd
+
+        _, S, Vt = svd(G, full_matrices=False, lapack_driver="gesdd")
+        keep = S > tol * S[0]
+        r = S[keep, None] * Vt[keep]
+    nh = honest.size
+    return LinearView(honest=honest, A=r[:, :nh], B=r[:, nh:], rows_observed=rows)
+
+
+@dataclass(frozen=True)
+class IncaAudit:
+    """Result of `account` (Theorem 4.1 for one execution and one adversary).
+
+    s: (n,) per-party scale s_k = Δ_x·sqrt(a_kᵀ M⁻¹ a_k) of the Gaussian privacy loss, nan for
+    corrupted parties. epsilon: (n,) per-party ε at `delta` by the exact analytic Gaussian
+    (Balle & Wang 2018) — the figure shown; epsilon_paper: (n,) c·s_k with c = sqrt(2 ln(1.25/δ)),
+    the paper's constant (Theorem 4.1), valid only where < 1. The execution's (ε, δ) is the max
+    over honest parties (`epsilon_max`, `epsilon_paper_max`).
+    """
+
+    s: np.ndarray
+    epsilon: np.ndarray
+    epsilon_paper: np.ndarray
+    delta: float
+    sigma_eta: float
+    sigma_delta: float
+    sensitivity: float
+    honest: np.ndarray
+    rank: int
+    rows_observed: int
+
+    @property
+    def s_max(self) -> float:
+        return float(np.nanmax(self.s)) if self.honest.size else 0.0
+
+    @property
+    def epsilon_max(self) -> float:
+        return float(np.nanmax(self.epsilon)) if self.honest.size else 0.0
+
+    @property
+    def epsilon_paper_max(self) -> float:
+        return float(np.nanmax(self.epsilon_paper)) if self.honest.size else 0.0
+
+    @property
+    def paper_constant_valid(self) -> bool:
+        """The classic constant c is only a valid (ε, δ) bound for ε < 1 (Dwork & Roth A.1)."""
+        return self.epsilon_paper_max < 1.0
+
+
+def scales(view: LinearView, sigma_eta: float, sigma_delta: float,
+           sensitivity: float = 1.0) -> np.ndarray:
+    """s_k for every honest k (view order): Δ_x²·a_kᵀ M⁻¹ a_k with M = σ_η² AAᵀ + σ_Δ² BBᵀ,
+    by Cholesky of M and a triangular solve (Theorem 4.1, §7.6 step 3)."""
+    if not (sigma_eta > 0 and sigma_delta >= 0):
+        raise ValueError("need sigma_eta > 0 and sigma_delta >= 0")
+    A, B = view.A, view.B
+    if A.shape[0] == 0:
+        return np.zeros(A.shape[1])
+    from scipy.linalg import cho_factor, solve_triangular
+
+    M = sigma_eta ** 2 * (A @ A.T) + sigma_delta ** 2 * (B @ B.T)
+    L, _ = cho_factor(M, lower=True)
+    X = solve_triangular(L, A, lower=True, check_finite=False)
+    return sensitivity * np.sqrt(np.einsum("rk,rk->k", X, X))
+
+
+def account(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None = None,
+            corrupted: Iterable[int] | None = None, sigma_eta: float, sigma_delta: float,
+            delta: float, sensitivity: float = 1.0, view: LinearView | None = None) -> IncaAudit:
+    """(ε, δ) of this execution against an eavesdropper who sees `observed` ((t, i) messages:
+    y_i^(t), finals always included) or a colluding set `corrupted` (spec §7.1, §7.2, Thm 4.1),
+    with the per-party s_k. `sensitivity` is Δ_x (spec: X = [0, 1], Δ_x = 1). A precomputed
+    `linear_view` may be passed to skip step 1-2 (used by calibration)."""
+    if not (0.0 < delta < 1.0):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    if not (sensitivity > 0 and math.isfinite(sensitivity)):
+        raise ValueError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
+    if view is None:
+        view = linear_view(ex, observed=observed, corrupted=corrupted)
+    sk = scales(view, sigma_eta, sigma_delta, sensitivity)
+    s = np.full(ex.n, np.nan)
+    s[view.honest] = sk
+    eps = np.full(ex.n, np.nan)
+    eps_p = np.full(ex.n, np.nan)
+    for h, k in enumerate(view.honest):
+        eps[k] = gaussian_epsilon(float(sk[h]), delta, "analytic")
+        eps_p[k] = gaussian_epsilon(float(sk[h]), delta, "paper")
+    return IncaAudit(s=s, epsilon=eps, epsilon_paper=eps_p, delta=delta, sigma_eta=sigma_eta,
+                     sigma_delta=sigma_delta, sensitivity=sensitivity, honest=view.honest,
+                     rank=view.rank, rows_observed=view.rows_observed)
