@@ -1,0 +1,582 @@
+"""IncA (Sabater, Ben Mokhtar, Ramon 2025): dropout-robust private mean estimation, over a real
+network. Spec: ../shared/papers/inca.md §4 (Algorithm 1), §5 (noise schemes), §6 (Algorithm 2,
+dropouts), §9 (what a networked runtime must get right). The pure parts (schemes, public schedule,
+effective weights, reference simulation, audit) are `netdp_node.privacy.inca_audit`; this module
+is the sans-IO engine that runs them between nodes.
+
+Job (public): T iterations, k out-neighbours per party per iteration drawn from the job's public
+seed (`inca_audit.out_neighbours`), even column weights 1/(k+1), noise scheme `inc` (Example 3.2,
+default) or `early` (Example 3.1), σ_η, σ_Δ, box domain [lo, hi]^dim (values are clipped into it;
+L2 sensitivity Δ_x = (hi − lo)·√dim), the iteration deadline `round_s` and the dissemination window
+`gossip_s`.
+
+Initialisation (Alg. 1 lines 1-5, Alg. 2 lines 1-2): the node draws η ~ N(0, σ_η² I) and
+Δ_{1..T} ~ N(0, σ_Δ² I) from its private generator, u = clip(x) + η, y^(0) = z_0 = α_0 u + U_0 Δ,
+ω^(0) = α_0. Noise samples live in the engine's memory only (the ledger records σ's, never samples;
+tests read the in-memory `trace_*` attributes, the test-only trace).
+
+Iteration t (Alg. 2 lines 3-16), at every party, in three steps:
+1. send MIX_t = (y^(t-1), ω^(t-1)) to the k planned out-neighbours of iteration t;
+2. close the send side: a MIX counts for the sender iff the receiver's acknowledgement (the
+   runtime's `on_delivered`, i.e. the receiver accepted it and wrote it to its ledger) arrived
+   before the sender closed, which happens when all k outcomes are known or at `round_s`/2. The
+   sender then tells each receiver in a CLOSE_t message whether it counted its MIX (1) or not (0);
+3. mix: the receiver uses a MIX only if the sender's CLOSE_t said 1 and arrived before the receiver
+   mixed ("reconcile before mixing"); it mixes when every planned in-neighbour's CLOSE_t is in (and
+   its own send side is closed), or at the deadline `round_s`. y^(t) = W̃_ii y^(t-1) +
+   Σ_{counted in} y_j^(t-1)/(k+1) + z_t, ω likewise with α^(i)_t, where W̃_ii = 1/(k+1) plus the
+   weight of every MIX of its own that did not count (line 13: the column stays stochastic).
+
+The delivery rule and its residual (spec §9 items 1-2). No protocol over a lossy link can make two
+ends agree by acknowledgements alone; this one makes the only possible disagreement one-sided: a
+receiver never counts a MIX its sender did not count (CLOSE(1) is sent only after the ack, and
+per-link order puts the MIX before its CLOSE). The residual is a CLOSE(1) that reaches the receiver
+after it mixed: the receiver refuses it as late, the sender learns it (`on_undeliverable`) and
+records the message as `lost`: that share of the sender's y^(t-1) and ω^(t-1) left the sender and
+entered nobody (mass is lost, never duplicated). Privacy effect: none against the parties' values:
+the lost message is still counted as sent (an eavesdropper may have seen it; the audit assumes the
+planned receiver of every online sender saw it, `IncaExecution.out_nbrs`), and losing mass only
+removes terms from later messages. Utility effect: the lost share of x and of the Δ terms is not in
+the result, exactly as for a dropout; ω is lost with it, so Σy/Σω stays a weighted mean. The public
+execution the nodes rebuild (`execution_from_records`) returns a lost message's weight to its
+sender's diagonal (the column-stochastic form `IncaExecution` requires), which is exact for every
+quantity except that sender's own later rows; the result lists lost messages so that the
+approximation is visible.
+
+A party with no counted exchange in iteration t (no MIX of its own counted, no MIX counted in) is
+offline for t (it missed the deadline, or was down): it keeps y and ω and injects nothing (line 17;
+α^(i)_t = 0, U^(i)_t = 0 by `inca_audit.party_scheme`). Rejoin after a temporary dropout (spec §9
+item 5): the node's iteration timers keep running while it is unreachable, so it resumes at the
+current iteration with its stored y, ω and skips the missed shares; a node that finds itself at
+least two iterations behind (a MIX or CLOSE of iteration ≥ current + 2 arrives) jumps forward,
+marking the skipped iterations offline. Messages of an iteration the receiver has already mixed
+are refused as late, of an iteration outside 1..T as foreign, from a party that is not a planned
+in-neighbour of that iteration as not permitted; duplicates are refused (the runtime acknowledges
+exact re-sends without applying them).
+
+Dissemination (spec §4 line 11, §9 item 8): epidemic broadcast, not push-sum. After mixing T each
+party pushes its record to every other party, and every party relays each record the first time it
+sees it to `fanout` random others (de-duplication by origin). A record holds (y^(T), ω^(T)) if the
+party was online at T (a party offline at T releases no value: its y was never sent), and always
+its public history: its online iterations, which of its MIX messages counted (out) and which it
+counted (in). After `gossip_s` (or as soon as all n records are in) the node outputs
+x̂ = Σ_{final} y^(T) / Σ_{final} ω^(T) over the records it has; the result names the parties it
+contains (`final`), those whose record never arrived (`missing`) and the public execution.
+A node whose budget the job would exceed declines it (the runtime decides with the accountant's
+`prospective`): it takes part with x = 0, so the others keep their masks; the result lists it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from netdp_node.privacy import inca_audit
+from netdp_node.protocols.base import (
+    Action,
+    Engine,
+    JobContext,
+    Message,
+    Output,
+    Record,
+    RefusalCode,
+    Refused,
+    Send,
+    SetTimer,
+)
+
+MIX = "mix"
+CLOSE = "close"
+FINAL = "final"
+
+
+# -- the dissemination record: a fixed-length public vector ----------------------------------------
+def record_length(dim: int, n: int, k: int, T: int) -> int:
+    """[y^(T) (dim), ω^(T), has_final, data, online_1..T, counted_out (T·k), counted_in (T·n)]."""
+    return dim + 3 + T + T * k + T * n
+
+
+def encode_record(y: np.ndarray, omega: float, has_final: bool, data: bool,
+                  online: Sequence[bool], counted_out: Sequence[Sequence[bool]],
+                  counted_in: Sequence[Sequence[bool]]) -> np.ndarray:
+    return np.concatenate([np.asarray(y, float), [omega, float(has_final), float(data)],
+                           np.asarray(online, float),
+                           np.asarray(counted_out, float).ravel(),
+                           np.asarray(counted_in, float).ravel()])
+
+
+def decode_record(v: np.ndarray, dim: int, n: int, k: int, T: int) -> dict[str, Any]:
+    """Inverse of `encode_record`; raises ValueError on a malformed record."""
+    v = np.asarray(v, float)
+    if v.shape != (record_length(dim, n, k, T),):
+        raise ValueError(f"record has shape {v.shape}, expected ({record_length(dim, n, k, T)},)")
+    flags = v[dim + 1:]
+    if not np.all((flags == 0) | (flags == 1)):
+        raise ValueError("record flags must be 0 or 1")
+    o = dim + 3
+    rec = {"y": v[:dim].copy(), "omega": float(v[dim]), "has_final": bool(v[dim + 1]),
+           "data": bool(v[dim + 2]), "online": v[o:o + T].astype(bool),
+           "counted_out": v[o + T:o + T + T * k].reshape(T, k).astype(bool),
+           "counted_in": v[o + T + T * k:].reshape(T, n).astype(bool)}
+    if not rec["has_final"] and (np.any(rec["y"]) or rec["omega"]):
+        raise ValueError("a record without a final value must carry y = 0, ω = 0")
+    if rec["has_final"] and not rec["online"][T - 1]:
+        raise ValueError("only a party online at T has a final value")
+    return rec
+
+
+def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
+                           records: Mapping[int, Mapping[str, Any]],
+                           nbrs: np.ndarray | None = None
+                           ) -> tuple[inca_audit.IncaExecution, dict[str, Any]]:
+    """The public IncaExecution of a finished job from the dissemination records (spec §2: the
+    schedule, the online sets and the weights are public).
+
+    A party whose record is missing is taken as online at t iff another record shows an exchange
+    with it in t that counted. A message (i → j, t) counts iff i and j are online at t, j is among
+    i's planned out-neighbours and the receiver's record says it counted it (the sender's record,
+    if the receiver's is missing). A message the sender counted but the receiver did not is `lost`
+    (see the module docstring); its weight is returned to the sender's diagonal here.
+    Returns (execution, {"lost": [(t, i, j)], "missing": [i], "counted": [[(i, j)] per t]})."""
+    nb = inca_audit.out_neighbours(n, k, T, seed) if nbrs is None else nbrs
+    online = np.zeros((T + 1, n), dtype=bool)
+    online[0] = True
+    missing = [i for i in range(n) if i not in records]
+    for i, r in records.items():
+        online[1:, i] = r["online"]
+    for t in range(1, T + 1):
+        for i in missing:
+            for j, r in records.items():
+                if r["counted_in"][t - 1, i] or (
+                        i in nb[t - 1, j] and r["counted_out"][t - 1, list(nb[t - 1, j]).index(i)]):
+                    online[t, i] = True
+    lost: list[tuple[int, int, int]] = []
+    counted_all: list[list[tuple[int, int]]] = []
+    weights = []
+    for t in range(1, T + 1):
+        counted: set[tuple[int, int]] = set()
+        for i in range(n):
+            if not online[t, i]:
+                continue
+            for slot, j in enumerate(nb[t - 1, i]):
+                j = int(j)
+                if not online[t, j]:
+                    continue
+                by_sender = records[i]["counted_out"][t - 1, slot] if i in records else None
+                by_receiver = records[j]["counted_in"][t - 1, i] if j in records else None
+                if by_receiver is None:
+                    ok = bool(by_sender)
+                else:
+                    ok = bool(by_receiver)
+                    if by_sender and not by_receiver:
+                        lost.append((t, i, j))
+                if ok:
+                    counted.add((i, j))
+        counted_all.append(sorted(counted))
+        weights.append(inca_audit.effective_weights(nb[t - 1], online[t], counted))
+    final = np.zeros(n, dtype=bool)
+    for i, r in records.items():
+        final[i] = bool(r["has_final"]) and bool(online[T, i])
+    alpha, U = inca_audit.noise_scheme(scheme, T)
+    ex = inca_audit.IncaExecution(n=n, T=T, alpha=alpha, U=U, weights=tuple(weights),
+                                  online=online, final=final, out_nbrs=nb)
+    return ex, {"lost": lost, "missing": missing, "counted": counted_all}
+
+
+class Inca(Engine):
+    algorithm = "inca"
+
+    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
+                 contribute: bool = True) -> None:
+        super().__init__(ctx, data, rng, contribute)
+        p = ctx.params
+        self.ids = list(ctx.participants)
+        self.n = len(self.ids)
+        if ctx.me not in self.ids:
+            raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
+        self.me = self.ids.index(ctx.me)
+        self.T, self.k, self.dim = int(p["T"]), int(p["k"]), int(p["dim"])
+        self.scheme = str(p["scheme"])
+        self.sigma_eta, self.sigma_delta = float(p["sigma_eta"]), float(p["sigma_delta"])
+        self.lo, self.hi = float(p["lo"]), float(p["hi"])
+        self.round_s, self.gossip_s = float(p["round_s"]), float(p["gossip_s"])
+        self.fanout = int(p["fanout"])
+        self.w = 1.0 / (self.k + 1)
+        self.alpha, self.U = inca_audit.noise_scheme(self.scheme, self.T)
+        self.nbrs = inca_audit.out_neighbours(self.n, self.k, self.T, int(ctx.public_seed))
+        self.out = [[int(j) for j in self.nbrs[t, self.me]] for t in range(self.T)]
+        self.inn = [[i for i in range(self.n) if self.me in self.nbrs[t, i]]
+                    for t in range(self.T)]
+        x = np.zeros(self.dim)
+        self.has_data = bool(contribute and data is not None)
+        if self.has_data:
+            x = np.asarray(data, dtype=np.float64).reshape(-1)
+            if x.shape != (self.dim,):
+                raise ValueError(f"data has shape {x.shape}, the job expects ({self.dim},)")
+            x = np.clip(x, self.lo, self.hi)
+        # Private state. trace_* is the test-only trace: in memory, never in the ledger.
+        self.trace_x = x
+        self.trace_eta = np.zeros(self.dim)
+        self.trace_delta = np.zeros((self.T, self.dim))
+        self.trace_z = np.zeros(self.dim)  # Σ_t z_t injected so far
+        self.y = np.zeros(self.dim)
+        self.omega = 0.0
+        self.online = np.zeros(self.T + 1, dtype=bool)
+        self.online[0] = True
+        self.cur = 0  # iteration in progress (its MIX sent, not mixed yet); 0 before start
+        self.mixed = 0  # last iteration mixed
+        self.closed: set[int] = set()
+        self.acked: dict[int, set[int]] = {}
+        self.refused: dict[int, set[int]] = {}
+        self.held: dict[int, dict[int, np.ndarray]] = {}
+        self.flags: dict[int, dict[int, int]] = {}
+        self.counted_out = np.zeros((self.T, self.k), dtype=bool)
+        self.counted_in = np.zeros((self.T, self.n), dtype=bool)
+        self.lost: list[tuple[int, str]] = []
+        self.records: dict[int, dict[str, Any]] = {}
+        self.raw_records: dict[int, np.ndarray] = {}
+        self.relayed: set[int] = set()
+
+    # -- helpers -------------------------------------------------------------------------------
+    def expected_steps(self) -> int:
+        return self.T + 1
+
+    def progress(self) -> int:
+        return self.mixed + (1 if self.done else 0)
+
+    def payload_shape(self, kind: str) -> tuple[int, ...] | None:
+        if kind == MIX:
+            return (self.dim + 1,)
+        if kind == FINAL:
+            return (record_length(self.dim, self.n, self.k, self.T),)
+        return None
+
+    def _z(self, t: int, u: np.ndarray) -> tuple[np.ndarray, float]:
+        """z_t and α^(i)_t of the scheme adapted to this party's history so far (spec §6)."""
+        a, Ui = inca_audit.party_scheme(self.alpha, self.U, self.online)
+        z = a[t] * u + Ui[t] @ self.trace_delta
+        self.trace_z = self.trace_z + z
+        return z, float(a[t])
+
+    def _index(self, sender: str) -> int:
+        return self.ids.index(sender)
+
+    # -- entry points --------------------------------------------------------------------------
+    def start(self) -> list[Action]:
+        self.trace_eta = self.rng.normal(0.0, self.sigma_eta, size=self.dim)
+        self.trace_delta = self.rng.normal(0.0, self.sigma_delta, size=(self.T, self.dim))
+        self._u = self.trace_x + self.trace_eta
+        self.y, self.omega = self._z(0, self._u)
+        self.y = np.asarray(self.y, float)
+        event = "contribute" if self.has_data else "noise-only"
+        actions: list[Action] = [Record(event, params={
+            "mechanism": "gaussian", "sigma_eta": self.sigma_eta, "sigma_delta": self.sigma_delta,
+            "sensitivity": (self.hi - self.lo) * math.sqrt(self.dim), "scheme": self.scheme,
+            "T": self.T, "k": self.k, "data": self.has_data})]
+        return actions + self._begin(1)
+
+    def _begin(self, t: int) -> list[Action]:
+        self.cur = t
+        self.acked.setdefault(t, set())
+        self.refused.setdefault(t, set())
+        payload = np.concatenate([self.y, [self.omega]])
+        acts: list[Action] = [Send(self.ids[j], Message(MIX, payload=payload, round=t))
+                              for j in self.out[t - 1]]
+        acts += [SetTimer(f"close:{t}", self.round_s / 2), SetTimer(f"mix:{t}", self.round_s)]
+        return acts
+
+    def _check_iteration(self, sender: str, msg: Message) -> tuple[int, int]:
+        t = msg.round
+        if not 1 <= t <= self.T:
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"{msg.kind} of foreign iteration {t} (the job has iterations 1..{self.T})")
+        s = self._index(sender)
+        if self.me not in self.nbrs[t - 1, s]:
+            raise Refused(RefusalCode.PERMISSION_DENIED,
+                          f"{sender} is not an in-neighbour of {self.ctx.me} in iteration {t} "
+                          f"(public schedule)")
+        if t <= self.mixed or self.cur > self.T:
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"late {msg.kind} of iteration {t}: {self.ctx.me} has mixed "
+                          f"iteration {self.mixed}")
+        return t, s
+
+    def on_message(self, sender: str, msg: Message) -> list[Action]:
+        if msg.kind == FINAL:
+            return self._on_final(sender, msg)
+        if msg.kind not in (MIX, CLOSE):
+            raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
+        t, s = self._check_iteration(sender, msg)
+        if msg.kind == MIX:
+            if s in self.held.get(t, {}):
+                raise Refused(RefusalCode.FAILED_PRECONDITION,
+                              f"duplicate MIX of iteration {t} from {sender}")
+            if msg.payload is None or msg.payload.shape != (self.dim + 1,) or \
+                    not np.all(np.isfinite(msg.payload)):
+                raise Refused(RefusalCode.INVALID_ARGUMENT, "MIX payload must be (dim + 1,) finite")
+            self.held.setdefault(t, {})[s] = np.asarray(msg.payload, float).copy()
+        else:
+            flag = msg.scalars.get("counted")
+            if flag not in (0.0, 1.0):
+                raise Refused(RefusalCode.INVALID_ARGUMENT, "CLOSE needs scalar counted = 0 or 1")
+            if s in self.flags.get(t, {}):
+                raise Refused(RefusalCode.FAILED_PRECONDITION,
+                              f"duplicate CLOSE of iteration {t} from {sender}")
+            if flag == 1.0 and s not in self.held.get(t, {}):
+                raise Refused(RefusalCode.FAILED_PRECONDITION,
+                              f"CLOSE(counted) of iteration {t} from {sender} without its MIX")
+            self.flags.setdefault(t, {})[s] = int(flag)
+        if self.cur and t >= self.cur + 2:
+            return self._jump(t)
+        return self._try_mix(t)
+
+    def on_timer(self, name: str) -> list[Action]:
+        what, _, arg = name.partition(":")
+        if what == "end":
+            return [] if self.done else self._output()
+        t = int(arg)
+        if t != self.cur or t <= self.mixed:
+            return []  # that step already happened early (or was skipped)
+        if what == "close":
+            return self._close(t)
+        acts = self._close(t) if t not in self.closed else []
+        return acts + self._mix(t)
+
+    def on_delivered(self, to: str, msg: Message) -> list[Action]:
+        if msg.kind != MIX or msg.round in self.closed:
+            return []  # an ack after the close does not count (the CLOSE said 0)
+        self.acked.setdefault(msg.round, set()).add(self._index(to))
+        return self._try_close(msg.round)
+
+    def on_undeliverable(self, to: str, msg: Message, code: str,
+                         detail: str) -> list[Action] | None:
+        t = msg.round
+        if msg.kind == MIX and t not in self.closed:
+            self.refused.setdefault(t, set()).add(self._index(to))
+            return self._try_close(t)
+        if msg.kind == CLOSE and msg.scalars.get("counted") == 1.0:
+            # The receiver mixed before our CLOSE(1) arrived: the one-sided residual (docstring).
+            self.lost.append((t, to))
+            return [Record("lost", peer=to, params={"t": t, "code": code})]
+        return []  # undelivered CLOSE(0), FINAL: nothing depends on them
+
+    # -- the three steps of an iteration -------------------------------------------------------
+    def _try_close(self, t: int) -> list[Action]:
+        if t != self.cur or t in self.closed:
+            return []
+        if set(self.out[t - 1]) <= self.acked[t] | self.refused[t]:
+            return self._close(t)
+        return []
+
+    def _close(self, t: int, mix: bool = True) -> list[Action]:
+        self.closed.add(t)
+        acts: list[Action] = []
+        for slot, j in enumerate(self.out[t - 1]):
+            counted = j in self.acked[t]
+            self.counted_out[t - 1, slot] = counted
+            if counted or j not in self.refused[t]:
+                acts.append(Send(self.ids[j], Message(CLOSE, round=t,
+                                                      scalars={"counted": float(counted)})))
+        return acts + (self._try_mix(t) if mix else [])
+
+    def _try_mix(self, t: int) -> list[Action]:
+        if t != self.cur or t not in self.closed or t <= self.mixed:
+            return []
+        if all(i in self.flags.get(t, {}) for i in self.inn[t - 1]):
+            return self._mix(t)
+        return []
+
+    def _mix(self, t: int, advance: bool = True) -> list[Action]:
+        held, flags = self.held.pop(t, {}), self.flags.pop(t, {})
+        ins = sorted(i for i, f in flags.items() if f == 1 and i in held)
+        for i in ins:
+            self.counted_in[t - 1, i] = True
+        outs = int(self.counted_out[t - 1].sum())
+        on = bool(ins) or outs > 0
+        self.online[t] = on
+        if on:
+            keep = 1.0 - outs * self.w  # 1/(k+1) plus every uncounted share (line 13)
+            z, a = self._z(t, self._u)
+            self.y = keep * self.y + sum((held[i][:-1] for i in ins), np.zeros(self.dim)) * self.w \
+                + z
+            self.omega = keep * self.omega + sum(float(held[i][-1]) for i in ins) * self.w + a
+        self.mixed = t
+        acts: list[Action] = [Record("inca-iteration", params={
+            "t": t, "online": on, "counted_out": [self.ids[j] for s, j in enumerate(self.out[t - 1])
+                                                  if self.counted_out[t - 1, s]],
+            "counted_in": [self.ids[i] for i in ins]})]
+        if not advance:
+            return acts
+        if t < self.T:
+            return acts + self._begin(t + 1)
+        return acts + self._disseminate()
+
+    def _jump(self, target: int) -> list[Action]:
+        """This node is at least two iterations behind (spec §9 item 5, learn the current round):
+        finish the current iteration with what it has, mark the skipped ones offline, and start
+        `target`."""
+        t = self.cur
+        acts: list[Action] = []
+        if t not in self.closed:
+            acts += self._close(t, mix=False)
+        acts += self._mix(t, advance=False)
+        for s in range(t + 1, target):
+            self.mixed = s
+            acts.append(Record("inca-iteration", params={"t": s, "online": False,
+                                                        "counted_out": [], "counted_in": [],
+                                                        "skipped": True}))
+        return acts + self._begin(target) + self._try_mix(target)
+
+    # -- dissemination (spec §4 line 11, §9 item 8) ---------------------------------------------
+    def _own_record(self) -> np.ndarray:
+        final = bool(self.online[self.T])
+        return encode_record(self.y if final else np.zeros(self.dim), self.omega if final else 0.0,
+                             final, self.has_data, self.online[1:], self.counted_out,
+                             self.counted_in)
+
+    def _disseminate(self) -> list[Action]:
+        self.cur = self.T + 1
+        rec = self._own_record()
+        self.raw_records[self.me] = rec
+        self.records[self.me] = decode_record(rec, self.dim, self.n, self.k, self.T)
+        self.relayed.add(self.me)
+        acts: list[Action] = [Send(self.ids[j], Message(FINAL, payload=rec, seq=self.me + 1))
+                              for j in range(self.n) if j != self.me]
+        acts.append(SetTimer("end", self.gossip_s))
+        return acts + self._maybe_output()
+
+    def _on_final(self, sender: str, msg: Message) -> list[Action]:
+        origin = msg.seq - 1
+        if not 0 <= origin < self.n or msg.payload is None:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, f"FINAL of unknown origin {msg.seq}")
+        if origin == self.me:
+            return []  # our own record came back: nothing to learn
+        if origin in self.raw_records:
+            if not np.array_equal(self.raw_records[origin], msg.payload):
+                raise Refused(RefusalCode.ALREADY_EXISTS,
+                              f"FINAL of {self.ids[origin]} conflicts with the one already held")
+            return []
+        try:
+            rec = decode_record(msg.payload, self.dim, self.n, self.k, self.T)
+        except ValueError as e:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, str(e)) from None
+        self.raw_records[origin] = np.asarray(msg.payload, float).copy()
+        self.records[origin] = rec
+        acts: list[Action] = []
+        if self.done:
+            return [Record("late-final", peer=self.ids[origin])]
+        if origin not in self.relayed:
+            self.relayed.add(origin)
+            others = [j for j in range(self.n) if j not in (self.me, origin, self._index(sender))]
+            if others:
+                pick = self.rng.choice(len(others), size=min(self.fanout, len(others)),
+                                       replace=False)
+                acts += [Send(self.ids[others[int(p)]], Message(FINAL, payload=msg.payload,
+                                                               seq=msg.seq)) for p in pick]
+        return acts + self._maybe_output()
+
+    def _maybe_output(self) -> list[Action]:
+        if self.cur > self.T and len(self.records) == self.n and not self.done:
+            return self._output()
+        return []
+
+    def _output(self) -> list[Action]:
+        self.done = True
+        ex, info = execution_from_records(self.n, self.k, self.T, int(self.ctx.public_seed),
+                                          self.scheme, self.records, self.nbrs)
+        fin = [i for i in range(self.n) if ex.final[i]]
+        sum_y = sum((self.records[i]["y"] for i in fin), np.zeros(self.dim))
+        sum_w = sum(self.records[i]["omega"] for i in fin)
+        est = sum_y / sum_w if sum_w > 0 else np.full(self.dim, np.nan)
+        value = None if sum_w <= 0 else est
+        return [Output(value=value, info={
+            "estimate": est.tolist() if sum_w > 0 else None,
+            "sum_y": sum_y.tolist(), "sum_omega": sum_w,
+            "final": [self.ids[i] for i in fin],
+            "missing": [self.ids[i] for i in info["missing"]],
+            "declined": [self.ids[i] for i, r in sorted(self.records.items()) if not r["data"]],
+            "lost": [[t, self.ids[i], self.ids[j]] for t, i, j in info["lost"]],
+            "omega_final": {self.ids[i]: self.records[i]["omega"] for i in fin},
+            "online": ex.online.astype(int).tolist(),
+            "counted": [[[self.ids[i], self.ids[j]] for i, j in c] for c in info["counted"]],
+            "scheme": self.scheme, "T": self.T, "k": self.k,
+        })]
+
+
+# -- job parameters ---------------------------------------------------------------------------------
+def parse_threat(threat: str, n: int) -> tuple[str, float]:
+    """`eavesdrop:p` (each sent message observed with probability p, spec §8 Fig. 2) or
+    `collude:ρ` (a fraction ρ of the other parties colludes, spec §2 C-DP)."""
+    kind, _, val = str(threat).partition(":")
+    try:
+        frac = float(val)
+    except ValueError:
+        raise ValueError(f"threat must be eavesdrop:P or collude:RHO, got {threat!r}") from None
+    if kind not in ("eavesdrop", "collude") or not 0.0 <= frac <= 1.0:
+        raise ValueError(f"threat must be eavesdrop:P or collude:RHO with a fraction in [0, 1], "
+                         f"got {threat!r}")
+    if kind == "collude" and round(frac * n) >= n - 1:
+        raise ValueError("collude:RHO must leave at least two honest parties")
+    return kind, frac
+
+
+_KNOWN = {"T", "k", "scheme", "dim", "lo", "hi", "epsilon", "delta", "threat", "kappa",
+          "sigma_eta", "sigma_delta", "round_s", "gossip_s", "fanout", "deadline_s"}
+
+
+def prepare_params(params: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """Validate an IncA job's public parameters, fill defaults and calibrate σ_η.
+
+    T (10), k (2), scheme ("inc" or "early"), dim (1), lo/hi (the box domain, 0 and 1; values are
+    clipped into it, Δ_x = (hi − lo)·√dim), epsilon (1.0) and delta (1e-5): the target against the
+    threat model `threat` ("eavesdrop:0.5" or "collude:ρ"); kappa (2.0). σ_η² = κ·c²Δ_x²/(ε² n_H)
+    with c² = 2 ln(1.25/δ) and n_H the honest parties (n, or n − ⌊ρn⌉): κ times the Theorem 4.5
+    lower bound σ_η*² (spec §7.2, §8 Fig. 4). sigma_delta (10·Δ_x by default, the order of the
+    spec's §11 calibrations; the audit reports what a given execution achieved). Either σ may be
+    given explicitly. round_s (iteration deadline, 2 s), gossip_s (dissemination window, 2·round_s),
+    fanout (relays per new record, 2)."""
+    unknown = set(params) - _KNOWN
+    if unknown:
+        raise ValueError(f"unknown inca parameter(s) {sorted(unknown)}; known: {sorted(_KNOWN)}")
+    if n < 3:
+        raise ValueError(f"IncA needs at least 3 participants, got {n}")
+    out: dict[str, Any] = {
+        "T": int(params.get("T", 10)), "k": int(params.get("k", 2)),
+        "scheme": str(params.get("scheme", "inc")), "dim": int(params.get("dim", 1)),
+        "lo": float(params.get("lo", 0.0)), "hi": float(params.get("hi", 1.0)),
+        "epsilon": float(params.get("epsilon", 1.0)), "delta": float(params.get("delta", 1e-5)),
+        "threat": str(params.get("threat", "eavesdrop:0.5")),
+        "kappa": float(params.get("kappa", 2.0)),
+        "round_s": float(params.get("round_s", 2.0)), "fanout": int(params.get("fanout", 2)),
+    }
+    out["gossip_s"] = float(params.get("gossip_s", 2 * out["round_s"]))
+    if "deadline_s" in params:
+        out["deadline_s"] = float(params["deadline_s"])
+    if not 1 <= out["T"] <= 10_000:
+        raise ValueError("T must be in 1..10000")
+    if not 1 <= out["k"] <= n - 1:
+        raise ValueError(f"k must be in 1..n-1 = {n - 1}")
+    if out["scheme"] not in ("inc", "early"):
+        raise ValueError("scheme must be 'inc' (Example 3.2) or 'early' (Example 3.1)")
+    if not 1 <= out["dim"] <= 1 << 16:
+        raise ValueError("dim must be in 1..65536")
+    if not (math.isfinite(out["lo"]) and math.isfinite(out["hi"]) and out["lo"] < out["hi"]):
+        raise ValueError("the domain needs finite lo < hi")
+    if not out["epsilon"] > 0 or not 0 < out["delta"] < 1 or not out["kappa"] >= 1:
+        raise ValueError("epsilon > 0, 0 < delta < 1 and kappa >= 1 are required")
+    if not out["round_s"] > 0 or not out["gossip_s"] > 0 or out["fanout"] < 0:
+        raise ValueError("round_s and gossip_s must be positive, fanout >= 0")
+    kind, frac = parse_threat(out["threat"], n)
+    sens = (out["hi"] - out["lo"]) * math.sqrt(out["dim"])
+    out["sensitivity"] = sens
+    n_h = n - (round(frac * n) if kind == "collude" else 0)
+    c2 = 2 * math.log(1.25 / out["delta"])
+    out["sigma_eta"] = float(params.get("sigma_eta", math.sqrt(
+        out["kappa"] * c2 * sens ** 2 / (out["epsilon"] ** 2 * n_h))))
+    out["sigma_delta"] = float(params.get("sigma_delta", 10.0 * sens))
+    if not out["sigma_eta"] > 0 or not out["sigma_delta"] >= 0:
+        raise ValueError("sigma_eta must be positive and sigma_delta >= 0")
+    return out
