@@ -577,3 +577,391 @@ def account(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None = N
     return IncaAudit(s=s, epsilon=eps, epsilon_paper=eps_p, delta=delta, sigma_eta=sigma_eta,
                      sigma_delta=sigma_delta, sensitivity=sensitivity, honest=view.honest,
                      rank=view.rank, rows_observed=view.rows_observed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Adversaries: sampled observation sets and colluding sets (§8, §10 item 5)
+# ---------------------------------------------------------------------------------------------
+
+
+def sample_observed(ex: IncaExecution, fraction: float,
+                    rng: np.random.Generator) -> set[tuple[int, int]]:
+    """An eavesdropper who sees round(fraction·m_t) of the m_t party-messages sent in each
+    iteration t, uniformly at random (spec §8 Fig. 2: "50% of messages per iteration observed at
+    random"; §10 item 5: per party-message, not per edge). Finals are added by `account`."""
+    if not (0.0 <= fraction <= 1.0):
+        raise ValueError(f"fraction must be in [0, 1], got {fraction!r}")
+    seen: set[tuple[int, int]] = set()
+    for t in range(ex.T):
+        senders = np.flatnonzero(ex.online[t + 1])
+        m = int(round(fraction * senders.size))
+        seen.update((t, int(i)) for i in rng.choice(senders, size=m, replace=False))
+    return seen
+
+
+def sample_corrupted(n: int, size: int, rng: np.random.Generator,
+                     exclude: Iterable[int] = ()) -> np.ndarray:
+    """A uniformly random colluding set of `size` parties, never one of `exclude`."""
+    pool = np.setdiff1d(np.arange(n), np.asarray(list(exclude), dtype=int))
+    if not (0 <= size <= pool.size):
+        raise ValueError(f"cannot pick {size} colluders among {pool.size} parties")
+    return np.sort(rng.choice(pool, size=size, replace=False))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fast evaluation for calibration: one generalised eigendecomposition per view (§7.6)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Pencil:
+    """M(σ_η, σ_Δ)⁻¹ = V diag(1/(σ_η²(1−λ) + σ_Δ²λ)) Vᵀ from Q v = λ (P+Q) v, P = AAᵀ, Q = BBᵀ
+    (P + Q ≻ 0 because [A B] has full row rank). C = Vᵀ A, so s_k² = Σ_r C_rk²/(…)."""
+
+    lam: np.ndarray
+    C2: np.ndarray
+
+    @classmethod
+    def of(cls, view: LinearView) -> "_Pencil":
+        from scipy.linalg import eigh
+
+        if view.rank == 0:
+            return cls(np.zeros(0), np.zeros((0, view.A.shape[1])))
+        P, Q = view.A @ view.A.T, view.B @ view.B.T
+        lam, V = eigh(Q, P + Q)
+        return cls(np.clip(lam, 0.0, 1.0), (V.T @ view.A) ** 2)
+
+    def s2(self, sigma_eta: float, sigma_delta: float) -> np.ndarray:
+        den = sigma_eta ** 2 * (1.0 - self.lam) + sigma_delta ** 2 * self.lam
+        return (self.C2 / den[:, None]).sum(axis=0)
+
+    def limit(self, tol: float = 1e-9) -> np.ndarray:
+        """σ_η²·s_k² as σ_Δ → ∞ (Δ_x = 1): [Π_K]_kk, the part of u_H seen without Δ noise."""
+        return self.C2[self.lam <= tol].sum(axis=0)
+
+
+def noise_free_leakage(view: LinearView, tol: float = 1e-9) -> np.ndarray:
+    """[Π_K]_kk per honest party (view order): lim_{σ_Δ→∞} σ_η² s_k²/Δ_x² (spec §7.2, "feasibility
+    limit"). Without dropouts and under Theorem 4.5's condition every entry is 1/n_H."""
+    return _Pencil.of(view).limit(tol)
+
+
+def target_scale(epsilon: float, delta: float, method: str = "paper") -> float:
+    """The largest s with gaussian_epsilon(s, δ, method) ≤ ε ('paper': ε/c, valid for ε < 1)."""
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    if method == "paper":
+        if epsilon >= 1.0:
+            raise ValueError("the paper's constant c = sqrt(2 ln(1.25/δ)) needs ε < 1; use "
+                             "method='analytic'")
+        return epsilon / math.sqrt(2.0 * math.log(1.25 / delta))
+    lo, hi = 0.0, 1.0
+    while gaussian_epsilon(hi, delta, method) <= epsilon:
+        lo, hi = hi, 2.0 * hi
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if gaussian_epsilon(mid, delta, method) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Result of `calibrate` (spec §7.6). sigma_delta is the worst case over the sampled
+    (execution, adversary) pairs; per_sample lists each pair's minimal σ_Δ; sigma_eta_star is
+    the spec's lower bound sqrt(c²Δ_x²/(ε² n_H)) (the paper's 'σ_η*')."""
+
+    sigma_eta: float
+    sigma_delta: float
+    sigma_eta_star: float
+    per_sample: tuple[float, ...]
+    epsilon: float
+    delta: float
+    method: str
+
+
+def min_sigma_delta(view: LinearView, sigma_eta: float, s_target: float,
+                    sensitivity: float = 1.0, lo: float = 1e-6, hi: float = 1e8,
+                    rel: float = 1e-4) -> float:
+    """Smallest σ_Δ with max_k s_k ≤ s_target at this σ_η (bisection on log σ_Δ; s_k decreases
+    in σ_Δ, §7.6). Returns inf if even σ_Δ → ∞ does not reach the target (σ_η too small for
+    this view: σ_η² < Δ_x² max_k Π_kk / s_target²)."""
+    pen = _Pencil.of(view)
+    goal = (s_target / sensitivity) ** 2
+    if pen.lam.size == 0 or pen.s2(sigma_eta, lo).max() <= goal:
+        return 0.0 if pen.lam.size == 0 else lo
+    if pen.limit().max() / sigma_eta ** 2 > goal * (1 - 1e-9) or pen.s2(sigma_eta, hi).max() > goal:
+        return math.inf
+    a, b = math.log(lo), math.log(hi)
+    while b - a > rel:
+        m = (a + b) / 2
+        if pen.s2(sigma_eta, math.exp(m)).max() <= goal:
+            b = m
+        else:
+            a = m
+    return math.exp(b)
+
+
+def calibrate(views: Iterable[LinearView], *, epsilon: float, delta: float, kappa: float = 2.0,
+              sigma_eta: float | None = None, sensitivity: float = 1.0,
+              method: str = "paper") -> Calibration:
+    """σ_η and σ_Δ for a target (ε, δ) by the exact procedure of spec §7.6.
+
+    σ_η² = κ·c²Δ_x²/(ε² n_H) (the spec's σ_η*² times κ, n_H from the first view) unless
+    `sigma_eta` is given; then σ_Δ = the worst case, over the sampled views (executions ×
+    adversaries), of the smallest σ_Δ meeting Theorem 4.1 (max_k s_k ≤ s_target; with
+    method='paper' s_target = ε/c, with 'analytic' the exact Balle–Wang inversion). Raises
+    ValueError when some view cannot reach the target at that σ_η (increase κ)."""
+    views = list(views)
+    if not views:
+        raise ValueError("need at least one sampled execution")
+    if not (kappa > 0):
+        raise ValueError(f"kappa must be > 0, got {kappa!r}")
+    s_target = target_scale(epsilon, delta, method)
+    n_h = views[0].honest.size
+    star = sensitivity / (s_target * math.sqrt(n_h))
+    se = math.sqrt(kappa) * star if sigma_eta is None else float(sigma_eta)
+    per = tuple(min_sigma_delta(v, se, s_target, sensitivity) for v in views)
+    if any(math.isinf(p) for p in per):
+        raise ValueError(f"σ_η = {se:.4g} cannot reach ε = {epsilon} on {sum(map(math.isinf, per))}"
+                         f" of {len(per)} sampled executions whatever σ_Δ (increase κ)")
+    return Calibration(sigma_eta=se, sigma_delta=max(per), sigma_eta_star=star,
+                       per_sample=per, epsilon=epsilon, delta=delta, method=method)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interpretable conditions: Lemma 4.4 vectors, Theorems 4.5/4.6 rank, Theorem 4.8 connectivity
+# ---------------------------------------------------------------------------------------------
+
+
+def unseen_delivered(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None = None,
+                     corrupted: Iterable[int] | None = None) -> list[tuple[int, int]]:
+    """Messages (t, j) of honest j, not seen by the adversary and effectively delivered (j online
+    at t+1 and at least one receiver counted it: W̃^{t+1}_{:,j} ≠ e_j), t = 0..T-1 (Lemma 4.4)."""
+    seen, honest = _observed_from(ex, observed, corrupted)
+    out = []
+    for t in range(ex.T):
+        W = np.asarray(ex.weights[t])
+        for j in np.flatnonzero(honest & ex.online[t + 1]):
+            if (t, int(j)) not in seen and W[int(j), int(j)] < 1.0:
+                out.append((t, int(j)))
+    return out
+
+
+def lemma44_vectors(ex: IncaExecution, **adversary: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(V, parties): rows v^{(t,j)} = Γ⁻¹(e_j − W̃^{t+1}_{:,j}) restricted to the coalition H'
+    (`parties`) for the unseen delivered messages exchanged inside H' (Lemma 4.4, Thm 4.7).
+
+    H' = honest parties with γ_i > 0 that are still online at T (not permanent dropouts; spec
+    Thm 4.7: early leavers are protected by their own uncancelled Δ). A message counts only if all
+    its effective receivers are in H' (conservative: a vector with mass outside H' is dropped)."""
+    _, honest = _observed_from(ex, adversary.get("observed"), adversary.get("corrupted"))
+    alphas, _ = ex.party_schemes()
+    gamma = alphas.sum(axis=1)
+    inside = honest & ex.online[ex.T] & (gamma > 0)
+    parties = np.flatnonzero(inside)
+    rows = []
+    for t, j in unseen_delivered(ex, **adversary):
+        if not inside[j]:
+            continue
+        col = np.asarray(ex.weights[t])[:, j]
+        v = -col.copy()
+        v[j] += 1.0
+        if np.any(np.abs(v[~inside]) > 0):
+            continue
+        rows.append(v[parties] / gamma[parties])
+    V = np.array(rows) if rows else np.zeros((0, parties.size))
+    return V, parties
+
+
+def rank_condition(ex: IncaExecution, **adversary: Any) -> dict[str, Any]:
+    """Theorems 4.5/4.6 (as §7.5 reconstructs them): the Lemma 4.4 vectors of the unseen delivered
+    messages inside H' span n_{H'} − 1 dimensions. Returns {'holds', 'rank', 'needed',
+    'vectors'}. Sufficient, not necessary; the exact statement is the noise-free leakage
+    (`noise_free_leakage`, rank(K) = 1 in §7.2)."""
+    V, parties = lemma44_vectors(ex, **adversary)
+    rank = int(np.linalg.matrix_rank(V)) if V.size else 0
+    needed = max(parties.size - 1, 0)
+    return {"holds": rank >= needed, "rank": rank, "needed": needed, "vectors": int(V.shape[0])}
+
+
+def unseen_graph(ex: IncaExecution, **adversary: Any) -> Any:
+    """networkx.DiGraph on the coalition H' (see `lemma44_vectors`) with an edge j → k when j's
+    unseen message reached k in some iteration (Eq. 15)."""
+    import networkx as nx
+
+    _, honest = _observed_from(ex, adversary.get("observed"), adversary.get("corrupted"))
+    alphas, _ = ex.party_schemes()
+    inside = honest & ex.online[ex.T] & (alphas.sum(axis=1) > 0)
+    G = nx.DiGraph()
+    G.add_nodes_from(int(i) for i in np.flatnonzero(inside))
+    for t, j in unseen_delivered(ex, **adversary):
+        if not inside[j]:
+            continue
+        col = np.asarray(ex.weights[t])[:, j]
+        for k in np.flatnonzero(col > 0):
+            if int(k) != j and inside[k]:
+                G.add_edge(j, int(k), t=t + 1)
+    return G
+
+
+def explain(ex: IncaExecution, **adversary: Any) -> dict[str, Any]:
+    """What a user reads (Theorem 4.8): whether the graph of unseen delivered messages among the
+    honest parties still present is strongly connected (then Theorem 4.6 applies and σ_η close
+    to σ_η* suffices), the rank condition of Theorems 4.5/4.6, and a sentence saying so."""
+    import networkx as nx
+
+    G = unseen_graph(ex, **adversary)
+    rc = rank_condition(ex, **adversary)
+    strong = G.number_of_nodes() > 0 and nx.is_strongly_connected(G)
+    comps = nx.number_strongly_connected_components(G) if G.number_of_nodes() else 0
+    weak = G.number_of_nodes() > 0 and nx.is_weakly_connected(G)
+    if strong:
+        text = (f"the {G.number_of_nodes()} honest parties still present form one strongly "
+                f"connected graph of unseen messages (Theorem 4.8), so the adversary only learns "
+                f"their total beyond the noise: near central-DP protection")
+    elif rc["holds"]:
+        text = (f"the unseen-message graph is not strongly connected ({comps} components) but the "
+                f"rank condition of Theorems 4.5/4.6 holds (rank {rc['rank']} of {rc['needed']})")
+    else:
+        text = (f"the unseen messages do not mix the honest parties (rank {rc['rank']} < "
+                f"{rc['needed']}): the adversary sees partial sums without Δ noise; protection "
+                f"of some parties falls back towards local DP")
+    return {"strongly_connected": bool(strong), "weakly_connected": bool(weak),
+            "components": int(comps), "edges": G.number_of_edges(), "rank_condition": rc,
+            "text": text}
+
+
+# ---------------------------------------------------------------------------------------------
+# Utility terms of the released estimate (used by the report and the dropout experiments)
+# ---------------------------------------------------------------------------------------------
+
+
+def estimate_terms(ex: IncaExecution) -> dict[str, Any]:
+    """The released estimate is (c_uᵀ(x+η) + c_Δᵀ Δ)/Σ_{final} ω^(T) with public c_u (n,), c_Δ
+    (n, T): the coefficient each party's u and Δ have in Σ_{final} y^(T). Returns those and
+    `omega_total`; ‖c_Δ‖² σ_Δ² is the variance of the correlated noise left uncancelled (the
+    noise leavers took away from the sum), and n − Σ c_u the share of values lost."""
+    fin = np.flatnonzero(ex.final)
+    n, T = ex.n, ex.T
+    row = (_coefficient_rows(ex, {T: fin.tolist()}).sum(axis=0) if fin.size
+           else np.zeros(n + n * T))
+    alphas, _ = ex.party_schemes()
+    omega = np.zeros(n) + alphas[:, 0]
+    for t, W in enumerate(ex.weights, start=1):
+        omega = np.asarray(W) @ omega + alphas[:, t]
+    return {"c_u": row[:n], "c_delta": row[n:].reshape(n, T),
+            "omega_total": float(omega[fin].sum())}
+
+
+def expected_mse(ex: IncaExecution, x: np.ndarray, sigma_eta: float,
+                 sigma_delta: float) -> float:
+    """E[(x̂ − x̄)²] of the weight-tracked estimate on this execution, over η and Δ (exact)."""
+    e = estimate_terms(ex)
+    w = e["omega_total"]
+    if w <= 0:
+        return math.inf
+    x = np.asarray(x, float)
+    bias = e["c_u"] @ x / w - x.mean()
+    var = (sigma_eta ** 2 * (e["c_u"] ** 2).sum() + sigma_delta ** 2 * (e["c_delta"] ** 2).sum())
+    return float(bias ** 2 + var / w ** 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# One party's report under a configured threat model (called by the networked accountant)
+# ---------------------------------------------------------------------------------------------
+
+
+def _threat(threat: Any, n: int) -> tuple[str, Any]:
+    if not isinstance(threat, dict) or len(threat) != 1:
+        raise ValueError("threat must be one of {'eavesdropper': fraction}, {'colluders': "
+                         "fraction or count}, {'corrupted': [ids]}, {'observed': [(t, i)]}; got "
+                         f"{threat!r}")
+    (kind, value), = threat.items()
+    if kind == "eavesdropper":
+        if not (0.0 <= float(value) <= 1.0):
+            raise ValueError(f"eavesdropper fraction must be in [0, 1], got {value!r}")
+        return kind, float(value)
+    if kind == "colluders":
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            size = int(value)
+        elif isinstance(value, float) and 0.0 <= value < 1.0:
+            size = int(round(value * n))
+        else:
+            raise ValueError(f"colluders must be a count or a fraction in [0, 1), got {value!r}")
+        if not (0 <= size <= n - 1):
+            raise ValueError(f"colluders = {size} must leave the reporting party honest (< {n})")
+        return kind, size
+    if kind in ("corrupted", "observed"):
+        return kind, list(value)
+    raise ValueError(f"unknown threat kind {kind!r}")
+
+
+def party_report(ex: IncaExecution, me: int, threat: dict[str, Any], *, sigma_eta: float,
+                 sigma_delta: float, delta: float, sensitivity: float = 1.0, samples: int = 8,
+                 seed: int = 0) -> dict[str, Any]:
+    """Party `me`'s privacy for this job under a configured threat model (spec §2, §7.6).
+
+    threat: {'eavesdropper': f} — a fraction f of the messages of each iteration is seen at random
+    (`sample_observed`); {'colluders': m or ρ} — m (or round(ρ·n)) colluding parties, never `me`;
+    {'corrupted': [ids]} or {'observed': [(t, i)]} — a specific adversary.
+
+    Choice for a threat that is not a specific adversary (the safe reading, spec §2: C-DP and
+    E-DP are worst-case notions): `samples` adversaries are drawn from
+    np.random.Generator(np.random.PCG64(seed)) — pass the job's public seed so every node and the
+    lead compute the same ones — and the report gives the WORST ε over them for `me`
+    ('epsilon', the exact analytic Gaussian; 'epsilon_paper', the paper's c·s, valid only < 1);
+    the mean is given beside it for information. It is an audit of the sampled placements, not a
+    bound over all placements. Finals are always in the adversary's view.
+    """
+    n = ex.n
+    if isinstance(me, bool) or not isinstance(me, (int, np.integer)) or not 0 <= me < n:
+        raise ValueError(f"me must be a party index in 0..{n - 1}, got {me!r}")
+    me = int(me)
+    kind, value = _threat(threat, n)
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"samples must be an integer >= 1, got {samples!r}")
+    rng = np.random.Generator(np.random.PCG64(int(seed)))
+    adversaries: list[dict[str, Any]] = []
+    if kind == "eavesdropper":
+        adversaries = [{"observed": sample_observed(ex, value, rng)} for _ in range(samples)]
+    elif kind == "colluders":
+        adversaries = [{"corrupted": sample_corrupted(n, value, rng, exclude=[me])}
+                       for _ in range(samples if value > 0 else 1)]
+    elif kind == "corrupted":
+        if me in {int(c) for c in value}:
+            raise ValueError(f"party {me} is in the corrupted set: it has no privacy to report")
+        adversaries = [{"corrupted": value}]
+    else:
+        adversaries = [{"observed": value}]
+    eps, eps_p, ss, strong, rank_ok = [], [], [], [], []
+    worst = None
+    for adv in adversaries:
+        a = account(ex, sigma_eta=sigma_eta, sigma_delta=sigma_delta, delta=delta,
+                    sensitivity=sensitivity, **adv)
+        e = explain(ex, **adv)
+        eps.append(float(a.epsilon[me]))
+        eps_p.append(float(a.epsilon_paper[me]))
+        ss.append(float(a.s[me]))
+        strong.append(e["strongly_connected"])
+        rank_ok.append(e["rank_condition"]["holds"])
+        if worst is None or eps[-1] > eps[worst[0]]:
+            worst = (len(eps) - 1, e)
+    w = worst[0]
+    return {
+        "party": me, "threat": {kind: value if kind in ("eavesdropper", "colluders")
+                                else "specific"},
+        "samples": len(adversaries), "delta": delta,
+        "epsilon": eps[w], "epsilon_paper": eps_p[w], "paper_constant_valid": eps_p[w] < 1.0,
+        "epsilon_mean": float(np.mean(eps)), "s": ss[w],
+        "local_dp_epsilon": gaussian_epsilon(sensitivity / sigma_eta, delta),
+        "strongly_connected_fraction": float(np.mean(strong)),
+        "rank_condition_fraction": float(np.mean(rank_ok)),
+        "explanation": worst[1]["text"],
+        "choice": "worst case over sampled adversaries (seeded by the job's public seed)"
+                  if len(adversaries) > 1 or kind in ("eavesdropper", "colluders")
+                  else "the given adversary",
+        "sigma_eta": sigma_eta, "sigma_delta": sigma_delta,
+    }
