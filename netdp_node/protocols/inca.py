@@ -580,3 +580,30 @@ def prepare_params(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     if not out["sigma_eta"] > 0 or not out["sigma_delta"] >= 0:
         raise ValueError("sigma_eta must be positive and sigma_delta >= 0")
     return out
+
+
+def execution_from_info(spec: Mapping[str, Any],
+                        info: Mapping[str, Any]) -> inca_audit.IncaExecution:
+    """The public execution a node's result states (`Output.info`: online sets, counted messages,
+    finals), rebuilt for the accountant from the node's own ledger."""
+    p = spec["params"]
+    ids = list(spec["participants"])
+    index = {v: i for i, v in enumerate(ids)}
+    n, T, k = len(ids), int(p["T"]), int(p["k"])
+    nbrs = inca_audit.out_neighbours(n, k, T, int(spec["public_seed"]))
+    online = np.asarray(info["online"], dtype=bool)
+    weights = tuple(
+        inca_audit.effective_weights(nbrs[t - 1], online[t],
+                                     {(index[a], index[b]) for a, b in info["counted"][t - 1]})
+        for t in range(1, T + 1))
+    final = np.zeros(n, dtype=bool)
+    final[[index[v] for v in info["final"]]] = True
+    alpha, U = inca_audit.noise_scheme(str(p["scheme"]), T)
+    return inca_audit.IncaExecution(n=n, T=T, alpha=alpha, U=U, weights=weights, online=online,
+                                    final=final, out_nbrs=nbrs)
+
+
+def threat_dict(threat: str, n: int) -> dict[str, Any]:
+    """The job's `threat` parameter in `inca_audit.party_report`'s form."""
+    kind, frac = parse_threat(threat, n)
+    return {"eavesdropper": frac} if kind == "eavesdrop" else {"colluders": frac}
