@@ -69,7 +69,15 @@ class Simulator:
     def __init__(self, algorithm: str, ids: Sequence[str], params: Mapping[str, Any],
                  data: Mapping[str, np.ndarray | None], *, seed: int = 0, public_seed: int = 0,
                  latency: float = 0.001, record: RecordMode = "full",
-                 contribute: Mapping[str, bool] | None = None, job_id: str = "sim") -> None:
+                 contribute: Mapping[str, bool] | None = None, job_id: str = "sim",
+                 down: Callable[[str, float], bool] | None = None,
+                 lose: Callable[[str, str, Message], str | None] | None = None) -> None:
+        """`down(node, now)`: the node is unreachable at virtual time `now` (a dropout: messages
+        from or to it are lost, with no outcome for the sender; its timers still fire, as a
+        daemon's do). `lose(sender, to, msg)`: "msg" loses that message, "ack" its acknowledgement
+        (the receiver took it, the sender never learns), None delivers both."""
+        self.down = down or (lambda nid, now: False)
+        self.lose = lose or (lambda sender, to, msg: None)
         self.algorithm = algorithm
         self.ids = list(ids)
         self.index = {nid: i for i, nid in enumerate(self.ids)}
@@ -114,13 +122,17 @@ class Simulator:
                 m = a.msg
                 self._entry(nid, direction="sent", event=m.kind, peer=a.to, kind=m.kind,
                             walk=m.walk, epoch=m.epoch, seq=m.seq, round=m.round)
-                self._at(self.latency, self._deliver, nid, a.to, m)
+                verdict = self.lose(nid, a.to, m)
+                if verdict != "msg" and not self.down(nid, self.now):
+                    self._at(self.latency, self._deliver, nid, a.to, m, verdict == "ack")
             elif isinstance(a, SetTimer):
                 self._at(a.delay, self._timer, nid, a.name)
             elif isinstance(a, Output):
                 self.result.outputs[nid] = a
 
-    def _deliver(self, sender: str, to: str, msg: Message) -> None:
+    def _deliver(self, sender: str, to: str, msg: Message, lose_ack: bool = False) -> None:
+        if self.down(to, self.now):
+            return
         try:
             actions = self.engines[to].on_message(sender, msg)
         except Refused as e:
@@ -131,9 +143,12 @@ class Simulator:
         self._entry(to, direction="received", event=msg.kind, peer=sender, kind=msg.kind,
                     walk=msg.walk, epoch=msg.epoch, seq=msg.seq, round=msg.round)
         self._apply(to, actions)
-        self._at(self.latency, self._ack, sender, to, msg)
+        if not lose_ack:
+            self._at(self.latency, self._ack, sender, to, msg)
 
     def _ack(self, sender: str, to: str, msg: Message) -> None:
+        if self.down(sender, self.now):
+            return
         self._apply(sender, self.engines[sender].on_delivered(to, msg))
 
     def _timer(self, nid: str, name: str) -> None:

@@ -46,10 +46,13 @@ approximation is visible.
 A party with no counted exchange in iteration t (no MIX of its own counted, no MIX counted in) is
 offline for t (it missed the deadline, or was down): it keeps y and ω and injects nothing (line 17;
 α^(i)_t = 0, U^(i)_t = 0 by `inca_audit.party_scheme`). Rejoin after a temporary dropout (spec §9
-item 5): the node's iteration timers keep running while it is unreachable, so it resumes at the
-current iteration with its stored y, ω and skips the missed shares; a node that finds itself at
-least two iterations behind (a MIX or CLOSE of iteration ≥ current + 2 arrives) jumps forward,
-marking the skipped iterations offline. Messages of an iteration the receiver has already mixed
+item 5): the node's iteration timers keep running while it is unreachable (each missed iteration
+ends at its deadline, offline), so it comes back at the iteration its clock has reached with its
+stored y, ω and skips the missed shares (no catch-up injection). Nodes that are ahead refuse its
+messages of iterations they have mixed (late: not counted at either end) and their own messages of
+later iterations wait in its buffer, so it catches up at network speed, without skipping anything
+it has acknowledged (a receiver that acknowledged a MIX counts it if the sender's CLOSE says so,
+whenever it reaches that iteration). Messages of an iteration the receiver has already mixed
 are refused as late, of an iteration outside 1..T as foreign, from a party that is not a planned
 in-neighbour of that iteration as not permitted; duplicates are refused (the runtime acknowledges
 exact re-sends without applying them).
@@ -128,6 +131,25 @@ def decode_record(v: np.ndarray, dim: int, n: int, k: int, T: int) -> dict[str, 
     return rec
 
 
+def build_execution(n: int, k: int, T: int, seed: int, scheme: str, online: np.ndarray,
+                    counted: Sequence[set[tuple[int, int]]], lost: Sequence[tuple[int, int, int]],
+                    final: np.ndarray, nbrs: np.ndarray | None = None
+                    ) -> inca_audit.IncaExecution:
+    """The IncaExecution of online sets, counted messages (both ends) and lost messages (sender
+    only): `effective_weights` returns an uncounted share to its sender's diagonal (line 13), and a
+    lost message's share is then taken off it again (it left the sender and entered nobody, so that
+    column sums to less than 1)."""
+    nb = inca_audit.out_neighbours(n, k, T, seed) if nbrs is None else nbrs
+    weights = [inca_audit.effective_weights(nb[t - 1], online[t], set(counted[t - 1]))
+               for t in range(1, T + 1)]
+    for t, i, _ in lost:
+        weights[t - 1][i, i] -= 1.0 / (k + 1)
+    alpha, U = inca_audit.noise_scheme(scheme, T)
+    return inca_audit.IncaExecution(n=n, T=T, alpha=alpha, U=U, weights=tuple(weights),
+                                    online=np.asarray(online, dtype=bool),
+                                    final=np.asarray(final, dtype=bool), out_nbrs=nb)
+
+
 def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
                            records: Mapping[int, Mapping[str, Any]],
                            nbrs: np.ndarray | None = None
@@ -138,8 +160,11 @@ def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
     A party whose record is missing is taken as online at t iff another record shows an exchange
     with it in t that counted. A message (i → j, t) counts iff i and j are online at t, j is among
     i's planned out-neighbours and the receiver's record says it counted it (the sender's record,
-    if the receiver's is missing). A message the sender counted but the receiver did not is `lost`
-    (see the module docstring); its weight is returned to the sender's diagonal here.
+    if the receiver's is missing: then the receiver left and holds no final, and only its own
+    later messages could differ; if both records are missing, the message is taken as counted,
+    the usual outcome: a guess about two leavers' exchange, which reaches the result only through
+    their later messages). A message the sender counted but the receiver (whose record is
+    in) did not is `lost` (see the module docstring).
     Returns (execution, {"lost": [(t, i, j)], "missing": [i], "counted": [[(i, j)] per t]})."""
     nb = inca_audit.out_neighbours(n, k, T, seed) if nbrs is None else nbrs
     online = np.zeros((T + 1, n), dtype=bool)
@@ -155,34 +180,25 @@ def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
                     online[t, i] = True
     lost: list[tuple[int, int, int]] = []
     counted_all: list[list[tuple[int, int]]] = []
-    weights = []
     for t in range(1, T + 1):
         counted: set[tuple[int, int]] = set()
-        for i in range(n):
-            if not online[t, i]:
-                continue
+        for i in np.flatnonzero(online[t]):
+            i = int(i)
             for slot, j in enumerate(nb[t - 1, i]):
                 j = int(j)
-                if not online[t, j]:
-                    continue
                 by_sender = records[i]["counted_out"][t - 1, slot] if i in records else None
                 by_receiver = records[j]["counted_in"][t - 1, i] if j in records else None
-                if by_receiver is None:
-                    ok = bool(by_sender)
-                else:
-                    ok = bool(by_receiver)
-                    if by_sender and not by_receiver:
-                        lost.append((t, i, j))
-                if ok:
+                if by_sender and by_receiver is not None and not by_receiver:
+                    lost.append((t, i, j))
+                elif online[t, j] and (by_receiver if by_receiver is not None else
+                                       by_sender if by_sender is not None else True):
                     counted.add((i, j))
         counted_all.append(sorted(counted))
-        weights.append(inca_audit.effective_weights(nb[t - 1], online[t], counted))
     final = np.zeros(n, dtype=bool)
     for i, r in records.items():
         final[i] = bool(r["has_final"]) and bool(online[T, i])
-    alpha, U = inca_audit.noise_scheme(scheme, T)
-    ex = inca_audit.IncaExecution(n=n, T=T, alpha=alpha, U=U, weights=tuple(weights),
-                                  online=online, final=final, out_nbrs=nb)
+    ex = build_execution(n, k, T, seed, scheme, online, [set(c) for c in counted_all], lost,
+                         final, nb)
     return ex, {"lost": lost, "missing": missing, "counted": counted_all}
 
 
@@ -222,6 +238,7 @@ class Inca(Engine):
         self.trace_eta = np.zeros(self.dim)
         self.trace_delta = np.zeros((self.T, self.dim))
         self.trace_z = np.zeros(self.dim)  # Σ_t z_t injected so far
+        self.trace_y: list[np.ndarray] = []  # y^(0..t)
         self.y = np.zeros(self.dim)
         self.omega = 0.0
         self.online = np.zeros(self.T + 1, dtype=bool)
@@ -233,12 +250,14 @@ class Inca(Engine):
         self.refused: dict[int, set[int]] = {}
         self.held: dict[int, dict[int, np.ndarray]] = {}
         self.flags: dict[int, dict[int, int]] = {}
+        self.deadline: set[int] = set()  # iterations whose mix deadline passed
+        self.patience: set[tuple[int, int]] = set()  # held MIX whose CLOSE wait expired
         self.counted_out = np.zeros((self.T, self.k), dtype=bool)
         self.counted_in = np.zeros((self.T, self.n), dtype=bool)
         self.lost: list[tuple[int, str]] = []
         self.records: dict[int, dict[str, Any]] = {}
         self.raw_records: dict[int, np.ndarray] = {}
-        self.relayed: set[int] = set()
+        self.has: dict[int, set[int]] = {}  # peer -> origins it is known to hold
 
     # -- helpers -------------------------------------------------------------------------------
     def expected_steps(self) -> int:
@@ -255,10 +274,12 @@ class Inca(Engine):
         return None
 
     def _z(self, t: int, u: np.ndarray) -> tuple[np.ndarray, float]:
-        """z_t and α^(i)_t of the scheme adapted to this party's history so far (spec §6)."""
+        """z_t and α^(i)_t of the scheme adapted to this party's history so far (spec §6). The
+        public coefficients (α^(i)_t, U^(i)_t) are kept for the ledger (`self.coef`)."""
         a, Ui = inca_audit.party_scheme(self.alpha, self.U, self.online)
         z = a[t] * u + Ui[t] @ self.trace_delta
         self.trace_z = self.trace_z + z
+        self.coef = {"alpha": float(a[t]), "u_row": [float(v) for v in Ui[t]]}
         return z, float(a[t])
 
     def _index(self, sender: str) -> int:
@@ -271,11 +292,12 @@ class Inca(Engine):
         self._u = self.trace_x + self.trace_eta
         self.y, self.omega = self._z(0, self._u)
         self.y = np.asarray(self.y, float)
+        self.trace_y.append(self.y.copy())
         event = "contribute" if self.has_data else "noise-only"
         actions: list[Action] = [Record(event, params={
             "mechanism": "gaussian", "sigma_eta": self.sigma_eta, "sigma_delta": self.sigma_delta,
             "sensitivity": (self.hi - self.lo) * math.sqrt(self.dim), "scheme": self.scheme,
-            "T": self.T, "k": self.k, "data": self.has_data})]
+            "T": self.T, "k": self.k, "data": self.has_data, "t": 0, **self.coef})]
         return actions + self._begin(1)
 
     def _begin(self, t: int) -> list[Action]:
@@ -318,6 +340,7 @@ class Inca(Engine):
                     not np.all(np.isfinite(msg.payload)):
                 raise Refused(RefusalCode.INVALID_ARGUMENT, "MIX payload must be (dim + 1,) finite")
             self.held.setdefault(t, {})[s] = np.asarray(msg.payload, float).copy()
+            wait = [SetTimer(f"hold:{t}:{s}", self.round_s)]
         else:
             flag = msg.scalars.get("counted")
             if flag not in (0.0, 1.0):
@@ -329,21 +352,27 @@ class Inca(Engine):
                 raise Refused(RefusalCode.FAILED_PRECONDITION,
                               f"CLOSE(counted) of iteration {t} from {sender} without its MIX")
             self.flags.setdefault(t, {})[s] = int(flag)
-        if self.cur and t >= self.cur + 2:
-            return self._jump(t)
-        return self._try_mix(t)
+            wait = []
+        return wait + self._try_mix(t)
 
     def on_timer(self, name: str) -> list[Action]:
         what, _, arg = name.partition(":")
         if what == "end":
             return [] if self.done else self._output()
+        if what == "gossip":
+            return self._gossip()
+        if what == "hold":
+            t, _, s = arg.partition(":")
+            self.patience.add((int(t), int(s)))
+            return self._try_mix(int(t))
         t = int(arg)
         if t != self.cur or t <= self.mixed:
             return []  # that step already happened early (or was skipped)
         if what == "close":
-            return self._close(t)
-        acts = self._close(t) if t not in self.closed else []
-        return acts + self._mix(t)
+            return self._close(t) if t not in self.closed else []
+        self.deadline.add(t)
+        acts = self._close(t, mix=False) if t not in self.closed else []
+        return acts + self._try_mix(t)
 
     def on_delivered(self, to: str, msg: Message) -> list[Action]:
         if msg.kind != MIX or msg.round in self.closed:
@@ -385,7 +414,14 @@ class Inca(Engine):
     def _try_mix(self, t: int) -> list[Action]:
         if t != self.cur or t not in self.closed or t <= self.mixed:
             return []
-        if all(i in self.flags.get(t, {}) for i in self.inn[t - 1]):
+        flags = self.flags.get(t, {})
+        if all(i in flags for i in self.inn[t - 1]):
+            return self._mix(t)
+        # At the deadline, still wait for the CLOSE of every MIX it holds, up to round_s after that
+        # MIX arrived (its sender closes within round_s/2 of sending it): a CLOSE(1) that comes
+        # after the mix is the lost-message residual, which this patience makes rare.
+        if t in self.deadline and all(i in flags or (t, i) in self.patience
+                                      for i in self.held.get(t, {})):
             return self._mix(t)
         return []
 
@@ -397,6 +433,7 @@ class Inca(Engine):
         outs = int(self.counted_out[t - 1].sum())
         on = bool(ins) or outs > 0
         self.online[t] = on
+        self.coef = {"alpha": 0.0, "u_row": [0.0] * self.T}
         if on:
             keep = 1.0 - outs * self.w  # 1/(k+1) plus every uncounted share (line 13)
             z, a = self._z(t, self._u)
@@ -404,31 +441,16 @@ class Inca(Engine):
                 + z
             self.omega = keep * self.omega + sum(float(held[i][-1]) for i in ins) * self.w + a
         self.mixed = t
+        self.trace_y.append(self.y.copy())
         acts: list[Action] = [Record("inca-iteration", params={
             "t": t, "online": on, "counted_out": [self.ids[j] for s, j in enumerate(self.out[t - 1])
                                                   if self.counted_out[t - 1, s]],
-            "counted_in": [self.ids[i] for i in ins]})]
+            "counted_in": [self.ids[i] for i in ins], **self.coef})]
         if not advance:
             return acts
         if t < self.T:
             return acts + self._begin(t + 1)
         return acts + self._disseminate()
-
-    def _jump(self, target: int) -> list[Action]:
-        """This node is at least two iterations behind (spec §9 item 5, learn the current round):
-        finish the current iteration with what it has, mark the skipped ones offline, and start
-        `target`."""
-        t = self.cur
-        acts: list[Action] = []
-        if t not in self.closed:
-            acts += self._close(t, mix=False)
-        acts += self._mix(t, advance=False)
-        for s in range(t + 1, target):
-            self.mixed = s
-            acts.append(Record("inca-iteration", params={"t": s, "online": False,
-                                                        "counted_out": [], "counted_in": [],
-                                                        "skipped": True}))
-        return acts + self._begin(target) + self._try_mix(target)
 
     # -- dissemination (spec §4 line 11, §9 item 8) ---------------------------------------------
     def _own_record(self) -> np.ndarray:
@@ -442,11 +464,30 @@ class Inca(Engine):
         rec = self._own_record()
         self.raw_records[self.me] = rec
         self.records[self.me] = decode_record(rec, self.dim, self.n, self.k, self.T)
-        self.relayed.add(self.me)
-        acts: list[Action] = [Send(self.ids[j], Message(FINAL, payload=rec, seq=self.me + 1))
-                              for j in range(self.n) if j != self.me]
+        acts = self._push(self.me, [j for j in range(self.n) if j != self.me])
         acts.append(SetTimer("end", self.gossip_s))
+        acts += [SetTimer(f"gossip:{r}", self.gossip_s * r / 4) for r in (1, 2, 3)]
         return acts + self._maybe_output()
+
+    def _push(self, origin: int, peers: Sequence[int]) -> list[Action]:
+        acts: list[Action] = []
+        for j in peers:
+            if origin not in self.has.setdefault(j, set()):
+                self.has[j].add(origin)
+                acts.append(Send(self.ids[j], Message(FINAL, payload=self.raw_records[origin],
+                                                      seq=origin + 1)))
+        return acts
+
+    def _gossip(self) -> list[Action]:
+        """Anti-entropy round: `fanout` random peers get every record they are not known to hold
+        (a peer that was unreachable during the first push gets a second chance)."""
+        others = [j for j in range(self.n) if j != self.me]
+        pick = self.rng.choice(len(others), size=min(self.fanout, len(others)), replace=False)
+        acts: list[Action] = []
+        for p in pick:
+            for origin in sorted(self.raw_records):
+                acts += self._push(origin, [others[int(p)]])
+        return acts
 
     def _on_final(self, sender: str, msg: Message) -> list[Action]:
         origin = msg.seq - 1
@@ -458,6 +499,7 @@ class Inca(Engine):
             if not np.array_equal(self.raw_records[origin], msg.payload):
                 raise Refused(RefusalCode.ALREADY_EXISTS,
                               f"FINAL of {self.ids[origin]} conflicts with the one already held")
+            self.has.setdefault(self._index(sender), set()).add(origin)
             return []
         try:
             rec = decode_record(msg.payload, self.dim, self.n, self.k, self.T)
@@ -465,17 +507,15 @@ class Inca(Engine):
             raise Refused(RefusalCode.INVALID_ARGUMENT, str(e)) from None
         self.raw_records[origin] = np.asarray(msg.payload, float).copy()
         self.records[origin] = rec
-        acts: list[Action] = []
+        self.has.setdefault(self._index(sender), set()).add(origin)
+        self.has.setdefault(origin, set()).add(origin)
         if self.done:
             return [Record("late-final", peer=self.ids[origin])]
-        if origin not in self.relayed:
-            self.relayed.add(origin)
-            others = [j for j in range(self.n) if j not in (self.me, origin, self._index(sender))]
-            if others:
-                pick = self.rng.choice(len(others), size=min(self.fanout, len(others)),
-                                       replace=False)
-                acts += [Send(self.ids[others[int(p)]], Message(FINAL, payload=msg.payload,
-                                                               seq=msg.seq)) for p in pick]
+        others = [j for j in range(self.n) if j != self.me and origin not in self.has.get(j, ())]
+        acts: list[Action] = []
+        if others:  # rumour: relay a new record once, to `fanout` random peers
+            pick = self.rng.choice(len(others), size=min(self.fanout, len(others)), replace=False)
+            acts = self._push(origin, [others[int(p)] for p in pick])
         return acts + self._maybe_output()
 
     def _maybe_output(self) -> list[Action]:
@@ -584,23 +624,19 @@ def prepare_params(params: Mapping[str, Any], n: int) -> dict[str, Any]:
 
 def execution_from_info(spec: Mapping[str, Any],
                         info: Mapping[str, Any]) -> inca_audit.IncaExecution:
-    """The public execution a node's result states (`Output.info`: online sets, counted messages,
-    finals), rebuilt for the accountant from the node's own ledger."""
+    """The public execution a node's result states (`Output.info`: online sets, counted and lost
+    messages, finals), rebuilt for the accountant from the node's own ledger."""
     p = spec["params"]
     ids = list(spec["participants"])
     index = {v: i for i, v in enumerate(ids)}
-    n, T, k = len(ids), int(p["T"]), int(p["k"])
-    nbrs = inca_audit.out_neighbours(n, k, T, int(spec["public_seed"]))
-    online = np.asarray(info["online"], dtype=bool)
-    weights = tuple(
-        inca_audit.effective_weights(nbrs[t - 1], online[t],
-                                     {(index[a], index[b]) for a, b in info["counted"][t - 1]})
-        for t in range(1, T + 1))
+    n, T = len(ids), int(p["T"])
     final = np.zeros(n, dtype=bool)
     final[[index[v] for v in info["final"]]] = True
-    alpha, U = inca_audit.noise_scheme(str(p["scheme"]), T)
-    return inca_audit.IncaExecution(n=n, T=T, alpha=alpha, U=U, weights=weights, online=online,
-                                    final=final, out_nbrs=nbrs)
+    return build_execution(
+        n, int(p["k"]), T, int(spec["public_seed"]), str(p["scheme"]),
+        np.asarray(info["online"], dtype=bool),
+        [{(index[a], index[b]) for a, b in c} for c in info["counted"]],
+        [(int(t), index[a], index[b]) for t, a, b in info["lost"]], final)
 
 
 def threat_dict(threat: str, n: int) -> dict[str, Any]:
