@@ -128,7 +128,11 @@ class Simulator:
             elif isinstance(a, SetTimer):
                 self._at(a.delay, self._timer, nid, a.name)
             elif isinstance(a, Output):
+                from netdp_node.runtime import _jsonable
+
                 self.result.outputs[nid] = a
+                self._entry(nid, direction="local", event="output",
+                            params={"info": _jsonable(a.info)})
 
     def _deliver(self, sender: str, to: str, msg: Message, lose_ack: bool = False) -> None:
         if self.down(to, self.now):
