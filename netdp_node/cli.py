@@ -546,7 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the result, the privacy every node's accountant reports from its simulated ledger (or, "
         "with --audit, the walk-conditional audit of every ordered pair).")
     si.add_argument("--algorithm", default="walk-sum",
-                    help="walk-sum, walk-histogram, walk-sgd or ring-sum (default walk-sum)")
+                    help="walk-sum, walk-histogram, walk-sgd, ring-sum or inca (default walk-sum)")
     si.add_argument("--nodes", type=int, default=256, help="number of nodes (default 256)")
     si.add_argument("--param", action="append", type=_param, metavar="KEY=VALUE",
                     help="algorithm parameter (repeat), e.g. T=20000 epsilon=1")
@@ -560,6 +560,10 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--ledgers", help="write one real ledger per node under this directory")
     si.add_argument("--audit", action="store_true",
                     help="run the walk-conditional audit of every ordered pair (global knowledge)")
+    si.add_argument("--leave", type=float, default=0.0, metavar="FRAC",
+                    help="inca: this fraction of the nodes leaves for good at a random iteration")
+    si.add_argument("--miss", type=float, default=0.0, metavar="FRAC",
+                    help="inca: this fraction of the nodes misses one random iteration")
     si.add_argument("--json", action="store_true", help="one JSON object on stdout")
     si.add_argument("--quiet", action="store_true", help="no progress bar")
     si.set_defaults(fn=cmd_simulate)

@@ -197,6 +197,9 @@ def synthetic_data(algorithm: str, ids: Sequence[str], params: Mapping[str, Any]
         clip = float(params.get("clip", 1.0))
         vals = rng.uniform(0.0, clip / np.sqrt(dim), size=(n, dim))
         return {nid: vals[i] for i, nid in enumerate(ids)}, None
+    if algorithm == "inca":
+        vals = rng.uniform(params["lo"], params["hi"], size=(n, int(params["dim"])))
+        return {nid: vals[i] for i, nid in enumerate(ids)}, None
     if algorithm == "walk-histogram":
         L = int(params["bins"])
         cats = rng.choice(L, size=n, p=np.arange(1, L + 1) / (L * (L + 1) / 2))
@@ -208,6 +211,65 @@ def synthetic_data(algorithm: str, ids: Sequence[str], params: Mapping[str, Any]
         users = split.per_user(n, points_per_node)
         return dict(zip(ids, users)), split
     raise ValueError(f"no synthetic data for {algorithm!r}")
+
+
+def inca_dropouts(sim: Simulator, ids: Sequence[str], T: int, leave: float, miss: float,
+                  seed: int) -> Callable[[str, float], bool]:
+    """A dropout scenario for `netdp simulate --algorithm inca`: round(leave·n) nodes leave for good
+    at a uniform iteration 2..T, round(miss·n) others miss one uniform iteration 1..T-1 (defined on
+    each node's own iteration, as a daemon's fault plan is on its own steps)."""
+    from netdp_node.errors import ConfigError
+
+    if not (0 <= leave < 1 and 0 <= miss < 1 and leave + miss < 1):
+        raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
+    rng = np.random.default_rng([seed, 13])
+    n = len(ids)
+    order = rng.permutation(n)
+    nl, nm = int(round(leave * n)), int(round(miss * n))
+    windows: dict[str, tuple[int, int]] = {}
+    for i in order[:nl]:
+        windows[ids[int(i)]] = (int(rng.integers(2, T + 1)) if T > 1 else 1, 10 ** 9)
+    for i in order[nl:nl + nm]:
+        t = int(rng.integers(1, T)) if T > 1 else 1
+        windows[ids[int(i)]] = (t, t)
+
+    def down(nid: str, now: float) -> bool:
+        w = windows.get(nid)
+        return w is not None and w[0] <= getattr(sim.engines[nid], "cur", 0) <= w[1]
+
+    return down
+
+
+def inca_summary(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
+                 data: Mapping[str, np.ndarray], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Estimate vs true mean, the central-DP error at the job's target privacy, the finals, and
+    the correlated noise left uncancelled by leavers (`inca_audit.estimate_terms`)."""
+    from netdp_node.privacy import inca_audit
+    from netdp_node.protocols.inca import central_dp_std, execution_from_info
+
+    outs = [o for o in res.outputs.values() if o.value is not None]
+    first = max(outs, key=lambda o: len(o.info["final"])) if outs else None
+    lo, hi = float(params["lo"]), float(params["hi"])
+    truth = np.mean([np.clip(np.asarray(data[i], float), lo, hi) for i in ids], axis=0)
+    o: dict[str, Any] = {"truth": truth.tolist()}
+    if first is None:
+        return {**o, "estimate": None}
+    ex = execution_from_info(spec, first.info)
+    terms = inca_audit.estimate_terms(ex)
+    w = terms["omega_total"]
+    est = np.asarray(first.value)
+    o.update({
+        "estimate": est.tolist(), "abs_error": float(np.abs(est - truth).max()),
+        "final": len(first.info["final"]), "missing": first.info["missing"],
+        "lost_messages": len(first.info["lost"]), "sum_omega": first.info["sum_omega"],
+        "central_dp_std": central_dp_std(float(params["epsilon"]), float(params["delta"]),
+                                         float(params["sensitivity"]), len(ids)),
+        "inca_std_eta": float(params["sigma_eta"]) * float(np.linalg.norm(terms["c_u"])) / w,
+        "uncancelled_noise_std": float(params["sigma_delta"])
+        * float(np.linalg.norm(terms["c_delta"])) / w if w > 0 else float("inf"),
+        "values_lost": float(len(ids) - terms["c_u"].sum()),
+    })
+    return o
 
 
 def write_trace(res: SimResult, ids: Sequence[str], path: str | Path) -> None:
@@ -331,6 +393,11 @@ def run_simulation(a: Any) -> int:
         raise ConfigError("--ledgers needs --record full")
     sim = Simulator(a.algorithm, ids, params, data, seed=a.seed, public_seed=a.seed,
                     record=record)
+    if a.algorithm == "inca":
+        sim.down = inca_dropouts(sim, ids, int(params["T"]), getattr(a, "leave", 0.0),
+                                 getattr(a, "miss", 0.0), a.seed)
+    elif getattr(a, "leave", 0.0) or getattr(a, "miss", 0.0):
+        raise ConfigError("--leave and --miss are for --algorithm inca")
     show = None if (a.quiet or a.json) else progress_printer()
     if show is not None:
         print(f"simulating {a.algorithm} over {n} nodes (seed {a.seed})", file=sys.stderr)
@@ -344,8 +411,9 @@ def run_simulation(a: Any) -> int:
         "data_steps": int(np.sum(res.data_steps)), "events": res.events,
         "virtual_time_s": res.virtual_time, "wall_s": res.wall_s,
         "params": {k: v for k, v in params.items()},
-        "privacy": node_privacy(res, ids, spec),
     }
+    if a.algorithm != "inca":
+        out["privacy"] = node_privacy(res, ids, spec)
     value = np.asarray(res.value)
     counts = np.bincount(np.asarray(res.holders)[np.asarray(res.data_steps, dtype=bool)],
                          minlength=n)
@@ -364,6 +432,11 @@ def run_simulation(a: Any) -> int:
     elif a.algorithm == "walk-sgd":
         out.update({"test_accuracy": logistic_accuracy(value, split.X_test, split.y_test),
                     "data": split.source, "model": value.tolist()})
+    if a.algorithm == "inca":
+        out.update(inca_summary(res, ids, params, data, spec))
+        out["privacy"] = node_privacy(res, ids, spec) if n <= 64 else {
+            "note": "per-node audits skipped above 64 nodes (each is a linear system of size "
+                    "n(T+1)); use `netdp demo --algorithm inca` or inca_audit directly"}
     if a.audit:
         out["audit"] = walk_audit_dict(np.asarray(res.holders), n, a.algorithm, params)
     if a.trace:
@@ -388,9 +461,17 @@ def render_simulation(o: dict[str, Any]) -> str:
                      f"{np.round(o['truth'], 4).tolist()}")
     if "noise_std" in o:
         lines.append(f"  noise std of the sum {o['noise_std']:.4g} (σ={p['sigma']:.4g} per step)")
+    if "central_dp_std" in o and o.get("estimate") is not None:
+        lines.append(f"  finals {o['final']}/{o['nodes']} (missing {o['missing']}), lost messages "
+                     f"{o['lost_messages']}; |error| {o['abs_error']:.4g} vs central-DP std "
+                     f"{o['central_dp_std']:.4g} at the target ε; std from η "
+                     f"{o['inca_std_eta']:.4g}, from uncancelled Δ {o['uncancelled_noise_std']:.4g}")
     if "test_accuracy" in o:
         lines.append(f"  test accuracy {o['test_accuracy']:.4f} on {o['data']}")
     pv = o["privacy"]
+    if "note" in pv:
+        lines.append(f"  privacy: {pv['note']}")
+        return "\n".join(lines)
     lines.append(f"  each node's accountant (target ε={p['epsilon']:g}): worst ε="
                  f"{pv['epsilon_max']:.4g}, mean ε={pv['epsilon_mean']:.4g} ({pv['method']}); "
                  f"contributions per node: max {pv['contributions_max']}, mean "

@@ -639,6 +639,12 @@ def execution_from_info(spec: Mapping[str, Any],
         [(int(t), index[a], index[b]) for t, a, b in info["lost"]], final)
 
 
+def central_dp_std(epsilon: float, delta: float, sensitivity: float, n: int) -> float:
+    """Std of the central-DP mean at (ε, δ): a trusted curator adds N(0, c²Δ_x²/(ε² n²)) to x̄
+    (spec §8 baselines, c² = 2 ln(1.25/δ))."""
+    return math.sqrt(2 * math.log(1.25 / delta)) * sensitivity / (epsilon * n)
+
+
 def threat_dict(threat: str, n: int) -> dict[str, Any]:
     """The job's `threat` parameter in `inca_audit.party_report`'s form."""
     kind, frac = parse_threat(threat, n)
