@@ -17,7 +17,15 @@ never finished and another node re-routed around it (it died with the token unse
 release/handoff/fence to or from a node that never finished the job is expected (the job result
 lists that node as missing).
 
-Gossip mass conservation and IncA share checks join this list with those protocols.
+* inca-shares (IncA, spec Eq. 8-9): every party of an IncA job that stayed to the end (online at T)
+  injected exactly its share: the public coefficients its ledger records per iteration (α^(i)_t and
+  the row U^(i)_t it applied to its Δ; never the samples) sum to γ_i = Σ_{t online} α_t and to 0
+  (every Δ cancelled), its online history is the one the released result states, and the ω^(T)
+  the result holds for it is what the public weights and shares give. A MIX or CLOSE an IncA
+  party sent but nobody recorded is expected (the receiver was down or had mixed: the protocol's
+  delivery rule accounts for it), so tokens-conserved only checks what was received.
+
+Gossip mass conservation joins this list with that protocol.
 
 For every walk-sum / walk-histogram job whose whole walk the ledgers show, it also runs the
 walk-conditional audit of spec §4 (Fig. 1(b)) on the realised walk: the loss of every ordered pair,
@@ -131,6 +139,8 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
         if (job, src, dst) in recovered:
             continue  # a walk went around dst (custody re-route), or the copy's branch was fenced
             # or abandoned when the walk ended elsewhere
+        if row is not None and row.algorithm == "inca":
+            continue  # IncA: an undelivered message is part of the protocol (see above)
         dst_row = next((j for j in by_node[dst].jobs if j.job_id == job), None)
         src_done = row is not None and row.state == "done"
         routed_around_src = any(r[0] == job and r[2] == src for r in recovered)
@@ -143,6 +153,59 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
         conserved.fail(f"{src} sent {k[3]} seq={k[6]} of job {job} to {dst}, which never recorded "
                        f"it, and {src}'s result does not report the failure")
     return conserved, once
+
+
+def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
+    """Eq. (8)-(9) for every IncA party that stayed to the end (see the module docstring)."""
+    import numpy as np
+
+    from netdp_node.privacy import inca_audit
+    from netdp_node.protocols.inca import execution_from_info
+
+    check = Check("inca-shares")
+    jobs: dict[str, tuple[JobRow, dict[str, Any]]] = {}
+    for n in nodes:
+        for j in n.jobs:
+            if j.algorithm != "inca" or j.result is None:
+                continue
+            info = j.result.get("info", {})
+            if j.job_id not in jobs or len(info.get("final", [])) > len(
+                    jobs[j.job_id][1].get("final", [])):
+                jobs[j.job_id] = (j, info)
+    for job_id, (row, info) in jobs.items():
+        spec = row.spec
+        ids = list(spec["participants"])
+        p = spec["params"]
+        T = int(p["T"])
+        ex = execution_from_info(spec, info)
+        alpha, _ = inca_audit.noise_scheme(str(p["scheme"]), T)
+        alphas, _ = ex.party_schemes()
+        omega = alphas[:, 0].copy()
+        for t, W in enumerate(ex.weights, start=1):
+            omega = np.asarray(W) @ omega + alphas[:, t]
+        for n in nodes:
+            if n.node not in ids:
+                continue
+            i = ids.index(n.node)
+            coefs = sorted(((int(e.params["t"]), e.params) for e in n.entries
+                            if e.job_id == job_id and "u_row" in e.params), key=lambda c: c[0])
+            online = [True] + [bool(c["online"]) for t, c in coefs if t > 0]
+            if len(coefs) != T + 1 or not online[T]:
+                continue  # did not stay to the end
+            gamma = float(alpha[np.asarray(online)].sum())
+            got_alpha = sum(float(c["alpha"]) for _, c in coefs)
+            u_sum = np.abs(np.sum([c["u_row"] for _, c in coefs], axis=0)).max()
+            if abs(got_alpha - gamma) > 1e-12 or u_sum > 1e-12:
+                check.fail(f"{n.node} in job {job_id} injected Σα = {got_alpha:.6g} (share "
+                           f"{gamma:.6g}) with Σ U rows off zero by {u_sum:.3g}")
+            if online != ex.online[:, i].tolist():
+                check.fail(f"{n.node} in job {job_id}: its online history differs from the one "
+                           "the result states")
+            w = info.get("omega_final", {}).get(n.node)
+            if w is not None and abs(w - omega[i]) > 1e-9:
+                check.fail(f"{n.node} in job {job_id}: released ω^(T) = {w:.9g}, the public "
+                           f"weights give {omega[i]:.9g}")
+    return check
 
 
 def walk_of_job(nodes: Sequence[NodeLedger], job_id: str, participants: Sequence[str]
@@ -191,7 +254,8 @@ def walk_audits(nodes: Sequence[NodeLedger]) -> list[dict[str, Any]]:
 
 def audit(dirs: Sequence[str | Path], delta: float = 1e-5) -> dict[str, Any]:
     nodes = load(dirs)
-    checks = [check_privacy_monotone(nodes, delta), *check_messages(nodes)]
+    checks = [check_privacy_monotone(nodes, delta), *check_messages(nodes),
+              check_inca_shares(nodes)]
     return {
         "note": GLOBAL_KNOWLEDGE,
         "nodes": [n.node for n in nodes],

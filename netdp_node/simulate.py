@@ -298,9 +298,9 @@ def write_ledgers(res: SimResult, spec: Mapping[str, Any], root: str | Path) -> 
             out = res.outputs.get(nid)
             update = None
             if out is not None:
-                update = {"job_id": spec["job_id"], "state": "done",
-                          "result": {"value": None if out.value is None else
-                                     np.asarray(out.value).tolist()}}
+                from netdp_node.runtime import _result_dict
+
+                update = {"job_id": spec["job_id"], "state": "done", "result": _result_dict(out)}
             led.commit(entries, job_update=update)
         finally:
             led.close()

@@ -252,3 +252,34 @@ def test_accountant_reports_the_audited_execution(tmp_path):
     assert inca_audit_loss(spec, early, "n3")[0].epsilon == pytest.approx(ldp)
     pros = ACCOUNTANTS["inca"].prospective(spec, "n3")
     assert set(pros) == set(ids) - {"n3"} and pros["n0"].epsilon == pytest.approx(ldp)
+
+
+def test_audit_checks_every_stayer_injected_its_share(tmp_path):
+    """`netdp audit` over the merged ledgers of a simulated job with dropouts: inca-shares passes
+    (Eq. 8 from each stayer's recorded coefficients, ω against the public weights), and fails on a
+    ledger whose coefficients do not cancel."""
+    import dataclasses
+
+    from netdp_node import audit
+    from netdp_node.simulate import write_ledgers
+
+    n = 8
+    p = _params(n, T=5, round_s=1.0)
+    windows = {"n1": (3, 99), "n4": (2, 2)}
+    ids, sim, res = _simulate(n, p, down=lambda s, nid: windows.get(nid, (0, -1))[0]
+                              <= s.engines[nid].cur <= windows.get(nid, (0, -1))[1])
+    spec = {**_spec(ids, p, 3), "job_id": "sim"}  # the simulator's job id
+    write_ledgers(res, spec, tmp_path)
+    report = audit.audit([tmp_path / i for i in ids])
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["inca-shares"]["ok"], checks["inca-shares"]
+    assert report["ok"], report["checks"]
+    nodes = audit.load([tmp_path / i for i in ids])
+    victim = nodes[4]  # n4 missed iteration 2 and stayed: its share is 4/5
+    k = next(j for j, e in enumerate(victim.entries) if e.params.get("t") == 3 and
+             "u_row" in e.params)
+    bad = dict(victim.entries[k].params)
+    bad["u_row"] = [v + (0.5 if j == 0 else 0.0) for j, v in enumerate(bad["u_row"])]
+    victim.entries[k] = dataclasses.replace(victim.entries[k], params=bad)
+    failed = audit.check_inca_shares(nodes)
+    assert not failed.ok and "n4" in failed.details[0]
