@@ -220,8 +220,9 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
 def inca_fault_plan(a: argparse.Namespace, ids: list[str]) -> dict[str, list[str]]:
     """Node fault flags for `--leave` / `--miss` (README "Fault injection"): round(leave·n) nodes
     leave for good at a random protocol step of the mixing phase (about 2k steps, MIX and CLOSE,
-    per iteration: iterations 2..T-1), round(miss·n) others are offline for 0.75·round_s every
-    4·round_s from a random phase (they miss some iterations and rejoin), seeded by --seed."""
+    per iteration: iterations 2..T-1), round(miss·n) others are offline for 2·round_s every
+    6·round_s from a random phase (each window outlasts an iteration's deadline, so they miss
+    iterations, and rejoin), seeded by --seed."""
     if not (0 <= a.leave < 1 and 0 <= a.miss < 1 and a.leave + a.miss < 1):
         raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
     rng = np.random.default_rng([a.seed or 0, 21])
@@ -234,12 +235,12 @@ def inca_fault_plan(a: argparse.Namespace, ids: list[str]) -> dict[str, list[str
         out[ids[int(i)]] = ["--fault-leave-at-step",
                             str(1 + 2 * k * (d - 1) + int(rng.integers(0, 2 * k)))]
     for i in order[nl:nl + nm]:
-        phase = float(rng.uniform(0, 4 * R))
+        phase = float(rng.uniform(0, 6 * R))
         flags: list[str] = []
         start = 2.0 + phase
         while start < a.timeout + 60:
-            flags += ["--fault-offline", f"{start:.2f}:{0.75 * R:.2f}"]
-            start += 4 * R
+            flags += ["--fault-offline", f"{start:.2f}:{2 * R:.2f}"]
+            start += 6 * R
         out[ids[int(i)]] = flags
     return out
 
@@ -277,6 +278,9 @@ def _inca_outcome(cluster: LocalCluster, job_id: str, data: DemoData,
                 if set(results[nid]["info"]["final"]) == finals)
     return {
         "estimate": est.tolist(), "truth": truth.tolist(),
+        # what Σy/Σω estimates without noise: the values weighted by their share in the finals
+        "truth_weighted": (terms["c_u"] @ np.stack([np.clip(data.values[nid], lo, hi)
+                                                    for nid in cluster.ids]) / w).tolist(),
         "abs_error": float(np.abs(est - truth).max()), "final": sorted(finals),
         "missing": info["missing"], "lost_messages": info["lost"], "stayers_agree": agree,
         "leavers": leavers, "missers": missers,
