@@ -20,8 +20,10 @@ lists that node as missing).
 * inca-shares (IncA, spec Eq. 8-9): every party of an IncA job that stayed to the end (online at T)
   injected exactly its share: the public coefficients its ledger records per iteration (α^(i)_t and
   the row U^(i)_t it applied to its Δ; never the samples) sum to γ_i = Σ_{t online} α_t and to 0
-  (every Δ cancelled), its online history is the one the released result states, and the ω^(T)
-  the result holds for it is what the public weights and shares give. A MIX or CLOSE an IncA
+  (every Δ cancelled), its online history is the one the released result states, and its public
+  weight ω follows Alg. 2 line 15 in every iteration from the ω^(t-1) its in-neighbours' ledgers
+  show they sent (the public messages) and its own counted messages (the public weights), up to
+  the ω^(T) the result releases for it. A MIX or CLOSE an IncA
   party sent but nobody recorded is expected (the receiver was down or had mixed: the protocol's
   delivery rule accounts for it), so tokens-conserved only checks what was received.
 
@@ -176,35 +178,46 @@ def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
         spec = row.spec
         ids = list(spec["participants"])
         p = spec["params"]
-        T = int(p["T"])
+        T, w = int(p["T"]), 1.0 / (int(p["k"]) + 1)
         ex = execution_from_info(spec, info)
         alpha, _ = inca_audit.noise_scheme(str(p["scheme"]), T)
-        alphas, _ = ex.party_schemes()
-        omega = alphas[:, 0].copy()
-        for t, W in enumerate(ex.weights, start=1):
-            omega = np.asarray(W) @ omega + alphas[:, t]
+        steps: dict[str, dict[int, dict[str, Any]]] = {
+            n.node: {int(e.params["t"]): e.params for e in n.entries
+                     if e.job_id == job_id and "u_row" in e.params} for n in nodes}
         for n in nodes:
             if n.node not in ids:
                 continue
             i = ids.index(n.node)
-            coefs = sorted(((int(e.params["t"]), e.params) for e in n.entries
-                            if e.job_id == job_id and "u_row" in e.params), key=lambda c: c[0])
-            online = [True] + [bool(c["online"]) for t, c in coefs if t > 0]
-            if len(coefs) != T + 1 or not online[T]:
+            mine = steps[n.node]
+            if len(mine) != T + 1 or not mine[T]["online"]:
                 continue  # did not stay to the end
+            online = [True] + [bool(mine[t]["online"]) for t in range(1, T + 1)]
             gamma = float(alpha[np.asarray(online)].sum())
-            got_alpha = sum(float(c["alpha"]) for _, c in coefs)
-            u_sum = np.abs(np.sum([c["u_row"] for _, c in coefs], axis=0)).max()
+            got_alpha = sum(float(c["alpha"]) for c in mine.values())
+            u_sum = np.abs(np.sum([mine[t]["u_row"] for t in range(T + 1)], axis=0)).max()
             if abs(got_alpha - gamma) > 1e-12 or u_sum > 1e-12:
                 check.fail(f"{n.node} in job {job_id} injected Σα = {got_alpha:.6g} (share "
                            f"{gamma:.6g}) with Σ U rows off zero by {u_sum:.3g}")
             if online != ex.online[:, i].tolist():
                 check.fail(f"{n.node} in job {job_id}: its online history differs from the one "
                            "the result states")
-            w = info.get("omega_final", {}).get(n.node)
-            if w is not None and abs(w - omega[i]) > 1e-9:
-                check.fail(f"{n.node} in job {job_id}: released ω^(T) = {w:.9g}, the public "
-                           f"weights give {omega[i]:.9g}")
+            for t in range(1, T + 1):
+                c = mine[t]
+                if not c["online"]:
+                    expect = mine[t - 1]["omega"]
+                else:
+                    senders = [steps.get(j, {}).get(t - 1) for j in c["counted_in"]]
+                    if any(s is None for s in senders):
+                        continue  # a sender's ledger is not part of this audit
+                    expect = ((1 - w * len(c["counted_out"])) * mine[t - 1]["omega"]
+                              + w * sum(s["omega"] for s in senders) + c["alpha"])
+                if abs(c["omega"] - expect) > 1e-9:
+                    check.fail(f"{n.node} in job {job_id}: ω^({t}) = {c['omega']:.9g}, the "
+                               f"public messages and weights give {expect:.9g}")
+            released = info.get("omega_final", {}).get(n.node)
+            if released is not None and abs(released - mine[T]["omega"]) > 1e-12:
+                check.fail(f"{n.node} in job {job_id}: released ω^(T) = {released:.9g}, its "
+                           f"ledger shows {mine[T]['omega']:.9g}")
     return check
 
 

@@ -297,7 +297,8 @@ class Inca(Engine):
         actions: list[Action] = [Record(event, params={
             "mechanism": "gaussian", "sigma_eta": self.sigma_eta, "sigma_delta": self.sigma_delta,
             "sensitivity": (self.hi - self.lo) * math.sqrt(self.dim), "scheme": self.scheme,
-            "T": self.T, "k": self.k, "data": self.has_data, "t": 0, **self.coef})]
+            "T": self.T, "k": self.k, "data": self.has_data, "t": 0, "omega": self.omega,
+            **self.coef})]
         return actions + self._begin(1)
 
     def _begin(self, t: int) -> list[Action]:
@@ -445,7 +446,7 @@ class Inca(Engine):
         acts: list[Action] = [Record("inca-iteration", params={
             "t": t, "online": on, "counted_out": [self.ids[j] for s, j in enumerate(self.out[t - 1])
                                                   if self.counted_out[t - 1, s]],
-            "counted_in": [self.ids[i] for i in ins], **self.coef})]
+            "counted_in": [self.ids[i] for i in ins], "omega": self.omega, **self.coef})]
         if not advance:
             return acts
         if t < self.T:
