@@ -283,3 +283,22 @@ def test_audit_checks_every_stayer_injected_its_share(tmp_path):
     victim.entries[k] = dataclasses.replace(victim.entries[k], params=bad)
     failed = audit.check_inca_shares(nodes)
     assert not failed.ok and "n4" in failed.details[0]
+
+
+def test_netdp_simulate_inca_with_dropouts(capsys):
+    """`netdp simulate --algorithm inca --leave --miss`: the estimate, the truth, the finals and
+    the noise the leavers left, from the simulated nodes (here checked against the public
+    execution: Σ c_u = n − values lost)."""
+    import json
+
+    from netdp_node.cli import main
+
+    code = main(["simulate", "--algorithm", "inca", "--nodes", "8", "--param", "T=4",
+                 "--param", "k=2", "--leave", "0.25", "--miss", "0.25", "--seed", "2", "--json",
+                 "--quiet"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["final"] <= 6 and len(out["missing"]) == 2
+    assert out["uncancelled_noise_std"] > 0 and 0 < out["values_lost"] < 8
+    assert abs(out["sum_omega"] - (8 - out["values_lost"])) < 1e-9  # Σω = Σ c_u (both public)
+    assert out["central_dp_std"] > 0 and out["privacy"]["epsilon_max"] > 0
