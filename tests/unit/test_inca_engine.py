@@ -302,3 +302,27 @@ def test_netdp_simulate_inca_with_dropouts(capsys):
     assert out["uncancelled_noise_std"] > 0 and 0 < out["values_lost"] < 8
     assert abs(out["sum_omega"] - (8 - out["values_lost"])) < 1e-9  # Σω = Σ c_u (both public)
     assert out["central_dp_std"] > 0 and out["privacy"]["epsilon_max"] > 0
+
+
+async def test_a_node_over_budget_declines_and_the_job_completes(tmp_path):
+    """The runtime's budget check with the accountant's prospective (the local-DP level of η):
+    a node whose budget the job would exceed takes part with x = 0 (its masks still protect the
+    others) and the result says so."""
+    from netdp_node.runtime import Budget
+
+    ids = _ids(5)
+    p = _params(5, T=3)
+    net = await make_net("memory", ids, tmp_path, data=_data(ids), seed=6,
+                         budgets={"n2": Budget(0.1, 1e-5), "n3": Budget(1e3, 1e-3)})
+    try:
+        await net.run_job(contexts("j", "inca", ids, p, seed=5), timeout=60)
+        engines = [net.nodes[n].jobs["j"].engine for n in ids]
+        out = net.nodes["n0"].jobs["j"].output
+        assert not net.nodes["n2"].jobs["j"].contributed and net.nodes["n3"].jobs["j"].contributed
+        assert "privacy budget" in net.nodes["n2"].jobs["j"].decline_reason
+    finally:
+        await net.close()
+    assert out.info["declined"] == ["n2"]
+    assert not engines[2].trace_x.any()  # no data, but its η and Δ were injected
+    u = np.stack([e.trace_x + e.trace_eta for e in engines])
+    np.testing.assert_allclose(out.value, u.mean(axis=0), atol=1e-9)
