@@ -420,8 +420,9 @@ def render(res: dict[str, Any]) -> str:
             lines.append(f"  left for good: {', '.join(res['leavers']) or '-'}; dropped out for "
                          f"a while: " + (", ".join(f"{k} ({v} iterations missed)" for k, v in
                                                    res["missed_iterations"].items()) or "-"))
+        verdict = "yes" if res["shares_ok"] else "NO: " + "; ".join(res["shares_details"])
         lines.append(f"  every party that stayed to the end injected exactly its share (Eq. 8, "
-                     f"merged ledgers): {'yes' if res['shares_ok'] else 'NO: ' + '; '.join(res['shares_details'])}")
+                     f"merged ledgers): {verdict}")
     else:
         b = res["baselines"]
         lines += [

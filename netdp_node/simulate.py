@@ -465,7 +465,8 @@ def render_simulation(o: dict[str, Any]) -> str:
         lines.append(f"  finals {o['final']}/{o['nodes']} (missing {o['missing']}), lost messages "
                      f"{o['lost_messages']}; |error| {o['abs_error']:.4g} vs central-DP std "
                      f"{o['central_dp_std']:.4g} at the target ε; std from η "
-                     f"{o['inca_std_eta']:.4g}, from uncancelled Δ {o['uncancelled_noise_std']:.4g}")
+                     f"{o['inca_std_eta']:.4g}, from uncancelled Δ "
+                     f"{o['uncancelled_noise_std']:.4g}")
     if "test_accuracy" in o:
         lines.append(f"  test accuracy {o['test_accuracy']:.4f} on {o['data']}")
     pv = o["privacy"]

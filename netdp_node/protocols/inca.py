@@ -315,7 +315,8 @@ class Inca(Engine):
         t = msg.round
         if not 1 <= t <= self.T:
             raise Refused(RefusalCode.FAILED_PRECONDITION,
-                          f"{msg.kind} of foreign iteration {t} (the job has iterations 1..{self.T})")
+                          f"{msg.kind} of foreign iteration {t} (the job has iterations "
+                          f"1..{self.T})")
         s = self._index(sender)
         if self.me not in self.nbrs[t - 1, s]:
             raise Refused(RefusalCode.PERMISSION_DENIED,
@@ -547,7 +548,7 @@ class Inca(Engine):
         })]
 
 
-# -- job parameters ---------------------------------------------------------------------------------
+# -- job parameters ------------------------------------------------------------------------------
 def parse_threat(threat: str, n: int) -> tuple[str, float]:
     """`eavesdrop:p` (each sent message observed with probability p, spec §8 Fig. 2) or
     `collude:ρ` (a fraction ρ of the other parties colludes, spec §2 C-DP)."""
