@@ -62,7 +62,11 @@ party pushes its record to every other party, and every party relays each record
 sees it to `fanout` random others (de-duplication by origin). A record holds (y^(T), ω^(T)) if the
 party was online at T (a party offline at T releases no value: its y was never sent), and always
 its public history: its online iterations, which of its MIX messages counted (out) and which it
-counted (in). After `gossip_s` (or as soon as all n records are in) the node outputs
+counted (in). A party that leaves never sends its record, so every MIX also carries its sender's
+history so far, and a party that has no record of some party by the first anti-entropy round sends
+everyone the latest history that party's MIX messages brought it (a PROXY): the rebuilt execution
+is then exact for everything the leaver's messages carried (`execution_from_records`). After `gossip_s` (or as soon as all n records are in; up to twice longer while a party that the
+records show online at T has not been heard of) the node outputs
 x̂ = Σ_{final} y^(T) / Σ_{final} ω^(T) over the records it has; the result names the parties it
 contains (`final`), those whose record never arrived (`missing`) and the public execution.
 A node whose budget the job would exceed declines it (the runtime decides with the accountant's
@@ -94,6 +98,7 @@ from netdp_node.protocols.base import (
 MIX = "mix"
 CLOSE = "close"
 FINAL = "final"
+PROXY = "proxy"
 
 
 # -- the dissemination record: a fixed-length public vector ----------------------------------------
@@ -109,6 +114,19 @@ def encode_record(y: np.ndarray, omega: float, has_final: bool, data: bool,
                            np.asarray(online, float),
                            np.asarray(counted_out, float).ravel(),
                            np.asarray(counted_in, float).ravel()])
+
+
+def history_length(n: int, k: int, T: int) -> int:
+    """A party's public history: [online_1..T, counted_out (T·k), counted_in (T·n)]."""
+    return T + T * k + T * n
+
+
+def decode_history(h: np.ndarray, n: int, k: int, T: int) -> dict[str, Any]:
+    h = np.asarray(h, float)
+    if h.shape != (history_length(n, k, T),) or not np.all((h == 0) | (h == 1)):
+        raise ValueError("a history is a vector of 0/1 flags of length T + T·k + T·n")
+    return {"online": h[:T].astype(bool), "counted_out": h[T:T + T * k].reshape(T, k).astype(bool),
+            "counted_in": h[T + T * k:].reshape(T, n).astype(bool)}
 
 
 def decode_record(v: np.ndarray, dim: int, n: int, k: int, T: int) -> dict[str, Any]:
@@ -152,29 +170,42 @@ def build_execution(n: int, k: int, T: int, seed: int, scheme: str, online: np.n
 
 def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
                            records: Mapping[int, Mapping[str, Any]],
-                           nbrs: np.ndarray | None = None
+                           nbrs: np.ndarray | None = None,
+                           proxies: Mapping[int, tuple[int, Mapping[str, Any]]] | None = None
                            ) -> tuple[inca_audit.IncaExecution, dict[str, Any]]:
     """The public IncaExecution of a finished job from the dissemination records (spec §2: the
     schedule, the online sets and the weights are public).
 
-    A party whose record is missing is taken as online at t iff another record shows an exchange
-    with it in t that counted. A message (i → j, t) counts iff i and j are online at t, j is among
-    i's planned out-neighbours and the receiver's record says it counted it (the sender's record,
-    if the receiver's is missing: then the receiver left and holds no final, and only its own
-    later messages could differ; if both records are missing, the message is taken as counted,
-    the usual outcome: a guess about two leavers' exchange, which reaches the result only through
-    their later messages). A message the sender counted but the receiver (whose record is
-    in) did not is `lost` (see the module docstring).
+    A party whose record is missing (it left) is known up to the iteration before its last MIX
+    that reached a party whose record arrived: every MIX carries its sender's history so far, and
+    those parties disseminate the longest one they saw (`proxies`: origin -> (t, history up to
+    t − 1)). That covers everything the leaver's messages carried; what it did after its last
+    message is never observed and never in the result. Beyond its known history it is taken as
+    online at t iff another record shows an exchange with it in t that counted. A message
+    (i → j, t) counts iff i and j are online at t, j is among i's planned out-neighbours and the
+    receiver's history says it counted it (the sender's, if the receiver's is unknown; if both are
+    unknown, the message is taken as counted, the usual outcome: a guess about two leavers'
+    exchange that none of their later messages reported). A message the sender counted but the
+    receiver did not is `lost` (see the module docstring).
     Returns (execution, {"lost": [(t, i, j)], "missing": [i], "counted": [[(i, j)] per t]})."""
     nb = inca_audit.out_neighbours(n, k, T, seed) if nbrs is None else nbrs
+    hist: dict[int, Mapping[str, Any]] = dict(records)
+    known = {i: T for i in records}  # the last iteration whose history is known, per party
+    for i, (t, h) in (proxies or {}).items():
+        if i not in records:
+            hist[i], known[i] = h, t - 1
     online = np.zeros((T + 1, n), dtype=bool)
     online[0] = True
     missing = [i for i in range(n) if i not in records]
-    for i, r in records.items():
-        online[1:, i] = r["online"]
+    for i, r in hist.items():
+        online[1:known[i] + 1, i] = r["online"][:known[i]]
     for t in range(1, T + 1):
-        for i in missing:
-            for j, r in records.items():
+        for i in range(n):
+            if known.get(i, 0) >= t:
+                continue
+            for j, r in hist.items():
+                if known[j] < t:
+                    continue
                 if r["counted_in"][t - 1, i] or (
                         i in nb[t - 1, j] and r["counted_out"][t - 1, list(nb[t - 1, j]).index(i)]):
                     online[t, i] = True
@@ -186,8 +217,8 @@ def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
             i = int(i)
             for slot, j in enumerate(nb[t - 1, i]):
                 j = int(j)
-                by_sender = records[i]["counted_out"][t - 1, slot] if i in records else None
-                by_receiver = records[j]["counted_in"][t - 1, i] if j in records else None
+                by_sender = hist[i]["counted_out"][t - 1, slot] if known.get(i, 0) >= t else None
+                by_receiver = hist[j]["counted_in"][t - 1, i] if known.get(j, 0) >= t else None
                 if by_sender and by_receiver is not None and not by_receiver:
                     lost.append((t, i, j))
                 elif online[t, j] and (by_receiver if by_receiver is not None else
@@ -258,6 +289,10 @@ class Inca(Engine):
         self.records: dict[int, dict[str, Any]] = {}
         self.raw_records: dict[int, np.ndarray] = {}
         self.has: dict[int, set[int]] = {}  # peer -> origins it is known to hold
+        # the latest history each party's MIX carried (t, history up to t − 1), own or relayed
+        self.seen: dict[int, tuple[int, dict[str, Any]]] = {}
+        self.seen_raw: dict[int, np.ndarray] = {}
+        self.proxied: dict[int, int] = {}  # origin -> t of the proxy history sent/relayed
 
     # -- helpers -------------------------------------------------------------------------------
     def expected_steps(self) -> int:
@@ -268,7 +303,9 @@ class Inca(Engine):
 
     def payload_shape(self, kind: str) -> tuple[int, ...] | None:
         if kind == MIX:
-            return (self.dim + 1,)
+            return (self.dim + 1 + history_length(self.n, self.k, self.T),)
+        if kind == PROXY:
+            return (history_length(self.n, self.k, self.T),)
         if kind == FINAL:
             return (record_length(self.dim, self.n, self.k, self.T),)
         return None
@@ -281,6 +318,11 @@ class Inca(Engine):
         self.trace_z = self.trace_z + z
         self.coef = {"alpha": float(a[t]), "u_row": [float(v) for v in Ui[t]]}
         return z, float(a[t])
+
+    def _history(self) -> np.ndarray:
+        return np.concatenate([self.online[1:].astype(float),
+                               self.counted_out.ravel().astype(float),
+                               self.counted_in.ravel().astype(float)])
 
     def _index(self, sender: str) -> int:
         return self.ids.index(sender)
@@ -305,7 +347,7 @@ class Inca(Engine):
         self.cur = t
         self.acked.setdefault(t, set())
         self.refused.setdefault(t, set())
-        payload = np.concatenate([self.y, [self.omega]])
+        payload = np.concatenate([self.y, [self.omega], self._history()])
         acts: list[Action] = [Send(self.ids[j], Message(MIX, payload=payload, round=t))
                               for j in self.out[t - 1]]
         acts += [SetTimer(f"close:{t}", self.round_s / 2), SetTimer(f"mix:{t}", self.round_s)]
@@ -331,6 +373,8 @@ class Inca(Engine):
     def on_message(self, sender: str, msg: Message) -> list[Action]:
         if msg.kind == FINAL:
             return self._on_final(sender, msg)
+        if msg.kind == PROXY:
+            return self._on_proxy(sender, msg)
         if msg.kind not in (MIX, CLOSE):
             raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
         t, s = self._check_iteration(sender, msg)
@@ -338,10 +382,18 @@ class Inca(Engine):
             if s in self.held.get(t, {}):
                 raise Refused(RefusalCode.FAILED_PRECONDITION,
                               f"duplicate MIX of iteration {t} from {sender}")
-            if msg.payload is None or msg.payload.shape != (self.dim + 1,) or \
+            shape = self.payload_shape(MIX)
+            if msg.payload is None or msg.payload.shape != shape or \
                     not np.all(np.isfinite(msg.payload)):
-                raise Refused(RefusalCode.INVALID_ARGUMENT, "MIX payload must be (dim + 1,) finite")
-            self.held.setdefault(t, {})[s] = np.asarray(msg.payload, float).copy()
+                raise Refused(RefusalCode.INVALID_ARGUMENT, f"MIX payload must be {shape} finite")
+            try:
+                h = decode_history(msg.payload[self.dim + 1:], self.n, self.k, self.T)
+            except ValueError as e:
+                raise Refused(RefusalCode.INVALID_ARGUMENT, str(e)) from None
+            self.held.setdefault(t, {})[s] = np.asarray(msg.payload[:self.dim + 1], float).copy()
+            if self.seen.get(s, (0, None))[0] < t:
+                self.seen[s] = (t, h)
+                self.seen_raw[s] = np.asarray(msg.payload[self.dim + 1:], float).copy()
             wait = [SetTimer(f"hold:{t}:{s}", self.round_s)]
         else:
             flag = msg.scalars.get("counted")
@@ -360,9 +412,14 @@ class Inca(Engine):
     def on_timer(self, name: str) -> list[Action]:
         what, _, arg = name.partition(":")
         if what == "end":
-            return [] if self.done else self._output()
+            if self.done:
+                return []
+            if int(arg or 0) < 2 and self._expected_records() - set(self.records):
+                # a party the records show online at T has not been heard of yet: wait longer
+                return [SetTimer(f"end:{int(arg or 0) + 1}", self.gossip_s)]
+            return self._output()
         if what == "gossip":
-            return self._gossip()
+            return self._gossip() + (self._send_proxies() if arg in ("1", "3") else [])
         if what == "hold":
             t, _, s = arg.partition(":")
             self.patience.add((int(t), int(s)))
@@ -480,6 +537,32 @@ class Inca(Engine):
                                                       seq=origin + 1)))
         return acts
 
+    def _send_proxies(self) -> list[Action]:
+        """Parties whose record has not arrived (they may have left): every other party gets the
+        latest history their MIX messages carried to this node."""
+        acts: list[Action] = []
+        for origin, (t, _) in sorted(self.seen.items()):
+            if origin in self.records or self.proxied.get(origin, 0) >= t:
+                continue
+            self.proxied[origin] = t
+            acts += [Send(self.ids[j], Message(PROXY, payload=self.seen_raw[origin],
+                                               seq=origin + 1, round=t))
+                     for j in range(self.n) if j not in (self.me, origin)]
+        return acts
+
+    def _on_proxy(self, sender: str, msg: Message) -> list[Action]:
+        origin, t = msg.seq - 1, msg.round
+        if not (0 <= origin < self.n and 1 <= t <= self.T) or origin == self.me:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, f"PROXY of origin {msg.seq}, t = {t}")
+        try:
+            h = decode_history(msg.payload, self.n, self.k, self.T)
+        except ValueError as e:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, str(e)) from None
+        if self.seen.get(origin, (0, None))[0] < t:
+            self.seen[origin] = (t, h)
+            self.seen_raw[origin] = np.asarray(msg.payload, float).copy()
+        return []
+
     def _gossip(self) -> list[Action]:
         """Anti-entropy round: `fanout` random peers get every record they are not known to hold
         (a peer that was unreachable during the first push gets a second chance)."""
@@ -520,6 +603,16 @@ class Inca(Engine):
             acts = self._push(origin, [others[int(p)] for p in pick])
         return acts + self._maybe_output()
 
+    def _expected_records(self) -> set[int]:
+        """Parties that some record shows online at T (an exchange of iteration T counted): they
+        will disseminate a final record."""
+        out: set[int] = set()
+        for j, r in self.records.items():
+            out.update(int(i) for i in np.flatnonzero(r["counted_in"][self.T - 1]))
+            out.update(int(self.nbrs[self.T - 1, j, s])
+                       for s in np.flatnonzero(r["counted_out"][self.T - 1]))
+        return out
+
     def _maybe_output(self) -> list[Action]:
         if self.cur > self.T and len(self.records) == self.n and not self.done:
             return self._output()
@@ -528,7 +621,7 @@ class Inca(Engine):
     def _output(self) -> list[Action]:
         self.done = True
         ex, info = execution_from_records(self.n, self.k, self.T, int(self.ctx.public_seed),
-                                          self.scheme, self.records, self.nbrs)
+                                          self.scheme, self.records, self.nbrs, self.seen)
         fin = [i for i in range(self.n) if ex.final[i]]
         sum_y = sum((self.records[i]["y"] for i in fin), np.zeros(self.dim))
         sum_w = sum(self.records[i]["omega"] for i in fin)
