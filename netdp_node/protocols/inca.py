@@ -16,7 +16,8 @@ Initialisation (Alg. 1 lines 1-5, Alg. 2 lines 1-2): the node draws η ~ N(0, σ
 tests read the in-memory `trace_*` attributes, the test-only trace).
 
 Iteration t (Alg. 2 lines 3-16), at every party, in three steps:
-1. send MIX_t = (y^(t-1), ω^(t-1)) to the k planned out-neighbours of iteration t;
+1. send MIX_t = (y^(t-1), ω^(t-1), its public history so far) to the k planned out-neighbours of
+   iteration t;
 2. close the send side: a MIX counts for the sender iff the receiver's acknowledgement (the
    runtime's `on_delivered`, i.e. the receiver accepted it and wrote it to its ledger) arrived
    before the sender closed, which happens when all k outcomes are known or at `round_s`/2. The
@@ -37,11 +38,12 @@ entered nobody (mass is lost, never duplicated). Privacy effect: none against th
 the lost message is still counted as sent (an eavesdropper may have seen it; the audit assumes the
 planned receiver of every online sender saw it, `IncaExecution.out_nbrs`), and losing mass only
 removes terms from later messages. Utility effect: the lost share of x and of the Δ terms is not in
-the result, exactly as for a dropout; ω is lost with it, so Σy/Σω stays a weighted mean. The public
-execution the nodes rebuild (`execution_from_records`) returns a lost message's weight to its
-sender's diagonal (the column-stochastic form `IncaExecution` requires), which is exact for every
-quantity except that sender's own later rows; the result lists lost messages so that the
-approximation is visible.
+the result, exactly as for a dropout; ω is lost with it, so Σy/Σω stays a weighted mean. A receiver
+waits for the CLOSE of every MIX it holds up to `round_s` after that MIX arrived, so the residual
+needs the receiver to drop out (or the CLOSE to be delayed that long) between its acknowledgement
+and the CLOSE. The public execution the nodes rebuild (`execution_from_records`) keeps a lost
+message as such (that column of W̃ sums to less than 1), so the reference simulation and the audit
+are exact for it, and the result lists lost messages.
 
 A party with no counted exchange in iteration t (no MIX of its own counted, no MIX counted in) is
 offline for t (it missed the deadline, or was down): it keeps y and ω and injects nothing (line 17;
@@ -65,8 +67,9 @@ its public history: its online iterations, which of its MIX messages counted (ou
 counted (in). A party that leaves never sends its record, so every MIX also carries its sender's
 history so far, and a party that has no record of some party by the first anti-entropy round sends
 everyone the latest history that party's MIX messages brought it (a PROXY): the rebuilt execution
-is then exact for everything the leaver's messages carried (`execution_from_records`). After `gossip_s` (or as soon as all n records are in; up to twice longer while a party that the
-records show online at T has not been heard of) the node outputs
+is then exact for everything the leaver's messages carried (`execution_from_records`). After
+`gossip_s` (or as soon as all n records are in; up to twice longer while a party that the records
+show online at T has not been heard of) the node outputs
 x̂ = Σ_{final} y^(T) / Σ_{final} ω^(T) over the records it has; the result names the parties it
 contains (`final`), those whose record never arrived (`missing`) and the public execution.
 A node whose budget the job would exceed declines it (the runtime decides with the accountant's
@@ -209,6 +212,15 @@ def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
                 if r["counted_in"][t - 1, i] or (
                         i in nb[t - 1, j] and r["counted_out"][t - 1, list(nb[t - 1, j]).index(i)]):
                     online[t, i] = True
+    # Privacy-safe reading for a party that is not online at T: in the iteration after its last
+    # online one it may have sent y^(s) before missing the deadline (its MIX was seen though
+    # nothing counted), so it is taken as online there with no message counted. That adds the
+    # message to what the audit lets an adversary see and changes nothing else: its column stays
+    # e_i and its later value is never sent nor released.
+    for i in range(n):
+        s = int(np.flatnonzero(online[:, i]).max())
+        if s < T:
+            online[s + 1, i] = True
     lost: list[tuple[int, int, int]] = []
     counted_all: list[list[tuple[int, int]]] = []
     for t in range(1, T + 1):
