@@ -105,8 +105,11 @@ def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
         return {"rounds": a.rounds, "epsilon": eps, "delta": a.delta, "clip": a.clip,
                 "delta_prime": a.delta}
     if a.algorithm == "inca":
+        # σ_Δ is calibrated for the dropouts the flags will cause: --leave parties leave for
+        # good, --miss parties are offline about a third of the time (2·round_s every 6·round_s)
         params = {"T": a.steps or 10, "k": a.k, "scheme": a.scheme, "threat": a.threat,
-                  "delta": a.delta, "hi": a.clip, "round_s": a.round_s}
+                  "delta": a.delta, "hi": a.clip, "round_s": a.round_s, "expect_leave": a.leave,
+                  "expect_miss": a.miss / 3}
         if a.epsilon is not None:
             params["epsilon"] = a.epsilon
         return params
@@ -132,7 +135,7 @@ def _describe(algorithm: str, p: dict[str, Any]) -> str:
     if algorithm == "inca":
         return (f"IncA mean, T={p['T']} iterations, k={p['k']}, scheme {p['scheme']}, target "
                 f"ε={p['epsilon']:g} at δ={p['delta']} against {p['threat']}, σ_η="
-                f"{p['sigma_eta']:.3g}, σ_Δ={p['sigma_delta']:.3g}")
+                f"{p['sigma_eta']:.3g}, σ_Δ={p['sigma_delta']:.3g} ({p['sigma_delta_source']})")
     where = "an exponential graph" if algorithm == "rw-sgd" else "the complete graph"
     return (f"{algorithm} on {where}, T={p['T']} steps, target ε={p['epsilon']:g} per peer, "
             f"δ={p['delta']}, {p['regime']} regime")
