@@ -384,7 +384,12 @@ def run_simulation(a: Any) -> int:
         raise ConfigError("--nodes must be between 3 and 100000")
     ids = [f"node-{i}" for i in range(1, n + 1)]
     try:
-        params = get_algorithm(a.algorithm).prepare(dict(a.param or []), n)
+        given = dict(a.param or [])
+        if a.algorithm == "inca":  # calibrate σ_Δ for the dropouts --leave / --miss cause (the
+            # missed share is taken larger than one iteration in T: conservative)
+            given.setdefault("expect_leave", getattr(a, "leave", 0.0))
+            given.setdefault("expect_miss", getattr(a, "miss", 0.0) / 2)
+        params = get_algorithm(a.algorithm).prepare(given, n)
     except ValueError as e:
         raise ConfigError(str(e)) from e
     data, split = synthetic_data(a.algorithm, ids, params, a.seed, a.points, a.data_dir)
