@@ -103,11 +103,11 @@ def muffliato_mse(n: int, runs: int, rng: np.random.Generator) -> dict[str, Any]
 
 def run_fig2(args: Any) -> dict[str, Any]:
     quick = bool(getattr(args, "quick", False))
-    n = 32 if quick else 128
-    k, T = 1, 20
+    n = 16 if quick else 128
+    k, T = 1, (10 if quick else 20)
     runs = int(getattr(args, "runs", 0) or (20 if quick else 200))
     samples = 2 if quick else 8
-    rhos = (0.0, 0.3, 0.6) if quick else (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
+    rhos = (0.0, 0.5) if quick else (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
     rng = np.random.default_rng(12345)
     rows = []
     for rho in rhos:
@@ -171,8 +171,8 @@ def run_fig2(args: Any) -> dict[str, Any]:
 
 def run_fig3(args: Any) -> dict[str, Any]:
     quick = bool(getattr(args, "quick", False))
-    n = 40 if quick else 100
-    runs = int(getattr(args, "runs", 0) or (10 if quick else 100))
+    n = 30 if quick else 100
+    runs = int(getattr(args, "runs", 0) or (8 if quick else 100))
     Ts = (2, 6, 10) if quick else FIG3_T
     rng = np.random.default_rng(12345)
     rows = []
@@ -319,11 +319,11 @@ def _gopa(n: int, k: int, drop: float, share: Any, sigma_eta: float, samples: in
 
 def run_fig4(args: Any) -> dict[str, Any]:
     quick = bool(getattr(args, "quick", False))
-    n = 40 if quick else 100
+    n = 24 if quick else 100
     runs = int(getattr(args, "runs", 0) or (30 if quick else 400))
     samples = 2 if quick else 16
     drops = (0.0, 0.3) if quick else (0.0, 0.1, 0.2, 0.3)
-    configs = ((1, 10), (1, 20)) if quick else ((1, 10), (1, 20), (2, 10))
+    configs = ((1, 6),) if quick else ((1, 10), (1, 20), (2, 10))
     rng = np.random.default_rng(12345)
     table = []
     cal_inc: dict[tuple[int, int, float], ia.Calibration] = {}
@@ -340,7 +340,7 @@ def run_fig4(args: Any) -> dict[str, Any]:
     early_inc = []
     ei_runs = int(getattr(args, "runs", 0) or (30 if quick else 300))
     for scheme in ("early", "inc"):
-        for T in ((10,) if quick else (10, 20)):
+        for T in ((6,) if quick else (10, 20)):
             for drop in (0.0, 0.2):
                 cal = (cal_inc.get((1, T, drop)) if scheme == "inc" else None) or \
                     _calibrate_incA(n, 1, T, scheme, drop, samples, rng)
@@ -350,7 +350,7 @@ def run_fig4(args: Any) -> dict[str, Any]:
                                   "spec_mse": None if drop == 0 or quick
                                   else SPEC_EARLY_INC[(scheme, T)]})
     # GOPA-style baseline at the same message budget as IncA k = 1, T = 20 (20 messages/party).
-    T_g = 20 if not quick else 10
+    T_g = 20 if not quick else 6
     k_gopa = T_g
     gopa = []
     sigma_eta = next(iter(cal_inc.values())).sigma_eta
