@@ -36,7 +36,27 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "Calibration",
     "IncaAudit",
+    "LinearView",
+    "calibrate",
+    "dropout_history",
+    "dropout_summary",
+    "estimate_terms",
+    "expected_mse",
+    "explain",
+    "lemma44_vectors",
+    "linear_view",
+    "min_sigma_delta",
+    "noise_free_leakage",
+    "party_report",
+    "rank_condition",
+    "sample_corrupted",
+    "sample_observed",
+    "scales",
+    "target_scale",
+    "unseen_delivered",
+    "unseen_graph",
     "IncaExecution",
     "account",
     "effective_weights",
@@ -191,6 +211,9 @@ def party_scheme(alpha: np.ndarray, U: np.ndarray,
     U^(i)_T = −Σ_{s<T} U^(i)_s if T ∈ S_i (the last iteration cancels every term injected);
     rows of iterations the party missed are 0 (nothing injected, missed shares never re-injected).
     Hence Σ_t z_{i,t} = γ_i u_i + 1[T ∉ S_i]·(Σ_{s∈S_i} U_s) Δ_i (Eq. 8), γ_i = Σ_{t∈S_i} α_t.
+
+    Causal: row t < T depends only on online_i[t], and row T on online_i[0..T], so a party can
+    draw Δ_i at t = 0 and compute z_{i,t} when iteration t comes (Alg. 2 line 14).
     """
     alpha, U = np.asarray(alpha, float), np.asarray(U, float)
     on = np.asarray(online_i, dtype=bool)
@@ -861,6 +884,27 @@ def estimate_terms(ex: IncaExecution) -> dict[str, Any]:
         omega = np.asarray(W) @ omega + alphas[:, t]
     return {"c_u": row[:n], "c_delta": row[n:].reshape(n, T),
             "omega_total": float(omega[fin].sum())}
+
+
+def dropout_summary(ex: IncaExecution, sigma_delta: float) -> dict[str, Any]:
+    """What the permanent dropouts cost the released estimate (spec §6 "utility under dropouts",
+    issue 7: "the correlated noise the leavers took with them"), from public data only.
+
+    leavers: parties not online at T; uncancelled_noise_std: σ_Δ‖c_Δ‖/Σω, the std of the
+    correlated (Δ) noise left in the estimate because messages carrying it were lost or its
+    cancelling terms never came; per_party_uncancelled: σ_Δ‖c_Δ,i‖/Σω for each party with a
+    non-zero share; value_share_released: Σ c_u / Σ γ, the fraction of the injected values that
+    reached the released sum (1 without permanent dropouts)."""
+    e = estimate_terms(ex)
+    alphas, _ = ex.party_schemes()
+    w = e["omega_total"]
+    per = np.sqrt((e["c_delta"] ** 2).sum(axis=1)) * sigma_delta / w if w > 0 else \
+        np.full(ex.n, np.inf)
+    return {"leavers": [int(i) for i in np.flatnonzero(~ex.online[ex.T])],
+            "uncancelled_noise_std": float(np.sqrt((per ** 2).sum())),
+            "per_party_uncancelled": {int(i): float(per[i]) for i in np.flatnonzero(per > 0)},
+            "value_share_released": float(e["c_u"].sum() / alphas.sum()),
+            "omega_total": w}
 
 
 def expected_mse(ex: IncaExecution, x: np.ndarray, sigma_eta: float,
