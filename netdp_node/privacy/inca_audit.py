@@ -292,20 +292,25 @@ def effective_weights(out_nbrs_t: np.ndarray, online_t: np.ndarray,
 
 
 def make_execution(n: int, k: int, T: int, seed: int, scheme: str = "inc",
-                   online: np.ndarray | None = None,
-                   final: np.ndarray | None = None) -> IncaExecution:
+                   online: np.ndarray | None = None, final: np.ndarray | None = None,
+                   counted: Any = None) -> IncaExecution:
     """The execution of an IncA job on the public schedule `out_neighbours(n, k, T, seed)`.
 
     `online` defaults to everyone online; `final` defaults to online[T] (every party still there
-    at T gets its final value disseminated).
+    at T gets its final value disseminated). `counted`, for a run over a real network: a sequence
+    of T sets of (sender, receiver) messages both ends counted in iterations 1..T (see
+    `effective_weights`); None means every message between online parties counted.
     """
+    if counted is not None and len(counted) != T:
+        raise ValueError(f"counted must hold one set per iteration ({T}), got {len(counted)}")
     nbrs = out_neighbours(n, k, T, seed)
     on = np.ones((T + 1, n), dtype=bool) if online is None else np.asarray(online, dtype=bool)
     if on.shape != (T + 1, n):
         raise ValueError(f"online must be ({T + 1}, {n}), got {on.shape}")
     fin = on[T].copy() if final is None else np.asarray(final, dtype=bool)
     alpha, U = noise_scheme(scheme, T)
-    Ws = tuple(effective_weights(nbrs[t - 1], on[t]) for t in range(1, T + 1))
+    Ws = tuple(effective_weights(nbrs[t - 1], on[t], None if counted is None else
+                                 set(counted[t - 1])) for t in range(1, T + 1))
     return IncaExecution(n=n, T=T, alpha=alpha, U=U, weights=Ws, online=on, final=fin,
                          out_nbrs=nbrs)
 

@@ -430,3 +430,19 @@ def test_dropout_summary():
     errs = [ia.simulate(ex, x, 0.0, 5.0, np.random.default_rng(r))["estimate"]
             for r in range(2000)]
     assert abs(np.std(errs) - s["uncancelled_noise_std"]) < 0.06 * s["uncancelled_noise_std"]
+
+
+def test_make_execution_counted_messages_keep_mass():
+    n, k, T = 10, 2, 4
+    nb = ia.out_neighbours(n, k, T, seed=3)
+    counted = [{(i, int(j)) for i in range(n) for j in nb[t, i] if (i + t) % 3} for t in range(T)]
+    ex = ia.make_execution(n, k, T, seed=3, counted=counted)
+    for t in range(T):
+        for i in range(n):
+            for j in nb[t, i]:
+                assert (ex.weights[t][j, i] > 0) == ((i, int(j)) in counted[t])
+    x = np.random.default_rng(0).random(n)
+    r = ia.simulate(ex, x, 0.2, 10.0, np.random.default_rng(1))
+    assert abs(r["estimate"] - (x.mean() + r["eta"].mean())) < 1e-10  # mass conserved
+    with pytest.raises(ValueError):
+        ia.make_execution(n, k, T, seed=3, counted=counted[:2])
