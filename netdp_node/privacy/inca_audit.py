@@ -586,7 +586,9 @@ def account(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None = N
             delta: float, sensitivity: float = 1.0, view: LinearView | None = None) -> IncaAudit:
     """(ε, δ) of this execution against an eavesdropper who sees `observed` ((t, i) messages:
     y_i^(t), finals always included) or a colluding set `corrupted` (spec §7.1, §7.2, Thm 4.1),
-    with the per-party s_k. `sensitivity` is Δ_x (spec: X = [0, 1], Δ_x = 1). A precomputed
+    with the per-party s_k. `sensitivity` is Δ_x (spec: X = [0, 1], Δ_x = 1); for vector values
+    run coordinate-wise with independent noise it is the L2 bound on a change of one party's
+    vector (the system is the same per coordinate, so s_k² = ‖Δx_k‖²·a_kᵀM⁻¹a_k). A precomputed
     `linear_view` may be passed to skip step 1-2 (used by calibration)."""
     if not (0.0 < delta < 1.0):
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
