@@ -226,8 +226,8 @@ def _incA_mse(n: int, k: int, T: int, scheme: str, drop: float, cal: ia.Calibrat
         r = ia.simulate(ex, x, cal.sigma_eta, cal.sigma_delta, rng)
         e_w.append(float(r["estimate"] - x.mean()) ** 2)
         e_n.append(float(r["estimate_over_n"] - x.mean()) ** 2)
-        exact.append(ia.expected_mse(ex, x, cal.sigma_eta, cal.sigma_delta))
         terms = ia.estimate_terms(ex)
+        exact.append(ia.expected_mse(ex, x, cal.sigma_eta, cal.sigma_delta, terms))
         lost.append(float((terms["c_delta"] ** 2).sum()) * cal.sigma_delta ** 2)
     return {"mse": float(np.mean(e_w)), "mse_over_n": float(np.mean(e_n)),
             "mse_exact_mean": float(np.mean(exact)),

@@ -877,20 +877,23 @@ def explain(ex: IncaExecution, **adversary: Any) -> dict[str, Any]:
 
 
 def estimate_terms(ex: IncaExecution) -> dict[str, Any]:
-    """The released estimate is (c_uᵀ(x+η) + c_Δᵀ Δ)/Σ_{final} ω^(T) with public c_u (n,), c_Δ
+    """The released estimate is (c_uᵀ(x+η) + Σ c_Δ ∘ Δ)/Σ_{final} ω^(T) with public c_u (n,), c_Δ
     (n, T): the coefficient each party's u and Δ have in Σ_{final} y^(T). Returns those and
     `omega_total`; ‖c_Δ‖² σ_Δ² is the variance of the correlated noise left uncancelled (the
-    noise leavers took away from the sum), and n − Σ c_u the share of values lost."""
-    fin = np.flatnonzero(ex.final)
+    noise leavers took away from the sum), and Σ c_u the share of values that reached it.
+
+    Computed backwards in O(T n²): b_T = 1_final, b_{t-1} = b_tᵀ W̃^t; the coefficient of z_{i,t}
+    in the released sum is b_t[i]."""
     n, T = ex.n, ex.T
-    row = (_coefficient_rows(ex, {T: fin.tolist()}).sum(axis=0) if fin.size
-           else np.zeros(n + n * T))
-    alphas, _ = ex.party_schemes()
-    omega = np.zeros(n) + alphas[:, 0]
-    for t, W in enumerate(ex.weights, start=1):
-        omega = np.asarray(W) @ omega + alphas[:, t]
-    return {"c_u": row[:n], "c_delta": row[n:].reshape(n, T),
-            "omega_total": float(omega[fin].sum())}
+    alphas, Us = ex.party_schemes()
+    b = np.zeros((T + 1, n))
+    b[T] = np.asarray(ex.final, dtype=float)
+    for t in range(T, 0, -1):
+        b[t - 1] = b[t] @ np.asarray(ex.weights[t - 1])
+    c_u = (b.T * alphas).sum(axis=1)
+    c_delta = np.einsum("ti,itl->il", b, Us)
+    omega_total = float((b.T * alphas).sum())
+    return {"c_u": c_u, "c_delta": c_delta, "omega_total": omega_total}
 
 
 def dropout_summary(ex: IncaExecution, sigma_delta: float) -> dict[str, Any]:
@@ -914,10 +917,11 @@ def dropout_summary(ex: IncaExecution, sigma_delta: float) -> dict[str, Any]:
             "omega_total": w}
 
 
-def expected_mse(ex: IncaExecution, x: np.ndarray, sigma_eta: float,
-                 sigma_delta: float) -> float:
-    """E[(x̂ − x̄)²] of the weight-tracked estimate on this execution, over η and Δ (exact)."""
-    e = estimate_terms(ex)
+def expected_mse(ex: IncaExecution, x: np.ndarray, sigma_eta: float, sigma_delta: float,
+                 terms: dict[str, Any] | None = None) -> float:
+    """E[(x̂ − x̄)²] of the weight-tracked estimate on this execution, over η and Δ (exact);
+    `terms` = estimate_terms(ex) if already computed."""
+    e = estimate_terms(ex) if terms is None else terms
     w = e["omega_total"]
     if w <= 0:
         return math.inf
