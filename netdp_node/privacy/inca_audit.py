@@ -28,6 +28,7 @@ Conventions (all choices are written down here, in the docstrings and in the tes
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -439,6 +440,11 @@ class LinearView:
     def rank(self) -> int:
         return int(self.A.shape[0])
 
+    @functools.cached_property
+    def pencil(self) -> "_Pencil":
+        """The generalised eigendecomposition used by calibration (computed once per view)."""
+        return _Pencil.of(self)
+
 
 def _coefficient_rows(ex: IncaExecution, wanted: dict[int, list[int]]) -> np.ndarray:
     """Rows of Y^(t) (coefficients of y_i^(t) on (u, Δ), §7.1 step 1) for the (t, i) in wanted."""
@@ -673,7 +679,7 @@ class _Pencil:
 def noise_free_leakage(view: LinearView, tol: float = 1e-9) -> np.ndarray:
     """[Π_K]_kk per honest party (view order): lim_{σ_Δ→∞} σ_η² s_k²/Δ_x² (spec §7.2, "feasibility
     limit"). Without dropouts and under Theorem 4.5's condition every entry is 1/n_H."""
-    return _Pencil.of(view).limit(tol)
+    return view.pencil.limit(tol)
 
 
 def target_scale(epsilon: float, delta: float, method: str = "paper") -> float:
@@ -725,7 +731,7 @@ def min_sigma_delta(view: LinearView, sigma_eta: float, s_target: float,
     """Smallest σ_Δ with max_k s_k ≤ s_target at this σ_η (bisection on log σ_Δ; s_k decreases
     in σ_Δ, §7.6). Returns inf if even σ_Δ → ∞ does not reach the target (σ_η too small for
     this view: σ_η² < Δ_x² max_k Π_kk / s_target²)."""
-    pen = _Pencil.of(view)
+    pen = view.pencil
     goal = (s_target / sensitivity) ** 2
     if pen.lam.size == 0 or pen.s2(sigma_eta, lo).max() <= goal:
         return 0.0 if pen.lam.size == 0 else lo
