@@ -23,6 +23,12 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
     "network-dp-fig3": ("fig1b", "Fig. 3 (App. H): the same audit for histograms (§5.4)"),
     "network-dp-fig2": ("fig2", "Fig. 2: logistic regression, central / local / network DP-SGD, "
                         "as the authors' code ran it and as the theorems require (§5.3)"),
+    "inca-fig2": ("inca", "IncA: MSE against the fraction of colluders beside central DP, local "
+                  "DP and Muffliato (inca.md §8 Fig. 1)"),
+    "inca-fig3": ("inca", "IncA: probability that Theorem 4.5's precondition holds against k "
+                  "and T (inca.md §8 Fig. 2, §11.4)"),
+    "inca-fig4": ("inca", "IncA: MSE under permanent dropouts, early vs incremental injection "
+                  "and a GOPA-style baseline (inca.md §8 Fig. 4, §11.5-6)"),
 }
 
 

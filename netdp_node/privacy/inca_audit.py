@@ -28,6 +28,7 @@ Conventions (all choices are written down here, in the docstrings and in the tes
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -36,7 +37,27 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "Calibration",
     "IncaAudit",
+    "LinearView",
+    "calibrate",
+    "dropout_history",
+    "dropout_summary",
+    "estimate_terms",
+    "expected_mse",
+    "explain",
+    "lemma44_vectors",
+    "linear_view",
+    "min_sigma_delta",
+    "noise_free_leakage",
+    "party_report",
+    "rank_condition",
+    "sample_corrupted",
+    "sample_observed",
+    "scales",
+    "target_scale",
+    "unseen_delivered",
+    "unseen_graph",
     "IncaExecution",
     "account",
     "effective_weights",
@@ -196,6 +217,9 @@ def party_scheme(alpha: np.ndarray, U: np.ndarray,
     U^(i)_T = −Σ_{s<T} U^(i)_s if T ∈ S_i (the last iteration cancels every term injected);
     rows of iterations the party missed are 0 (nothing injected, missed shares never re-injected).
     Hence Σ_t z_{i,t} = γ_i u_i + 1[T ∉ S_i]·(Σ_{s∈S_i} U_s) Δ_i (Eq. 8), γ_i = Σ_{t∈S_i} α_t.
+
+    Causal: row t < T depends only on online_i[t], and row T on online_i[0..T], so a party can
+    draw Δ_i at t = 0 and compute z_{i,t} when iteration t comes (Alg. 2 line 14).
     """
     alpha, U = np.asarray(alpha, float), np.asarray(U, float)
     on = np.asarray(online_i, dtype=bool)
@@ -274,20 +298,25 @@ def effective_weights(out_nbrs_t: np.ndarray, online_t: np.ndarray,
 
 
 def make_execution(n: int, k: int, T: int, seed: int, scheme: str = "inc",
-                   online: np.ndarray | None = None,
-                   final: np.ndarray | None = None) -> IncaExecution:
+                   online: np.ndarray | None = None, final: np.ndarray | None = None,
+                   counted: Any = None) -> IncaExecution:
     """The execution of an IncA job on the public schedule `out_neighbours(n, k, T, seed)`.
 
     `online` defaults to everyone online; `final` defaults to online[T] (every party still there
-    at T gets its final value disseminated).
+    at T gets its final value disseminated). `counted`, for a run over a real network: a sequence
+    of T sets of (sender, receiver) messages both ends counted in iterations 1..T (see
+    `effective_weights`); None means every message between online parties counted.
     """
+    if counted is not None and len(counted) != T:
+        raise ValueError(f"counted must hold one set per iteration ({T}), got {len(counted)}")
     nbrs = out_neighbours(n, k, T, seed)
     on = np.ones((T + 1, n), dtype=bool) if online is None else np.asarray(online, dtype=bool)
     if on.shape != (T + 1, n):
         raise ValueError(f"online must be ({T + 1}, {n}), got {on.shape}")
     fin = on[T].copy() if final is None else np.asarray(final, dtype=bool)
     alpha, U = noise_scheme(scheme, T)
-    Ws = tuple(effective_weights(nbrs[t - 1], on[t]) for t in range(1, T + 1))
+    Ws = tuple(effective_weights(nbrs[t - 1], on[t], None if counted is None else
+                                 set(counted[t - 1])) for t in range(1, T + 1))
     return IncaExecution(n=n, T=T, alpha=alpha, U=U, weights=Ws, online=on, final=fin,
                          out_nbrs=nbrs)
 
@@ -415,6 +444,11 @@ class LinearView:
     @property
     def rank(self) -> int:
         return int(self.A.shape[0])
+
+    @functools.cached_property
+    def pencil(self) -> "_Pencil":
+        """The generalised eigendecomposition used by calibration (computed once per view)."""
+        return _Pencil.of(self)
 
 
 def _coefficient_rows(ex: IncaExecution, wanted: dict[int, list[int]]) -> np.ndarray:
@@ -563,7 +597,9 @@ def account(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None = N
             delta: float, sensitivity: float = 1.0, view: LinearView | None = None) -> IncaAudit:
     """(ε, δ) of this execution against an eavesdropper who sees `observed` ((t, i) messages:
     y_i^(t), finals always included) or a colluding set `corrupted` (spec §7.1, §7.2, Thm 4.1),
-    with the per-party s_k. `sensitivity` is Δ_x (spec: X = [0, 1], Δ_x = 1). A precomputed
+    with the per-party s_k. `sensitivity` is Δ_x (spec: X = [0, 1], Δ_x = 1); for vector values
+    run coordinate-wise with independent noise it is the L2 bound on a change of one party's
+    vector (the system is the same per coordinate, so s_k² = ‖Δx_k‖²·a_kᵀM⁻¹a_k). A precomputed
     `linear_view` may be passed to skip step 1-2 (used by calibration)."""
     if not (0.0 < delta < 1.0):
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
@@ -648,18 +684,25 @@ class _Pencil:
 def noise_free_leakage(view: LinearView, tol: float = 1e-9) -> np.ndarray:
     """[Π_K]_kk per honest party (view order): lim_{σ_Δ→∞} σ_η² s_k²/Δ_x² (spec §7.2, "feasibility
     limit"). Without dropouts and under Theorem 4.5's condition every entry is 1/n_H."""
-    return _Pencil.of(view).limit(tol)
+    return view.pencil.limit(tol)
 
 
 def target_scale(epsilon: float, delta: float, method: str = "paper") -> float:
-    """The largest s with gaussian_epsilon(s, δ, method) ≤ ε ('paper': ε/c, valid for ε < 1)."""
+    """The largest s with gaussian_epsilon(s, δ, method) ≤ ε.
+
+    'paper': s = ε/c. The classic constant is only proven for ε < 1; for ε ≥ 1 (the spec's §11
+    runs use ε = 1) it is accepted only when the exact analytic Gaussian confirms that s is
+    (ε, δ)-DP (it does for ε = 1, δ = 1e-5: the analytic ε at s = 1/c is below 1), else an error.
+    """
     if not (epsilon > 0 and math.isfinite(epsilon)):
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
     if method == "paper":
-        if epsilon >= 1.0:
-            raise ValueError("the paper's constant c = sqrt(2 ln(1.25/δ)) needs ε < 1; use "
+        s = epsilon / math.sqrt(2.0 * math.log(1.25 / delta))
+        if epsilon >= 1.0 and gaussian_epsilon(s, delta, "analytic") > epsilon:
+            raise ValueError("the paper's constant c = sqrt(2 ln(1.25/δ)) needs ε < 1 and the "
+                             "exact analytic Gaussian does not confirm it here; use "
                              "method='analytic'")
-        return epsilon / math.sqrt(2.0 * math.log(1.25 / delta))
+        return s
     lo, hi = 0.0, 1.0
     while gaussian_epsilon(hi, delta, method) <= epsilon:
         lo, hi = hi, 2.0 * hi
@@ -693,7 +736,7 @@ def min_sigma_delta(view: LinearView, sigma_eta: float, s_target: float,
     """Smallest σ_Δ with max_k s_k ≤ s_target at this σ_η (bisection on log σ_Δ; s_k decreases
     in σ_Δ, §7.6). Returns inf if even σ_Δ → ∞ does not reach the target (σ_η too small for
     this view: σ_η² < Δ_x² max_k Π_kk / s_target²)."""
-    pen = _Pencil.of(view)
+    pen = view.pencil
     goal = (s_target / sensitivity) ** 2
     if pen.lam.size == 0 or pen.s2(sigma_eta, lo).max() <= goal:
         return 0.0 if pen.lam.size == 0 else lo
@@ -845,26 +888,51 @@ def explain(ex: IncaExecution, **adversary: Any) -> dict[str, Any]:
 
 
 def estimate_terms(ex: IncaExecution) -> dict[str, Any]:
-    """The released estimate is (c_uᵀ(x+η) + c_Δᵀ Δ)/Σ_{final} ω^(T) with public c_u (n,), c_Δ
+    """The released estimate is (c_uᵀ(x+η) + Σ c_Δ ∘ Δ)/Σ_{final} ω^(T) with public c_u (n,), c_Δ
     (n, T): the coefficient each party's u and Δ have in Σ_{final} y^(T). Returns those and
     `omega_total`; ‖c_Δ‖² σ_Δ² is the variance of the correlated noise left uncancelled (the
-    noise leavers took away from the sum), and n − Σ c_u the share of values lost."""
-    fin = np.flatnonzero(ex.final)
+    noise leavers took away from the sum), and Σ c_u the share of values that reached it.
+
+    Computed backwards in O(T n²): b_T = 1_final, b_{t-1} = b_tᵀ W̃^t; the coefficient of z_{i,t}
+    in the released sum is b_t[i]."""
     n, T = ex.n, ex.T
-    row = (_coefficient_rows(ex, {T: fin.tolist()}).sum(axis=0) if fin.size
-           else np.zeros(n + n * T))
-    alphas, _ = ex.party_schemes()
-    omega = np.zeros(n) + alphas[:, 0]
-    for t, W in enumerate(ex.weights, start=1):
-        omega = np.asarray(W) @ omega + alphas[:, t]
-    return {"c_u": row[:n], "c_delta": row[n:].reshape(n, T),
-            "omega_total": float(omega[fin].sum())}
+    alphas, Us = ex.party_schemes()
+    b = np.zeros((T + 1, n))
+    b[T] = np.asarray(ex.final, dtype=float)
+    for t in range(T, 0, -1):
+        b[t - 1] = b[t] @ np.asarray(ex.weights[t - 1])
+    c_u = (b.T * alphas).sum(axis=1)
+    c_delta = np.einsum("ti,itl->il", b, Us)
+    omega_total = float((b.T * alphas).sum())
+    return {"c_u": c_u, "c_delta": c_delta, "omega_total": omega_total}
 
 
-def expected_mse(ex: IncaExecution, x: np.ndarray, sigma_eta: float,
-                 sigma_delta: float) -> float:
-    """E[(x̂ − x̄)²] of the weight-tracked estimate on this execution, over η and Δ (exact)."""
+def dropout_summary(ex: IncaExecution, sigma_delta: float) -> dict[str, Any]:
+    """What the permanent dropouts cost the released estimate (spec §6 "utility under dropouts",
+    issue 7: "the correlated noise the leavers took with them"), from public data only.
+
+    leavers: parties not online at T; uncancelled_noise_std: σ_Δ‖c_Δ‖/Σω, the std of the
+    correlated (Δ) noise left in the estimate because messages carrying it were lost or its
+    cancelling terms never came; per_party_uncancelled: σ_Δ‖c_Δ,i‖/Σω for each party with a
+    non-zero share; value_share_released: Σ c_u / Σ γ, the fraction of the injected values that
+    reached the released sum (1 without permanent dropouts)."""
     e = estimate_terms(ex)
+    alphas, _ = ex.party_schemes()
+    w = e["omega_total"]
+    per = np.sqrt((e["c_delta"] ** 2).sum(axis=1)) * sigma_delta / w if w > 0 else \
+        np.full(ex.n, np.inf)
+    return {"leavers": [int(i) for i in np.flatnonzero(~ex.online[ex.T])],
+            "uncancelled_noise_std": float(np.sqrt((per ** 2).sum())),
+            "per_party_uncancelled": {int(i): float(per[i]) for i in np.flatnonzero(per > 0)},
+            "value_share_released": float(e["c_u"].sum() / alphas.sum()),
+            "omega_total": w}
+
+
+def expected_mse(ex: IncaExecution, x: np.ndarray, sigma_eta: float, sigma_delta: float,
+                 terms: dict[str, Any] | None = None) -> float:
+    """E[(x̂ − x̄)²] of the weight-tracked estimate on this execution, over η and Δ (exact);
+    `terms` = estimate_terms(ex) if already computed."""
+    e = estimate_terms(ex) if terms is None else terms
     w = e["omega_total"]
     if w <= 0:
         return math.inf
