@@ -270,6 +270,7 @@ def _inca_outcome(cluster: LocalCluster, job_id: str, data: DemoData,
     truth = np.mean([np.clip(data.values[nid], lo, hi) for nid in cluster.ids], axis=0)
     ex = execution_from_info(spec, info)
     terms = inca_audit.estimate_terms(ex)
+    drop = inca_audit.dropout_summary(ex, float(p["sigma_delta"]))
     w = terms["omega_total"]
     finals = set(info["final"])
     stayer_eps = [row["epsilon"] for row in privacy if row["node"] in finals]
@@ -295,9 +296,9 @@ def _inca_outcome(cluster: LocalCluster, job_id: str, data: DemoData,
         "central_dp_std_target": central_dp_std(float(p["epsilon"]), float(p["delta"]),
                                                 float(p["sensitivity"]), n),
         "std_from_eta": float(p["sigma_eta"]) * float(np.linalg.norm(terms["c_u"])) / w,
-        "uncancelled_noise_std": float(p["sigma_delta"]) * float(np.linalg.norm(
-            terms["c_delta"])) / w,
+        "uncancelled_noise_std": drop["uncancelled_noise_std"],
         "uncancelled_terms": int(np.count_nonzero(np.abs(terms["c_delta"]) > 1e-12)),
+        "value_share_released": drop["value_share_released"],
         "values_lost": float(n - terms["c_u"].sum()), "sum_omega": info["sum_omega"],
         "shares_ok": shares.ok, "shares_details": shares.details,
         "sigma_eta": float(p["sigma_eta"]), "sigma_delta": float(p["sigma_delta"]),

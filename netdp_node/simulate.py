@@ -265,8 +265,8 @@ def inca_summary(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
         "central_dp_std": central_dp_std(float(params["epsilon"]), float(params["delta"]),
                                          float(params["sensitivity"]), len(ids)),
         "inca_std_eta": float(params["sigma_eta"]) * float(np.linalg.norm(terms["c_u"])) / w,
-        "uncancelled_noise_std": float(params["sigma_delta"])
-        * float(np.linalg.norm(terms["c_delta"])) / w if w > 0 else float("inf"),
+        "uncancelled_noise_std": inca_audit.dropout_summary(
+            ex, float(params["sigma_delta"]))["uncancelled_noise_std"],
         "values_lost": float(len(ids) - terms["c_u"].sum()),
     })
     return o
