@@ -78,6 +78,7 @@ A node whose budget the job would exceed declines it (the runtime decides with t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -154,22 +155,20 @@ def decode_record(v: np.ndarray, dim: int, n: int, k: int, T: int) -> dict[str, 
 
 def build_execution(n: int, k: int, T: int, seed: int, scheme: str, online: np.ndarray,
                     counted: Sequence[set[tuple[int, int]]], lost: Sequence[tuple[int, int, int]],
-                    final: np.ndarray, nbrs: np.ndarray | None = None
-                    ) -> inca_audit.IncaExecution:
+                    final: np.ndarray) -> inca_audit.IncaExecution:
     """The IncaExecution of online sets, counted messages (both ends) and lost messages (sender
-    only): `effective_weights` returns an uncounted share to its sender's diagonal (line 13), and a
-    lost message's share is then taken off it again (it left the sender and entered nobody, so that
-    column sums to less than 1)."""
-    nb = inca_audit.out_neighbours(n, k, T, seed) if nbrs is None else nbrs
-    weights = [inca_audit.effective_weights(nb[t - 1], online[t], set(counted[t - 1]))
-               for t in range(1, T + 1)]
+    only): `inca_audit.make_execution` returns an uncounted share to its sender's diagonal (line
+    13), and a lost message's share is then taken off it again (it left the sender and entered
+    nobody, so that column sums to less than 1)."""
+    ex = inca_audit.make_execution(n, k, T, seed, scheme, online=np.asarray(online, dtype=bool),
+                                   final=np.asarray(final, dtype=bool),
+                                   counted=[set(c) for c in counted])
+    if not lost:
+        return ex
+    weights = [np.array(W) for W in ex.weights]
     for t, i, _ in lost:
         weights[t - 1][i, i] -= 1.0 / (k + 1)
-    alpha, U = inca_audit.noise_scheme(scheme, T)
-    return inca_audit.IncaExecution(n=n, T=T, alpha=alpha, U=U, weights=tuple(weights),
-                                    online=np.asarray(online, dtype=bool),
-                                    final=np.asarray(final, dtype=bool), out_nbrs=nb)
-
+    return dataclasses.replace(ex, weights=tuple(weights))
 
 def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
                            records: Mapping[int, Mapping[str, Any]],
@@ -241,7 +240,7 @@ def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
     for i, r in records.items():
         final[i] = bool(r["has_final"]) and bool(online[T, i])
     ex = build_execution(n, k, T, seed, scheme, online, [set(c) for c in counted_all], lost,
-                         final, nb)
+                         final)
     return ex, {"lost": lost, "missing": missing, "counted": counted_all}
 
 
