@@ -17,8 +17,8 @@ never finished and another node re-routed around it (it died with the token unse
 release/handoff/fence to or from a node that never finished the job is expected (the job result
 lists that node as missing).
 
-* inca-shares (IncA, spec Eq. 8-9): every party of an IncA job that stayed to the end (online at T)
-  injected exactly its share: the public coefficients its ledger records per iteration (α^(i)_t and
+* inca-shares (IncA, spec Eq. 8-9): every party of an IncA job that stayed to the end (its value is
+  in the released result) injected exactly its share: the public coefficients its ledger records per iteration (α^(i)_t and
   the row U^(i)_t it applied to its Δ; never the samples) sum to γ_i = Σ_{t online} α_t and to 0
   (every Δ cancelled), its online history is the one the released result states, and its public
   weight ω follows Alg. 2 line 15 in every iteration from the ω^(t-1) its in-neighbours' ledgers
@@ -189,8 +189,12 @@ def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
                 continue
             i = ids.index(n.node)
             mine = steps[n.node]
+            if n.node not in info.get("final", []):
+                continue  # did not stay to the end (its value is not in the result)
             if len(mine) != T + 1 or not mine[T]["online"]:
-                continue  # did not stay to the end
+                check.fail(f"{n.node} in job {job_id} is in the result but its ledger does not "
+                           "show it online at T")
+                continue
             online = [True] + [bool(mine[t]["online"]) for t in range(1, T + 1)]
             gamma = float(alpha[np.asarray(online)].sum())
             got_alpha = sum(float(c["alpha"]) for c in mine.values())

@@ -45,9 +45,11 @@ and the CLOSE. The public execution the nodes rebuild (`execution_from_records`)
 message as such (that column of W̃ sums to less than 1), so the reference simulation and the audit
 are exact for it, and the result lists lost messages.
 
-A party with no counted exchange in iteration t (no MIX of its own counted, no MIX counted in) is
-offline for t (it missed the deadline, or was down): it keeps y and ω and injects nothing (line 17;
-α^(i)_t = 0, U^(i)_t = 0 by `inca_audit.party_scheme`). Rejoin after a temporary dropout (spec §9
+A party with no counted exchange in iteration t < T (no MIX of its own counted, no MIX counted in)
+is offline for t (it missed the deadline, or was down): it keeps y and ω and injects nothing (line
+17; α^(i)_t = 0, U^(i)_t = 0 by `inca_audit.party_scheme`). At T a party that is still running is
+online even if none of its exchanges counted: it cancels its outstanding terms and releases its
+final value (its column of W̃^T is e_i either way); a party that is down at T never sends a record. Rejoin after a temporary dropout (spec §9
 item 5): the node's iteration timers keep running while it is unreachable (each missed iteration
 ends at its deadline, offline), so it comes back at the iteration its clock has reached with its
 stored y, ω and skips the missed shares (no catch-up injection). Nodes that are ahead refuse its
@@ -501,7 +503,9 @@ class Inca(Engine):
         for i in ins:
             self.counted_in[t - 1, i] = True
         outs = int(self.counted_out[t - 1].sum())
-        on = bool(ins) or outs > 0
+        # at T a running party is online even if isolated: it cancels its outstanding terms and
+        # releases its final value (its column is e_i either way)
+        on = bool(ins) or outs > 0 or t == self.T
         self.online[t] = on
         self.coef = {"alpha": 0.0, "u_row": [0.0] * self.T}
         if on:
