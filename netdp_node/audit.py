@@ -17,7 +17,17 @@ never finished and another node re-routed around it (it died with the token unse
 release/handoff/fence to or from a node that never finished the job is expected (the job result
 lists that node as missing).
 
-Gossip mass conservation and IncA share checks join this list with those protocols.
+* inca-shares (IncA, spec Eq. 8-9): every party of an IncA job that stayed to the end (its value is
+  in the released result) injected exactly its share: the public coefficients its ledger records per iteration (α^(i)_t and
+  the row U^(i)_t it applied to its Δ; never the samples) sum to γ_i = Σ_{t online} α_t and to 0
+  (every Δ cancelled), its online history is the one the released result states, and its public
+  weight ω follows Alg. 2 line 15 in every iteration from the ω^(t-1) its in-neighbours' ledgers
+  show they sent (the public messages) and its own counted messages (the public weights), up to
+  the ω^(T) the result releases for it. A MIX or CLOSE an IncA
+  party sent but nobody recorded is expected (the receiver was down or had mixed: the protocol's
+  delivery rule accounts for it), so tokens-conserved only checks what was received.
+
+Gossip mass conservation joins this list with that protocol.
 
 For every walk-sum / walk-histogram job whose whole walk the ledgers show, it also runs the
 walk-conditional audit of spec §4 (Fig. 1(b)) on the realised walk: the loss of every ordered pair,
@@ -131,6 +141,8 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
         if (job, src, dst) in recovered:
             continue  # a walk went around dst (custody re-route), or the copy's branch was fenced
             # or abandoned when the walk ended elsewhere
+        if row is not None and row.algorithm == "inca":
+            continue  # IncA: an undelivered message is part of the protocol (see above)
         dst_row = next((j for j in by_node[dst].jobs if j.job_id == job), None)
         src_done = row is not None and row.state == "done"
         routed_around_src = any(r[0] == job and r[2] == src for r in recovered)
@@ -143,6 +155,74 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
         conserved.fail(f"{src} sent {k[3]} seq={k[6]} of job {job} to {dst}, which never recorded "
                        f"it, and {src}'s result does not report the failure")
     return conserved, once
+
+
+def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
+    """Eq. (8)-(9) for every IncA party that stayed to the end (see the module docstring)."""
+    import numpy as np
+
+    from netdp_node.privacy import inca_audit
+    from netdp_node.protocols.inca import execution_from_info
+
+    check = Check("inca-shares")
+    jobs: dict[str, tuple[JobRow, dict[str, Any]]] = {}
+    for n in nodes:
+        for j in n.jobs:
+            if j.algorithm != "inca" or j.result is None:
+                continue
+            info = j.result.get("info", {})
+            if j.job_id not in jobs or len(info.get("final", [])) > len(
+                    jobs[j.job_id][1].get("final", [])):
+                jobs[j.job_id] = (j, info)
+    for job_id, (row, info) in jobs.items():
+        spec = row.spec
+        ids = list(spec["participants"])
+        p = spec["params"]
+        T, w = int(p["T"]), 1.0 / (int(p["k"]) + 1)
+        ex = execution_from_info(spec, info)
+        alpha, _ = inca_audit.noise_scheme(str(p["scheme"]), T)
+        steps: dict[str, dict[int, dict[str, Any]]] = {
+            n.node: {int(e.params["t"]): e.params for e in n.entries
+                     if e.job_id == job_id and "u_row" in e.params} for n in nodes}
+        for n in nodes:
+            if n.node not in ids:
+                continue
+            i = ids.index(n.node)
+            mine = steps[n.node]
+            if n.node not in info.get("final", []):
+                continue  # did not stay to the end (its value is not in the result)
+            if len(mine) != T + 1 or not mine[T]["online"]:
+                check.fail(f"{n.node} in job {job_id} is in the result but its ledger does not "
+                           "show it online at T")
+                continue
+            online = [True] + [bool(mine[t]["online"]) for t in range(1, T + 1)]
+            gamma = float(alpha[np.asarray(online)].sum())
+            got_alpha = sum(float(c["alpha"]) for c in mine.values())
+            u_sum = np.abs(np.sum([mine[t]["u_row"] for t in range(T + 1)], axis=0)).max()
+            if abs(got_alpha - gamma) > 1e-12 or u_sum > 1e-12:
+                check.fail(f"{n.node} in job {job_id} injected Σα = {got_alpha:.6g} (share "
+                           f"{gamma:.6g}) with Σ U rows off zero by {u_sum:.3g}")
+            if online != ex.online[:, i].tolist():
+                check.fail(f"{n.node} in job {job_id}: its online history differs from the one "
+                           "the result states")
+            for t in range(1, T + 1):
+                c = mine[t]
+                if not c["online"]:
+                    expect = mine[t - 1]["omega"]
+                else:
+                    senders = [steps.get(j, {}).get(t - 1) for j in c["counted_in"]]
+                    if any(s is None for s in senders):
+                        continue  # a sender's ledger is not part of this audit
+                    expect = ((1 - w * len(c["counted_out"])) * mine[t - 1]["omega"]
+                              + w * sum(s["omega"] for s in senders) + c["alpha"])
+                if abs(c["omega"] - expect) > 1e-9:
+                    check.fail(f"{n.node} in job {job_id}: ω^({t}) = {c['omega']:.9g}, the "
+                               f"public messages and weights give {expect:.9g}")
+            released = info.get("omega_final", {}).get(n.node)
+            if released is not None and abs(released - mine[T]["omega"]) > 1e-12:
+                check.fail(f"{n.node} in job {job_id}: released ω^(T) = {released:.9g}, its "
+                           f"ledger shows {mine[T]['omega']:.9g}")
+    return check
 
 
 def walk_of_job(nodes: Sequence[NodeLedger], job_id: str, participants: Sequence[str]
@@ -191,7 +271,8 @@ def walk_audits(nodes: Sequence[NodeLedger]) -> list[dict[str, Any]]:
 
 def audit(dirs: Sequence[str | Path], delta: float = 1e-5) -> dict[str, Any]:
     nodes = load(dirs)
-    checks = [check_privacy_monotone(nodes, delta), *check_messages(nodes)]
+    checks = [check_privacy_monotone(nodes, delta), *check_messages(nodes),
+              check_inca_shares(nodes)]
     return {
         "note": GLOBAL_KNOWLEDGE,
         "nodes": [n.node for n in nodes],

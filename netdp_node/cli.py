@@ -358,12 +358,26 @@ def build_parser() -> argparse.ArgumentParser:
                        "result beside the truth or the baselines and every node's privacy report, "
                        "then stop them all.")
     d.add_argument("--algorithm", default="ring-sum",
-                   help="ring-sum (default), walk-sum, walk-histogram, walk-sgd or rw-sgd")
+                   help="ring-sum (default), walk-sum, walk-histogram, walk-sgd, rw-sgd or inca")
+    d.add_argument("--k", type=int, default=3, help="inca: out-neighbours per iteration (3)")
+    d.add_argument("--scheme", default="inc", choices=("inc", "early"),
+                   help="inca: incremental (default) or early injection")
+    d.add_argument("--threat", default="collude:0.3",
+                   help="inca: threat model of the calibration and the reports, eavesdrop:P or "
+                   "collude:RHO (default collude:0.3)")
+    d.add_argument("--round-s", type=_positive, default=2.0,
+                   help="inca: deadline of one iteration in seconds (default 2)")
+    d.add_argument("--leave", type=float, default=0.0, metavar="FRAC",
+                   help="inca: this fraction of the nodes leaves for good at a random iteration "
+                   "(--fault-leave-at-step)")
+    d.add_argument("--miss", type=float, default=0.0, metavar="FRAC",
+                   help="inca: this fraction of the nodes drops out for short periods "
+                   "(--fault-offline windows) and misses some iterations")
     d.add_argument("--nodes", type=int, default=8, help="number of node processes (3..64, default 8)")
     d.add_argument("--rounds", type=int, default=10, help="ring-sum: rounds K of the token "
                    "(default 10)")
     d.add_argument("--steps", type=int, default=0, help="walks: steps T of the token (default 10 "
-                   "per node, 25 for walk-sgd)")
+                   "per node, 25 for walk-sgd); inca: iterations T (default 10)")
     d.add_argument("--epsilon", type=float, default=None,
                    help="ring-sum: per-window ε of the Gaussian noise, in (0,1) (default 0.5); "
                    "walks: the ε each node may lose towards any other (default 1, 10 for walk-sgd)")
@@ -549,7 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the result, the privacy every node's accountant reports from its simulated ledger (or, "
         "with --audit, the walk-conditional audit of every ordered pair).")
     si.add_argument("--algorithm", default="walk-sum",
-                    help="walk-sum, walk-histogram, walk-sgd or ring-sum (default walk-sum)")
+                    help="walk-sum, walk-histogram, walk-sgd, ring-sum or inca (default walk-sum)")
     si.add_argument("--nodes", type=int, default=256, help="number of nodes (default 256)")
     si.add_argument("--param", action="append", type=_param, metavar="KEY=VALUE",
                     help="algorithm parameter (repeat), e.g. T=20000 epsilon=1")
@@ -563,6 +577,10 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--ledgers", help="write one real ledger per node under this directory")
     si.add_argument("--audit", action="store_true",
                     help="run the walk-conditional audit of every ordered pair (global knowledge)")
+    si.add_argument("--leave", type=float, default=0.0, metavar="FRAC",
+                    help="inca: this fraction of the nodes leaves for good at a random iteration")
+    si.add_argument("--miss", type=float, default=0.0, metavar="FRAC",
+                    help="inca: this fraction of the nodes misses one random iteration")
     si.add_argument("--json", action="store_true", help="one JSON object on stdout")
     si.add_argument("--quiet", action="store_true", help="no progress bar")
     si.set_defaults(fn=cmd_simulate)

@@ -85,7 +85,10 @@ class LocalCluster:
         log = self.logs / f"{name}.log"
         full = [sys.executable, "-m", "netdp_node.cli", *args, "--port-file", str(port_file),
                 "--log-level", self.log_level]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # Many node processes share this machine: one BLAS thread each (the IncA audit's SVDs
+        # ran 100x slower with OpenBLAS's default threads on a loaded 2-core machine).
+        env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               **os.environ, "PYTHONUNBUFFERED": "1"}
         with open(log, "ab") as fh:
             popen = subprocess.Popen(full, stdout=fh, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env)

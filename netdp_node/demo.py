@@ -1,6 +1,8 @@
 """`netdp demo`: a bootstrap and N node daemons on loopback run a private job end to end.
 
-`--algorithm ring-sum` (default), `walk-sum`, `walk-histogram`, `walk-sgd` or `rw-sgd`. Prints progress on
+`--algorithm ring-sum` (default), `walk-sum`, `walk-histogram`, `walk-sgd`, `rw-sgd` or `inca`
+(with `--leave`/`--miss`: node processes that leave for good or drop out for a while, through the
+node's fault flags). Prints progress on
 stderr, then the result against the truth (sums, histograms) or the test accuracy beside the
 local-DP and central-DP baselines (SGD), the noise netdp needed against local DP for the same
 guarantee, and every node's privacy report read from its own ledger. With --json, one JSON object on stdout (keys in the README). Every process it started is
@@ -61,7 +63,7 @@ def _bar(done: int, total: int, width: int = 30) -> str:
     return "[" + "#" * int(frac * width) + "." * (width - int(frac * width)) + f"] {done}/{total}"
 
 
-ALGORITHMS = ("ring-sum", "walk-sum", "walk-histogram", "walk-sgd", "rw-sgd")
+ALGORITHMS = ("ring-sum", "walk-sum", "walk-histogram", "walk-sgd", "rw-sgd", "inca")
 
 
 @dataclass
@@ -102,6 +104,15 @@ def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
         eps = 0.5 if a.epsilon is None else a.epsilon
         return {"rounds": a.rounds, "epsilon": eps, "delta": a.delta, "clip": a.clip,
                 "delta_prime": a.delta}
+    if a.algorithm == "inca":
+        # σ_Δ is calibrated for the dropouts the flags will cause: --leave parties leave for
+        # good, --miss parties are offline about a third of the time (2·round_s every 6·round_s)
+        params = {"T": a.steps or 10, "k": a.k, "scheme": a.scheme, "threat": a.threat,
+                  "delta": a.delta, "hi": a.clip, "round_s": a.round_s, "expect_leave": a.leave,
+                  "expect_miss": a.miss / 3}
+        if a.epsilon is not None:
+            params["epsilon"] = a.epsilon
+        return params
     sgd = a.algorithm in ("walk-sgd", "rw-sgd")
     T = a.steps or (25 * n if sgd else 10 * n)
     params: dict[str, Any] = {"T": T, "delta": a.delta, "custody_timeout_s": 60.0}
@@ -121,6 +132,10 @@ def _describe(algorithm: str, p: dict[str, Any], topology: str = "exponential") 
     if algorithm == "ring-sum":
         return (f"ring sum, K={p['rounds']} rounds, per-window ε={p['epsilon']}, "
                 f"δ={p['delta']}")
+    if algorithm == "inca":
+        return (f"IncA mean, T={p['T']} iterations, k={p['k']}, scheme {p['scheme']}, target "
+                f"ε={p['epsilon']:g} at δ={p['delta']} against {p['threat']}, σ_η="
+                f"{p['sigma_eta']:.3g}, σ_Δ={p['sigma_delta']:.3g} ({p['sigma_delta_source']})")
     where = f"the {topology} graph" if algorithm == "rw-sgd" else "the complete graph"
     return (f"{algorithm} on {where}, T={p['T']} steps, target ε={p['epsilon']:g} per peer, "
             f"δ={p['delta']}, {p['regime']} regime")
@@ -131,7 +146,10 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
     t0 = time.monotonic()
     data = _write_data(a, cluster, values)
     extra = {nid: ["--seed", str(a.seed * 1000 + i)] for i, nid in enumerate(cluster.ids)} \
-        if a.seed is not None else None
+        if a.seed is not None else {nid: [] for nid in cluster.ids}
+    faults = inca_fault_plan(a, cluster.ids) if a.algorithm == "inca" else {}
+    for nid, flags in faults.items():
+        extra[nid] = extra[nid] + flags
     _say(f"starting a bootstrap and {cluster.n} node processes on 127.0.0.1 "
          f"(work directory {cluster.workdir})")
     cluster.start(data=data.files, extra=extra, timeout=a.timeout)
@@ -198,9 +216,97 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
         res.update(_walk_sum_outcome(a, summary, spec_params, data, value))
     elif a.algorithm == "walk-histogram":
         res.update(_walk_histogram_outcome(summary, data, value))
+    elif a.algorithm == "inca":
+        res.update(_inca_outcome(cluster, job.job_id, data, faults, privacy))
     else:  # walk-sgd, rw-sgd
         res.update(_walk_sgd_outcome(a, cluster.n, spec_params, data, value))
     return res
+
+
+def inca_fault_plan(a: argparse.Namespace, ids: list[str]) -> dict[str, list[str]]:
+    """Node fault flags for `--leave` / `--miss` (README "Fault injection"): round(leave·n) nodes
+    leave for good at a random protocol step of the mixing phase (about 2k steps, MIX and CLOSE,
+    per iteration: iterations 2..T-1), round(miss·n) others are offline for 2·round_s every
+    6·round_s from a random phase (each window outlasts an iteration's deadline, so they miss
+    iterations, and rejoin), seeded by --seed."""
+    if not (0 <= a.leave < 1 and 0 <= a.miss < 1 and a.leave + a.miss < 1):
+        raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
+    rng = np.random.default_rng([a.seed or 0, 21])
+    T, k, R = a.steps or 10, a.k, a.round_s
+    order = rng.permutation(len(ids))
+    nl, nm = int(round(a.leave * len(ids))), int(round(a.miss * len(ids)))
+    out: dict[str, list[str]] = {}
+    for i in order[:nl]:
+        d = int(rng.integers(2, max(3, T)))
+        out[ids[int(i)]] = ["--fault-leave-at-step",
+                            str(1 + 2 * k * (d - 1) + int(rng.integers(0, 2 * k)))]
+    for i in order[nl:nl + nm]:
+        phase = float(rng.uniform(0, 6 * R))
+        flags: list[str] = []
+        start = 2.0 + phase
+        while start < a.timeout + 60:
+            flags += ["--fault-offline", f"{start:.2f}:{2 * R:.2f}"]
+            start += 6 * R
+        out[ids[int(i)]] = flags
+    return out
+
+
+def _inca_outcome(cluster: LocalCluster, job_id: str, data: DemoData,
+                  faults: dict[str, list[str]], privacy: list[dict[str, Any]]) -> dict[str, Any]:
+    """The result the stayers released (read from their ledgers), the true mean, the central-DP
+    error at the privacy the execution achieved, the share check (Eq. 8) over the merged ledgers,
+    and what the leavers took away (`inca_audit.estimate_terms`)."""
+    from netdp_node import audit
+    from netdp_node.privacy import inca_audit
+    from netdp_node.protocols.inca import central_dp_std, execution_from_info
+
+    nodes = audit.load([cluster.ledger(nid) for nid in cluster.ids])
+    rows = {n.node: next(j for j in n.jobs if j.job_id == job_id) for n in nodes}
+    results = {nid: r.result for nid, r in rows.items() if r.result and r.result.get("value")}
+    ref_node = max(results, key=lambda nid: len(results[nid]["info"]["final"]))
+    info = results[ref_node]["info"]
+    spec = rows[ref_node].spec
+    p = spec["params"]
+    n = len(cluster.ids)
+    est = np.asarray(results[ref_node]["value"], float)
+    lo, hi = float(p["lo"]), float(p["hi"])
+    truth = np.mean([np.clip(data.values[nid], lo, hi) for nid in cluster.ids], axis=0)
+    ex = execution_from_info(spec, info)
+    terms = inca_audit.estimate_terms(ex)
+    drop = inca_audit.dropout_summary(ex, float(p["sigma_delta"]))
+    w = terms["omega_total"]
+    finals = set(info["final"])
+    stayer_eps = [row["epsilon"] for row in privacy if row["node"] in finals]
+    eps_exec = max(stayer_eps) if stayer_eps else float("nan")
+    shares = audit.check_inca_shares(nodes)
+    leavers = sorted(nid for nid, f in faults.items() if "--fault-leave-at-step" in f)
+    missers = sorted(nid for nid, f in faults.items() if "--fault-offline" in f)
+    agree = all(np.allclose(results[nid]["value"], est, atol=1e-12) for nid in results
+                if set(results[nid]["info"]["final"]) == finals)
+    return {
+        "estimate": est.tolist(), "truth": truth.tolist(),
+        # what Σy/Σω estimates without noise: the values weighted by their share in the finals
+        "truth_weighted": (terms["c_u"] @ np.stack([np.clip(data.values[nid], lo, hi)
+                                                    for nid in cluster.ids]) / w).tolist(),
+        "abs_error": float(np.abs(est - truth).max()), "final": sorted(finals),
+        "missing": info["missing"], "lost_messages": info["lost"], "stayers_agree": agree,
+        "leavers": leavers, "missers": missers,
+        "missed_iterations": {nid: int((~ex.online[:, cluster.ids.index(nid)]).sum())
+                              for nid in missers},
+        "epsilon_execution": eps_exec, "epsilon_target": float(p["epsilon"]),
+        "central_dp_std": central_dp_std(eps_exec, float(p["delta"]), float(p["sensitivity"]), n)
+        if stayer_eps else None,
+        "central_dp_std_target": central_dp_std(float(p["epsilon"]), float(p["delta"]),
+                                                float(p["sensitivity"]), n),
+        "std_from_eta": float(p["sigma_eta"]) * float(np.linalg.norm(terms["c_u"])) / w,
+        "uncancelled_noise_std": drop["uncancelled_noise_std"],
+        "uncancelled_terms": int(np.count_nonzero(np.abs(terms["c_delta"]) > 1e-12)),
+        "value_share_released": drop["value_share_released"],
+        "values_lost": float(n - terms["c_u"].sum()), "sum_omega": info["sum_omega"],
+        "shares_ok": shares.ok, "shares_details": shares.details,
+        "sigma_eta": float(p["sigma_eta"]), "sigma_delta": float(p["sigma_delta"]),
+        "T": int(p["T"]), "k": int(p["k"]), "threat": p["threat"],
+    }
 
 
 def _ring_outcome(a: argparse.Namespace, cluster: LocalCluster, summary: dict[str, Any],
@@ -302,6 +408,28 @@ def render(res: dict[str, Any]) -> str:
             f"  estimate  {np.round(res['estimate'], 2).tolist()}",
             f"  truth     {res['truth']}   (contributions per node: {_counts(res)})",
         ]
+    elif alg == "inca":
+        lines += [
+            f"IncA private mean over {res['nodes']} node processes, T={res['T']} iterations, "
+            f"k={res['k']} {head}",
+            f"  estimate  {np.round(res['estimate'], 4).tolist()}  (Σy/Σω over the "
+            f"{len(res['final'])} parties online at T: {', '.join(res['final'])})",
+            f"  truth     {np.round(res['truth'], 4).tolist()}  (mean of every node's value)",
+            f"  error     {res['abs_error']:.4f}   central DP at the same privacy "
+            f"(ε={res['epsilon_execution']:.3g}): std {res['central_dp_std'] or float('nan'):.4f}"
+            f"; at the target ε={res['epsilon_target']:g}: {res['central_dp_std_target']:.4f}",
+            f"  noise of the estimate: from η std {res['std_from_eta']:.4f}, from the correlated "
+            f"noise the leavers took away std {res['uncancelled_noise_std']:.4f} "
+            f"({res['uncancelled_terms']} uncancelled Δ terms); values lost "
+            f"{res['values_lost']:.2f} of {res['nodes']}",
+        ]
+        if res["leavers"] or res["missers"]:
+            lines.append(f"  left for good: {', '.join(res['leavers']) or '-'}; dropped out for "
+                         f"a while: " + (", ".join(f"{k} ({v} iterations missed)" for k, v in
+                                                   res["missed_iterations"].items()) or "-"))
+        verdict = "yes" if res["shares_ok"] else "NO: " + "; ".join(res["shares_details"])
+        lines.append(f"  every party that stayed to the end injected exactly its share (Eq. 8, "
+                     f"merged ledgers): {verdict}")
     else:
         b = res["baselines"]
         lines += [

@@ -69,7 +69,15 @@ class Simulator:
     def __init__(self, algorithm: str, ids: Sequence[str], params: Mapping[str, Any],
                  data: Mapping[str, np.ndarray | None], *, seed: int = 0, public_seed: int = 0,
                  latency: float = 0.001, record: RecordMode = "full",
-                 contribute: Mapping[str, bool] | None = None, job_id: str = "sim") -> None:
+                 contribute: Mapping[str, bool] | None = None, job_id: str = "sim",
+                 down: Callable[[str, float], bool] | None = None,
+                 lose: Callable[[str, str, Message], str | None] | None = None) -> None:
+        """`down(node, now)`: the node is unreachable at virtual time `now` (a dropout: messages
+        from or to it are lost, with no outcome for the sender; its timers still fire, as a
+        daemon's do). `lose(sender, to, msg)`: "msg" loses that message, "ack" its acknowledgement
+        (the receiver took it, the sender never learns), None delivers both."""
+        self.down = down or (lambda nid, now: False)
+        self.lose = lose or (lambda sender, to, msg: None)
         self.algorithm = algorithm
         self.ids = list(ids)
         self.index = {nid: i for i, nid in enumerate(self.ids)}
@@ -114,13 +122,21 @@ class Simulator:
                 m = a.msg
                 self._entry(nid, direction="sent", event=m.kind, peer=a.to, kind=m.kind,
                             walk=m.walk, epoch=m.epoch, seq=m.seq, round=m.round)
-                self._at(self.latency, self._deliver, nid, a.to, m)
+                verdict = self.lose(nid, a.to, m)
+                if verdict != "msg" and not self.down(nid, self.now):
+                    self._at(self.latency, self._deliver, nid, a.to, m, verdict == "ack")
             elif isinstance(a, SetTimer):
                 self._at(a.delay, self._timer, nid, a.name)
             elif isinstance(a, Output):
-                self.result.outputs[nid] = a
+                from netdp_node.runtime import _jsonable
 
-    def _deliver(self, sender: str, to: str, msg: Message) -> None:
+                self.result.outputs[nid] = a
+                self._entry(nid, direction="local", event="output",
+                            params={"info": _jsonable(a.info)})
+
+    def _deliver(self, sender: str, to: str, msg: Message, lose_ack: bool = False) -> None:
+        if self.down(to, self.now):
+            return
         try:
             actions = self.engines[to].on_message(sender, msg)
         except Refused as e:
@@ -131,9 +147,12 @@ class Simulator:
         self._entry(to, direction="received", event=msg.kind, peer=sender, kind=msg.kind,
                     walk=msg.walk, epoch=msg.epoch, seq=msg.seq, round=msg.round)
         self._apply(to, actions)
-        self._at(self.latency, self._ack, sender, to, msg)
+        if not lose_ack:
+            self._at(self.latency, self._ack, sender, to, msg)
 
     def _ack(self, sender: str, to: str, msg: Message) -> None:
+        if self.down(sender, self.now):
+            return
         self._apply(sender, self.engines[sender].on_delivered(to, msg))
 
     def _timer(self, nid: str, name: str) -> None:
@@ -178,6 +197,9 @@ def synthetic_data(algorithm: str, ids: Sequence[str], params: Mapping[str, Any]
         clip = float(params.get("clip", 1.0))
         vals = rng.uniform(0.0, clip / np.sqrt(dim), size=(n, dim))
         return {nid: vals[i] for i, nid in enumerate(ids)}, None
+    if algorithm == "inca":
+        vals = rng.uniform(params["lo"], params["hi"], size=(n, int(params["dim"])))
+        return {nid: vals[i] for i, nid in enumerate(ids)}, None
     if algorithm == "walk-histogram":
         L = int(params["bins"])
         cats = rng.choice(L, size=n, p=np.arange(1, L + 1) / (L * (L + 1) / 2))
@@ -189,6 +211,65 @@ def synthetic_data(algorithm: str, ids: Sequence[str], params: Mapping[str, Any]
         users = split.per_user(n, points_per_node)
         return dict(zip(ids, users)), split
     raise ValueError(f"no synthetic data for {algorithm!r}")
+
+
+def inca_dropouts(sim: Simulator, ids: Sequence[str], T: int, leave: float, miss: float,
+                  seed: int) -> Callable[[str, float], bool]:
+    """A dropout scenario for `netdp simulate --algorithm inca`: round(leave·n) nodes leave for good
+    at a uniform iteration 2..T, round(miss·n) others miss one uniform iteration 1..T-1 (defined on
+    each node's own iteration, as a daemon's fault plan is on its own steps)."""
+    from netdp_node.errors import ConfigError
+
+    if not (0 <= leave < 1 and 0 <= miss < 1 and leave + miss < 1):
+        raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
+    rng = np.random.default_rng([seed, 13])
+    n = len(ids)
+    order = rng.permutation(n)
+    nl, nm = int(round(leave * n)), int(round(miss * n))
+    windows: dict[str, tuple[int, int]] = {}
+    for i in order[:nl]:
+        windows[ids[int(i)]] = (int(rng.integers(2, T + 1)) if T > 1 else 1, 10 ** 9)
+    for i in order[nl:nl + nm]:
+        t = int(rng.integers(1, T)) if T > 1 else 1
+        windows[ids[int(i)]] = (t, t)
+
+    def down(nid: str, now: float) -> bool:
+        w = windows.get(nid)
+        return w is not None and w[0] <= getattr(sim.engines[nid], "cur", 0) <= w[1]
+
+    return down
+
+
+def inca_summary(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
+                 data: Mapping[str, np.ndarray], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Estimate vs true mean, the central-DP error at the job's target privacy, the finals, and
+    the correlated noise left uncancelled by leavers (`inca_audit.estimate_terms`)."""
+    from netdp_node.privacy import inca_audit
+    from netdp_node.protocols.inca import central_dp_std, execution_from_info
+
+    outs = [o for o in res.outputs.values() if o.value is not None]
+    first = max(outs, key=lambda o: len(o.info["final"])) if outs else None
+    lo, hi = float(params["lo"]), float(params["hi"])
+    truth = np.mean([np.clip(np.asarray(data[i], float), lo, hi) for i in ids], axis=0)
+    o: dict[str, Any] = {"truth": truth.tolist()}
+    if first is None:
+        return {**o, "estimate": None}
+    ex = execution_from_info(spec, first.info)
+    terms = inca_audit.estimate_terms(ex)
+    w = terms["omega_total"]
+    est = np.asarray(first.value)
+    o.update({
+        "estimate": est.tolist(), "abs_error": float(np.abs(est - truth).max()),
+        "final": len(first.info["final"]), "missing": first.info["missing"],
+        "lost_messages": len(first.info["lost"]), "sum_omega": first.info["sum_omega"],
+        "central_dp_std": central_dp_std(float(params["epsilon"]), float(params["delta"]),
+                                         float(params["sensitivity"]), len(ids)),
+        "inca_std_eta": float(params["sigma_eta"]) * float(np.linalg.norm(terms["c_u"])) / w,
+        "uncancelled_noise_std": inca_audit.dropout_summary(
+            ex, float(params["sigma_delta"]))["uncancelled_noise_std"],
+        "values_lost": float(len(ids) - terms["c_u"].sum()),
+    })
+    return o
 
 
 def write_trace(res: SimResult, ids: Sequence[str], path: str | Path) -> None:
@@ -217,9 +298,9 @@ def write_ledgers(res: SimResult, spec: Mapping[str, Any], root: str | Path) -> 
             out = res.outputs.get(nid)
             update = None
             if out is not None:
-                update = {"job_id": spec["job_id"], "state": "done",
-                          "result": {"value": None if out.value is None else
-                                     np.asarray(out.value).tolist()}}
+                from netdp_node.runtime import _result_dict
+
+                update = {"job_id": spec["job_id"], "state": "done", "result": _result_dict(out)}
             led.commit(entries, job_update=update)
         finally:
             led.close()
@@ -303,7 +384,12 @@ def run_simulation(a: Any) -> int:
         raise ConfigError("--nodes must be between 3 and 100000")
     ids = [f"node-{i}" for i in range(1, n + 1)]
     try:
-        params = get_algorithm(a.algorithm).prepare(dict(a.param or []), n)
+        given = dict(a.param or [])
+        if a.algorithm == "inca":  # calibrate σ_Δ for the dropouts --leave / --miss cause (the
+            # missed share is taken larger than one iteration in T: conservative)
+            given.setdefault("expect_leave", getattr(a, "leave", 0.0))
+            given.setdefault("expect_miss", getattr(a, "miss", 0.0) / 2)
+        params = get_algorithm(a.algorithm).prepare(given, n)
     except ValueError as e:
         raise ConfigError(str(e)) from e
     data, split = synthetic_data(a.algorithm, ids, params, a.seed, a.points, a.data_dir)
@@ -312,6 +398,11 @@ def run_simulation(a: Any) -> int:
         raise ConfigError("--ledgers needs --record full")
     sim = Simulator(a.algorithm, ids, params, data, seed=a.seed, public_seed=a.seed,
                     record=record)
+    if a.algorithm == "inca":
+        sim.down = inca_dropouts(sim, ids, int(params["T"]), getattr(a, "leave", 0.0),
+                                 getattr(a, "miss", 0.0), a.seed)
+    elif getattr(a, "leave", 0.0) or getattr(a, "miss", 0.0):
+        raise ConfigError("--leave and --miss are for --algorithm inca")
     show = None if (a.quiet or a.json) else progress_printer()
     if show is not None:
         print(f"simulating {a.algorithm} over {n} nodes (seed {a.seed})", file=sys.stderr)
@@ -325,8 +416,9 @@ def run_simulation(a: Any) -> int:
         "data_steps": int(np.sum(res.data_steps)), "events": res.events,
         "virtual_time_s": res.virtual_time, "wall_s": res.wall_s,
         "params": {k: v for k, v in params.items()},
-        "privacy": node_privacy(res, ids, spec),
     }
+    if a.algorithm != "inca":
+        out["privacy"] = node_privacy(res, ids, spec)
     value = np.asarray(res.value)
     counts = np.bincount(np.asarray(res.holders)[np.asarray(res.data_steps, dtype=bool)],
                          minlength=n)
@@ -345,6 +437,11 @@ def run_simulation(a: Any) -> int:
     elif a.algorithm == "walk-sgd":
         out.update({"test_accuracy": logistic_accuracy(value, split.X_test, split.y_test),
                     "data": split.source, "model": value.tolist()})
+    if a.algorithm == "inca":
+        out.update(inca_summary(res, ids, params, data, spec))
+        out["privacy"] = node_privacy(res, ids, spec) if n <= 64 else {
+            "note": "per-node audits skipped above 64 nodes (each is a linear system of size "
+                    "n(T+1)); use `netdp demo --algorithm inca` or inca_audit directly"}
     if a.audit:
         out["audit"] = walk_audit_dict(np.asarray(res.holders), n, a.algorithm, params)
     if a.trace:
@@ -369,9 +466,18 @@ def render_simulation(o: dict[str, Any]) -> str:
                      f"{np.round(o['truth'], 4).tolist()}")
     if "noise_std" in o:
         lines.append(f"  noise std of the sum {o['noise_std']:.4g} (σ={p['sigma']:.4g} per step)")
+    if "central_dp_std" in o and o.get("estimate") is not None:
+        lines.append(f"  finals {o['final']}/{o['nodes']} (missing {o['missing']}), lost messages "
+                     f"{o['lost_messages']}; |error| {o['abs_error']:.4g} vs central-DP std "
+                     f"{o['central_dp_std']:.4g} at the target ε; std from η "
+                     f"{o['inca_std_eta']:.4g}, from uncancelled Δ "
+                     f"{o['uncancelled_noise_std']:.4g}")
     if "test_accuracy" in o:
         lines.append(f"  test accuracy {o['test_accuracy']:.4f} on {o['data']}")
     pv = o["privacy"]
+    if "note" in pv:
+        lines.append(f"  privacy: {pv['note']}")
+        return "\n".join(lines)
     lines.append(f"  each node's accountant (target ε={p['epsilon']:g}): worst ε="
                  f"{pv['epsilon_max']:.4g}, mean ε={pv['epsilon_mean']:.4g} ({pv['method']}); "
                  f"contributions per node: max {pv['contributions_max']}, mean "

@@ -36,6 +36,12 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
                         "paper eq. (6) and the exact joint view (muffliato.md §6.1)"),
     "muffliato-fig1b": ("muffliato_fig1b", "Muffliato Fig. 1(b): loss from one node on social "
                         "graphs networkx ships (the Facebook ego graphs are not offline; §6.2)"),
+    "inca-fig2": ("inca", "IncA: MSE against the fraction of colluders beside central DP, local "
+                  "DP and Muffliato (inca.md §8 Fig. 1)"),
+    "inca-fig3": ("inca", "IncA: probability that Theorem 4.5's precondition holds against k "
+                  "and T (inca.md §8 Fig. 2, §11.4)"),
+    "inca-fig4": ("inca", "IncA: MSE under permanent dropouts, early vs incremental injection "
+                  "and a GOPA-style baseline (inca.md §8 Fig. 4, §11.5-6)"),
 }
 
 

@@ -318,6 +318,87 @@ def rw_sgd_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
         + ("; the walk was re-routed, so W no longer describes it" if rerouted else ""))}
 
 
+# -- IncA (inca.md; engine netdp_node.protocols.inca, audit netdp_node.privacy.inca_audit) ---------
+def _inca_ldp(p: Mapping[str, Any]) -> PrivacyLoss:
+    """The local-DP level of the node's η: what an adversary who sees every message of the node
+    learns at most (it recovers x + η, spec §7.1 item 5), so valid whatever the execution."""
+    from netdp_node.privacy.inca_audit import gaussian_epsilon
+
+    eps = gaussian_epsilon(float(p["sensitivity"]) / float(p["sigma_eta"]), float(p["delta"]))
+    return PrivacyLoss(eps, float(p["delta"]), "local DP of η (always valid; analytic Gaussian)")
+
+
+_INCA_CACHE: dict[str, PrivacyLoss] = {}
+
+
+def inca_audit_loss(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str,
+                    samples: int = 8) -> tuple[PrivacyLoss, dict[str, Any] | None]:
+    """The node's privacy for an IncA job under the job's threat model (`threat`), computed from
+    the public schedule and its own ledger: the result it received states the public execution
+    (online sets, counted messages, finals, from the dissemination records), which
+    `inca_audit.party_report` audits (Theorem 4.1, worst of `samples` adversaries drawn from the
+    job's public seed). Before the node has a result, and as a cap, the local-DP level of its η
+    (always valid). Returns (loss, the party report or None)."""
+    import json
+
+    from netdp_node.privacy.inca_audit import party_report
+    from netdp_node.protocols.inca import execution_from_info, threat_dict
+
+    es = list(entries)
+    p = spec["params"]
+    if walk_accountant.real_contributions(es) == 0:
+        return PrivacyLoss(0.0, 0.0, "no-contribution"), None
+    ldp = _inca_ldp(p)
+    out = [e for e in es if e.direction == "local" and e.event == "output"]
+    if not out:
+        return ldp, None
+    info = out[-1].params.get("info", {})
+    key = json.dumps([spec.get("job_id"), me, p, info.get("online"), info.get("counted"),
+                      info.get("final"), samples], sort_keys=True, default=str)
+    rep_key = key + "#report"
+    if rep_key in _INCA_CACHE:
+        return _INCA_CACHE[key], _INCA_CACHE[rep_key]  # type: ignore[return-value]
+    ex = execution_from_info(spec, info)
+    parts = list(spec["participants"])
+    rep = party_report(ex, parts.index(me), threat_dict(p["threat"], len(parts)),
+                       sigma_eta=float(p["sigma_eta"]), sigma_delta=float(p["sigma_delta"]),
+                       delta=float(p["delta"]), sensitivity=float(p["sensitivity"]),
+                       samples=samples, seed=int(spec.get("public_seed", 0)))
+    if rep["epsilon"] < ldp.epsilon:
+        loss = PrivacyLoss(rep["epsilon"], float(p["delta"]),
+                           f"IncA audit of this execution, threat {p['threat']} (Theorem 4.1, "
+                           f"worst of {rep['samples']} sampled adversaries; "
+                           f"rank condition in {rep['rank_condition_fraction']:.0%})")
+    else:
+        loss = ldp
+    if len(_INCA_CACHE) > 256:
+        _INCA_CACHE.clear()
+    _INCA_CACHE[key], _INCA_CACHE[rep_key] = loss, rep  # type: ignore[assignment]
+    return loss, rep
+
+
+def inca_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
+                me: str) -> dict[str, PrivacyLoss]:
+    loss, _ = inca_audit_loss(spec, entries, me)
+    return {v: loss for v in _others(spec, me)}
+
+
+def inca_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
+    """Before the job: the always-valid local-DP level of η (the execution is not known yet)."""
+    loss = _inca_ldp(spec["params"])
+    return {v: loss for v in _others(spec, me)}
+
+
+def inca_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
+                   me: str) -> dict[str, PrivacyLoss]:
+    """The local-DP level of η beside the audited value (what the node would have without the
+    correlated noise), and the job's target."""
+    p = spec["params"]
+    return {"local-dp": _inca_ldp(p),
+            "target": PrivacyLoss(float(p["epsilon"]), float(p["delta"]),
+                                  f"the job's calibration target against {p['threat']}")}
+
+
 @dataclass(frozen=True)
 class Accountant:
     losses: Callable[[Mapping[str, Any], Iterable[ViewEntry], str], dict[str, PrivacyLoss]]
@@ -352,6 +433,10 @@ ACCOUNTANTS: dict[str, Accountant] = {
     "walk-sgd": Accountant(walk_accountant.walk_losses, walk_accountant.walk_prospective,
                            "Cyffers & Bellet 2022, Theorem 4 via Lemma 1 (E10, RDP) + App. G "
                            "(network-dp.md §3.5, §3.6)"),
+    "inca": Accountant(inca_losses, inca_prospective,
+                       "IncA (Sabater et al. 2025): exact audit of the execution, Theorem 4.1 "
+                       "(inca.md §7.1-7.2, §7.6), capped by the local-DP level of η",
+                       inca_baselines),
 }
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from netdp_node.protocols import ring, walk
+from netdp_node.protocols import inca, ring, walk
 from netdp_node.protocols.base import Engine
 
 
@@ -32,6 +32,7 @@ ALGORITHMS: dict[str, Algorithm] = {
     "walk-sgd": Algorithm("walk-sgd", walk.WalkSgd,
                           functools.partial(walk.prepare_params, "walk-sgd"), "complete"),
     "rw-sgd": Algorithm("rw-sgd", walk.RandomWalkSgd, walk.prepare_rw_sgd, "exponential"),
+    "inca": Algorithm("inca", inca.Inca, inca.prepare_params, "complete"),
 }
 
 

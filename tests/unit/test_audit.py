@@ -30,7 +30,7 @@ async def test_clean_execution_passes(tmp_path):
     assert rep["ok"], rep
     assert "global" in rep["note"]
     assert {c["name"] for c in rep["checks"]} == {"privacy-monotone", "tokens-conserved",
-                                                  "received-once"}
+                                                  "received-once", "inca-shares"}
 
 
 async def test_a_forged_reception_is_caught(tmp_path):

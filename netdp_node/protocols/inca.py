@@ -1,0 +1,815 @@
+"""IncA (Sabater, Ben Mokhtar, Ramon 2025): dropout-robust private mean estimation, over a real
+network. Spec: ../shared/papers/inca.md §4 (Algorithm 1), §5 (noise schemes), §6 (Algorithm 2,
+dropouts), §9 (what a networked runtime must get right). The pure parts (schemes, public schedule,
+effective weights, reference simulation, audit) are `netdp_node.privacy.inca_audit`; this module
+is the sans-IO engine that runs them between nodes.
+
+Job (public): T iterations, k out-neighbours per party per iteration drawn from the job's public
+seed (`inca_audit.out_neighbours`), even column weights 1/(k+1), noise scheme `inc` (Example 3.2,
+default) or `early` (Example 3.1), σ_η, σ_Δ, box domain [lo, hi]^dim (values are clipped into it;
+L2 sensitivity Δ_x = (hi − lo)·√dim), the iteration deadline `round_s` and the dissemination window
+`gossip_s`.
+
+Initialisation (Alg. 1 lines 1-5, Alg. 2 lines 1-2): the node draws η ~ N(0, σ_η² I) and
+Δ_{1..T} ~ N(0, σ_Δ² I) from its private generator, u = clip(x) + η, y^(0) = z_0 = α_0 u + U_0 Δ,
+ω^(0) = α_0. Noise samples live in the engine's memory only (the ledger records σ's, never samples;
+tests read the in-memory `trace_*` attributes, the test-only trace).
+
+Iteration t (Alg. 2 lines 3-16), at every party, in three steps:
+1. send MIX_t = (y^(t-1), ω^(t-1), its public history so far) to the k planned out-neighbours of
+   iteration t;
+2. close the send side: a MIX counts for the sender iff the receiver's acknowledgement (the
+   runtime's `on_delivered`, i.e. the receiver accepted it and wrote it to its ledger) arrived
+   before the sender closed, which happens when all k outcomes are known or at `round_s`/2. The
+   sender then tells each receiver in a CLOSE_t message whether it counted its MIX (1) or not (0);
+3. mix: the receiver uses a MIX only if the sender's CLOSE_t said 1 and arrived before the receiver
+   mixed ("reconcile before mixing"); it mixes when every planned in-neighbour's CLOSE_t is in (and
+   its own send side is closed), or at the deadline `round_s`. y^(t) = W̃_ii y^(t-1) +
+   Σ_{counted in} y_j^(t-1)/(k+1) + z_t, ω likewise with α^(i)_t, where W̃_ii = 1/(k+1) plus the
+   weight of every MIX of its own that did not count (line 13: the column stays stochastic).
+
+The delivery rule and its residual (spec §9 items 1-2). No protocol over a lossy link can make two
+ends agree by acknowledgements alone; this one makes the only possible disagreement one-sided: a
+receiver never counts a MIX its sender did not count (CLOSE(1) is sent only after the ack, and
+per-link order puts the MIX before its CLOSE). The residual is a CLOSE(1) that reaches the receiver
+after it mixed: the receiver refuses it as late, the sender learns it (`on_undeliverable`) and
+records the message as `lost`: that share of the sender's y^(t-1) and ω^(t-1) left the sender and
+entered nobody (mass is lost, never duplicated). Privacy effect: none against the parties' values:
+the lost message is still counted as sent (an eavesdropper may have seen it; the audit assumes the
+planned receiver of every online sender saw it, `IncaExecution.out_nbrs`), and losing mass only
+removes terms from later messages. Utility effect: the lost share of x and of the Δ terms is not in
+the result, exactly as for a dropout; ω is lost with it, so Σy/Σω stays a weighted mean. A receiver
+waits for the CLOSE of every MIX it holds up to `round_s` after that MIX arrived, so the residual
+needs the receiver to drop out (or the CLOSE to be delayed that long) between its acknowledgement
+and the CLOSE. The public execution the nodes rebuild (`execution_from_records`) keeps a lost
+message as such (that column of W̃ sums to less than 1), so the reference simulation and the audit
+are exact for it, and the result lists lost messages.
+
+A party with no counted exchange in iteration t < T (no MIX of its own counted, no MIX counted in)
+is offline for t (it missed the deadline, or was down): it keeps y and ω and injects nothing (line
+17; α^(i)_t = 0, U^(i)_t = 0 by `inca_audit.party_scheme`). At T a party that is still running is
+online even if none of its exchanges counted: it cancels its outstanding terms and releases its
+final value (its column of W̃^T is e_i either way); a party that is down at T never sends a record. Rejoin after a temporary dropout (spec §9
+item 5): the node's iteration timers keep running while it is unreachable (each missed iteration
+ends at its deadline, offline), so it comes back at the iteration its clock has reached with its
+stored y, ω and skips the missed shares (no catch-up injection). Nodes that are ahead refuse its
+messages of iterations they have mixed (late: not counted at either end) and their own messages of
+later iterations wait in its buffer, so it catches up at network speed, without skipping anything
+it has acknowledged (a receiver that acknowledged a MIX counts it if the sender's CLOSE says so,
+whenever it reaches that iteration). Messages of an iteration the receiver has already mixed
+are refused as late, of an iteration outside 1..T as foreign, from a party that is not a planned
+in-neighbour of that iteration as not permitted; duplicates are refused (the runtime acknowledges
+exact re-sends without applying them).
+
+Dissemination (spec §4 line 11, §9 item 8): epidemic broadcast, not push-sum. After mixing T each
+party pushes its record to every other party, and every party relays each record the first time it
+sees it to `fanout` random others (de-duplication by origin). A record holds (y^(T), ω^(T)) if the
+party was online at T (a party offline at T releases no value: its y was never sent), and always
+its public history: its online iterations, which of its MIX messages counted (out) and which it
+counted (in). A party that leaves never sends its record, so every MIX also carries its sender's
+history so far, and a party that has no record of some party by the first anti-entropy round sends
+everyone the latest history that party's MIX messages brought it (a PROXY): the rebuilt execution
+is then exact for everything the leaver's messages carried (`execution_from_records`). After
+`gossip_s` (or as soon as all n records are in; up to twice longer while a party that the records
+show online at T has not been heard of) the node outputs
+x̂ = Σ_{final} y^(T) / Σ_{final} ω^(T) over the records it has; the result names the parties it
+contains (`final`), those whose record never arrived (`missing`) and the public execution.
+A node whose budget the job would exceed declines it (the runtime decides with the accountant's
+`prospective`): it takes part with x = 0, so the others keep their masks; the result lists it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from netdp_node.privacy import inca_audit
+from netdp_node.protocols.base import (
+    Action,
+    Engine,
+    JobContext,
+    Message,
+    Output,
+    Record,
+    RefusalCode,
+    Refused,
+    Send,
+    SetTimer,
+)
+
+MIX = "mix"
+CLOSE = "close"
+FINAL = "final"
+PROXY = "proxy"
+
+
+# -- the dissemination record: a fixed-length public vector ----------------------------------------
+def record_length(dim: int, n: int, k: int, T: int) -> int:
+    """[y^(T) (dim), ω^(T), has_final, data, online_1..T, counted_out (T·k), counted_in (T·n)]."""
+    return dim + 3 + T + T * k + T * n
+
+
+def encode_record(y: np.ndarray, omega: float, has_final: bool, data: bool,
+                  online: Sequence[bool], counted_out: Sequence[Sequence[bool]],
+                  counted_in: Sequence[Sequence[bool]]) -> np.ndarray:
+    return np.concatenate([np.asarray(y, float), [omega, float(has_final), float(data)],
+                           np.asarray(online, float),
+                           np.asarray(counted_out, float).ravel(),
+                           np.asarray(counted_in, float).ravel()])
+
+
+def history_length(n: int, k: int, T: int) -> int:
+    """A party's public history: [online_1..T, counted_out (T·k), counted_in (T·n)]."""
+    return T + T * k + T * n
+
+
+def decode_history(h: np.ndarray, n: int, k: int, T: int) -> dict[str, Any]:
+    h = np.asarray(h, float)
+    if h.shape != (history_length(n, k, T),) or not np.all((h == 0) | (h == 1)):
+        raise ValueError("a history is a vector of 0/1 flags of length T + T·k + T·n")
+    return {"online": h[:T].astype(bool), "counted_out": h[T:T + T * k].reshape(T, k).astype(bool),
+            "counted_in": h[T + T * k:].reshape(T, n).astype(bool)}
+
+
+def decode_record(v: np.ndarray, dim: int, n: int, k: int, T: int) -> dict[str, Any]:
+    """Inverse of `encode_record`; raises ValueError on a malformed record."""
+    v = np.asarray(v, float)
+    if v.shape != (record_length(dim, n, k, T),):
+        raise ValueError(f"record has shape {v.shape}, expected ({record_length(dim, n, k, T)},)")
+    flags = v[dim + 1:]
+    if not np.all((flags == 0) | (flags == 1)):
+        raise ValueError("record flags must be 0 or 1")
+    o = dim + 3
+    rec = {"y": v[:dim].copy(), "omega": float(v[dim]), "has_final": bool(v[dim + 1]),
+           "data": bool(v[dim + 2]), "online": v[o:o + T].astype(bool),
+           "counted_out": v[o + T:o + T + T * k].reshape(T, k).astype(bool),
+           "counted_in": v[o + T + T * k:].reshape(T, n).astype(bool)}
+    if not rec["has_final"] and (np.any(rec["y"]) or rec["omega"]):
+        raise ValueError("a record without a final value must carry y = 0, ω = 0")
+    if rec["has_final"] and not rec["online"][T - 1]:
+        raise ValueError("only a party online at T has a final value")
+    return rec
+
+
+def build_execution(n: int, k: int, T: int, seed: int, scheme: str, online: np.ndarray,
+                    counted: Sequence[set[tuple[int, int]]], lost: Sequence[tuple[int, int, int]],
+                    final: np.ndarray) -> inca_audit.IncaExecution:
+    """The IncaExecution of online sets, counted messages (both ends) and lost messages (sender
+    only): `inca_audit.make_execution` returns an uncounted share to its sender's diagonal (line
+    13), and a lost message's share is then taken off it again (it left the sender and entered
+    nobody, so that column sums to less than 1)."""
+    ex = inca_audit.make_execution(n, k, T, seed, scheme, online=np.asarray(online, dtype=bool),
+                                   final=np.asarray(final, dtype=bool),
+                                   counted=[set(c) for c in counted])
+    if not lost:
+        return ex
+    weights = [np.array(W) for W in ex.weights]
+    for t, i, _ in lost:
+        weights[t - 1][i, i] -= 1.0 / (k + 1)
+    return dataclasses.replace(ex, weights=tuple(weights))
+
+def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
+                           records: Mapping[int, Mapping[str, Any]],
+                           nbrs: np.ndarray | None = None,
+                           proxies: Mapping[int, tuple[int, Mapping[str, Any]]] | None = None
+                           ) -> tuple[inca_audit.IncaExecution, dict[str, Any]]:
+    """The public IncaExecution of a finished job from the dissemination records (spec §2: the
+    schedule, the online sets and the weights are public).
+
+    A party whose record is missing (it left) is known up to the iteration before its last MIX
+    that reached a party whose record arrived: every MIX carries its sender's history so far, and
+    those parties disseminate the longest one they saw (`proxies`: origin -> (t, history up to
+    t − 1)). That covers everything the leaver's messages carried; what it did after its last
+    message is never observed and never in the result. Beyond its known history it is taken as
+    online at t iff another record shows an exchange with it in t that counted. A message
+    (i → j, t) counts iff i and j are online at t, j is among i's planned out-neighbours and the
+    receiver's history says it counted it (the sender's, if the receiver's is unknown; if both are
+    unknown, the message is taken as counted, the usual outcome: a guess about two leavers'
+    exchange that none of their later messages reported). A message the sender counted but the
+    receiver did not is `lost` (see the module docstring).
+    Returns (execution, {"lost": [(t, i, j)], "missing": [i], "counted": [[(i, j)] per t]})."""
+    nb = inca_audit.out_neighbours(n, k, T, seed) if nbrs is None else nbrs
+    hist: dict[int, Mapping[str, Any]] = dict(records)
+    known = {i: T for i in records}  # the last iteration whose history is known, per party
+    for i, (t, h) in (proxies or {}).items():
+        if i not in records:
+            hist[i], known[i] = h, t - 1
+    online = np.zeros((T + 1, n), dtype=bool)
+    online[0] = True
+    missing = [i for i in range(n) if i not in records]
+    for i, r in hist.items():
+        online[1:known[i] + 1, i] = r["online"][:known[i]]
+    for t in range(1, T + 1):
+        for i in range(n):
+            if known.get(i, 0) >= t:
+                continue
+            for j, r in hist.items():
+                if known[j] < t:
+                    continue
+                if r["counted_in"][t - 1, i] or (
+                        i in nb[t - 1, j] and r["counted_out"][t - 1, list(nb[t - 1, j]).index(i)]):
+                    online[t, i] = True
+    # Privacy-safe reading for a party that is not online at T: in the iteration after its last
+    # online one it may have sent y^(s) before missing the deadline (its MIX was seen though
+    # nothing counted), so it is taken as online there with no message counted. That adds the
+    # message to what the audit lets an adversary see and changes nothing else: its column stays
+    # e_i and its later value is never sent nor released.
+    for i in range(n):
+        s = int(np.flatnonzero(online[:, i]).max())
+        if s < T:
+            online[s + 1, i] = True
+    lost: list[tuple[int, int, int]] = []
+    counted_all: list[list[tuple[int, int]]] = []
+    for t in range(1, T + 1):
+        counted: set[tuple[int, int]] = set()
+        for i in np.flatnonzero(online[t]):
+            i = int(i)
+            for slot, j in enumerate(nb[t - 1, i]):
+                j = int(j)
+                by_sender = hist[i]["counted_out"][t - 1, slot] if known.get(i, 0) >= t else None
+                by_receiver = hist[j]["counted_in"][t - 1, i] if known.get(j, 0) >= t else None
+                if by_sender and by_receiver is not None and not by_receiver:
+                    lost.append((t, i, j))
+                elif online[t, j] and (by_receiver if by_receiver is not None else
+                                       by_sender if by_sender is not None else True):
+                    counted.add((i, j))
+        counted_all.append(sorted(counted))
+    final = np.zeros(n, dtype=bool)
+    for i, r in records.items():
+        final[i] = bool(r["has_final"]) and bool(online[T, i])
+    ex = build_execution(n, k, T, seed, scheme, online, [set(c) for c in counted_all], lost,
+                         final)
+    return ex, {"lost": lost, "missing": missing, "counted": counted_all}
+
+
+class Inca(Engine):
+    algorithm = "inca"
+
+    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
+                 contribute: bool = True) -> None:
+        super().__init__(ctx, data, rng, contribute)
+        p = ctx.params
+        self.ids = list(ctx.participants)
+        self.n = len(self.ids)
+        if ctx.me not in self.ids:
+            raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
+        self.me = self.ids.index(ctx.me)
+        self.T, self.k, self.dim = int(p["T"]), int(p["k"]), int(p["dim"])
+        self.scheme = str(p["scheme"])
+        self.sigma_eta, self.sigma_delta = float(p["sigma_eta"]), float(p["sigma_delta"])
+        self.lo, self.hi = float(p["lo"]), float(p["hi"])
+        self.round_s, self.gossip_s = float(p["round_s"]), float(p["gossip_s"])
+        self.fanout = int(p["fanout"])
+        self.w = 1.0 / (self.k + 1)
+        self.alpha, self.U = inca_audit.noise_scheme(self.scheme, self.T)
+        self.nbrs = inca_audit.out_neighbours(self.n, self.k, self.T, int(ctx.public_seed))
+        self.out = [[int(j) for j in self.nbrs[t, self.me]] for t in range(self.T)]
+        self.inn = [[i for i in range(self.n) if self.me in self.nbrs[t, i]]
+                    for t in range(self.T)]
+        x = np.zeros(self.dim)
+        self.has_data = bool(contribute and data is not None)
+        if self.has_data:
+            x = np.asarray(data, dtype=np.float64).reshape(-1)
+            if x.shape != (self.dim,):
+                raise ValueError(f"data has shape {x.shape}, the job expects ({self.dim},)")
+            x = np.clip(x, self.lo, self.hi)
+        # Private state. trace_* is the test-only trace: in memory, never in the ledger.
+        self.trace_x = x
+        self.trace_eta = np.zeros(self.dim)
+        self.trace_delta = np.zeros((self.T, self.dim))
+        self.trace_z = np.zeros(self.dim)  # Σ_t z_t injected so far
+        self.trace_y: list[np.ndarray] = []  # y^(0..t)
+        self.y = np.zeros(self.dim)
+        self.omega = 0.0
+        self.online = np.zeros(self.T + 1, dtype=bool)
+        self.online[0] = True
+        self.cur = 0  # iteration in progress (its MIX sent, not mixed yet); 0 before start
+        self.mixed = 0  # last iteration mixed
+        self.closed: set[int] = set()
+        self.acked: dict[int, set[int]] = {}
+        self.refused: dict[int, set[int]] = {}
+        self.held: dict[int, dict[int, np.ndarray]] = {}
+        self.flags: dict[int, dict[int, int]] = {}
+        self.deadline: set[int] = set()  # iterations whose mix deadline passed
+        self.patience: set[tuple[int, int]] = set()  # held MIX whose CLOSE wait expired
+        self.counted_out = np.zeros((self.T, self.k), dtype=bool)
+        self.counted_in = np.zeros((self.T, self.n), dtype=bool)
+        self.lost: list[tuple[int, str]] = []
+        self.records: dict[int, dict[str, Any]] = {}
+        self.raw_records: dict[int, np.ndarray] = {}
+        self.has: dict[int, set[int]] = {}  # peer -> origins it is known to hold
+        # the latest history each party's MIX carried (t, history up to t − 1), own or relayed
+        self.seen: dict[int, tuple[int, dict[str, Any]]] = {}
+        self.seen_raw: dict[int, np.ndarray] = {}
+        self.proxied: dict[int, int] = {}  # origin -> t of the proxy history sent/relayed
+
+    # -- helpers -------------------------------------------------------------------------------
+    def expected_steps(self) -> int:
+        return self.T + 1
+
+    def progress(self) -> int:
+        return self.mixed + (1 if self.done else 0)
+
+    def payload_shape(self, kind: str) -> tuple[int, ...] | None:
+        if kind == MIX:
+            return (self.dim + 1 + history_length(self.n, self.k, self.T),)
+        if kind == PROXY:
+            return (history_length(self.n, self.k, self.T),)
+        if kind == FINAL:
+            return (record_length(self.dim, self.n, self.k, self.T),)
+        return None
+
+    def _z(self, t: int, u: np.ndarray) -> tuple[np.ndarray, float]:
+        """z_t and α^(i)_t of the scheme adapted to this party's history so far (spec §6). The
+        public coefficients (α^(i)_t, U^(i)_t) are kept for the ledger (`self.coef`)."""
+        a, Ui = inca_audit.party_scheme(self.alpha, self.U, self.online)
+        z = a[t] * u + Ui[t] @ self.trace_delta
+        self.trace_z = self.trace_z + z
+        self.coef = {"alpha": float(a[t]), "u_row": [float(v) for v in Ui[t]]}
+        return z, float(a[t])
+
+    def _history(self) -> np.ndarray:
+        return np.concatenate([self.online[1:].astype(float),
+                               self.counted_out.ravel().astype(float),
+                               self.counted_in.ravel().astype(float)])
+
+    def _index(self, sender: str) -> int:
+        return self.ids.index(sender)
+
+    # -- entry points --------------------------------------------------------------------------
+    def start(self) -> list[Action]:
+        self.trace_eta = self.rng.normal(0.0, self.sigma_eta, size=self.dim)
+        self.trace_delta = self.rng.normal(0.0, self.sigma_delta, size=(self.T, self.dim))
+        self._u = self.trace_x + self.trace_eta
+        self.y, self.omega = self._z(0, self._u)
+        self.y = np.asarray(self.y, float)
+        self.trace_y.append(self.y.copy())
+        event = "contribute" if self.has_data else "noise-only"
+        actions: list[Action] = [Record(event, params={
+            "mechanism": "gaussian", "sigma_eta": self.sigma_eta, "sigma_delta": self.sigma_delta,
+            "sensitivity": (self.hi - self.lo) * math.sqrt(self.dim), "scheme": self.scheme,
+            "T": self.T, "k": self.k, "data": self.has_data, "t": 0, "omega": self.omega,
+            **self.coef})]
+        return actions + self._begin(1)
+
+    def _begin(self, t: int) -> list[Action]:
+        self.cur = t
+        self.acked.setdefault(t, set())
+        self.refused.setdefault(t, set())
+        payload = np.concatenate([self.y, [self.omega], self._history()])
+        acts: list[Action] = [Send(self.ids[j], Message(MIX, payload=payload, round=t))
+                              for j in self.out[t - 1]]
+        acts += [SetTimer(f"close:{t}", self.round_s / 2), SetTimer(f"mix:{t}", self.round_s)]
+        return acts
+
+    def _check_iteration(self, sender: str, msg: Message) -> tuple[int, int]:
+        t = msg.round
+        if not 1 <= t <= self.T:
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"{msg.kind} of foreign iteration {t} (the job has iterations "
+                          f"1..{self.T})")
+        s = self._index(sender)
+        if self.me not in self.nbrs[t - 1, s]:
+            raise Refused(RefusalCode.PERMISSION_DENIED,
+                          f"{sender} is not an in-neighbour of {self.ctx.me} in iteration {t} "
+                          f"(public schedule)")
+        if t <= self.mixed or self.cur > self.T:
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"late {msg.kind} of iteration {t}: {self.ctx.me} has mixed "
+                          f"iteration {self.mixed}")
+        return t, s
+
+    def on_message(self, sender: str, msg: Message) -> list[Action]:
+        if msg.kind == FINAL:
+            return self._on_final(sender, msg)
+        if msg.kind == PROXY:
+            return self._on_proxy(sender, msg)
+        if msg.kind not in (MIX, CLOSE):
+            raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
+        t, s = self._check_iteration(sender, msg)
+        if msg.kind == MIX:
+            if s in self.held.get(t, {}):
+                raise Refused(RefusalCode.FAILED_PRECONDITION,
+                              f"duplicate MIX of iteration {t} from {sender}")
+            shape = self.payload_shape(MIX)
+            if msg.payload is None or msg.payload.shape != shape or \
+                    not np.all(np.isfinite(msg.payload)):
+                raise Refused(RefusalCode.INVALID_ARGUMENT, f"MIX payload must be {shape} finite")
+            try:
+                h = decode_history(msg.payload[self.dim + 1:], self.n, self.k, self.T)
+            except ValueError as e:
+                raise Refused(RefusalCode.INVALID_ARGUMENT, str(e)) from None
+            self.held.setdefault(t, {})[s] = np.asarray(msg.payload[:self.dim + 1], float).copy()
+            if self.seen.get(s, (0, None))[0] < t:
+                self.seen[s] = (t, h)
+                self.seen_raw[s] = np.asarray(msg.payload[self.dim + 1:], float).copy()
+            wait = [SetTimer(f"hold:{t}:{s}", self.round_s)]
+        else:
+            flag = msg.scalars.get("counted")
+            if flag not in (0.0, 1.0):
+                raise Refused(RefusalCode.INVALID_ARGUMENT, "CLOSE needs scalar counted = 0 or 1")
+            if s in self.flags.get(t, {}):
+                raise Refused(RefusalCode.FAILED_PRECONDITION,
+                              f"duplicate CLOSE of iteration {t} from {sender}")
+            if flag == 1.0 and s not in self.held.get(t, {}):
+                raise Refused(RefusalCode.FAILED_PRECONDITION,
+                              f"CLOSE(counted) of iteration {t} from {sender} without its MIX")
+            self.flags.setdefault(t, {})[s] = int(flag)
+            wait = []
+        return wait + self._try_mix(t)
+
+    def on_timer(self, name: str) -> list[Action]:
+        what, _, arg = name.partition(":")
+        if what == "end":
+            if self.done:
+                return []
+            if int(arg or 0) < 2 and self._expected_records() - set(self.records):
+                # a party the records show online at T has not been heard of yet: wait longer
+                return [SetTimer(f"end:{int(arg or 0) + 1}", self.gossip_s)]
+            return self._output()
+        if what == "gossip":
+            return self._gossip() + (self._send_proxies() if arg in ("1", "3") else [])
+        if what == "hold":
+            t, _, s = arg.partition(":")
+            self.patience.add((int(t), int(s)))
+            return self._try_mix(int(t))
+        t = int(arg)
+        if t != self.cur or t <= self.mixed:
+            return []  # that step already happened early (or was skipped)
+        if what == "close":
+            return self._close(t) if t not in self.closed else []
+        self.deadline.add(t)
+        acts = self._close(t, mix=False) if t not in self.closed else []
+        return acts + self._try_mix(t)
+
+    def on_delivered(self, to: str, msg: Message) -> list[Action]:
+        if msg.kind != MIX or msg.round in self.closed:
+            return []  # an ack after the close does not count (the CLOSE said 0)
+        self.acked.setdefault(msg.round, set()).add(self._index(to))
+        return self._try_close(msg.round)
+
+    def on_undeliverable(self, to: str, msg: Message, code: str,
+                         detail: str) -> list[Action] | None:
+        t = msg.round
+        if msg.kind == MIX and t not in self.closed:
+            self.refused.setdefault(t, set()).add(self._index(to))
+            return self._try_close(t)
+        if msg.kind == CLOSE and msg.scalars.get("counted") == 1.0:
+            # The receiver mixed before our CLOSE(1) arrived: the one-sided residual (docstring).
+            self.lost.append((t, to))
+            return [Record("lost", peer=to, params={"t": t, "code": code})]
+        return []  # undelivered CLOSE(0), FINAL: nothing depends on them
+
+    # -- the three steps of an iteration -------------------------------------------------------
+    def _try_close(self, t: int) -> list[Action]:
+        if t != self.cur or t in self.closed:
+            return []
+        if set(self.out[t - 1]) <= self.acked[t] | self.refused[t]:
+            return self._close(t)
+        return []
+
+    def _close(self, t: int, mix: bool = True) -> list[Action]:
+        self.closed.add(t)
+        acts: list[Action] = []
+        for slot, j in enumerate(self.out[t - 1]):
+            counted = j in self.acked[t]
+            self.counted_out[t - 1, slot] = counted
+            if counted or j not in self.refused[t]:
+                acts.append(Send(self.ids[j], Message(CLOSE, round=t,
+                                                      scalars={"counted": float(counted)})))
+        return acts + (self._try_mix(t) if mix else [])
+
+    def _try_mix(self, t: int) -> list[Action]:
+        if t != self.cur or t not in self.closed or t <= self.mixed:
+            return []
+        flags = self.flags.get(t, {})
+        if all(i in flags for i in self.inn[t - 1]):
+            return self._mix(t)
+        # At the deadline, still wait for the CLOSE of every MIX it holds, up to round_s after that
+        # MIX arrived (its sender closes within round_s/2 of sending it): a CLOSE(1) that comes
+        # after the mix is the lost-message residual, which this patience makes rare.
+        if t in self.deadline and all(i in flags or (t, i) in self.patience
+                                      for i in self.held.get(t, {})):
+            return self._mix(t)
+        return []
+
+    def _mix(self, t: int, advance: bool = True) -> list[Action]:
+        held, flags = self.held.pop(t, {}), self.flags.pop(t, {})
+        ins = sorted(i for i, f in flags.items() if f == 1 and i in held)
+        for i in ins:
+            self.counted_in[t - 1, i] = True
+        outs = int(self.counted_out[t - 1].sum())
+        # at T a running party is online even if isolated: it cancels its outstanding terms and
+        # releases its final value (its column is e_i either way)
+        on = bool(ins) or outs > 0 or t == self.T
+        self.online[t] = on
+        self.coef = {"alpha": 0.0, "u_row": [0.0] * self.T}
+        if on:
+            keep = 1.0 - outs * self.w  # 1/(k+1) plus every uncounted share (line 13)
+            z, a = self._z(t, self._u)
+            self.y = keep * self.y + sum((held[i][:-1] for i in ins), np.zeros(self.dim)) * self.w \
+                + z
+            self.omega = keep * self.omega + sum(float(held[i][-1]) for i in ins) * self.w + a
+        self.mixed = t
+        self.trace_y.append(self.y.copy())
+        acts: list[Action] = [Record("inca-iteration", params={
+            "t": t, "online": on, "counted_out": [self.ids[j] for s, j in enumerate(self.out[t - 1])
+                                                  if self.counted_out[t - 1, s]],
+            "counted_in": [self.ids[i] for i in ins], "omega": self.omega, **self.coef})]
+        if not advance:
+            return acts
+        if t < self.T:
+            return acts + self._begin(t + 1)
+        return acts + self._disseminate()
+
+    # -- dissemination (spec §4 line 11, §9 item 8) ---------------------------------------------
+    def _own_record(self) -> np.ndarray:
+        final = bool(self.online[self.T])
+        return encode_record(self.y if final else np.zeros(self.dim), self.omega if final else 0.0,
+                             final, self.has_data, self.online[1:], self.counted_out,
+                             self.counted_in)
+
+    def _disseminate(self) -> list[Action]:
+        self.cur = self.T + 1
+        rec = self._own_record()
+        self.raw_records[self.me] = rec
+        self.records[self.me] = decode_record(rec, self.dim, self.n, self.k, self.T)
+        acts = self._push(self.me, [j for j in range(self.n) if j != self.me])
+        acts.append(SetTimer("end", self.gossip_s))
+        acts += [SetTimer(f"gossip:{r}", self.gossip_s * r / 4) for r in (1, 2, 3)]
+        return acts + self._maybe_output()
+
+    def _push(self, origin: int, peers: Sequence[int]) -> list[Action]:
+        acts: list[Action] = []
+        for j in peers:
+            if origin not in self.has.setdefault(j, set()):
+                self.has[j].add(origin)
+                acts.append(Send(self.ids[j], Message(FINAL, payload=self.raw_records[origin],
+                                                      seq=origin + 1)))
+        return acts
+
+    def _send_proxies(self) -> list[Action]:
+        """Parties whose record has not arrived (they may have left): every other party gets the
+        latest history their MIX messages carried to this node."""
+        acts: list[Action] = []
+        for origin, (t, _) in sorted(self.seen.items()):
+            if origin in self.records or self.proxied.get(origin, 0) >= t:
+                continue
+            self.proxied[origin] = t
+            acts += [Send(self.ids[j], Message(PROXY, payload=self.seen_raw[origin],
+                                               seq=origin + 1, round=t))
+                     for j in range(self.n) if j not in (self.me, origin)]
+        return acts
+
+    def _on_proxy(self, sender: str, msg: Message) -> list[Action]:
+        origin, t = msg.seq - 1, msg.round
+        if not (0 <= origin < self.n and 1 <= t <= self.T) or origin == self.me:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, f"PROXY of origin {msg.seq}, t = {t}")
+        try:
+            h = decode_history(msg.payload, self.n, self.k, self.T)
+        except ValueError as e:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, str(e)) from None
+        if self.seen.get(origin, (0, None))[0] < t:
+            self.seen[origin] = (t, h)
+            self.seen_raw[origin] = np.asarray(msg.payload, float).copy()
+        return []
+
+    def _gossip(self) -> list[Action]:
+        """Anti-entropy round: `fanout` random peers get every record they are not known to hold
+        (a peer that was unreachable during the first push gets a second chance)."""
+        others = [j for j in range(self.n) if j != self.me]
+        pick = self.rng.choice(len(others), size=min(self.fanout, len(others)), replace=False)
+        acts: list[Action] = []
+        for p in pick:
+            for origin in sorted(self.raw_records):
+                acts += self._push(origin, [others[int(p)]])
+        return acts
+
+    def _on_final(self, sender: str, msg: Message) -> list[Action]:
+        origin = msg.seq - 1
+        if not 0 <= origin < self.n or msg.payload is None:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, f"FINAL of unknown origin {msg.seq}")
+        if origin == self.me:
+            return []  # our own record came back: nothing to learn
+        if origin in self.raw_records:
+            if not np.array_equal(self.raw_records[origin], msg.payload):
+                raise Refused(RefusalCode.ALREADY_EXISTS,
+                              f"FINAL of {self.ids[origin]} conflicts with the one already held")
+            self.has.setdefault(self._index(sender), set()).add(origin)
+            return []
+        try:
+            rec = decode_record(msg.payload, self.dim, self.n, self.k, self.T)
+        except ValueError as e:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, str(e)) from None
+        self.raw_records[origin] = np.asarray(msg.payload, float).copy()
+        self.records[origin] = rec
+        self.has.setdefault(self._index(sender), set()).add(origin)
+        self.has.setdefault(origin, set()).add(origin)
+        if self.done:
+            return [Record("late-final", peer=self.ids[origin])]
+        others = [j for j in range(self.n) if j != self.me and origin not in self.has.get(j, ())]
+        acts: list[Action] = []
+        if others:  # rumour: relay a new record once, to `fanout` random peers
+            pick = self.rng.choice(len(others), size=min(self.fanout, len(others)), replace=False)
+            acts = self._push(origin, [others[int(p)] for p in pick])
+        return acts + self._maybe_output()
+
+    def _expected_records(self) -> set[int]:
+        """Parties that some record shows online at T (an exchange of iteration T counted): they
+        will disseminate a final record."""
+        out: set[int] = set()
+        for j, r in self.records.items():
+            out.update(int(i) for i in np.flatnonzero(r["counted_in"][self.T - 1]))
+            out.update(int(self.nbrs[self.T - 1, j, s])
+                       for s in np.flatnonzero(r["counted_out"][self.T - 1]))
+        return out
+
+    def _maybe_output(self) -> list[Action]:
+        if self.cur > self.T and len(self.records) == self.n and not self.done:
+            return self._output()
+        return []
+
+    def _output(self) -> list[Action]:
+        self.done = True
+        ex, info = execution_from_records(self.n, self.k, self.T, int(self.ctx.public_seed),
+                                          self.scheme, self.records, self.nbrs, self.seen)
+        fin = [i for i in range(self.n) if ex.final[i]]
+        sum_y = sum((self.records[i]["y"] for i in fin), np.zeros(self.dim))
+        sum_w = sum(self.records[i]["omega"] for i in fin)
+        est = sum_y / sum_w if sum_w > 0 else np.full(self.dim, np.nan)
+        value = None if sum_w <= 0 else est
+        return [Output(value=value, info={
+            "estimate": est.tolist() if sum_w > 0 else None,
+            "sum_y": sum_y.tolist(), "sum_omega": sum_w,
+            "final": [self.ids[i] for i in fin],
+            "missing": [self.ids[i] for i in info["missing"]],
+            "declined": [self.ids[i] for i, r in sorted(self.records.items()) if not r["data"]],
+            "lost": [[t, self.ids[i], self.ids[j]] for t, i, j in info["lost"]],
+            "omega_final": {self.ids[i]: self.records[i]["omega"] for i in fin},
+            "online": ex.online.astype(int).tolist(),
+            "counted": [[[self.ids[i], self.ids[j]] for i, j in c] for c in info["counted"]],
+            "scheme": self.scheme, "T": self.T, "k": self.k,
+        })]
+
+
+# -- job parameters ------------------------------------------------------------------------------
+def parse_threat(threat: str, n: int) -> tuple[str, float]:
+    """`eavesdrop:p` (each sent message observed with probability p, spec §8 Fig. 2) or
+    `collude:ρ` (a fraction ρ of the other parties colludes, spec §2 C-DP)."""
+    kind, _, val = str(threat).partition(":")
+    try:
+        frac = float(val)
+    except ValueError:
+        raise ValueError(f"threat must be eavesdrop:P or collude:RHO, got {threat!r}") from None
+    if kind not in ("eavesdrop", "collude") or not 0.0 <= frac <= 1.0:
+        raise ValueError(f"threat must be eavesdrop:P or collude:RHO with a fraction in [0, 1], "
+                         f"got {threat!r}")
+    if kind == "collude" and round(frac * n) >= n - 1:
+        raise ValueError("collude:RHO must leave at least two honest parties")
+    return kind, frac
+
+
+_KNOWN = {"T", "k", "scheme", "dim", "lo", "hi", "epsilon", "delta", "threat", "kappa",
+          "sigma_eta", "sigma_delta", "round_s", "gossip_s", "fanout", "deadline_s",
+          "expect_leave", "expect_miss", "calibration_runs"}
+_COMPUTED = {"sensitivity", "sigma_delta_source"}
+CALIBRATION_MAX_ROWS = 700  # n(T+1) above which σ_Δ is not calibrated at submission (too slow)
+
+
+def calibrate_sigma_delta(out: Mapping[str, Any], n: int) -> tuple[float, str]:
+    """σ_Δ by the exact procedure of spec §7.6 (`inca_audit.calibrate`, analytic Gaussian ε):
+    the worst case over `calibration_runs` executions sampled with the job's n, k, T, scheme and
+    expected dropouts (`expect_leave` parties leave for good, `expect_miss` of the party-iterations
+    are missed; `inca_audit.dropout_history`), each against one adversary of the job's threat,
+    from a fixed seed (so every submission of the same job gets the same σ_Δ). Returns
+    (σ_Δ, how it was obtained); 10·Δ_x with the reason when calibration is too large or
+    infeasible at this σ_η (raise kappa)."""
+    default = 10.0 * float(out["sensitivity"])
+    T, k = int(out["T"]), int(out["k"])
+    if n * (T + 1) > CALIBRATION_MAX_ROWS:
+        return default, (f"default 10·Δ_x (n(T+1) = {n * (T + 1)} > {CALIBRATION_MAX_ROWS}: not "
+                         "calibrated at submission)")
+    kind, frac = parse_threat(out["threat"], n)
+    rng = np.random.default_rng(0x1CA)
+    views = []
+    for r in range(int(out["calibration_runs"])):
+        on = inca_audit.dropout_history(n, T, rng, permanent=float(out["expect_leave"]),
+                                        temporary=float(out["expect_miss"]))
+        ex = inca_audit.make_execution(n, k, T, r, str(out["scheme"]), online=on)
+        adversary = ({"observed": inca_audit.sample_observed(ex, frac, rng)} if kind == "eavesdrop"
+                     else {"corrupted": inca_audit.sample_corrupted(n, round(frac * n), rng)})
+        views.append(inca_audit.linear_view(ex, **adversary))
+    try:
+        cal = inca_audit.calibrate(views, epsilon=float(out["epsilon"]), delta=float(out["delta"]),
+                                   sigma_eta=float(out["sigma_eta"]),
+                                   sensitivity=float(out["sensitivity"]), method="analytic")
+    except ValueError as e:
+        return default, f"default 10·Δ_x (calibration infeasible: {e})"
+    return cal.sigma_delta, (f"calibrated (spec §7.6) on {len(views)} sampled executions against "
+                             f"{out['threat']}, expect_leave={out['expect_leave']}, "
+                             f"expect_miss={out['expect_miss']}")
+
+
+def prepare_params(params: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """Validate an IncA job's public parameters, fill defaults and calibrate σ_η.
+
+    T (10), k (2), scheme ("inc" or "early"), dim (1), lo/hi (the box domain, 0 and 1; values are
+    clipped into it, Δ_x = (hi − lo)·√dim), epsilon (1.0) and delta (1e-5): the target against the
+    threat model `threat` ("eavesdrop:0.5" or "collude:ρ"); kappa (2.0). σ_η² = κ·c²Δ_x²/(ε² n_H)
+    with c² = 2 ln(1.25/δ) and n_H the honest parties (n, or n − ⌊ρn⌉): κ times the Theorem 4.5
+    lower bound σ_η*² (spec §7.2, §8 Fig. 4). sigma_delta: calibrated for the target by
+    `calibrate_sigma_delta` (spec §7.6, §9 item 9) on executions sampled with the expected
+    dropouts expect_leave (0) and expect_miss (0), calibration_runs (4) of them; the audit reports
+    what the real execution achieved. Either σ may be given explicitly. round_s (iteration
+    deadline, 2 s), gossip_s (dissemination window, 2·round_s), fanout (relays per new record, 2).
+    Re-preparing prepared parameters gives them back unchanged."""
+    unknown = set(params) - _KNOWN - _COMPUTED
+    if unknown:
+        raise ValueError(f"unknown inca parameter(s) {sorted(unknown)}; known: {sorted(_KNOWN)}")
+    if unknown:
+        raise ValueError(f"unknown inca parameter(s) {sorted(unknown)}; known: {sorted(_KNOWN)}")
+    if n < 3:
+        raise ValueError(f"IncA needs at least 3 participants, got {n}")
+    out: dict[str, Any] = {
+        "T": int(params.get("T", 10)), "k": int(params.get("k", 2)),
+        "scheme": str(params.get("scheme", "inc")), "dim": int(params.get("dim", 1)),
+        "lo": float(params.get("lo", 0.0)), "hi": float(params.get("hi", 1.0)),
+        "epsilon": float(params.get("epsilon", 1.0)), "delta": float(params.get("delta", 1e-5)),
+        "threat": str(params.get("threat", "eavesdrop:0.5")),
+        "kappa": float(params.get("kappa", 2.0)),
+        "round_s": float(params.get("round_s", 2.0)), "fanout": int(params.get("fanout", 2)),
+        "expect_leave": float(params.get("expect_leave", 0.0)),
+        "expect_miss": float(params.get("expect_miss", 0.0)),
+        "calibration_runs": int(params.get("calibration_runs", 4)),
+    }
+    out["gossip_s"] = float(params.get("gossip_s", 2 * out["round_s"]))
+    if "deadline_s" in params:
+        out["deadline_s"] = float(params["deadline_s"])
+    if not 1 <= out["T"] <= 10_000:
+        raise ValueError("T must be in 1..10000")
+    if not 1 <= out["k"] <= n - 1:
+        raise ValueError(f"k must be in 1..n-1 = {n - 1}")
+    if out["scheme"] not in ("inc", "early"):
+        raise ValueError("scheme must be 'inc' (Example 3.2) or 'early' (Example 3.1)")
+    if not 1 <= out["dim"] <= 1 << 16:
+        raise ValueError("dim must be in 1..65536")
+    if not (math.isfinite(out["lo"]) and math.isfinite(out["hi"]) and out["lo"] < out["hi"]):
+        raise ValueError("the domain needs finite lo < hi")
+    if not out["epsilon"] > 0 or not 0 < out["delta"] < 1 or not out["kappa"] >= 1:
+        raise ValueError("epsilon > 0, 0 < delta < 1 and kappa >= 1 are required")
+    if not out["round_s"] > 0 or not out["gossip_s"] > 0 or out["fanout"] < 0:
+        raise ValueError("round_s and gossip_s must be positive, fanout >= 0")
+    if not (0 <= out["expect_leave"] <= 1 and 0 <= out["expect_miss"] < 1
+            and 1 <= out["calibration_runs"] <= 1000):
+        raise ValueError("expect_leave in [0, 1], expect_miss in [0, 1), calibration_runs in "
+                         "1..1000 are required")
+    kind, frac = parse_threat(out["threat"], n)
+    sens = (out["hi"] - out["lo"]) * math.sqrt(out["dim"])
+    out["sensitivity"] = sens
+    n_h = n - (round(frac * n) if kind == "collude" else 0)
+    c2 = 2 * math.log(1.25 / out["delta"])
+    out["sigma_eta"] = float(params.get("sigma_eta", math.sqrt(
+        out["kappa"] * c2 * sens ** 2 / (out["epsilon"] ** 2 * n_h))))
+    if not out["sigma_eta"] > 0:
+        raise ValueError("sigma_eta must be positive")
+    if "sigma_delta" in params:
+        out["sigma_delta"] = float(params["sigma_delta"])
+        out["sigma_delta_source"] = str(params.get("sigma_delta_source", "given"))
+    else:
+        out["sigma_delta"], out["sigma_delta_source"] = calibrate_sigma_delta(out, n)
+    if not out["sigma_delta"] >= 0:
+        raise ValueError("sigma_delta must be >= 0")
+    return out
+
+
+def execution_from_info(spec: Mapping[str, Any],
+                        info: Mapping[str, Any]) -> inca_audit.IncaExecution:
+    """The public execution a node's result states (`Output.info`: online sets, counted and lost
+    messages, finals), rebuilt for the accountant from the node's own ledger."""
+    p = spec["params"]
+    ids = list(spec["participants"])
+    index = {v: i for i, v in enumerate(ids)}
+    n, T = len(ids), int(p["T"])
+    final = np.zeros(n, dtype=bool)
+    final[[index[v] for v in info["final"]]] = True
+    return build_execution(
+        n, int(p["k"]), T, int(spec["public_seed"]), str(p["scheme"]),
+        np.asarray(info["online"], dtype=bool),
+        [{(index[a], index[b]) for a, b in c} for c in info["counted"]],
+        [(int(t), index[a], index[b]) for t, a, b in info["lost"]], final)
+
+
+def central_dp_std(epsilon: float, delta: float, sensitivity: float, n: int) -> float:
+    """Std of the central-DP mean at (ε, δ): a trusted curator adds N(0, c²Δ_x²/(ε² n²)) to x̄
+    (spec §8 baselines, c² = 2 ln(1.25/δ))."""
+    return math.sqrt(2 * math.log(1.25 / delta)) * sensitivity / (epsilon * n)
+
+
+def threat_dict(threat: str, n: int) -> dict[str, Any]:
+    """The job's `threat` parameter in `inca_audit.party_report`'s form."""
+    kind, frac = parse_threat(threat, n)
+    return {"eavesdropper": frac} if kind == "eavesdrop" else {"colluders": frac}
