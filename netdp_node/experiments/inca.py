@@ -452,10 +452,11 @@ def plot(res: dict[str, Any], path: Any) -> None:
         drops = sorted({r["drop"] for r in res["gopa"]})
         inc = [next(r["incA_mse"] for r in res["gopa"] if r["drop"] == d) for d in drops]
         axes[2].plot(drops, inc, "o-", color="tab:green", label="IncA k=1 (D_inc)")
+        shades = iter(("tab:red", "tab:orange", "tab:purple", "tab:brown"))
         for share in sorted({str(r["rollback_share"]) for r in res["gopa"]}):
             rs = [r for r in res["gopa"] if str(r["rollback_share"]) == share or r["drop"] == 0]
             axes[2].plot([r["drop"] for r in rs], [r["mse"] for r in rs], "s--",
-                         label=f"GOPA, rollback dropouts: {share}")
+                         color=next(shades), label=f"GOPA-style, rollback dropouts: {share}")
         axes[2].set_title("(c) IncA vs GOPA, same messages per party")
         for ax in axes:
             ax.set_yscale("log")
