@@ -463,7 +463,10 @@ def plot(res: dict[str, Any], path: Any) -> None:
             ax.set_xlabel("fraction of permanent dropouts")
             ax.set_ylabel("MSE")
             ax.legend(fontsize=7)
-    fig.suptitle(f"{name}: {res.get('description', '')}", fontsize=9)
+    import textwrap
+
+    width = int(fig.get_figwidth() * 16)
+    fig.suptitle(textwrap.fill(f"{name}: {res.get('description', '')}", width), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
