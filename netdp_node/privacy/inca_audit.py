@@ -568,6 +568,14 @@ class IncaAudit:
     def epsilon_paper_max(self) -> float:
         return float(np.nanmax(self.epsilon_paper)) if self.honest.size else 0.0
 
+    def satisfies(self, epsilon: float, method: str = "paper") -> bool:
+        """Theorem 4.1's covariance condition at (ε, δ): Δ_x² a_kᵀM⁻¹a_k ≤ ε²/c² for every honest
+        k ('paper'; by `target_scale`, so ε ≥ 1 only where the analytic Gaussian confirms it),
+        or the exact analytic-Gaussian ε ≤ ε for every honest k ('analytic')."""
+        if not self.honest.size:
+            return True
+        return bool(self.s_max <= target_scale(epsilon, self.delta, method) * (1 + 1e-12))
+
     @property
     def paper_constant_valid(self) -> bool:
         """The classic constant c is only a valid (ε, δ) bound for ε < 1 (Dwork & Roth A.1)."""

@@ -344,6 +344,8 @@ def test_calibrate_is_tight_and_worst_case():
         bad = ia.account(ex, corrupted=corr, sigma_eta=cal.sigma_eta, sigma_delta=sd * 0.99,
                          delta=1e-5)
         assert ok.epsilon_paper_max <= 0.5 * (1 + 1e-6) < bad.epsilon_paper_max
+        assert ok.satisfies(0.5 * (1 + 1e-6)) and not bad.satisfies(0.5)
+        assert ok.satisfies(0.5, "analytic")  # the exact Gaussian is tighter than c
     with pytest.raises(ValueError, match="increase"):
         ia.calibrate(views, epsilon=0.5, delta=1e-5, kappa=0.5)
 
