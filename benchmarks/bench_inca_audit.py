@@ -9,7 +9,8 @@ Phases timed (`netdp_node.privacy.inca_audit`): `linear_view` (coefficient rows 
 message, §7.1, and the SVD row reduction, §7.6 step 2), `account` (M = σ_η²AAᵀ + σ_Δ²BBᵀ, Cholesky
 and triangular solve, per-party ε, §7.6 steps 3-4), `calibrate` (one generalised eigendecomposition
 and a bisection on σ_Δ), `explain` (Lemma 4.4 rank condition and Theorem 4.8 strong connectivity).
-The linear system's size is recorded (rows observed, honest unknowns n_H(T+1), rank after reduction).
+The linear system's size is recorded (rows observed, honest unknowns n_H(T+1), rank after
+reduction).
 Each repetition runs in a fresh child process so that its peak memory (ru_maxrss, including the
 interpreter and NumPy) is its own. Writes benchmarks/results/inca_audit.json (--quick:
 inca_audit-quick.json).

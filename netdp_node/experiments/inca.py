@@ -306,7 +306,7 @@ def _gopa(n: int, k: int, drop: float, share: Any, sigma_eta: float, samples: in
         v = gopa_view(n, g["edges"], corr, g["published"], g["rolled"])
         per.append(ia.min_sigma_delta(v, sigma_eta, s_target))
     sd = max(per)
-    errs = []
+    errs, rest, slope = [], [], []
     for _ in range(runs):
         g = _gopa_round(n, k, drop, share, rng)
         x = rng.random(n)
@@ -314,7 +314,13 @@ def _gopa(n: int, k: int, drop: float, share: Any, sigma_eta: float, samples: in
         m = int(pub.sum())
         noise = rng.normal(0.0, math.sqrt(m * sigma_eta ** 2 + g["uncancelled"] * sd ** 2))
         errs.append(float((x[pub].sum() + noise) / m - x.mean()) ** 2)
-    return {"sigma_delta": sd, "sigma_delta_per_sample": per, "mse": float(np.mean(errs))}
+        # exact conditional MSE = (bias² + σ_η²/m) + σ_Δ²·U/m², U = uncancelled pairwise terms
+        rest.append(float(x[pub].mean() - x.mean()) ** 2 + sigma_eta ** 2 / m)
+        slope.append(g["uncancelled"] / m ** 2)
+    return {"sigma_delta": sd, "sigma_delta_per_sample": per, "mse": float(np.mean(errs)),
+            "mse_exact_mean": float(np.mean(rest) + sd ** 2 * np.mean(slope)),
+            "mse_without_delta": float(np.mean(rest)),
+            "uncancelled_per_m2": float(np.mean(slope))}
 
 
 def run_fig4(args: Any) -> dict[str, Any]:
@@ -360,8 +366,11 @@ def run_fig4(args: Any) -> dict[str, Any]:
                 continue
             g = _gopa(n, k_gopa, drop, share, sigma_eta, samples, runs, rng)
             inc = next(r for r in table if r["k"] == 1 and r["T"] == T_g and r["drop"] == drop)
+            gap = inc["mse"] - g["mse_without_delta"]
+            breakeven = (math.sqrt(gap / g["uncancelled_per_m2"])
+                         if g["uncancelled_per_m2"] > 0 and gap > 0 else None)
             gopa.append({"drop": drop, "rollback_share": share, "k": k_gopa, **g,
-                         "incA_mse": inc["mse"]})
+                         "incA_mse": inc["mse"], "sigma_delta_breakeven": breakeven})
     summary = [f"D_inc k={r['k']} T={r['T']} drop {r['drop']:.0%}: σ_Δ {r['sigma_delta']:.2f}, "
                f"MSE {r['mse']:.2g} (÷n {r['mse_over_n']:.2g})"
                + (f"  spec σ_Δ {r['spec']['sigma_delta']}, MSE {r['spec']['mse']:.2g}"
@@ -370,7 +379,8 @@ def run_fig4(args: Any) -> dict[str, Any]:
                 + (f" (spec {r['spec_mse']:.2g})" if r["spec_mse"] else "") for r in early_inc]
     summary += [f"GOPA k={r['k']} drop {r['drop']:.0%} rollback {r['rollback_share']}: σ_Δ "
                 f"{r['sigma_delta']:.2f}, MSE {r['mse']:.2g} (IncA {r['incA_mse']:.2g})"
-                for r in gopa]
+                + (f"; GOPA's MSE reaches IncA's at σ_Δ {r['sigma_delta_breakeven']:.2f}"
+                   if r["sigma_delta_breakeven"] else "") for r in gopa]
     return {"params": {"n": n, "epsilon": EPS, "delta": DELTA, "c2": C2, "kappa": 2.0,
                        "colluders": 0.3, "runs": runs, "calibration_samples": samples,
                        "dropouts": "round(drop·n) parties leave for good at a uniform iteration "
@@ -452,17 +462,21 @@ def plot(res: dict[str, Any], path: Any) -> None:
         drops = sorted({r["drop"] for r in res["gopa"]})
         inc = [next(r["incA_mse"] for r in res["gopa"] if r["drop"] == d) for d in drops]
         axes[2].plot(drops, inc, "o-", color="tab:green", label="IncA k=1 (D_inc)")
+        shades = iter(("tab:red", "tab:orange", "tab:purple", "tab:brown"))
         for share in sorted({str(r["rollback_share"]) for r in res["gopa"]}):
             rs = [r for r in res["gopa"] if str(r["rollback_share"]) == share or r["drop"] == 0]
             axes[2].plot([r["drop"] for r in rs], [r["mse"] for r in rs], "s--",
-                         label=f"GOPA, rollback dropouts: {share}")
+                         color=next(shades), label=f"GOPA-style, rollback dropouts: {share}")
         axes[2].set_title("(c) IncA vs GOPA, same messages per party")
         for ax in axes:
             ax.set_yscale("log")
             ax.set_xlabel("fraction of permanent dropouts")
             ax.set_ylabel("MSE")
             ax.legend(fontsize=7)
-    fig.suptitle(f"{name}: {res.get('description', '')}", fontsize=9)
+    import textwrap
+
+    width = int(fig.get_figwidth() * 16)
+    fig.suptitle(textwrap.fill(f"{name}: {res.get('description', '')}", width), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -464,10 +464,12 @@ def _coefficient_rows(ex: IncaExecution, wanted: dict[int, list[int]]) -> np.nda
             Z[i, n + i * T: n + (i + 1) * T] = Us[i, t]
         return Z
 
+    from scipy.sparse import csr_matrix
+
     Y = inject(0)
     out = [Y[wanted.get(0, [])]]
     for t, W in enumerate(ex.weights, start=1):
-        Y = np.asarray(W) @ Y + inject(t)
+        Y = csr_matrix(np.asarray(W)) @ Y + inject(t)  # k+1 non-zeros per column
         if wanted.get(t):
             out.append(Y[wanted[t]])
     return np.vstack(out) if out else np.zeros((0, cols))
@@ -511,7 +513,9 @@ def linear_view(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None
     """The adversary's linear system (§7.1) for an eavesdropper seeing `observed` (messages (t, i),
     value y_i^(t); finals always added) and/or a colluding set `corrupted` (its own values at every
     t, every message sent to it by an online sender, the finals; its u and Δ columns are known and
-    removed). Redundant rows are removed by SVD with tolerance tol·σ_max (§7.6 step 2).
+    removed). Redundant rows are removed by SVD with tolerance tol·σ_max (§7.6 step 2): directions
+    below it are taken for rounding noise (the audit's s_k is checked against a least-norm solve
+    on the raw rows in the tests).
     """
     seen, honest_mask = _observed_from(ex, observed, corrupted)
     wanted: dict[int, list[int]] = {}
@@ -568,6 +572,14 @@ class IncaAudit:
     @property
     def epsilon_paper_max(self) -> float:
         return float(np.nanmax(self.epsilon_paper)) if self.honest.size else 0.0
+
+    def satisfies(self, epsilon: float, method: str = "paper") -> bool:
+        """Theorem 4.1's covariance condition at (ε, δ): Δ_x² a_kᵀM⁻¹a_k ≤ ε²/c² for every honest
+        k ('paper'; by `target_scale`, so ε ≥ 1 only where the analytic Gaussian confirms it),
+        or the exact analytic-Gaussian ε ≤ ε for every honest k ('analytic')."""
+        if not self.honest.size:
+            return True
+        return bool(self.s_max <= target_scale(epsilon, self.delta, method) * (1 + 1e-12))
 
     @property
     def paper_constant_valid(self) -> bool:

@@ -344,6 +344,8 @@ def test_calibrate_is_tight_and_worst_case():
         bad = ia.account(ex, corrupted=corr, sigma_eta=cal.sigma_eta, sigma_delta=sd * 0.99,
                          delta=1e-5)
         assert ok.epsilon_paper_max <= 0.5 * (1 + 1e-6) < bad.epsilon_paper_max
+        assert ok.satisfies(0.5 * (1 + 1e-6)) and not bad.satisfies(0.5)
+        assert ok.satisfies(0.5, "analytic")  # the exact Gaussian is tighter than c
     with pytest.raises(ValueError, match="increase"):
         ia.calibrate(views, epsilon=0.5, delta=1e-5, kappa=0.5)
 
@@ -406,7 +408,8 @@ def test_party_report_and_dropout_terms():
     est = (e["c_u"] @ (x + sim["eta"]) + (e["c_delta"] * sim["Delta"]).sum()) / e["omega_total"]
     assert abs(est - sim["estimate"]) < 1e-9
     # Without the leavers' held values the released sum keeps uncancelled Δ of leavers who sent
-    # something (their outstanding term went out, Eq. 8) and loses shares of values: Σ c_u < number of shares injected.
+    # something (their outstanding term went out, Eq. 8) and loses shares of values:
+    # Σ c_u < the shares injected.
     leavers = ~online[T] & online[1]  # left after sending at least once (d ≥ 2)
     assert leavers.any() and (np.abs(e["c_delta"][leavers]).sum(axis=1) > 0).all()
     assert e["c_u"].sum() < sim["gamma"].sum() - 1e-6

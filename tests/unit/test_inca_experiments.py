@@ -1,6 +1,7 @@
-"""`netdp reproduce inca-fig2/3/4 --quick`: the IncA reproductions run end to end through the CLI and
-write JSON + PNG; their numbers obey the closed forms they must (spec `inca.md` §4 Eq. 3-5, §7.2,
-§8 baselines) and the GOPA baseline's linear system gives the closed form of its simplest case."""
+"""`netdp reproduce inca-fig2/3/4 --quick`: the IncA reproductions run end to end through the CLI
+and write JSON + PNG; their numbers obey the closed forms they must (spec `inca.md` §4 Eq. 3-5,
+§7.2, §8 baselines) and the GOPA baseline's linear system gives the closed form of its simplest
+case."""
 
 from __future__ import annotations
 
