@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from netdp_node.protocols import ring, walk
+from netdp_node.protocols import muffliato, ring, walk
 from netdp_node.protocols.base import Engine
 
 
@@ -32,6 +32,13 @@ ALGORITHMS: dict[str, Algorithm] = {
     "walk-sgd": Algorithm("walk-sgd", walk.WalkSgd,
                           functools.partial(walk.prepare_params, "walk-sgd"), "complete"),
     "rw-sgd": Algorithm("rw-sgd", walk.RandomWalkSgd, walk.prepare_rw_sgd, "exponential"),
+    "muffliato": Algorithm("muffliato", muffliato.MuffliatoSync,
+                           functools.partial(muffliato.prepare_params, "muffliato"), "ring"),
+    "muffliato-random": Algorithm("muffliato-random", muffliato.MuffliatoRandom,
+                                  functools.partial(muffliato.prepare_params, "muffliato-random"),
+                                  "ring"),
+    "muffliato-gd": Algorithm("muffliato-gd", muffliato.MuffliatoGd,
+                              functools.partial(muffliato.prepare_params, "muffliato-gd"), "ring"),
 }
 
 
