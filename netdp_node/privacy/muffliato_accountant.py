@@ -245,8 +245,10 @@ def schedules(spec: Mapping[str, Any], entries: Sequence[Any],
 def leakage_matrices(spec: Mapping[str, Any], entries: Sequence[Any],
                      me: str) -> tuple[list[np.ndarray] | None, str]:
     """Per gossip call, the joint-view matrix F[u, v] = ε_{u→v}/ε_LDP on the realised schedule
-    (`pndp_gossip.joint_view_matrix`), or (None, why). Cached per (job, ledger length)."""
-    key = ("jv", spec["job_id"], me, len(entries))
+    (`pndp_gossip.joint_view_matrix`), or (None, why). Cached per (job, node, reported
+    schedules)."""
+    key = ("jv", spec["job_id"], me, repr(sorted(_reports(entries, me).items())),
+           any(e.event == "output" for e in entries))
     if key in _CACHE:
         return _CACHE[key]
     scheds, why = schedules(spec, entries, me)
