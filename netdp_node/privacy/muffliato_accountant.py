@@ -44,9 +44,12 @@ import scipy.sparse as sp
 from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.composition import DEFAULT_ORDERS, PrivacyLoss, gaussian_rdp, rdp_to_dp
 
-JOINT_VIEW = "muffliato joint view (exact, realised schedule; muffliato.md §4.11)"
+JOINT_VIEW = ("muffliato joint view on the realised schedule (muffliato.md §4.11; values the "
+              "float basis does not resolve are rounded up)")
 PAPER = "paper bound (not a guarantee)"
 _CACHE: dict[tuple[Any, ...], Any] = {}
+#: schedules up to this many rounds may use pndp_gossip's exact rational fallback
+EXACT_MAX_ROUNDS = 60
 
 
 def _index(spec: Mapping[str, Any]) -> dict[str, int]:
@@ -218,20 +221,30 @@ def random_schedule(spec: Mapping[str, Any], entries: Iterable[Any],
         return None, str(e)
     if not seq:
         return [], ""
-    eye = {(i, i): Fraction(1) for i in range(n)}
-    I = _csr(n, eye)
+    # Consecutive exchanges on disjoint pairs commute: pack them greedily into one round (a
+    # matching; its W is the product of the pair averages, the messages are the same), which
+    # divides the number of rounds the joint view has to propagate through by up to n/2.
     edges, mats, rats = [], [], []
+    cur: list[tuple[int, int, bool]] = []
+    busy: set[int] = set()
+
+    def flush() -> None:
+        rat = {(i, i): Fraction(1) for i in range(n)}
+        for i, j, committed in cur:
+            if committed:
+                rat[(i, i)] = rat[(j, j)] = rat[(i, j)] = rat[(j, i)] = Fraction(1, 2)
+        edges.append(frozenset((min(i, j), max(i, j)) for i, j, _ in cur))
+        mats.append(_csr(n, rat))
+        rats.append(rat)
+
     for _, _, a, b, committed in seq:
         i, j = idx[a], idx[b]
-        edges.append(frozenset({(min(i, j), max(i, j))}))
-        if committed:
-            rat = dict(eye)
-            rat[(i, i)] = rat[(j, j)] = rat[(i, j)] = rat[(j, i)] = Fraction(1, 2)
-            mats.append(_csr(n, rat))
-            rats.append(rat)
-        else:
-            mats.append(I)
-            rats.append(eye)
+        if i in busy or j in busy:
+            flush()
+            cur, busy = [], set()
+        cur.append((i, j, committed))
+        busy |= {i, j}
+    flush()
     return [pg.GossipSchedule(n, tuple(edges), tuple(mats), None, tuple(rats))], ""
 
 
@@ -247,8 +260,8 @@ def leakage_matrices(spec: Mapping[str, Any], entries: Sequence[Any],
     """Per gossip call, the joint-view matrix F[u, v] = ε_{u→v}/ε_LDP on the realised schedule
     (`pndp_gossip.joint_view_matrix`), or (None, why). Cached per (job, node, reported
     schedules)."""
-    key = ("jv", spec["job_id"], me, repr(sorted(_reports(entries, me).items())),
-           any(e.event == "output" for e in entries))
+    key = ("jv", spec["job_id"], repr(sorted(_reports(entries, me).items())),
+           spec["algorithm"] != "muffliato-random" or any(e.event == "output" for e in entries))
     if key in _CACHE:
         return _CACHE[key]
     scheds, why = schedules(spec, entries, me)
@@ -257,7 +270,10 @@ def leakage_matrices(spec: Mapping[str, Any], entries: Sequence[Any],
         res = (None, why)
     else:
         n = len(spec["participants"])
-        res = ([pg.joint_view_matrix(s) if s.T else np.eye(n) for s in scheds], "")
+        # exact rational arithmetic (pndp_gossip's fallback when the float basis is unresolved)
+        # only for short schedules: it is slow; otherwise unresolved values are conservative
+        res = ([pg.joint_view_matrix(s, exact=None if s.T <= EXACT_MAX_ROUNDS else False)
+                if s.T else np.eye(n) for s in scheds], "")
     if len(_CACHE) > 64:
         _CACHE.clear()
     _CACHE[key] = res
