@@ -122,12 +122,15 @@ async def test_randomized_conserves_mass_and_accountant_matches(tmp_path, transp
         sched = pg.pairwise_schedule(n, committed)  # Algorithm 2, spec §3.2
         np.testing.assert_allclose(out, sched.run(x0)[-1], atol=1e-12)
         assert out.sum() == pytest.approx(x0.sum(), abs=1e-12)  # pairwise averages keep the mass
-        F = pg.joint_view_matrix(sched)
+        F = pg.joint_view_matrix(sched, exact=True)  # rational arithmetic: the exact values
         kw = {"sigma": p["sigma"], "sensitivity": p["sensitivity"], "delta": p["delta"]}
         inc = ACCOUNTANTS["muffliato-random"].incoming(spec, es, "n0")
         for j, v in enumerate(ids[1:], start=1):
-            assert inc[v].epsilon == pytest.approx(pg.pair_privacy_loss(F[j, 0], **kw).epsilon,
-                                                   rel=1e-9)
+            exact = pg.pair_privacy_loss(F[j, 0], **kw).epsilon
+            # the accountant may add pndp_gossip's float margin (a fraction of ε_LDP): never
+            # below the exact value, and at most 1e-5 of the LDP level above it
+            above = pg.pair_privacy_loss(min(1.0, F[j, 0] + 1e-5), **kw).epsilon
+            assert exact * (1 - 1e-12) <= inc[v].epsilon <= above
     finally:
         await net.close()
 
