@@ -38,10 +38,13 @@ facts the other way round. So both ends evaluate the same predicate, and a node 
 only once its window is closed AND every one of its round-r sends has an outcome (delivered or
 not). Limits (documented in the README): (1) the transport's give-up time bounds a round's
 duration, not `round_timeout_s` alone: a node waits for the outcome of a send to an unreachable
-neighbour; (2) if an acknowledgement is lost AND the link then gives up (the receiver accepted, the
+neighbour; (2) a neighbour whose link gave up (UNAVAILABLE) is presumed gone for `suspend_rounds` rounds:
+this node neither sends to it nor accepts its values in those rounds (the predicate stays the same on
+both ends: an unsent value is not accepted), then tries again; this bounds the cost of a departed
+neighbour to one give-up time every `suspend_rounds` rounds; (3) if an acknowledgement is lost AND the link then gives up (the receiver accepted, the
 sender was told UNAVAILABLE), the two ends disagree on that edge for that round: the receiver
 averages it in, the sender does not; the ledgers then show a one-sided edge, which the audit and the
-accountant detect (they fall back to the local-DP level); (3) a value that reaches a node after it
+accountant detect (they fall back to the local-DP level); (4) a value that reaches a node after it
 closed the round is refused, but the node did receive its bytes: the accountant therefore treats
 every message of the public graph as observed (conservative), whether or not the round realised it.
 
@@ -179,6 +182,7 @@ class MuffliatoSync(Engine):
         self.calls = int(p.get("calls", 1))
         self.gamma = float(p["gamma"]) if p.get("accelerated", True) else 1.0
         self.round_timeout = float(p.get("round_timeout_s", 5.0))
+        self.suspend_rounds = int(p.get("suspend_rounds", 4))
         self.topology = _topology_indices(ctx)
         self.total = self.T * self.calls
         if self.total > _MAX_ROUNDS:
@@ -192,6 +196,8 @@ class MuffliatoSync(Engine):
         self.inbox: dict[int, dict[int, np.ndarray]] = {}  # round -> sender -> value
         self.outcome: dict[int, dict[int, bool]] = {}  # round -> receiver -> accepted
         self.closed = -1  # highest round whose acceptance window is closed
+        self.sent: dict[int, set[int]] = {}  # round -> neighbours this node sent its value to
+        self.suspended: dict[int, int] = {}  # neighbour presumed gone -> first round to retry
         self.realised: list[list[int]] = []  # per finished round, realised neighbour indices
         self.missing: dict[str, list[int]] = {}
         self.schedules: dict[str, Any] = {}
@@ -254,14 +260,16 @@ class MuffliatoSync(Engine):
         self.r = r
         nb, _ = self.graph(r // self.T)
         self.outcome.setdefault(r, {})
+        targets = [w for w in nb if self.suspended.get(w, -1) <= r]
+        self.sent[r] = set(targets)
         actions: list[Action] = [Send(self.ids[w], Message(VALUE, payload=self.x.copy(), round=r))
-                                 for w in nb]
+                                 for w in targets]
         actions.append(SetTimer(f"round:{r}", self.round_timeout))
         return actions
 
     def _maybe_close(self) -> None:
-        nb, _ = self.graph(self.r // self.T)
-        if self.closed < self.r and all(w in self.inbox.get(self.r, {}) for w in nb):
+        if self.closed < self.r and all(w in self.inbox.get(self.r, {})
+                                        for w in self.sent.get(self.r, ())):
             self.closed = self.r
 
     def _maybe_finish(self) -> list[Action]:
@@ -271,11 +279,13 @@ class MuffliatoSync(Engine):
             self._maybe_close()
             nb, weights = self.graph(self.r // self.T)
             out = self.outcome.get(self.r, {})
-            if self.closed < self.r or any(w not in out for w in nb):
+            sent = self.sent.get(self.r, set())
+            if self.closed < self.r or any(w not in out for w in sent):
                 return actions
             got = self.inbox.pop(self.r, {})
             self.outcome.pop(self.r, None)
-            R = tuple(w for w in nb if w in got and out[w])
+            self.sent.pop(self.r, None)
+            R = tuple(w for w in nb if w in sent and w in got and out[w])
             actions += self._update(R, got, weights)
             nxt = self.r + 1
             if nxt == self.total:
@@ -341,6 +351,10 @@ class MuffliatoSync(Engine):
         if w not in nb:
             raise Refused(RefusalCode.PERMISSION_DENIED,
                           f"{sender} is not a neighbour of {self.ctx.me} in round {r}")
+        if self.suspended.get(w, -1) > r:
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"{sender} is presumed gone until round {self.suspended[w]} (its "
+                          "link gave up); this round does not use the edge")
         if r <= self.closed or r < self.r or self.done:
             raise Refused(RefusalCode.FAILED_PRECONDITION,
                           f"late value for round {r} from {sender}: {self.ctx.me} closed it "
@@ -374,10 +388,13 @@ class MuffliatoSync(Engine):
             return self._maybe_finish()
         return []
 
-    def _settle(self, msg: Message, to: str, ok: bool) -> list[Action]:
+    def _settle(self, msg: Message, to: str, ok: bool, code: str = "") -> list[Action]:
         if msg.kind != VALUE:
             return []
         r = int(msg.round)
+        if code == "UNAVAILABLE":  # the link gave up: skip the peer for a few rounds
+            w = self.ids.index(to)
+            self.suspended[w] = max(self.suspended.get(w, -1), r + 1 + self.suspend_rounds)
         if r in self.outcome or r > self.r:
             self.outcome.setdefault(r, {})[self.ids.index(to)] = ok
         return self._maybe_finish() if r == self.r else []
@@ -387,7 +404,7 @@ class MuffliatoSync(Engine):
 
     def on_undeliverable(self, to: str, msg: Message, code: str,
                          detail: str) -> list[Action] | None:
-        return self._settle(msg, to, False)
+        return self._settle(msg, to, False, code)
 
 
 # -- Algorithm 3 --------------------------------------------------------------------------------------
@@ -675,10 +692,10 @@ def ldp_sigma(epsilon: float, delta: float, sensitivity: float, count: int) -> f
 _KNOWN = {
     "muffliato": {"T", "dim", "clip", "sigma", "epsilon", "delta", "alpha", "calibrate",
                   "accelerated", "graph", "p", "spectral_gap", "spread_bound", "round_timeout_s",
-                  "deadline_s"},
+                  "suspend_rounds", "deadline_s"},
     "muffliato-gd": {"T", "dim", "sigma", "epsilon", "delta", "alpha", "calibrate",
                      "accelerated", "graph", "p", "spectral_gap", "round_timeout_s", "steps",
-                     "eta", "lipschitz", "deadline_s"},
+                     "eta", "lipschitz", "suspend_rounds", "deadline_s"},
     "muffliato-random": {"dim", "clip", "sigma", "epsilon", "delta", "alpha", "calibrate",
                          "graph", "p", "rate", "duration_s", "grace_s", "exchange_timeout_s",
                          "deadline_s"},
@@ -705,7 +722,8 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
     level, the guarantee every pair has, is ε at δ). Synchronous: T (default from
     `pndp_gossip.gossip_rounds` with the public spectral gap, or `spectral_gap` for er/topology,
     and `spread_bound` (default B², the largest spread of inputs in a ball of radius B)),
-    accelerated (true), round_timeout_s (5). GD: steps (10), eta (0.7), lipschitz (0.4), with T
+    accelerated (true), round_timeout_s (5), suspend_rounds (4: rounds a neighbour whose link gave
+    up is skipped). GD: steps (10), eta (0.7), lipschitz (0.4), with T
     rounds per step. Randomized: rate (activations per second per node, 5), duration_s (10),
     grace_s (2), exchange_timeout_s (5).
     """
@@ -762,8 +780,9 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
     else:
         out["accelerated"] = bool(params.get("accelerated", True))
         out["round_timeout_s"] = _num(params, "round_timeout_s", 5.0)
-        if out["round_timeout_s"] <= 0:
-            raise ValueError("round_timeout_s must be positive")
+        out["suspend_rounds"] = int(params.get("suspend_rounds", 4))
+        if out["round_timeout_s"] <= 0 or out["suspend_rounds"] < 0:
+            raise ValueError("round_timeout_s must be positive, suspend_rounds >= 0")
         if "spectral_gap" in params:
             lam = _num(params, "spectral_gap", 0.0)
         elif out["graph"] in ("er", "topology"):

@@ -339,10 +339,16 @@ def test_refuses_late_duplicate_foreign_and_non_neighbour_values():
     with pytest.raises(Refused) as ex:
         e.on_message("n5", val(0))
     assert "late" in ex.value.reason
-    for s in sends:  # outcomes: n1 took ours, n5 did not
-        e.on_delivered(s.to, s.msg) if s.to == "n1" else e.on_undeliverable(
+    acts = []
+    for s in sends:  # outcomes: n1 took ours, n5's link gave up
+        acts += e.on_delivered(s.to, s.msg) if s.to == "n1" else e.on_undeliverable(
             s.to, s.msg, "UNAVAILABLE", "x")
     assert e.r == 1 and e.realised == [[1]]
+    # n5 is presumed gone for the next rounds: no value sent to it, its values refused
+    assert {a.to for a in acts if isinstance(a, Send)} == {"n1"}
+    with pytest.raises(Refused) as ex:
+        e.on_message("n5", val(1))
+    assert "presumed gone" in ex.value.reason
     with pytest.raises(Refused):
         e.on_message("n1", Message(SCHEDULE, scalars={"9:1": 1.0}))
 
