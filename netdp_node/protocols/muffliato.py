@@ -38,10 +38,13 @@ facts the other way round. So both ends evaluate the same predicate, and a node 
 only once its window is closed AND every one of its round-r sends has an outcome (delivered or
 not). Limits (documented in the README): (1) the transport's give-up time bounds a round's
 duration, not `round_timeout_s` alone: a node waits for the outcome of a send to an unreachable
-neighbour; (2) a neighbour whose link gave up (UNAVAILABLE) is presumed gone for `suspend_rounds` rounds:
+neighbour; (2) a neighbour whose link gave up (UNAVAILABLE) is presumed gone for `suspend_rounds` rounds
+(doubled after every further give-up in a row):
 this node neither sends to it nor accepts its values in those rounds (the predicate stays the same on
 both ends: an unsent value is not accepted), then tries again; this bounds the cost of a departed
-neighbour to one give-up time every `suspend_rounds` rounds; (3) if an acknowledgement is lost AND the link then gives up (the receiver accepted, the
+neighbour to a few give-up times per job (a round that waits for a give-up delays the node's next
+value, so its neighbours may close that round without it when `round_timeout_s` is shorter than the
+transport's give-up time); (3) if an acknowledgement is lost AND the link then gives up (the receiver accepted, the
 sender was told UNAVAILABLE), the two ends disagree on that edge for that round: the receiver
 averages it in, the sender does not; the ledgers then show a one-sided edge, which the audit and the
 accountant detect (they fall back to the local-DP level); (4) a value that reaches a node after it
@@ -198,6 +201,7 @@ class MuffliatoSync(Engine):
         self.closed = -1  # highest round whose acceptance window is closed
         self.sent: dict[int, set[int]] = {}  # round -> neighbours this node sent its value to
         self.suspended: dict[int, int] = {}  # neighbour presumed gone -> first round to retry
+        self.give_ups: dict[int, int] = {}  # consecutive give-ups per neighbour (backoff)
         self.realised: list[list[int]] = []  # per finished round, realised neighbour indices
         self.missing: dict[str, list[int]] = {}
         self.schedules: dict[str, Any] = {}
@@ -392,9 +396,13 @@ class MuffliatoSync(Engine):
         if msg.kind != VALUE:
             return []
         r = int(msg.round)
-        if code == "UNAVAILABLE":  # the link gave up: skip the peer for a few rounds
-            w = self.ids.index(to)
-            self.suspended[w] = max(self.suspended.get(w, -1), r + 1 + self.suspend_rounds)
+        w = self.ids.index(to)
+        if code == "UNAVAILABLE":  # the link gave up: skip the peer for a few rounds, doubling
+            k = self.give_ups[w] = self.give_ups.get(w, 0) + 1
+            skip = self.suspend_rounds * 2 ** min(k - 1, 16)
+            self.suspended[w] = max(self.suspended.get(w, -1), r + 1 + skip)
+        elif ok:
+            self.give_ups.pop(w, None)
         if r in self.outcome or r > self.r:
             self.outcome.setdefault(r, {})[self.ids.index(to)] = ok
         return self._maybe_finish() if r == self.r else []

@@ -126,6 +126,13 @@ async def test_muffliato_16_processes_with_offline_and_leaving_nodes(tmp_path):
             local = job["baselines"]["local-dp"]["epsilon"]
             ldp = local if ldp is None else ldp
             assert all(p["epsilon"] <= local * (1 + 1e-9) for p in job["peers"])
+        # merged ledgers (global knowledge): every realised edge was used by both ends, every
+        # message received was sent as recorded, and the unreceived ones were refused ones
+        from netdp_node.audit import audit
+
+        checks = {x["name"]: x for x in audit([c.ledger(v) for v in c.ids])["checks"]}
+        for name in ("gossip-mass-conserved", "tokens-conserved", "received-once"):
+            assert checks[name]["ok"], checks[name]
     finally:
         c.stop()
 
