@@ -367,6 +367,12 @@ def baselines(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[
                 worst = max(float(np.max(np.delete(F[u], u))) for F in Fs)
                 out["joint view per call (not a guarantee across steps)"] = _pair(
                     spec, worst, "exact joint view of one call, worst call and peer (§4.6)")
+    if spec["algorithm"] != "muffliato-gd" and scheds is not None:
+        Fs, _ = leakage_matrices(spec, es, me)
+        if Fs is not None:  # eq. (7) on the joint view: what this node learnt, on average
+            out["mean loss eq. (7) (a summary, not a guarantee)"] = _pair(
+                spec, pg.mean_privacy_loss(Fs[0][:, u], u),
+                "incoming joint view averaged over the others, (1/n) Σ_u (muffliato.md §2.3)")
     if spec["algorithm"] != "muffliato-gd" and count:
         sigma, sens, delta = _sigma_ratio(spec)
         n = len(parts)

@@ -93,7 +93,19 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
         # while the paper's eq. (6) says 1.4 % of the LDP level
         assert F[0, 4] == 1.0
         assert pg.paper_bound(sched, 4)[0] == pytest.approx(0.0142, abs=5e-4)
-        assert "paper bound (not a guarantee)" in acc.baselines(spec, es, "n4")
+        base = acc.baselines(spec, es, "n4")
+        assert "paper bound (not a guarantee)" in base
+        mean = pg.mean_privacy_loss(F[:, 4], 4)  # eq. (7) on the joint view
+        assert base["mean loss eq. (7) (a summary, not a guarantee)"].epsilon == pytest.approx(
+            pg.pair_privacy_loss(mean, **kw).epsilon, rel=1e-9)
+        # `netdp privacy report` of n4, from its ledger: both directions and the labelled values
+        from netdp_node.report import ledger_report, render_text
+
+        rep = ledger_report(tmp_path / "n4", job_id="j")
+        job = rep["jobs"][0]
+        assert {x["peer"] for x in job["incoming"]} == set(ids) - {"n4"}
+        text = render_text(rep)
+        assert "incoming: what this node learnt" in text and "paper bound (not a guarantee)" in text
     finally:
         await net.close()
 
