@@ -21,7 +21,8 @@ Both directions:
 
 Conservative modelling: every message of the public graph counts as seen by its receiver in every
 round (a refused late message was still received), so E_t is the planned graph of the call and
-W_t is supported on the realised edges (`GossipSchedule` allows W_t's support to be a subset of E_t).
+W_t is supported on the realised edges (`GossipSchedule` allows W_t's support to be a subset of
+E_t).
 For randomized gossip an exchange that revealed values without committing is a round with the
 edge and W = I.
 

@@ -35,21 +35,21 @@ up reaches the sender as `on_undeliverable`. The edge {v, w} is REALISED in roun
 
 v knows the first fact itself and the second from the outcome of its own send; w knows the same two
 facts the other way round. So both ends evaluate the same predicate, and a node finishes round r
-only once its window is closed AND every one of its round-r sends has an outcome (delivered or
-not). Limits (documented in the README): (1) the transport's give-up time bounds a round's
-duration, not `round_timeout_s` alone: a node waits for the outcome of a send to an unreachable
-neighbour; (2) a neighbour whose link gave up (UNAVAILABLE) is presumed gone for `suspend_rounds` rounds
-(doubled after every further give-up in a row):
-this node neither sends to it nor accepts its values in those rounds (the predicate stays the same on
-both ends: an unsent value is not accepted), then tries again; this bounds the cost of a departed
-neighbour to a few give-up times per job (a round that waits for a give-up delays the node's next
-value, so its neighbours may close that round without it when `round_timeout_s` is shorter than the
-transport's give-up time); (3) if an acknowledgement is lost AND the link then gives up (the receiver accepted, the
-sender was told UNAVAILABLE), the two ends disagree on that edge for that round: the receiver
-averages it in, the sender does not; the ledgers then show a one-sided edge, which the audit and the
-accountant detect (they fall back to the local-DP level); (4) a value that reaches a node after it
-closed the round is refused, but the node did receive its bytes: the accountant therefore treats
-every message of the public graph as observed (conservative), whether or not the round realised it.
+only once its window is closed AND every one of its round-r sends has an outcome (delivered or not).
+Limits (documented in the README): (1) the transport's give-up time bounds a round's duration, not
+`round_timeout_s` alone: a node waits for the outcome of a send to an unreachable neighbour; (2) a
+neighbour whose link gave up (UNAVAILABLE) is presumed gone for `suspend_rounds` rounds (doubled
+after every further give-up in a row): this node neither sends to it nor accepts its values in those
+rounds (the predicate stays the same on both ends: an unsent value is not accepted), then tries
+again; this bounds the cost of a departed neighbour to a few give-up times per job (a round that
+waits for a give-up delays the node's next value, so its neighbours may close that round without it
+when `round_timeout_s` is shorter than the transport's give-up time); (3) if an acknowledgement is
+lost AND the link then gives up (the receiver accepted, the sender was told UNAVAILABLE), the two
+ends disagree on that edge for that round: the receiver averages it in, the sender does not; the
+ledgers then show a one-sided edge, which the audit and the accountant detect (they fall back to the
+local-DP level); (4) a value that reaches a node after it closed the round is refused, but the node
+did receive its bytes: the accountant therefore treats every message of the public graph as observed
+(conservative), whether or not the round realised it.
 
 Weights of a round (spec §7.1 items 3, 8): the Metropolis weights of the PUBLIC graph of the call
 restricted to the realised edges, `W_vw = 1/(1 + max(d_v, d_w))` for realised {v, w} (d the public
@@ -415,7 +415,7 @@ class MuffliatoSync(Engine):
         return self._settle(msg, to, False, code)
 
 
-# -- Algorithm 3 --------------------------------------------------------------------------------------
+# -- Algorithm 3 --------------------------------------------------------------------------------
 def logistic_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
     from netdp_node.protocols.walk import logistic_gradient as g
 
@@ -427,9 +427,9 @@ class MuffliatoGd(MuffliatoSync):
     local gradient g_v of ln(1 + exp(−y θᵀx)) at θ_v, clipped to L2 norm `lipschitz` L (so the
     per-step sensitivity is Δ = 2L, spec §7.1 item 6: clip before the noise), the noisy local step
     `θ̂_v = θ_v − ν (g_v + z_v)`, `z_v ~ N(0, σ² I)` (= noise N(0, ν²σ²) on θ̂, spec §3.4 "Noise
-    equivalence"), then one full Muffliato call of T rounds on the call's graph (a fresh ER graph per
-    step with graph=er, spec §3.5). Data: rows of `dim` features and a ±1 (or 0/1) label, flattened
-    (as walk-sgd). θ^0 = 0."""
+    equivalence"), then one full Muffliato call of T rounds on the call's graph (a fresh ER graph
+    per step with graph=er, spec §3.5). Data: rows of `dim` features and a ±1 (or 0/1) label,
+    flattened (as walk-sgd). θ^0 = 0."""
 
     algorithm = "muffliato-gd"
 
@@ -475,13 +475,13 @@ class MuffliatoGd(MuffliatoSync):
         return Output(value=self.theta.copy(), info=info)
 
 
-# -- Algorithm 2 --------------------------------------------------------------------------------------
+# -- Algorithm 2 --------------------------------------------------------------------------------
 class MuffliatoRandom(Engine):
     """Algorithm 2 (spec §3.2, §7.1 item 9): randomized pairwise gossip without a global clock.
 
     Each node runs a Poisson clock of rate `rate` (exponential delays from its private generator)
-    for `duration_s` seconds of its own time. At a tick, if it is idle, it activates an incident edge
-    of the public graph (a neighbour drawn uniformly) and runs one exchange-and-average:
+    for `duration_s` seconds of its own time. At a tick, if it is idle, it activates an incident
+    edge of the public graph (a neighbour drawn uniformly) and runs one exchange-and-average:
 
         v → w  offer            (no value; w refuses it if busy or finished: nothing revealed)
         w → v  reply(x_w)       (w accepted: w is busy with v until v's value arrives or times out)
@@ -696,7 +696,7 @@ def ldp_sigma(epsilon: float, delta: float, sensitivity: float, count: int) -> f
     return hi * sensitivity
 
 
-# -- job parameters -----------------------------------------------------------------------------------
+# -- job parameters -----------------------------------------------------------------------------
 _KNOWN = {
     "muffliato": {"T", "dim", "clip", "sigma", "epsilon", "delta", "alpha", "calibrate",
                   "accelerated", "graph", "p", "spectral_gap", "spread_bound", "round_timeout_s",
@@ -722,18 +722,17 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
     """Validate a Muffliato job's public parameters, fill defaults, choose T from the public bound
     and calibrate σ (pndp_gossip; spec §3.1, §4.8, §5.4).
 
-    Common: dim (1; 9 for GD), clip B (1.0; inputs clipped to L2 norm B, Δ = 2B; GD: lipschitz L,
-    Δ = 2L), graph (ring | complete | hypercube | er (with p, default 2 ln n / n) | topology),
-    delta (1e-5). Noise: `sigma` directly, or from `epsilon` with calibrate = "mean" (default: σ such
-    that the mean privacy loss of eq. (7), converted at δ, is ε: `pndp_gossip.sigma_for_mean_dp`
-    with T_v = d_max·T, a SUMMARY, not a per-pair guarantee) or "ldp" (σ such that the local-DP
-    level, the guarantee every pair has, is ε at δ). Synchronous: T (default from
-    `pndp_gossip.gossip_rounds` with the public spectral gap, or `spectral_gap` for er/topology,
-    and `spread_bound` (default B², the largest spread of inputs in a ball of radius B)),
-    accelerated (true), round_timeout_s (5), suspend_rounds (4: rounds a neighbour whose link gave
-    up is skipped). GD: steps (10), eta (0.7), lipschitz (0.4), with T
-    rounds per step. Randomized: rate (activations per second per node, 5), duration_s (10),
-    grace_s (2), exchange_timeout_s (5).
+    Common: dim (1; 9 for GD), clip B (1.0; inputs clipped to L2 norm B, Δ = 2B; GD: lipschitz L, Δ
+    = 2L), graph (ring | complete | hypercube | er (with p, default 2 ln n / n) | topology), delta
+    (1e-5). Noise: `sigma` directly, or from `epsilon` with calibrate = "mean" (default: σ such that
+    the mean privacy loss of eq. (7), converted at δ, is ε: `pndp_gossip.sigma_for_mean_dp` with T_v
+    = d_max·T, a SUMMARY, not a per-pair guarantee) or "ldp" (σ such that the local-DP level, the
+    guarantee every pair has, is ε at δ). Synchronous: T (default from `pndp_gossip.gossip_rounds`
+    with the public spectral gap, or `spectral_gap` for er/topology, and `spread_bound` (default B²,
+    the largest spread of inputs in a ball of radius B)), accelerated (true), round_timeout_s (5),
+    suspend_rounds (4: rounds a neighbour whose link gave up is skipped). GD: steps (10), eta (0.7),
+    lipschitz (0.4), with T rounds per step. Randomized: rate (activations per second per node, 5),
+    duration_s (10), grace_s (2), exchange_timeout_s (5).
     """
     from netdp_node.privacy import pndp_gossip as pg
 
