@@ -399,7 +399,7 @@ class MuffliatoSync(Engine):
         w = self.ids.index(to)
         if code == "UNAVAILABLE":  # the link gave up: skip the peer for a few rounds, doubling
             k = self.give_ups[w] = self.give_ups.get(w, 0) + 1
-            skip = self.suspend_rounds * 2 ** min(k - 1, 16)
+            skip = self.suspend_rounds * 2 ** min(k - 1, 3)
             self.suspended[w] = max(self.suspended.get(w, -1), r + 1 + skip)
         elif ok:
             self.give_ups.pop(w, None)
