@@ -39,17 +39,17 @@ only once its window is closed AND every one of its round-r sends has an outcome
 Limits (documented in the README): (1) the transport's give-up time bounds a round's duration, not
 `round_timeout_s` alone: a node waits for the outcome of a send to an unreachable neighbour; (2) a
 neighbour whose link gave up (UNAVAILABLE) is presumed gone for `suspend_rounds` rounds (doubled
-after every further give-up in a row): this node neither sends to it nor accepts its values in those
-rounds (the predicate stays the same on both ends: an unsent value is not accepted), then tries
-again; this bounds the cost of a departed neighbour to a few give-up times per job (a round that
-waits for a give-up delays the node's next value, so its neighbours may close that round without it
-when `round_timeout_s` is shorter than the transport's give-up time); (3) if an acknowledgement is
-lost AND the link then gives up (the receiver accepted, the sender was told UNAVAILABLE), the two
-ends disagree on that edge for that round: the receiver averages it in, the sender does not; the
-ledgers then show a one-sided edge, which the audit and the accountant detect (they fall back to the
-local-DP level); (4) a value that reaches a node after it closed the round is refused, but the node
-did receive its bytes: the accountant therefore treats every message of the public graph as observed
-(conservative), whether or not the round realised it.
+after every further give-up in a row, up to 8 times as many): this node neither sends to it nor
+accepts its values in those rounds (the predicate stays the same on both ends: an unsent value is
+not accepted), then tries again; this bounds the cost of a departed neighbour to a few give-up times
+per job (a round that waits for a give-up delays the node's next value, so its neighbours may close
+that round without it when `round_timeout_s` is shorter than the transport's give-up time); (3) if
+an acknowledgement is lost AND the link then gives up (the receiver accepted, the sender was told
+UNAVAILABLE), the two ends disagree on that edge for that round: the receiver averages it in, the
+sender does not; the ledgers then show a one-sided edge, which the audit and the accountant detect
+(they fall back to the local-DP level); (4) a value that reaches a node after it closed the round is
+refused, but the node did receive its bytes: the accountant therefore treats every message of the
+public graph as observed (conservative), whether or not the round realised it.
 
 Weights of a round (spec §7.1 items 3, 8): the Metropolis weights of the PUBLIC graph of the call
 restricted to the realised edges, `W_vw = 1/(1 + max(d_v, d_w))` for realised {v, w} (d the public
