@@ -437,3 +437,61 @@ def test_gd_learns_and_reports_local_dp_composition():
     assert {"paper bound (not a guarantee)",
             "joint view per call (not a guarantee across steps)"} <= set(base)
     JobView("sim", spec, res.entries["n0"])  # the view type the report builds
+
+
+def test_randomized_exchange_serialised_and_abort_agreed():
+    """Algorithm 2's exchange (sans-IO): a busy node refuses offers; a responder that times out
+    refuses the initiator's late value, so neither averages and both record the exchange as
+    aborted; the accountant counts it as a round in which the pair saw values, with W = I."""
+    from netdp_node.protocols.muffliato import OFFER, PAIR, REPLY, MuffliatoRandom
+
+    ids = _ids(3)
+    p = get_algorithm("muffliato-random").prepare({"graph": "ring", "sigma": 0.5, "rate": 1.0,
+                                                   "duration_s": 1.0}, 3)
+    e = {v: MuffliatoRandom(JobContext("j", "muffliato-random", v, tuple(ids), p, 1),
+                            np.array([0.1 * i]), np.random.default_rng([0, i]))
+         for i, v in enumerate(ids)}
+    for v in ids:
+        e[v].start()
+    x = {v: e[v].x.copy() for v in ids}
+    offer = next(a for a in e["n0"].on_timer("tick") if isinstance(a, Send))
+    assert offer.msg.kind == OFFER and offer.msg.payload is None  # an offer reveals nothing
+    w = offer.to
+    other = next(v for v in ids if v not in ("n0", w))
+    with pytest.raises(Refused) as ex:  # n0 is busy in its own exchange
+        e["n0"].on_message(other, Message(OFFER, seq=1))
+    assert "busy" in ex.value.reason
+    reply = next(a for a in e[w].on_message("n0", offer.msg) if isinstance(a, Send))
+    assert reply.msg.kind == REPLY and np.array_equal(reply.msg.payload, x[w])
+    with pytest.raises(Refused):  # the responder is busy too
+        e[w].on_message(other, Message(OFFER, seq=1))
+    aborted = e[w].on_timer(f"r:0:{offer.msg.seq}")  # n0's value never came in time
+    assert [a.params["status"] for a in aborted if isinstance(a, Record)] == ["aborted"]
+    pair = next(a for a in e["n0"].on_message(w, reply.msg) if isinstance(a, Send))
+    assert pair.msg.kind == PAIR
+    with pytest.raises(Refused) as ex:  # late: the responder gave up
+        e[w].on_message("n0", pair.msg)
+    logged = e["n0"].on_undeliverable(w, pair.msg, "FAILED_PRECONDITION", ex.value.reason)
+    assert [a.params["status"] for a in logged if isinstance(a, Record)] == ["aborted"]
+    assert np.array_equal(e["n0"].x, x["n0"]) and np.array_equal(e[w].x, x[w])  # no averaging
+    assert e["n0"].busy is None and e[w].busy is None
+    # the accountant's schedule: one round with the edge, W = I (the pair saw each other's values)
+    from netdp_node.ledger import Entry
+
+    def rec(node, a):
+        return Entry(job_id="j", direction="local", event="schedule", peer=node,
+                     params={"activations": [[a[0], a[1], a[2], a[3]]]})
+
+    spec = {"job_id": "j", "algorithm": "muffliato-random", "participants": ids, "params": p,
+            "public_seed": 1, "edges": []}
+    entries = [Entry(job_id="j", direction="local", event="activation", peer=w,
+                     params={"initiator": "n0", "id": offer.msg.seq, "status": "aborted"}),
+               Entry(job_id="j", direction="local", event="output"),
+               rec(w, ["n0", offer.msg.seq, "n0", False]),
+               Entry(job_id="j", direction="local", event="schedule", peer=other,
+                     params={"activations": []})]
+    (s,), why = ma.random_schedule(spec, entries, "n0")
+    assert s.T == 1 and len(s.edges[0]) == 1
+    np.testing.assert_array_equal(s.matrices[0].toarray(), np.eye(3))
+    # n0 saw w's value: the joint view says n0 learnt w's noisy value exactly
+    assert pg.joint_view(s, 0).leakage[ids.index(w)] == 1.0
