@@ -24,7 +24,9 @@ round (a refused late message was still received), so E_t is the planned graph o
 W_t is supported on the realised edges (`GossipSchedule` allows W_t's support to be a subset of
 E_t).
 For randomized gossip an exchange that revealed values without committing is a round with the
-edge and W = I.
+edge and W = I. The nodes' outputs are reported to the bootstrap, which shows them to every
+participant, so every observer's view also holds every output `x_w^T` (spec §7.1 item 7:
+`published` in `pndp_gossip.joint_view`; for GD the final model).
 
 Muffliato-GD (spec §4.6): neither accountant is proven across gradient steps (the inputs of later
 steps depend on u's data through earlier gossip). The guarantee shown is the local-DP composition
@@ -273,8 +275,12 @@ def leakage_matrices(spec: Mapping[str, Any], entries: Sequence[Any],
         n = len(spec["participants"])
         # exact rational arithmetic (pndp_gossip's fallback when the float basis is unresolved)
         # only for short schedules: it is slow; otherwise unresolved values are conservative
-        res = ([pg.joint_view_matrix(s, exact=None if s.T <= EXACT_MAX_ROUNDS else False)
-                if s.T else np.eye(n) for s in scheds], "")
+        # every node's output x^T is reported to the bootstrap, which shows it to every
+        # participant: one more view of every observer (spec §7.1 item 7), for the last call
+        last = len(scheds) - 1
+        res = ([pg.joint_view_matrix(s, exact=None if s.T <= EXACT_MAX_ROUNDS else False,
+                                     published=range(n) if c == last else ())
+                if s.T else np.eye(n) for c, s in enumerate(scheds)], "")
     if len(_CACHE) > 64:
         _CACHE.clear()
     _CACHE[key] = res

@@ -77,7 +77,8 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
         np.testing.assert_allclose(out, expect, atol=1e-12)
         np.testing.assert_allclose(out.mean(axis=0), x0.mean(axis=0), atol=1e-12)  # x̄ + η̄
         # the ledger accountant == pndp_gossip on the same (fixed) schedule, both directions
-        F = pg.joint_view_matrix(sched)
+        # every output x^T is shown to every participant by the bootstrap: published views
+        F = pg.joint_view_matrix(sched, published=range(n))
         spec = net.ledger("n4").job("j").spec
         acc = ACCOUNTANTS["muffliato"]
         es = net.ledger("n4").entries("j")
@@ -134,7 +135,7 @@ async def test_randomized_conserves_mass_and_accountant_matches(tmp_path, transp
         sched = pg.pairwise_schedule(n, committed)  # Algorithm 2, spec §3.2
         np.testing.assert_allclose(out, sched.run(x0)[-1], atol=1e-12)
         assert out.sum() == pytest.approx(x0.sum(), abs=1e-12)  # pairwise averages keep the mass
-        F = pg.joint_view_matrix(sched, exact=True)  # rational arithmetic: the exact values
+        F = pg.joint_view_matrix(sched, exact=True, published=range(n))  # exact rationals
         kw = {"sigma": p["sigma"], "sensitivity": p["sensitivity"], "delta": p["delta"]}
         inc = ACCOUNTANTS["muffliato-random"].incoming(spec, es, "n0")
         for j, v in enumerate(ids[1:], start=1):
@@ -303,7 +304,7 @@ def test_accountant_rebuilds_the_realised_schedule_with_drops():
         mats.append(W)
     E = frozenset(_ring_edges(n))  # every message of the public graph counts as seen
     sched = pg.GossipSchedule(n, (E,) * T, tuple(mats))
-    F = pg.joint_view_matrix(sched)
+    F = pg.joint_view_matrix(sched, published=range(n))
     kw = {"sigma": 1.0, "sensitivity": p["sensitivity"], "delta": p["delta"]}
     out = acc.losses(spec, own + pub, "n2")
     inc = acc.incoming(spec, own + pub, "n2")
