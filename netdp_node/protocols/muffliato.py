@@ -821,12 +821,22 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
             out["T"] = int(params["T"])
         else:
             spread = _num(params, "spread_bound", out.get("clip", 1.0) ** 2)
-            out["T"] = max(1, pg.gossip_rounds(out["spectral_gap_used"], n, out["sigma"], spread,
+
+            def rounds(sigma: float) -> int:
+                return max(1, pg.gossip_rounds(out["spectral_gap_used"], n, sigma, spread,
                                                dim=out["dim"], accelerated=out["accelerated"]))
-            if "sigma" not in params and out["calibrate"] == "mean":  # σ depends on T: once more
-                out["sigma"] = pg.sigma_for_mean_dp(
-                    out["epsilon"], out["delta"], sensitivity=out["sensitivity"], n=n,
-                    communications=max(1, d_max) * out["T"] * out["calls"])
+
+            out["T"] = rounds(out["sigma"])
+            if "sigma" not in params and out["calibrate"] == "mean":
+                # σ (mean loss ∝ T/σ²) and T (Theorem 2, decreasing in σ) depend on each other:
+                # raise T until it suffices for the σ it implies
+                for _ in range(64):
+                    out["sigma"] = pg.sigma_for_mean_dp(
+                        out["epsilon"], out["delta"], sensitivity=out["sensitivity"], n=n,
+                        communications=max(1, d_max) * out["T"] * out["calls"])
+                    if rounds(out["sigma"]) <= out["T"]:
+                        break
+                    out["T"] += 1
         if not 1 <= out["T"] * out["calls"] <= _MAX_ROUNDS:
             raise ValueError(f"T × steps must be in 1..{_MAX_ROUNDS}")
     return out

@@ -496,3 +496,27 @@ def test_randomized_exchange_serialised_and_abort_agreed():
     np.testing.assert_array_equal(s.matrices[0].toarray(), np.eye(3))
     # n0 saw w's value: the joint view says n0 learnt w's noisy value exactly
     assert pg.joint_view(s, 0).leakage[ids.index(w)] == 1.0
+
+
+def test_prepare_chooses_T_from_the_public_bound_and_calibrates_sigma():
+    n = 16
+    prep = get_algorithm("muffliato").prepare
+    p = prep({"graph": "hypercube", "epsilon": 2.0, "delta": 1e-5}, n)
+    W = pg.metropolis_weights(n, public_graph(p, n, 0, 0))
+    assert p["spectral_gap_used"] == pytest.approx(pg.spectral_gap(W)) == pytest.approx(0.4)
+    assert p["gamma"] == pytest.approx(pg.chebyshev_gamma(0.4))
+    # T suffices for Theorem 2's public bound (spread ≤ clip² = 1) at the σ the job uses, and is
+    # the smallest such T (one round fewer would not)
+    assert p["T"] >= pg.gossip_rounds(0.4, n, p["sigma"], 1.0, dim=1, accelerated=True)
+    s1 = pg.sigma_for_mean_dp(2.0, 1e-5, sensitivity=2.0, n=n, communications=4 * (p["T"] - 1))
+    assert p["T"] == 1 or pg.gossip_rounds(0.4, n, s1, 1.0, dim=1, accelerated=True) > p["T"] - 1
+    # calibrate=mean: the mean loss of eq. (7) with T_v = d_max·T is ε at δ (a summary)
+    assert p["sigma"] == pytest.approx(pg.sigma_for_mean_dp(
+        2.0, 1e-5, sensitivity=2.0, n=n, communications=4 * p["T"]))
+    # calibrate=ldp: the local-DP level, the guarantee every pair has, is ε at δ
+    q = prep({"graph": "ring", "epsilon": 2.0, "calibrate": "ldp", "T": 5}, n)
+    assert ldp_epsilon(1, q["sigma"] / q["sensitivity"], q["delta"]) == pytest.approx(2.0, rel=1e-6)
+    with pytest.raises(ValueError, match="unknown"):
+        prep({"rounds": 3}, n)
+    with pytest.raises(ValueError, match="spectral_gap"):
+        prep({"graph": "er"}, n)
