@@ -349,7 +349,8 @@ def run_simulation(a: Any) -> int:
         out.update({"test_accuracy": logistic_accuracy(value, split.X_test, split.y_test),
                     "data": split.source, "model": value.tolist()})
     elif a.algorithm.startswith("muffliato"):
-        out.update(gossip_outcome(res, ids, params, data, split))
+        out.update(gossip_outcome(res, ids, params, data, split,
+                                  gd=a.algorithm == "muffliato-gd"))
     if a.audit:
         out["audit"] = walk_audit_dict(np.asarray(res.holders), n, a.algorithm, params)
     if a.trace:
@@ -366,14 +367,14 @@ def run_simulation(a: Any) -> int:
 
 
 def gossip_outcome(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
-                   data: Mapping[str, np.ndarray], split: Any) -> dict[str, Any]:
+                   data: Mapping[str, np.ndarray], split: Any, gd: bool) -> dict[str, Any]:
     """Muffliato: every node's estimate against the true mean of the (clipped) inputs, or the
     test accuracy of every node's model (GD)."""
     from netdp_node.protocols.ring import clip_l2
     from netdp_node.protocols.walk import logistic_accuracy
 
     outs = np.array([np.asarray(res.outputs[v].value) for v in ids])
-    if params.get("calls", 1) > 1 and split is not None:  # muffliato-gd
+    if gd:
         accs = [logistic_accuracy(w, split.X_test, split.y_test) for w in outs]
         return {"test_accuracy": float(np.mean(accs)), "test_accuracy_min": float(np.min(accs)),
                 "data": split.source, "model": outs.mean(axis=0).tolist()}
