@@ -47,8 +47,7 @@ import scipy.sparse as sp
 from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.composition import DEFAULT_ORDERS, PrivacyLoss, gaussian_rdp, rdp_to_dp
 
-JOINT_VIEW = ("muffliato joint view on the realised schedule (muffliato.md §4.11; values the "
-              "float basis does not resolve are rounded up)")
+JOINT_VIEW = "muffliato joint view (realised schedule, muffliato.md §4.11)"
 PAPER = "paper bound (not a guarantee)"
 _CACHE: dict[tuple[Any, ...], Any] = {}
 #: schedules up to this many rounds may use pndp_gossip's exact rational fallback
