@@ -520,3 +520,39 @@ def test_prepare_chooses_T_from_the_public_bound_and_calibrates_sigma():
         prep({"rounds": 3}, n)
     with pytest.raises(ValueError, match="spectral_gap"):
         prep({"graph": "er"}, n)
+
+
+async def test_a_node_leaving_through_the_runtime_is_survived_and_audited(tmp_path):
+    """The runtime's leave fault (memory transport): the leaver's neighbours see their links give
+    up, presume it gone, and finish; the merged-ledger audit finds every realised edge used by both
+    ends and every unreceived message refused; the outputs say from when the leaver was missing."""
+    from netdp_node.audit import audit
+    from netdp_node.faults import FaultPlan
+
+    n, T = 8, 8
+    ids = _ids(n)
+    vals = {v: np.array([0.1 * i]) for i, v in enumerate(ids)}
+    p = get_algorithm("muffliato").prepare({"graph": "hypercube", "T": T, "sigma": 0.1,
+                                            "accelerated": False, "round_timeout_s": 0.3,
+                                            "suspend_rounds": 2}, n)
+    net = await make_net("memory", ids, tmp_path, data=vals, seed=4, give_up_after=0.4,
+                         faults={"n3": FaultPlan(leave_at_step=8)})
+    survivors = [v for v in ids if v != "n3"]
+    try:
+        for v in reversed(ids):
+            await net.nodes[v].add_job(contexts("j", "muffliato", ids, p)[v])
+        await net.wait_done("j", survivors, timeout=60)
+        assert all(net.nodes[v].jobs["j"].state == "done" for v in survivors)
+        neighbours = 0
+        for v in survivors:
+            miss = net.nodes[v].jobs["j"].output.info["missing"].get("n3")
+            if 3 in net.nodes[v].jobs["j"].engine.graph(0)[0]:  # the leaver's neighbours
+                neighbours += 1
+                assert miss and miss == list(range(miss[0], T)), (v, miss)  # gone to the end
+        assert neighbours == 3  # hypercube of 8: degree 3
+    finally:
+        await net.close()
+    rep = audit([tmp_path / v for v in ids])
+    checks = {c["name"]: c for c in rep["checks"]}
+    for name in ("gossip-mass-conserved", "tokens-conserved", "received-once"):
+        assert checks[name]["ok"], checks[name]
