@@ -26,8 +26,14 @@ lists that node as missing).
   the ω^(T) the result releases for it. A MIX or CLOSE an IncA
   party sent but nobody recorded is expected (the receiver was down or had mixed: the protocol's
   delivery rule accounts for it), so tokens-conserved only checks what was received.
-
-Gossip mass conservation joins this list with that protocol.
+* gossip-mass-conserved (Muffliato jobs): the mass of linear gossip is conserved among the
+  participants exactly when every edge is used symmetrically: every realised edge of every round
+  recorded by one end is recorded by the other (whose ledger is part of the audit), every
+  pairwise exchange committed at one end is committed at the other, and an accelerated round has
+  one coefficient at every node (Chebyshev or plain; per-node restarts after drops break it). A
+  node that leaves takes its mass with it: edges to a node whose ledger is absent are not checked.
+  A gossip message sent but never recorded by its receiver is expected when it was refused (late,
+  busy, presumed gone): the sender's own records say the edge or exchange did not happen.
 
 For every walk-sum / walk-histogram job whose whole walk the ledgers show, it also runs the
 walk-conditional audit of spec §4 (Fig. 1(b)) on the realised walk: the loss of every ordered pair,
@@ -131,6 +137,7 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
                            f"content than {src} sent")
     recovered = {(e.job_id, n.node, e.peer) for n in nodes for e in n.entries
                  if e.event in ("reroute", "fenced", "abandoned")}
+    gossip_used = _gossip_used(nodes)
     for k in sent:
         job, src, dst = k[:3]
         if dst not in by_node or k in received:
@@ -138,6 +145,8 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
         row = next((j for j in by_node[src].jobs if j.job_id == job), None)
         if row is not None and row.state == "failed" and dst in row.detail:
             continue  # lost, and the sender's result says so
+        if k[3] in GOSSIP_KINDS and (job, src, dst, k[7], k[6]) not in gossip_used.get(k[3], ()):
+            continue  # a refused gossip message: the sender's records show it was not used
         if (job, src, dst) in recovered:
             continue  # a walk went around dst (custody re-route), or the copy's branch was fenced
             # or abandoned when the walk ended elsewhere
@@ -222,6 +231,62 @@ def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
             if released is not None and abs(released - mine[T]["omega"]) > 1e-12:
                 check.fail(f"{n.node} in job {job_id}: released ω^(T) = {released:.9g}, its "
                            f"ledger shows {mine[T]['omega']:.9g}")
+
+
+GOSSIP_KINDS = ("value", "offer", "reply", "pair-value", "schedule")
+
+
+def _gossip_used(nodes: Sequence[NodeLedger]) -> dict[str, set[tuple[Any, ...]]]:
+    """Gossip messages whose sender's own records say the receiver took them: round values of
+    realised edges (job, src, dst, round, 0), and the messages of committed pairwise exchanges
+    (job, src, dst, 0, id)."""
+    used: dict[str, set[tuple[Any, ...]]] = {"value": set(), "reply": set(), "pair-value": set()}
+    for n in nodes:
+        for e in n.entries:
+            if e.direction != "local":
+                continue
+            if e.event == "round":
+                for w in e.params.get("realised", []):
+                    used["value"].add((e.job_id, n.node, w, int(e.params["round"]), 0))
+            elif e.event == "activation" and e.params.get("status") == "committed":
+                kind = "pair-value" if e.params["initiator"] == n.node else "reply"
+                used[kind].add((e.job_id, n.node, e.peer, 0, int(e.params["id"])))
+    return used
+
+
+def check_gossip_mass(nodes: Sequence[NodeLedger]) -> Check:
+    """gossip-mass-conserved (see the module docstring)."""
+    check = Check("gossip-mass-conserved")
+    rounds: dict[tuple[str, str, int], tuple[set[str], str]] = {}
+    acts: dict[tuple[str, str, int], dict[str, bool]] = {}
+    accelerated = {j.job_id for n in nodes for j in n.jobs
+                   if j.algorithm.startswith("muffliato") and j.spec["params"].get("accelerated")}
+    for n in nodes:
+        for e in n.entries:
+            if e.direction != "local":
+                continue
+            if e.event == "round":
+                rounds[(e.job_id, n.node, int(e.params["round"]))] = (
+                    set(e.params.get("realised", [])), str(e.params.get("step", "plain")))
+            elif e.event == "activation":
+                key = (e.job_id, str(e.params["initiator"]), int(e.params["id"]))
+                acts.setdefault(key, {})[n.node] = e.params.get("status") == "committed"
+    steps: dict[tuple[str, int], set[str]] = {}
+    for (job, v, r), (realised, step) in rounds.items():
+        steps.setdefault((job, r), set()).add(step)
+        for w in realised:
+            other = rounds.get((job, w, r))
+            if other is not None and v not in other[0]:
+                check.fail(f"job {job} round {r}: {v} used its edge with {w}, {w} did not "
+                           "(one-sided edge: mass is not conserved)")
+    for (job, r), kinds in sorted(steps.items()):
+        if job in accelerated and len(kinds) > 1:
+            check.fail(f"job {job} round {r}: some nodes took a Chebyshev step, others restarted "
+                       "(accelerated run with drops: mass is not conserved exactly)")
+    for (job, init, k), ends in acts.items():
+        if len(set(ends.values())) > 1:
+            check.fail(f"job {job}: exchange {init}#{k} committed at "
+                       f"{[v for v, c in ends.items() if c]} only")
     return check
 
 
@@ -272,7 +337,8 @@ def walk_audits(nodes: Sequence[NodeLedger]) -> list[dict[str, Any]]:
 def audit(dirs: Sequence[str | Path], delta: float = 1e-5) -> dict[str, Any]:
     nodes = load(dirs)
     checks = [check_privacy_monotone(nodes, delta), *check_messages(nodes),
-              check_inca_shares(nodes)]
+              check_inca_shares(nodes),
+              check_gossip_mass(nodes)]
     return {
         "note": GLOBAL_KNOWLEDGE,
         "nodes": [n.node for n in nodes],

@@ -358,7 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "result beside the truth or the baselines and every node's privacy report, "
                        "then stop them all.")
     d.add_argument("--algorithm", default="ring-sum",
-                   help="ring-sum (default), walk-sum, walk-histogram, walk-sgd, rw-sgd or inca")
+                   help="ring-sum (default), walk-sum, walk-histogram, walk-sgd, rw-sgd, inca, "
+                   "muffliato or muffliato-random")
     d.add_argument("--k", type=int, default=3, help="inca: out-neighbours per iteration (3)")
     d.add_argument("--scheme", default="inc", choices=("inc", "early"),
                    help="inca: incremental (default) or early injection")
@@ -377,7 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rounds", type=int, default=10, help="ring-sum: rounds K of the token "
                    "(default 10)")
     d.add_argument("--steps", type=int, default=0, help="walks: steps T of the token (default 10 "
-                   "per node, 25 for walk-sgd); inca: iterations T (default 10)")
+                   "per node, 25 for walk-sgd); inca: iterations T (default 10); muffliato: "
+                   "gossip rounds T (default from the public spectral gap)")
     d.add_argument("--epsilon", type=float, default=None,
                    help="ring-sum: per-window ε of the Gaussian noise, in (0,1) (default 0.5); "
                    "walks: the ε each node may lose towards any other (default 1, 10 for walk-sgd)")
@@ -563,7 +565,8 @@ def build_parser() -> argparse.ArgumentParser:
         "the result, the privacy every node's accountant reports from its simulated ledger (or, "
         "with --audit, the walk-conditional audit of every ordered pair).")
     si.add_argument("--algorithm", default="walk-sum",
-                    help="walk-sum, walk-histogram, walk-sgd, ring-sum or inca (default walk-sum)")
+                    help="walk-sum, walk-histogram, walk-sgd, ring-sum, inca, muffliato, "
+                    "muffliato-random or muffliato-gd (default walk-sum)")
     si.add_argument("--nodes", type=int, default=256, help="number of nodes (default 256)")
     si.add_argument("--param", action="append", type=_param, metavar="KEY=VALUE",
                     help="algorithm parameter (repeat), e.g. T=20000 epsilon=1")

@@ -1,8 +1,8 @@
 """`netdp demo`: a bootstrap and N node daemons on loopback run a private job end to end.
 
-`--algorithm ring-sum` (default), `walk-sum`, `walk-histogram`, `walk-sgd`, `rw-sgd` or `inca`
+`--algorithm ring-sum` (default), `walk-sum`, `walk-histogram`, `walk-sgd`, `rw-sgd`, `inca`
 (with `--leave`/`--miss`: node processes that leave for good or drop out for a while, through the
-node's fault flags). Prints progress on
+node's fault flags), `muffliato` or `muffliato-random`. Prints progress on
 stderr, then the result against the truth (sums, histograms) or the test accuracy beside the
 local-DP and central-DP baselines (SGD), the noise netdp needed against local DP for the same
 guarantee, and every node's privacy report read from its own ledger. With --json, one JSON object on stdout (keys in the README). Every process it started is
@@ -63,7 +63,8 @@ def _bar(done: int, total: int, width: int = 30) -> str:
     return "[" + "#" * int(frac * width) + "." * (width - int(frac * width)) + f"] {done}/{total}"
 
 
-ALGORITHMS = ("ring-sum", "walk-sum", "walk-histogram", "walk-sgd", "rw-sgd", "inca")
+ALGORITHMS = ("ring-sum", "walk-sum", "walk-histogram", "walk-sgd", "rw-sgd", "inca",
+              "muffliato", "muffliato-random")
 
 
 @dataclass
@@ -100,6 +101,16 @@ def _write_data(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray
 
 
 def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
+    if a.algorithm.startswith("muffliato"):
+        # a ring (hypercube when n is a power of two); σ for a mean loss (eq. 7) of ε at δ
+        graph = "hypercube" if n & (n - 1) == 0 and n >= 4 else "ring"
+        params = {"graph": graph, "clip": a.clip, "delta": a.delta,
+                  "epsilon": 1.0 if a.epsilon is None else a.epsilon}
+        if a.algorithm == "muffliato" and a.steps:
+            params["T"] = a.steps
+        if a.algorithm == "muffliato-random":
+            params.update({"duration_s": 5.0, "rate": 5.0})
+        return params
     if a.algorithm == "ring-sum":
         eps = 0.5 if a.epsilon is None else a.epsilon
         return {"rounds": a.rounds, "epsilon": eps, "delta": a.delta, "clip": a.clip,
@@ -129,6 +140,11 @@ def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
 
 def _describe(algorithm: str, p: dict[str, Any], topology: str = "exponential") -> str:
     """The submitted job, from the parameters the bootstrap validated and calibrated."""
+    if algorithm.startswith("muffliato"):
+        rounds = (f"T={p['T']} rounds{' (Chebyshev)' if p.get('accelerated') else ''}"
+                  if "T" in p else f"{p['duration_s']:g} s of Poisson clocks")
+        return (f"{algorithm} gossip averaging on a {p['graph']}, {rounds}, σ={p['sigma']:.4g} "
+                f"(mean loss ε={p.get('epsilon', 0):g} at δ={p['delta']:g})")
     if algorithm == "ring-sum":
         return (f"ring sum, K={p['rounds']} rounds, per-window ε={p['epsilon']}, "
                 f"δ={p['delta']}")
@@ -171,6 +187,7 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
         last = ""
         while True:
             reply = await client.result(job.job_id)
+            last_reply = reply
             summary = result_summary(reply)
             if summary["complete"] or summary["failed"]:
                 break
@@ -196,7 +213,8 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
         j = rep["jobs"][0]
         privacy.append({"node": nid, "epsilon": j["epsilon"], "delta": j["delta"],
                         "contributed": j["contributed"], "contributions": j["contributions"],
-                        "peers": j["peers"]})
+                        "peers": j["peers"], "baselines": j["baselines"],
+                        **({"incoming": j["incoming"]} if "incoming" in j else {})})
     res: dict[str, Any] = {
         "algorithm": a.algorithm,
         "job_id": job.job_id,
@@ -218,6 +236,8 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
         res.update(_walk_histogram_outcome(summary, data, value))
     elif a.algorithm == "inca":
         res.update(_inca_outcome(cluster, job.job_id, data, faults, privacy))
+    elif a.algorithm.startswith("muffliato"):
+        res.update(_gossip_outcome(a, last_reply, summary, spec_params, data, privacy))
     else:  # walk-sgd, rw-sgd
         res.update(_walk_sgd_outcome(a, cluster.n, spec_params, data, value))
     return res
@@ -337,6 +357,35 @@ def _walk_sum_outcome(a: argparse.Namespace, summary: dict[str, Any], p: dict[st
             "steps": steps}
 
 
+def _gossip_outcome(a: argparse.Namespace, reply: Any, summary: dict[str, Any],
+                    p: dict[str, Any], data: DemoData, privacy: list[dict[str, Any]]
+                    ) -> dict[str, Any]:
+    """Every node's estimate against the true mean of the contributors' clipped values, and the
+    noise std of the mean beside local DP and a trusted curator for the guarantee the nodes
+    report (the worst pair; spec §1.1 baselines)."""
+    from netdp_node.protocols.muffliato import ldp_sigma
+    from netdp_node.wire.convert import tensor_to_ndarray
+
+    n = len(summary["participants"])
+    contributors = set(summary["contributors"])
+    truth = sum(float(np.clip(v[0], -a.clip, a.clip)) for nid, v in data.values.items()
+                if nid in contributors) / n
+    est = {r.node_id: float(tensor_to_ndarray(r.output)[0]) for r in reply.results
+           if r.HasField("output")}
+    err = {k: abs(v - truth) for k, v in est.items()}
+    worst = max((row["epsilon"] for row in privacy), default=0.0)
+    out: dict[str, Any] = {"sigma": p["sigma"], "truth": truth, "estimates": est,
+                           "estimate": float(np.mean(list(est.values()))),
+                           "abs_error_max": max(err.values()), "abs_error_mean":
+                           float(np.mean(list(err.values()))),
+                           "netdp_std": p["sigma"] / np.sqrt(n), "guarantee_epsilon": worst}
+    if worst > 0:
+        s_ldp = ldp_sigma(worst, p["delta"], p["sensitivity"], 1)
+        out["ldp_std"] = s_ldp / np.sqrt(n)  # everyone publishes x + N(0, σ²), average
+        out["central_std"] = s_ldp / n  # a trusted curator: the mean's sensitivity is Δ/n
+    return out
+
+
 def _walk_histogram_outcome(summary: dict[str, Any], data: DemoData,
                             value: np.ndarray) -> dict[str, Any]:
     counts = summary["contributions"]
@@ -402,6 +451,28 @@ def render(res: dict[str, Any]) -> str:
             lines.append("  (with this few nodes the walk amplifies less than the exact local-DP "
                          "composition gains; the accountant uses the better bound, so the walk "
                          "needs as much noise as local DP; try `netdp simulate --nodes 2048`)")
+    elif alg.startswith("muffliato"):
+        lines += [
+            f"private gossip averaging ({alg}) over {res['nodes']} node processes {head}",
+            f"  estimate  {res['estimate']:.4f}  (mean of the nodes' estimates)",
+            f"  truth     {res['truth']:.4f}   (mean of the clipped values of the contributors)",
+            f"  error     max {res['abs_error_max']:.4f}, mean {res['abs_error_mean']:.4f} over "
+            "nodes",
+        ]
+        if "ldp_std" in res:
+            lines.append(
+                f"  noise std of the mean: netdp {res['netdp_std']:.4f}  vs  local DP "
+                f"{res['ldp_std']:.4f} and a trusted curator {res['central_std']:.4f} for the "
+                f"guarantee the nodes report (worst pair ε={res['guarantee_epsilon']:.3g})")
+            if res["ldp_std"] <= res["netdp_std"] * 1.001:
+                lines.append("  (with this few nodes every node can solve its view for the others' "
+                             "noisy values: no gain over local DP; try `netdp simulate "
+                             "--algorithm muffliato --nodes 1024 --param graph=hypercube`)")
+        paper = [row["baselines"].get("paper bound (not a guarantee)") for row in res["privacy"]]
+        paper = [b["epsilon"] for b in paper if b]
+        if paper:
+            lines.append(f"  paper bound eq. (6), worst pair (NOT a guarantee, muffliato.md "
+                         f"§4.11): ε={max(paper):.4g}; the table below is the joint view")
     elif alg == "walk-histogram":
         lines += [
             f"private histogram by a token walk over {res['nodes']} node processes {head}",

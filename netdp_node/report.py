@@ -20,7 +20,9 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
 
     keys: node, ledger, delta_target, jobs (per job: job_id, algorithm, state, contributed,
     theorem, contributions, epsilon, delta (worst peer), peers [{peer, epsilon, delta, method}],
-    baselines {local-dp, central-dp: {epsilon, delta, method}} for the Gaussian sums),
+    baselines {local-dp, central-dp: {epsilon, delta, method}} for the Gaussian sums, other
+    labelled values such as the Muffliato paper bound), incoming [{peer, ...}] (gossip: what the
+    node learnt about each peer, from its own view),
     total (composed across the jobs shown: epsilon, delta (worst peer), peers [...])."""
     led = Ledger.open_readonly(ledger_dir)
     try:
@@ -39,6 +41,9 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
             acc = ACCOUNTANTS[j.algorithm]
             base = ({k: _loss(v) for k, v in acc.baselines(j.spec, entries, me).items()}
                     if acc.baselines is not None else {})
+            learnt = ([{"peer": p, **_loss(loss)}
+                       for p, loss in sorted(acc.incoming(j.spec, entries, me).items())]
+                      if acc.incoming is not None else None)
             jobs_out.append({
                 "job_id": j.job_id,
                 "algorithm": j.algorithm,
@@ -53,6 +58,7 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
                 "delta": worst.delta if worst else 0.0,
                 "peers": peers,
                 "baselines": base,
+                **({"incoming": learnt} if learnt is not None else {}),
             })
         totals = total_losses(views, me, delta_target)
         tworst = max(totals.values(), key=lambda x: x.epsilon, default=None)
@@ -92,7 +98,11 @@ def render_text(rep: dict[str, Any]) -> str:
         lines.append(f"  accountant: {j['theorem']}")
         if j["detail"]:
             lines.append(f"  note: {j['detail']}")
+        lines.append("  outgoing: the loss this node incurs towards each peer")
         lines.extend(_peer_table(j["peers"]))
+        if "incoming" in j:
+            lines.append("  incoming: what this node learnt about each peer (its own view)")
+            lines.extend(_peer_table(j["incoming"], head="about"))
         for name, b in j.get("baselines", {}).items():
             lines.append(f"  baseline {name}: ε={_fmt(b['epsilon'])} at δ={_fmt(b['delta'])} "
                          f"({b['method']}); this job's worst: ε={_fmt(j['epsilon'])}")
@@ -104,11 +114,11 @@ def render_text(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _peer_table(peers: list[dict[str, Any]]) -> list[str]:
+def _peer_table(peers: list[dict[str, Any]], head: str = "towards") -> list[str]:
     if not peers:
         return ["  (no peers)"]
-    w = max(len("towards"), *(len(p["peer"]) for p in peers))
-    out = [f"  {'towards':<{w}}  {'epsilon':>10}  {'delta':>10}  method"]
+    w = max(len(head), *(len(p["peer"]) for p in peers))
+    out = [f"  {head:<{w}}  {'epsilon':>10}  {'delta':>10}  method"]
     for p in peers:
         out.append(f"  {p['peer']:<{w}}  {_fmt(p['epsilon']):>10}  {_fmt(p['delta']):>10}  "
                    f"{p['method']}")

@@ -192,7 +192,7 @@ def synthetic_data(algorithm: str, ids: Sequence[str], params: Mapping[str, Any]
     too, for test accuracy)."""
     rng = np.random.default_rng([seed, 7])
     n = len(ids)
-    if algorithm in ("walk-sum", "ring-sum"):
+    if algorithm in ("walk-sum", "ring-sum", "muffliato", "muffliato-random"):
         dim = int(params.get("dim", 1))
         clip = float(params.get("clip", 1.0))
         vals = rng.uniform(0.0, clip / np.sqrt(dim), size=(n, dim))
@@ -204,7 +204,7 @@ def synthetic_data(algorithm: str, ids: Sequence[str], params: Mapping[str, Any]
         L = int(params["bins"])
         cats = rng.choice(L, size=n, p=np.arange(1, L + 1) / (L * (L + 1) / 2))
         return {nid: np.array([float(c)]) for nid, c in zip(ids, cats)}, None
-    if algorithm == "walk-sgd":
+    if algorithm in ("walk-sgd", "muffliato-gd"):
         from netdp_node.datasets import learning_split
 
         split = learning_split(n, points_per_node, seed, data_dir)
@@ -394,6 +394,8 @@ def run_simulation(a: Any) -> int:
         raise ConfigError(str(e)) from e
     data, split = synthetic_data(a.algorithm, ids, params, a.seed, a.points, a.data_dir)
     record: RecordMode = a.record or ("full" if n <= 512 else "walk")
+    if a.algorithm.startswith("muffliato"):
+        record = "full"  # the gossip accountants read the rounds and published schedules
     if a.ledgers and record != "full":
         raise ConfigError("--ledgers needs --record full")
     sim = Simulator(a.algorithm, ids, params, data, seed=a.seed, public_seed=a.seed,
@@ -437,11 +439,14 @@ def run_simulation(a: Any) -> int:
     elif a.algorithm == "walk-sgd":
         out.update({"test_accuracy": logistic_accuracy(value, split.X_test, split.y_test),
                     "data": split.source, "model": value.tolist()})
-    if a.algorithm == "inca":
+    elif a.algorithm == "inca":
         out.update(inca_summary(res, ids, params, data, spec))
         out["privacy"] = node_privacy(res, ids, spec) if n <= 64 else {
             "note": "per-node audits skipped above 64 nodes (each is a linear system of size "
                     "n(T+1)); use `netdp demo --algorithm inca` or inca_audit directly"}
+    elif a.algorithm.startswith("muffliato"):
+        out.update(gossip_outcome(res, ids, params, data, split,
+                                  gd=a.algorithm == "muffliato-gd"))
     if a.audit:
         out["audit"] = walk_audit_dict(np.asarray(res.holders), n, a.algorithm, params)
     if a.trace:
@@ -457,6 +462,26 @@ def run_simulation(a: Any) -> int:
     return 0
 
 
+def gossip_outcome(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
+                   data: Mapping[str, np.ndarray], split: Any, gd: bool) -> dict[str, Any]:
+    """Muffliato: every node's estimate against the true mean of the (clipped) inputs, or the
+    test accuracy of every node's model (GD)."""
+    from netdp_node.protocols.ring import clip_l2
+    from netdp_node.protocols.walk import logistic_accuracy
+
+    outs = np.array([np.asarray(res.outputs[v].value) for v in ids])
+    if gd:
+        accs = [logistic_accuracy(w, split.X_test, split.y_test) for w in outs]
+        return {"test_accuracy": float(np.mean(accs)), "test_accuracy_min": float(np.min(accs)),
+                "data": split.source, "model": outs.mean(axis=0).tolist()}
+    truth = np.mean([clip_l2(np.asarray(data[v], dtype=float), params["clip"]) for v in ids],
+                    axis=0)
+    err = np.linalg.norm(outs - truth, axis=1)
+    return {"estimate": outs.mean(axis=0).tolist(), "truth": truth.tolist(),
+            "error_max": float(err.max()), "error_mean": float(err.mean()),
+            "noise_std": float(params["sigma"] / np.sqrt(len(ids)))}
+
+
 def render_simulation(o: dict[str, Any]) -> str:
     p = o["params"]
     lines = [f"{o['algorithm']} over {o['nodes']} simulated nodes: {o['steps']} steps "
@@ -464,7 +489,11 @@ def render_simulation(o: dict[str, Any]) -> str:
     if "estimate" in o:
         lines.append(f"  estimate {np.round(o['estimate'], 4).tolist()}  truth "
                      f"{np.round(o['truth'], 4).tolist()}")
-    if "noise_std" in o:
+    if "error_max" in o:
+        lines.append(f"  per-node error against the true mean: max {o['error_max']:.4g}, mean "
+                     f"{o['error_mean']:.4g} (std of the mean of the noise σ/√n = "
+                     f"{o['noise_std']:.4g})")
+    elif "noise_std" in o:
         lines.append(f"  noise std of the sum {o['noise_std']:.4g} (σ={p['sigma']:.4g} per step)")
     if "central_dp_std" in o and o.get("estimate") is not None:
         lines.append(f"  finals {o['final']}/{o['nodes']} (missing {o['missing']}), lost messages "
@@ -475,10 +504,8 @@ def render_simulation(o: dict[str, Any]) -> str:
     if "test_accuracy" in o:
         lines.append(f"  test accuracy {o['test_accuracy']:.4f} on {o['data']}")
     pv = o["privacy"]
-    if "note" in pv:
-        lines.append(f"  privacy: {pv['note']}")
-        return "\n".join(lines)
-    lines.append(f"  each node's accountant (target ε={p['epsilon']:g}): worst ε="
+    target = f"target ε={p['epsilon']:g}" if "epsilon" in p else f"σ={p['sigma']:g}"
+    lines.append(f"  each node's accountant ({target}): worst ε="
                  f"{pv['epsilon_max']:.4g}, mean ε={pv['epsilon_mean']:.4g} ({pv['method']}); "
                  f"contributions per node: max {pv['contributions_max']}, mean "
                  f"{pv['contributions_mean']:.2f}")

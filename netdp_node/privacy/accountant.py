@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from netdp_node.privacy import walk_accountant
+from netdp_node.privacy import muffliato_accountant, walk_accountant
 from netdp_node.privacy.composition import PrivacyLoss, compose_losses
 from netdp_node.privacy.network_dp import ldp_sum_std, ring_release_noise_count, ring_sum_loss
 
@@ -407,6 +407,9 @@ class Accountant:
     # the same task under local DP and with a trusted curator, for the report (optional)
     baselines: Callable[[Mapping[str, Any], Iterable[ViewEntry], str],
                         dict[str, PrivacyLoss]] | None = None
+    # what the node learnt about every other participant (gossip: its own joint view), optional
+    incoming: Callable[[Mapping[str, Any], Iterable[ViewEntry], str],
+                       dict[str, PrivacyLoss]] | None = None
 
 
 ACCOUNTANTS: dict[str, Accountant] = {
@@ -437,6 +440,21 @@ ACCOUNTANTS: dict[str, Accountant] = {
                        "IncA (Sabater et al. 2025): exact audit of the execution, Theorem 4.1 "
                        "(inca.md §7.1-7.2, §7.6), capped by the local-DP level of η",
                        inca_baselines),
+    "muffliato": Accountant(muffliato_accountant.losses, muffliato_accountant.prospective,
+                            "Muffliato (Alg. 1): exact joint-view accountant on the realised "
+                            "schedule (muffliato.md §4.11), local-DP level until the schedule is "
+                            "known; paper eq. (6) beside it, labelled",
+                            muffliato_accountant.baselines, muffliato_accountant.incoming),
+    "muffliato-random": Accountant(muffliato_accountant.losses, muffliato_accountant.prospective,
+                                   "Randomized Muffliato (Alg. 2): exact joint-view accountant on "
+                                   "the realised exchanges (muffliato.md §3.2, §4.11); paper eq. "
+                                   "(6) beside it, labelled", muffliato_accountant.baselines,
+                                   muffliato_accountant.incoming),
+    "muffliato-gd": Accountant(muffliato_accountant.losses, muffliato_accountant.prospective,
+                               "Muffliato-GD (Alg. 3): local-DP composition over the steps (the "
+                               "guarantee, muffliato.md §4.6); per-call joint view and paper eq. "
+                               "(6) beside it, labelled", muffliato_accountant.baselines,
+                               muffliato_accountant.incoming),
 }
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from netdp_node.protocols import inca, ring, walk
+from netdp_node.protocols import inca, muffliato, ring, walk
 from netdp_node.protocols.base import Engine
 
 
@@ -33,6 +33,13 @@ ALGORITHMS: dict[str, Algorithm] = {
                           functools.partial(walk.prepare_params, "walk-sgd"), "complete"),
     "rw-sgd": Algorithm("rw-sgd", walk.RandomWalkSgd, walk.prepare_rw_sgd, "exponential"),
     "inca": Algorithm("inca", inca.Inca, inca.prepare_params, "complete"),
+    "muffliato": Algorithm("muffliato", muffliato.MuffliatoSync,
+                           functools.partial(muffliato.prepare_params, "muffliato"), "ring"),
+    "muffliato-random": Algorithm("muffliato-random", muffliato.MuffliatoRandom,
+                                  functools.partial(muffliato.prepare_params, "muffliato-random"),
+                                  "ring"),
+    "muffliato-gd": Algorithm("muffliato-gd", muffliato.MuffliatoGd,
+                              functools.partial(muffliato.prepare_params, "muffliato-gd"), "ring"),
 }
 
 

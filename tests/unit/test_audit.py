@@ -30,7 +30,8 @@ async def test_clean_execution_passes(tmp_path):
     assert rep["ok"], rep
     assert "global" in rep["note"]
     assert {c["name"] for c in rep["checks"]} == {"privacy-monotone", "tokens-conserved",
-                                                  "received-once", "inca-shares"}
+                                                  "received-once", "inca-shares",
+                                                  "gossip-mass-conserved"}
 
 
 async def test_a_forged_reception_is_caught(tmp_path):
@@ -58,3 +59,29 @@ async def test_a_lost_token_is_caught(tmp_path):
     rep = audit(dirs)
     bad = {c["name"]: c for c in rep["checks"]}["tokens-conserved"]
     assert not bad["ok"] and "never recorded" in bad["details"][0]
+
+
+async def test_gossip_mass_conservation_passes_and_catches_a_one_sided_edge(tmp_path):
+    from netdp_node.protocols import get_algorithm
+
+    ids = [f"n{i}" for i in range(1, 7)]
+    net = await make_net("memory", ids, tmp_path, data={i: np.array([0.2]) for i in ids})
+    try:
+        p = get_algorithm("muffliato").prepare({"graph": "ring", "T": 3, "sigma": 1.0}, 6)
+        await net.run_job(contexts("g", "muffliato", ids, p))
+    finally:
+        await net.close()
+    dirs = [tmp_path / i for i in ids]
+    rep = audit(dirs)
+    assert rep["ok"], rep
+    assert {c["name"]: c for c in rep["checks"]}["gossip-mass-conserved"]["ok"]
+    # n2 now claims it did not use its round-0 edges, while n1 and n3 did: one-sided
+    db = sqlite3.connect(dirs[1] / "ledger.sqlite")
+    db.execute("INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch, seq,"
+               " round, digest, params_json) VALUES (0,'g','local','round','','','',0,0,0,'',"
+               "'{\"round\": 0, \"realised\": [], \"step\": \"plain\"}')")
+    db.commit()
+    db.close()
+    rep = audit(dirs)
+    bad = {c["name"]: c for c in rep["checks"]}["gossip-mass-conserved"]
+    assert not rep["ok"] and not bad["ok"] and "one-sided" in bad["details"][0]

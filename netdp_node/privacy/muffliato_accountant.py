@@ -1,0 +1,390 @@
+"""The node's accountant for Muffliato jobs (muffliato, muffliato-random, muffliato-gd), from its
+own ledger: pure functions of (public job spec, the node's entries).
+
+Spec: ../shared/papers/muffliato.md §4.11 (exact joint-view accountant), §4.1 (paper eq. (6)),
+§4.6 (GD), §7.1 item 8, §7.2. The computations are `netdp_node.privacy.pndp_gossip`'s; this module
+only rebuilds the realised schedule from the ledger.
+
+What the ledger holds (see `protocols/muffliato.py`): the node's own "round" records (its realised
+neighbours per round) or "activation" records (randomized gossip), and the "schedule" records of
+the other participants, which every node publishes to all at the end of the job (the realised
+schedule is treated as public, spec §4.9).
+
+Both directions:
+* OUTGOING, the loss this node u incurs towards every v: `ε_LDP · ||Π_{rowspace K_v} e_u||²`
+  (joint view of v) on the realised schedule. It needs the whole schedule: until every realised
+  edge is known from at least one of its ends (or when two ends disagree, or an accelerated run
+  had drops, see the engine's docstring), the LOCAL-DP level is reported, which is always valid
+  (the transcript is a post-processing of x + η). A schedule with drops is not a sub-schedule of
+  the planned one once the weights are rebuilt, so the planned schedule is no bound.
+* INCOMING, what this node learnt about every u: the joint view of this node, on the same schedule.
+
+Conservative modelling: every message of the public graph counts as seen by its receiver in every
+round (a refused late message was still received), so E_t is the planned graph of the call and
+W_t is supported on the realised edges (`GossipSchedule` allows W_t's support to be a subset of
+E_t).
+For randomized gossip an exchange that revealed values without committing is a round with the
+edge and W = I. The nodes' outputs are reported to the bootstrap, which shows them to every
+participant, so every observer's view also holds every output `x_w^T` (spec §7.1 item 7:
+`published` in `pndp_gossip.joint_view`; for GD the final model).
+
+Muffliato-GD (spec §4.6): neither accountant is proven across gradient steps (the inputs of later
+steps depend on u's data through earlier gossip). The guarantee shown is the local-DP composition
+over the node's steps; the per-call joint-view and paper values are shown beside it, labelled.
+The paper's eq. (6) is always labelled "paper bound (not a guarantee)" and never shown alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from netdp_node.privacy import pndp_gossip as pg
+from netdp_node.privacy.composition import DEFAULT_ORDERS, PrivacyLoss, gaussian_rdp, rdp_to_dp
+
+JOINT_VIEW = "muffliato joint view (realised schedule, muffliato.md §4.11)"
+PAPER = "paper bound (not a guarantee)"
+_CACHE: dict[tuple[Any, ...], Any] = {}
+#: schedules up to this many rounds may use pndp_gossip's exact rational fallback
+EXACT_MAX_ROUNDS = 60
+
+
+def _index(spec: Mapping[str, Any]) -> dict[str, int]:
+    return {v: i for i, v in enumerate(spec["participants"])}
+
+
+def call_graph(spec: Mapping[str, Any], call: int) -> list[tuple[int, int]]:
+    """The public graph of gossip call `call` (the engine's `public_graph`)."""
+    from netdp_node.protocols.muffliato import public_graph
+
+    idx = _index(spec)
+    topo = [(idx[a], idx[b]) for a, b in spec.get("edges", []) if a in idx and b in idx]
+    return public_graph(spec["params"], len(idx), int(spec.get("public_seed", 0)), call, topo)
+
+
+def _reports(entries: Iterable[Any], me: str) -> dict[str, Any]:
+    """Who reported what: {node: {round: [peers]}} (sync) or {node: [activations]} (random)."""
+    out: dict[str, Any] = {}
+    for e in entries:
+        if e.direction != "local":
+            continue
+        if e.event == "round":
+            out.setdefault(me, {})[int(e.params["round"])] = list(e.params["realised"])
+        elif e.event == "activation":
+            out.setdefault(me, []).append([e.params["initiator"], int(e.params["id"]), e.peer,
+                                           e.params["status"] == "committed"])
+        elif e.event == "schedule":
+            if "realised" in e.params:
+                out[e.peer] = {int(r): list(v) for r, v in e.params["realised"].items()}
+            else:
+                out[e.peer] = [list(a) for a in e.params["activations"]]
+    return out
+
+
+def _restricted_metropolis(n: int, planned: Sequence[tuple[int, int]],
+                           realised: Iterable[tuple[int, int]]) -> dict[tuple[int, int], Fraction]:
+    """The engine's weights: Metropolis weights of the planned (public) graph on the realised
+    edges, the rest of each row on the diagonal (exact fractions)."""
+    d = [0] * n
+    for a, b in planned:
+        d[a] += 1
+        d[b] += 1
+    rat: dict[tuple[int, int], Fraction] = {}
+    diag = [Fraction(1)] * n
+    for a, b in realised:
+        w = Fraction(1, 1 + max(d[a], d[b]))
+        rat[(a, b)] = rat[(b, a)] = w
+        diag[a] -= w
+        diag[b] -= w
+    for i in range(n):
+        rat[(i, i)] = diag[i]
+    return rat
+
+
+def _csr(n: int, rat: Mapping[tuple[int, int], Fraction]) -> Any:
+    keys = [k for k, v in rat.items() if v != 0]
+    rows = [i for i, _ in keys]
+    cols = [j for _, j in keys]
+    return sp.csr_array(([float(rat[k]) for k in keys], (rows, cols)), shape=(n, n))
+
+
+def sync_schedules(spec: Mapping[str, Any], entries: Iterable[Any],
+                   me: str) -> tuple[list[pg.GossipSchedule] | None, str]:
+    """The realised schedule of every gossip call of a synchronous job, from the ledger, or
+    (None, why) when the ledger does not determine it (yet)."""
+    p = spec["params"]
+    idx = _index(spec)
+    n, T, calls = len(idx), int(p["T"]), int(p.get("calls", 1))
+    reports = _reports(entries, me)
+    if me not in reports or len(reports[me]) < T * calls:
+        return None, "this node did not finish its rounds"
+    reported = {idx[v] for v in reports}
+    gamma = float(p["gamma"]) if p.get("accelerated", True) else None
+    out = []
+    for c in range(calls):
+        planned = call_graph(spec, c)
+        for a, b in planned:
+            if a not in reported and b not in reported:
+                return None, (f"no schedule from {spec['participants'][a]} nor "
+                              f"{spec['participants'][b]} (call {c})")
+        E = frozenset(planned)
+        rounds = []
+        for r in range(c * T, (c + 1) * T):
+            real: set[tuple[int, int]] = set()
+            for v, sched in reports.items():
+                for w in sched.get(r, []):
+                    a, b = idx[v], idx[w]
+                    real.add((min(a, b), max(a, b)))
+            for a, b in real:
+                for x, y in ((a, b), (b, a)):
+                    v = spec["participants"][x]
+                    if x in reported and spec["participants"][y] not in reports[v].get(r, []):
+                        return None, (f"{v} and {spec['participants'][y]} disagree on their edge "
+                                      f"in round {r}")
+                if (a, b) not in E:
+                    return None, f"edge ({a}, {b}) in round {r} is not in the public graph"
+            rounds.append(frozenset(real))
+        if gamma is not None and len(set(rounds)) > 1:
+            return None, ("an accelerated call with drops (per-node Chebyshev restarts) is not a "
+                          "schedule the accountant can rebuild")
+        cache: dict[frozenset[tuple[int, int]], Any] = {}
+        mats, rats = [], []
+        for R in rounds:
+            if R not in cache:
+                rat = _restricted_metropolis(n, planned, R)
+                cache[R] = (_csr(n, rat), rat)
+            mats.append(cache[R][0])
+            rats.append(cache[R][1])
+        out.append(pg.GossipSchedule(n, (E,) * T, tuple(mats), gamma, tuple(rats)))
+    return out, ""
+
+
+def merge_activations(reports: Mapping[str, Sequence[Sequence[Any]]]) -> list[tuple[str, int, str,
+                                                                                    str, bool]]:
+    """One global sequence of pairwise exchanges consistent with every node's local order
+    (a topological order of the union of the nodes' chains; any such order gives the same
+    views, because exchanges on disjoint pairs commute). Items (initiator, id, a, b, committed).
+    Raises ValueError on a cycle or on two ends that disagree on an exchange's outcome."""
+    status: dict[tuple[str, int], bool] = {}
+    ends: dict[tuple[str, int], tuple[str, str]] = {}
+    succ: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    indeg: dict[tuple[str, int], int] = {}
+    for node, acts in reports.items():
+        prev = None
+        for init, k, peer, committed in acts:
+            key = (str(init), int(k))
+            other = str(peer) if str(init) == node else node
+            pair = (str(init), other)
+            if key in status and status[key] != bool(committed):
+                raise ValueError(f"the two ends of exchange {key} disagree on its outcome")
+            status[key] = status.get(key, False) or bool(committed)
+            ends[key] = pair
+            indeg.setdefault(key, 0)
+            if prev is not None and prev != key:
+                succ.setdefault(prev, []).append(key)
+                indeg[key] += 1
+            prev = key
+    ready = sorted(k for k, d in indeg.items() if d == 0)
+    order = []
+    while ready:
+        key = ready.pop(0)
+        order.append(key)
+        for nxt in succ.get(key, []):
+            indeg[nxt] -= 1
+            if indeg[nxt] == 0:
+                ready.append(nxt)
+    if len(order) != len(indeg):
+        raise ValueError("the nodes' exchange orders are inconsistent (a cycle)")
+    return [(k[0], k[1], ends[k][0], ends[k][1], status[k]) for k in order]
+
+
+def random_schedule(spec: Mapping[str, Any], entries: Iterable[Any],
+                    me: str) -> tuple[list[pg.GossipSchedule] | None, str]:
+    """The realised schedule of a randomized job (one exchange per round), or (None, why)."""
+    idx = _index(spec)
+    n = len(idx)
+    reports = _reports(entries, me)
+    reports.setdefault(me, [])
+    reported = {idx[v] for v in reports}
+    if not any(e.event == "output" for e in entries):
+        return None, "this node has not finished"
+    for a, b in call_graph(spec, 0):
+        if a not in reported and b not in reported:
+            return None, (f"no schedule from {spec['participants'][a]} nor "
+                          f"{spec['participants'][b]}")
+    try:
+        seq = merge_activations(reports)
+    except ValueError as e:
+        return None, str(e)
+    if not seq:
+        return [], ""
+    # Consecutive exchanges on disjoint pairs commute: pack them greedily into one round (a
+    # matching; its W is the product of the pair averages, the messages are the same), which
+    # divides the number of rounds the joint view has to propagate through by up to n/2.
+    edges, mats, rats = [], [], []
+    cur: list[tuple[int, int, bool]] = []
+    busy: set[int] = set()
+
+    def flush() -> None:
+        rat = {(i, i): Fraction(1) for i in range(n)}
+        for i, j, committed in cur:
+            if committed:
+                rat[(i, i)] = rat[(j, j)] = rat[(i, j)] = rat[(j, i)] = Fraction(1, 2)
+        edges.append(frozenset((min(i, j), max(i, j)) for i, j, _ in cur))
+        mats.append(_csr(n, rat))
+        rats.append(rat)
+
+    for _, _, a, b, committed in seq:
+        i, j = idx[a], idx[b]
+        if i in busy or j in busy:
+            flush()
+            cur, busy = [], set()
+        cur.append((i, j, committed))
+        busy |= {i, j}
+    flush()
+    return [pg.GossipSchedule(n, tuple(edges), tuple(mats), None, tuple(rats))], ""
+
+
+def schedules(spec: Mapping[str, Any], entries: Sequence[Any],
+              me: str) -> tuple[list[pg.GossipSchedule] | None, str]:
+    if spec["algorithm"] == "muffliato-random":
+        return random_schedule(spec, entries, me)
+    return sync_schedules(spec, entries, me)
+
+
+def leakage_matrices(spec: Mapping[str, Any], entries: Sequence[Any],
+                     me: str) -> tuple[list[np.ndarray] | None, str]:
+    """Per gossip call, the joint-view matrix F[u, v] = ε_{u→v}/ε_LDP on the realised schedule
+    (`pndp_gossip.joint_view_matrix`), or (None, why). Cached per (job, node, reported
+    schedules)."""
+    key = ("jv", spec["job_id"], repr(sorted(_reports(entries, me).items())),
+           spec["algorithm"] != "muffliato-random" or any(e.event == "output" for e in entries))
+    if key in _CACHE:
+        return _CACHE[key]
+    scheds, why = schedules(spec, entries, me)
+    res: tuple[list[np.ndarray] | None, str]
+    if scheds is None:
+        res = (None, why)
+    else:
+        n = len(spec["participants"])
+        # exact rational arithmetic (pndp_gossip's fallback when the float basis is unresolved)
+        # only for short schedules: it is slow; otherwise unresolved values are conservative
+        # every node's output x^T is reported to the bootstrap, which shows it to every
+        # participant: one more view of every observer (spec §7.1 item 7), for the last call
+        last = len(scheds) - 1
+        res = ([pg.joint_view_matrix(s, exact=None if s.T <= EXACT_MAX_ROUNDS else False,
+                                     published=range(n) if c == last else ())
+                if s.T else np.eye(n) for c, s in enumerate(scheds)], "")
+    if len(_CACHE) > 64:
+        _CACHE.clear()
+    _CACHE[key] = res
+    return res
+
+
+def _sigma_ratio(spec: Mapping[str, Any]) -> tuple[float, float, float]:
+    p = spec["params"]
+    return float(p["sigma"]), float(p["sensitivity"]), float(p["delta"])
+
+
+def _ldp_loss(spec: Mapping[str, Any], count: int, label: str) -> PrivacyLoss:
+    """`count` Gaussian mechanisms of multiplier σ/Δ composed in RDP: the local-DP level."""
+    sigma, sens, delta = _sigma_ratio(spec)
+    if count == 0:
+        return PrivacyLoss(0.0, 0.0, "no-contribution")
+    curve = gaussian_rdp(sigma / sens, DEFAULT_ORDERS, count)
+    return PrivacyLoss(rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0], delta, label,
+                       (tuple(DEFAULT_ORDERS), tuple(float(x) for x in curve)))
+
+
+def _contributions(entries: Iterable[Any]) -> int:
+    return sum(1 for e in entries if e.direction == "local" and e.event == "contribute")
+
+
+def _pair(spec: Mapping[str, Any], fraction: float, label: str) -> PrivacyLoss:
+    sigma, sens, delta = _sigma_ratio(spec)
+    return pg.pair_privacy_loss(min(1.0, max(0.0, fraction)), sigma=sigma, sensitivity=sens,
+                                delta=delta, method=label)
+
+
+def _direction(spec: Mapping[str, Any], entries: Sequence[Any], me: str,
+               outgoing: bool) -> dict[str, PrivacyLoss]:
+    parts = list(spec["participants"])
+    others = [v for v in parts if v != me]
+    count = _contributions(entries)
+    gd = spec["algorithm"] == "muffliato-gd"
+    if outgoing and count == 0:
+        return {v: PrivacyLoss(0.0, 0.0, "no-contribution") for v in others}
+    if gd:  # spec §4.6: only the local-DP composition is a guarantee across steps
+        calls = int(spec["params"].get("calls", 1)) if not outgoing else count
+        loss = _ldp_loss(spec, calls, "local-DP composition over the steps (muffliato.md §4.6)")
+        return {v: loss for v in others}
+    Fs, why = leakage_matrices(spec, entries, me)
+    if Fs is None:
+        loss = _ldp_loss(spec, 1, f"local-DP level (realised schedule unknown: {why})")
+        return {v: loss for v in others}
+    F = Fs[0]
+    u = parts.index(me)
+    return {v: _pair(spec, float(F[u, j] if outgoing else F[j, u]), JOINT_VIEW)
+            for j, v in enumerate(parts) if v != me}
+
+
+def losses(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
+    """OUTGOING: the loss this node incurs towards every other participant (see module doc)."""
+    return _direction(spec, list(entries), me, outgoing=True)
+
+
+def incoming(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
+    """INCOMING: what this node learnt about every other participant, from its own view."""
+    return _direction(spec, list(entries), me, outgoing=False)
+
+
+def prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
+    """Before the job: the local-DP level over the job's calls, the only bound valid whatever the
+    realised schedule will be (used by the budget check at the start)."""
+    calls = int(spec["params"].get("calls", 1))
+    loss = _ldp_loss(spec, calls, "local-DP level (before the run)")
+    return {v: loss for v in spec["participants"] if v != me}
+
+
+def baselines(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
+    """Shown beside the guarantee, labelled: the paper's eq. (6) (thm1 convention, clipped at the
+    LDP level; worst peer), for GD the per-call joint-view value (worst over calls and peers), and
+    for averaging the local-DP and trusted-curator baselines of the same task (spec §1.1)."""
+    es = list(entries)
+    parts = list(spec["participants"])
+    u = parts.index(me)
+    out: dict[str, PrivacyLoss] = {}
+    count = _contributions(es)
+    scheds, why = schedules(spec, es, me)
+    if scheds is not None and count:
+        worst_paper = max((float(np.max(np.delete(
+            pg.clip_to_ldp(pg.paper_bound_outgoing(s, u)), u))) for s in scheds if s.T),
+            default=0.0)
+        out[PAPER] = _pair(spec, worst_paper, "paper eq. (6), Theorem 1 convention, worst peer; "
+                           "NOT a guarantee (muffliato.md §4.11)")
+        if spec["algorithm"] == "muffliato-gd":
+            Fs, _ = leakage_matrices(spec, es, me)
+            if Fs is not None:
+                worst = max(float(np.max(np.delete(F[u], u))) for F in Fs)
+                out["joint view per call (not a guarantee across steps)"] = _pair(
+                    spec, worst, "exact joint view of one call, worst call and peer (§4.6)")
+    if spec["algorithm"] != "muffliato-gd" and scheds is not None:
+        Fs, _ = leakage_matrices(spec, es, me)
+        if Fs is not None:  # eq. (7) on the joint view: what this node learnt, on average
+            out["mean loss eq. (7) (a summary, not a guarantee)"] = _pair(
+                spec, pg.mean_privacy_loss(Fs[0][:, u], u),
+                "incoming joint view averaged over the others, (1/n) Σ_u (muffliato.md §2.3)")
+    if spec["algorithm"] != "muffliato-gd" and count:
+        sigma, sens, delta = _sigma_ratio(spec)
+        n = len(parts)
+        out["local-dp"] = _ldp_loss(spec, 1, "local DP, same σ")
+        z = math.sqrt(n) * sigma / sens  # the mean's noise σ/√n over its sensitivity Δ/n
+        curve = gaussian_rdp(z, DEFAULT_ORDERS, 1)
+        out["central-dp"] = PrivacyLoss(rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0], delta,
+                                        "trusted curator, same noise on the mean")
+    return out

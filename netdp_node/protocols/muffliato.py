@@ -1,0 +1,842 @@
+"""Muffliato (Cyffers, Even, Bellet, Massoulié, NeurIPS 2022) over the real network: private gossip
+averaging (Algorithm 1, synchronous and Chebyshev-accelerated; Algorithm 2, randomized pairwise
+gossip on Poisson clocks) and gossip gradient descent (Algorithm 3), as sans-IO engines.
+
+Spec: ../shared/papers/muffliato.md §0, §2.2, §3.1–3.5, §7.1. Accountants:
+`netdp_node.privacy.muffliato_accountant` (registered in `privacy.accountant`).
+
+Every node adds `η_v ~ N(0, σ² I_D)` once per gossip call, from its private CSPRNG, to its clipped
+input (`clip` is an L2 bound B, so the replace-one sensitivity is Δ = 2B), and then only ever sends
+linear combinations of noisy values (spec §0 item 1, §7.1 item 5). Noise samples never reach the
+ledger; the ledger holds the public schedule (who exchanged with whom, in which round).
+
+Graphs (`graph`): "ring", "complete", "hypercube" (n a power of two), "topology" (the job's public
+edges, `JobContext.edges`) or "er": a fresh Erdős–Rényi graph G(n, p) per gossip call, drawn from
+a generator seeded with (public_seed, call) so that every node and every accountant recompute the
+same graph (spec §3.5). The graph is public: Theorem 4's amplification by a SECRET graph is not
+claimed (spec §7.1 item 10).
+
+Synchronous rounds over the network (`muffliato`, `muffliato-gd`; spec §3.1, §7.1 items 1–3, 8)
+-------------------------------------------------------------------------------------------------
+Round r (a global counter over all gossip calls; it travels in `Message.round`): the node sends its
+current value `x^t` to every neighbour of the call's public graph, once (the same value to all,
+spec §7.1 item 4), and accepts the neighbours' round-r values. A value for a future round is
+accepted and kept (early); a value for a round this node has closed, a second value from the same
+neighbour for a round, a value for a round beyond the job, or from a non-neighbour are refused
+(`Refused`, FAILED_PRECONDITION / PERMISSION_DENIED, with the reason); a refused message is never
+averaged in. The acceptance window of round r closes when every neighbour's value arrived, or when
+the round's timer (`round_timeout_s`) fires, whichever is first.
+
+Agreement rule (acknowledgement-based). The runtime acknowledges a message (`on_delivered`) only
+after the receiving engine accepted it and the receiving node made it durable; a refusal or giving
+up reaches the sender as `on_undeliverable`. The edge {v, w} is REALISED in round r iff
+
+    v accepted w's round-r value  AND  w accepted v's round-r value.
+
+v knows the first fact itself and the second from the outcome of its own send; w knows the same two
+facts the other way round. So both ends evaluate the same predicate, and a node finishes round r
+only once its window is closed AND every one of its round-r sends has an outcome (delivered or not).
+Limits (documented in the README): (1) the transport's give-up time bounds a round's duration, not
+`round_timeout_s` alone: a node waits for the outcome of a send to an unreachable neighbour; (2) a
+neighbour whose link gave up (UNAVAILABLE) is presumed gone for `suspend_rounds` rounds (doubled
+after every further give-up in a row, up to 8 times as many): this node neither sends to it nor
+accepts its values in those rounds (the predicate stays the same on both ends: an unsent value is
+not accepted), then tries again; this bounds the cost of a departed neighbour to a few give-up times
+per job (a round that waits for a give-up delays the node's next value, so its neighbours may close
+that round without it when `round_timeout_s` is shorter than the transport's give-up time); (3) if
+an acknowledgement is lost AND the link then gives up (the receiver accepted, the sender was told
+UNAVAILABLE), the two ends disagree on that edge for that round: the receiver averages it in, the
+sender does not; the ledgers then show a one-sided edge, which the audit and the accountant detect
+(they fall back to the local-DP level); (4) a value that reaches a node after it closed the round is
+refused, but the node did receive its bytes: the accountant therefore treats every message of the
+public graph as observed (conservative), whether or not the round realised it.
+
+Weights of a round (spec §7.1 items 3, 8): the Metropolis weights of the PUBLIC graph of the call
+restricted to the realised edges, `W_vw = 1/(1 + max(d_v, d_w))` for realised {v, w} (d the public
+degrees), `W_vv = 1 − Σ_w W_vw`. Both ends know both public degrees, so they agree on W_vw with no
+further exchange; with no drop it is exactly the Metropolis matrix; an isolated node keeps its
+value. (Metropolis weights of the realised degrees would need a second agreed exchange per round,
+itself subject to the same problem.) The ledger records the realised neighbours of every round
+(event "round"), the accountant rebuilds the realised schedule from them.
+
+Chebyshev acceleration (`accelerated`, spec §0 item 5, §7.1 item 2): `x^1 = W x^0`, then
+`x^{t+1} = γ W_t x^t + (1 − γ) x^{t−1}`, γ from the public spectral-gap bound. A node restarts the
+recursion (plain step) at the start of every call and whenever its own row of W changes (its
+realised neighbourhood changed). Whether W changed ELSEWHERE cannot be known locally, so with drops
+the nodes' coefficients differ, the total mass is not conserved exactly and the run is not a
+schedule with one coefficient per round: the accountant then reports the local-DP level. Under
+expected dropouts use `accelerated=false` (plain gossip, as the paper's dropout experiment, spec
+§3.6), which conserves the survivors' mass exactly and is always accounted exactly.
+
+T comes from a public bound (spec §3.1 "Choice of T", `pndp_gossip.gossip_rounds`): the spectral
+gap of the public graph (or the `spectral_gap` parameter for ER graphs) and a public bound on the
+data spread, never from the data.
+
+Dropouts (spec §7.1 item 8): a node that stops answering is left out of the realised edges; it
+takes its mass with it. The output lists, per neighbour, the rounds in which the edge did not
+realise (`missing`), and the realised neighbours of every round.
+
+Publication of the schedule: at the end each node sends its realised neighbourhoods (`schedule`
+message, public scalars) to every participant, which records them ("schedule" ledger event). With
+those of every participant (or at least one end of every realised edge) the accountant rebuilds the
+realised schedule; before that, or if some never arrive, it reports the local-DP level.
+
+Algorithm 2 (`muffliato-random`): see `MuffliatoRandom`. Algorithm 3 (`muffliato-gd`): see
+`MuffliatoGd`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from netdp_node.protocols.base import (
+    Action,
+    Engine,
+    JobContext,
+    Message,
+    Output,
+    Record,
+    RefusalCode,
+    Refused,
+    Send,
+    SetTimer,
+)
+from netdp_node.protocols.ring import clip_l2
+
+VALUE = "value"
+SCHEDULE = "schedule"
+OFFER = "offer"
+REPLY = "reply"
+PAIR = "pair-value"
+GRAPHS = ("ring", "complete", "hypercube", "topology", "er")
+_MAX_ROUNDS = 100_000
+
+
+# -- public graphs --------------------------------------------------------------------------------
+def public_graph(params: Mapping[str, Any], n: int, public_seed: int, call: int,
+                 topology: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+    """The undirected edges (i < j, participant indices) of gossip call `call`: a pure function of
+    public parameters, so every node and every accountant compute the same graph."""
+    kind = str(params.get("graph", "ring"))
+    if kind == "ring":
+        return sorted({(min(i, (i + 1) % n), max(i, (i + 1) % n)) for i in range(n)
+                       if i != (i + 1) % n})
+    if kind == "complete":
+        return [(i, j) for i in range(n) for j in range(i + 1, n)]
+    if kind == "hypercube":
+        m = n.bit_length() - 1
+        if n != 1 << m:
+            raise ValueError(f"a hypercube needs a power-of-two number of nodes, got {n}")
+        return [(i, i ^ (1 << b)) for i in range(n) for b in range(m) if i < i ^ (1 << b)]
+    if kind == "topology":
+        return sorted({(min(a, b), max(a, b)) for a, b in topology if a != b})
+    if kind == "er":
+        p = float(params["p"])
+        rng = np.random.default_rng([int(public_seed), int(call), 0x4D554646])
+        iu, ju = np.triu_indices(n, k=1)
+        keep = rng.random(iu.size) < p
+        return [(int(a), int(b)) for a, b in zip(iu[keep], ju[keep])]
+    raise ValueError(f"unknown graph {kind!r}; known: {list(GRAPHS)}")
+
+
+def degrees(n: int, edges: Sequence[tuple[int, int]]) -> np.ndarray:
+    d = np.zeros(n, dtype=np.int64)
+    for a, b in edges:
+        d[a] += 1
+        d[b] += 1
+    return d
+
+
+def _topology_indices(ctx: JobContext) -> list[tuple[int, int]]:
+    index = {v: i for i, v in enumerate(ctx.participants)}
+    return [(index[a], index[b]) for a, b in ctx.edges if a in index and b in index]
+
+
+def _check_payload(x: np.ndarray) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64)
+    if not np.all(np.isfinite(a)):
+        raise Refused(RefusalCode.INVALID_ARGUMENT, "a gossip value must be finite")
+    return a
+
+
+# -- Algorithm 1 (and the gossip calls of Algorithm 3) ---------------------------------------------
+class MuffliatoSync(Engine):
+    """Algorithm 1 (spec §3.1) with the network rules of the module docstring; `calls` gossip calls
+    of T rounds each (1 for averaging). Subclasses choose each call's input (`call_input`)."""
+
+    algorithm = "muffliato"
+
+    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
+                 contribute: bool = True) -> None:
+        super().__init__(ctx, data, rng, contribute)
+        p = ctx.params
+        self.ids = list(ctx.participants)
+        self.n = len(self.ids)
+        if ctx.me not in self.ids:
+            raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
+        self.me = self.ids.index(ctx.me)
+        self.dim = int(p.get("dim", 1))
+        self.sigma = float(p["sigma"])
+        self.T = int(p["T"])
+        self.calls = int(p.get("calls", 1))
+        self.gamma = float(p["gamma"]) if p.get("accelerated", True) else 1.0
+        self.round_timeout = float(p.get("round_timeout_s", 5.0))
+        self.suspend_rounds = int(p.get("suspend_rounds", 4))
+        self.topology = _topology_indices(ctx)
+        self.total = self.T * self.calls
+        if self.total > _MAX_ROUNDS:
+            raise ValueError(f"T × calls = {self.total} rounds is more than {_MAX_ROUNDS}")
+        self._graphs: dict[int, tuple[list[int], dict[int, float]]] = {}
+        # -- state --
+        self.r = -1  # current round (global over calls); -1 before start
+        self.x = np.zeros(self.dim)  # x^t of the current round
+        self.prev = np.zeros(self.dim)  # x^{t−1}
+        self.prev_realised: tuple[int, ...] | None = None
+        self.inbox: dict[int, dict[int, np.ndarray]] = {}  # round -> sender -> value
+        self.outcome: dict[int, dict[int, bool]] = {}  # round -> receiver -> accepted
+        self.closed = -1  # highest round whose acceptance window is closed
+        self.sent: dict[int, set[int]] = {}  # round -> neighbours this node sent its value to
+        self.suspended: dict[int, int] = {}  # neighbour presumed gone -> first round to retry
+        self.give_ups: dict[int, int] = {}  # consecutive give-ups per neighbour (backoff)
+        self.realised: list[list[int]] = []  # per finished round, realised neighbour indices
+        self.missing: dict[str, list[int]] = {}
+        self.schedules: dict[str, Any] = {}
+
+    # -- public graph of the call of round r ----------------------------------------------------
+    def graph(self, call: int) -> tuple[list[int], dict[int, float]]:
+        """(neighbours of this node, {neighbour: W_vw}) in call `call`'s public graph (cached)."""
+        key = call if self.ctx.params.get("graph") == "er" else 0
+        if key not in self._graphs:
+            edges = public_graph(self.ctx.params, self.n, self.ctx.public_seed, key,
+                                 self.topology)
+            d = degrees(self.n, edges)
+            nb = sorted(b if a == self.me else a for a, b in edges if self.me in (a, b))
+            self._graphs[key] = (nb, {w: 1.0 / (1 + max(d[self.me], d[w])) for w in nb})
+            if len(self._graphs) > 4:
+                self._graphs.pop(next(iter(self._graphs)))
+        return self._graphs[key]
+
+    def payload_shape(self, kind: str) -> tuple[int, ...] | None:
+        return (self.dim,) if kind == VALUE else None
+
+    def expected_steps(self) -> int:
+        return self.total
+
+    def progress(self) -> int:
+        return len(self.realised)
+
+    # -- inputs ------------------------------------------------------------------------------------
+    def clipped_input(self) -> np.ndarray:
+        if self.data is None or not self.contribute:
+            return np.zeros(self.dim)
+        x = np.asarray(self.data, dtype=np.float64).reshape(-1)
+        if x.shape != (self.dim,):
+            raise ValueError(f"data has shape {x.shape}, the job expects ({self.dim},)")
+        return clip_l2(x, float(self.ctx.params["clip"]))
+
+    def call_input(self, call: int) -> tuple[np.ndarray, dict[str, Any]]:
+        """The noisy input of gossip call `call` and the public parameters of its noise."""
+        x = self.clipped_input() + self.rng.normal(0.0, self.sigma, size=self.dim)
+        return x, {"mechanism": "gaussian", "sigma": self.sigma,
+                   "sensitivity": float(self.ctx.params["sensitivity"])}
+
+    def call_output(self, call: int, x: np.ndarray) -> None:
+        """The result of gossip call `call` (x^T of this node)."""
+        self.x = x
+
+    # -- rounds ----------------------------------------------------------------------------------
+    def has_data(self) -> bool:
+        return bool(self.contribute and self.data is not None)
+
+    def _begin_call(self, call: int) -> list[Action]:
+        x, noise = self.call_input(call)
+        real = self.has_data()
+        self.x, self.prev, self.prev_realised = x, x, None
+        return [Record("contribute" if real else "noise-only",
+                       params={"call": call, "data": real, **noise})]
+
+    def _enter(self, r: int) -> list[Action]:
+        """Enter round r: send x^t to every neighbour, arm the round's timer."""
+        self.r = r
+        nb, _ = self.graph(r // self.T)
+        self.outcome.setdefault(r, {})
+        targets = [w for w in nb if self.suspended.get(w, -1) <= r]
+        self.sent[r] = set(targets)
+        actions: list[Action] = [Send(self.ids[w], Message(VALUE, payload=self.x.copy(), round=r))
+                                 for w in targets]
+        actions.append(SetTimer(f"round:{r}", self.round_timeout))
+        return actions
+
+    def _maybe_close(self) -> None:
+        if self.closed < self.r and all(w in self.inbox.get(self.r, {})
+                                        for w in self.sent.get(self.r, ())):
+            self.closed = self.r
+
+    def _maybe_finish(self) -> list[Action]:
+        """Finish the current round once its window is closed and every send has an outcome."""
+        actions: list[Action] = []
+        while 0 <= self.r < self.total and not self.done:
+            self._maybe_close()
+            nb, weights = self.graph(self.r // self.T)
+            out = self.outcome.get(self.r, {})
+            sent = self.sent.get(self.r, set())
+            if self.closed < self.r or any(w not in out for w in sent):
+                return actions
+            got = self.inbox.pop(self.r, {})
+            self.outcome.pop(self.r, None)
+            self.sent.pop(self.r, None)
+            R = tuple(w for w in nb if w in sent and w in got and out[w])
+            actions += self._update(R, got, weights)
+            nxt = self.r + 1
+            if nxt == self.total:
+                self.call_output(self.r // self.T, self.x)
+                return actions + self._finish()
+            if nxt % self.T == 0:
+                self.call_output(self.r // self.T, self.x)
+                actions += self._begin_call(nxt // self.T)
+            actions += self._enter(nxt)
+        return actions
+
+    def _update(self, R: tuple[int, ...], got: Mapping[int, np.ndarray],
+                weights: Mapping[int, float]) -> list[Action]:
+        t = self.r % self.T
+        mix = self.x * (1.0 - sum(weights[w] for w in R))
+        for w in R:  # fixed (sorted) order: bitwise reproducible (spec §7.1 item 11)
+            mix = mix + weights[w] * got[w]
+        plain = t == 0 or self.gamma == 1.0 or R != self.prev_realised
+        nxt = mix if plain else self.gamma * mix + (1.0 - self.gamma) * self.prev
+        self.prev, self.x, self.prev_realised = self.x, nxt, R
+        nb, _ = self.graph(self.r // self.T)
+        for w in nb:
+            if w not in R:
+                self.missing.setdefault(self.ids[w], []).append(self.r)
+        self.realised.append(list(R))
+        return [Record("round", params={"round": self.r, "call": self.r // self.T,
+                                        "realised": [self.ids[w] for w in R],
+                                        "step": "plain" if plain else "chebyshev",
+                                        "late_or_lost": sorted(self.ids[w] for w in nb
+                                                               if w not in R)})]
+
+    def _finish(self) -> list[Action]:
+        self.done = True
+        self.r = self.total
+        scalars = {f"{r}:{w}": 1.0 for r, R in enumerate(self.realised) for w in R}
+        actions: list[Action] = [Send(v, Message(SCHEDULE, scalars=scalars))
+                                 for v in self.ids if v != self.ctx.me]
+        return actions + [self.output()]
+
+    def output(self) -> Output:
+        return Output(value=self.x.copy(), info={
+            "rounds": self.total, "T": self.T, "calls": self.calls,
+            "realised": [[self.ids[w] for w in R] for R in self.realised],
+            "missing": {k: v for k, v in sorted(self.missing.items())},
+        })
+
+    # -- entry points ------------------------------------------------------------------------------
+    def start(self) -> list[Action]:
+        actions = self._begin_call(0) + self._enter(0)
+        return actions + self._maybe_finish()
+
+    def on_message(self, sender: str, msg: Message) -> list[Action]:
+        if msg.kind == SCHEDULE:
+            return self._on_schedule(sender, msg)
+        if msg.kind != VALUE:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
+        r = int(msg.round)
+        if not 0 <= r < self.total:
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"foreign round {r}: this job has rounds 0..{self.total - 1}")
+        w = self.ids.index(sender)
+        nb, _ = self.graph(r // self.T)
+        if w not in nb:
+            raise Refused(RefusalCode.PERMISSION_DENIED,
+                          f"{sender} is not a neighbour of {self.ctx.me} in round {r}")
+        if self.suspended.get(w, -1) > r:
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"{sender} is presumed gone until round {self.suspended[w]} (its "
+                          "link gave up); this round does not use the edge")
+        if r <= self.closed or r < self.r or self.done:
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"late value for round {r} from {sender}: {self.ctx.me} closed it "
+                          f"(now in round {self.r})")
+        if w in self.inbox.get(r, {}):
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"duplicate value for round {r} from {sender}")
+        assert msg.payload is not None
+        self.inbox.setdefault(r, {})[w] = _check_payload(msg.payload)
+        return self._maybe_finish() if r == self.r else []
+
+    def _on_schedule(self, sender: str, msg: Message) -> list[Action]:
+        if sender in self.schedules:
+            raise Refused(RefusalCode.FAILED_PRECONDITION, f"second schedule from {sender}")
+        rounds: dict[int, list[str]] = {}
+        for k in msg.scalars:
+            try:
+                r, w = (int(s) for s in k.split(":"))
+            except ValueError:
+                raise Refused(RefusalCode.INVALID_ARGUMENT, f"bad schedule key {k!r}") from None
+            if not (0 <= r < self.total and 0 <= w < self.n):
+                raise Refused(RefusalCode.INVALID_ARGUMENT, f"schedule key {k!r} out of range")
+            rounds.setdefault(r, []).append(self.ids[w])
+        self.schedules[sender] = rounds
+        return [Record("schedule", peer=sender,
+                       params={"realised": {str(r): sorted(v) for r, v in sorted(rounds.items())}})]
+
+    def on_timer(self, name: str) -> list[Action]:
+        if name.startswith("round:") and int(name[6:]) == self.r and not self.done:
+            self.closed = max(self.closed, self.r)
+            return self._maybe_finish()
+        return []
+
+    def _settle(self, msg: Message, to: str, ok: bool, code: str = "") -> list[Action]:
+        if msg.kind != VALUE:
+            return []
+        r = int(msg.round)
+        w = self.ids.index(to)
+        if code == "UNAVAILABLE":  # the link gave up: skip the peer for a few rounds, doubling
+            k = self.give_ups[w] = self.give_ups.get(w, 0) + 1
+            skip = self.suspend_rounds * 2 ** min(k - 1, 3)
+            self.suspended[w] = max(self.suspended.get(w, -1), r + 1 + skip)
+        elif ok:
+            self.give_ups.pop(w, None)
+        if r in self.outcome or r > self.r:
+            self.outcome.setdefault(r, {})[self.ids.index(to)] = ok
+        return self._maybe_finish() if r == self.r else []
+
+    def on_delivered(self, to: str, msg: Message) -> list[Action]:
+        return self._settle(msg, to, True)
+
+    def on_undeliverable(self, to: str, msg: Message, code: str,
+                         detail: str) -> list[Action] | None:
+        return self._settle(msg, to, False, code)
+
+
+# -- Algorithm 3 --------------------------------------------------------------------------------
+def logistic_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    from netdp_node.protocols.walk import logistic_gradient as g
+
+    return g(w, X, y)
+
+
+class MuffliatoGd(MuffliatoSync):
+    """Algorithm 3 (spec §3.4, §6.4): Muffliato-GD for logistic regression. Per step c: the full
+    local gradient g_v of ln(1 + exp(−y θᵀx)) at θ_v, clipped to L2 norm `lipschitz` L (so the
+    per-step sensitivity is Δ = 2L, spec §7.1 item 6: clip before the noise), the noisy local step
+    `θ̂_v = θ_v − ν (g_v + z_v)`, `z_v ~ N(0, σ² I)` (= noise N(0, ν²σ²) on θ̂, spec §3.4 "Noise
+    equivalence"), then one full Muffliato call of T rounds on the call's graph (a fresh ER graph
+    per step with graph=er, spec §3.5). Data: rows of `dim` features and a ±1 (or 0/1) label,
+    flattened (as walk-sgd). θ^0 = 0."""
+
+    algorithm = "muffliato-gd"
+
+    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
+                 contribute: bool = True) -> None:
+        super().__init__(ctx, data, rng, contribute)
+        p = ctx.params
+        self.eta = float(p["eta"])
+        self.L = float(p["lipschitz"])
+        self.theta = np.zeros(self.dim)
+        if data is None or not contribute:
+            self.X, self.y = np.zeros((0, self.dim)), np.zeros(0)
+        else:
+            flat = np.asarray(data, dtype=np.float64).reshape(-1)
+            if flat.size % (self.dim + 1):
+                raise ValueError(f"GD data must be rows of {self.dim} features and a label; got "
+                                 f"{flat.size} numbers")
+            rows = flat.reshape(-1, self.dim + 1)
+            self.X, self.y = rows[:, :-1], np.where(rows[:, -1] > 0, 1.0, -1.0)
+
+    def has_data(self) -> bool:
+        return bool(self.contribute and len(self.y))
+
+    def call_input(self, call: int) -> tuple[np.ndarray, dict[str, Any]]:
+        real = self.has_data()
+        g = clip_l2(logistic_gradient(self.theta, self.X, self.y), self.L) if real else 0.0
+        z = self.rng.normal(0.0, self.sigma, size=self.dim)
+        return self.theta - self.eta * (g + z), {"mechanism": "gaussian", "sigma": self.sigma,
+                                                 "sensitivity": 2.0 * self.L}
+
+    def call_output(self, call: int, x: np.ndarray) -> None:
+        self.theta = x
+        self.x = x
+
+    def output(self) -> Output:
+        out = super().output()
+        info = dict(out.info)
+        info["model"] = self.theta.tolist()
+        if len(self.y):
+            from netdp_node.protocols.walk import logistic_accuracy
+
+            info["local_accuracy"] = logistic_accuracy(self.theta, self.X, self.y)
+        return Output(value=self.theta.copy(), info=info)
+
+
+# -- Algorithm 2 --------------------------------------------------------------------------------
+class MuffliatoRandom(Engine):
+    """Algorithm 2 (spec §3.2, §7.1 item 9): randomized pairwise gossip without a global clock.
+
+    Each node runs a Poisson clock of rate `rate` (exponential delays from its private generator)
+    for `duration_s` seconds of its own time. At a tick, if it is idle, it activates an incident
+    edge of the public graph (a neighbour drawn uniformly) and runs one exchange-and-average:
+
+        v → w  offer            (no value; w refuses it if busy or finished: nothing revealed)
+        w → v  reply(x_w)       (w accepted: w is busy with v until v's value arrives or times out)
+        v → w  pair-value(x_v)  (v is busy with w from its offer until this send has an outcome)
+        both:  x ← (x_v + x_w)/2, committed by v when pair-value is acknowledged and by w when it
+               accepts pair-value (the acknowledgement rule of the module docstring: both agree).
+
+    A busy node refuses offers (concurrent activations on one node are serialised; a tick while busy
+    is skipped). w gives up after `exchange_timeout_s` without v's value and then refuses it; v then
+    learns it was refused and does not commit either. An exchange that revealed a value without
+    committing is recorded as "aborted" (the accountant counts it as a round in which the pair saw
+    each other's values without averaging, W = I: conservative). Each node records its exchanges
+    ("activation" events) in its local order; the accountant merges the nodes' orders into one
+    sequence (they are consistent: the responder's commit instant orders them). After its clock
+    stops, a node answers offers for `grace_s` more seconds, then publishes its activation list
+    (`schedule`) to every participant and outputs its value.
+    """
+
+    algorithm = "muffliato-random"
+
+    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
+                 contribute: bool = True) -> None:
+        super().__init__(ctx, data, rng, contribute)
+        p = ctx.params
+        self.ids = list(ctx.participants)
+        self.n = len(self.ids)
+        if ctx.me not in self.ids:
+            raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
+        self.me = self.ids.index(ctx.me)
+        self.dim = int(p.get("dim", 1))
+        self.sigma = float(p["sigma"])
+        self.rate = float(p["rate"])
+        self.duration = float(p["duration_s"])
+        self.grace = float(p.get("grace_s", 2.0))
+        self.timeout = float(p.get("exchange_timeout_s", 5.0))
+        edges = public_graph(p, self.n, ctx.public_seed, 0, _topology_indices(ctx))
+        self.nb = sorted(b if a == self.me else a for a, b in edges if self.me in (a, b))
+        self.x = np.zeros(self.dim)
+        self.clock_on = False
+        self.k = 0  # offers made
+        self.busy: tuple[str, int, int, str] | None = None  # (role, peer, id, phase)
+        self.peer_value: np.ndarray | None = None
+        self.log: list[tuple[int, int, int, bool]] = []  # (initiator, id, peer, committed)
+        self.schedules: set[str] = set()
+        self.ticks = 0
+
+    def payload_shape(self, kind: str) -> tuple[int, ...] | None:
+        return (self.dim,) if kind in (REPLY, PAIR) else None
+
+    def progress(self) -> int:
+        return len(self.log)
+
+    def start(self) -> list[Action]:
+        x = np.zeros(self.dim)
+        real = bool(self.contribute and self.data is not None)
+        if real:
+            x = np.asarray(self.data, dtype=np.float64).reshape(-1)
+            if x.shape != (self.dim,):
+                raise ValueError(f"data has shape {x.shape}, the job expects ({self.dim},)")
+            x = clip_l2(x, float(self.ctx.params["clip"]))
+        self.x = x + self.rng.normal(0.0, self.sigma, size=self.dim)
+        self.clock_on = bool(self.nb)
+        return [Record("contribute" if real else "noise-only",
+                       params={"call": 0, "data": real, "mechanism": "gaussian",
+                               "sigma": self.sigma,
+                               "sensitivity": float(self.ctx.params["sensitivity"])}),
+                SetTimer("tick", self._delay()), SetTimer("stop", self.duration)]
+
+    def _delay(self) -> float:
+        return float(self.rng.exponential(1.0 / self.rate))
+
+    def _log(self, initiator: int, k: int, peer: int, committed: bool) -> Record:
+        self.log.append((initiator, k, peer, committed))
+        return Record("activation", peer=self.ids[peer],
+                      params={"initiator": self.ids[initiator], "id": k,
+                              "status": "committed" if committed else "aborted"})
+
+    def on_timer(self, name: str) -> list[Action]:
+        if self.done:
+            return []
+        if name == "tick":
+            if not self.clock_on:
+                return []
+            self.ticks += 1
+            actions: list[Action] = [SetTimer("tick", self._delay())]
+            if self.busy is None:
+                w = self.nb[int(self.rng.integers(len(self.nb)))]
+                self.k += 1
+                self.busy = ("initiator", w, self.k, "offer")
+                actions += [Send(self.ids[w], Message(OFFER, seq=self.k)),
+                            SetTimer(f"x:{self.k}", self.timeout)]
+            return actions
+        if name == "stop":
+            self.clock_on = False
+            return [SetTimer("end", self.grace)]
+        if name == "end":
+            if self.busy is not None:
+                return [SetTimer("end", min(self.grace, 0.5))]
+            return self._finish()
+        if name.startswith("x:") and self.busy is not None:
+            role, peer, k, phase = self.busy
+            if role == "initiator" and phase == "offer" and k == int(name[2:]):
+                self.busy = None  # no reply: nothing was revealed by this node
+                return []
+        if name.startswith("r:") and self.busy is not None:
+            role, peer, k, _ = self.busy
+            if role == "responder" and name == f"r:{peer}:{k}":
+                self.busy = None  # our value was revealed, theirs never came: aborted
+                return [self._log(peer, k, peer, False)]
+        return []
+
+    def _finish(self) -> list[Action]:
+        self.done = True
+        scalars = {f"{i}:{a}:{k}:{b}": (1.0 if c else 0.0)
+                   for i, (a, k, b, c) in enumerate(self.log)}
+        actions: list[Action] = [Send(v, Message(SCHEDULE, scalars=scalars))
+                                 for v in self.ids if v != self.ctx.me]
+        return actions + [Output(value=self.x.copy(), info={
+            "activations": [[self.ids[a], k, self.ids[b], c] for a, k, b, c in self.log],
+            "committed": sum(1 for *_, c in self.log if c), "ticks": self.ticks})]
+
+    def on_message(self, sender: str, msg: Message) -> list[Action]:
+        s = self.ids.index(sender)
+        if msg.kind == SCHEDULE:
+            return self._on_schedule(sender, msg)
+        if s not in self.nb:
+            raise Refused(RefusalCode.PERMISSION_DENIED,
+                          f"{sender} is not a neighbour of {self.ctx.me}")
+        if msg.kind == OFFER:
+            if self.done:
+                raise Refused(RefusalCode.FAILED_PRECONDITION, f"{self.ctx.me} has finished")
+            if self.busy is not None:
+                raise Refused(RefusalCode.FAILED_PRECONDITION,
+                              f"{self.ctx.me} is busy in another exchange")
+            self.busy = ("responder", s, int(msg.seq), "reply")
+            return [Send(sender, Message(REPLY, payload=self.x.copy(), seq=msg.seq)),
+                    SetTimer(f"r:{s}:{msg.seq}", self.timeout)]
+        if msg.kind == REPLY:
+            if self.busy != ("initiator", s, int(msg.seq), "offer"):
+                raise Refused(RefusalCode.FAILED_PRECONDITION,
+                              f"late or foreign reply {msg.seq} from {sender}")
+            assert msg.payload is not None
+            self.peer_value = _check_payload(msg.payload)
+            self.busy = ("initiator", s, int(msg.seq), "value")
+            return [Send(sender, Message(PAIR, payload=self.x.copy(), seq=msg.seq))]
+        if msg.kind == PAIR:
+            if self.busy != ("responder", s, int(msg.seq), "reply"):
+                raise Refused(RefusalCode.FAILED_PRECONDITION,
+                              f"late or foreign value {msg.seq} from {sender}")
+            assert msg.payload is not None
+            self.x = (self.x + _check_payload(msg.payload)) / 2.0
+            self.busy = None
+            return [self._log(s, int(msg.seq), s, True)]
+        raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
+
+    def _on_schedule(self, sender: str, msg: Message) -> list[Action]:
+        if sender in self.schedules:
+            raise Refused(RefusalCode.FAILED_PRECONDITION, f"second schedule from {sender}")
+        acts: list[tuple[int, list[Any]]] = []
+        for key, val in msg.scalars.items():
+            try:
+                i, a, k, b = (int(s) for s in key.split(":"))
+            except ValueError:
+                raise Refused(RefusalCode.INVALID_ARGUMENT, f"bad activation {key!r}") from None
+            if not (0 <= a < self.n and 0 <= b < self.n):
+                raise Refused(RefusalCode.INVALID_ARGUMENT, f"activation {key!r} out of range")
+            acts.append((i, [self.ids[a], k, self.ids[b], bool(val)]))
+        self.schedules.add(sender)
+        return [Record("schedule", peer=sender,
+                       params={"activations": [a for _, a in sorted(acts, key=lambda x: x[0])]})]
+
+    def _settle(self, to: str, msg: Message, ok: bool) -> list[Action]:
+        if self.busy is None or msg.kind not in (OFFER, PAIR, REPLY):
+            return []
+        role, peer, k, phase = self.busy
+        if self.ids[peer] != to or int(msg.seq) != k:
+            return []
+        if msg.kind == OFFER and not ok and role == "initiator" and phase == "offer":
+            self.busy = None  # refused (busy peer) or unreachable: nothing revealed
+            return []
+        if msg.kind == PAIR and role == "initiator" and phase == "value":
+            self.busy = None
+            if ok:
+                assert self.peer_value is not None
+                self.x = (self.x + self.peer_value) / 2.0
+            self.peer_value = None
+            return [self._log(self.me, k, peer, ok)]
+        if msg.kind == REPLY and not ok and role == "responder":
+            self.busy = None  # the initiator gave up: our value may have been seen
+            return [self._log(peer, k, peer, False)]
+        return []
+
+    def on_delivered(self, to: str, msg: Message) -> list[Action]:
+        return self._settle(to, msg, True)
+
+    def on_undeliverable(self, to: str, msg: Message, code: str,
+                         detail: str) -> list[Action] | None:
+        return self._settle(to, msg, False)
+
+
+def ldp_sigma(epsilon: float, delta: float, sensitivity: float, count: int) -> float:
+    """σ such that `count` Gaussian mechanisms of sensitivity Δ, composed in RDP, are (ε, δ)-DP:
+    the local-DP level, the guarantee every pair has whatever the schedule."""
+    from netdp_node.privacy.random_walk import ldp_epsilon
+
+    lo, hi = 1e-3, 1.0
+    while ldp_epsilon(count, hi, delta) > epsilon:
+        lo, hi = hi, hi * 2.0
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if ldp_epsilon(count, mid, delta) <= epsilon else (mid, hi)
+    return hi * sensitivity
+
+
+# -- job parameters -----------------------------------------------------------------------------
+_KNOWN = {
+    "muffliato": {"T", "dim", "clip", "sigma", "epsilon", "delta", "alpha", "calibrate",
+                  "accelerated", "graph", "p", "spectral_gap", "spread_bound", "round_timeout_s",
+                  "suspend_rounds", "deadline_s"},
+    "muffliato-gd": {"T", "dim", "sigma", "epsilon", "delta", "alpha", "calibrate",
+                     "accelerated", "graph", "p", "spectral_gap", "round_timeout_s", "steps",
+                     "eta", "lipschitz", "suspend_rounds", "deadline_s"},
+    "muffliato-random": {"dim", "clip", "sigma", "epsilon", "delta", "alpha", "calibrate",
+                         "graph", "p", "rate", "duration_s", "grace_s", "exchange_timeout_s",
+                         "deadline_s"},
+}
+_COMPUTED = {"gamma", "sensitivity", "calls", "d_max", "spectral_gap_used"}
+
+
+def _num(params: Mapping[str, Any], k: str, default: Any) -> float:
+    x = float(params.get(k, default))
+    if not math.isfinite(x):
+        raise ValueError(f"{k} must be a finite number")
+    return x
+
+
+def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """Validate a Muffliato job's public parameters, fill defaults, choose T from the public bound
+    and calibrate σ (pndp_gossip; spec §3.1, §4.8, §5.4).
+
+    Common: dim (1; 9 for GD), clip B (1.0; inputs clipped to L2 norm B, Δ = 2B; GD: lipschitz L, Δ
+    = 2L), graph (ring | complete | hypercube | er (with p, default 2 ln n / n) | topology), delta
+    (1e-5). Noise: `sigma` directly, or from `epsilon` with calibrate = "mean" (default: σ such that
+    the mean privacy loss of eq. (7), converted at δ, is ε: `pndp_gossip.sigma_for_mean_dp` with T_v
+    = d_max·T, a SUMMARY, not a per-pair guarantee) or "ldp" (σ such that the local-DP level, the
+    guarantee every pair has, is ε at δ). Synchronous: T (default from `pndp_gossip.gossip_rounds`
+    with the public spectral gap, or `spectral_gap` for er/topology, and `spread_bound` (default B²,
+    the largest spread of inputs in a ball of radius B)), accelerated (true), round_timeout_s (5),
+    suspend_rounds (4: rounds a neighbour whose link gave up is skipped). GD: steps (10), eta (0.7),
+    lipschitz (0.4), with T rounds per step. Randomized: rate (activations per second per node, 5),
+    duration_s (10), grace_s (2), exchange_timeout_s (5).
+    """
+    from netdp_node.privacy import pndp_gossip as pg
+
+    known = _KNOWN[algorithm]
+    unknown = set(params) - known - _COMPUTED
+    if unknown:
+        raise ValueError(f"unknown {algorithm} parameter(s) {sorted(unknown)}; known: "
+                         f"{sorted(known)}")
+    if n < 2:
+        raise ValueError(f"{algorithm} needs at least 2 participants, got {n}")
+    gd = algorithm == "muffliato-gd"
+    out: dict[str, Any] = {k: params[k] for k in ("deadline_s",) if k in params}
+    out["dim"] = int(params.get("dim", 9 if gd else 1))
+    out["graph"] = str(params.get("graph", "ring"))
+    out["delta"] = _num(params, "delta", 1e-5)
+    out["calibrate"] = str(params.get("calibrate", "mean"))
+    if out["graph"] not in GRAPHS:
+        raise ValueError(f"graph must be one of {list(GRAPHS)}")
+    if out["calibrate"] not in ("mean", "ldp"):
+        raise ValueError("calibrate must be 'mean' (eq. 7, a summary) or 'ldp' (the guarantee)")
+    if not 1 <= out["dim"] <= 1 << 16 or not 0 < out["delta"] < 1:
+        raise ValueError("dim must be in 1..65536 and delta in (0, 1)")
+    if out["graph"] == "er":
+        out["p"] = _num(params, "p", min(1.0, 2.0 * math.log(n) / n))
+        if not 0 < out["p"] <= 1:
+            raise ValueError("p must be in (0, 1]")
+    if gd:
+        out["lipschitz"] = _num(params, "lipschitz", 0.4)
+        out["eta"] = _num(params, "eta", 0.7)
+        out["calls"] = out["steps"] = int(params.get("steps", 10))
+        if out["lipschitz"] <= 0 or out["eta"] <= 0 or not 1 <= out["steps"] <= 10_000:
+            raise ValueError("lipschitz and eta must be positive, steps in 1..10000")
+        out["sensitivity"] = 2.0 * out["lipschitz"]
+    else:
+        out["clip"] = _num(params, "clip", 1.0)
+        if out["clip"] <= 0:
+            raise ValueError("clip must be positive")
+        out["sensitivity"] = 2.0 * out["clip"]
+        out["calls"] = 1
+    edges = [] if out["graph"] in ("topology", "er") else public_graph(out, n, 0, 0)
+    # er: a fresh graph per call, any degree is possible: the bound n − 1
+    d_max = int(degrees(n, edges).max()) if edges else n - 1
+    out["d_max"] = d_max
+    if algorithm == "muffliato-random":
+        out["rate"] = _num(params, "rate", 5.0)
+        out["duration_s"] = _num(params, "duration_s", 10.0)
+        out["grace_s"] = _num(params, "grace_s", 2.0)
+        out["exchange_timeout_s"] = _num(params, "exchange_timeout_s", 5.0)
+        if min(out["rate"], out["duration_s"], out["grace_s"], out["exchange_timeout_s"]) <= 0:
+            raise ValueError("rate, duration_s, grace_s and exchange_timeout_s must be positive")
+        comms = max(1, math.ceil(2 * out["rate"] * out["duration_s"]))  # expected exchanges
+    else:
+        out["accelerated"] = bool(params.get("accelerated", True))
+        out["round_timeout_s"] = _num(params, "round_timeout_s", 5.0)
+        out["suspend_rounds"] = int(params.get("suspend_rounds", 4))
+        if out["round_timeout_s"] <= 0 or out["suspend_rounds"] < 0:
+            raise ValueError("round_timeout_s must be positive, suspend_rounds >= 0")
+        if "spectral_gap" in params:
+            lam = _num(params, "spectral_gap", 0.0)
+        elif out["graph"] in ("er", "topology"):
+            raise ValueError(f"graph={out['graph']} needs a public spectral_gap lower bound")
+        else:
+            lam = pg.spectral_gap(pg.metropolis_weights(n, edges))
+        if not 0 < lam <= 1:
+            raise ValueError(f"the spectral gap bound must be in (0, 1], got {lam}")
+        out["spectral_gap_used"] = lam
+        out["gamma"] = pg.chebyshev_gamma(lam) if out["accelerated"] else 1.0
+    sigma = params.get("sigma")
+    if sigma is None:
+        eps = _num(params, "epsilon", 1.0)
+        if eps <= 0:
+            raise ValueError("epsilon must be positive")
+        out["epsilon"] = eps
+        if out["calibrate"] == "ldp":
+            sigma = ldp_sigma(eps, out["delta"], out["sensitivity"], out["calls"])
+        else:
+            T_guess = int(params.get("T", 0)) or 1
+            comms_call = comms if algorithm == "muffliato-random" else max(1, d_max) * T_guess
+            sigma = pg.sigma_for_mean_dp(eps, out["delta"], sensitivity=out["sensitivity"], n=n,
+                                         communications=comms_call * out["calls"])
+    out["sigma"] = float(sigma)
+    if out["sigma"] <= 0:
+        raise ValueError("sigma must be positive")
+    if algorithm != "muffliato-random":
+        if "T" in params:
+            out["T"] = int(params["T"])
+        else:
+            spread = _num(params, "spread_bound", out.get("clip", 1.0) ** 2)
+
+            def rounds(sigma: float) -> int:
+                return max(1, pg.gossip_rounds(out["spectral_gap_used"], n, sigma, spread,
+                                               dim=out["dim"], accelerated=out["accelerated"]))
+
+            out["T"] = rounds(out["sigma"])
+            if "sigma" not in params and out["calibrate"] == "mean":
+                # σ (mean loss ∝ T/σ²) and T (Theorem 2, decreasing in σ) depend on each other:
+                # raise T until it suffices for the σ it implies
+                for _ in range(64):
+                    out["sigma"] = pg.sigma_for_mean_dp(
+                        out["epsilon"], out["delta"], sensitivity=out["sensitivity"], n=n,
+                        communications=max(1, d_max) * out["T"] * out["calls"])
+                    if rounds(out["sigma"]) <= out["T"]:
+                        break
+                    out["T"] += 1
+        if not 1 <= out["T"] * out["calls"] <= _MAX_ROUNDS:
+            raise ValueError(f"T × steps must be in 1..{_MAX_ROUNDS}")
+    return out

@@ -1,0 +1,156 @@
+"""Muffliato on 16 node processes over mTLS with dropouts (issue 5, "Networked, with faults"): 20%
+of the nodes go offline for some rounds (`--fault-offline`, repeated windows), 10% leave for good
+(`--fault-leave-at-step`). The job still finishes at every other node; the outputs list, per
+neighbour, the rounds whose edge did not realise (who dropped and when); the survivors' error is
+measured against the survivors' true mean (a node that leaves takes its mass with it, muffliato.md
+§7.1 item 8); every survivor's accountant reads its own ledger. Also `netdp demo --algorithm
+muffliato`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import numpy as np
+import pytest
+
+from netdp_node.bootstrap_client import BootstrapClient
+from netdp_node.cluster import LocalCluster
+from netdp_node.report import ledger_report
+from netdp_node.wire.convert import tensor_to_ndarray
+
+pytestmark = pytest.mark.slow
+
+N = 16
+OFFLINE = ("node-3", "node-8", "node-13")  # 20 % (3 of 16)
+LEAVERS = ("node-6", "node-11")  # 10 % (2 of 16)
+
+
+def _offline_windows(phase: float) -> list[str]:
+    """Offline 4 s of every 8 s (seconds after the process started), from 10 s to 10 min: whenever
+    the job runs, each of these nodes is down for some of its rounds."""
+    out = []
+    for k in range(75):
+        out += ["--fault-offline", f"{10 + phase + 8 * k:g}:4"]
+    return out
+
+
+def _output_info(c: LocalCluster, nid: str, job: str) -> dict:
+    """The released output's public info, from the node's ledger (read-only)."""
+    from netdp_node.ledger import Ledger
+
+    led = Ledger.open_readonly(c.ledger(nid))
+    try:
+        return next(e.params["info"] for e in led.entries(job) if e.event == "output")
+    finally:
+        led.close()
+
+
+async def _wait_survivors(op: BootstrapClient, job: str, survivors: list[str], wait: float):
+    deadline = time.monotonic() + wait
+    while True:
+        reply = await op.result(job)
+        done = {r.node_id for r in reply.results if r.state == "done"}
+        if set(survivors) <= done or time.monotonic() > deadline:
+            return reply
+        await asyncio.sleep(0.5)
+
+
+@pytest.mark.timeout(600)
+async def test_muffliato_16_processes_with_offline_and_leaving_nodes(tmp_path):
+    c = LocalCluster(tmp_path / "c", N, poll_interval=0.2)
+    rng = np.random.default_rng(11)
+    values = {nid: float(v) for nid, v in zip(c.ids, rng.uniform(0.0, 1.0, size=N))}
+    data = {}
+    for nid, v in values.items():
+        f = tmp_path / f"{nid}.txt"
+        f.write_text(f"{v!r}\n")
+        data[nid] = f
+    extra = {}
+    for i, nid in enumerate(c.ids):
+        flags = ["--peer-timeout", "3", "--job-deadline", "400", "--seed", str(100 + i)]
+        if nid in OFFLINE:
+            flags += _offline_windows(phase=2.5 * OFFLINE.index(nid))
+        if nid in LEAVERS:
+            flags += ["--fault-leave-at-step", "18"]
+        extra[nid] = flags
+    survivors = [v for v in c.ids if v not in LEAVERS]
+    try:
+        c.start(data=data, extra=extra, timeout=180)
+        await c.wait_registered(c.ids, timeout=180)
+        op = BootstrapClient(c.bootstrap_address, c.operator)
+        try:
+            params = {"graph": "hypercube", "sigma": 0.05, "accelerated": False, "T": 24,
+                      "round_timeout_s": 2.0, "suspend_rounds": 3}
+            await op.submit("muffliato", params, participants=c.ids, job_id="faulty")
+            reply = await _wait_survivors(op, "faulty", survivors, wait=360)
+        finally:
+            await op.close()
+        states = {r.node_id: r.state for r in reply.results}
+        assert all(states.get(v) == "done" for v in survivors), states
+        outputs = {r.node_id: r for r in reply.results if r.HasField("output")}
+        est = {v: float(tensor_to_ndarray(outputs[v].output)[0]) for v in survivors}
+        info = {v: _output_info(c, v, "faulty") for v in survivors}
+        # who dropped and when: the rounds in which NONE of a node's edges realised, as its
+        # surviving neighbours report it (each reports its side of the agreed edge)
+        lost: dict[str, dict[str, set[int]]] = {}
+        for v in survivors:
+            for w, rounds in info[v]["missing"].items():
+                lost.setdefault(w, {})[v] = set(rounds)
+        dropped = {w: sorted(set.intersection(*by.values())) for w, by in lost.items()}
+        for w in LEAVERS:  # gone for good: dropped in every round from some round to the end
+            rs = dropped.get(w, [])
+            assert rs and rs == list(range(rs[0], 24)), (w, rs)
+        for w in OFFLINE:
+            assert dropped.get(w), f"{w} was never dropped"
+        for w in survivors:
+            assert w in OFFLINE or len(dropped.get(w, [])) < 24  # took part in some round
+        # the survivors' estimates against the survivors' true mean
+        truth = float(np.mean([values[v] for v in survivors]))
+        err = {v: abs(e - truth) for v, e in est.items()}
+        spread = max(est.values()) - min(est.values())
+        print(json.dumps({"dropped": {w: r for w, r in sorted(dropped.items()) if r},
+                          "survivors_true_mean": truth, "errors": err, "spread": spread}))
+        # leavers took their mass (≤ 2/16 of the total, values in [0, 1]); noise σ/√14 ≈ 0.013
+        assert max(err.values()) < 0.2, err
+        # every survivor's privacy report, from its own ledger: joint view on the realised
+        # schedule, or the local-DP level while the schedule is incomplete; never above LDP
+        ldp = None
+        for v in survivors:
+            rep = ledger_report(c.ledger(v), job_id="faulty")
+            job = rep["jobs"][0]
+            assert job["algorithm"] == "muffliato" and job["state"] == "done"
+            for p in job["peers"] + job["incoming"]:
+                assert p["method"].startswith(("muffliato joint view", "local-DP level"))
+            local = job["baselines"]["local-dp"]["epsilon"]
+            ldp = local if ldp is None else ldp
+            assert all(p["epsilon"] <= local * (1 + 1e-9) for p in job["peers"])
+        # merged ledgers (global knowledge): every realised edge was used by both ends, every
+        # message received was sent as recorded, and the unreceived ones were refused ones
+        from netdp_node.audit import audit
+
+        checks = {x["name"]: x for x in audit([c.ledger(v) for v in c.ids])["checks"]}
+        for name in ("gossip-mass-conserved", "tokens-conserved", "received-once"):
+            assert checks[name]["ok"], checks[name]
+    finally:
+        c.stop()
+
+
+@pytest.mark.timeout(300)
+def test_demo_muffliato(tmp_path, nd):
+    r = nd.netdp("demo", "--algorithm", "muffliato", "--nodes", "8", "--json", "--workdir",
+                 str(tmp_path / "demo"), "--timeout", "200", "--seed", "4", timeout=280)
+    try:
+        assert r.returncode == 0, f"demo exited {r.returncode}:\n{r.stderr[-4000:]}"
+        res = json.loads(r.stdout)
+    finally:
+        assert nd.reap(str(tmp_path / "demo")) == []
+    assert res["algorithm"] == "muffliato" and len(res["estimates"]) == 8
+    # hypercube of 8, T rounds of Metropolis gossip: every estimate is within 5 std of the
+    # mean's noise (σ/√n) of the true mean, and local DP needs at least as much noise
+    assert res["abs_error_max"] <= 5 * res["netdp_std"] + 0.05
+    assert res["central_std"] < res["ldp_std"] <= res["netdp_std"] * (1 + 1e-6)
+    for row in res["privacy"]:
+        assert {p["peer"] for p in row["peers"]} == set(res["estimates"]) - {row["node"]}
+        assert "paper bound (not a guarantee)" in row["baselines"]
