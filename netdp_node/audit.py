@@ -231,6 +231,7 @@ def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
             if released is not None and abs(released - mine[T]["omega"]) > 1e-12:
                 check.fail(f"{n.node} in job {job_id}: released ω^(T) = {released:.9g}, its "
                            f"ledger shows {mine[T]['omega']:.9g}")
+    return check
 
 
 GOSSIP_KINDS = ("value", "offer", "reply", "pair-value", "schedule")
