@@ -412,9 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--nodes", type=int, default=8, help="number of nodes (default 8)")
     c.add_argument("--topology", default="ring", help="topology of the job (default ring)")
     c.add_argument("--rounds", type=int, default=10, help="rounds of the ring sum (default 10; "
-                   "a walk-sum takes rounds × nodes steps)")
+                   "a walk-sum takes rounds × nodes steps; muffliato: gossip rounds T; inca: "
+                   "iterations T)")
     c.add_argument("--algorithm", default="ring-sum",
-                   help="ring-sum (default), ring-sum-r or walk-sum (use --topology complete)")
+                   help="ring-sum (default), ring-sum-r, walk-sum (use --topology complete), "
+                   "muffliato (on --topology) or inca (k random out-neighbours per iteration)")
     c.add_argument("--fault", action="append", metavar="NODE:KEY=VALUE[,KEY=VALUE]",
                    help="fault flags of one node, e.g. node-3:drop=0.2,delay_ms=50 or "
                    "node-5:crash_at_step=4 (keys: crash_at_step, crash_after, offline, "

@@ -106,8 +106,11 @@ def services(nodes: int, topology: str, rounds: int, faults: list[str], image: s
         job = ["--param", f"rounds={rounds}"]
     elif algorithm == "walk-sum":
         job = ["--param", f"T={rounds * nodes}"]  # as many steps as K rounds of the ring
+    elif algorithm in ("muffliato", "inca"):
+        job = ["--param", f"T={rounds}"]  # gossip rounds / IncA iterations
     else:
-        raise ConfigError("compose runs ring-sum, ring-sum-r or walk-sum (one value per node)")
+        raise ConfigError("compose runs ring-sum, ring-sum-r, walk-sum, muffliato or inca (one "
+                          "value per node)")
     if algorithm != "ring-sum":
         job = ["--algorithm", algorithm, *job]
     svc["submit"] = {

@@ -86,6 +86,15 @@ def test_walk_sum_compose_file_passes_check(tmp_path, capsys):
         generate(algorithm="walk-sgd")
 
 
+@pytest.mark.parametrize("algorithm,topology", [("muffliato", "hypercube"), ("inca", "complete")])
+def test_gossip_compose_files_pass_check(algorithm, topology, tmp_path, capsys):
+    doc = yaml.safe_load(generate(nodes=8, topology=topology, algorithm=algorithm, rounds=12,
+                                  faults=["node-3:leave_at_step=4", "node-5:offline=20:5"]))
+    cmd = doc["services"]["submit"]["command"]
+    assert cmd[cmd.index("--algorithm") + 1] == algorithm and "T=12" in cmd
+    _check_all(doc, tmp_path, capsys)
+
+
 def test_bad_fault_specs_are_refused():
     with pytest.raises(ConfigError):
         services(4, "ring", 3, ["node-9:drop=0.1"], "img", "./d")
