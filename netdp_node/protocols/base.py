@@ -159,6 +159,10 @@ class Engine:
     def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
                  contribute: bool = True) -> None:
         self.ctx = ctx
+        self.ids = list(ctx.participants)  # ordered (the ring order for a ring)
+        self.n = len(self.ids)
+        if ctx.me not in self.ids:
+            raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
         self.data = data
         self.rng = rng
         # False when the node declined the job (budget): it still takes part, adds the noise the

@@ -253,10 +253,6 @@ class Inca(Engine):
                  contribute: bool = True) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
-        self.ids = list(ctx.participants)
-        self.n = len(self.ids)
-        if ctx.me not in self.ids:
-            raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
         self.me = self.ids.index(ctx.me)
         self.T, self.k, self.dim = int(p["T"]), int(p["k"]), int(p["dim"])
         self.scheme = str(p["scheme"])

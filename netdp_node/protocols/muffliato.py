@@ -174,10 +174,6 @@ class MuffliatoSync(Engine):
                  contribute: bool = True) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
-        self.ids = list(ctx.participants)
-        self.n = len(self.ids)
-        if ctx.me not in self.ids:
-            raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
         self.me = self.ids.index(ctx.me)
         self.dim = int(p.get("dim", 1))
         self.sigma = float(p["sigma"])
@@ -506,10 +502,6 @@ class MuffliatoRandom(Engine):
                  contribute: bool = True) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
-        self.ids = list(ctx.participants)
-        self.n = len(self.ids)
-        if ctx.me not in self.ids:
-            raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
         self.me = self.ids.index(ctx.me)
         self.dim = int(p.get("dim", 1))
         self.sigma = float(p["sigma"])

@@ -58,12 +58,9 @@ class RingSum(Engine):
                  contribute: bool = True) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
-        self.order = list(ctx.participants)
-        self.n = len(self.order)
+        self.order = self.ids
         if self.n < 3:
             raise ValueError("the ring sum needs at least 3 participants")
-        if ctx.me not in self.order:
-            raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
         self.pos = self.order.index(ctx.me) + 1  # 1-indexed, as in the paper
         self.pred = self.order[self.pos - 2]  # position 1's predecessor is the last node
         self.succ = self.order[self.pos % self.n]

@@ -98,10 +98,6 @@ class CompleteGraphWalk(Engine):
                  contribute: bool = True) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
-        self.ids = list(ctx.participants)
-        self.n = len(self.ids)
-        if ctx.me not in self.ids:
-            raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
         self.T = int(p["T"])
         self.cap = int(p.get("cap", 0))  # 0: no per-user cap
         self.regime = str(p.get("regime", "edge-cap"))

@@ -503,6 +503,17 @@ class NetnsCluster:
         finally:
             led.close()
 
+    def job_row(self, nid: str, job_id: str) -> Any:
+        """The node's ledger row of the job (state, result, spec), or None (no ledger or job yet)."""
+        try:
+            led = Ledger.open_readonly(self.ledger(nid))
+        except LedgerError:
+            return None
+        try:
+            return led.job(job_id)
+        finally:
+            led.close()
+
     def tokens(self, nid: str, job_id: str, direction: str, peer: str) -> list[int]:
         """Rounds (seq) of the tokens `nid` committed as sent to / received from `peer`."""
         return [e.seq for e in self.entries(nid, job_id)

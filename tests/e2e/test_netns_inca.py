@@ -25,7 +25,6 @@ import numpy as np
 import pytest
 from e2e_netns import REPO, wait_until
 
-from netdp_node.ledger import Ledger
 from netdp_node.privacy import inca_audit
 from netdp_node.protocols.inca import execution_from_info
 
@@ -47,17 +46,6 @@ def missed(c, nid: str, job: str) -> bool:
                for e in c.entries(nid, job))
 
 
-def job_row(c, nid: str, job: str):
-    try:
-        led = Ledger.open_readonly(c.ledger(nid))
-    except Exception:
-        return None
-    try:
-        return led.job(job)
-    finally:
-        led.close()
-
-
 @pytest.mark.timeout(300)
 def test_inca_survives_a_partition_and_a_permanent_loss(netns_cluster):
     c = netns_cluster(6, values=VALUES, job_deadline=200.0)
@@ -77,10 +65,10 @@ def test_inca_survives_a_partition_and_a_permanent_loss(netns_cluster):
     finally:
         c.topo.link(c.host("node-2"), "up")
     live = ["node-1", "node-2", "node-3", "node-4", "node-6"]
-    wait_until(lambda: all((r := job_row(c, n, job)) is not None and r.state == "done"
+    wait_until(lambda: all((r := c.job_row(n, job)) is not None and r.state == "done"
                            for n in live), 150, "the five live parties to finish", interval=0.5)
 
-    results = {n: job_row(c, n, job).result for n in live}
+    results = {n: c.job_row(n, job).result for n in live}
     finals = {n: tuple(r["info"]["final"]) for n, r in results.items()}
     ref = max(live, key=lambda n: len(finals[n]))
     info = results[ref]["info"]
@@ -91,7 +79,7 @@ def test_inca_survives_a_partition_and_a_permanent_loss(netns_cluster):
             assert np.allclose(results[n]["value"], results[ref]["value"], atol=1e-12), n
 
     # the public execution the nodes rebuilt: node-2 missed an iteration, node-5 is not at T
-    spec = job_row(c, ref, job).spec
+    spec = c.job_row(ref, job).spec
     ex = execution_from_info(spec, info)
     ids = list(spec["participants"])
     assert not ex.online[:, ids.index("node-2")].all(), ex.online.T

@@ -25,7 +25,6 @@ import numpy as np
 import pytest
 from e2e_netns import REPO, wait_until
 
-from netdp_node.ledger import Ledger
 from netdp_node.privacy.muffliato_accountant import sync_schedules
 from netdp_node.report import ledger_report
 
@@ -38,17 +37,6 @@ SIGMA = 0.05
 
 def rounds(c, nid: str, job: str) -> list[dict]:
     return [e.params for e in c.entries(nid, job) if e.event == "round"]
-
-
-def job_row(c, nid: str, job: str):
-    try:
-        led = Ledger.open_readonly(c.ledger(nid))
-    except Exception:
-        return None
-    try:
-        return led.job(job)
-    finally:
-        led.close()
 
 
 @pytest.mark.timeout(300)
@@ -69,7 +57,7 @@ def test_muffliato_survives_a_partition_and_a_permanent_loss(netns_cluster):
     finally:
         c.topo.link(c.host("node-2"), "up")
     live = ["node-1", "node-2", "node-3", "node-4", "node-6"]
-    wait_until(lambda: all((r := job_row(c, n, job)) is not None and r.state == "done"
+    wait_until(lambda: all((r := c.job_row(n, job)) is not None and r.state == "done"
                            for n in live), 200, "the five survivors to finish", interval=0.5)
 
     mine = rounds(c, "node-2", job)
@@ -80,7 +68,7 @@ def test_muffliato_survives_a_partition_and_a_permanent_loss(netns_cluster):
         assert late and late == list(range(late[0], T)), (nb, late)
 
     # every survivor's output against the realised schedule rebuilt from a survivor's ledger
-    spec = job_row(c, "node-1", job).spec
+    spec = c.job_row("node-1", job).spec
     (sched,), why = sync_schedules(spec, c.entries("node-1", job), "node-1")
     assert why == "", why
     ids = list(spec["participants"])
@@ -89,7 +77,7 @@ def test_muffliato_survives_a_partition_and_a_permanent_loss(netns_cluster):
         P = W.toarray() @ P
     x = np.array([VALUES[c.ids.index(v)] for v in ids])
     for v in live:
-        (out,) = job_row(c, v, job).result["value"]
+        (out,) = c.job_row(v, job).result["value"]
         i = ids.index(v)
         assert abs(out - P[i] @ x) <= 6 * SIGMA * np.linalg.norm(P[i]), (v, out, P[i] @ x)
 
