@@ -17,14 +17,12 @@ included), no clipping before.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
-from netdp_node.privacy.composition import DEFAULT_ORDERS, gaussian_rdp, rdp_to_dp
 from netdp_node.protocols.ring import clip_l2
 from netdp_node.protocols.walk import logistic_accuracy, logistic_gradient
 
@@ -82,16 +80,6 @@ def sgd_walk(users: Sequence[tuple[np.ndarray, np.ndarray]], T: int, sigma: floa
 def local_sgd_sigma(cap: int, epsilon: float, delta: float, lipschitz: float) -> float:
     """Smallest σ with which `cap` local Gaussian steps (sensitivity 2L) compose, in RDP, to at most
     (ε, δ) towards anyone who sees them all: the local-DP baseline at the same guarantee."""
-    def eps(sigma: float) -> float:
-        curve = gaussian_rdp(sigma / (2.0 * lipschitz), DEFAULT_ORDERS, cap)
-        return rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0]
+    from netdp_node.privacy.random_walk import ldp_noise_multiplier
 
-    lo, hi = 1e-3, 1.0
-    while eps(hi) > epsilon:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e9:
-            raise ValueError("no local σ reaches the target")
-    for _ in range(100):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if eps(mid) <= epsilon else (mid, hi)
-    return hi
+    return ldp_noise_multiplier(cap, epsilon, delta) * 2.0 * lipschitz

@@ -17,7 +17,7 @@ All logarithms are natural logarithms (spec §0).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -307,3 +307,19 @@ def compose_losses(losses: Iterable[PrivacyLoss], delta_target: float) -> Privac
     if basic_delta <= delta_target and basic_eps < rdp_eps:
         return basic
     return rdp_loss
+
+
+def smallest_scale(eps_of: Callable[[float], float], target: float,
+                   what: str = "noise scale") -> float:
+    """The smallest noise scale s > 0 with `eps_of(s) <= target`, for an ε non-increasing in s:
+    doubling from 1 until feasible, then 100 geometric bisection steps (float precision); returns
+    the feasible end, so the target always holds at the returned scale."""
+    lo, hi = 1e-3, 1.0
+    while eps_of(hi) > target:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e9:
+            raise ValueError(f"no {what} reaches ε = {target:g}")
+    for _ in range(100):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if eps_of(mid) <= target else (mid, hi)
+    return hi

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from netdp_node.privacy.composition import DEFAULT_ORDERS, gaussian_rdp, rdp_to_dp
+from netdp_node.privacy.composition import DEFAULT_ORDERS, gaussian_rdp, rdp_to_dp, smallest_scale
 
 WeightRule = Literal["coded", "paper"]
 
@@ -140,6 +140,12 @@ def ldp_epsilon(n_u: int, sigma: float, delta: float) -> float:
         return 0.0
     curve = gaussian_rdp(sigma, DEFAULT_ORDERS, int(n_u))
     return rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0]
+
+
+def ldp_noise_multiplier(n_u: int, epsilon: float, delta: float) -> float:
+    """The smallest noise multiplier σ with which n_u Gaussian mechanisms are (ε, δ)-DP towards
+    an observer who sees them all (`ldp_epsilon`): the local-DP calibration."""
+    return smallest_scale(lambda z: ldp_epsilon(n_u, z, delta), epsilon, "noise multiplier")
 
 
 def neighbour_lists(n: int, edges: Iterable[tuple[int, int]]) -> list[list[int]]:
@@ -465,18 +471,9 @@ def sigma_for_mean_loss(mean_s: float, contributions: float, epsilon: float, del
     converts the mean RDP, as the authors' ba.py does). Spec, complete J/2048, N = 10, δ = 1e-6,
     ε̄ = 1: 1.714 (no cap), 20.27 (paper cap), 10.19 (c ≤ 1). The paper's accountant: not a
     guarantee (§4.9)."""
-    def eps(s: float) -> float:
-        return linear_rdp_to_dp(contributions * mean_s / (s * s), delta, alpha_max(s, cap))
-
-    lo, hi = 1e-3, 1.0
-    while eps(hi) > epsilon:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e9:
-            raise ValueError("no σ reaches the target")
-    for _ in range(100):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if eps(mid) <= epsilon else (mid, hi)
-    return hi
+    return smallest_scale(
+        lambda s: linear_rdp_to_dp(contributions * mean_s / (s * s), delta, alpha_max(s, cap)),
+        epsilon, "σ")
 
 
 def mixing_time(W: np.ndarray, iota: float = 0.25, t_max: int = 100_000) -> int:

@@ -677,15 +677,9 @@ class MuffliatoRandom(Engine):
 def ldp_sigma(epsilon: float, delta: float, sensitivity: float, count: int) -> float:
     """σ such that `count` Gaussian mechanisms of sensitivity Δ, composed in RDP, are (ε, δ)-DP:
     the local-DP level, the guarantee every pair has whatever the schedule."""
-    from netdp_node.privacy.random_walk import ldp_epsilon
+    from netdp_node.privacy.random_walk import ldp_noise_multiplier
 
-    lo, hi = 1e-3, 1.0
-    while ldp_epsilon(count, hi, delta) > epsilon:
-        lo, hi = hi, hi * 2.0
-    for _ in range(60):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if ldp_epsilon(count, mid, delta) <= epsilon else (mid, hi)
-    return hi * sensitivity
+    return ldp_noise_multiplier(count, epsilon, delta) * sensitivity
 
 
 # -- job parameters -----------------------------------------------------------------------------

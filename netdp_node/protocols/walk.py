@@ -790,7 +790,7 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     objective ("logistic", or "mean": the averaging special case of spec §3.3, node data a vector
     y_v of `dim` numbers, f_v(x) = ½‖x − y_v‖², constant step eta ≤ 2 as Alg. 1 and the accountant
     assume), burn_in (0: steps the token walks first without any update, to get near π, §3.3)."""
-    from netdp_node.privacy.random_walk import ldp_epsilon
+    from netdp_node.privacy.random_walk import ldp_noise_multiplier
 
     known = {"T", "cap", "epsilon", "delta", "lipschitz", "eta", "dim", "weights", "stop",
              "custody_timeout_s", "mc_walks", "objective", "burn_in", "collusion_groups"}
@@ -836,13 +836,7 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
         raise ValueError("delta in (0, 1), lipschitz and eta positive are required")
     if out["weights"] not in ("coded", "paper") or out["stop"] not in ("counter", "geometric"):
         raise ValueError("weights must be 'coded' or 'paper', stop 'counter' or 'geometric'")
-    lo, hi = 1e-3, 1.0
-    while ldp_epsilon(out["cap"], hi, out["delta"]) > out["epsilon"]:
-        lo, hi = hi, hi * 2.0
-    for _ in range(60):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if ldp_epsilon(out["cap"], mid, out["delta"]) <= out["epsilon"] \
-            else (mid, hi)
+    hi = ldp_noise_multiplier(out["cap"], out["epsilon"], out["delta"])
     out["noise_multiplier"] = hi
     out["sensitivity"] = 2.0 * out["lipschitz"]
     out["sigma"] = hi * out["sensitivity"]  # the absolute noise std WalkSgd adds
