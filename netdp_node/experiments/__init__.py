@@ -27,6 +27,8 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
                         "paper eq. (6) and the exact joint view (muffliato.md §6.1)"),
     "muffliato-fig1b": ("muffliato_fig1b", "Muffliato Fig. 1(b): loss from one node on social "
                         "graphs networkx ships (the Facebook ego graphs are not offline; §6.2)"),
+    "muffliato-fig1c": ("muffliato_fig1c", "Muffliato Fig. 1(c) / Table 2: Muffliato-GD on a fresh "
+                        "ER graph per step vs a trusted aggregator, housing data (§6.4)"),
 }
 
 
