@@ -29,6 +29,8 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
                         "graphs networkx ships (the Facebook ego graphs are not offline; §6.2)"),
     "muffliato-fig1c": ("muffliato_fig1c", "Muffliato Fig. 1(c) / Table 2: Muffliato-GD on a fresh "
                         "ER graph per step vs a trusted aggregator, housing data (§6.4)"),
+    "muffliato-fig6": ("muffliato_fig6", "Muffliato Fig. 6 / Table 3: averaging with dropout on "
+                       "fresh sparse ER graphs, total privacy loss of node 0 (§3.6, §6.5)"),
 }
 
 
