@@ -10,7 +10,8 @@ Chebyshev acceleration, T = the code's `T_mix` = ceil(ln n / sqrt(1 − λ_2)) (
 
 Per node, in units of ε_LDP, clipped at 1:
 * paper bound eq. (6), OUTGOING from u = 0 towards every v (what the paper plots), in the code's
-  convention (t = 1..T, the figure) and Theorem 1's (t = 0..T−1) — `pndp_gossip.paper_bound_outgoing`;
+  convention (t = 1..T, the figure) and Theorem 1's (t = 0..T−1), with
+  `pndp_gossip.paper_bound_outgoing`;
 * the exact joint-view accountant (spec §4.11), INCOMING: what observer v = 0 learns about every u
   (`pndp_gossip.joint_view`), beside the paper bound for the same direction
   (`pndp_gossip.paper_bound`). On the hypercube both directions coincide (vertex-transitive).
