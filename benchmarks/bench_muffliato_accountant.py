@@ -4,6 +4,7 @@ Fig. 1(a) graphs with their T (Chebyshev schedule, Metropolis weights). Target: 
 
     python benchmarks/bench_muffliato_accountant.py           # hypercube, ER, grid; 3 repetitions
     python benchmarks/bench_muffliato_accountant.py --all     # + the random geometric graph
+    python benchmarks/bench_muffliato_accountant.py --graphs random_geometric   # that one only
     python benchmarks/bench_muffliato_accountant.py --quick   # n ≈ 128, 1 repetition
 
 Each measurement runs in a fresh child process: time of `joint_view` alone (the schedule is built
@@ -60,10 +61,13 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--all", action="store_true", help="include the random geometric graph")
+    ap.add_argument("--graphs", help="comma-separated subset (written to a file of its own)")
     ap.add_argument("--reps", type=int, default=0)
     a = ap.parse_args()
     reps = a.reps or (1 if a.quick else 3)
     names = ["hypercube", "erdos_renyi", "grid"] + (["random_geometric"] if a.all else [])
+    if a.graphs:
+        names = a.graphs.split(",")
     ctx = mp.get_context("spawn")
     out_graphs = {}
     for g in names:
@@ -91,8 +95,9 @@ def main() -> None:
         "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / ("muffliato_accountant-quick.json" if a.quick else
-                      "muffliato_accountant.json")
+    stem = "muffliato_accountant" + ("-quick" if a.quick else "") + (
+        "-" + "-".join(names) if a.graphs else "")
+    path = RESULTS / f"{stem}.json"
     path.write_text(json.dumps(out, indent=2) + "\n")
     for g, r in out_graphs.items():
         print(f"{g}: median {r['median']['seconds']:.2f} s, traced peak "
