@@ -183,6 +183,15 @@ def test_muffliato_gd_learns_and_matches_central_when_gossip_is_exact() -> None:
     c = muffliato_gd(X, y, 4, np.random.default_rng(1), mode="central", **kw)
     for a, b in zip(m.thetas, c.thetas):
         assert a == pytest.approx(b, abs=1e-9)
+    # the clipping order: the code clips the noisy update (|step| ≤ ν·L), the theorem order
+    # clips the gradient and then adds the noise (rounds=0: no gossip, θ^1 = θ̂)
+    for order, bounded in (("code", True), ("theorem", False)):
+        r = muffliato_gd(X, y, 1, np.random.default_rng(2), rounds=0, noise_std=1.0, clip=0.01,
+                         step=1.0, order=order, keep_thetas=True)
+        norms = np.linalg.norm(r.thetas[1], axis=1)
+        assert (norms.max() <= 0.01 + 1e-12) == bounded
+        if not bounded:
+            assert np.mean(norms**2) == pytest.approx(X.shape[2], rel=0.15)  # E|N(0, I_d)|² = d
     # the authors' x^{-1} = 0: after one step from θ = 0 the consensus is mean(θ̂)/(2−γ)
     bug = muffliato_gd(X, y, 1, np.random.default_rng(1), rounds=400, x_minus1_zero=True, **kw)
     assert bug.thetas[1] == pytest.approx(c.thetas[1] / (2 - bug.gammas[0]), abs=1e-9)
