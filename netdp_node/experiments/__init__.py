@@ -42,6 +42,10 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
                   "and T (inca.md §8 Fig. 2, §11.4)"),
     "inca-fig4": ("inca", "IncA: MSE under permanent dropouts, early vs incremental injection "
                   "and a GOPA-style baseline (inca.md §8 Fig. 4, §11.5-6)"),
+    "muffliato-fig1c": ("muffliato_fig1c", "Muffliato Fig. 1(c) / Table 2: Muffliato-GD on a fresh "
+                        "ER graph per step vs a trusted aggregator, housing data (§6.4)"),
+    "muffliato-fig6": ("muffliato_fig6", "Muffliato Fig. 6 / Table 3: averaging with dropout on "
+                       "fresh sparse ER graphs, total privacy loss of node 0 (§3.6, §6.5)"),
 }
 
 

@@ -10,7 +10,8 @@ Chebyshev acceleration, T = the code's `T_mix` = ceil(ln n / sqrt(1 − λ_2)) (
 
 Per node, in units of ε_LDP, clipped at 1:
 * paper bound eq. (6), OUTGOING from u = 0 towards every v (what the paper plots), in the code's
-  convention (t = 1..T, the figure) and Theorem 1's (t = 0..T−1) — `pndp_gossip.paper_bound_outgoing`;
+  convention (t = 1..T, the figure) and Theorem 1's (t = 0..T−1), with
+  `pndp_gossip.paper_bound_outgoing`;
 * the exact joint-view accountant (spec §4.11), INCOMING: what observer v = 0 learns about every u
   (`pndp_gossip.joint_view`), beside the paper bound for the same direction
   (`pndp_gossip.paper_bound`). On the hypercube both directions coincide (vertex-transitive).
@@ -173,8 +174,34 @@ def run(name: str, args: Any) -> dict[str, Any]:
             f"{jv['method']} rank {jv['rank']}, {jv['full_leak_nodes']} nodes fully leaked to "
             f"v=0 ({r['paper_below_half_but_full_leak']} of them < 0.5 by eq. (6)); "
             f"{r['seconds']['joint_view']:.1f} s")
+    if not quick:
+        out["comparison"] = compare(out["graphs"])
     out["summary"] = summary
     return out
+
+
+def compare(g: dict[str, Any]) -> dict[str, Any]:
+    """Our numbers beside the spec's (§4.10(d)(f), §4.11), by distance."""
+    def at(name: str, key: str, k: int) -> dict[str, float]:
+        d = g[name]["by_distance"][key]
+        return d.get(k, d.get(str(k), {}))  # int keys, or str keys after a JSON round trip
+
+    cmp: dict[str, Any] = {"hypercube_paper": {}, "outgoing_code": {}, "joint_view": {}}
+    for conv in ("code", "thm1"):
+        cmp["hypercube_paper"][conv] = [
+            {"k": k + 1, "ours": at("hypercube", f"paper_out_{conv}", k + 1).get("mean"),
+             "spec": v} for k, v in enumerate(SPEC_CUBE[conv])]
+    for name, table in SPEC_OUT.items():
+        cmp["outgoing_code"][name] = [
+            {"k": k, "ours": at(name, "paper_out_code", k), "spec": list(v)}
+            for k, v in table.items()]
+    for name, table in SPEC_JV.items():
+        cmp["joint_view"][name] = [
+            {"k": k, "ours": at(name, "joint_view_in", k), "spec": v,
+             **({"known_exact": KNOWN_JV_ER[k]} if name == "erdos_renyi" else {}),
+             "paper_in_thm1": at(name, "paper_in_thm1", k).get("mean")}
+            for k, v in table.items()]
+    return cmp
 
 
 def plot(res: dict[str, Any], path: Any) -> None:

@@ -92,11 +92,13 @@ def run(name: str, args: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
         "params": {"alpha": ALPHA, "epsilon": EPS, "sigma": SIGMA,
                    "epsilon_ldp": ALPHA / (2 * SIGMA**2), "accelerated": False,
-                   "T": "ceil(ln n / sqrt(1 - lambda_2))", "source": "np.random.seed(1); randint(n)",
+                   "T": "ceil(ln n / sqrt(1 - lambda_2))",
+                   "source": "np.random.seed(1); randint(n)",
                    "units": "fractions of epsilon_ldp, clipped at 1"},
         "notes": ["The paper's Facebook ego graphs (SNAP) are not available offline: graphs "
                   "shipped with networkx are used instead, so no number is comparable with the "
-                  "paper's; the claim checked is qualitative (LDP-level loss inside u's community)."],
+                  "paper's; the claim checked is qualitative (LDP-level loss inside u's "
+                  "community)."],
         "graphs": {},
     }
     summary = []

@@ -1,0 +1,110 @@
+"""Muffliato accountant benchmark (issue 5): the exact joint-view accountant
+(`pndp_gossip.joint_view`, spec muffliato.md §4.11) for ONE observer (node 0) at n ≈ 2048, on the
+Fig. 1(a) graphs with their T (Chebyshev schedule, Metropolis weights). Target: < 30 s.
+
+    python benchmarks/bench_muffliato_accountant.py           # hypercube, ER, grid; 3 repetitions
+    python benchmarks/bench_muffliato_accountant.py --all     # + the random geometric graph
+    python benchmarks/bench_muffliato_accountant.py --graphs random_geometric   # that one only
+    python benchmarks/bench_muffliato_accountant.py --quick   # n ≈ 128, 1 repetition
+
+Each measurement runs in a fresh child process: time of `joint_view` alone (the schedule is built
+before the clock starts), the peak of Python-tracked allocations during the call (tracemalloc;
+NumPy and SciPy arrays included) and the child's peak resident set (ru_maxrss: interpreter, NumPy,
+the schedule and the call). Writes benchmarks/results/muffliato_accountant.json (--quick:
+muffliato_accountant-quick.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import resource
+import statistics
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TARGET_S = 30.0
+
+
+def one(graph: str, quick: bool, q: mp.Queue) -> None:
+    import tracemalloc
+
+    import numpy as np
+
+    from netdp_node.experiments.muffliato_common import gap_2, gap_def2, metropolis_csr, t_mix
+    from netdp_node.experiments.muffliato_fig1a import graphs
+    from netdp_node.privacy.pndp_gossip import chebyshev_gamma, fixed_schedule, joint_view
+
+    n, edges = graphs(quick)[graph]
+    W = metropolis_csr(n, np.asarray(edges))
+    T = t_mix(n, 1.0, gap_2(W))
+    sched = fixed_schedule(n, edges, T, gamma=chebyshev_gamma(min(1.0, gap_def2(W))))
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    jv = joint_view(sched, 0)
+    dt = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    q.put({"graph": graph, "n": n, "T": T, "rows": jv.rows, "rank": jv.rank,
+           "method": jv.method, "resolved": jv.resolved, "margin": jv.margin, "seconds": dt,
+           "peak_traced_mb": peak / 2**20,
+           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "full_leak_nodes": int(np.sum(jv.full)) - 1})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--all", action="store_true", help="include the random geometric graph")
+    ap.add_argument("--graphs", help="comma-separated subset (written to a file of its own)")
+    ap.add_argument("--reps", type=int, default=0)
+    a = ap.parse_args()
+    reps = a.reps or (1 if a.quick else 3)
+    names = ["hypercube", "erdos_renyi", "grid"] + (["random_geometric"] if a.all else [])
+    if a.graphs:
+        names = a.graphs.split(",")
+    ctx = mp.get_context("spawn")
+    out_graphs = {}
+    for g in names:
+        runs = []
+        for r in range(reps if g != "random_geometric" else 1):
+            q: mp.Queue = ctx.Queue()
+            p = ctx.Process(target=one, args=(g, a.quick, q))
+            p.start()
+            runs.append(q.get(timeout=3600))
+            p.join(timeout=60)
+            x = runs[-1]
+            print(f"  {g} rep {r + 1}: n={x['n']} T={x['T']} rows={x['rows']} rank={x['rank']} "
+                  f"({x['method']}): {x['seconds']:.2f} s, traced peak "
+                  f"{x['peak_traced_mb']:.0f} MB, RSS {x['peak_rss_mb']:.0f} MB", flush=True)
+        med = {k: statistics.median(x[k] for x in runs)
+               for k in ("seconds", "peak_traced_mb", "peak_rss_mb")}
+        out_graphs[g] = {"median": med, "runs": runs,
+                         "meets_target": med["seconds"] < TARGET_S}
+    out = {
+        "benchmark": "exact joint-view accountant, one observer (node 0), Fig. 1(a) graphs",
+        "target_s": TARGET_S, "repetitions": reps, "graphs": out_graphs,
+        "load_average_at_end": os.getloadavg(),
+        "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                    "cpus": os.cpu_count(), "processor": platform.processor()},
+        "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = "muffliato_accountant" + ("-quick" if a.quick else "") + (
+        "-" + "-".join(names) if a.graphs else "")
+    path = RESULTS / f"{stem}.json"
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    for g, r in out_graphs.items():
+        print(f"{g}: median {r['median']['seconds']:.2f} s, traced peak "
+              f"{r['median']['peak_traced_mb']:.0f} MB; target < {TARGET_S:.0f} s: "
+              f"{'met' if r['meets_target'] else 'NOT met'}")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
