@@ -172,7 +172,7 @@ def _rw_realised_law(spec: Mapping[str, Any], entries: Sequence[ViewEntry], W: A
                      parts: list[str]) -> tuple[list[tuple[int, Any]], dict[int, list[int]]] | None:
     """The walk's law as far as this node's ledger shows it (spec §7.1 item 2): ([], {}) if no
     re-send is visible; the phases (from step t on: W conditioned on the live set) and the extra
-    observations (a receiver that got the copy before it was re-sent saw x_t) if every re-route
+    observations (x_t, seen by every participant: the receiver, or a stale branch) if every re-route
     the ledger reveals is one this node made (its record gives the step); None if the ledger shows
     the walk was re-routed elsewhere (fewer live participants) at a step it does not record."""
     from netdp_node.privacy.random_walk import live_law
@@ -183,16 +183,23 @@ def _rw_realised_law(spec: Mapping[str, Any], entries: Sequence[ViewEntry], W: A
                       and e.peer in index)
     if any(e.event == "reroute" and "t" not in e.params for e in entries):
         return None
+    if any(e.event in ("second-release", "fenced") for e in entries):
+        return None  # the walk forked (a stale branch went on): not one walk of a known law
     known = {d for _, d in reroutes}
     lives = [int(e.params["live"]) for e in entries
              if e.direction == "local" and "live" in e.params]
     if lives and min(lives) < len(parts) - len(known):
         return None  # someone else re-routed, at a step this node cannot see
-    phases, extra, dead = [], {}, set()
+    phases, dead = [], set()
     for t, d in reroutes:
         dead.add(d)
         phases.append((t, live_law(W, dead)))
-        extra.setdefault(d, []).append(t)
+    # A re-send does not prove the receiver crashed: if only its handoff was lost it went on, and
+    # the stale branch (fenced later, or even released) was seen by holders this ledger does not
+    # name (walk.py docstring). Each of them saw x_t plus what u's data does not touch (u rejects
+    # the stale epoch), a post-processing of x_t: so every participant is given a look at x_t.
+    ts = [t for t, _ in reroutes]
+    extra = {i: list(ts) for i in range(len(parts))} if ts else {}
     return phases, extra
 
 
@@ -254,6 +261,9 @@ def rw_sgd_pair_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me
     u = parts.index(me)
     start = int(spec.get("public_seed", 0)) % len(parts)
     obs: list[Any] = [parts.index(v) for v in peers] + _rw_groups(p, parts, u)
+    for g in obs:
+        if isinstance(g, tuple) and extra:  # a group sees what any member saw
+            extra[g] = sorted({t for i in g for t in extra.get(i, ())})
     cap = int(p["cap"])
     z, delta = float(p["noise_multiplier"]), float(p["delta"])
     burn = int(p.get("burn_in", 0))

@@ -42,3 +42,16 @@ def test_reroute_model_misses_the_stale_branch_of_a_fork():
     eps_model = rdp_to_dp(DEFAULT_ORDERS, model, delta)[0]
     eps_true = rdp_to_dp(DEFAULT_ORDERS, truth, delta)[0]
     assert eps_model >= eps_true, (eps_model, eps_true)
+
+
+def test_a_visible_fork_falls_back_to_the_local_dp_level():
+    """A second release (two branches reached T) or a fenced copy of this node (it held a stale
+    branch) shows the walk forked: the single-walk §4.9 model does not describe it, whatever
+    "live" the records carry (the stale branch's release does not carry the other's dead set)."""
+    ids = [f"p{i}" for i in range(6)]
+    W = transition_matrix(6, [(i, (i + 1) % 6) for i in range(6)])
+    spec = {"participants": ids, "params": {}}
+    for ev in ("second-release", "fenced"):
+        entries = [type("E", (), {"event": ev, "direction": "local", "peer": "p2",
+                                  "params": {"epoch": 0}})()]
+        assert _rw_realised_law(spec, entries, W, ids) is None
