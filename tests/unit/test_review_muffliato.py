@@ -60,3 +60,53 @@ def test_random_gossip_every_reporter_gives_the_exact_joint_view():
     Fs, _ = ma.leakage_matrices(spec, entries, "n3")
     truth = pg.joint_view_matrix(pg.pairwise_schedule(n, seq), published=range(n))
     np.testing.assert_allclose(Fs[0], truth, atol=1e-6)
+
+
+def _views_with_one_sided(n, seq, k, x):
+    """Exact F[u, v] (independent numpy computation) of a randomized run where every exchange
+    reveals both pre-exchange values to both ends and exchange k was committed only by its
+    responder x (it accepted the initiator's value; the acknowledgement was lost, so the
+    initiator gave up: protocols/muffliato.py, MuffliatoRandom). Every output is published."""
+    P = np.eye(n)
+    views = {v: [np.eye(n)[v]] for v in range(n)}
+    for j, (a, b) in enumerate(seq):
+        views[a].append(P[b].copy())
+        views[b].append(P[a].copy())
+        if j == k:
+            P[x] = (P[x] + P[a if b == x else b]) / 2
+        else:
+            P[a] = P[b] = (P[a] + P[b]) / 2
+    F = np.zeros((n, n))
+    for v in range(n):
+        _, s, Vt = np.linalg.svd(np.array(views[v] + [P[w] for w in range(n)]))
+        r = int((s > 1e-10 * s[0]).sum())
+        F[:, v] = (Vt[:r] ** 2).sum(axis=0)
+    return F
+
+
+def test_random_gossip_silent_responder_may_have_committed():
+    """Path n0 - n1 - n2 - n3, exchanges n2→n3, n1→n2, n0→n1, n1→n2 (initiator first). In the
+    first one the responder n3 accepted n2's value (so it averaged) but the acknowledgement was
+    lost: n2 records "aborted". n3 then never publishes its schedule (one exchange only, so the
+    order is not in question). The ledger cannot tell whether n3 averaged; the accountant models
+    W = I and shows n1 → n0 at 0.5·ε_LDP, while this execution gives 2/3."""
+    n, seq, k, x = 4, [(2, 3), (1, 2), (0, 1), (1, 2)], 0, 3
+    ids = [f"n{i}" for i in range(n)]
+    p = {"graph": "topology", "sigma": 1.0, "sensitivity": 2.0, "delta": 1e-5, "rate": 1.0,
+         "duration_s": 1.0}
+    spec = {"job_id": "review-one-sided", "algorithm": "muffliato-random", "participants": ids,
+            "params": p, "public_seed": 1, "edges": [(ids[i], ids[i + 1]) for i in range(n - 1)]}
+    acts: dict[int, list] = {i: [] for i in range(n)}
+    for j, (a, b) in enumerate(seq):
+        acts[a].append([ids[a], j, ids[b], j != k])
+        acts[b].append([ids[a], j, ids[a], j != k])
+    me = 0
+    entries = [Entry(job_id="x", direction="local", event="output")]
+    entries += [Entry(job_id="x", direction="local", event="activation", peer=ids[1],
+                      params={"initiator": "n0", "id": 2, "status": "committed"})]
+    entries += [Entry(job_id="x", direction="local", event="schedule", peer=ids[i],
+                      params={"activations": acts[i]}) for i in range(n) if i not in (me, x)]
+    truth = _views_with_one_sided(n, seq, k, x)
+    assert truth[1, 0] > 0.66
+    Fs, why = ma.leakage_matrices(spec, entries, "n0")
+    assert Fs is None or Fs[0][1, 0] >= truth[1, 0] - 1e-9, (Fs[0][1, 0], truth[1, 0], why)
