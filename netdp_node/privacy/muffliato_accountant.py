@@ -232,6 +232,15 @@ def random_schedule(spec: Mapping[str, Any], entries: Iterable[Any],
     if silent:
         return None, (f"no schedule from {silent[0]}, which took part in {seen[silent[0]]} "
                       "exchanges: their order is unknown")
+    # Its one exchange's outcome is known only where the protocol forces it: an initiator that
+    # committed had its value acknowledged (so the responder averaged); a responder that did not
+    # commit never accepted (so the initiator did not). A silent responder of an "aborted"
+    # exchange may have accepted (the acknowledgement lost), a silent initiator of a "committed"
+    # one may have been left without the acknowledgement: either way not determined.
+    for init, k, a, b, committed in seq:
+        if (b not in reports and not committed) or (a not in reports and committed):
+            return None, (f"no schedule from {b if b not in reports else a}: the outcome of "
+                          f"exchange {init}:{k} at its end is unknown")
     if not seq:
         return [], ""
     # Consecutive exchanges on disjoint pairs commute: pack them greedily into one round (a
