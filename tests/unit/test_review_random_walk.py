@@ -21,7 +21,11 @@ def test_reroute_model_misses_the_stale_branch_of_a_fork():
     per-trajectory RDP (α/(2σ²))·1ᵀΣ⁻¹1 with Σ = [[2, 1], [1, 2]], i.e. q = 2/3; when the
     re-route goes to w itself, q = 1. The accountant's realised law (phases + d's extra
     observation) gives q = 1/2 instead of 2/3, so its Monte Carlo target, the value it converges
-    to as mc_walks grows, is below the loss of this execution."""
+    to as mc_walks grows, is below the loss of this execution GIVEN the fork (the re-route record
+    at step t is itself conditioned on, as the accountant does). Caveat: under a reading that
+    conditions only on the failure process, the fork has the probability of the hop u → d and the
+    gap is weighted by it; the realised-law model is then not that law either (it avoids d in
+    every walk). Either way the stale branch is unmodelled."""
     n, z, delta = 100, 4.0, 1e-6
     ids = [f"p{i}" for i in range(n)]
     edges = [(a, b) for a in range(n) for b in range(a + 1, n)]
