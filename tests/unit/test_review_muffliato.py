@@ -44,7 +44,7 @@ def test_random_gossip_silent_node_order_is_not_guessed():
     accountant shows 0.5·ε_LDP as a guarantee."""
     n, edges = 4, [(0, 1), (1, 2), (2, 3)]
     seq = [(1, 2), (2, 3), (2, 3), (0, 1)]
-    spec, entries, ids = _random_job(n, edges, seq, silent=1, me=3)
+    spec, entries, _ = _random_job(n, edges, seq, silent=1, me=3)
     truth = pg.joint_view_matrix(pg.pairwise_schedule(n, seq), published=range(n))
     assert truth[0, 2] == 1.0
     Fs, why = ma.leakage_matrices(spec, entries, "n3")
