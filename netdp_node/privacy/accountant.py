@@ -172,7 +172,7 @@ def _rw_realised_law(spec: Mapping[str, Any], entries: Sequence[ViewEntry], W: A
                      parts: list[str]) -> tuple[list[tuple[int, Any]], dict[int, list[int]]] | None:
     """The walk's law as far as this node's ledger shows it (spec §7.1 item 2): ([], {}) if no
     re-send is visible; the phases (from step t on: W conditioned on the live set) and the extra
-    observations (a receiver that got the copy before it was re-sent saw x_t) if every re-route
+    observations (x_t, seen by every participant: the receiver, or a stale branch) if every re-route
     the ledger reveals is one this node made (its record gives the step); None if the ledger shows
     the walk was re-routed elsewhere (fewer live participants) at a step it does not record."""
     from netdp_node.privacy.random_walk import live_law
@@ -183,16 +183,23 @@ def _rw_realised_law(spec: Mapping[str, Any], entries: Sequence[ViewEntry], W: A
                       and e.peer in index)
     if any(e.event == "reroute" and "t" not in e.params for e in entries):
         return None
+    if any(e.event in ("second-release", "fenced") for e in entries):
+        return None  # the walk forked (a stale branch went on): not one walk of a known law
     known = {d for _, d in reroutes}
     lives = [int(e.params["live"]) for e in entries
              if e.direction == "local" and "live" in e.params]
     if lives and min(lives) < len(parts) - len(known):
         return None  # someone else re-routed, at a step this node cannot see
-    phases, extra, dead = [], {}, set()
+    phases, dead = [], set()
     for t, d in reroutes:
         dead.add(d)
         phases.append((t, live_law(W, dead)))
-        extra.setdefault(d, []).append(t)
+    # A re-send does not prove the receiver crashed: if only its handoff was lost it went on, and
+    # the stale branch (fenced later, or even released) was seen by holders this ledger does not
+    # name (walk.py docstring). Each of them saw x_t plus what u's data does not touch (u rejects
+    # the stale epoch), a post-processing of x_t: so every participant is given a look at x_t.
+    ts = [t for t, _ in reroutes]
+    extra = {i: list(ts) for i in range(len(parts))} if ts else {}
     return phases, extra
 
 
@@ -254,6 +261,9 @@ def rw_sgd_pair_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me
     u = parts.index(me)
     start = int(spec.get("public_seed", 0)) % len(parts)
     obs: list[Any] = [parts.index(v) for v in peers] + _rw_groups(p, parts, u)
+    for g in obs:
+        if isinstance(g, tuple) and extra:  # a group sees what any member saw
+            extra[g] = sorted({t for i in g for t in extra.get(i, ())})
     cap = int(p["cap"])
     z, delta = float(p["noise_multiplier"]), float(p["delta"])
     burn = int(p.get("burn_in", 0))
@@ -379,7 +389,13 @@ def inca_audit_loss(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: s
 
 def inca_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
                 me: str) -> dict[str, PrivacyLoss]:
-    loss, _ = inca_audit_loss(spec, entries, me)
+    """The guarantee: the local-DP level of η (always valid, whoever the adversary is). The job's
+    threat ("collude:ρ", "eavesdrop:P") is a SIZE of adversary and C-DP / E-DP are worst-case over
+    its placement (inca.md §2), while `inca_audit_loss` is the worst of a few sampled placements:
+    an audit, shown beside the guarantee (`inca_baselines`), never as it."""
+    if walk_accountant.real_contributions(entries) == 0:
+        return {v: PrivacyLoss(0.0, 0.0, "no-contribution") for v in _others(spec, me)}
+    loss = _inca_ldp(spec["params"])
     return {v: loss for v in _others(spec, me)}
 
 
@@ -394,9 +410,18 @@ def inca_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     """The local-DP level of η beside the audited value (what the node would have without the
     correlated noise), and the job's target."""
     p = spec["params"]
-    return {"local-dp": _inca_ldp(p),
-            "target": PrivacyLoss(float(p["epsilon"]), float(p["delta"]),
-                                  f"the job's calibration target against {p['threat']}")}
+    es = list(entries)
+    out = {"local-dp": _inca_ldp(p),
+           "target": PrivacyLoss(float(p["epsilon"]), float(p["delta"]),
+                                 f"the job's calibration target against {p['threat']}")}
+    _, rep = inca_audit_loss(spec, es, me)
+    if rep is not None:
+        out["audit of sampled adversaries (not a guarantee)"] = PrivacyLoss(
+            rep["epsilon"], float(p["delta"]),
+            f"IncA audit of this execution, threat {p['threat']} (Theorem 4.1), worst of "
+            f"{rep['samples']} sampled adversaries only: not a bound over all placements "
+            "(inca.md §2)")
+    return out
 
 
 @dataclass(frozen=True)

@@ -221,6 +221,26 @@ def random_schedule(spec: Mapping[str, Any], entries: Iterable[Any],
         seq = merge_activations(reports)
     except ValueError as e:
         return None, str(e)
+    # A node whose own list is missing fixes no order among its exchanges: the merge would pick
+    # one, and the views depend on it (a later exchange carries the earlier ones' values), so a
+    # guessed order is no bound. Only a silent node with at most one exchange is determined.
+    seen: dict[str, int] = {}
+    for _, _, a, b, _ in seq:
+        for x in (a, b):
+            seen[x] = seen.get(x, 0) + 1
+    silent = sorted(x for x, k in seen.items() if k > 1 and x not in reports)
+    if silent:
+        return None, (f"no schedule from {silent[0]}, which took part in {seen[silent[0]]} "
+                      "exchanges: their order is unknown")
+    # Its one exchange's outcome is known only where the protocol forces it: an initiator that
+    # committed had its value acknowledged (so the responder averaged); a responder that did not
+    # commit never accepted (so the initiator did not). A silent responder of an "aborted"
+    # exchange may have accepted (the acknowledgement lost), a silent initiator of a "committed"
+    # one may have been left without the acknowledgement: either way not determined.
+    for init, k, a, b, committed in seq:
+        if (b not in reports and not committed) or (a not in reports and committed):
+            return None, (f"no schedule from {b if b not in reports else a}: the outcome of "
+                          f"exchange {init}:{k} at its end is unknown")
     if not seq:
         return [], ""
     # Consecutive exchanges on disjoint pairs commute: pack them greedily into one round (a

@@ -52,10 +52,11 @@ def test_inca_16_processes_with_leavers_and_dropouts(tmp_path, nd):
     err = max(abs(a - b) for a, b in zip(res["estimate"], res["truth_weighted"]))
     assert err <= 6 * std
     assert res["central_dp_std"] > 0 and res["abs_error"] >= 0
-    # every stayer's report is the audit of this execution, below the local DP of its η
+    # every stayer's guarantee is the local-DP level of its η; the audit of this execution
+    # (worst of sampled adversaries, not a bound over all placements) is beside it, below it
     ldp = gaussian_epsilon(1.0 / res["sigma_eta"], res["params"]["delta"])
     for row in res["privacy"]:
         if row["node"] in final:
-            assert {p["method"] for p in row["peers"]} and all(
-                p["method"].startswith("IncA audit") for p in row["peers"])
-            assert 0 < row["epsilon"] < ldp
+            assert row["epsilon"] == pytest.approx(ldp)
+            audit = row["baselines"]["audit of sampled adversaries (not a guarantee)"]
+            assert audit["method"].startswith("IncA audit") and 0 < audit["epsilon"] < ldp

@@ -253,6 +253,13 @@ def test_accountant_reports_the_audited_execution(tmp_path):
     ldp = gaussian_epsilon(p["sensitivity"] / p["sigma_eta"], p["delta"])
     assert loss.epsilon == pytest.approx(min(direct["epsilon"], ldp))
     assert loss.epsilon < ldp  # the correlated noise helps: below local DP
+    # ... but it is an audit of sampled placements: shown beside the guarantee, labelled; the
+    # guarantee stays the local-DP level of η (C-DP is worst-case over placements, inca.md §2)
+    shown = ACCOUNTANTS["inca"].losses(spec, entries, "n3")
+    assert all(v.epsilon == pytest.approx(ldp) for v in shown.values())
+    base = ACCOUNTANTS["inca"].baselines(spec, entries, "n3")
+    assert base["audit of sampled adversaries (not a guarantee)"].epsilon == \
+        pytest.approx(direct["epsilon"])
     # before a result, only the local-DP level of η
     early = [e for e in entries if e.event != "output"]
     assert inca_audit_loss(spec, early, "n3")[0].epsilon == pytest.approx(ldp)
