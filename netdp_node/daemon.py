@@ -28,6 +28,7 @@ from netdp_node.errors import SecurityError
 from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.privacy.walk_accountant import contributions_in_result
+from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
 from netdp_node.runtime import Budget, JobRunner, NodeRuntime, private_rng
@@ -142,7 +143,8 @@ class NodeDaemon:
             state=runner.state if runner.contributed or runner.state != "done" else "declined",
             contributed=runner.contributed, contributions=contributions, detail=runner.detail,
             reported_unix=int(asyncio.get_running_loop().time()))
-        if runner.output is not None and runner.output.value is not None:
+        if (runner.output is not None and runner.output.value is not None
+                and not get_algorithm(runner.ctx.algorithm).private_output):
             res.output.CopyFrom(ndarray_to_tensor(np.asarray(runner.output.value)))
         try:
             await self.bootstrap.report(res)

@@ -24,9 +24,10 @@ round (a refused late message was still received), so E_t is the planned graph o
 W_t is supported on the realised edges (`GossipSchedule` allows W_t's support to be a subset of
 E_t).
 For randomized gossip an exchange that revealed values without committing is a round with the
-edge and W = I. The nodes' outputs are reported to the bootstrap, which shows them to every
-participant, so every observer's view also holds every output `x_w^T` (spec §7.1 item 7:
-`published` in `pndp_gossip.joint_view`; for GD the final model).
+edge and W = I. The nodes' outputs stay on the nodes (`Algorithm.private_output`: they are
+never reported to the bootstrap, spec §7.1 item 7 "x^T is not sent"), so an observer's view holds
+its own output, which its messages already determine, and no other; publishing every output would
+give every observer P(x + η), i.e. the local-DP level for every pair when P is invertible.
 
 Muffliato-GD (spec §4.6): neither accountant is proven across gradient steps (the inputs of later
 steps depend on u's data through earlier gossip). The guarantee shown is the local-DP composition
@@ -282,7 +283,8 @@ def leakage_matrices(spec: Mapping[str, Any], entries: Sequence[Any],
     """Per gossip call, the joint-view matrix F[u, v] = ε_{u→v}/ε_LDP on the realised schedule
     (`pndp_gossip.joint_view_matrix`), or (None, why). Cached per (job, node, reported
     schedules)."""
-    key = ("jv", spec["job_id"], repr(sorted(_reports(entries, me).items())),
+    key = ("jv", spec["job_id"], tuple(spec["participants"]),
+           repr(sorted(_reports(entries, me).items())),
            spec["algorithm"] != "muffliato-random" or any(e.event == "output" for e in entries))
     if key in _CACHE:
         return _CACHE[key]
@@ -294,12 +296,8 @@ def leakage_matrices(spec: Mapping[str, Any], entries: Sequence[Any],
         n = len(spec["participants"])
         # exact rational arithmetic (pndp_gossip's fallback when the float basis is unresolved)
         # only for short schedules: it is slow; otherwise unresolved values are conservative
-        # every node's output x^T is reported to the bootstrap, which shows it to every
-        # participant: one more view of every observer (spec §7.1 item 7), for the last call
-        last = len(scheds) - 1
-        res = ([pg.joint_view_matrix(s, exact=None if s.T <= EXACT_MAX_ROUNDS else False,
-                                     published=range(n) if c == last else ())
-                if s.T else np.eye(n) for c, s in enumerate(scheds)], "")
+        res = ([pg.joint_view_matrix(s, exact=None if s.T <= EXACT_MAX_ROUNDS else False)
+                if s.T else np.eye(n) for s in scheds], "")
     if len(_CACHE) > 64:
         _CACHE.clear()
     _CACHE[key] = res

@@ -17,6 +17,11 @@ class Algorithm:
     engine: type[Engine]
     prepare: Callable[[dict[str, Any], int], dict[str, Any]]  # (params, n) -> validated params
     topology: str  # default topology kind
+    # Each node's output stays on the node (its ledger), never reported to the bootstrap: for
+    # gossip every node ends with its own estimate x_v^T, and showing them all to every participant
+    # would give each observer P(x + η), i.e. x + η itself when P is invertible (muffliato.md §7.1
+    # item 7: x^T is not sent).
+    private_output: bool = False
 
 
 ALGORITHMS: dict[str, Algorithm] = {
@@ -34,12 +39,13 @@ ALGORITHMS: dict[str, Algorithm] = {
     "rw-sgd": Algorithm("rw-sgd", walk.RandomWalkSgd, walk.prepare_rw_sgd, "exponential"),
     "inca": Algorithm("inca", inca.Inca, inca.prepare_params, "complete"),
     "muffliato": Algorithm("muffliato", muffliato.MuffliatoSync,
-                           functools.partial(muffliato.prepare_params, "muffliato"), "ring"),
+                           functools.partial(muffliato.prepare_params, "muffliato"), "ring", True),
     "muffliato-random": Algorithm("muffliato-random", muffliato.MuffliatoRandom,
                                   functools.partial(muffliato.prepare_params, "muffliato-random"),
-                                  "ring"),
+                                  "ring", True),
     "muffliato-gd": Algorithm("muffliato-gd", muffliato.MuffliatoGd,
-                              functools.partial(muffliato.prepare_params, "muffliato-gd"), "ring"),
+                              functools.partial(muffliato.prepare_params, "muffliato-gd"), "ring",
+                              True),
 }
 
 

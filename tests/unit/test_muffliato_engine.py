@@ -77,8 +77,9 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
         np.testing.assert_allclose(out, expect, atol=1e-12)
         np.testing.assert_allclose(out.mean(axis=0), x0.mean(axis=0), atol=1e-12)  # x̄ + η̄
         # the ledger accountant == pndp_gossip on the same (fixed) schedule, both directions
-        # every output x^T is shown to every participant by the bootstrap: published views
-        F = pg.joint_view_matrix(sched, published=range(n))
+        # outputs stay on the nodes (Algorithm.private_output): no published views
+        assert get_algorithm("muffliato").private_output
+        F = pg.joint_view_matrix(sched)
         spec = net.ledger("n4").job("j").spec
         acc = ACCOUNTANTS["muffliato"]
         es = net.ledger("n4").entries("j")
@@ -135,7 +136,7 @@ async def test_randomized_conserves_mass_and_accountant_matches(tmp_path, transp
         sched = pg.pairwise_schedule(n, committed)  # Algorithm 2, spec §3.2
         np.testing.assert_allclose(out, sched.run(x0)[-1], atol=1e-12)
         assert out.sum() == pytest.approx(x0.sum(), abs=1e-12)  # pairwise averages keep the mass
-        F = pg.joint_view_matrix(sched, exact=True, published=range(n))  # exact rationals
+        F = pg.joint_view_matrix(sched, exact=True)  # exact rationals
         kw = {"sigma": p["sigma"], "sensitivity": p["sensitivity"], "delta": p["delta"]}
         inc = ACCOUNTANTS["muffliato-random"].incoming(spec, es, "n0")
         for j, v in enumerate(ids[1:], start=1):
