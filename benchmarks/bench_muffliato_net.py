@@ -1,0 +1,254 @@
+"""Networked Muffliato against a bare grpc.aio run of the same message pattern (issue 5, Performance).
+
+    python benchmarks/bench_muffliato_net.py            # n = 16, T = 100, 3 repetitions of each
+    python benchmarks/bench_muffliato_net.py --quick    # n = 4, T = 5, 1 repetition (smoke test)
+
+In one run, with the same certificates and the same public graph:
+
+1. netdp: a LocalCluster (bootstrap + n node processes on loopback, mTLS) runs Muffliato jobs
+   (`graph=er` with the first public seed whose G(n, p) is connected, a fixed T, no faults,
+   `accelerated` left at its default). Rounds/s of a node = (T − 1) / (time of its "round" ledger
+   record of round T − 1 − that of round 0), the median over nodes, then over jobs. The job's wall
+   time (submit → every node's result, dissemination included) is recorded too.
+2. bare: after the cluster stopped, n processes of `muff_bare_node.py` (one per node, each with the
+   node's certificate from the cluster's PKI, loopback, ephemeral ports) run the same pattern: per
+   round one Envelope of the same size to every neighbour of the same graph on a long-lived stream,
+   an Ack for each, and the next round once every neighbour's value and Ack arrived. No engine, no
+   ledger. Rounds/s computed the same way from the processes' round completion times.
+3. The target: netdp rounds/s ≥ 0.5 × bare rounds/s.
+
+Writes benchmarks/results/muffliato_net.json (--quick: muffliato_net-quick.json; or --out), with the
+machine, the date, the load average and the CPU other processes used during each phase (this
+machine may be shared). Every process it starts is stopped before it exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+# bench_transport puts this working tree first on sys.path and on the children's PYTHONPATH
+from bench_transport import CpuMeter, _finite, machine  # noqa: E402
+
+from netdp_node.bootstrap_client import BootstrapClient  # noqa: E402
+from netdp_node.cluster import LocalCluster  # noqa: E402
+from netdp_node.jobs import result_summary  # noqa: E402
+from netdp_node.ledger import Ledger  # noqa: E402
+from netdp_node.privacy import pndp_gossip as pg  # noqa: E402
+from netdp_node.protocols.muffliato import degrees, public_graph  # noqa: E402
+
+RESULTS = HERE / "results"
+BARE = HERE / "muff_bare_node.py"
+TARGET_RATIO = 0.5
+FULL = {"nodes": 16, "T": 100, "reps": 3, "timeout": 300.0}
+QUICK = {"nodes": 4, "T": 5, "reps": 1, "timeout": 60.0}
+
+
+def connected_er(n: int, p: float, max_seed: int = 1000) -> tuple[int, list[tuple[int, int]]]:
+    """The first public seed ≥ 1 whose ER graph (call 0, as the engine draws it) is connected."""
+    import networkx as nx
+
+    for seed in range(1, max_seed + 1):
+        edges = public_graph({"graph": "er", "p": p}, n, seed, 0)
+        g = nx.Graph(edges)
+        g.add_nodes_from(range(n))
+        if nx.is_connected(g):
+            return seed, edges
+    raise ValueError(f"no connected G({n}, {p}) among seeds 1..{max_seed}; raise p")
+
+
+def rate(times: list[float]) -> float:
+    """Rounds per second from the completion times of rounds 0..T−1 (T − 1 intervals)."""
+    span = times[-1] - times[0]
+    return (len(times) - 1) / span if span > 0 else math.nan
+
+
+# ------------------------------------------------------------------------------------------------
+# netdp
+
+async def _netdp_jobs(c: LocalCluster, params: dict[str, Any], seed: int, reps: int,
+                      timeout: float) -> list[dict[str, Any]]:
+    await c.wait_registered(c.ids, timeout=timeout)
+    client = BootstrapClient(c.bootstrap_address, c.operator)
+    out = []
+    try:
+        for k in range(reps):
+            with CpuMeter() as cpu:
+                t0 = time.monotonic()
+                job = await client.submit("muffliato", params, participants=c.ids, seed=seed,
+                                          job_id=f"bench-{k + 1}")
+                while True:
+                    s = result_summary(await client.result(job.job_id))
+                    if s["complete"] or s["failed"]:
+                        break
+                    if time.monotonic() - t0 > timeout:
+                        raise TimeoutError(f"job {job.job_id} did not finish in {timeout}s")
+                    await asyncio.sleep(0.05)
+                wall = time.monotonic() - t0
+            if s["state"] != "done":
+                raise RuntimeError(f"job {job.job_id} failed: {s['failed']}")
+            rates = []
+            for nid in c.ids:
+                led = Ledger.open_readonly(c.ledger(nid))
+                try:
+                    ts = {e.params["round"]: e.ts for e in led.entries(job.job_id)
+                          if e.event == "round"}
+                finally:
+                    led.close()
+                rates.append(rate([ts[r] for r in range(params["T"])]))
+            out.append({"job_id": job.job_id, "rounds_per_s_median_node": statistics.median(rates),
+                        "rounds_per_s_min_node": min(rates), "job_wall_s": wall, "cpu": cpu.result})
+            print(f"  netdp job {k + 1}/{reps}: {out[-1]['rounds_per_s_median_node']:.1f} rounds/s"
+                  f" (median node), job {wall:.1f} s", file=sys.stderr, flush=True)
+    finally:
+        await client.close()
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# bare grpc.aio
+
+def run_bare(c: LocalCluster, edges: list[tuple[int, int]], T: int, dim: int, rep: int,
+             timeout: float) -> dict[str, Any]:
+    """n bare processes, one per node id, with the nodes' certificates; returns the rate."""
+    work = c.workdir / f"bare-{rep}"
+    work.mkdir(parents=True)
+    cfg = {"ids": c.ids, "edges": edges, "T": T, "dim": dim, "pki": str(c.pki_dir),
+           "workdir": str(work), "job_id": f"bench-{rep}", "timeout": timeout, "linger": 10.0}
+    (work / "config.json").write_text(json.dumps(cfg))
+    procs: list[subprocess.Popen[bytes]] = []
+    env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           **os.environ, "PYTHONUNBUFFERED": "1"}
+    try:
+        with CpuMeter() as cpu:
+            t0 = time.monotonic()
+            for i in range(len(c.ids)):
+                with open(work / f"{c.ids[i]}.log", "ab") as log:
+                    procs.append(subprocess.Popen(
+                        [sys.executable, str(BARE), "--config", str(work / "config.json"),
+                         "--index", str(i)], stdout=log, stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL, env=env))
+            for i, p in enumerate(procs):
+                code = p.wait(timeout=max(1.0, timeout + 30 - (time.monotonic() - t0)))
+                if code != 0:
+                    raise RuntimeError(f"bare {c.ids[i]} exited {code}:\n"
+                                       + (work / f"{c.ids[i]}.log").read_text()[-3000:])
+            wall = time.monotonic() - t0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+    rates = [rate(json.loads((work / "results" / f"{nid}.json").read_text())["round_done"])
+             for nid in c.ids]
+    size = json.loads((work / "results" / f"{c.ids[0]}.json").read_text())["envelope_bytes"]
+    out = {"rounds_per_s_median_node": statistics.median(rates),
+           "rounds_per_s_min_node": min(rates), "processes_wall_s": wall, "cpu": cpu.result,
+           "envelope_bytes": size}
+    print(f"  bare rep {rep}: {out['rounds_per_s_median_node']:.1f} rounds/s (median node)",
+          file=sys.stderr, flush=True)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# main
+
+def run(cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    n, T, reps, timeout = cfg["nodes"], cfg["T"], cfg["reps"], cfg["timeout"]
+    p = cfg.get("p") or min(1.0, 2.0 * math.log(n) / n)
+    seed, edges = connected_er(n, p)
+    deg = degrees(n, edges)
+    lam = pg.spectral_gap(pg.metropolis_weights(n, edges))
+    params = {"graph": "er", "p": p, "spectral_gap": lam, "T": T, "sigma": 0.1}
+    res: dict[str, Any] = {
+        "benchmark": "muffliato_net", "machine": machine(workdir), "config": cfg,
+        "n": n, "T": T, "graph": {"kind": "er", "p": p, "public_seed": seed, "edges": len(edges),
+                                  "degree_mean": float(deg.mean()), "degree_min": int(deg.min()),
+                                  "degree_max": int(deg.max()), "spectral_gap": lam},
+        "muffliato_params": params,
+    }
+    c = LocalCluster(workdir / "cluster", n, poll_interval=0.2)
+    try:
+        t0 = time.monotonic()
+        c.start(timeout=timeout)  # no data: noise only; the message pattern is the same
+        res["startup_s"] = time.monotonic() - t0
+        print(f"netdp: {n} node processes, Muffliato ER(p={p:.3f}) T={T} ...", file=sys.stderr,
+              flush=True)
+        jobs = asyncio.run(_netdp_jobs(c, params, seed, reps, timeout))
+    finally:
+        codes = c.stop()
+    res["netdp"] = {"jobs": jobs, "exit_codes": codes,
+                    "rounds_per_s": statistics.median(j["rounds_per_s_median_node"] for j in jobs),
+                    "job_wall_s_median": statistics.median(j["job_wall_s"] for j in jobs)}
+    print(f"bare grpc.aio: {n} processes, same graph and certificates ...", file=sys.stderr,
+          flush=True)
+    bare = [run_bare(c, edges, T, int(params.get("dim", 1)), k + 1, timeout) for k in range(reps)]
+    res["bare"] = {"reps": bare, "rounds_per_s": statistics.median(
+        b["rounds_per_s_median_node"] for b in bare)}
+    ratio = res["netdp"]["rounds_per_s"] / res["bare"]["rounds_per_s"]
+    res["ratio"] = ratio
+    res["target"] = {"definition": f"netdp Muffliato rounds/s >= {TARGET_RATIO} x bare grpc.aio "
+                     "rounds/s of the same message pattern, same run", "required_ratio":
+                     TARGET_RATIO, "target_met": ratio >= TARGET_RATIO}
+    res["machine"]["loadavg_at_end"] = list(os.getloadavg())
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="n = 4, T = 5, 1 repetition")
+    ap.add_argument("--nodes", type=int)
+    ap.add_argument("--T", type=int)
+    ap.add_argument("--reps", type=int)
+    ap.add_argument("--p", type=float, help="ER edge probability (default 2 ln n / n)")
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    a = ap.parse_args(argv)
+    cfg = dict(QUICK if a.quick else FULL)
+    for k in ("nodes", "T", "reps", "p"):
+        if getattr(a, k) is not None:
+            cfg[k] = getattr(a, k)
+    if cfg["nodes"] < 2 or cfg["T"] < 2 or cfg["reps"] < 1:
+        ap.error("needs --nodes >= 2, --T >= 2, --reps >= 1")
+    out = a.out or RESULTS / ("muffliato_net-quick.json" if a.quick else "muffliato_net.json")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # finally blocks stop the processes
+    workdir = Path(tempfile.mkdtemp(prefix="netdp-bench-muff-"))
+    t0 = time.monotonic()
+    try:
+        res = run(cfg, workdir)
+        res["elapsed_s"] = time.monotonic() - t0
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(_finite(res), indent=2, allow_nan=False) + "\n")
+        g = res["graph"]
+        print(f"Muffliato over the network, n = {res['n']}, ER(p = {g['p']:.3f}, mean degree "
+              f"{g['degree_mean']:.2f}), T = {res['T']}:\n"
+              f"  netdp {res['netdp']['rounds_per_s']:.1f} rounds/s, bare grpc.aio "
+              f"{res['bare']['rounds_per_s']:.1f} rounds/s, ratio {res['ratio']:.3f} (target "
+              f"{TARGET_RATIO}: {'MET' if res['target']['target_met'] else 'NOT MET'})\n"
+              f"written to {out} ({res['elapsed_s']:.0f} s)")
+        return 0
+    finally:
+        if a.keep:
+            print(f"work directory kept: {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
