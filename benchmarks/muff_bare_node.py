@@ -121,6 +121,7 @@ class Node:
 
         readers = [asyncio.ensure_future(reader(w)) for w in self.nb]
         done_at: list[float] = []
+        cpu_at: list[float] = []
         want = set(self.nb)
         try:
             for r in range(self.T):
@@ -137,7 +138,9 @@ class Node:
                 self.got.pop(r, None)
                 self.acked.pop(r, None)
                 done_at.append(time.time())
+                cpu_at.append(time.process_time())
             out = {"node": self.nid, "degree": len(self.nb), "T": self.T, "round_done": done_at,
+                   "cpu_s_rounds": cpu_at[-1] - cpu_at[0],
                    "envelope_bytes": len(data)}
             res = self.work / "results"
             res.mkdir(parents=True, exist_ok=True)
