@@ -7,8 +7,9 @@ In one run, with the same certificates and the same public graph:
 
 1. netdp: a LocalCluster (bootstrap + n node processes on loopback, mTLS) runs Muffliato jobs
    (`graph=er` with the first public seed whose G(n, p) is connected, a fixed T, no faults,
-   `accelerated` left at its default). Rounds/s of a node = (T − 1) / (time of its "round" ledger
-   record of round T − 1 − that of round 0), the median over nodes, then over jobs. The job's wall
+   `accelerated` left at its default). Rounds/s of a node = (T − 1 − w) / (time of its "round"
+   ledger record of round T − 1 − that of round w), w = min(10, T // 5) warm-up rounds (the nodes
+   join at slightly different times), the median over nodes. The job's wall
    time (submit → every node's result, dissemination included) is recorded too.
 2. bare: after the cluster stopped, n processes of `muff_bare_node.py` (one per node, each with the
    node's certificate from the cluster's PKI, loopback, ephemeral ports) run the same pattern: per
@@ -29,6 +30,7 @@ import asyncio
 import json
 import math
 import os
+import pstats
 import shutil
 import signal
 import statistics
@@ -73,10 +75,18 @@ def connected_er(n: int, p: float, max_seed: int = 1000) -> tuple[int, list[tupl
     raise ValueError(f"no connected G({n}, {p}) among seeds 1..{max_seed}; raise p")
 
 
+def warmup_rounds(T: int) -> int:
+    """Rounds left out at the start: the processes do not start at the same instant, and a round
+    waits for every neighbour, so the first rounds (about the graph's diameter) absorb the skew."""
+    return min(10, T // 5)
+
+
 def rate(times: list[float]) -> float:
-    """Rounds per second from the completion times of rounds 0..T−1 (T − 1 intervals)."""
-    span = times[-1] - times[0]
-    return (len(times) - 1) / span if span > 0 else math.nan
+    """Rounds per second from the completion times of rounds 0..T−1, after the warm-up rounds:
+    (T − 1 − w) / (t[T − 1] − t[w])."""
+    w = warmup_rounds(len(times))
+    span = times[-1] - times[w]
+    return (len(times) - 1 - w) / span if span > 0 else math.nan
 
 
 # ------------------------------------------------------------------------------------------------
@@ -203,6 +213,59 @@ WHATIF: list[tuple[str, str, float]] = [
 
 
 # ------------------------------------------------------------------------------------------------
+# profile: every node process under cProfile during one job
+
+# the costs a round is made of, by function (cumulative time, summed over the node processes)
+PROFILE_BUCKETS = {
+    "ledger commit (SQLite, fsync)": ("ledger.py", "commit"),
+    "ledger duplicate lookup": ("ledger.py", "received_digest"),
+    "engine on_message": ("muffliato.py", "on_message"),
+    "engine on_delivered (acks)": ("muffliato.py", "on_delivered"),
+    "runtime deliver (whole receive path, incl. commit)": ("runtime.py", "deliver"),
+    "runtime _send (send + ack wait + outcome)": ("runtime.py", "_send"),
+    "server: handle one envelope (decode + deliver)": ("transport/grpc.py", "_process"),
+    "envelope <-> message": ("wire/convert.py", ""),
+    "bootstrap polling": ("daemon.py", "_poll"),
+}
+
+
+def run_profile(workdir: Path, n: int, params: dict[str, Any], seed: int,
+                timeout: float) -> dict[str, Any]:
+    pdir = workdir / "cprofile"
+    pdir.mkdir(parents=True)
+    c = ProfiledCluster(workdir / "cluster", n, poll_interval=0.2)
+    c.cprofile_dir = pdir
+    try:
+        c.start(timeout=timeout)
+        job = asyncio.run(_netdp_job(c, params, seed, "bench-profiled", timeout))
+    finally:
+        c.stop(grace=30)
+    files = sorted(str(f) for f in pdir.glob("node-*.prof"))
+    if not files:
+        return {"skipped": "no profile written", **job}
+    st = pstats.Stats(*files)
+    rounds = int(params["T"]) * len(files)  # node-rounds profiled
+    buckets = {name: 0.0 for name in PROFILE_BUCKETS}
+    top = []
+    for (file, line, fn), (_cc, nc, tt, ct, _) in st.stats.items():  # type: ignore[attr-defined]
+        for name, (f, func) in PROFILE_BUCKETS.items():
+            if file.endswith(f) and (not func or fn == func):
+                buckets[name] += ct
+        if ("netdp_node" in file or "grpc" in file) and nc >= rounds:
+            top.append({"func": f"{fn} ({file.split('site-packages/')[-1].split('/netdp_node/')[-1]}"
+                                f":{line})", "calls_per_node_round": nc / rounds,
+                        "self_ms_per_node_round": tt / rounds * 1e3,
+                        "cum_ms_per_node_round": ct / rounds * 1e3})
+    top.sort(key=lambda r: -r["cum_ms_per_node_round"])
+    return {**job, "profiles": len(files), "node_rounds": rounds,
+            "buckets_cum_ms_per_node_round": {k: v / rounds * 1e3 for k, v in buckets.items()},
+            "top_by_cumulative": top[:30],
+            "note": "cProfile over each node's whole life (start-up and polling included), divided "
+                    "by T x nodes; cProfile inflates Python-heavy code: read it for the relative "
+                    "weight of the parts, not for absolute time"}
+
+
+# ------------------------------------------------------------------------------------------------
 # main
 
 def run(cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
@@ -219,9 +282,11 @@ def run(cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
                                   "degree_max": int(deg.max()), "spectral_gap": lam},
         "muffliato_params": params,
         "method": "repetition k: a fresh cluster runs one Muffliato job, stops; then the bare "
-                  "processes run with that cluster's certificates; rounds/s of a node = (T - 1) / "
-                  "(completion of round T - 1 - completion of round 0), median over nodes; the "
-                  "result is the median over repetitions, the ratio the median of the paired ones",
+                  "processes run with that cluster's certificates; rounds/s of a node = (T - 1 - w)"
+                  " / (completion of round T - 1 - completion of round w), w = min(10, T // 5) "
+                  "warm-up rounds, median over nodes; the result is the median over repetitions, "
+                  "the ratio the median of the paired ones",
+        "warmup_rounds": warmup_rounds(T),
     }
     pairs = []
     for k in range(reps):
@@ -258,6 +323,9 @@ def run(cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
             res["whatif"].append({"variant": name, **job})
             print(f"  {job['rounds_per_s_median_node']:.1f} rounds/s", file=sys.stderr,
                   flush=True)
+    if cfg.get("profile"):
+        print("profile: node processes under cProfile ...", file=sys.stderr, flush=True)
+        res["profile"] = run_profile(workdir / "profile", n, params, seed, timeout)
     res["machine"]["loadavg_at_end"] = list(os.getloadavg())
     return res
 
@@ -271,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int)
     ap.add_argument("--p", type=float, help="ER edge probability (default 2 ln n / n)")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--profile", action="store_true",
+                    help="also run one job with every node under cProfile (where the time goes)")
     ap.add_argument("--no-whatif", action="store_true", help="skip the what-if variants")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args(argv)
@@ -278,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     for k in ("nodes", "T", "reps", "p"):
         if getattr(a, k) is not None:
             cfg[k] = getattr(a, k)
+    cfg["profile"] = a.profile
     if a.no_whatif:
         cfg["whatif"] = False
     if cfg["nodes"] < 2 or cfg["T"] < 2 or cfg["reps"] < 1:

@@ -94,14 +94,13 @@ class Node:
         tmp.write_text(str(port))
         tmp.replace(ports / self.nid)
         deadline = time.monotonic() + float(self.cfg["timeout"])
-        addr = {}
-        for w in self.nb:
-            f = ports / self.ids[w]
-            while not f.exists():
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{self.ids[w]} did not start")
-                await asyncio.sleep(0.05)
-            addr[w] = f"127.0.0.1:{f.read_text()}"
+        # start barrier: every process listens before anybody's round 0 (netdp nodes are all
+        # registered before the job is submitted)
+        while len(list(ports.glob("node-*"))) < len(self.ids):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.nid}: not every process started")
+            await asyncio.sleep(0.05)
+        addr = {w: f"127.0.0.1:{(ports / self.ids[w]).read_text()}" for w in self.nb}
         creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key,
                                              certificate_chain=cert)
         channels = {w: grpc.aio.secure_channel(addr[w], creds, options=CHANNEL_OPTIONS)
