@@ -45,15 +45,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 # bench_transport puts this working tree first on sys.path and on the children's PYTHONPATH
-from bench_transport import CpuMeter, _finite, machine  # noqa: E402
-from profile_hop import _LEDGER_SYNC, ProfiledCluster, proc_cpu  # noqa: E402
+from bench_transport import CpuMeter, _finite, machine
+from profile_hop import _LEDGER_SYNC, ProfiledCluster, proc_cpu
 
-from netdp_node.bootstrap_client import BootstrapClient  # noqa: E402
-from netdp_node.cluster import LocalCluster  # noqa: E402
-from netdp_node.jobs import result_summary  # noqa: E402
-from netdp_node.ledger import Ledger  # noqa: E402
-from netdp_node.privacy import pndp_gossip as pg  # noqa: E402
-from netdp_node.protocols.muffliato import degrees, public_graph  # noqa: E402
+from netdp_node.bootstrap_client import BootstrapClient
+from netdp_node.cluster import LocalCluster
+from netdp_node.jobs import result_summary
+from netdp_node.ledger import Ledger
+from netdp_node.privacy import pndp_gossip as pg
+from netdp_node.protocols.muffliato import degrees, public_graph
 
 RESULTS = HERE / "results"
 BARE = HERE / "muff_bare_node.py"

@@ -35,11 +35,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from netdp.v1 import peer_pb2  # noqa: E402
-from netdp_node.protocols.base import Message  # noqa: E402
-from netdp_node.protocols.muffliato import VALUE  # noqa: E402
-from netdp_node.transport.grpc import CHANNEL_OPTIONS, SERVER_OPTIONS  # noqa: E402
-from netdp_node.wire import message_to_envelope  # noqa: E402
+from netdp.v1 import peer_pb2
+from netdp_node.protocols.base import Message
+from netdp_node.protocols.muffliato import VALUE
+from netdp_node.transport.grpc import CHANNEL_OPTIONS, SERVER_OPTIONS
+from netdp_node.wire import message_to_envelope
 
 SERVICE = "bench.BareGossip"  # the node's own channel/server options: links alike netdp's
 
