@@ -31,7 +31,7 @@ from netdp_node.report import ledger_report
 pytestmark = pytest.mark.slow
 
 VALUES = [0.9, 0.3, 0.55, 0.1, 0.7, 0.45]
-T = 24
+T = 40  # enough rounds after the partition heals for the neighbours to take node-2 back
 SIGMA = 0.05
 
 
