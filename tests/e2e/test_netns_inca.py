@@ -48,7 +48,11 @@ def missed(c, nid: str, job: str) -> bool:
 
 @pytest.mark.timeout(300)
 def test_inca_survives_a_partition_and_a_permanent_loss(netns_cluster):
-    c = netns_cluster(6, values=VALUES, job_deadline=200.0)
+    # every node delays each message by 40 ± 10 ms (its own fault flags): rounds last long
+    # enough that the faults below land mid-job however fast the machine is
+    slow = {f"node-{i}": ["--fault-delay-ms", "40", "--fault-jitter-ms", "10"]
+            for i in range(1, 7)}
+    c = netns_cluster(6, values=VALUES, extra=slow, job_deadline=200.0)
     job = c.submit("inca-e2e", algorithm="inca", T=T, k=2, round_s=ROUND_S, epsilon=1.0,
                    sigma_delta=5.0, threat="eavesdrop:0.5")
     # node-2: its link goes down once it has mixed two iterations, and comes back up once its own

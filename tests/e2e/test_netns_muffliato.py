@@ -41,7 +41,11 @@ def rounds(c, nid: str, job: str) -> list[dict]:
 
 @pytest.mark.timeout(300)
 def test_muffliato_survives_a_partition_and_a_permanent_loss(netns_cluster):
-    c = netns_cluster(6, values=VALUES, peer_timeout=4.0, job_deadline=220.0)
+    # every node delays each message by 40 ± 10 ms (its own fault flags): rounds last long
+    # enough that the faults below land mid-job however fast the machine is
+    slow = {f"node-{i}": ["--fault-delay-ms", "40", "--fault-jitter-ms", "10"]
+            for i in range(1, 7)}
+    c = netns_cluster(6, values=VALUES, extra=slow, peer_timeout=4.0, job_deadline=220.0)
     job = c.submit("muff-e2e", algorithm="muffliato", graph="ring", sigma=SIGMA,
                    accelerated=False, T=T, round_timeout_s=1.5, suspend_rounds=2)
     # node-2's link goes down after two rounds and comes back once its own ledger shows a round
