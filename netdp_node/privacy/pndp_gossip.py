@@ -1176,7 +1176,8 @@ class JointView:
 
 
 def _rref_mod(K: np.ndarray, p: int) -> tuple[np.ndarray, list[int]]:
-    """Reduced row echelon form of K modulo p: (R, pivot columns)."""
+    """Reduced row echelon form of K modulo p: (R, pivot columns). Column-by-column reference
+    implementation (O(n) Python steps on the whole matrix); `joint_view` uses `_ModEchelon`."""
     A = np.array(K, dtype=np.int64) % p
     m, n = A.shape
     pivots: list[int] = []
@@ -1211,30 +1212,227 @@ def _membership(R: np.ndarray, pivots: list[int], n: int) -> np.ndarray:
     return full
 
 
-def _exact_rank_and_members(
-    schedule: GossipSchedule, req: Sequence[tuple[int, int]], primes: Sequence[int] = _PRIMES
-) -> tuple[int, np.ndarray]:
-    """Exact rank of K and membership of every e_u (`e_u ∈ rowspace K`), modulo fixed primes.
+# Exact modular products with float64 BLAS. Operands hold integers in [0, p), p < 2^25. The left
+# operand is split as A = 2^13·A_hi + A_lo (A_hi < 2^12, A_lo < 2^13) and the inner dimension cut
+# into chunks of 2^15, so every partial sum of the (non-negative) products is below
+# 2^15·2^13·2^25 = 2^53: each GEMM is exact in float64 whatever its summation order or FMA use.
+_MOD_SPLIT = 8192.0  # 2^13
+_MOD_CHUNK = 1 << 15
+_MOD_BLOCK = 30  # rows eliminated together by `_ModEchelon.add` (see `_sub_matmul_mod`)
 
-    Over a prime field, `rank_p ≤ rank_Q`, with equality unless p divides every maximal non-zero
-    minor (the entries are rationals whose denominators divide products of the Metropolis
-    denominators 1 + max d ≤ n < p and of γ's power-of-two denominator; a prime dividing a custom
-    weight's denominator is skipped). The largest rank is kept, and a node counts as solvable if it
-    is under a prime achieving that rank. `joint_view` uses the first prime and adds the second
-    whenever the result disagrees with the floating-point computation; a wrong answer then needs
-    both primes to be bad for the same matrix. Failures are on the conservative side: a full leak
-    where there is none, or a rank too small (the float part is then declared unresolved).
-    """
-    best_rank = -1
-    full = np.zeros(schedule.n, dtype=bool)
-    for p in primes:
-        try:
-            K = _message_rows(schedule, req, _ModArith(schedule, p), accelerated=True)
-        except ZeroDivisionError:
+
+def _reduce_mod(x: np.ndarray, p: int) -> np.ndarray:
+    """`x mod p` in [0, p) for a float64 array of integers with |x| < 2^53 (new array).
+
+    `q = floor(x·(1/p))` is the true quotient or one off (the rounding error of `x·(1/p)` is far
+    below 1 for |x| < 2^53, p ≥ 2), `q·p` and `x − q·p` are exact integers below 2^53, and one
+    correction by ±p lands in [0, p). (np.fmod is exact too but ~25× slower on large values.)"""
+    q = x * (1.0 / p)
+    np.floor(q, out=q)
+    q *= p
+    r = x - q
+    np.add(r, p, out=r, where=r < 0)
+    np.subtract(r, p, out=r, where=r >= p)
+    return r
+
+
+def _matmul_mod(A: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:
+    """`(A @ B) mod p`, exactly, for float64 arrays of integers in [0, p) with p < 2^25."""
+    if p >= 1 << 25:
+        raise ValueError("_matmul_mod needs p < 2^25")
+    out = np.zeros((A.shape[0], B.shape[1]))
+    k = A.shape[1]
+    if k == 0 or out.size == 0:
+        return out
+    hi = np.floor(A / _MOD_SPLIT)
+    HL = np.vstack([hi, A - hi * _MOD_SPLIT])  # one GEMM for both halves: B is read once
+    m = A.shape[0]
+    for s in range(0, k, _MOD_CHUNK):
+        P = _reduce_mod(HL[:, s : s + _MOD_CHUNK] @ B[s : s + _MOD_CHUNK], p)
+        P[:m] *= _MOD_SPLIT  # < 2^38
+        out += P[:m]
+        out += P[m:]  # < 2^39 per chunk
+    return _reduce_mod(out, p)
+
+
+def _centred(x: np.ndarray, p: int) -> np.ndarray:
+    """Representatives in (−p/2, p/2] of integers in [0, p)."""
+    return np.where(x > p // 2, x - p, x)
+
+
+def _sub_matmul_mod(C: np.ndarray, A: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:
+    """`(C − A @ B) mod p`, exactly (float64 integers in [0, p), p < 2^25).
+
+    For an inner dimension k ≤ `_MOD_BLOCK` = 30 a single GEMM on centred representatives
+    (|a|, |b| ≤ p/2 < 2^24): every partial sum is below k·2^48 ≤ 30·2^48, and with C added below
+    2^53, so exact; otherwise through `_matmul_mod`."""
+    if A.shape[1] <= _MOD_BLOCK:
+        return _reduce_mod(C - _centred(A, p) @ _centred(B, p), p)
+    return _reduce_mod(C - _matmul_mod(A, B, p), p)
+
+
+def _rref_small(Z: np.ndarray, p: int) -> tuple[np.ndarray, list[int]]:
+    """RREF modulo p of a small block (float64 integers in [0, p)): (independent rows, pivots).
+
+    One Python step per ROW (not per column): a row's first non-zero entry becomes its pivot and
+    is eliminated from every other row of the block. Products are < p² < 2^50: exact in float64.
+    The rows come out in input order, not sorted by pivot (every pivot column is still a unit
+    column of the result)."""
+    Z = np.array(Z, dtype=np.float64)
+    keep: list[int] = []
+    piv: list[int] = []
+    for i in range(Z.shape[0]):
+        nz = np.flatnonzero(Z[i])
+        if nz.size == 0:
             continue
-        R, piv = _rref_mod(K, p)
-        r = len(piv)
-        mem = _membership(R, piv, schedule.n)
+        c = int(nz[0])
+        inv = pow(int(Z[i, c]), p - 2, p)
+        if inv != 1:
+            Z[i] = _reduce_mod(Z[i] * inv, p)
+        f = Z[:, c].copy()
+        f[i] = 0.0
+        idx = np.flatnonzero(f)
+        if idx.size:  # |Z − f·Z_i| < 2^50
+            Z[idx] = _reduce_mod(Z[idx] - f[idx, None] * Z[i][None, :], p)
+        keep.append(i)
+        piv.append(c)
+    return Z[keep], piv
+
+
+class _ModEchelon:
+    """The row space of a growing set of vectors over F_p (p < 2^25 prime), kept in reduced row
+    echelon form: every pivot column is a unit column of the basis. float64 storage of integers in
+    [0, p); all products through `_matmul_mod` (exact). `add` costs O(rows · rank · n) in BLAS and
+    O(rows · 30 · n) element-wise, instead of the O(n) Python steps of `_rref_mod`."""
+
+    def __init__(self, n: int, p: int) -> None:
+        self.n, self.p = n, p
+        self._B = np.zeros((min(n, 64), n))
+        self.rank = 0
+        self._piv: list[int] = []
+
+    @property
+    def basis(self) -> np.ndarray:
+        return self._B[: self.rank]
+
+    @property
+    def pivots(self) -> list[int]:
+        return list(self._piv)
+
+    def add(self, Z: Any) -> np.ndarray:
+        """Add the rows of Z (integers; reduced modulo p here). Returns new basis rows: rows that,
+        with the old basis, span old span + rowspace(Z), independent of the old span (zero rows
+        if nothing is new)."""
+        p = self.p
+        Z = np.mod(np.asarray(Z, dtype=np.int64), p).astype(np.float64)
+        out: list[np.ndarray] = []
+        for s in range(0, Z.shape[0], _MOD_BLOCK):
+            Zs = Z[s : s + _MOD_BLOCK]
+            if self.rank:
+                Zs = _sub_matmul_mod(Zs, Zs[:, self._piv], self.basis, p)
+            N, piv = _rref_small(Zs, p)
+            if not piv:
+                continue
+            if self.rank:
+                B = self.basis
+                B[:] = _sub_matmul_mod(B, B[:, piv], N, p)
+            self._append(N, piv)
+            out.append(N)
+        return np.vstack(out) if out else np.zeros((0, self.n))
+
+    def _append(self, N: np.ndarray, piv: list[int]) -> None:
+        need = self.rank + N.shape[0]
+        if need > self._B.shape[0]:
+            cap = min(self.n, max(need, 2 * self._B.shape[0]))
+            B = np.zeros((cap, self.n))
+            B[: self.rank] = self.basis
+            self._B = B
+        self._B[self.rank : need] = N
+        self.rank = need
+        self._piv.extend(piv)
+
+    def members(self) -> np.ndarray:
+        """`e_u ∈ rowspace` for every u: u is a pivot column whose basis row is e_u (in RREF, the
+        coordinates of e_u on the basis are its entries at the pivot columns)."""
+        full = np.zeros(self.n, dtype=bool)
+        if self.rank:
+            single = np.count_nonzero(self.basis, axis=1) == 1
+            full[np.asarray(self._piv)[single]] = True
+        return full
+
+
+def _krylov_echelon(
+    schedule: GossipSchedule, obs: Sequence[int], published: Sequence[int], p: int
+) -> _ModEchelon | None:
+    """rowspace(K_O) modulo p for a FIXED schedule, by an incremental block Krylov basis over F_p.
+
+    The rows of K_O are `e_vᵀ` (v ∈ O), `e_wᵀ M_t` (w ∈ N(O)∖O, t < T) and the published outputs
+    `e_wᵀ M_T`, with `M_t` a polynomial in W of degree t whose leading coefficient is
+    `∏_{s<t} c_s`. When no `c_s` vanishes mod p the change of basis between `{e_wᵀ M_s : s ≤ t}` and
+    `{e_wᵀ W^s : s ≤ t}` is triangular and invertible over F_p, so the message rows span the block
+    Krylov space `S_{T−1}`, `S_t = span{e_wᵀ W^s : s ≤ t}`, exactly as K_O mod p does (returns None
+    otherwise; the caller then reduces K_O itself). `S_{t+1} = S_0 + S_t W = S_t + (C_t W)` for any
+    complement C_t of S_{t−1} in S_t, so W is applied only to the new basis rows of each step, and
+    the loop stops once a step adds nothing (then `S_t W ⊆ S_t`). Raises ZeroDivisionError if p
+    divides a weight's denominator (as `_ModArith`).
+    """
+    arith = _ModArith(schedule, p)
+    if any(arith.coef(t) % p == 0 for t in range(schedule.T)):
+        return None
+    n = schedule.n
+    obs_set = set(obs)
+    nbrs = sorted(
+        {b if a in obs_set else a for a, b in schedule.edges[0] if (a in obs_set) != (b in obs_set)}
+    )
+    ech = _ModEchelon(n, p)
+    if schedule.T >= 1 and nbrs:
+        V = ech.add(arith.units(nbrs))
+        for _t in range(1, schedule.T):
+            if V.shape[0] == 0:
+                break
+            V = ech.add(arith.right_mul(V.astype(np.int64), 0))
+    ech.add(arith.units(list(obs)))
+    pub = [w for w in published if w not in obs_set]
+    if pub:
+        ech.add(_message_rows(schedule, [(schedule.T, w) for w in pub], arith, accelerated=True))
+    return ech
+
+
+def _modular_rowspace(
+    schedule: GossipSchedule,
+    req: Sequence[tuple[int, int]],
+    p: int,
+    *,
+    observers: Sequence[int] | None = None,
+    published: Sequence[int] = (),
+) -> _ModEchelon | None:
+    """rowspace(K) modulo p in RREF (`_ModEchelon`), or None if p divides a weight's denominator.
+
+    For a fixed schedule with `observers` given (K = K_O of `_observer_requests(schedule,
+    observers, published=published)`, i.e. `req`), the incremental Krylov basis
+    (`_krylov_echelon`); otherwise the rows of K mod p (`_message_rows`) reduced by blocks."""
+    try:
+        if observers is not None and _is_fixed(schedule):
+            ech = _krylov_echelon(schedule, observers, published, p)
+            if ech is not None:
+                return ech
+        K = _message_rows(schedule, req, _ModArith(schedule, p), accelerated=True)
+    except ZeroDivisionError:
+        return None
+    ech = _ModEchelon(schedule.n, p)
+    ech.add(K)
+    return ech
+
+
+def _rank_and_members(echelons: Sequence[_ModEchelon | None], n: int) -> tuple[int, np.ndarray]:
+    """Combine primes: the largest rank is kept, and a node counts as solvable if it is under a
+    prime achieving that rank (see `_exact_rank_and_members`)."""
+    best_rank = -1
+    full = np.zeros(n, dtype=bool)
+    for ech in echelons:
+        if ech is None:
+            continue
+        r, mem = ech.rank, ech.members()
         if r > best_rank:
             best_rank, full = r, mem
         elif r == best_rank:
@@ -1242,6 +1440,36 @@ def _exact_rank_and_members(
     if best_rank < 0:
         raise ValueError("the schedule's weights are not invertible modulo the fixed primes")
     return best_rank, full
+
+
+def _exact_rank_and_members(
+    schedule: GossipSchedule,
+    req: Sequence[tuple[int, int]],
+    primes: Sequence[int] = _PRIMES,
+    *,
+    observers: Sequence[int] | None = None,
+    published: Sequence[int] = (),
+) -> tuple[int, np.ndarray]:
+    """Exact rank of K and membership of every e_u (`e_u ∈ rowspace K`), modulo fixed primes.
+
+    Over a prime field, `rank_p ≤ rank_Q`, with equality unless p divides every maximal non-zero
+    minor (the entries are rationals whose denominators divide products of the Metropolis
+    denominators 1 + max d ≤ n < p and of γ's power-of-two denominator; a prime dividing a custom
+    weight's denominator is skipped). When `rank_p = rank_Q`, `e_u ∈ rowspace_Q K` implies
+    `e_u ∈ rowspace_p K` (the rank of `[K; e_u]` cannot grow mod p), so no full leak is missed;
+    the converse may fail only for a bad prime. The largest rank is kept, and a node counts as
+    solvable if it is under a prime achieving that rank. `joint_view` uses the first prime and adds
+    the second whenever the result disagrees with the floating-point computation; a wrong answer
+    then needs both primes to be bad for the same matrix. Failures are on the conservative side: a
+    full leak where there is none, or a rank too small (the float part is then declared
+    unresolved). Each prime is computed by `_modular_rowspace` (exact F_p elimination; the Krylov
+    form for a fixed schedule when `observers` is given).
+    """
+    echs = [
+        _modular_rowspace(schedule, req, p, observers=observers, published=published)
+        for p in primes
+    ]
+    return _rank_and_members(echs, schedule.n)
 
 
 def _frac_solve(G: list[list[Fraction]], B: list[list[Fraction]]) -> list[list[Fraction]]:
@@ -1527,7 +1755,8 @@ def joint_view(
     pub = _published(published, n)
     req = _observer_requests(schedule, obs, published=pub)
     m = len(req)
-    rank, full = _exact_rank_and_members(schedule, req, _PRIMES[:1])
+    echs = [_modular_rowspace(schedule, req, _PRIMES[0], observers=obs, published=pub)]
+    rank, full = _rank_and_members(echs, n) if echs[0] is not None else (-1, np.zeros(n, bool))
 
     if _is_fixed(schedule):
         Q, min_ratio, ambiguous = _krylov_rowspace(schedule, obs, pub, rtol)
@@ -1537,7 +1766,11 @@ def joint_view(
     float_value = np.sum(Q**2, axis=0)
     if numeric_rank != rank or np.any(float_value[full] < 1.0 - 1e-6):
         # disagreement with the float part: a bad prime is one explanation; add the second one
-        rank, full = _exact_rank_and_members(schedule, req, _PRIMES)
+        # (the first prime's result is reused, not recomputed)
+        echs += [
+            _modular_rowspace(schedule, req, p, observers=obs, published=pub) for p in _PRIMES[1:]
+        ]
+        rank, full = _rank_and_members(echs, n)
     resolved = numeric_rank == rank and not ambiguous
     err = 16.0 * (schedule.T + 2) * math.sqrt(m * n) * _EPS
     margin = min(1.0, err / min_ratio)
