@@ -1412,7 +1412,7 @@ def _modular_rowspace(
     observers, published=published)`, i.e. `req`), the incremental Krylov basis
     (`_krylov_echelon`); otherwise the rows of K mod p (`_message_rows`) reduced by blocks."""
     try:
-        if observers is not None and _is_fixed(schedule):
+        if observers is not None and _is_fixed(schedule) and _same_rational(schedule):
             ech = _krylov_echelon(schedule, observers, published, p)
             if ech is not None:
                 return ech
@@ -1550,6 +1550,162 @@ class _ExactProjector:
 
     def diag(self) -> list[Fraction]:
         return [self.entry(u, u) for u in range(self.n)]
+
+
+def _rational_reconstruction(a: int, p: int, bound: int) -> Fraction | None:
+    """The fraction x = num/den with |num|, den ≤ bound and x ≡ a (mod p), if any (half extended
+    Euclid; unique when 2·bound² < p). Only a candidate: callers verify it exactly."""
+    r0, r1 = p, a % p
+    s0, s1 = 0, 1
+    while r1 > bound:
+        q = r0 // r1
+        r0, r1 = r1, r0 - q * r1
+        s0, s1 = s1, s0 - q * s1
+    if s1 == 0 or abs(s1) > bound:
+        return None
+    return Fraction(r1, s1)
+
+
+#: Limits of `_lift_null_space` (beyond them `joint_view` stays "conservative").
+_LIFT_MAX_DIM = 1024  # null-space dimension n − rank
+_LIFT_MAX_NNZ = 50_000  # non-zeros of the null-space basis
+_LIFT_MAX_WORK = 2_000_000  # Σ over components of |C|²·|support(C)| (exact Gram solves)
+
+
+def _same_rational(schedule: GossipSchedule) -> bool:
+    """The exact weights are the same in every round (the float matrices may agree to 1e-12 only)."""
+    if schedule.rational is None:
+        return True
+    r0 = schedule.rational[0]
+    return all(r is r0 or r == r0 for r in schedule.rational)
+
+
+class _NullProjector:
+    """Exact projector onto rowspace(K) from an exactly verified rational basis X of null(K):
+    `Π = I − Π_X`. X is split into components with pairwise disjoint supports (orthogonal
+    subspaces), and `Π_X` is `X_C (X_Cᵀ X_C)^{-1} X_Cᵀ` on each, in Fractions."""
+
+    def __init__(self, n: int, vecs: Sequence[Mapping[int, Fraction]]) -> None:
+        self.n = n
+        self.rank = n - len(vecs)
+        parent = list(range(len(vecs)))
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        owner: dict[int, int] = {}
+        for i, x in enumerate(vecs):
+            for c in x:
+                j = owner.setdefault(c, i)
+                ri, rj = find(i), find(j)
+                if ri != rj:
+                    parent[ri] = rj
+        groups: dict[int, list[int]] = {}
+        for i in range(len(vecs)):
+            groups.setdefault(find(i), []).append(i)
+        self._where: dict[int, tuple[int, int]] = {}  # coordinate -> (component, position)
+        self._parts: list[tuple[list[list[Fraction]], list[list[Fraction]]]] = []
+        work = 0
+        for members in groups.values():
+            support = sorted({c for i in members for c in vecs[i]})
+            work += len(members) ** 2 * len(support)
+            if work > _LIFT_MAX_WORK:
+                raise ValueError("null space too large for the exact projector")
+            X = [[vecs[i].get(c, Fraction(0)) for c in support] for i in members]
+            G = [[sum((a * b for a, b in zip(xi, xj)), Fraction(0)) for xj in X] for xi in X]
+            Y = _frac_solve(G, X)  # G^{-1} X
+            k = len(self._parts)
+            for pos, c in enumerate(support):
+                self._where[c] = (k, pos)
+            self._parts.append((X, Y))
+
+    def entry(self, u: int, w: int) -> Fraction:
+        """Π[u, w], exactly."""
+        eye = Fraction(1) if u == w else Fraction(0)
+        cu, cw = self._where.get(u), self._where.get(w)
+        if cu is None or cw is None or cu[0] != cw[0]:
+            return eye
+        X, Y = self._parts[cu[0]]
+        return eye - sum((X[i][cu[1]] * Y[i][cw[1]] for i in range(len(X))), Fraction(0))
+
+    def diag(self) -> list[Fraction]:
+        return [self.entry(u, u) for u in range(self.n)]
+
+
+def _lift_null_space(
+    schedule: GossipSchedule, req: Sequence[tuple[int, int]], ech: _ModEchelon
+) -> _NullProjector | None:
+    """Exact null space of K over Q from its RREF modulo p, for a FIXED schedule; None if it
+    cannot be proven (then nothing is claimed).
+
+    Candidate: the RREF null-space basis mod p (x_j = 1 at its free column j, −R[i, j] at pivot
+    column i, 0 elsewhere), each entry lifted to a small fraction (`_rational_reconstruction`).
+    Proof, in exact rational arithmetic, for the d = n − rank_p candidates X:
+      (a) x_w = 0 for every w heading a row of K (`e_wᵀ M_t`, M_0 = I for the e_v rows);
+      (b) W X ⊆ span_Q X (the coefficients are forced: x_k has 1 at free column k and 0 at the
+          other free columns, so W x must equal `Σ_k (W x)_{free_k} x_k`, checked exactly).
+    With one W in every round, every row of K is `e_wᵀ M_t(W)` with M_t a polynomial in W, so by
+    (b) `M_t x ∈ span X` and by (a) `e_wᵀ M_t x = 0`: X ⊆ null_Q(K). X is independent (the unit
+    pattern on the free columns), so `rank_Q K ≤ n − d = rank_p K ≤ rank_Q K`: the rank is exact,
+    `null_Q(K) = span X` and `rowspace(K) = X^⊥` (over R too: same rational matrix). Hence
+    `||Π e_u||² = 1 − ||Π_X e_u||²`, computed exactly by `_NullProjector`.
+    """
+    if not (_is_fixed(schedule) and _same_rational(schedule)):
+        return None
+    n, p = schedule.n, ech.p
+    piv = np.asarray(ech.pivots, dtype=np.int64)
+    is_piv = np.zeros(n, dtype=bool)
+    is_piv[piv] = True
+    free = np.flatnonzero(~is_piv)
+    if len(free) > _LIFT_MAX_DIM:
+        return None
+    heads = {w for _, w in req}
+    if heads.intersection(free.tolist()):
+        return None
+    cols = ech.basis[:, free] if len(free) else np.zeros((ech.rank, 0))
+    if np.count_nonzero(cols) + len(free) > _LIFT_MAX_NNZ:
+        return None
+    bound = math.isqrt((p - 1) // 2)
+    vecs: list[dict[int, Fraction]] = []
+    for k, j in enumerate(free.tolist()):
+        x = {j: Fraction(1)}
+        for i in np.flatnonzero(cols[:, k]).tolist():
+            f = _rational_reconstruction(-int(cols[i, k]), p, bound)
+            c = int(piv[i])
+            if f is None or c in heads:
+                return None
+            x[c] = f
+        vecs.append(x)
+    by_col: dict[int, list[tuple[int, Fraction]]] = {}
+    for (i, j), w in schedule.rational_matrix(0).items():
+        if w != 0:
+            by_col.setdefault(j, []).append((i, Fraction(w)))
+    free_pos = {int(j): k for k, j in enumerate(free.tolist())}
+    for x in vecs:
+        y: dict[int, Fraction] = {}
+        for j, xj in x.items():
+            for i, w in by_col.get(j, ()):
+                y[i] = y.get(i, Fraction(0)) + w * xj
+        z: dict[int, Fraction] = {}
+        for i, yi in y.items():
+            k = free_pos.get(i)
+            if k is not None and yi != 0:
+                for c, v in vecs[k].items():
+                    z[c] = z.get(c, Fraction(0)) + yi * v
+        if any(y.get(c, 0) != z.get(c, 0) for c in set(y) | set(z)):
+            return None
+    try:
+        return _NullProjector(n, vecs)
+    except ValueError:
+        return None
+
+
+def _round_up(x: Fraction) -> float:
+    v = float(x)
+    return v if Fraction(v) >= x else math.nextafter(v, math.inf)
 
 
 @dataclass
@@ -1764,13 +1920,21 @@ def joint_view(
         Q, min_ratio, ambiguous = _stable_rowspace(schedule, req, rtol)
     numeric_rank = Q.shape[0]
     float_value = np.sum(Q**2, axis=0)
+    rational_path = exact is True or (exact is None and n <= EXACT_MAX_NODES)
+    nproj: _NullProjector | None = None
     if numeric_rank != rank or np.any(float_value[full] < 1.0 - 1e-6):
-        # disagreement with the float part: a bad prime is one explanation; add the second one
-        # (the first prime's result is reused, not recomputed)
-        echs += [
-            _modular_rowspace(schedule, req, p, observers=obs, published=pub) for p in _PRIMES[1:]
-        ]
-        rank, full = _rank_and_members(echs, n)
+        # disagreement with the float part. First try to prove the first prime's answer exact
+        # over Q (fixed schedules, step 5); a bad prime is the other explanation: add the second
+        # one (the first prime's result is reused, not recomputed), unless the proof succeeded
+        # (then no prime can give another rank or membership).
+        if echs[0] is not None and not rational_path:
+            nproj = _lift_null_space(schedule, req, echs[0])
+        if nproj is None:
+            echs += [
+                _modular_rowspace(schedule, req, p, observers=obs, published=pub)
+                for p in _PRIMES[1:]
+            ]
+            rank, full = _rank_and_members(echs, n)
     resolved = numeric_rank == rank and not ambiguous
     err = 16.0 * (schedule.T + 2) * math.sqrt(m * n) * _EPS
     margin = min(1.0, err / min_ratio)
@@ -1787,6 +1951,15 @@ def joint_view(
         leak[list(obs)] = 1.0
         return JointView(
             obs, leak, full, proj.rank, numeric_rank, resolved, "exact", 0.0, m, estimate, proj
+        )
+    if nproj is not None:
+        diag = nproj.diag()
+        full = np.array([x == 1 for x in diag], dtype=bool)  # exact: authoritative
+        leak = np.array([min(1.0, _round_up(x)) for x in diag])
+        leak[list(obs)] = 1.0
+        return JointView(
+            obs, leak, full, nproj.rank, numeric_rank, resolved, "nullspace", 0.0, m, estimate,
+            nproj,
         )
     if resolved:
         method = "float"
@@ -1849,7 +2022,7 @@ def outgoing_leakage(schedule: GossipSchedule, u: int, **kwargs: Any) -> np.ndar
 def _projector_block(view: JointView, group: Sequence[int]) -> tuple[np.ndarray, float]:
     """Π[U, U] (float) and the elementwise uncertainty margin."""
     basis = view._basis
-    if isinstance(basis, _ExactProjector):
+    if isinstance(basis, (_ExactProjector, _NullProjector)):
         B = np.array([[float(basis.entry(a, b)) for b in group] for a in group])
         return B, 0.0
     if basis.margin >= 1.0 or not view.resolved and view.numeric_rank < view.rank:
