@@ -1927,7 +1927,7 @@ def joint_view(
         # over Q (fixed schedules, step 5); a bad prime is the other explanation: add the second
         # one (the first prime's result is reused, not recomputed), unless the proof succeeded
         # (then no prime can give another rank or membership).
-        if echs[0] is not None and not rational_path:
+        if echs[0] is not None and exact is None and not rational_path:
             nproj = _lift_null_space(schedule, req, echs[0])
         if nproj is None:
             echs += [
