@@ -1154,8 +1154,10 @@ class JointView:
         numeric_rank: dimension of the float basis of the row space.
         resolved: whether the exact rank is resolved in double precision (then `leakage` is the
             float value plus `margin`); if not, see `method`.
-        method: "float" (resolved), "exact" (rational arithmetic) or "conservative" (unresolved
-            and too large for rational arithmetic; see `joint_view` step 4).
+        method: "float" (resolved), "exact" (rational arithmetic), "nullspace" (fixed schedule,
+            float part disagreeing, exact values from a null-space certificate; `joint_view`
+            step 5) or "conservative" (unresolved and too large for rational arithmetic; see
+            `joint_view` step 4).
         margin: the perturbation margin added to every non-member's float value.
         rows: number of rows of K_O (= |O| + messages received, + outputs if included).
         estimate: the plain floating-point projection `||Q e_u||²` (no margin; a lower estimate
@@ -1871,9 +1873,13 @@ def joint_view(
     only grows as rtol shrinks, converging to the exact-arithmetic one). So:
 
     1. Exact part: the rank r of K and whether `e_u ∈ rowspace(K)` (O can solve its view for
-       `x_u + η_u`: leak exactly 1) are computed in modular arithmetic
-       (`_exact_rank_and_members`: one prime, a second one when the float part disagrees), not
-       with a tolerance.
+       `x_u + η_u`: leak exactly 1) are computed in modular arithmetic (one prime, a second one
+       when the float part disagrees and step 5 does not apply; see `_exact_rank_and_members`),
+       not with a tolerance. The elimination over F_p is blocked (`_ModEchelon`: RREF kept up to
+       date with float64 BLAS products that are exact by construction, `_matmul_mod`); on a fixed
+       schedule the row space mod p is built as an incremental block Krylov basis
+       (`_krylov_echelon`: W is applied only to the new basis rows of each step, and the loop
+       stops when a step adds nothing), never forming the T·|N(O)| message rows.
     2. Float part: an orthonormal basis Q of the row space is built without ever forming the
        monomial rows `e_wᵀ W^t` (which all converge to `1ᵀ/n`): block Lanczos on a fixed schedule
        (`_krylov_rowspace`), a backward propagation re-orthonormalised after every round otherwise
@@ -1889,7 +1895,16 @@ def joint_view(
        superset of the row space over-states the leak), and a float basis missing directions
        reports 1 for every u (nothing smaller is provable), with the float value kept in
        `estimate`.
-
+    5. Null-space certificate (fixed schedule, `exact=None`, n > `EXACT_MAX_NODES`, float part
+       disagreeing with step 1): the null space mod p is lifted to small rationals and proven in
+       exact arithmetic to be W-invariant and zero on every node heading a row of K
+       (`_lift_null_space`). That proves `rank_Q K = rank_p K` and `null(K) = span X`, so
+       `||Π e_u||² = 1 − ||Π_X e_u||²` is computed exactly (`_NullProjector`, per component of
+       disjoint supports; rounded up to float), method "nullspace", and the second prime is
+       skipped (no prime can change a proven answer). If any check fails or a size cap is hit,
+       nothing is claimed and steps 1-4 apply. Typical case: twin nodes (same closed
+       neighbourhood and weights) outside N(O) ∪ O, whose differences `e_a − e_b` the observer
+       never sees (random geometric graph of Fig. 1a: 65 null vectors, leaks 1/2, 1/3, 1/4).
     Example (spec §4.11 table, Fig. 1a ER graph, n = 2048, T = 32, v = 0): the exact rank is 353,
     i.e. all 1 + 11·32 rows are independent, and the single distance-6 node leaks 0.990·ε_LDP (mean
     0.315 / 0.166 / 0.155 at distance 2 / 3 / 4). The spec's 0.986 and 0.259 / 0.095 / 0.080 are
@@ -1901,8 +1916,9 @@ def joint_view(
         published: nodes whose final output `x_w^T` the observers also see (e.g. `range(n)` when
             the outputs are made public, spec §7.1 item 7).
         rtol: resolution threshold of step 4 (spec recommends ≤ 1e-9).
-        exact: True forces rational arithmetic, False forbids it, None (default) uses it only when
-            the float part is unresolved and n ≤ EXACT_MAX_NODES.
+        exact: True forces rational arithmetic, False forbids it (also step 5), None (default)
+            uses it only when the float part is unresolved and n ≤ EXACT_MAX_NODES, and the
+            bounded null-space certificate of step 5 when n > EXACT_MAX_NODES.
     """
     obs = _node_set("observers", observers, schedule.n)
     if not (0.0 < rtol < 1.0):
