@@ -1303,62 +1303,76 @@ def _rref_small(Z: np.ndarray, p: int) -> tuple[np.ndarray, list[int]]:
 
 class _ModEchelon:
     """The row space of a growing set of vectors over F_p (p < 2^25 prime), kept in reduced row
-    echelon form: every pivot column is a unit column of the basis. float64 storage of integers in
-    [0, p); all products through `_matmul_mod` (exact). `add` costs O(rows · rank · n) in BLAS and
-    O(rows · 30 · n) element-wise, instead of the O(n) Python steps of `_rref_mod`."""
+    echelon form: every pivot column is a unit column of the basis. Stored compactly as the basis
+    restricted to the non-pivot ("free") columns, `F = basis[:, free]` (the pivot columns are the
+    identity), as float64 integers in [0, p); all products are exact (`_sub_matmul_mod`). Adding a
+    block of rows costs O(rows · rank · (n − rank)) in BLAS and O(rows · 30 · n) element-wise,
+    instead of the O(n) Python steps over the whole matrix of `_rref_mod`."""
 
     def __init__(self, n: int, p: int) -> None:
         self.n, self.p = n, p
-        self._B = np.zeros((min(n, 64), n))
         self.rank = 0
-        self._piv: list[int] = []
+        self._piv: list[int] = []  # pivot column of each basis row
+        self._free = np.arange(n)  # non-pivot columns, increasing
+        self._F = np.zeros((0, n))  # basis[:, _free]
 
     @property
     def basis(self) -> np.ndarray:
-        return self._B[: self.rank]
+        """The RREF basis rows (rank × n; pivot rows in the order found)."""
+        B = np.zeros((self.rank, self.n))
+        if self.rank:
+            B[np.arange(self.rank), self._piv] = 1.0
+            B[:, self._free] = self._F
+        return B
 
     @property
     def pivots(self) -> list[int]:
         return list(self._piv)
 
+    @property
+    def free_columns(self) -> np.ndarray:
+        return self._free.copy()
+
+    def free_part(self) -> np.ndarray:
+        """`basis[:, free_columns]` (rank × (n − rank))."""
+        return self._F
+
     def add(self, Z: Any) -> np.ndarray:
-        """Add the rows of Z (integers; reduced modulo p here). Returns new basis rows: rows that,
-        with the old basis, span old span + rowspace(Z), independent of the old span (zero rows
-        if nothing is new)."""
+        """Add the rows of Z (integers; reduced modulo p here). Returns new basis rows (n columns):
+        rows that, with the old basis, span old span + rowspace(Z), independent of the old span
+        (zero rows if nothing is new)."""
         p = self.p
         Z = np.mod(np.asarray(Z, dtype=np.int64), p).astype(np.float64)
         out: list[np.ndarray] = []
         for s in range(0, Z.shape[0], _MOD_BLOCK):
             Zs = Z[s : s + _MOD_BLOCK]
-            if self.rank:
-                Zs = _sub_matmul_mod(Zs, Zs[:, self._piv], self.basis, p)
-            N, piv = _rref_small(Zs, p)
-            if not piv:
+            Zf = Zs[:, self._free]
+            if self.rank:  # Z − Z[:, piv] · basis, on the free columns (zero on the pivots)
+                Zf = _sub_matmul_mod(Zf, Zs[:, self._piv], self._F, p)
+            N, q = _rref_small(Zf, p)  # q: new pivots, as positions in _free
+            if not q:
                 continue
-            if self.rank:
-                B = self.basis
-                B[:] = _sub_matmul_mod(B, B[:, piv], N, p)
-            self._append(N, piv)
-            out.append(N)
+            rows = np.zeros((len(q), self.n))
+            rows[:, self._free] = N
+            out.append(rows)
+            F = self._F
+            if self.rank:  # clear the new pivot columns in the old rows
+                F = _sub_matmul_mod(F, F[:, q], N, p)
+            keep = np.ones(len(self._free), dtype=bool)
+            keep[q] = False
+            self._F = np.vstack([F[:, keep], N[:, keep]])
+            self._piv.extend(int(c) for c in self._free[q])
+            self._free = self._free[keep]
+            self.rank += len(q)
         return np.vstack(out) if out else np.zeros((0, self.n))
-
-    def _append(self, N: np.ndarray, piv: list[int]) -> None:
-        need = self.rank + N.shape[0]
-        if need > self._B.shape[0]:
-            cap = min(self.n, max(need, 2 * self._B.shape[0]))
-            B = np.zeros((cap, self.n))
-            B[: self.rank] = self.basis
-            self._B = B
-        self._B[self.rank : need] = N
-        self.rank = need
-        self._piv.extend(piv)
 
     def members(self) -> np.ndarray:
         """`e_u ∈ rowspace` for every u: u is a pivot column whose basis row is e_u (in RREF, the
-        coordinates of e_u on the basis are its entries at the pivot columns)."""
+        coordinates of e_u on the basis are its entries at the pivot columns), i.e. whose row of
+        F is zero."""
         full = np.zeros(self.n, dtype=bool)
         if self.rank:
-            single = np.count_nonzero(self.basis, axis=1) == 1
+            single = ~np.any(self._F != 0, axis=1)
             full[np.asarray(self._piv)[single]] = True
         return full
 
@@ -1659,15 +1673,13 @@ def _lift_null_space(
         return None
     n, p = schedule.n, ech.p
     piv = np.asarray(ech.pivots, dtype=np.int64)
-    is_piv = np.zeros(n, dtype=bool)
-    is_piv[piv] = True
-    free = np.flatnonzero(~is_piv)
+    free = ech.free_columns
     if len(free) > _LIFT_MAX_DIM:
         return None
     heads = {w for _, w in req}
     if heads.intersection(free.tolist()):
         return None
-    cols = ech.basis[:, free] if len(free) else np.zeros((ech.rank, 0))
+    cols = ech.free_part()  # basis[:, free]
     if np.count_nonzero(cols) + len(free) > _LIFT_MAX_NNZ:
         return None
     bound = math.isqrt((p - 1) // 2)
