@@ -3,7 +3,7 @@
 Fig. 1(a) graphs with their T (Chebyshev schedule, Metropolis weights). Target: < 30 s.
 
     python benchmarks/bench_muffliato_accountant.py           # hypercube, ER, grid; 3 repetitions
-    python benchmarks/bench_muffliato_accountant.py --all     # + the random geometric graph
+    python benchmarks/bench_muffliato_accountant.py --all     # + the random geometric graph (3 reps too)
     python benchmarks/bench_muffliato_accountant.py --graphs random_geometric   # that one only
     python benchmarks/bench_muffliato_accountant.py --quick   # n ≈ 128, 1 repetition
 
@@ -72,7 +72,7 @@ def main() -> None:
     out_graphs = {}
     for g in names:
         runs = []
-        for r in range(reps if g != "random_geometric" else 1):
+        for r in range(reps):
             q: mp.Queue = ctx.Queue()
             p = ctx.Process(target=one, args=(g, a.quick, q))
             p.start()

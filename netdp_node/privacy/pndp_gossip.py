@@ -1224,11 +1224,13 @@ _MOD_BLOCK = 30  # rows eliminated together by `_ModEchelon.add` (see `_sub_matm
 
 
 def _reduce_mod(x: np.ndarray, p: int) -> np.ndarray:
-    """`x mod p` in [0, p) for a float64 array of integers with |x| < 2^53 (new array).
+    """`x mod p` in [0, p) for a float64 array of integers with |x| ≤ 2^53 − p (new array).
 
     `q = floor(x·(1/p))` is the true quotient or one off (the rounding error of `x·(1/p)` is far
-    below 1 for |x| < 2^53, p ≥ 2), `q·p` and `x − q·p` are exact integers below 2^53, and one
-    correction by ±p lands in [0, p). (np.fmod is exact too but ~25× slower on large values.)"""
+    below 1 for |x| < 2^53, p ≥ 2), so |q·p| ≤ |x| + p ≤ 2^53 and `x − q·p` are exact integers,
+    and one correction by ±p lands in [0, p). Callers stay below 2^53 − 2^40 (`_matmul_mod`),
+    2^53 − 2^49 (`_sub_matmul_mod`) and 2^51 (`_rref_small`). (np.fmod is exact too but ~25×
+    slower.)"""
     q = x * (1.0 / p)
     np.floor(q, out=q)
     q *= p

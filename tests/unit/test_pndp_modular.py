@@ -76,8 +76,9 @@ def frac_rank(K: np.ndarray, p: int | None = None) -> int:
 
 def test_reduce_mod_matches_python_integers() -> None:
     rng = np.random.default_rng(1)
-    x = rng.integers(-(2**53) + 1, 2**53 - 1, size=5000, dtype=np.int64)
-    x[:4] = [0, P, -P, 2**53 - 1]
+    top = 2**53 - P
+    x = rng.integers(-top, top, size=5000, dtype=np.int64)
+    x[:5] = [0, P, -P, top, -top]
     got = pg._reduce_mod(x.astype(np.float64), P)
     assert [int(v) for v in got] == [int(v) % P for v in x]
 
