@@ -1587,7 +1587,8 @@ def _rational_reconstruction(a: int, p: int, bound: int) -> Fraction | None:
 #: Limits of `_lift_null_space` (beyond them `joint_view` stays "conservative").
 _LIFT_MAX_DIM = 1024  # null-space dimension n − rank
 _LIFT_MAX_NNZ = 50_000  # non-zeros of the null-space basis
-_LIFT_MAX_WORK = 2_000_000  # Σ over components of |C|²·|support(C)| (exact Gram solves)
+_LIFT_MAX_WORK = 2_000_000  # Fraction operations: Σ_x Σ_{j ∈ supp x} |W[:, j]| (the products
+#                              W x), and Σ over components of |C|²·|support(C)| (Gram solves)
 
 
 def _same_rational(schedule: GossipSchedule) -> bool:
@@ -1699,6 +1700,8 @@ def _lift_null_space(
     for (i, j), w in schedule.rational_matrix(0).items():
         if w != 0:
             by_col.setdefault(j, []).append((i, Fraction(w)))
+    if sum(len(by_col.get(j, ())) for x in vecs for j in x) > _LIFT_MAX_WORK:
+        return None  # the exact products W x would be too long
     free_pos = {int(j): k for k, j in enumerate(free.tolist())}
     for x in vecs:
         y: dict[int, Fraction] = {}
