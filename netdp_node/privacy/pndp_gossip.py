@@ -899,14 +899,17 @@ def _observer_requests(
     """
     obs = set(observers)
     req: list[tuple[int, int]] = [(0, v) for v in observers]
+    seen: dict[int, list[int]] = {}  # per edge-set object (a fixed schedule repeats one)
     for t, E in enumerate(schedule.edges):
-        ws: set[int] = set()
-        for a, b in E:
-            if a in obs and b not in obs:
-                ws.add(b)
-            elif b in obs and a not in obs:
-                ws.add(a)
-        req.extend((t, w) for w in sorted(ws))
+        if id(E) not in seen:
+            ws: set[int] = set()
+            for a, b in E:
+                if a in obs and b not in obs:
+                    ws.add(b)
+                elif b in obs and a not in obs:
+                    ws.add(a)
+            seen[id(E)] = sorted(ws)
+        req.extend((t, w) for w in seen[id(E)])
     req.extend((schedule.T, w) for w in published if w not in obs)
     return req
 
