@@ -1480,8 +1480,9 @@ def _exact_rank_and_members(
     `e_u ∈ rowspace_p K` (the rank of `[K; e_u]` cannot grow mod p), so no full leak is missed;
     the converse may fail only for a bad prime. The largest rank is kept, and a node counts as
     solvable if it is under a prime achieving that rank. `joint_view` uses the first prime and adds
-    the second whenever the result disagrees with the floating-point computation; a wrong answer
-    then needs both primes to be bad for the same matrix. Failures are on the conservative side: a
+    the second whenever the result disagrees with the floating-point computation (unless the
+    null-space certificate of its step 5 proves the first prime's answer); a wrong answer then
+    needs both primes to be bad for the same matrix. Failures are on the conservative side: a
     full leak where there is none, or a rank too small (the float part is then declared
     unresolved). Each prime is computed by `_modular_rowspace` (exact F_p elimination; the Krylov
     form for a fixed schedule when `observers` is given).
