@@ -197,6 +197,8 @@ def test_krylov_echelon_matches_message_rows(name: str, sched) -> None:
             assert kry.add(K).shape[0] == 0
             generic = pg._modular_rowspace(sched, req, p)  # no observers: rows of K by blocks
             assert generic is not None and generic.rank == len(piv)
+        rank, members = pg._exact_rank_and_members(sched, req, observers=obs, published=pub)
+        assert rank == len(piv) and np.array_equal(members, pg._membership(R, piv, n))
 
 
 def test_modular_rowspace_time_varying_uses_message_rows() -> None:
