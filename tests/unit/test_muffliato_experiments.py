@@ -32,7 +32,6 @@ from netdp_node.experiments.muffliato_common import (
 from netdp_node.privacy.pndp_gossip import (
     chebyshev_gamma,
     chebyshev_polynomial,
-    fixed_schedule,
     metropolis_weights,
 )
 
