@@ -7,6 +7,8 @@ is refused everywhere. The bootstrap never receives private data, and a running 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -26,6 +28,9 @@ from netdp_node.protocols import get_algorithm
 from netdp_node.security.identity import PeerIdentity, RevocationList
 from netdp_node.transport.grpc import AccessPolicy, Unauthorized
 
+#: Longest wait of a ListJobs long poll.
+LONG_POLL_MAX_MS = 30_000
+
 log = logging.getLogger("netdp.bootstrap")
 
 _ADDRESS = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$")
@@ -40,6 +45,9 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
     def __init__(self, store: Store, ca_pem: bytes, crl_file: Path | None = None) -> None:
         self.store = store
         self.ca_pem = ca_pem
+        # Set (and replaced) whenever a job is submitted or a revocation list accepted: wakes the
+        # nodes' long polls (ListJobs with wait_ms).
+        self._news = asyncio.Event()
         self.crl_file = crl_file
         self._crl_mtime = 0.0
         self.revocations = RevocationList.empty()
@@ -50,6 +58,10 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         self.policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s),
                                    owner="bootstrap")
 
+    def _announce(self) -> None:
+        self._news.set()
+        self._news = asyncio.Event()
+
     # -- revocations ---------------------------------------------------------------------------
     def _accept_crl(self, pem: bytes, source: str) -> bool:
         new = RevocationList.from_pem(pem, self.ca_pem)  # raises SecurityError if not our CA's
@@ -57,6 +69,7 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             return False
         self.revocations = new
         self.store.put_crl(new.number, pem)
+        self._announce()
         log.info("revocation list #%d from %s: %d revoked certificate(s)", new.number, source,
                  len(new.serials))
         return True
@@ -132,6 +145,7 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         if self.store.job(job.job_id) is not None:
             await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"job {job.job_id} exists")
         self.store.add_job(job)
+        self._announce()
         log.info("job %s (%s) submitted with %d participants on %s", job.job_id, job.algorithm,
                  len(job.participants), job.topology.topology_id)
         return bootstrap_pb2.SubmitJobReply(job=job)
@@ -178,12 +192,23 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
     async def ListJobs(self, request: bootstrap_pb2.ListJobsRequest,
                        context: grpc.aio.ServicerContext) -> bootstrap_pb2.ListJobsReply:
         who = await self._auth(context, ("node", "operator"), "ListJobs")
-        reply = bootstrap_pb2.ListJobsReply()
-        for seq, job in self.store.jobs_after(request.after):
-            if who.role == "operator" or who.node_id in {p.node_id for p in job.participants}:
-                reply.jobs.append(job)
-                reply.seqs.append(seq)
-        return reply
+        loop = asyncio.get_running_loop()
+        until = loop.time() + min(request.wait_ms, LONG_POLL_MAX_MS) / 1000.0
+        crl = self.revocations.number
+        while True:
+            news = self._news  # before reading the store: a job added after the read wakes us
+            reply = bootstrap_pb2.ListJobsReply()
+            for seq, job in self.store.jobs_after(request.after):
+                if who.role == "operator" or who.node_id in {p.node_id for p in job.participants}:
+                    reply.jobs.append(job)
+                    reply.seqs.append(seq)
+            left = until - loop.time()
+            if reply.jobs or left <= 0 or self.revocations.number != crl:
+                return reply
+            # long poll: wake on news, and at least every second to notice a new --crl file
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(news.wait(), min(left, 1.0))
+            self.reload_crl_file()
 
     async def GetJob(self, request: bootstrap_pb2.GetJobRequest,
                      context: grpc.aio.ServicerContext) -> bootstrap_pb2.GetJobReply:

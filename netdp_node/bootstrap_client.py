@@ -49,11 +49,13 @@ class BootstrapClient:
     async def close(self) -> None:
         await self.channel.close()
 
-    async def call(self, method: str, request: Any, *, retry_transient: bool = True) -> Any:
+    async def call(self, method: str, request: Any, *, retry_transient: bool = True,
+                   extra_time: float = 0.0) -> Any:
+        """`extra_time`: seconds the bootstrap may legitimately hold the call (a long poll)."""
         fn = getattr(self.stub, method)
 
         async def once() -> Any:
-            return await fn(request, timeout=self.timeout)
+            return await fn(request, timeout=self.timeout + extra_time)
 
         if not retry_transient:
             return await once()
@@ -76,8 +78,13 @@ class BootstrapClient:
             public_seed=seed, job_id=job_id)
         return (await self.call("SubmitJob", req)).job
 
-    async def list_jobs(self, after: int = 0) -> list[tuple[int, common_pb2.JobSpec]]:
-        r = await self.call("ListJobs", bootstrap_pb2.ListJobsRequest(after=after))
+    async def list_jobs(self, after: int = 0, *,
+                        wait: float = 0.0) -> list[tuple[int, common_pb2.JobSpec]]:
+        """Jobs with sequence number > after (this node's, or all for an operator). `wait` > 0:
+        long poll, the bootstrap answers as soon as there is one, or a new revocation list, or
+        after `wait` seconds (at most 30) with none."""
+        r = await self.call("ListJobs", bootstrap_pb2.ListJobsRequest(
+            after=after, wait_ms=int(wait * 1000)), extra_time=wait)
         return list(zip(r.seqs, r.jobs))
 
     async def get_job(self, job_id: str) -> common_pb2.JobSpec:

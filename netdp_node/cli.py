@@ -480,7 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="privacy budget ε across all jobs, towards every other node")
     n.add_argument("--budget-delta", type=float, default=1e-5, help="budget δ (default 1e-5)")
     n.add_argument("--poll-interval", type=_positive, default=0.5,
-                   help="seconds between bootstrap polls for jobs (default 0.5)")
+                   help="jobs come by long poll (the bootstrap holds the call until one is "
+                        "submitted); this is the pause before asking again when it answered at "
+                        "once with nothing new, and the first retry delay (default 0.5)")
     n.add_argument("--crl", help="a revocation list file to enforce from the start")
     n.add_argument("--seed", type=int, help="seed the private RNG (tests only: NOT private)")
     n.add_argument("--peer-timeout", type=_positive, default=60.0,

@@ -39,6 +39,9 @@ from netdp_node.wire import ndarray_to_tensor
 
 log = logging.getLogger("netdp.node")
 
+#: How long the bootstrap may hold a node's ListJobs call when nothing is new (long poll).
+LONG_POLL_S = 10.0
+
 
 @dataclass(frozen=True)
 class NodeConfig:
@@ -158,10 +161,12 @@ class NodeDaemon:
         backoff = Backoff(initial=self.cfg.poll_interval, maximum=10.0, give_up_after=0).delays()
         while not self.stop_event.is_set():
             try:
+                asked = time.monotonic()
                 fetched = await self._unless_stopped(self._fetch_updates(after))
                 if fetched is None:
                     return  # SIGTERM while the bootstrap was unreachable
                 crl, jobs = fetched
+                quick = time.monotonic() - asked < self.cfg.poll_interval
                 self._accept_crl(crl)
                 for seq, job in jobs:
                     after = max(after, seq)
@@ -169,7 +174,10 @@ class NodeDaemon:
                         continue
                     self.transport.learn(addresses(job))
                     self._spawn(self._join(job_context(job, self.node_id)))
-                delay = self.cfg.poll_interval
+                # the long poll paces the loop; a bootstrap that answered at once with nothing new
+                # (a new revocation list, or one that does not hold calls) is asked again after
+                # poll_interval
+                delay = self.cfg.poll_interval if quick and not jobs else 0.0
                 backoff = Backoff(initial=self.cfg.poll_interval, maximum=10.0,
                                   give_up_after=0).delays()
             except grpc.aio.AioRpcError as e:
@@ -188,7 +196,11 @@ class NodeDaemon:
                 await asyncio.wait_for(self.stop_event.wait(), timeout=delay)
 
     async def _fetch_updates(self, after: int) -> tuple[bytes, list[tuple[int, Any]]]:
-        return await self.bootstrap.revocations(), await self.bootstrap.list_jobs(after)
+        """The revocation list, then this node's jobs after `after`: a long poll, which the
+        bootstrap answers at once when there is a job or a new revocation list (so a node learns a
+        job as soon as it is submitted, and an idle node costs one call every LONG_POLL_S)."""
+        return (await self.bootstrap.revocations(),
+                await self.bootstrap.list_jobs(after, wait=LONG_POLL_S))
 
     async def _unless_stopped(self, coro: Any) -> Any:
         """Await coro unless the daemon is asked to stop first (then cancel it, return None)."""

@@ -59,7 +59,9 @@ async def _progress(channels: dict[str, grpc.aio.Channel], job_id: str) -> tuple
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:
-    frac = 0.0 if total == 0 else min(1.0, done / total)
+    if total == 0:  # no fixed number of steps (Poisson clocks, muffliato-random): a count
+        return f"{done} so far (no fixed total)"
+    frac = min(1.0, done / total)
     return "[" + "#" * int(frac * width) + "." * (width - int(frac * width)) + f"] {done}/{total}"
 
 

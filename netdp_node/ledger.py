@@ -109,6 +109,10 @@ class JobRow:
     detail: str
 
 
+def _params_json(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True) if params else "{}"
+
+
 class Ledger:
     """A node's ledger in `directory/ledger.sqlite`. One writer (the daemon); readers may be many."""
 
@@ -132,6 +136,10 @@ class Ledger:
             raise LedgerError(f"cannot open ledger {self.path}: {e}") from e
         self._db.execute("PRAGMA busy_timeout=5000")
         self.node_id = self._check_owner(node_id)
+        # job id -> {(peer, kind, walk, epoch, seq, round): digest} of the received messages, loaded
+        # from the table once per job, then kept up to date by `commit` (this connection is the only
+        # writer): the duplicate check of every incoming message costs no query.
+        self._received: dict[str, dict[tuple[str, str, str, int, int, int], str]] = {}
 
     def _check_owner(self, node_id: str) -> str:
         row = self._db.execute("SELECT value FROM meta WHERE key='node_id'").fetchone()
@@ -187,29 +195,36 @@ class Ledger:
         now = time.time()
         try:
             with self._tx() as db:
-                db.executemany(
-                    "INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch, seq,"
-                    " round, digest, params_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                    [
-                        (e.ts or now, e.job_id, e.direction, e.event, e.peer, e.kind, e.walk,
-                         e.epoch, e.seq, e.round, e.digest, json.dumps(e.params, sort_keys=True))
-                        for e in entries
-                    ],
-                )
+                if entries:
+                    db.executemany(
+                        "INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch,"
+                        " seq, round, digest, params_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                        [
+                            (e.ts or now, e.job_id, e.direction, e.event, e.peer, e.kind, e.walk,
+                             e.epoch, e.seq, e.round, e.digest, _params_json(e.params))
+                            for e in entries
+                        ],
+                    )
                 if job_update:
                     self._update_job(db, **job_update)
                 for job_id, key in drop:
                     db.execute("DELETE FROM custody WHERE job_id=? AND key=?", (job_id, key))
-                db.executemany(
-                    "INSERT OR REPLACE INTO custody (job_id, key, payload, shape_json, meta_json)"
-                    " VALUES (?,?,?,?,?)",
-                    [(job_id, key, np.ascontiguousarray(arr, dtype="<f8").tobytes(),
-                      json.dumps(list(np.shape(arr))), json.dumps(meta, sort_keys=True))
-                     for job_id, key, arr, meta in keep])
+                if keep:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO custody (job_id, key, payload, shape_json,"
+                        " meta_json) VALUES (?,?,?,?,?)",
+                        [(job_id, key, np.ascontiguousarray(arr, dtype="<f8").tobytes(),
+                          json.dumps(list(np.shape(arr))), json.dumps(meta, sort_keys=True))
+                         for job_id, key, arr, meta in keep])
         except sqlite3.IntegrityError as e:
             raise LedgerError(f"ledger refused the entries: {e}") from e
         except sqlite3.Error as e:
             raise LedgerError(f"ledger write failed ({self.path}): {e}") from e
+        for e in entries:  # committed: the duplicate index learns the received ones
+            if e.direction == "received":
+                index = self._received.get(e.job_id)
+                if index is not None:
+                    index[(e.peer, e.kind, e.walk, e.epoch, e.seq, e.round)] = e.digest
 
     def begin_job(self, job_id: str, algorithm: str, spec: dict[str, Any], contributed: bool,
                   entries: Iterable[Entry] = ()) -> bool:
@@ -252,6 +267,14 @@ class Ledger:
     # -- reading --------------------------------------------------------------------------------
     def received_digest(self, job_id: str, peer: str, key: tuple[str, str, int, int, int]) -> str | None:
         kind, walk, epoch, seq, rnd = key
+        if not self.readonly:
+            index = self._received.get(job_id)
+            if index is None:
+                index = self._received[job_id] = {
+                    (r[0], r[1], r[2], r[3], r[4], r[5]): str(r[6]) for r in self._db.execute(
+                        "SELECT peer, kind, walk, epoch, seq, round, digest FROM entries"
+                        " WHERE direction='received' AND job_id=?", (job_id,))}
+            return index.get((peer, kind, walk, epoch, seq, rnd))
         row = self._db.execute(
             "SELECT digest FROM entries WHERE direction='received' AND job_id=? AND peer=? AND kind=?"
             " AND walk=? AND epoch=? AND seq=? AND round=?",

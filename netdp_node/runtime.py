@@ -212,7 +212,7 @@ class JobRunner:
         if entries or update or keep or drop:
             self.node.ledger.commit(entries, job_update=update, keep=keep, drop=drop)
         for s in sends:
-            self._spawn(self._send(s))
+            self._send(s)
         for a in actions:
             if isinstance(a, SetTimer):
                 asyncio.get_running_loop().call_later(
@@ -231,22 +231,41 @@ class JobRunner:
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
 
-    async def _send(self, s: Send) -> None:
-        """Send, then tell the engine how it went (walk custody needs both outcomes)."""
-        try:
-            await self.node.transport.send(s.to, self.ctx.job_id, s.msg)
-        except DeliveryError as e:
-            async with self.lock:
-                actions = self.engine.on_undeliverable(s.to, s.msg, e.code, e.detail)
-                if actions is None:
-                    self.fail(f"{s.msg.kind} to {s.to} failed: {e.code}: {e.detail}")
-                else:
-                    self.log.warning("%s to %s failed (%s: %s); the protocol recovers",
-                                     s.msg.kind, s.to, e.code, e.detail)
-                    self._apply(actions, received=None)
+    def _send(self, s: Send) -> None:
+        """Send, then tell the engine how it went (walk custody needs both outcomes). No task per
+        message: the outcome arrives as a callback on the transport's future."""
+        fut = self.node.transport.submit(s.to, self.ctx.job_id, s.msg)
+        fut.add_done_callback(lambda f: self._sent(s, f))
+
+    def _sent(self, s: Send, fut: asyncio.Future[bool]) -> None:
+        if fut.cancelled():
             return
+        if self.lock.locked():  # a step is under way: take the outcome after it, in order
+            self._spawn(self._sent_locked(s, fut))
+        else:  # nobody holds the lock and this does not await: the same as taking it
+            self._outcome(s, fut)
+
+    async def _sent_locked(self, s: Send, fut: asyncio.Future[bool]) -> None:
         async with self.lock:
+            self._outcome(s, fut)
+
+    def _outcome(self, s: Send, fut: asyncio.Future[bool]) -> None:
+        """The engine learns the send's outcome (call with the job's lock held or free)."""
+        e = fut.exception()
+        if e is None:
             self._apply(self.engine.on_delivered(s.to, s.msg), received=None)
+        elif isinstance(e, DeliveryError):
+            actions = self.engine.on_undeliverable(s.to, s.msg, e.code, e.detail)
+            if actions is None:
+                self.fail(f"{s.msg.kind} to {s.to} failed: {e.code}: {e.detail}")
+            else:
+                self.log.warning("%s to %s failed (%s: %s); the protocol recovers",
+                                 s.msg.kind, s.to, e.code, e.detail)
+                self._apply(actions, received=None)
+        else:
+            self.log.error("sending %s to %s raised %s: %s", s.msg.kind, s.to,
+                           type(e).__name__, e)
+            self.fail(f"{s.msg.kind} to {s.to} failed: {type(e).__name__}: {e}")
 
     def fail(self, reason: str) -> None:
         if self.state != "running":

@@ -56,10 +56,12 @@ class SubmitJobReply(_message.Message):
     def __init__(self, job: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("after",)
+    __slots__ = ("after", "wait_ms")
     AFTER_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     after: int
-    def __init__(self, after: _Optional[int] = ...) -> None: ...
+    wait_ms: int
+    def __init__(self, after: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class ListJobsReply(_message.Message):
     __slots__ = ("jobs", "seqs")

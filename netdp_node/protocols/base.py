@@ -79,7 +79,11 @@ class Message:
         return (self.kind, self.walk, self.epoch, self.seq, self.round)
 
     def digest(self) -> str:
-        """SHA-256 over the whole content; used to tell an exact duplicate from a conflict."""
+        """SHA-256 over the whole content; used to tell an exact duplicate from a conflict.
+        Computed once per message (a message is immutable; its payload is not written to)."""
+        cached = self.__dict__.get("_digest")
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
         h = hashlib.sha256()
         h.update(repr(self.key()).encode())
         h.update(repr(sorted(self.scalars.items())).encode())
@@ -87,7 +91,9 @@ class Message:
             arr = np.ascontiguousarray(self.payload, dtype="<f8")
             h.update(repr(arr.shape).encode())
             h.update(arr.tobytes())
-        return h.hexdigest()
+        d = h.hexdigest()
+        object.__setattr__(self, "_digest", d)
+        return d
 
 
 @dataclass(frozen=True)

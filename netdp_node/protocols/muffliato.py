@@ -262,8 +262,8 @@ class MuffliatoSync(Engine):
         self.outcome.setdefault(r, {})
         targets = [w for w in nb if self.suspended.get(w, -1) <= r]
         self.sent[r] = set(targets)
-        actions: list[Action] = [Send(self.ids[w], Message(VALUE, payload=self.x.copy(), round=r))
-                                 for w in targets]
+        value = Message(VALUE, payload=self.x.copy(), round=r)  # one message, every neighbour
+        actions: list[Action] = [Send(self.ids[w], value) for w in targets]
         actions.append(SetTimer(f"round:{r}", self.round_timeout))
         return actions
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import asyncio
 
 from netdp_node.protocols.base import Message
 
@@ -28,6 +29,12 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     async def send(self, to: str, job_id: str, msg: Message) -> bool:
         """Returns True if the receiver reported the message as an exact duplicate."""
+
+    def submit(self, to: str, job_id: str, msg: Message) -> asyncio.Future[bool]:
+        """`send` as a future, started now (call on the event loop). Calls to `submit` are
+        delivered in call order, as `send` calls are. Transports may override it to avoid a task
+        per message."""
+        return asyncio.ensure_future(self.send(to, job_id, msg))
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         return None

@@ -466,13 +466,19 @@ class GrpcTransport(Transport):
                     asyncio.ensure_future(old.close())
 
     async def send(self, to: str, job_id: str, msg: Message) -> bool:
-        addr = self.addresses.get(to)
-        if addr is None:
-            raise DeliveryError(to, "UNAVAILABLE", f"no address known for {to}")
+        return await self.submit(to, job_id, msg)
+
+    def submit(self, to: str, job_id: str, msg: Message) -> asyncio.Future[bool]:
+        """Queue the message on the peer's link; the future is its acknowledgement (no task)."""
         link = self.links.get(to)
         if link is None:
+            addr = self.addresses.get(to)
+            if addr is None:
+                fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+                fut.set_exception(DeliveryError(to, "UNAVAILABLE", f"no address known for {to}"))
+                return fut
             link = self.links[to] = Link(self, to, addr)
-        return await link.submit(message_to_envelope(job_id, msg))
+        return link.submit(message_to_envelope(job_id, msg))
 
     async def close(self) -> None:
         await asyncio.gather(*(link.close() for link in self.links.values()),
