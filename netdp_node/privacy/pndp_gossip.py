@@ -1180,43 +1180,6 @@ class JointView:
     _basis: Any = field(default=None, repr=False, compare=False)
 
 
-def _rref_mod(K: np.ndarray, p: int) -> tuple[np.ndarray, list[int]]:
-    """Reduced row echelon form of K modulo p: (R, pivot columns). Column-by-column reference
-    implementation (O(n) Python steps on the whole matrix); `joint_view` uses `_ModEchelon`."""
-    A = np.array(K, dtype=np.int64) % p
-    m, n = A.shape
-    pivots: list[int] = []
-    r = 0
-    for c in range(n):
-        if r == m:
-            break
-        nz = np.flatnonzero(A[r:, c])
-        if nz.size == 0:
-            continue
-        i = r + int(nz[0])
-        if i != r:
-            A[[r, i]] = A[[i, r]]
-        inv = pow(int(A[r, c]), p - 2, p)
-        A[r, c:] = (A[r, c:] * inv) % p
-        col = A[:, c].copy()
-        col[r] = 0
-        nzr = np.flatnonzero(col)
-        if nzr.size:  # columns < c are already reduced (zero or pivots of earlier rows)
-            A[nzr, c:] = (A[nzr, c:] - (col[nzr, None] * A[r, c:][None, :]) % p) % p
-        pivots.append(c)
-        r += 1
-    return A[:r], pivots
-
-
-def _membership(R: np.ndarray, pivots: list[int], n: int) -> np.ndarray:
-    """e_u ∈ rowspace(R) for every u, R in RREF: u must be a pivot column whose row is e_u."""
-    full = np.zeros(n, dtype=bool)
-    for i, c in enumerate(pivots):
-        if np.count_nonzero(R[i]) == 1:
-            full[c] = True
-    return full
-
-
 # Exact modular products with float64 BLAS. Operands hold integers in [0, p), p < 2^25. The left
 # operand is split as A = 2^13·A_hi + A_lo (A_hi < 2^12, A_lo < 2^13) and the inner dimension cut
 # into chunks of 2^15, so every partial sum of the (non-negative) products is below
@@ -1312,7 +1275,8 @@ class _ModEchelon:
     restricted to the non-pivot ("free") columns, `F = basis[:, free]` (the pivot columns are the
     identity), as float64 integers in [0, p); all products are exact (`_sub_matmul_mod`). Adding a
     block of rows costs O(rows · rank · (n − rank)) in BLAS and O(rows · 30 · n) element-wise,
-    instead of the O(n) Python steps over the whole matrix of `_rref_mod`."""
+    instead of O(n) Python steps over the whole matrix (the column-by-column reference lives in
+    tests/unit/test_pndp_modular.py)."""
 
     def __init__(self, n: int, p: int) -> None:
         self.n, self.p = n, p

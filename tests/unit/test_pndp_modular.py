@@ -27,6 +27,43 @@ from netdp_node.privacy.pndp_gossip import (
 P = pg._PRIMES[0]
 
 
+def _rref_mod(K: np.ndarray, p: int) -> tuple[np.ndarray, list[int]]:
+    """Reduced row echelon form of K modulo p: (R, pivot columns). The column-by-column reference
+    (O(n) Python steps on the whole matrix; what `joint_view` used before `_ModEchelon`)."""
+    A = np.array(K, dtype=np.int64) % p
+    m, n = A.shape
+    pivots: list[int] = []
+    r = 0
+    for c in range(n):
+        if r == m:
+            break
+        nz = np.flatnonzero(A[r:, c])
+        if nz.size == 0:
+            continue
+        i = r + int(nz[0])
+        if i != r:
+            A[[r, i]] = A[[i, r]]
+        inv = pow(int(A[r, c]), p - 2, p)
+        A[r, c:] = (A[r, c:] * inv) % p
+        col = A[:, c].copy()
+        col[r] = 0
+        nzr = np.flatnonzero(col)
+        if nzr.size:  # columns < c are already reduced (zero or pivots of earlier rows)
+            A[nzr, c:] = (A[nzr, c:] - (col[nzr, None] * A[r, c:][None, :]) % p) % p
+        pivots.append(c)
+        r += 1
+    return A[:r], pivots
+
+
+def _membership(R: np.ndarray, pivots: list[int], n: int) -> np.ndarray:
+    """e_u ∈ rowspace(R) for every u, R in RREF: u must be a pivot column whose row is e_u."""
+    full = np.zeros(n, dtype=bool)
+    for i, c in enumerate(pivots):
+        if np.count_nonzero(R[i]) == 1:
+            full[c] = True
+    return full
+
+
 def ring(n: int) -> list[tuple[int, int]]:
     return [(i, (i + 1) % n) for i in range(n)]
 
@@ -128,11 +165,11 @@ def _random_matrices(seed: int, count: int):
 def test_mod_echelon_matches_rref_mod_and_fractions() -> None:
     for i, K in enumerate(_random_matrices(7, 120)):
         n = K.shape[1]
-        R, piv = pg._rref_mod(K, P)
+        R, piv = _rref_mod(K, P)
         ech = pg._ModEchelon(n, P)
         ech.add(K)
         assert ech.rank == len(piv), i
-        assert np.array_equal(ech.members(), pg._membership(R, piv, n)), i
+        assert np.array_equal(ech.members(), _membership(R, piv, n)), i
         if i % 4 != 2:  # small integers: here rank_p = rank_Q
             assert ech.rank == frac_rank(K), i
         elif i < 12:
@@ -187,27 +224,27 @@ def test_krylov_echelon_matches_message_rows(name: str, sched) -> None:
         req = pg._observer_requests(sched, obs, published=pub)
         for p in pg._PRIMES:
             K = pg._message_rows(sched, req, pg._ModArith(sched, p), accelerated=True)
-            R, piv = pg._rref_mod(K, p)
+            R, piv = _rref_mod(K, p)
             kry = pg._krylov_echelon(sched, obs, pub, p)
             assert kry is not None
             assert kry.rank == len(piv), (name, obs, pub)
-            assert np.array_equal(kry.members(), pg._membership(R, piv, n)), (name, obs, pub)
+            assert np.array_equal(kry.members(), _membership(R, piv, n)), (name, obs, pub)
             assert pg._ModEchelon(n, p).add(K).shape[0] == kry.rank
             # same row space: K reduces to zero against the Krylov basis
             assert kry.add(K).shape[0] == 0
             generic = pg._modular_rowspace(sched, req, p)  # no observers: rows of K by blocks
             assert generic is not None and generic.rank == len(piv)
         rank, members = pg._exact_rank_and_members(sched, req, observers=obs, published=pub)
-        assert rank == len(piv) and np.array_equal(members, pg._membership(R, piv, n))
+        assert rank == len(piv) and np.array_equal(members, _membership(R, piv, n))
 
 
 def test_modular_rowspace_time_varying_uses_message_rows() -> None:
     s = realised_schedule(9, [[(0, 1), (2, 3)], [(1, 2), (5, 6), (7, 8)], [(3, 4), (0, 8)]] * 3)
     req = pg._observer_requests(s, (0,))
     K = pg._message_rows(s, req, pg._ModArith(s, P), accelerated=True)
-    R, piv = pg._rref_mod(K, P)
+    R, piv = _rref_mod(K, P)
     ech = pg._modular_rowspace(s, req, P, observers=(0,))
-    assert ech.rank == len(piv) and np.array_equal(ech.members(), pg._membership(R, piv, 9))
+    assert ech.rank == len(piv) and np.array_equal(ech.members(), _membership(R, piv, 9))
 
 
 # =============================================================================================
