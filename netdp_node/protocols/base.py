@@ -167,7 +167,8 @@ class Engine:
         self.ctx = ctx
         self.ids = list(ctx.participants)  # ordered (the ring order for a ring)
         self.n = len(self.ids)
-        if ctx.me not in self.ids:
+        self.position = {v: i for i, v in enumerate(self.ids)}  # participant -> its index
+        if ctx.me not in self.position:
             raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
         self.data = data
         self.rng = rng

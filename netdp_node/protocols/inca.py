@@ -253,7 +253,7 @@ class Inca(Engine):
                  contribute: bool = True) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
-        self.me = self.ids.index(ctx.me)
+        self.me = self.position[ctx.me]
         self.T, self.k, self.dim = int(p["T"]), int(p["k"]), int(p["dim"])
         self.scheme = str(p["scheme"])
         self.sigma_eta, self.sigma_delta = float(p["sigma_eta"]), float(p["sigma_delta"])
@@ -334,7 +334,7 @@ class Inca(Engine):
                                self.counted_in.ravel().astype(float)])
 
     def _index(self, sender: str) -> int:
-        return self.ids.index(sender)
+        return self.position[sender]
 
     # -- entry points --------------------------------------------------------------------------
     def start(self) -> list[Action]:

@@ -174,7 +174,7 @@ class MuffliatoSync(Engine):
                  contribute: bool = True) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
-        self.me = self.ids.index(ctx.me)
+        self.me = self.position[ctx.me]
         self.dim = int(p.get("dim", 1))
         self.sigma = float(p["sigma"])
         self.T = int(p["T"])
@@ -346,7 +346,7 @@ class MuffliatoSync(Engine):
         if not 0 <= r < self.total:
             raise Refused(RefusalCode.FAILED_PRECONDITION,
                           f"foreign round {r}: this job has rounds 0..{self.total - 1}")
-        w = self.ids.index(sender)
+        w = self.position[sender]
         nb, _ = self.graph(r // self.T)
         if w not in nb:
             raise Refused(RefusalCode.PERMISSION_DENIED,
@@ -392,7 +392,7 @@ class MuffliatoSync(Engine):
         if msg.kind != VALUE:
             return []
         r = int(msg.round)
-        w = self.ids.index(to)
+        w = self.position[to]
         if code == "UNAVAILABLE":  # the link gave up: skip the peer for a few rounds, doubling
             k = self.give_ups[w] = self.give_ups.get(w, 0) + 1
             skip = self.suspend_rounds * 2 ** min(k - 1, 3)
@@ -400,7 +400,7 @@ class MuffliatoSync(Engine):
         elif ok:
             self.give_ups.pop(w, None)
         if r in self.outcome or r > self.r:
-            self.outcome.setdefault(r, {})[self.ids.index(to)] = ok
+            self.outcome.setdefault(r, {})[self.position[to]] = ok
         return self._maybe_finish() if r == self.r else []
 
     def on_delivered(self, to: str, msg: Message) -> list[Action]:
@@ -502,7 +502,7 @@ class MuffliatoRandom(Engine):
                  contribute: bool = True) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
-        self.me = self.ids.index(ctx.me)
+        self.me = self.position[ctx.me]
         self.dim = int(p.get("dim", 1))
         self.sigma = float(p["sigma"])
         self.rate = float(p["rate"])
@@ -596,7 +596,7 @@ class MuffliatoRandom(Engine):
             "committed": sum(1 for *_, c in self.log if c), "ticks": self.ticks})]
 
     def on_message(self, sender: str, msg: Message) -> list[Action]:
-        s = self.ids.index(sender)
+        s = self.position[sender]
         if msg.kind == SCHEDULE:
             return self._on_schedule(sender, msg)
         if s not in self.nb:
