@@ -18,6 +18,8 @@ from netdp_node.protocols.base import Message
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 _ALLOWED_DTYPES = {"float64": "<f8", "float32": "<f4", "int64": "<i8"}
+_DTYPES = {name: np.dtype(code) for name, code in _ALLOWED_DTYPES.items()}
+_F8 = _DTYPES["float64"]
 
 
 class WireError(ValueError):
@@ -38,39 +40,46 @@ def tensor_to_ndarray(t: common_pb2.Tensor, *, max_elements: int = 1 << 22) -> n
     """Decode and validate a Tensor. Returns a read-only float64 array."""
     if t.dtype not in _ALLOWED_DTYPES:
         raise WireError(f"unsupported tensor dtype {t.dtype!r} (allowed: {sorted(_ALLOWED_DTYPES)})")
-    shape = tuple(int(s) for s in t.shape)
+    shape = tuple(t.shape)
     if any(s < 0 for s in shape):
         raise WireError(f"negative dimension in tensor shape {shape}")
     count = math.prod(shape)
     if count > max_elements:
         raise WireError(f"tensor has {count} elements, more than the limit {max_elements}")
-    dt = np.dtype(_ALLOWED_DTYPES[t.dtype])
+    dt = _DTYPES[t.dtype]
     if len(t.data) != count * dt.itemsize:
         raise WireError(
             f"tensor bytes ({len(t.data)}) do not match dtype {t.dtype} and shape {shape} "
             f"({count * dt.itemsize} expected)"
         )
-    arr = np.frombuffer(t.data, dtype=dt).reshape(shape).astype(np.float64)
-    if not np.all(np.isfinite(arr)):
+    arr = np.frombuffer(t.data, dtype=dt)  # read-only: a view of the received bytes
+    if dt != _F8:
+        arr = arr.astype(np.float64)
+    arr = arr.reshape(shape)
+    if not np.isfinite(arr).all():
         raise WireError("tensor contains NaN or infinite values")
     arr.setflags(write=False)
     return arr
 
 
 def message_to_envelope(job_id: str, msg: Message, msg_id: int = 0) -> peer_pb2.Envelope:
-    env = peer_pb2.Envelope(
-        job_id=job_id,
-        kind=msg.kind,
-        walk_id=msg.walk,
-        epoch=msg.epoch,
-        seq=msg.seq,
-        round=msg.round,
-        msg_id=msg_id,
-    )
-    if msg.payload is not None:
-        env.payload.CopyFrom(ndarray_to_tensor(msg.payload))
-    for k, v in msg.scalars.items():
-        env.scalars[k] = float(v)
+    """A new Envelope for `msg` (the caller may set its msg_id). The encoding of a message is
+    computed once per (message, job) and copied for every further send (one value message goes
+    to every neighbour of a round)."""
+    cached = msg.__dict__.get("_envelope")
+    if cached is None or cached[0] != job_id:
+        template = peer_pb2.Envelope(job_id=job_id, kind=msg.kind, walk_id=msg.walk,
+                                     epoch=msg.epoch, seq=msg.seq, round=msg.round)
+        if msg.payload is not None:
+            template.payload.CopyFrom(ndarray_to_tensor(msg.payload))
+        for k, v in msg.scalars.items():
+            template.scalars[k] = float(v)
+        cached = (job_id, template)
+        object.__setattr__(msg, "_envelope", cached)  # a Message is immutable: a pure cache
+    env = peer_pb2.Envelope()
+    env.CopyFrom(cached[1])
+    if msg_id:
+        env.msg_id = msg_id
     return env
 
 
