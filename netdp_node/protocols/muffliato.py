@@ -28,7 +28,8 @@ averaged in. The acceptance window of round r closes when every neighbour's valu
 the round's timer (`round_timeout_s`) fires, whichever is first.
 
 Agreement rule (acknowledgement-based). The runtime acknowledges a message (`on_delivered`) only
-after the receiving engine accepted it and the receiving node made it durable; a refusal or giving
+after the receiving engine accepted it and the receiving node made it durable (a round's values in
+one commit, when the window closes: `defer_receipts`); a refusal or giving
 up reaches the sender as `on_undeliverable`. The edge {v, w} is REALISED in round r iff
 
     v accepted w's round-r value  AND  w accepted v's round-r value.
@@ -96,6 +97,7 @@ import numpy as np
 from netdp_node.protocols.base import (
     Action,
     Engine,
+    Flush,
     JobContext,
     Message,
     Output,
@@ -166,7 +168,14 @@ def _check_payload(x: np.ndarray) -> np.ndarray:
 # -- Algorithm 1 (and the gossip calls of Algorithm 3) ---------------------------------------------
 class MuffliatoSync(Engine):
     """Algorithm 1 (spec §3.1) with the network rules of the module docstring; `calls` gossip calls
-    of T rounds each (1 for averaging). Subclasses choose each call's input (`call_input`)."""
+    of T rounds each (1 for averaging). Subclasses choose each call's input (`call_input`).
+
+    Receipts are deferred (`defer_receipts`): the values of a round are made durable together, in
+    one commit, when the round's window closes (`Flush`) or when the round finishes, and only then
+    acknowledged; a node's acknowledgements are what its neighbours wait for to finish the round.
+    """
+
+    defer_receipts = True
 
     algorithm = "muffliato"
 
@@ -281,6 +290,8 @@ class MuffliatoSync(Engine):
             out = self.outcome.get(self.r, {})
             sent = self.sent.get(self.r, set())
             if self.closed < self.r or any(w not in out for w in sent):
+                if self.closed >= self.r:  # the neighbours wait for our acknowledgements now
+                    actions.append(Flush())
                 return actions
             got = self.inbox.pop(self.r, {})
             self.outcome.pop(self.r, None)
