@@ -332,8 +332,8 @@ class MuffliatoSync(Engine):
         self.done = True
         self.r = self.total
         scalars = {f"{r}:{w}": 1.0 for r, R in enumerate(self.realised) for w in R}
-        actions: list[Action] = [Send(v, Message(SCHEDULE, scalars=scalars))
-                                 for v in self.ids if v != self.ctx.me]
+        schedule = Message(SCHEDULE, scalars=scalars)  # one message (digest, encoding), everyone
+        actions: list[Action] = [Send(v, schedule) for v in self.ids if v != self.ctx.me]
         return actions + [self.output()]
 
     def output(self) -> Output:
@@ -600,8 +600,8 @@ class MuffliatoRandom(Engine):
         self.done = True
         scalars = {f"{i}:{a}:{k}:{b}": (1.0 if c else 0.0)
                    for i, (a, k, b, c) in enumerate(self.log)}
-        actions: list[Action] = [Send(v, Message(SCHEDULE, scalars=scalars))
-                                 for v in self.ids if v != self.ctx.me]
+        schedule = Message(SCHEDULE, scalars=scalars)  # one message (digest, encoding), everyone
+        actions: list[Action] = [Send(v, schedule) for v in self.ids if v != self.ctx.me]
         return actions + [Output(value=self.x.copy(), info={
             "activations": [[self.ids[a], k, self.ids[b], c] for a, k, b, c in self.log],
             "committed": sum(1 for *_, c in self.log if c), "ticks": self.ticks})]
