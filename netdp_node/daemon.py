@@ -27,7 +27,7 @@ from netdp_node.data import load_values
 from netdp_node.errors import SecurityError
 from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.ledger import Entry, Ledger
-from netdp_node.privacy.walk_accountant import contributions_in_result
+from netdp_node.privacy.walk_accountant import CONTRIBUTION_EVENTS, contributions_in_result
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
@@ -140,7 +140,8 @@ class NodeDaemon:
 
     async def _report(self, runner: JobRunner) -> None:
         # the contributions the released result contains (a walk discounts fenced-off branches)
-        contributions = contributions_in_result(self.ledger.entries(runner.ctx.job_id))
+        contributions = contributions_in_result(self.ledger.entries(
+            runner.ctx.job_id, events=CONTRIBUTION_EVENTS))
         res = bootstrap_pb2.NodeResult(
             job_id=runner.ctx.job_id, node_id=self.node_id,
             state=runner.state if runner.contributed or runner.state != "done" else "declined",

@@ -417,14 +417,22 @@ class Ledger:
         return {r[0]: (np.frombuffer(r[1], dtype="<f8").reshape(json.loads(r[2])).copy(),
                        json.loads(r[3])) for r in rows}
 
-    def entries(self, job_id: str | None = None) -> list[Entry]:
+    def entries(self, job_id: str | None = None, *,
+                events: Sequence[str] | None = None) -> list[Entry]:
+        """The view, in order: of one job, or all; only the given `events` if named."""
         self.flush()
         q = ("SELECT id, ts, job_id, direction, event, peer, kind, walk, epoch, seq, round, digest,"
              " params_json FROM entries")
-        args: tuple[Any, ...] = ()
+        where: list[str] = []
+        args: list[Any] = []
         if job_id is not None:
-            q += " WHERE job_id=?"
-            args = (job_id,)
+            where.append("job_id=?")
+            args.append(job_id)
+        if events is not None:
+            where.append(f"event IN ({','.join('?' * len(events))})")
+            args.extend(events)
+        if where:
+            q += " WHERE " + " AND ".join(where)
         q += " ORDER BY id"
         return [
             Entry(id=r[0], ts=r[1], job_id=r[2], direction=r[3], event=r[4], peer=r[5], kind=r[6],
