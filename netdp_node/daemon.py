@@ -234,18 +234,20 @@ class NodeDaemon:
             log.warning("[node=%s] fault injection on: %s", self.node_id, self.cfg.faults.describe())
             if self.cfg.faults.crash_after_s is not None:
                 loop.call_later(self.cfg.faults.crash_after_s, self._crash_after)
-        self.transport = GrpcTransport(self.identity, faults=self.faults, on_fault=self._record_fault,
+        # no fault flags: no fault checks on the message path at all
+        faults = self.faults if self.cfg.faults.active else None
+        self.transport = GrpcTransport(self.identity, faults=faults, on_fault=self._record_fault,
                                        backoff=Backoff(give_up_after=self.cfg.peer_timeout))
         budget = (Budget(self.cfg.budget_epsilon, self.cfg.budget_delta)
                   if self.cfg.budget_epsilon is not None else None)
         self.runtime = NodeRuntime(self.node_id, self.ledger, self.transport, data=self.data,
                                    budget=budget, rng_factory=self._rng,
                                    job_fetcher=self._fetch_job, on_finished=self._on_finished,
-                                   faults=self.faults, job_deadline=self.cfg.job_deadline)
+                                   faults=faults, job_deadline=self.cfg.job_deadline)
         policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s),
                               owner=f"node={self.node_id}")
         service = PeerService(self.node_id, self.runtime.handle, self._status, policy,
-                              gate=self.faults.blocked)
+                              gate=faults.blocked if faults is not None else None)
         server, self.port = await start_server(self.identity, self.cfg.listen,
                                                lambda srv: srv.add_generic_rpc_handlers(
                                                    (service.generic_handler(),)))
