@@ -29,7 +29,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,7 +116,10 @@ class _Step:
     job_update: dict[str, Any] | None = None
     keep: Sequence[tuple[str, str, Any, dict[str, Any]]] = ()
     drop: Sequence[tuple[str, str]] = ()
-    future: asyncio.Future[None] | None = None
+    # staged steps only: called (soon, on the loop) with None once written, or the LedgerError
+    done: Callable[[LedgerError | None], None] | None = None
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    loop: asyncio.AbstractEventLoop | None = None
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,7 @@ class Ledger:
         # received message (job, peer, key...) -> (digest, future)
         self._staged: list[_Step] = []
         self._staged_received: dict[tuple[str, str, str, str, int, int, int],
-                                    tuple[str, asyncio.Future[None]]] = {}
+                                    tuple[str, _Step]] = {}
         self._flush_scheduled = False
         self._deferred: asyncio.TimerHandle | None = None
 
@@ -236,24 +239,27 @@ class Ledger:
     # -- group commit ---------------------------------------------------------------------------
     def stage(self, entries: Sequence[Entry], *, job_update: dict[str, Any] | None = None,
               keep: Sequence[tuple[str, str, Any, dict[str, Any]]] = (),
-              drop: Sequence[tuple[str, str]] = (), defer: bool = False) -> asyncio.Future[None]:
-        """Stage one step (the arguments of `commit`) for the next group commit; the future is done
-        once the step is durable, or fails with LedgerError (then nothing of the step was written).
-        The commit runs at the next iteration of the event loop, or, with `defer`, at the next
-        commit of a step that is not deferred, at `flush_soon`, or after DEFER_MAX_S at the latest.
-        Call on the event loop."""
+              drop: Sequence[tuple[str, str]] = (), defer: bool = False,
+              done: Callable[[LedgerError | None], None] | None = None) -> asyncio.Future[None]:
+        """Stage one step (the arguments of `commit`) for the next group commit. Once it is written,
+        or refused (LedgerError: then nothing of the step was written), `done(error)` is called on
+        the loop and the returned future is settled; cancelling the future (a waiter that gave up)
+        changes nothing else. The commit runs at the next iteration of the event loop, or, with
+        `defer`, at the next commit of a step that is not deferred, at `flush_soon`, or after
+        DEFER_MAX_S at the latest. Call on the event loop."""
         loop = asyncio.get_running_loop()
-        step = _Step(list(entries), job_update, list(keep), list(drop), loop.create_future())
+        fut: asyncio.Future[None] = loop.create_future()
+        step = _Step(list(entries), job_update, list(keep), list(drop), done, [fut], loop)
         self._staged.append(step)
         for e in step.entries:
             if e.direction == "received":
                 self._staged_received[(e.job_id, e.peer, e.kind, e.walk, e.epoch, e.seq,
-                                       e.round)] = (e.digest, step.future)  # type: ignore[assignment]
+                                       e.round)] = (e.digest, step)
         if not defer:
             self.flush_soon()
         elif self._deferred is None:
             self._deferred = loop.call_later(self.DEFER_MAX_S, self.flush)
-        return step.future  # type: ignore[return-value]
+        return fut
 
     def flush_soon(self) -> None:
         """Commit what is staged at the next iteration of the event loop."""
@@ -290,20 +296,32 @@ class Ledger:
                 if e.direction == "received":
                     self._staged_received.pop((e.job_id, e.peer, e.kind, e.walk, e.epoch, e.seq,
                                                e.round), None)
-            fut = step.future
-            if fut is None or fut.done() or fut.get_loop().is_closed():
+            loop = step.loop
+            if loop is None or loop.is_closed():
                 continue  # (a ledger closed after its event loop: the steps are written all the same)
-            if err is None:
-                fut.set_result(None)
-            else:
+            if err is not None:
                 log.error("ledger write failed (%s): %s", self.path, err)
-                fut.set_exception(err)
+            if step.done is not None:
+                loop.call_soon(step.done, err)
+            for fut in step.waiters:
+                if fut.done():
+                    continue
+                if err is None:
+                    fut.set_result(None)
+                else:
+                    fut.set_exception(err)
+                    fut.exception()  # retrieved: `done` handles it; a waiter still gets it
 
     def staged_future(self, job_id: str, peer: str,
                       key: tuple[str, str, int, int, int]) -> asyncio.Future[None] | None:
-        """The future of a received message that is staged (not yet durable), else None."""
+        """A new future settled when the staged step holding this received message is written
+        (None if it is not staged: then it is durable already)."""
         got = self._staged_received.get((job_id, peer, *key))
-        return None if got is None else got[1]
+        if got is None:
+            return None
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        got[1].waiters.append(fut)
+        return fut
 
     def _write(self, steps: Sequence[_Step]) -> None:
         """Write `steps` in order in one durable transaction; the received-message index learns

@@ -187,7 +187,7 @@ class JobRunner:
                 durable = self._apply(actions, received=received)
                 duplicate = False
         if durable is not None:  # the acknowledgement waits until the step is durable
-            await asyncio.shield(durable)
+            await durable  # (a cancelled wait cancels only this waiter, never the step)
         return duplicate
 
     async def on_timer(self, name: str) -> None:
@@ -241,15 +241,14 @@ class JobRunner:
         defer = (received is not None and self.engine.defer_receipts and not sends
                  and output is None and not keep and not drop
                  and not any(isinstance(a, (SetTimer, Flush)) for a in actions))
-        durable = ledger.stage(entries, job_update=update, keep=keep, drop=drop, defer=defer)
-        durable.add_done_callback(lambda f: self._durable(f, actions, sends, output))
+        durable = ledger.stage(entries, job_update=update, keep=keep, drop=drop, defer=defer,
+                               done=lambda err: self._durable(err, actions, sends, output))
         if output is not None:
             self._finishing = True  # its result is on the way to the ledger: no failing now
         return durable
 
-    def _durable(self, durable: asyncio.Future[None], actions: list[Action], sends: list[Send],
+    def _durable(self, err: LedgerError | None, actions: list[Action], sends: list[Send],
                  output: Output | None) -> None:
-        err = LedgerError("cancelled") if durable.cancelled() else durable.exception()
         if err is None:
             self._act(actions, sends, output)
         else:  # nothing of the step happens: it was not recorded
