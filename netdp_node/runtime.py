@@ -154,7 +154,7 @@ class JobRunner:
     async def deliver(self, sender: str, msg: Message) -> bool:
         """Handle one incoming message; returns True for an exact duplicate (not applied)."""
         async with self.lock:
-            if sender not in self.ctx.participants:
+            if sender not in self.engine.position:
                 raise Refused(RefusalCode.PERMISSION_DENIED,
                               f"{sender} is not a participant of job {self.ctx.job_id}")
             shape = self.engine.payload_shape(msg.kind)

@@ -87,7 +87,7 @@ class Message:
             return cached  # type: ignore[no-any-return]
         h = hashlib.sha256()
         h.update(repr(self.key()).encode())
-        h.update(repr(sorted(self.scalars.items())).encode())
+        h.update(repr(sorted(self.scalars.items())).encode() if self.scalars else b"[]")
         if self.payload is not None:
             arr = np.ascontiguousarray(self.payload, dtype="<f8")
             h.update(repr(arr.shape).encode())

@@ -160,7 +160,7 @@ def _topology_indices(ctx: JobContext) -> list[tuple[int, int]]:
 
 def _check_payload(x: np.ndarray) -> np.ndarray:
     a = np.asarray(x, dtype=np.float64)
-    if not np.all(np.isfinite(a)):
+    if not np.isfinite(a).all():
         raise Refused(RefusalCode.INVALID_ARGUMENT, "a gossip value must be finite")
     return a
 

@@ -148,7 +148,7 @@ class PeerService:
         self.status = status
         self.policy = policy
         # Fault injection: why traffic from a peer is refused right now (offline, partition), or None.
-        self.gate = gate or (lambda peer: None)
+        self.gate = gate
         self.log = logging.LoggerAdapter(log, {})
 
     def generic_handler(self) -> grpc.GenericRpcHandler:
@@ -214,7 +214,7 @@ class PeerService:
         """Fault-injection gate, then `_process`; an unavailable node aborts the call."""
         from netdp_node.runtime import NodeUnavailable
 
-        blocked = self.gate(who.node_id)
+        blocked = self.gate(who.node_id) if self.gate is not None else None
         if blocked:
             await self._unavailable(context, blocked)
         try:
