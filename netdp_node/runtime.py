@@ -279,9 +279,9 @@ class JobRunner:
 
     def _send(self, s: Send) -> None:
         """Send, then tell the engine how it went (walk custody needs both outcomes). No task per
-        message: the outcome arrives as a callback on the transport's future."""
-        fut = self.node.transport.submit(s.to, self.ctx.job_id, s.msg)
-        fut.add_done_callback(lambda f: self._sent(s, f))
+        message: the transport calls back with the outcome."""
+        self.node.transport.submit(s.to, self.ctx.job_id, s.msg,
+                                   on_done=lambda f: self._sent(s, f))
 
     def _sent(self, s: Send, fut: asyncio.Future[bool]) -> None:
         if fut.cancelled():
