@@ -13,13 +13,15 @@ Each protocol step is durable (`PRAGMA synchronous=FULL`) before the message tha
 acknowledged and before anything it causes is sent, so a node killed at any instant never forgets
 privacy it already spent. `entries` rows cannot be updated or deleted (SQLite triggers refuse it).
 
-Group commit (`stage`): the runtime stages each protocol step and gets a future; at the next
-iteration of the event loop every step staged meanwhile is written, in staging order, in ONE
-transaction (one fsync), and only then are their futures done. A deferred step (`defer=True`: a
-receipt the engine lets wait, `Engine.defer_receipts`) waits for the next commit of a step that is
-not deferred, or `flush_soon`, or DEFER_MAX_S at the latest. Every other write (`commit`, `begin_job`, `set_job_state`) and every read
-first writes what is staged, so nothing is ever seen or written out of order; `received_digest`
-also sees staged steps (a re-send of a staged message is recognised, see `staged_future`).
+Group commit (`stage`): the runtime stages each protocol step; at the next iteration of the event
+loop every step staged meanwhile is written, in staging order, in ONE transaction (one fsync), and
+only then is each step's `done` callback called and its waiters released. A deferred step
+(`defer=True`: a receipt the engine lets wait, `Engine.defer_receipts`) waits for the next commit
+of a step that is not deferred, or `flush_soon`, or DEFER_MAX_S at the latest. Every other write
+(`commit`, `begin_job`, `set_job_state`) and every read first writes what is staged, so nothing is
+ever seen or written out of order; `received_digest` also sees staged steps (a re-send of a staged
+message is recognised and waits for it, `staged_future`). Another process reading the file (the
+privacy report, the audit) sees committed steps only.
 """
 
 from __future__ import annotations
@@ -169,8 +171,9 @@ class Ledger:
         # from the table once per job, then kept up to date by `commit` (this connection is the only
         # writer): the duplicate check of every incoming message costs no query.
         self._received: dict[str, dict[tuple[str, str, str, int, int, int], str]] = {}
-        # group commit: steps staged and not yet written, in order, and the future of each staged
-        # received message (job, peer, key...) -> (digest, future)
+        # group commit: steps staged and not yet written, in order, and the staged step of each
+        # received message not yet written: (job, peer, kind, walk, epoch, seq, round) -> (digest,
+        # step)
         self._staged: list[_Step] = []
         self._staged_received: dict[tuple[str, str, str, str, int, int, int],
                                     tuple[str, _Step]] = {}
@@ -198,7 +201,7 @@ class Ledger:
         return cls(directory, "", readonly=True)
 
     def close(self) -> None:
-        """Close; staged steps are written first (their futures settle, but nothing they cause
+        """Close; staged steps are written first (if the event loop has stopped, nothing they cause
         happens any more: as after a crash right after a commit)."""
         try:
             self.flush()
