@@ -27,7 +27,7 @@ from netdp_node.data import load_values
 from netdp_node.errors import SecurityError
 from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.ledger import Entry, Ledger
-from netdp_node.privacy.walk_accountant import contributions_in_result
+from netdp_node.privacy.walk_accountant import CONTRIBUTION_EVENTS, contributions_in_result
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
@@ -140,7 +140,8 @@ class NodeDaemon:
 
     async def _report(self, runner: JobRunner) -> None:
         # the contributions the released result contains (a walk discounts fenced-off branches)
-        contributions = contributions_in_result(self.ledger.entries(runner.ctx.job_id))
+        contributions = contributions_in_result(self.ledger.entries(
+            runner.ctx.job_id, events=CONTRIBUTION_EVENTS))
         res = bootstrap_pb2.NodeResult(
             job_id=runner.ctx.job_id, node_id=self.node_id,
             state=runner.state if runner.contributed or runner.state != "done" else "declined",
@@ -233,18 +234,20 @@ class NodeDaemon:
             log.warning("[node=%s] fault injection on: %s", self.node_id, self.cfg.faults.describe())
             if self.cfg.faults.crash_after_s is not None:
                 loop.call_later(self.cfg.faults.crash_after_s, self._crash_after)
-        self.transport = GrpcTransport(self.identity, faults=self.faults, on_fault=self._record_fault,
+        # no fault flags: no fault checks on the message path at all
+        faults = self.faults if self.cfg.faults.active else None
+        self.transport = GrpcTransport(self.identity, faults=faults, on_fault=self._record_fault,
                                        backoff=Backoff(give_up_after=self.cfg.peer_timeout))
         budget = (Budget(self.cfg.budget_epsilon, self.cfg.budget_delta)
                   if self.cfg.budget_epsilon is not None else None)
         self.runtime = NodeRuntime(self.node_id, self.ledger, self.transport, data=self.data,
                                    budget=budget, rng_factory=self._rng,
                                    job_fetcher=self._fetch_job, on_finished=self._on_finished,
-                                   faults=self.faults, job_deadline=self.cfg.job_deadline)
+                                   faults=faults, job_deadline=self.cfg.job_deadline)
         policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s),
                               owner=f"node={self.node_id}")
         service = PeerService(self.node_id, self.runtime.handle, self._status, policy,
-                              gate=self.faults.blocked)
+                              gate=faults.blocked if faults is not None else None)
         server, self.port = await start_server(self.identity, self.cfg.listen,
                                                lambda srv: srv.add_generic_rpc_handlers(
                                                    (service.generic_handler(),)))

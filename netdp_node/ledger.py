@@ -9,17 +9,29 @@ Beside the append-only view, the `custody` table holds the copies of tokens this
 must keep until the receiver handed them on (token walks, `Keep`/`Drop` actions): the same values
 the receiver saw, deleted once no longer needed.
 
-Each protocol step is written in ONE transaction (`commit`) before the message that caused it is
-acknowledged, with `PRAGMA synchronous=FULL`, so a node killed at any instant never forgets privacy
-it already spent. `entries` rows cannot be updated or deleted (SQLite triggers refuse it).
+Each protocol step is durable (`PRAGMA synchronous=FULL`) before the message that caused it is
+acknowledged and before anything it causes is sent, so a node killed at any instant never forgets
+privacy it already spent. `entries` rows cannot be updated or deleted (SQLite triggers refuse it).
+
+Group commit (`stage`): the runtime stages each protocol step; at the next iteration of the event
+loop every step staged meanwhile is written, in staging order, in ONE transaction (one fsync), and
+only then is each step's `done` callback called and its waiters released. A deferred step
+(`defer=True`: a receipt the engine lets wait, `Engine.defer_receipts`) waits for the next commit
+of a step that is not deferred, or `flush_soon`, or DEFER_MAX_S at the latest. Every other write
+(`commit`, `begin_job`, `set_job_state`) and every read first writes what is staged, so nothing is
+ever seen or written out of order; `received_digest` also sees staged steps (a re-send of a staged
+message is recognised and waits for it, `staged_future`). Another process reading the file (the
+privacy report, the audit) sees committed steps only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +39,8 @@ from typing import Any
 import numpy as np
 
 from netdp_node.errors import LedgerError
+
+log = logging.getLogger("netdp.ledger")
 
 SCHEMA_VERSION = 1
 LEDGER_FILE = "ledger.sqlite"
@@ -96,6 +110,20 @@ class Entry:
     id: int = 0
 
 
+@dataclass
+class _Step:
+    """One protocol step's ledger work (`Ledger.commit` / `Ledger.stage`)."""
+
+    entries: Sequence[Entry]
+    job_update: dict[str, Any] | None = None
+    keep: Sequence[tuple[str, str, Any, dict[str, Any]]] = ()
+    drop: Sequence[tuple[str, str]] = ()
+    # staged steps only: called (soon, on the loop) with None once written, or the LedgerError
+    done: Callable[[LedgerError | None], None] | None = None
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    loop: asyncio.AbstractEventLoop | None = None
+
+
 @dataclass(frozen=True)
 class JobRow:
     job_id: str
@@ -115,6 +143,9 @@ def _params_json(params: dict[str, Any]) -> str:
 
 class Ledger:
     """A node's ledger in `directory/ledger.sqlite`. One writer (the daemon); readers may be many."""
+
+    #: the longest a deferred step (`stage(defer=True)`) stays staged before it is committed
+    DEFER_MAX_S = 0.05
 
     def __init__(self, directory: str | Path, node_id: str, *, readonly: bool = False) -> None:
         self.directory = Path(directory)
@@ -140,6 +171,14 @@ class Ledger:
         # from the table once per job, then kept up to date by `commit` (this connection is the only
         # writer): the duplicate check of every incoming message costs no query.
         self._received: dict[str, dict[tuple[str, str, str, int, int, int], str]] = {}
+        # group commit: steps staged and not yet written, in order, and the staged step of each
+        # received message not yet written: (job, peer, kind, walk, epoch, seq, round) -> (digest,
+        # step)
+        self._staged: list[_Step] = []
+        self._staged_received: dict[tuple[str, str, str, str, int, int, int],
+                                    tuple[str, _Step]] = {}
+        self._flush_scheduled = False
+        self._deferred: asyncio.TimerHandle | None = None
 
     def _check_owner(self, node_id: str) -> str:
         row = self._db.execute("SELECT value FROM meta WHERE key='node_id'").fetchone()
@@ -162,7 +201,12 @@ class Ledger:
         return cls(directory, "", readonly=True)
 
     def close(self) -> None:
-        self._db.close()
+        """Close; staged steps are written first (if the event loop has stopped, nothing they cause
+        happens any more: as after a crash right after a commit)."""
+        try:
+            self.flush()
+        finally:
+            self._db.close()
 
     # -- transactions ---------------------------------------------------------------------------
     class _Tx:
@@ -188,48 +232,148 @@ class Ledger:
                drop: Sequence[tuple[str, str]] = ()) -> None:
         """Append `entries` (and optionally update the job's summary row, store custody copies
         `keep` = [(job_id, key, ndarray, meta)] and delete `drop` = [(job_id, key)]) in one durable
-        transaction.
+        transaction, now (after the staged steps).
 
         Raises LedgerError if a received message with the same identity is already stored (the
         runtime checks `received_digest` first, so this only fires on a race)."""
+        self.flush()
+        self._write([_Step(entries, job_update, keep, drop)])
+
+    # -- group commit ---------------------------------------------------------------------------
+    def stage(self, entries: Sequence[Entry], *, job_update: dict[str, Any] | None = None,
+              keep: Sequence[tuple[str, str, Any, dict[str, Any]]] = (),
+              drop: Sequence[tuple[str, str]] = (), defer: bool = False,
+              done: Callable[[LedgerError | None], None] | None = None) -> asyncio.Future[None]:
+        """Stage one step (the arguments of `commit`) for the next group commit. Once it is written,
+        or refused (LedgerError: then nothing of the step was written), `done(error)` is called on
+        the loop and the returned future is settled; cancelling the future (a waiter that gave up)
+        changes nothing else. The commit runs at the next iteration of the event loop, or, with
+        `defer`, at the next commit of a step that is not deferred, at `flush_soon`, or after
+        DEFER_MAX_S at the latest. Call on the event loop."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        step = _Step(list(entries), job_update, list(keep), list(drop), done, [fut], loop)
+        self._staged.append(step)
+        for e in step.entries:
+            if e.direction == "received":
+                self._staged_received[(e.job_id, e.peer, e.kind, e.walk, e.epoch, e.seq,
+                                       e.round)] = (e.digest, step)
+        if not defer:
+            self.flush_soon()
+        elif self._deferred is None:
+            self._deferred = loop.call_later(self.DEFER_MAX_S, self.flush)
+        return fut
+
+    def flush_soon(self) -> None:
+        """Commit what is staged at the next iteration of the event loop."""
+        if self._staged and not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        self.flush()
+
+    def flush(self) -> None:
+        """Write every staged step now, in one transaction, and settle their futures."""
+        batch, self._staged = self._staged, []
+        if self._deferred is not None:
+            self._deferred.cancel()
+            self._deferred = None
+        if not batch:
+            return
+        try:
+            self._write(batch)
+            errors: list[LedgerError | None] = [None] * len(batch)
+        except LedgerError:
+            # one refused step must not take the others down: each on its own
+            errors = []
+            for step in batch:
+                try:
+                    self._write([step])
+                    errors.append(None)
+                except LedgerError as e:
+                    errors.append(e)
+        for step, err in zip(batch, errors):
+            for e in step.entries:
+                if e.direction == "received":
+                    self._staged_received.pop((e.job_id, e.peer, e.kind, e.walk, e.epoch, e.seq,
+                                               e.round), None)
+            loop = step.loop
+            if loop is None or loop.is_closed():
+                continue  # (a ledger closed after its event loop: the steps are written all the same)
+            if err is not None:
+                log.error("ledger write failed (%s): %s", self.path, err)
+            if step.done is not None:
+                loop.call_soon(step.done, err)
+            for fut in step.waiters:
+                if fut.done():
+                    continue
+                if err is None:
+                    fut.set_result(None)
+                else:
+                    fut.set_exception(err)
+                    fut.exception()  # retrieved: `done` handles it; a waiter still gets it
+
+    def staged_future(self, job_id: str, peer: str,
+                      key: tuple[str, str, int, int, int]) -> asyncio.Future[None] | None:
+        """A new future settled when the staged step holding this received message is written
+        (None if it is not staged: then it is durable already)."""
+        got = self._staged_received.get((job_id, peer, *key))
+        if got is None:
+            return None
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        got[1].waiters.append(fut)
+        return fut
+
+    def _write(self, steps: Sequence[_Step]) -> None:
+        """Write `steps` in order in one durable transaction; the received-message index learns
+        their received entries once it committed."""
         now = time.time()
         try:
             with self._tx() as db:
-                if entries:
-                    db.executemany(
-                        "INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch,"
-                        " seq, round, digest, params_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                        [
-                            (e.ts or now, e.job_id, e.direction, e.event, e.peer, e.kind, e.walk,
-                             e.epoch, e.seq, e.round, e.digest, _params_json(e.params))
-                            for e in entries
-                        ],
-                    )
-                if job_update:
-                    self._update_job(db, **job_update)
-                for job_id, key in drop:
-                    db.execute("DELETE FROM custody WHERE job_id=? AND key=?", (job_id, key))
-                if keep:
-                    db.executemany(
-                        "INSERT OR REPLACE INTO custody (job_id, key, payload, shape_json,"
-                        " meta_json) VALUES (?,?,?,?,?)",
-                        [(job_id, key, np.ascontiguousarray(arr, dtype="<f8").tobytes(),
-                          json.dumps(list(np.shape(arr))), json.dumps(meta, sort_keys=True))
-                         for job_id, key, arr, meta in keep])
+                for step in steps:
+                    self._write_step(db, step, now)
         except sqlite3.IntegrityError as e:
             raise LedgerError(f"ledger refused the entries: {e}") from e
         except sqlite3.Error as e:
             raise LedgerError(f"ledger write failed ({self.path}): {e}") from e
-        for e in entries:  # committed: the duplicate index learns the received ones
-            if e.direction == "received":
-                index = self._received.get(e.job_id)
-                if index is not None:
-                    index[(e.peer, e.kind, e.walk, e.epoch, e.seq, e.round)] = e.digest
+        for step in steps:
+            for e in step.entries:  # committed: the duplicate index learns the received ones
+                if e.direction == "received":
+                    index = self._received.get(e.job_id)
+                    if index is not None:
+                        index[(e.peer, e.kind, e.walk, e.epoch, e.seq, e.round)] = e.digest
+
+    def _write_step(self, db: sqlite3.Connection, step: _Step, now: float) -> None:
+        entries, job_update, keep, drop = step.entries, step.job_update, step.keep, step.drop
+        if entries:
+            db.executemany(
+                "INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch,"
+                " seq, round, digest, params_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                [
+                    (e.ts or now, e.job_id, e.direction, e.event, e.peer, e.kind, e.walk,
+                     e.epoch, e.seq, e.round, e.digest, _params_json(e.params))
+                    for e in entries
+                ],
+            )
+        if job_update:
+            self._update_job(db, **job_update)
+        for job_id, key in drop:
+            db.execute("DELETE FROM custody WHERE job_id=? AND key=?", (job_id, key))
+        if keep:
+            db.executemany(
+                "INSERT OR REPLACE INTO custody (job_id, key, payload, shape_json,"
+                " meta_json) VALUES (?,?,?,?,?)",
+                [(job_id, key, np.ascontiguousarray(arr, dtype="<f8").tobytes(),
+                  json.dumps(list(np.shape(arr))), json.dumps(meta, sort_keys=True))
+                 for job_id, key, arr, meta in keep])
 
     def begin_job(self, job_id: str, algorithm: str, spec: dict[str, Any], contributed: bool,
                   entries: Iterable[Entry] = ()) -> bool:
         """Record that this node takes part in a job. Returns False if it was already recorded (a
         restarted node resuming), True if new."""
+        self.flush()
         with self._tx() as db:
             row = db.execute("SELECT 1 FROM jobs WHERE job_id=?", (job_id,)).fetchone()
             if row is not None:
@@ -251,6 +395,7 @@ class Ledger:
 
     def set_job_state(self, job_id: str, state: str, *, result: dict[str, Any] | None = None,
                       detail: str = "") -> None:
+        self.flush()
         with self._tx() as db:
             self._update_job(db, job_id=job_id, state=state, result=result, detail=detail)
 
@@ -267,6 +412,9 @@ class Ledger:
     # -- reading --------------------------------------------------------------------------------
     def received_digest(self, job_id: str, peer: str, key: tuple[str, str, int, int, int]) -> str | None:
         kind, walk, epoch, seq, rnd = key
+        staged = self._staged_received.get((job_id, peer, *key))
+        if staged is not None:
+            return staged[0]
         if not self.readonly:
             index = self._received.get(job_id)
             if index is None:
@@ -284,18 +432,28 @@ class Ledger:
 
     def kept(self, job_id: str) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:
         """The custody copies of a job: key -> (payload, meta)."""
+        self.flush()
         rows = self._db.execute("SELECT key, payload, shape_json, meta_json FROM custody"
                                 " WHERE job_id=? ORDER BY rowid", (job_id,)).fetchall()
         return {r[0]: (np.frombuffer(r[1], dtype="<f8").reshape(json.loads(r[2])).copy(),
                        json.loads(r[3])) for r in rows}
 
-    def entries(self, job_id: str | None = None) -> list[Entry]:
+    def entries(self, job_id: str | None = None, *,
+                events: Sequence[str] | None = None) -> list[Entry]:
+        """The view, in order: of one job, or all; only the given `events` if named."""
+        self.flush()
         q = ("SELECT id, ts, job_id, direction, event, peer, kind, walk, epoch, seq, round, digest,"
              " params_json FROM entries")
-        args: tuple[Any, ...] = ()
+        where: list[str] = []
+        args: list[Any] = []
         if job_id is not None:
-            q += " WHERE job_id=?"
-            args = (job_id,)
+            where.append("job_id=?")
+            args.append(job_id)
+        if events is not None:
+            where.append(f"event IN ({','.join('?' * len(events))})")
+            args.extend(events)
+        if where:
+            q += " WHERE " + " AND ".join(where)
         q += " ORDER BY id"
         return [
             Entry(id=r[0], ts=r[1], job_id=r[2], direction=r[3], event=r[4], peer=r[5], kind=r[6],
@@ -314,9 +472,11 @@ class Ledger:
                       result=json.loads(r[7]) if r[7] else None, detail=r[8])
 
     def jobs(self) -> list[JobRow]:
+        self.flush()
         rows = self._db.execute(self._JOB_COLUMNS + " ORDER BY started").fetchall()
         return [self._job_row(r) for r in rows]
 
     def job(self, job_id: str) -> JobRow | None:
+        self.flush()
         r = self._db.execute(self._JOB_COLUMNS + " WHERE job_id=?", (job_id,)).fetchone()
         return None if r is None else self._job_row(r)

@@ -8,9 +8,16 @@ whatever the transport (the gRPC servicer and the in-memory transport both call 
   3. recognise an exact re-send (same identity and digest: acknowledged, not applied again) and a
      conflicting one (same identity, other content: refused);
   4. let the engine decide (it may refuse, e.g. a token from a node that is not the predecessor);
-  5. write the received message, the engine's Record entries and the messages it will send in ONE
-     durable ledger transaction; only then return, which acknowledges the message;
-  6. send the engine's messages (the sender keeps them until the receiver acknowledged).
+  5. stage the received message, the engine's Record entries and the messages it will send as ONE
+     step of the ledger's group commit (`Ledger.stage`: the steps staged in one iteration of the
+     event loop share one transaction, one fsync; a receipt that only records, for an engine with
+     `defer_receipts`, waits for a later commit), release the job's lock and wait until the step
+     is durable; only then return, which acknowledges the message;
+  6. once the step is durable, and not before: send the engine's messages (the sender keeps them
+     until the receiver acknowledged), arm its timers, release its output.
+
+The steps of a job are staged under its lock and committed in staging order, so their effects
+happen in that order too.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.errors import LedgerError
 from netdp_node.faults import EXIT_CRASHED, FaultInjector
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.privacy.accountant import JobView, check_budget
@@ -33,6 +41,7 @@ from netdp_node.protocols.base import (
     Action,
     Drop,
     Engine,
+    Flush,
     JobContext,
     Keep,
     Message,
@@ -104,6 +113,7 @@ class JobRunner:
         self._tasks: set[asyncio.Task[None]] = set()
         self.steps = 0  # protocol steps this node has taken in this job
         self._deadline: asyncio.TimerHandle | None = None
+        self._finishing = False  # the step with the output is staged, not yet durable
 
     def _fault_step(self) -> None:
         """Fault injection (--fault-crash-at-step, --fault-leave-at-step): before each step."""
@@ -144,7 +154,7 @@ class JobRunner:
     async def deliver(self, sender: str, msg: Message) -> bool:
         """Handle one incoming message; returns True for an exact duplicate (not applied)."""
         async with self.lock:
-            if sender not in self.ctx.participants:
+            if sender not in self.engine.position:
                 raise Refused(RefusalCode.PERMISSION_DENIED,
                               f"{sender} is not a participant of job {self.ctx.job_id}")
             shape = self.engine.payload_shape(msg.kind)
@@ -154,23 +164,31 @@ class JobRunner:
                               f"{msg.kind} payload has shape {got}, job {self.ctx.job_id} expects "
                               f"{shape}")
             digest = msg.digest()
-            stored = self.node.ledger.received_digest(self.ctx.job_id, sender, msg.key())
+            ledger = self.node.ledger
+            stored = ledger.received_digest(self.ctx.job_id, sender, msg.key())
             if stored is not None:
-                if stored == digest:
-                    self.log.info("exact duplicate of %s %s seq=%d from %s acknowledged, not applied",
-                                  msg.kind, msg.walk, msg.seq, sender)
-                    return True
-                raise Refused(RefusalCode.ALREADY_EXISTS,
-                              f"{msg.kind} {msg.walk}/{msg.epoch} seq={msg.seq} round={msg.round} "
-                              f"from {sender} conflicts with the one already stored")
-            self._fault_step()
-            actions = self.engine.on_message(sender, msg)
-            self.steps += 1
-            received = Entry(job_id=self.ctx.job_id, direction="received", event=msg.kind,
-                             peer=sender, kind=msg.kind, walk=msg.walk, epoch=msg.epoch,
-                             seq=msg.seq, round=msg.round, digest=digest)
-            self._apply(actions, received=received)
-            return False
+                if stored != digest:
+                    raise Refused(RefusalCode.ALREADY_EXISTS,
+                                  f"{msg.kind} {msg.walk}/{msg.epoch} seq={msg.seq} "
+                                  f"round={msg.round} from {sender} conflicts with the one "
+                                  "already stored")
+                self.log.info("exact duplicate of %s %s seq=%d from %s acknowledged, not applied",
+                              msg.kind, msg.walk, msg.seq, sender)
+                # acknowledged once the original is durable (it may still be staged)
+                durable = ledger.staged_future(self.ctx.job_id, sender, msg.key())
+                duplicate = True
+            else:
+                self._fault_step()
+                actions = self.engine.on_message(sender, msg)
+                self.steps += 1
+                received = Entry(job_id=self.ctx.job_id, direction="received", event=msg.kind,
+                                 peer=sender, kind=msg.kind, walk=msg.walk, epoch=msg.epoch,
+                                 seq=msg.seq, round=msg.round, digest=digest)
+                durable = self._apply(actions, received=received)
+                duplicate = False
+        if durable is not None:  # the acknowledgement waits until the step is durable
+            await durable  # (a cancelled wait cancels only this waiter, never the step)
+        return duplicate
 
     async def on_timer(self, name: str) -> None:
         """Timers keep firing after the job is done at this node (an engine may still have to
@@ -179,8 +197,12 @@ class JobRunner:
             if self.state != "failed":
                 self._apply(self.engine.on_timer(name), received=None)
 
-    def _apply(self, actions: list[Action], received: Entry | None) -> None:
-        """Persist, then act. Synchronous: the ledger commit happens before any await."""
+    def _apply(self, actions: list[Action], received: Entry | None) -> asyncio.Future[None] | None:
+        """Persist, then act. Synchronous (call under the job's lock, or with it free): stages the
+        step in the ledger's group commit and returns the future of its durability (None when it
+        has nothing to write: then it only arms timers, at once). The step's sends, timers and
+        output take effect only once it is durable, and not at all if the write failed (the job
+        then fails)."""
         job = self.ctx.job_id
         entries: list[Entry] = [] if received is None else [received]
         sends: list[Send] = []
@@ -209,8 +231,32 @@ class JobRunner:
         if output is not None:
             update = {"job_id": job, "state": "done", "result": _result_dict(output),
                       "detail": self.detail}
-        if entries or update or keep or drop:
-            self.node.ledger.commit(entries, job_update=update, keep=keep, drop=drop)
+        ledger = self.node.ledger
+        if not (entries or update or keep or drop):
+            if any(isinstance(a, Flush) for a in actions):
+                ledger.flush_soon()
+            self._act(actions, sends, output)
+            return None
+        # a receipt the engine lets wait (it only records): committed with a later step
+        defer = (received is not None and self.engine.defer_receipts and not sends
+                 and output is None and not keep and not drop
+                 and not any(isinstance(a, (SetTimer, Flush)) for a in actions))
+        durable = ledger.stage(entries, job_update=update, keep=keep, drop=drop, defer=defer,
+                               done=lambda err: self._durable(err, actions, sends, output))
+        if output is not None:
+            self._finishing = True  # its result is on the way to the ledger: no failing now
+        return durable
+
+    def _durable(self, err: LedgerError | None, actions: list[Action], sends: list[Send],
+                 output: Output | None) -> None:
+        if err is None:
+            self._act(actions, sends, output)
+        else:  # nothing of the step happens: it was not recorded
+            self._finishing = False
+            self.fail(f"the ledger could not record a step: {err}")
+
+    def _act(self, actions: list[Action], sends: list[Send], output: Output | None) -> None:
+        """A step's effects, once it is durable."""
         for s in sends:
             self._send(s)
         for a in actions:
@@ -233,9 +279,9 @@ class JobRunner:
 
     def _send(self, s: Send) -> None:
         """Send, then tell the engine how it went (walk custody needs both outcomes). No task per
-        message: the outcome arrives as a callback on the transport's future."""
-        fut = self.node.transport.submit(s.to, self.ctx.job_id, s.msg)
-        fut.add_done_callback(lambda f: self._sent(s, f))
+        message: the transport calls back with the outcome."""
+        self.node.transport.submit(s.to, self.ctx.job_id, s.msg,
+                                   on_done=lambda f: self._sent(s, f))
 
     def _sent(self, s: Send, fut: asyncio.Future[bool]) -> None:
         if fut.cancelled():
@@ -268,14 +314,17 @@ class JobRunner:
             self.fail(f"{s.msg.kind} to {s.to} failed: {type(e).__name__}: {e}")
 
     def fail(self, reason: str) -> None:
-        if self.state != "running":
+        if self.state != "running" or self._finishing:
             return
         self.state = "failed"
         self.detail = reason
         if self._deadline is not None:
             self._deadline.cancel()
         self.log.error("job failed: %s", reason)
-        self.node.ledger.set_job_state(self.ctx.job_id, "failed", detail=reason)
+        try:
+            self.node.ledger.set_job_state(self.ctx.job_id, "failed", detail=reason)
+        except LedgerError as e:
+            self.log.error("could not record the failure in the ledger: %s", e)
         self.finished.set()
         self.node.notify_finished(self)
 

@@ -53,9 +53,14 @@ def real_contributions(entries: Iterable[Any]) -> int:
     return sum(1 for e in entries if e.event == "contribute")
 
 
+#: the only ledger events `contributions_in_result` reads
+CONTRIBUTION_EVENTS = ("contribute", "fenced")
+
+
 def contributions_in_result(entries: Iterable[Any]) -> int:
     """Data contributions of this node that the released result contains: all of them minus those
-    on branches of the walk that were fenced off after a re-route (custody)."""
+    on branches of the walk that were fenced off after a re-route (custody). Reads only the
+    CONTRIBUTION_EVENTS entries."""
     es = list(entries)
     return real_contributions(es) - sum(int(e.params.get("discarded", 0)) for e in es
                                         if e.direction == "local" and e.event == "fenced")

@@ -17,6 +17,7 @@ Actions:
     Keep(key, payload)   keep a copy (custody of a token) durably until Drop(key); in the same
                          transaction as the step's ledger entries; handed back by restore()
     Drop(key)            the copy is no longer needed
+    Flush()              make every step staged so far durable now (see `Engine.defer_receipts`)
 
 Optional hooks, for engines that need them (token walks):
     engine.on_delivered(to, msg)              -> [actions]   the receiver acknowledged `msg`
@@ -86,7 +87,7 @@ class Message:
             return cached  # type: ignore[no-any-return]
         h = hashlib.sha256()
         h.update(repr(self.key()).encode())
-        h.update(repr(sorted(self.scalars.items())).encode())
+        h.update(repr(sorted(self.scalars.items())).encode() if self.scalars else b"[]")
         if self.payload is not None:
             arr = np.ascontiguousarray(self.payload, dtype="<f8")
             h.update(repr(arr.shape).encode())
@@ -141,7 +142,13 @@ class Drop:
     key: str
 
 
-Action = Union[Send, SetTimer, Record, Output, Keep, Drop]
+@dataclass(frozen=True)
+class Flush:
+    """Make every step this node has staged durable now, which acknowledges the messages they
+    received (for an engine with `defer_receipts`: a receipt it must not keep waiting)."""
+
+
+Action = Union[Send, SetTimer, Record, Output, Keep, Drop, Flush]
 
 
 @dataclass(frozen=True)
@@ -161,6 +168,14 @@ class Engine:
     """Base class of protocol engines. Subclasses implement the three entry points."""
 
     algorithm: str = ""
+    #: Deferred receipts. False (the default): every received message is made durable, and then
+    #: acknowledged, in its own step's commit. True: a received message whose step only records
+    #: (no Send, Output, SetTimer, Keep, Drop or Flush) may wait, staged, for a later commit of this
+    #: node (shared, one fsync) before it is acknowledged: its next step that acts, an explicit
+    #: Flush, or the runtime's bound (`Ledger.DEFER_MAX_S`). Nothing it received is acknowledged
+    #: before it is durable. An engine that sets it must Flush wherever its peers may be waiting for
+    #: those acknowledgements (Muffliato: when a round's window closes).
+    defer_receipts: bool = False
 
     def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
                  contribute: bool = True) -> None:

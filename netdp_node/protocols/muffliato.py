@@ -28,7 +28,8 @@ averaged in. The acceptance window of round r closes when every neighbour's valu
 the round's timer (`round_timeout_s`) fires, whichever is first.
 
 Agreement rule (acknowledgement-based). The runtime acknowledges a message (`on_delivered`) only
-after the receiving engine accepted it and the receiving node made it durable; a refusal or giving
+after the receiving engine accepted it and the receiving node made it durable (a round's values in
+one commit, when the window closes: `defer_receipts`); a refusal or giving
 up reaches the sender as `on_undeliverable`. The edge {v, w} is REALISED in round r iff
 
     v accepted w's round-r value  AND  w accepted v's round-r value.
@@ -96,6 +97,7 @@ import numpy as np
 from netdp_node.protocols.base import (
     Action,
     Engine,
+    Flush,
     JobContext,
     Message,
     Output,
@@ -158,7 +160,7 @@ def _topology_indices(ctx: JobContext) -> list[tuple[int, int]]:
 
 def _check_payload(x: np.ndarray) -> np.ndarray:
     a = np.asarray(x, dtype=np.float64)
-    if not np.all(np.isfinite(a)):
+    if not np.isfinite(a).all():
         raise Refused(RefusalCode.INVALID_ARGUMENT, "a gossip value must be finite")
     return a
 
@@ -166,7 +168,14 @@ def _check_payload(x: np.ndarray) -> np.ndarray:
 # -- Algorithm 1 (and the gossip calls of Algorithm 3) ---------------------------------------------
 class MuffliatoSync(Engine):
     """Algorithm 1 (spec §3.1) with the network rules of the module docstring; `calls` gossip calls
-    of T rounds each (1 for averaging). Subclasses choose each call's input (`call_input`)."""
+    of T rounds each (1 for averaging). Subclasses choose each call's input (`call_input`).
+
+    Receipts are deferred (`defer_receipts`): the values of a round are made durable together, in
+    one commit, when the round's window closes (`Flush`) or when the round finishes, and only then
+    acknowledged; a node's acknowledgements are what its neighbours wait for to finish the round.
+    """
+
+    defer_receipts = True
 
     algorithm = "muffliato"
 
@@ -281,6 +290,8 @@ class MuffliatoSync(Engine):
             out = self.outcome.get(self.r, {})
             sent = self.sent.get(self.r, set())
             if self.closed < self.r or any(w not in out for w in sent):
+                if self.closed >= self.r:  # the neighbours wait for our acknowledgements now
+                    actions.append(Flush())
                 return actions
             got = self.inbox.pop(self.r, {})
             self.outcome.pop(self.r, None)
@@ -321,8 +332,8 @@ class MuffliatoSync(Engine):
         self.done = True
         self.r = self.total
         scalars = {f"{r}:{w}": 1.0 for r, R in enumerate(self.realised) for w in R}
-        actions: list[Action] = [Send(v, Message(SCHEDULE, scalars=scalars))
-                                 for v in self.ids if v != self.ctx.me]
+        schedule = Message(SCHEDULE, scalars=scalars)  # one message (digest, encoding), everyone
+        actions: list[Action] = [Send(v, schedule) for v in self.ids if v != self.ctx.me]
         return actions + [self.output()]
 
     def output(self) -> Output:
@@ -589,8 +600,8 @@ class MuffliatoRandom(Engine):
         self.done = True
         scalars = {f"{i}:{a}:{k}:{b}": (1.0 if c else 0.0)
                    for i, (a, k, b, c) in enumerate(self.log)}
-        actions: list[Action] = [Send(v, Message(SCHEDULE, scalars=scalars))
-                                 for v in self.ids if v != self.ctx.me]
+        schedule = Message(SCHEDULE, scalars=scalars)  # one message (digest, encoding), everyone
+        actions: list[Action] = [Send(v, schedule) for v in self.ids if v != self.ctx.me]
         return actions + [Output(value=self.x.copy(), info={
             "activations": [[self.ids[a], k, self.ids[b], c] for a, k, b, c in self.log],
             "committed": sum(1 for *_, c in self.log if c), "ticks": self.ticks})]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+from collections.abc import Callable
 
 from netdp_node.protocols.base import Message
 
@@ -30,11 +31,16 @@ class Transport(abc.ABC):
     async def send(self, to: str, job_id: str, msg: Message) -> bool:
         """Returns True if the receiver reported the message as an exact duplicate."""
 
-    def submit(self, to: str, job_id: str, msg: Message) -> asyncio.Future[bool]:
-        """`send` as a future, started now (call on the event loop). Calls to `submit` are
-        delivered in call order, as `send` calls are. Transports may override it to avoid a task
-        per message."""
-        return asyncio.ensure_future(self.send(to, job_id, msg))
+    def submit(self, to: str, job_id: str, msg: Message,
+               on_done: Callable[[asyncio.Future[bool]], None] | None = None) -> asyncio.Future[bool]:
+        """`send` as a future, started now (call on the event loop); `on_done(future)` is called
+        once it is done. Calls to `submit` are delivered in call order, as `send` calls are.
+        Transports may override it to avoid a task per message, and call `on_done` directly
+        (not through the loop) as soon as the outcome is known."""
+        fut = asyncio.ensure_future(self.send(to, job_id, msg))
+        if on_done is not None:
+            fut.add_done_callback(on_done)
+        return fut
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         return None

@@ -148,7 +148,7 @@ class PeerService:
         self.status = status
         self.policy = policy
         # Fault injection: why traffic from a peer is refused right now (offline, partition), or None.
-        self.gate = gate or (lambda peer: None)
+        self.gate = gate
         self.log = logging.LoggerAdapter(log, {})
 
     def generic_handler(self) -> grpc.GenericRpcHandler:
@@ -214,7 +214,7 @@ class PeerService:
         """Fault-injection gate, then `_process`; an unavailable node aborts the call."""
         from netdp_node.runtime import NodeUnavailable
 
-        blocked = self.gate(who.node_id)
+        blocked = self.gate(who.node_id) if self.gate is not None else None
         if blocked:
             await self._unavailable(context, blocked)
         try:
@@ -277,6 +277,23 @@ PERMANENT = {"PERMISSION_DENIED", "INVALID_ARGUMENT", "FAILED_PRECONDITION", "AL
              "UNAUTHENTICATED", "RESOURCE_EXHAUSTED"}
 
 
+def _settle(entry: tuple[Any, asyncio.Future[bool], Callable[[asyncio.Future[bool]], None] | None],
+            duplicate: bool, error: DeliveryError | None) -> None:
+    """A pending message's outcome: its future, then its `on_done`, at once (no loop callback)."""
+    _, fut, on_done = entry
+    if fut.done():
+        return
+    if error is None:
+        fut.set_result(duplicate)
+    else:
+        fut.set_exception(error)
+    if on_done is not None:
+        try:
+            on_done(fut)
+        except Exception:  # noqa: BLE001 - the sender's bug must not break the link
+            log.exception("outcome callback of a message failed")
+
+
 class Link:
     """One peer: a long-lived bidirectional stream with pipelined, in-order acknowledged envelopes.
 
@@ -291,18 +308,21 @@ class Link:
         self.address = address
         self.channel: grpc.aio.Channel | None = None
         self.next_id = 1
-        self.pending: dict[int, tuple[peer_pb2.Envelope, asyncio.Future[bool]]] = {}
+        # msg_id -> (envelope, its future, called with the future once it is done)
+        self.pending: dict[int, tuple[peer_pb2.Envelope, asyncio.Future[bool],
+                                      Callable[[asyncio.Future[bool]], None] | None]] = {}
         self.queue: asyncio.Queue[int] = asyncio.Queue()
         self.work = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.not_found_retries: dict[int, int] = {}
         self.progress = False  # an ack arrived since the last failure
 
-    def submit(self, env: peer_pb2.Envelope) -> asyncio.Future[bool]:
+    def submit(self, env: peer_pb2.Envelope,
+               on_done: Callable[[asyncio.Future[bool]], None] | None = None) -> asyncio.Future[bool]:
         env.msg_id = self.next_id
         self.next_id += 1
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.pending[env.msg_id] = (env, fut)
+        self.pending[env.msg_id] = (env, fut, on_done)
         self.queue.put_nowait(env.msg_id)
         self.work.set()
         if self.task is None or self.task.done():
@@ -408,11 +428,9 @@ class Link:
         if entry is None:
             return
         self.progress = True
-        fut = entry[1]
         if ack.code == 0:
             del self.pending[ack.msg_id]
-            if not fut.done():
-                fut.set_result(ack.duplicate)
+            _settle(entry, ack.duplicate, None)
             return
         code = status_code(ack.code).name
         tries = self.not_found_retries.get(ack.msg_id, 0)
@@ -422,14 +440,13 @@ class Link:
             loop.call_later(0.25, self.queue.put_nowait, ack.msg_id)
             return
         del self.pending[ack.msg_id]
-        if not fut.done():
-            fut.set_exception(DeliveryError(self.peer, code, ack.detail))
+        _settle(entry, False, DeliveryError(self.peer, code, ack.detail))
 
     def _fail_all(self, code: str, detail: str) -> None:
-        for _, fut in self.pending.values():
-            if not fut.done():
-                fut.set_exception(DeliveryError(self.peer, code, detail))
-        self.pending.clear()
+        entries = list(self.pending.values())
+        self.pending.clear()  # (an on_done may submit again)
+        for entry in entries:
+            _settle(entry, False, DeliveryError(self.peer, code, detail))
 
     async def close(self) -> None:
         if self.task is not None:
@@ -468,17 +485,21 @@ class GrpcTransport(Transport):
     async def send(self, to: str, job_id: str, msg: Message) -> bool:
         return await self.submit(to, job_id, msg)
 
-    def submit(self, to: str, job_id: str, msg: Message) -> asyncio.Future[bool]:
-        """Queue the message on the peer's link; the future is its acknowledgement (no task)."""
+    def submit(self, to: str, job_id: str, msg: Message,
+               on_done: Callable[[asyncio.Future[bool]], None] | None = None) -> asyncio.Future[bool]:
+        """Queue the message on the peer's link; the future is its acknowledgement (no task), and
+        `on_done` is called from the link as soon as it is known."""
         link = self.links.get(to)
         if link is None:
             addr = self.addresses.get(to)
             if addr is None:
                 fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
                 fut.set_exception(DeliveryError(to, "UNAVAILABLE", f"no address known for {to}"))
+                if on_done is not None:
+                    fut.add_done_callback(on_done)  # later: the caller is still sending
                 return fut
             link = self.links[to] = Link(self, to, addr)
-        return link.submit(message_to_envelope(job_id, msg))
+        return link.submit(message_to_envelope(job_id, msg), on_done)
 
     async def close(self) -> None:
         await asyncio.gather(*(link.close() for link in self.links.values()),

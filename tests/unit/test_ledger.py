@@ -26,6 +26,8 @@ def test_commit_and_read_back(tmp_path):
     es = ro.entries("j")
     assert [e.event for e in es] == ["token", "contribute"]
     assert es[1].params == {"sigma": 2.0, "data": True}
+    assert [e.event for e in ro.entries("j", events=("contribute", "fenced"))] == ["contribute"]
+    assert ro.entries("other", events=("token",)) == []
     assert ro.received_digest("j", "n2", ("token", "ring", 0, 1, 0)) == "abc"
     assert ro.received_digest("j", "n2", ("token", "ring", 0, 2, 0)) is None
     job = ro.job("j")

@@ -1,0 +1,180 @@
+"""The ledger's group commit and deferred receipts (netdp_node/ledger.py `stage`, runtime step 5).
+
+The invariant under test: a message is acknowledged (its `handle` returns), and anything its step
+causes is sent, only once the step is durable in the SQLite file; steps that are ready together,
+and the receipts an engine lets wait (`Engine.defer_receipts`), share one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness import contexts, make_net
+from netdp_node.ledger import Entry, Ledger
+from netdp_node.protocols import ALGORITHMS, Algorithm, get_algorithm
+from netdp_node.protocols.base import Engine, Flush, JobContext, Message, Record
+from netdp_node.runtime import NodeRuntime
+from netdp_node.transport.memory import MemoryNetwork
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def count_commits(ledger: Ledger) -> list[int]:
+    """Counts the COMMIT statements the ledger's connection executes (SQLite's own trace)."""
+    n = [0]
+    ledger._db.set_trace_callback(lambda sql: n.__setitem__(0, n[0] + (sql == "COMMIT")))
+    return n
+
+
+def durable_entries(directory: Path, job: str) -> list[Entry]:
+    """What another process would read from the file now (a separate read-only connection)."""
+    reader = Ledger.open_readonly(directory)
+    try:
+        return reader.entries(job)
+    finally:
+        reader.close()
+
+
+def received(entries: list[Entry]) -> list[Entry]:
+    return [e for e in entries if e.direction == "received"]
+
+
+async def test_steps_staged_together_share_one_commit(tmp_path):
+    led = Ledger(tmp_path, "n0")
+    commits = count_commits(led)
+    futs = [led.stage([Entry(job_id="j", direction="local", event=f"e{i}")]) for i in range(3)]
+    futs.append(led.stage([Entry(job_id="j", direction="received", event="value", peer="n1",
+                                 kind="value", round=i, digest="d") for i in range(2)], defer=True))
+    assert durable_entries(tmp_path, "j") == []  # staged: not in the file yet
+    await asyncio.wait_for(asyncio.gather(*futs), 5)
+    assert commits[0] == 1
+    assert [e.event for e in durable_entries(tmp_path, "j")] == ["e0", "e1", "e2", "value", "value"]
+    led.close()
+
+
+async def test_a_deferred_step_waits_for_a_later_commit_or_the_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(Ledger, "DEFER_MAX_S", 0.3)
+    led = Ledger(tmp_path, "n0")
+    commits = count_commits(led)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    late = led.stage([Entry(job_id="j", direction="local", event="late")], defer=True)
+    await asyncio.sleep(0.05)
+    assert not late.done() and durable_entries(tmp_path, "j") == [] and commits[0] == 0
+    await asyncio.wait_for(late, 5)  # the bound
+    assert loop.time() - t0 >= 0.3 - 1e-3 and commits[0] == 1
+    # a deferred step is written with the next step that is not deferred, in staging order
+    waiting = led.stage([Entry(job_id="j", direction="local", event="waits")], defer=True)
+    now = led.stage([Entry(job_id="j", direction="local", event="now")])
+    await asyncio.wait_for(now, 1)
+    assert waiting.done() and commits[0] == 2
+    # ... or at flush_soon
+    third = led.stage([Entry(job_id="j", direction="local", event="third")], defer=True)
+    led.flush_soon()
+    await asyncio.wait_for(third, 0.2)
+    assert [e.event for e in durable_entries(tmp_path, "j")] == ["late", "waits", "now", "third"]
+    # a read on the writer's connection sees everything staged (it commits first)
+    led.stage([Entry(job_id="j", direction="local", event="read")], defer=True)
+    assert led.entries("j")[-1].event == "read"
+    led.close()
+
+
+class _Deferring(Engine):
+    """Receives values and only records; flushes when told to by a `flush` message."""
+
+    algorithm = "test-deferring"
+    defer_receipts = True
+
+    def start(self):
+        return []
+
+    def on_message(self, sender, msg):
+        return [Flush()] if msg.kind == "flush" else [Record("got", peer=sender)]
+
+
+@pytest.fixture
+def deferring_node(tmp_path, monkeypatch):
+    monkeypatch.setitem(ALGORITHMS, "test-deferring",
+                        Algorithm("test-deferring", _Deferring, lambda p, n: p, "complete"))
+    monkeypatch.setattr(Ledger, "DEFER_MAX_S", 30.0)  # only a Flush commits in these tests
+    ledger = Ledger(tmp_path, "a")
+    node = NodeRuntime("a", ledger, MemoryNetwork().transport("a"))
+    ctx = JobContext("j", "test-deferring", "a", ("a", "b", "c"), {}, 1)
+    return node, ledger, ctx, tmp_path
+
+
+async def test_a_deferred_receipt_is_acknowledged_only_once_durable(deferring_node):
+    node, ledger, ctx, directory = deferring_node
+    await node.add_job(ctx)
+    commits = count_commits(ledger)
+    first = asyncio.ensure_future(node.handle("b", "j", Message("value", round=0)))
+    second = asyncio.ensure_future(node.handle("c", "j", Message("value", round=0)))
+    # a re-send of a staged message is recognised; it is acknowledged with the original
+    again = asyncio.ensure_future(node.handle("b", "j", Message("value", round=0)))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not (first.done() or second.done() or again.done())  # no acknowledgement yet
+    assert received(durable_entries(directory, "j")) == [] and commits[0] == 0
+    await asyncio.wait_for(node.handle("b", "j", Message("flush")), 5)
+    assert await first is False and await second is False and await again is True
+    assert commits[0] == 1  # the two receipts and the flush step: one transaction
+    got = received(durable_entries(directory, "j"))
+    assert sorted((e.peer, e.kind) for e in got) == [("b", "flush"), ("b", "value"),
+                                                      ("c", "value")]
+    node.jobs["j"].finished.set()
+    await node.close()
+    ledger.close()
+
+
+async def test_a_crash_before_the_commit_loses_only_unacknowledged_receipts(deferring_node):
+    node, ledger, ctx, directory = deferring_node
+    await node.add_job(ctx)
+    await asyncio.wait_for(node.handle("b", "j", Message("flush")), 5)  # acknowledged: durable
+    pending = asyncio.ensure_future(node.handle("c", "j", Message("value", round=3)))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not pending.done()
+    # the process dies here: the staged step never reaches the file, and was never acknowledged
+    ledger._staged.clear()
+    pending.cancel()
+    ledger.close()
+    after = Ledger(directory, "a")
+    try:
+        got = received(after.entries("j"))
+        assert [(e.peer, e.kind) for e in got] == [("b", "flush")]
+        # the sender re-sends the unacknowledged message; it is new to the restarted node
+        assert after.received_digest("j", "c", Message("value", round=3).key()) is None
+    finally:
+        after.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "grpc"])
+async def test_muffliato_round_values_share_commits(tmp_path, kind):
+    """Muffliato defers its receipts: a round's values are committed together when its window
+    closes, so a node commits about twice per round instead of once per value plus once per
+    round; the job's result and every received value are in the ledgers all the same."""
+    ids = [f"n{i}" for i in range(8)]
+    T = 12
+    params = get_algorithm("muffliato").prepare(
+        {"graph": "hypercube", "T": T, "sigma": 0.5, "clip": 10.0}, len(ids))
+    data = {v: np.array([float(i)]) for i, v in enumerate(ids)}
+    net = await make_net(kind, ids, tmp_path, data=data, seed=3)
+    try:
+        commits = {v: count_commits(net.ledger(v)) for v in ids}
+        await net.run_job(contexts("j", "muffliato", ids, params, seed=3), timeout=40)
+        for v in ids:
+            entries = net.ledger(v).entries("j")
+            values = [e for e in received(entries) if e.kind == "value"]
+            rounds = [e for e in entries if e.event == "round"]
+            assert len(rounds) == T and len(values) == 3 * T  # hypercube of 8: degree 3
+            steps = len(values) + len(rounds)
+            assert commits[v][0] < 0.75 * steps, (v, commits[v][0], steps)
+        mean = np.mean([net.nodes[v].jobs["j"].output.value[0] for v in ids])
+        assert math.isfinite(mean)
+    finally:
+        await net.close()
