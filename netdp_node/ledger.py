@@ -261,7 +261,7 @@ class Ledger:
         if not defer:
             self.flush_soon()
         elif self._deferred is None:
-            self._deferred = loop.call_later(self.DEFER_MAX_S, self.flush)
+            self._deferred = loop.call_later(self.DEFER_MAX_S, self._deferred_flush)
         return fut
 
     def flush_soon(self) -> None:
@@ -272,10 +272,16 @@ class Ledger:
 
     def _scheduled_flush(self) -> None:
         self._flush_scheduled = False
-        self.flush()
+        self.flush(direct=True)
 
-    def flush(self) -> None:
-        """Write every staged step now, in one transaction, and settle their futures."""
+    def _deferred_flush(self) -> None:
+        self._deferred = None
+        self.flush(direct=True)
+
+    def flush(self, *, direct: bool = False) -> None:
+        """Write every staged step now, in one transaction, and settle their futures. Each step's
+        `done` is called through the loop; `direct` (the loop's own flush callbacks, which run
+        nothing else) calls it at once, saving a loop callback per step."""
         batch, self._staged = self._staged, []
         if self._deferred is not None:
             self._deferred.cancel()
@@ -305,7 +311,13 @@ class Ledger:
             if err is not None:
                 log.error("ledger write failed (%s): %s", self.path, err)
             if step.done is not None:
-                loop.call_soon(step.done, err)
+                if direct:
+                    try:
+                        step.done(err)
+                    except Exception:  # noqa: BLE001 - as the loop would: log it, go on
+                        log.exception("a staged step's callback failed")
+                else:
+                    loop.call_soon(step.done, err)
             for fut in step.waiters:
                 if fut.done():
                     continue

@@ -381,14 +381,21 @@ class MuffliatoSync(Engine):
         if sender in self.schedules:
             raise Refused(RefusalCode.FAILED_PRECONDITION, f"second schedule from {sender}")
         rounds: dict[int, list[str]] = {}
-        for k in msg.scalars:
+        ids, total, n = self.ids, self.total, self.n
+        for k in msg.scalars:  # "round:neighbour index", T·d of them
+            rs, sep, ws = k.partition(":")
             try:
-                r, w = (int(s) for s in k.split(":"))
+                r, w = int(rs), int(ws)
             except ValueError:
-                raise Refused(RefusalCode.INVALID_ARGUMENT, f"bad schedule key {k!r}") from None
-            if not (0 <= r < self.total and 0 <= w < self.n):
-                raise Refused(RefusalCode.INVALID_ARGUMENT, f"schedule key {k!r} out of range")
-            rounds.setdefault(r, []).append(self.ids[w])
+                r = w = -1
+            if not (sep and 0 <= r < total and 0 <= w < n):
+                raise Refused(RefusalCode.INVALID_ARGUMENT,
+                              f"bad schedule key {k!r} (round:neighbour within the job)")
+            got = rounds.get(r)
+            if got is None:
+                rounds[r] = [ids[w]]
+            else:
+                got.append(ids[w])
         self.schedules[sender] = rounds
         return [Record("schedule", peer=sender,
                        params={"realised": {str(r): sorted(v) for r, v in sorted(rounds.items())}})]
