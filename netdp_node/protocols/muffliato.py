@@ -78,7 +78,9 @@ takes its mass with it. The output lists, per neighbour, the rounds in which the
 realise (`missing`), and the realised neighbours of every round.
 
 Publication of the schedule: at the end each node sends its realised neighbourhoods (`schedule`
-message, public scalars) to every participant, which records them ("schedule" ledger event). With
+message: as public scalars "round:neighbour", the edges of its public graph that did NOT realise, so
+it is empty without drops) to every participant, which rebuilds and records them ("schedule" ledger
+event, the realised neighbours of every round). With
 those of every participant (or at least one end of every realised edge) the accountant rebuilds the
 realised schedule; before that, or if some never arrive, it reports the local-DP level.
 
@@ -196,6 +198,7 @@ class MuffliatoSync(Engine):
         if self.total > _MAX_ROUNDS:
             raise ValueError(f"T × calls = {self.total} rounds is more than {_MAX_ROUNDS}")
         self._graphs: dict[int, tuple[list[int], dict[int, float]]] = {}
+        self._adjacency: dict[int, list[list[int]]] = {}  # every node's public neighbours, by call
         # -- state --
         self.r = -1  # current round (global over calls); -1 before start
         self.x = np.zeros(self.dim)  # x^t of the current round
@@ -212,6 +215,23 @@ class MuffliatoSync(Engine):
         self.schedules: dict[str, Any] = {}
 
     # -- public graph of the call of round r ----------------------------------------------------
+    def _neighbours(self, v: int, call: int) -> list[int]:
+        """Participant v's neighbours (indices, sorted) in call `call`'s public graph (cached)."""
+        key = call if self.ctx.params.get("graph") == "er" else 0
+        adj = self._adjacency.get(key)
+        if adj is None:
+            adj = [[] for _ in range(self.n)]
+            for a, b in public_graph(self.ctx.params, self.n, self.ctx.public_seed, key,
+                                     self.topology):
+                adj[a].append(b)
+                adj[b].append(a)
+            for row in adj:
+                row.sort()
+            self._adjacency[key] = adj
+            if len(self._adjacency) > 4:
+                self._adjacency.pop(next(iter(self._adjacency)))
+        return adj[v]
+
     def graph(self, call: int) -> tuple[list[int], dict[int, float]]:
         """(neighbours of this node, {neighbour: W_vw}) in call `call`'s public graph (cached)."""
         key = call if self.ctx.params.get("graph") == "er" else 0
@@ -331,7 +351,12 @@ class MuffliatoSync(Engine):
     def _finish(self) -> list[Action]:
         self.done = True
         self.r = self.total
-        scalars = {f"{r}:{w}": 1.0 for r, R in enumerate(self.realised) for w in R}
+        # the edges of this node's public graph that did NOT realise ("round:neighbour"): empty
+        # without drops; the receivers rebuild the realised ones from the public graph
+        scalars: dict[str, float] = {}
+        for r, R in enumerate(self.realised):
+            nb, _ = self.graph(r // self.T)
+            scalars.update((f"{r}:{w}", 0.0) for w in nb if w not in R)
         schedule = Message(SCHEDULE, scalars=scalars)  # one message (digest, encoding), everyone
         actions: list[Action] = [Send(v, schedule) for v in self.ids if v != self.ctx.me]
         return actions + [self.output()]
@@ -380,22 +405,28 @@ class MuffliatoSync(Engine):
     def _on_schedule(self, sender: str, msg: Message) -> list[Action]:
         if sender in self.schedules:
             raise Refused(RefusalCode.FAILED_PRECONDITION, f"second schedule from {sender}")
-        rounds: dict[int, list[str]] = {}
-        ids, total, n = self.ids, self.total, self.n
-        for k in msg.scalars:  # "round:neighbour index", T·d of them
+        s = self.position[sender]
+        missing: set[tuple[int, int]] = set()
+        for k in msg.scalars:  # "round:neighbour index" of each public edge that did not realise
             rs, sep, ws = k.partition(":")
             try:
                 r, w = int(rs), int(ws)
             except ValueError:
                 r = w = -1
-            if not (sep and 0 <= r < total and 0 <= w < n):
+            if not (sep and 0 <= r < self.total and 0 <= w < self.n):
                 raise Refused(RefusalCode.INVALID_ARGUMENT,
                               f"bad schedule key {k!r} (round:neighbour within the job)")
-            got = rounds.get(r)
-            if got is None:
-                rounds[r] = [ids[w]]
-            else:
-                got.append(ids[w])
+            if w not in self._neighbours(s, r // self.T):
+                raise Refused(RefusalCode.INVALID_ARGUMENT,
+                              f"schedule key {k!r}: not an edge of {sender} in that round")
+            missing.add((r, w))
+        rounds: dict[int, list[str]] = {}
+        for call in range(-(-self.total // self.T)):
+            nb = self._neighbours(s, call)
+            for r in range(call * self.T, min((call + 1) * self.T, self.total)):
+                R = [self.ids[w] for w in nb if (r, w) not in missing]
+                if R:
+                    rounds[r] = R
         self.schedules[sender] = rounds
         return [Record("schedule", peer=sender,
                        params={"realised": {str(r): sorted(v) for r, v in sorted(rounds.items())}})]

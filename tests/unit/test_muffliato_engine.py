@@ -322,6 +322,32 @@ def test_accountant_rebuilds_the_realised_schedule_with_drops():
     assert all("disagree" in x.method for x in acc.losses(spec, bad, "n2").values())
 
 
+def test_published_schedule_names_the_edges_that_did_not_realise():
+    """The schedule message lists only the sender's public edges that did NOT realise (empty
+    without drops); a receiver rebuilds the realised neighbourhoods from the public graph."""
+    n = 6
+    ids = _ids(n)
+    p = get_algorithm("muffliato").prepare({"graph": "ring", "T": 3, "sigma": 1.0}, n)
+    eng = _engines(n, p, {v: np.array([0.1]) for v in ids})
+    a, b = eng["n0"], eng["n2"]
+    a.realised = [[1, 5], [1], []]  # round 1: n5 dropped; round 2: both
+    msg = next(x.msg for x in a._finish() if isinstance(x, Send))
+    assert set(msg.scalars) == {"1:5", "2:1", "2:5"}
+    rec = b.on_message("n0", msg)
+    assert [(x.event, x.peer, x.params) for x in rec] == [
+        ("schedule", "n0", {"realised": {"0": ["n1", "n5"], "1": ["n1"]}})]
+    full = eng["n3"]
+    a2 = eng["n4"]
+    a2.realised = [[3, 5]] * 3
+    msg2 = next(x.msg for x in a2._finish() if isinstance(x, Send))
+    assert msg2.scalars == {}  # no drop: an empty schedule
+    assert full.on_message("n4", msg2)[0].params["realised"] == {
+        str(r): ["n3", "n5"] for r in range(3)}
+    with pytest.raises(Refused) as ex:  # n0 and n3 are not neighbours on the ring
+        eng["n1"].on_message("n0", Message(SCHEDULE, scalars={"0:3": 0.0}))
+    assert ex.value.code is RefusalCode.INVALID_ARGUMENT and "not an edge" in ex.value.reason
+
+
 def test_refuses_late_duplicate_foreign_and_non_neighbour_values():
     n = 6
     ids = _ids(n)
