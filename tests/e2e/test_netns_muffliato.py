@@ -71,8 +71,11 @@ def test_muffliato_survives_a_partition_and_a_permanent_loss(netns_cluster):
         late = [r["round"] for r in rounds(c, nb, job) if "node-5" in r["late_or_lost"]]
         assert late and late == list(range(late[0], T)), (nb, late)
 
-    # every survivor's output against the realised schedule rebuilt from a survivor's ledger
+    # every survivor's output against the realised schedule rebuilt from a survivor's ledger; the
+    # schedules are published after the outputs: wait (bounded) until node-1 has enough of them
     spec = c.job_row("node-1", job).spec
+    wait_until(lambda: sync_schedules(spec, c.entries("node-1", job), "node-1")[0] is not None,
+               30, "node-1 to record the survivors' schedules", interval=0.2)
     (sched,), why = sync_schedules(spec, c.entries("node-1", job), "node-1")
     assert why == "", why
     ids = list(spec["participants"])
