@@ -1,6 +1,6 @@
 """Networked Muffliato against a bare grpc.aio run of the same message pattern (issue 5, Performance).
 
-    python benchmarks/bench_muffliato_net.py            # n = 16, T = 100, 3 repetitions of each
+    python benchmarks/bench_muffliato_net.py            # n = 16, T = 100, 5 repetitions of each
     python benchmarks/bench_muffliato_net.py --quick    # n = 4, T = 5, 1 repetition (smoke test)
 
 In one run, with the same certificates and the same public graph:
@@ -58,7 +58,7 @@ from netdp_node.protocols.muffliato import degrees, public_graph
 RESULTS = HERE / "results"
 BARE = HERE / "muff_bare_node.py"
 TARGET_RATIO = 0.5
-FULL = {"nodes": 16, "T": 100, "reps": 3, "timeout": 300.0, "whatif": True}
+FULL = {"nodes": 16, "T": 100, "reps": 5, "timeout": 300.0, "whatif": True}
 QUICK = {"nodes": 4, "T": 5, "reps": 1, "timeout": 60.0, "whatif": False}
 
 
