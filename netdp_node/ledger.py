@@ -137,6 +137,11 @@ class JobRow:
     detail: str
 
 
+def _identity(e: Entry) -> tuple[str, str, str, int, int, int]:
+    """A received message's identity within its job: (peer, kind, walk, epoch, seq, round)."""
+    return (e.peer, e.kind, e.walk, e.epoch, e.seq, e.round)
+
+
 def _params_json(params: dict[str, Any]) -> str:
     return json.dumps(params, sort_keys=True) if params else "{}"
 
@@ -256,8 +261,7 @@ class Ledger:
         self._staged.append(step)
         for e in step.entries:
             if e.direction == "received":
-                self._staged_received[(e.job_id, e.peer, e.kind, e.walk, e.epoch, e.seq,
-                                       e.round)] = (e.digest, step)
+                self._staged_received[(e.job_id, *_identity(e))] = (e.digest, step)
         if not defer:
             self.flush_soon()
         elif self._deferred is None:
@@ -303,8 +307,7 @@ class Ledger:
         for step, err in zip(batch, errors):
             for e in step.entries:
                 if e.direction == "received":
-                    self._staged_received.pop((e.job_id, e.peer, e.kind, e.walk, e.epoch, e.seq,
-                                               e.round), None)
+                    self._staged_received.pop((e.job_id, *_identity(e)), None)
             loop = step.loop
             if loop is None or loop.is_closed():
                 continue  # (a ledger closed after its event loop: the steps are written all the same)
@@ -314,7 +317,7 @@ class Ledger:
                 if direct:
                     try:
                         step.done(err)
-                    except Exception:  # noqa: BLE001 - as the loop would: log it, go on
+                    except Exception:  # as the loop would: log it, go on
                         log.exception("a staged step's callback failed")
                 else:
                     loop.call_soon(step.done, err)
@@ -355,7 +358,7 @@ class Ledger:
                 if e.direction == "received":
                     index = self._received.get(e.job_id)
                     if index is not None:
-                        index[(e.peer, e.kind, e.walk, e.epoch, e.seq, e.round)] = e.digest
+                        index[_identity(e)] = e.digest
 
     def _write_step(self, db: sqlite3.Connection, step: _Step, now: float) -> None:
         entries, job_update, keep, drop = step.entries, step.job_update, step.keep, step.drop

@@ -236,11 +236,9 @@ class MuffliatoSync(Engine):
         """(neighbours of this node, {neighbour: W_vw}) in call `call`'s public graph (cached)."""
         key = call if self.ctx.params.get("graph") == "er" else 0
         if key not in self._graphs:
-            edges = public_graph(self.ctx.params, self.n, self.ctx.public_seed, key,
-                                 self.topology)
-            d = degrees(self.n, edges)
-            nb = sorted(b if a == self.me else a for a, b in edges if self.me in (a, b))
-            self._graphs[key] = (nb, {w: 1.0 / (1 + max(d[self.me], d[w])) for w in nb})
+            nb = self._neighbours(self.me, key)
+            adj = self._adjacency[key]
+            self._graphs[key] = (nb, {w: 1.0 / (1 + max(len(nb), len(adj[w]))) for w in nb})
             if len(self._graphs) > 4:
                 self._graphs.pop(next(iter(self._graphs)))
         return self._graphs[key]

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
-
 from harness import contexts, make_net
+
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.protocols import ALGORITHMS, Algorithm, get_algorithm
 from netdp_node.protocols.base import Engine, Flush, JobContext, Message, Record
@@ -31,33 +30,24 @@ def count_commits(ledger: Ledger) -> list[int]:
     return n
 
 
-def durable_entries(directory: Path, job: str) -> list[Entry]:
-    """What another process would read from the file now (a separate read-only connection)."""
-    reader = Ledger.open_readonly(directory)
-    try:
-        return reader.entries(job)
-    finally:
-        reader.close()
-
-
 def received(entries: list[Entry]) -> list[Entry]:
     return [e for e in entries if e.direction == "received"]
 
 
-async def test_steps_staged_together_share_one_commit(tmp_path):
+async def test_steps_staged_together_share_one_commit(tmp_path, nd):
     led = Ledger(tmp_path, "n0")
     commits = count_commits(led)
     futs = [led.stage([Entry(job_id="j", direction="local", event=f"e{i}")]) for i in range(3)]
     futs.append(led.stage([Entry(job_id="j", direction="received", event="value", peer="n1",
                                  kind="value", round=i, digest="d") for i in range(2)], defer=True))
-    assert durable_entries(tmp_path, "j") == []  # staged: not in the file yet
+    assert nd.entries(tmp_path, "j") == []  # staged: not in the file yet
     await asyncio.wait_for(asyncio.gather(*futs), 5)
     assert commits[0] == 1
-    assert [e.event for e in durable_entries(tmp_path, "j")] == ["e0", "e1", "e2", "value", "value"]
+    assert [e.event for e in nd.entries(tmp_path, "j")] == ["e0", "e1", "e2", "value", "value"]
     led.close()
 
 
-async def test_a_deferred_step_waits_for_a_later_commit_or_the_bound(tmp_path, monkeypatch):
+async def test_a_deferred_step_waits_for_a_later_commit_or_the_bound(tmp_path, monkeypatch, nd):
     monkeypatch.setattr(Ledger, "DEFER_MAX_S", 0.3)
     led = Ledger(tmp_path, "n0")
     commits = count_commits(led)
@@ -65,7 +55,7 @@ async def test_a_deferred_step_waits_for_a_later_commit_or_the_bound(tmp_path, m
     t0 = loop.time()
     late = led.stage([Entry(job_id="j", direction="local", event="late")], defer=True)
     await asyncio.sleep(0.05)
-    assert not late.done() and durable_entries(tmp_path, "j") == [] and commits[0] == 0
+    assert not late.done() and nd.entries(tmp_path, "j") == [] and commits[0] == 0
     await asyncio.wait_for(late, 5)  # the bound
     assert loop.time() - t0 >= 0.3 - 1e-3 and commits[0] == 1
     # a deferred step is written with the next step that is not deferred, in staging order
@@ -77,7 +67,7 @@ async def test_a_deferred_step_waits_for_a_later_commit_or_the_bound(tmp_path, m
     third = led.stage([Entry(job_id="j", direction="local", event="third")], defer=True)
     led.flush_soon()
     await asyncio.wait_for(third, 0.2)
-    assert [e.event for e in durable_entries(tmp_path, "j")] == ["late", "waits", "now", "third"]
+    assert [e.event for e in nd.entries(tmp_path, "j")] == ["late", "waits", "now", "third"]
     # a read on the writer's connection sees everything staged (it commits first)
     led.stage([Entry(job_id="j", direction="local", event="read")], defer=True)
     assert led.entries("j")[-1].event == "read"
@@ -108,7 +98,7 @@ def deferring_node(tmp_path, monkeypatch):
     return node, ledger, ctx, tmp_path
 
 
-async def test_a_deferred_receipt_is_acknowledged_only_once_durable(deferring_node):
+async def test_a_deferred_receipt_is_acknowledged_only_once_durable(deferring_node, nd):
     node, ledger, ctx, directory = deferring_node
     await node.add_job(ctx)
     commits = count_commits(ledger)
@@ -119,14 +109,13 @@ async def test_a_deferred_receipt_is_acknowledged_only_once_durable(deferring_no
     for _ in range(5):
         await asyncio.sleep(0)
     assert not (first.done() or second.done() or again.done())  # no acknowledgement yet
-    assert received(durable_entries(directory, "j")) == [] and commits[0] == 0
+    assert received(nd.entries(directory, "j")) == [] and commits[0] == 0
     await asyncio.wait_for(node.handle("b", "j", Message("flush")), 5)
     assert await first is False and await second is False and await again is True
     assert commits[0] == 1  # the two receipts and the flush step: one transaction
-    got = received(durable_entries(directory, "j"))
+    got = received(nd.entries(directory, "j"))
     assert sorted((e.peer, e.kind) for e in got) == [("b", "flush"), ("b", "value"),
                                                       ("c", "value")]
-    node.jobs["j"].finished.set()
     await node.close()
     ledger.close()
 
