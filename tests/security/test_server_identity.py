@@ -175,6 +175,41 @@ async def test_another_node_at_the_peers_address_gets_nothing(ca, tmp_path, capl
         await impostor.stop()
 
 
+async def test_a_walk_routes_around_the_impostor(ca, tmp_path):
+    """The same attack on a random walk (node-7 serves on node-5's and node-6's addresses): each
+    token node-4 hands to them is refused at once, recorded as a re-route naming the refused peer
+    and why, never as delivered; the walk goes on without them and ends, and node-7 got nothing."""
+    from netdp_node.protocols.walk import prepare_params as walk_params
+
+    impostor = await FakePeer().start(ident(ca, "node-7"))
+    transport = GrpcTransport(ident(ca, "node-4"),
+                              {"node-5": impostor.address, "node-6": impostor.address},
+                              backoff=Backoff(give_up_after=60.0))
+    rt = NodeRuntime("node-4", Ledger(tmp_path / "ledger-4", "node-4"), transport,
+                     data=np.array([0.4]), rng_factory=lambda job: np.random.default_rng(4))
+    ids = ("node-4", "node-5", "node-6")
+    ctx = JobContext(job_id=JOB, algorithm="walk-sum", me="node-4", participants=ids,
+                     params=walk_params("walk-sum", {"T": 30}, 3), public_seed=0)  # node-4 starts
+    try:
+        runner = await rt.add_job(ctx)
+        await until(lambda: runner.state != "running" or bool(impostor.received), 20,
+                    "the walk to end or to hand the token over")
+        assert impostor.received == [], "node-7 was handed a token meant for node-5 or node-6"
+        assert runner.state == "done", runner.detail
+        entries = rt.ledger.entries(JOB)
+        reroutes = [e for e in entries if e.event == "reroute"]
+        assert reroutes and {e.peer for e in reroutes} <= {"node-5", "node-6"}
+        for e in reroutes:
+            assert (f"UNAUTHENTICATED: expected {e.peer} at {impostor.address}, the server's "
+                    "certificate does not name it") in e.params["reason"], e.params
+        assert not [e for e in entries if e.direction == "received"]
+        assert runner.output is not None
+        assert sorted(runner.output.info["excluded"]) == sorted({e.peer for e in reroutes})
+    finally:
+        await close(rt)
+        await impostor.stop()
+
+
 async def test_control_the_real_node_5_gets_the_token(ca, tmp_path):
     """The same fake server with node-5's own certificate receives the token and the job goes on:
     the refusal above is about whose certificate answered, nothing else."""
