@@ -14,10 +14,10 @@ means to reach, not the address it dials (:func:`server_names`). DNS names compa
 to case while node ids do not, so upper-case letters and ``_`` are escaped (``A`` -> ``_a``,
 ``_`` -> ``__``): two ids never share a name.
 
-The TLS layer (gRPC with mutual TLS) has already checked the
-chain and the validity dates before any of this code runs, so :func:`identity_from_pem` only
-*reads* the identity out of the peer's certificate; it is cached because the server calls it on
-every RPC with the PEM from ``context.auth_context()["x509_pem_cert"][0]``.
+On the server side, the TLS layer (gRPC with mutual TLS) has already checked the caller's chain and
+validity dates before any of this code runs, so :func:`identity_from_pem` only *reads* the identity
+out of the peer's certificate; it is cached because the server calls it on every RPC with the PEM
+from ``context.auth_context()["x509_pem_cert"][0]``.
 
 :class:`RevocationList` is a verified, immutable view of the CA's CRL. TLS does not consult it, so
 the transport checks ``is_revoked(peer.serial)`` itself.
@@ -48,8 +48,8 @@ __all__ = [
     "identity_dns_name",
     "identity_from_pem",
     "identity_uri",
-    "missing_server_names",
     "is_valid_node_id",
+    "missing_server_names",
     "parse_identity_uri",
     "read_certificate_identity",
     "role_dns_name",
@@ -92,9 +92,9 @@ def parse_identity_uri(uri: str) -> tuple[str, str] | None:
 
 
 def _escape_label(node_id: str) -> str:
-    """`node_id` with upper-case letters and ``_`` escaped, so that names that differ only in case
-    (DNS names compare without regard to case) come from the same id: ``A`` -> ``_a``,
-    ``_`` -> ``__``. Injective: ``_`` is followed by ``_`` or a letter only in an escape."""
+    """`node_id` with upper-case letters and ``_`` escaped (``A`` -> ``_a``, ``_`` -> ``__``), so
+    that two ids that differ only in case (which DNS name comparison ignores) get different names.
+    The result is lower-case, and decodes from the left uniquely: the map is injective."""
     out = []
     for ch in node_id:
         if ch == "_":

@@ -250,6 +250,18 @@ async def test_names_ignore_case_but_ids_do_not(ca):
         await upper.stop()
 
 
+def test_identity_names_differ_for_ids_that_differ_only_in_case():
+    from netdp_node.security.identity import BOOTSTRAP_NAME, server_names
+
+    ids = ["a_b", "aB", "a_B", "ab", "AB", "a__b", "A_b", "a.b", "a-b", "a._b"]
+    names = [peer_name(i).lower() for i in ids]
+    assert len(set(names)) == len(ids), names
+    assert peer_name("aB") == "a_b.node.netdp.invalid"  # the escape, worked by hand
+    assert peer_name("a_b") == "a__b.node.netdp.invalid"
+    assert server_names("bootstrap", "netdp-bootstrap") == (
+        "netdp-bootstrap.bootstrap.netdp.invalid", BOOTSTRAP_NAME)
+
+
 def test_no_certificate_may_claim_an_identity_name_as_a_host(ca):
     for host in ("*.node.netdp.invalid", "node-5.node.netdp.invalid", "bootstrap.netdp.invalid",
                  "x.invalid"):
