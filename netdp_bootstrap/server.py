@@ -13,7 +13,7 @@ from netdp.v1 import bootstrap_pb2_grpc
 from netdp_bootstrap.service import BootstrapService
 from netdp_bootstrap.store import Store
 from netdp_node.errors import SecurityError
-from netdp_node.security.pki import load_identity
+from netdp_node.security.pki import check_server_names, load_identity
 from netdp_node.transport.grpc import start_server
 
 log = logging.getLogger("netdp.bootstrap")
@@ -34,6 +34,7 @@ async def run_bootstrap(cfg: BootstrapConfig, ready: asyncio.Future[int] | None 
     if identity.role != "bootstrap":
         raise SecurityError(f"{cfg.certs} holds a {identity.role} certificate; the bootstrap needs "
                             f"one issued with --role bootstrap")
+    check_server_names(identity, cfg.certs)  # nodes and operators verify the bootstrap by them
     store = Store(cfg.state)
     service = BootstrapService(store, identity.ca_pem, cfg.crl)
     server, port = await start_server(

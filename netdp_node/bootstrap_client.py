@@ -1,4 +1,9 @@
-"""A small client for the bootstrap service, used by node daemons and by the CLI (operators)."""
+"""A small client for the bootstrap service, used by node daemons and by the CLI (operators).
+
+It talks only to a server whose certificate is a bootstrap certificate of the CA (it carries
+`BOOTSTRAP_NAME`, see netdp_node.security.identity): another certificate at the bootstrap's address,
+even a valid node certificate, fails the handshake, and every call raises ServerIdentityError at
+once (no retry)."""
 
 from __future__ import annotations
 
@@ -9,16 +14,19 @@ import grpc
 import grpc.aio
 
 from netdp.v1 import bootstrap_pb2, bootstrap_pb2_grpc, common_pb2
+from netdp_node.errors import ServerIdentityError
 from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff, retry
+from netdp_node.security.identity import BOOTSTRAP_NAME
 from netdp_node.security.pki import Identity
-from netdp_node.transport.grpc import secure_channel
+from netdp_node.transport.grpc import secure_channel, wrong_server
 
 TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
 def is_transient(e: BaseException) -> bool:
-    return isinstance(e, grpc.aio.AioRpcError) and e.code() in TRANSIENT
+    return (isinstance(e, grpc.aio.AioRpcError) and e.code() in TRANSIENT
+            and not wrong_server(e))
 
 
 def job_context(job: common_pb2.JobSpec, me: str) -> JobContext:
@@ -39,9 +47,10 @@ def addresses(job: common_pb2.JobSpec) -> dict[str, str]:
 
 class BootstrapClient:
     def __init__(self, address: str, identity: Identity, *, timeout: float = 10.0,
-                 backoff: Backoff | None = None) -> None:
+                 backoff: Backoff | None = None, server_name: str = BOOTSTRAP_NAME) -> None:
         self.address = address
-        self.channel = secure_channel(address, identity)
+        self.server_name = server_name
+        self.channel = secure_channel(address, identity, server_name)
         self.stub = bootstrap_pb2_grpc.BootstrapStub(self.channel)
         self.timeout = timeout
         self.backoff = backoff or Backoff(give_up_after=30.0)
@@ -57,9 +66,17 @@ class BootstrapClient:
         async def once() -> Any:
             return await fn(request, timeout=self.timeout + extra_time)
 
-        if not retry_transient:
-            return await once()
-        return await retry(once, self.backoff, is_transient)
+        try:
+            if not retry_transient:
+                return await once()
+            return await retry(once, self.backoff, is_transient)
+        except grpc.aio.AioRpcError as e:
+            if wrong_server(e):
+                raise ServerIdentityError(
+                    f"refused the server at {self.address}: expected the bootstrap, the server's "
+                    f"certificate does not name it (every bootstrap certificate of the CA carries "
+                    f"{self.server_name}; {method} not sent)") from e
+            raise
 
     async def register(self, node_id: str, address: str) -> common_pb2.NodeInfo:
         r = await self.call("Register", bootstrap_pb2.RegisterRequest(node_id=node_id,

@@ -121,14 +121,17 @@ def cmd_pki(a: argparse.Namespace) -> int:
 
 
 # -- daemons ------------------------------------------------------------------------------------
-def _check_certs(folder: Path) -> str:
+def _check_certs(folder: Path, *, serve: bool = False) -> str:
     """--check: validate an identity folder if it is there; it may legitimately not exist yet (the
-    one-shot certificate service of docker compose creates it)."""
-    from netdp_node.security.pki import load_identity
+    one-shot certificate service of docker compose creates it). `serve`: the holder serves (node,
+    bootstrap), so its certificate must carry the identity names callers verify."""
+    from netdp_node.security.pki import check_server_names, load_identity
 
     if not folder.exists():
         return f"certificates {folder} not present yet (not checked)"
     ident = load_identity(folder)
+    if serve:
+        check_server_names(ident, folder)
     return f"{ident.role} certificate of {ident.node_id} valid until {ident.not_after:%Y-%m-%d}"
 
 def cmd_bootstrap(a: argparse.Namespace) -> int:
@@ -138,7 +141,7 @@ def cmd_bootstrap(a: argparse.Namespace) -> int:
                           crl=Path(a.crl) if a.crl else None)
     if a.check:
         print(f"ok: bootstrap would listen on {cfg.listen}, state {cfg.state}; "
-              f"{_check_certs(cfg.certs)}", file=sys.stderr)
+              f"{_check_certs(cfg.certs, serve=True)}", file=sys.stderr)
         return EXIT_OK
     _setup_logging(a.log_level, "bootstrap")
 
@@ -185,7 +188,7 @@ def cmd_node(a: argparse.Namespace) -> int:
 
         n = len(load_values(cfg.data)) if cfg.data else 0
         print(f"ok: node with bootstrap {cfg.bootstrap}, ledger {cfg.ledger}, {n} value(s), "
-              f"faults {cfg.faults.describe() or 'none'}; {_check_certs(cfg.certs)}",
+              f"faults {cfg.faults.describe() or 'none'}; {_check_certs(cfg.certs, serve=True)}",
               file=sys.stderr)
         return EXIT_OK
     _setup_logging(a.log_level, "node")
@@ -437,7 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
     kis.add_argument("dir")
     kis.add_argument("node_id")
     kis.add_argument("--host", action="append", default=[],
-                     help="a DNS name or IP the holder is reached at (repeat); default "
+                     help="a DNS name or IP the holder is reached at (repeat), for TLS clients "
+                     "other than netdp (netdp callers verify the identity name "
+                     "ID.ROLE.netdp.invalid every certificate carries, not the address); default "
                      "127.0.0.1 and localhost (none for an operator)")
     kis.add_argument("--role", default="node", choices=["node", "bootstrap", "operator"])
     kis.add_argument("--days", type=int, default=365)

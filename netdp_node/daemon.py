@@ -24,7 +24,7 @@ import numpy as np
 from netdp.v1 import bootstrap_pb2, peer_pb2
 from netdp_node.bootstrap_client import BootstrapClient, addresses, job_context
 from netdp_node.data import load_values
-from netdp_node.errors import SecurityError
+from netdp_node.errors import SecurityError, ServerIdentityError
 from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.privacy.walk_accountant import CONTRIBUTION_EVENTS, contributions_in_result
@@ -33,7 +33,7 @@ from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
 from netdp_node.runtime import Budget, JobRunner, NodeRuntime, private_rng
 from netdp_node.security.identity import RevocationList
-from netdp_node.security.pki import Identity, load_identity
+from netdp_node.security.pki import Identity, check_server_names, load_identity
 from netdp_node.transport.grpc import AccessPolicy, GrpcTransport, PeerService, start_server
 from netdp_node.wire import ndarray_to_tensor
 
@@ -66,6 +66,7 @@ class NodeDaemon:
     def __init__(self, config: NodeConfig) -> None:
         self.cfg = config
         self.identity: Identity = load_identity(config.certs)
+        check_server_names(self.identity, config.certs)  # callers verify this node by them
         self.node_id = self.identity.node_id
         self.data = load_values(config.data) if config.data else None
         self.revocations = RevocationList.empty()
@@ -117,6 +118,9 @@ class NodeDaemon:
             log.info("[node=%s] bootstrap does not give job %s: %s", self.node_id, job_id,
                      e.details())
             return None
+        except ServerIdentityError as e:
+            log.error("[node=%s job=%s] %s", self.node_id, job_id, e)
+            return None
         self.transport.learn(addresses(job))
         return job_context(job, self.node_id)
 
@@ -155,6 +159,9 @@ class NodeDaemon:
         except grpc.aio.AioRpcError as e:
             log.error("[node=%s job=%s] could not report the result to the bootstrap: %s",
                       self.node_id, runner.ctx.job_id, e.details())
+        except ServerIdentityError as e:
+            log.error("[node=%s job=%s] could not report the result: %s", self.node_id,
+                      runner.ctx.job_id, e)
 
     # -- main loop -----------------------------------------------------------------------------
     async def _poll(self) -> None:
@@ -193,6 +200,12 @@ class NodeDaemon:
                 delay = backoff.next_delay()
                 log.warning("[node=%s] bootstrap unreachable (%s); jobs already fetched keep "
                             "running; retrying in %.1fs", self.node_id, e.code().name, delay)
+            except ServerIdentityError as e:
+                # somebody else answers at the bootstrap's address: tell it nothing, keep running
+                # the jobs already fetched, and ask again later (the bootstrap may come back)
+                delay = backoff.next_delay()
+                log.error("[node=%s] %s; jobs already fetched keep running; retrying in %.1fs",
+                          self.node_id, e, delay)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stop_event.wait(), timeout=delay)
 
@@ -264,6 +277,9 @@ class NodeDaemon:
             if reg.done():
                 try:
                     reg.result()
+                except ServerIdentityError as e:
+                    log.error("[node=%s] %s; stopping", self.node_id, e)
+                    raise
                 except grpc.aio.AioRpcError as e:
                     if e.code() in (grpc.StatusCode.PERMISSION_DENIED,
                                     grpc.StatusCode.UNAUTHENTICATED):

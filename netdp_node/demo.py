@@ -33,7 +33,7 @@ from netdp_node.errors import ConfigError
 from netdp_node.jobs import render_result, result_summary
 from netdp_node.privacy.accountant import ring_sum_utility
 from netdp_node.report import ledger_report
-from netdp_node.transport.grpc import secure_channel
+from netdp_node.transport.grpc import peer_name, secure_channel
 
 
 def _say(msg: str) -> None:
@@ -176,7 +176,8 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
     startup = time.monotonic() - t0
     client = BootstrapClient(cluster.bootstrap_address, cluster.operator)
     op = cluster.operator
-    channels = {nid: secure_channel(cluster.procs[nid].address, op) for nid in cluster.ids}
+    channels = {nid: secure_channel(cluster.procs[nid].address, op, peer_name(nid))
+                for nid in cluster.ids}
     try:
         job = await client.submit(a.algorithm, _job_params(a, cluster.n),
                                   participants=cluster.ids, seed=a.seed or 0,

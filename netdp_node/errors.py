@@ -15,6 +15,11 @@ class SecurityError(NetdpError):
     """A certificate, key or revocation list is missing, invalid or does not match (exit code 3)."""
 
 
+class ServerIdentityError(SecurityError):
+    """The server at an address is not the identity the caller meant to reach (its certificate,
+    though valid, names somebody else)."""
+
+
 class LedgerError(NetdpError):
     """The on-disk ledger cannot be opened or written."""
 

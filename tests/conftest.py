@@ -32,7 +32,7 @@ from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.security.pki import Identity
-from netdp_node.transport.grpc import CHANNEL_OPTIONS, secure_channel
+from netdp_node.transport.grpc import CHANNEL_OPTIONS, peer_name, secure_channel
 
 T = TypeVar("T")
 
@@ -159,10 +159,10 @@ class Toolbox:
     @staticmethod
     async def deliver_raw(address: str, creds: grpc.ChannelCredentials | Identity, raw: bytes,
                           options: list[tuple[str, Any]] | None = None) -> peer_pb2.Ack:
-        """Deliver exactly these bytes (no client-side serialisation). Raises AioRpcError."""
+        """Deliver exactly these bytes (no client-side serialisation). Raises AioRpcError.
+        The server is verified by the address (the clusters' certificates name 127.0.0.1)."""
         if isinstance(creds, Identity):
-            ch = secure_channel(address, creds) if options is None else grpc.aio.secure_channel(
-                address, _creds(creds), options=options)
+            ch = grpc.aio.secure_channel(address, _creds(creds), options=options or CHANNEL_OPTIONS)
         else:
             ch = grpc.aio.secure_channel(address, creds, options=options or CHANNEL_OPTIONS)
         try:
@@ -188,8 +188,12 @@ class Toolbox:
         return grpc.StatusCode.OK, ""
 
     @staticmethod
-    async def status(address: str, identity: Identity) -> peer_pb2.StatusReply:
-        ch = secure_channel(address, identity)
+    async def status(address: str, identity: Identity,
+                     node_id: str | None = None) -> peer_pb2.StatusReply:
+        """The node's Status (operators only). `node_id`: verify the server is that node (as netdp
+        does); without it, verify the address (the clusters' certificates name 127.0.0.1)."""
+        ch = (secure_channel(address, identity, peer_name(node_id)) if node_id is not None
+              else grpc.aio.secure_channel(address, _creds(identity), options=CHANNEL_OPTIONS))
         try:
             call = ch.unary_unary(
                 STATUS, request_serializer=peer_pb2.StatusRequest.SerializeToString,

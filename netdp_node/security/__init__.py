@@ -2,7 +2,8 @@
 
 Every node, bootstrap server and operator has one X.509 certificate issued by the deployment's CA
 and uses it for both ends of mutual TLS. Its identity is the subject CN plus the SAN URI
-``netdp://<role>/<node id>``.
+``netdp://<role>/<node id>``, and the DNS names a caller verifies (``<id>.<role>.netdp.invalid``;
+``bootstrap.netdp.invalid`` on every bootstrap certificate): callers check who answers, not where.
 
 * :mod:`netdp_node.security.pki`: a small CA on disk (``init_ca``, ``issue``, ``revoke``) and
   ``load_identity`` to load and validate a node's identity folder.

@@ -2,10 +2,22 @@
 
 Every netdp certificate carries its identity twice: the subject common name is the node id, and
 the subject alternative name holds a URI ``netdp://<role>/<node id>`` (role is ``node``,
-``bootstrap`` or ``operator``). The TLS layer (gRPC with mutual TLS) has already checked the
-chain and the validity dates before any of this code runs, so :func:`identity_from_pem` only
-*reads* the identity out of the peer's certificate; it is cached because the server calls it on
-every RPC with the PEM from ``context.auth_context()["x509_pem_cert"][0]``.
+``bootstrap`` or ``operator``).
+
+It also carries the identity as DNS names, which is what the *caller* checks. gRPC Python gives a
+client no way to read the server's certificate, but it does verify the server's name, and the
+channel option ``grpc.ssl_target_name_override`` sets the name to verify. So every certificate
+holds :func:`identity_dns_name` ``<id>.<role>.netdp.invalid`` (``.invalid`` is reserved: it never
+resolves, and nobody outside netdp can own it), a bootstrap certificate also :data:`BOOTSTRAP_NAME`
+``bootstrap.netdp.invalid``, and every outgoing channel verifies the name of the identity it
+means to reach, not the address it dials (:func:`server_names`). DNS names compare without regard
+to case while node ids do not, so upper-case letters and ``_`` are escaped (``A`` -> ``_a``,
+``_`` -> ``__``): two ids never share a name.
+
+On the server side, the TLS layer (gRPC with mutual TLS) has already checked the caller's chain and
+validity dates before any of this code runs, so :func:`identity_from_pem` only *reads* the identity
+out of the peer's certificate; it is cached because the server calls it on every RPC with the PEM
+from ``context.auth_context()["x509_pem_cert"][0]``.
 
 :class:`RevocationList` is a verified, immutable view of the CA's CRL. TLS does not consult it, so
 the transport checks ``is_revoked(peer.serial)`` itself.
@@ -26,16 +38,22 @@ from cryptography.x509.oid import NameOID
 from netdp_node.errors import SecurityError
 
 __all__ = [
+    "BOOTSTRAP_NAME",
+    "NAME_DOMAIN",
     "NODE_ID_PATTERN",
     "ROLES",
     "URI_SCHEME",
     "PeerIdentity",
     "RevocationList",
+    "identity_dns_name",
     "identity_from_pem",
     "identity_uri",
     "is_valid_node_id",
+    "missing_server_names",
     "parse_identity_uri",
     "read_certificate_identity",
+    "role_dns_name",
+    "server_names",
 ]
 
 ROLES: frozenset[str] = frozenset({"node", "bootstrap", "operator"})
@@ -45,6 +63,9 @@ NODE_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 """A node id: 1-63 letters, digits, ``.``, ``_`` or ``-``, starting with a letter or digit."""
 
 URI_SCHEME = "netdp://"
+
+NAME_DOMAIN = "netdp.invalid"
+"""The DNS domain of identity names (under ``.invalid``, reserved by RFC 2606: never resolves)."""
 
 
 def is_valid_node_id(node_id: str) -> bool:
@@ -68,6 +89,55 @@ def parse_identity_uri(uri: str) -> tuple[str, str] | None:
     if role not in ROLES or not is_valid_node_id(node_id):
         return None
     return role, node_id
+
+
+def _escape_label(node_id: str) -> str:
+    """`node_id` with upper-case letters and ``_`` escaped (``A`` -> ``_a``, ``_`` -> ``__``), so
+    that two ids that differ only in case (which DNS name comparison ignores) get different names.
+    The result is lower-case, and decodes from the left uniquely: the map is injective."""
+    out = []
+    for ch in node_id:
+        if ch == "_":
+            out.append("__")
+        elif "A" <= ch <= "Z":
+            out.append("_" + ch.lower())
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def identity_dns_name(role: str, node_id: str) -> str:
+    """The DNS name a certificate of `node_id` with `role` carries and a caller verifies:
+    ``<id>.<role>.netdp.invalid`` (the id escaped, see the module doc)."""
+    return f"{_escape_label(node_id)}.{role}.{NAME_DOMAIN}"
+
+
+def role_dns_name(role: str) -> str:
+    """The DNS name every certificate of `role` carries (used for the bootstrap only)."""
+    return f"{role}.{NAME_DOMAIN}"
+
+
+BOOTSTRAP_NAME = role_dns_name("bootstrap")
+"""The name a node or operator verifies when it calls the bootstrap. Any bootstrap-role certificate
+of the CA carries it: a node knows its bootstrap's address, not its id (``bootstrap`` from
+``netdp pki setup``, ``netdp-bootstrap`` in deploy/k8s), and only the CA issues that role."""
+
+
+def server_names(role: str, node_id: str) -> tuple[str, ...]:
+    """The identity DNS names :func:`netdp_node.security.pki.issue` puts in a certificate."""
+    names = (identity_dns_name(role, node_id),)
+    return (*names, BOOTSTRAP_NAME) if role == "bootstrap" else names
+
+
+def missing_server_names(cert: x509.Certificate, role: str, node_id: str) -> list[str]:
+    """The identity DNS names (:func:`server_names`) that `cert` lacks; empty if it has them all.
+    A certificate issued before netdp verified servers by identity lacks them."""
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        have = {name.lower() for name in san.get_values_for_type(x509.DNSName)}
+    except x509.ExtensionNotFound:
+        have = set()
+    return [name for name in server_names(role, node_id) if name.lower() not in have]
 
 
 @dataclass(frozen=True)

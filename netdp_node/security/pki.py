@@ -14,9 +14,12 @@ Identity folder layout (what a node needs, read by :func:`load_identity`)::
     cert.pem      the node's certificate
     key.pem       the node's private key (mode 0600)
 
-Certificates carry the node id as subject CN and as a SAN URI ``netdp://<role>/<node id>``, plus a
-DNS name or IP address SAN for each host the node is reachable at, and are valid for both TLS server
-and client authentication, so one certificate serves both ends of mutual TLS.
+Certificates carry the node id as subject CN and as a SAN URI ``netdp://<role>/<node id>``, its
+identity DNS names (``<id>.<role>.netdp.invalid``, and ``bootstrap.netdp.invalid`` for the
+bootstrap: what a netdp caller verifies, see :mod:`netdp_node.security.identity`), plus a DNS name
+or IP address SAN for each host it is reachable at, if any (for other TLS clients: netdp itself
+never checks addresses, which may change while the identity may not). They are valid for both TLS
+server and client authentication, so one certificate serves both ends of mutual TLS.
 """
 
 from __future__ import annotations
@@ -40,12 +43,15 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from netdp_node.errors import ConfigError, SecurityError
 from netdp_node.security.identity import (
+    NAME_DOMAIN,
     NODE_ID_PATTERN,
     ROLES,
     RevocationList,
     identity_uri,
     is_valid_node_id,
+    missing_server_names,
     read_certificate_identity,
+    server_names,
 )
 
 __all__ = [
@@ -56,6 +62,7 @@ __all__ = [
     "INDEX_FILE",
     "KEY_FILE",
     "Identity",
+    "check_server_names",
     "init_ca",
     "issue",
     "load_crl",
@@ -181,6 +188,12 @@ def _san_hosts(hosts: Iterable[str]) -> tuple[list[str], list[x509.GeneralName]]
                     "(letters, digits, '-', '_' and dots)"
                 ) from None
             host = host.lower()
+            if host.rstrip(".") == "invalid" or host.rstrip(".").endswith(".invalid"):
+                # a host such as *.node.netdp.invalid would let its holder pass for any node
+                raise ConfigError(
+                    f"invalid host {raw!r}: the .invalid domain is reserved (netdp puts the "
+                    f"identity names, under {NAME_DOMAIN}, into every certificate itself)"
+                )
             entry: x509.GeneralName = x509.DNSName(host)
         else:
             host = str(ip)
@@ -351,7 +364,8 @@ def issue(
     """Issue a certificate for `node_id` from the CA in `directory`; returns the identity folder.
 
     The folder (default ``directory/<node_id>/``) receives ``ca.pem``, ``cert.pem`` and ``key.pem``
-    (0600). `hosts` become DNS-name or IP-address SANs (the names a peer dials this node by).
+    (0600). The certificate names the identity (CN, URI, identity DNS names: what netdp callers
+    verify); `hosts` become extra DNS-name or IP-address SANs (optional: for other TLS clients).
     `not_before`/`not_after` override the validity window (default: now - 5 min .. now + `days`).
     Re-issuing an id that has a non-revoked certificate needs ``force=True`` (the old certificate
     stays valid until it expires or is revoked).
@@ -411,7 +425,11 @@ def issue(
         .not_valid_after(end)
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.UniformResourceIdentifier(identity_uri(role, node_id)), *host_entries]
+                [
+                    x509.UniformResourceIdentifier(identity_uri(role, node_id)),
+                    *(x509.DNSName(name) for name in server_names(role, node_id)),
+                    *host_entries,
+                ]
             ),
             critical=False,
         )
@@ -609,6 +627,35 @@ def load_identity(folder: StrPath, *, now: datetime | None = None) -> Identity:
     )
 
 
+def check_server_names(identity: Identity, folder: StrPath) -> None:
+    """Refuse (ConfigError) to serve with a certificate that lacks its identity DNS names.
+
+    Callers verify a node or bootstrap by those names (not by its address), so a certificate
+    issued before netdp did would fail every caller's handshake; say so at start instead.
+    """
+    cert = x509.load_pem_x509_certificate(identity.cert_pem)
+    missing = missing_server_names(cert, identity.role, identity.node_id)
+    if missing:
+        raise ConfigError(
+            f"the certificate in {folder} ({identity.role} {identity.node_id!r}) lacks the "
+            f"identity name{'s' if len(missing) > 1 else ''} {', '.join(missing)}, which callers "
+            "verify: it "
+            "was issued by an older netdp. Re-issue it with the same CA: `netdp pki issue CA_DIR "
+            f"{identity.node_id} --role {identity.role} --force` (`netdp pki setup CA_DIR ...` "
+            "re-issues such certificates by itself)"
+        )
+
+
+def _lacks_server_names(folder: Path) -> bool:
+    """True if `folder` holds a readable certificate without its identity DNS names."""
+    try:
+        cert = x509.load_pem_x509_certificate((folder / CERT_FILE).read_bytes())
+        peer = read_certificate_identity(cert)
+    except (OSError, ValueError, SecurityError):
+        return False
+    return bool(missing_server_names(cert, peer.role, peer.node_id))
+
+
 def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     try:
         cert.verify_directly_issued_by(ca)
@@ -620,8 +667,9 @@ def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
 def setup(directory: StrPath, *, nodes: Iterable[str], bootstrap_hosts: Iterable[str] = (),
           operator: str = "operator", node_host_suffix: str = "") -> list[str]:
     """Idempotent one-shot set-up (the certificate service of docker compose): a CA if there is
-    none, then an operator, a bootstrap and one certificate per node, each only if missing. A node's
-    certificate names the host `<id><node_host_suffix>` (its compose service name). Returns the ids
+    none, then an operator, a bootstrap and one certificate per node, each only if missing or
+    issued by an older netdp without its identity names (then re-issued). A node's certificate
+    also names the host `<id><node_host_suffix>` (its compose service name). Returns the ids
     issued by this call."""
     root = Path(directory)
     made: list[str] = []
@@ -633,8 +681,9 @@ def setup(directory: StrPath, *, nodes: Iterable[str], bootstrap_hosts: Iterable
     ]
     wanted += [(n, "node", (f"{n}{node_host_suffix}",)) for n in nodes]
     for ident, role, hosts in wanted:
-        if (root / ident / CERT_FILE).exists():
+        old = (root / ident / CERT_FILE).exists()
+        if old and not _lacks_server_names(root / ident):
             continue
-        issue(root, ident, role=role, hosts=hosts)
+        issue(root, ident, role=role, hosts=hosts, force=old)
         made.append(ident)
     return made

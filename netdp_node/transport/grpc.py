@@ -9,6 +9,12 @@ Client side (`GrpcTransport`): one `Link` per peer: a bidirectional stream on wh
 pipelined and acknowledged in order. A message stays in the link's pending list until its Ack
 arrives; if the stream breaks, the link reconnects with backoff and re-sends everything pending (the
 receiver acknowledges exact re-sends without applying them twice).
+
+Every outgoing channel verifies that the server's certificate names the identity the caller means
+to reach (`secure_channel`'s `server_name`: an identity DNS name, netdp_node.security.identity), not
+the address it dials. A valid certificate of another node serving on a peer's address fails the
+handshake, and the link fails the messages for that peer at once with a permanent DeliveryError
+(UNAUTHENTICATED), logged.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from netdp_node.errors import SecurityError
 from netdp_node.faults import FaultInjector
 from netdp_node.protocols.base import Message, Refused, RefusalCode
 from netdp_node.retry import Backoff
-from netdp_node.security.identity import PeerIdentity, identity_from_pem
+from netdp_node.security.identity import PeerIdentity, identity_dns_name, identity_from_pem
 from netdp_node.security.pki import Identity
 from netdp_node.transport.base import DeliveryError, Transport
 from netdp_node.wire import MAX_MESSAGE_BYTES, WireError, envelope_to_message, message_to_envelope
@@ -75,7 +81,8 @@ def server_credentials(identity: Identity) -> grpc.ServerCredentials:
 
 
 def channel_credentials(identity: Identity) -> grpc.ChannelCredentials:
-    """mTLS client credentials: verify the server against our CA (and its name), present ours."""
+    """mTLS client credentials: verify the server against our CA, present ours. (The name the
+    server's certificate must carry is a channel option: see `secure_channel`.)"""
     return grpc.ssl_channel_credentials(
         root_certificates=identity.ca_pem,
         private_key=identity.key_pem,
@@ -83,8 +90,34 @@ def channel_credentials(identity: Identity) -> grpc.ChannelCredentials:
     )
 
 
-def secure_channel(address: str, identity: Identity) -> grpc.aio.Channel:
-    return grpc.aio.secure_channel(address, channel_credentials(identity), options=CHANNEL_OPTIONS)
+def secure_channel(address: str, identity: Identity, server_name: str) -> grpc.aio.Channel:
+    """An mTLS channel to `address` that accepts only a server whose certificate carries the DNS
+    name `server_name`: `peer_name(node_id)` for a node, `identity.BOOTSTRAP_NAME` for the
+    bootstrap. TLS checks that name instead of the address (which need not be in the
+    certificate)."""
+    return grpc.aio.secure_channel(
+        address, channel_credentials(identity),
+        options=[*CHANNEL_OPTIONS, ("grpc.ssl_target_name_override", server_name)])
+
+
+def peer_name(node_id: str) -> str:
+    """The name a node's certificate carries and its callers verify."""
+    return identity_dns_name("node", node_id)
+
+
+# What grpc reports when the server's certificate does not carry the name the channel verifies
+# (grpcio >= 1.5x: "Hostname Verification Check failed"; older: "Peer name X is not in peer
+# certificate"). The call fails UNAVAILABLE, like a server that is down, so only the text tells.
+_NAME_MISMATCH = ("Hostname Verification Check failed", "is not in peer certificate")
+
+
+def wrong_server(e: BaseException) -> bool:
+    """True if `e` is a call that failed because the server's certificate does not name the
+    identity the channel expected (someone else answers at that address)."""
+    if not isinstance(e, grpc.aio.AioRpcError) or e.code() != grpc.StatusCode.UNAVAILABLE:
+        return False
+    details = e.details() or ""
+    return any(text in details for text in _NAME_MISMATCH)
 
 
 # -- caller identity ----------------------------------------------------------------------------
@@ -244,7 +277,7 @@ class PeerService:
 
     async def Status(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.StatusReply:
         try:
-            self.policy.check(context, ("operator", "node"), "Status")
+            self.policy.check(context, ("operator",), "Status")
         except Unauthorized as e:
             await context.abort(e.code, e.reason)
         return self.status()
@@ -346,6 +379,9 @@ class Link:
                 code = e.code().name if isinstance(e, grpc.aio.AioRpcError) else "UNAVAILABLE"
                 detail = (e.details() if isinstance(e, grpc.aio.AioRpcError)
                           else f"{type(e).__name__}: {e}") or ""
+                if wrong_server(e):
+                    self._refuse_server(detail)
+                    continue
                 if code in PERMANENT:
                     self._fail_all(code, detail)
                     continue
@@ -374,7 +410,7 @@ class Link:
         """Run one stream until it fails (raises) or the peer ends it."""
         self._check_reachable()
         if self.channel is None:
-            self.channel = secure_channel(self.address, self.t.identity)
+            self.channel = secure_channel(self.address, self.t.identity, peer_name(self.peer))
         call = self.channel.stream_stream(
             f"/{PEER_SERVICE}/Link",
             request_serializer=peer_pb2.Envelope.SerializeToString,
@@ -441,6 +477,16 @@ class Link:
             return
         del self.pending[ack.msg_id]
         _settle(entry, False, DeliveryError(self.peer, code, ack.detail))
+
+    def _refuse_server(self, detail: str) -> None:
+        """The server at our peer's address is somebody else: fail everything pending at once (a
+        retry would only hand the same messages to the same server if its handshake passed)."""
+        jobs = ",".join(sorted({entry[0].job_id for entry in self.pending.values()}))
+        why = (f"expected {self.peer} at {self.address}, the server's certificate does not name "
+               f"it (TLS name {peer_name(self.peer)})")
+        log.error("[node=%s job=%s] refused the server at %s: %s; %d message(s) to %s not sent "
+                  "(%s)", self.t.me, jobs, self.address, why, len(self.pending), self.peer, detail)
+        self._fail_all("UNAUTHENTICATED", why)
 
     def _fail_all(self, code: str, detail: str) -> None:
         entries = list(self.pending.values())

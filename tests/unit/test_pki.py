@@ -179,7 +179,10 @@ def test_san_contents(ca_dir: Path) -> None:
     assert san.get_values_for_type(x509.UniformResourceIdentifier) == [
         "netdp://operator/node-7.eu_west"
     ]
-    assert san.get_values_for_type(x509.DNSName) == ["node7.example.org", "localhost"]
+    # the identity name first ("_" escaped as "__": DNS names ignore case, ids do not), then hosts
+    assert san.get_values_for_type(x509.DNSName) == [
+        "node-7.eu__west.operator.netdp.invalid", "node7.example.org", "localhost"
+    ]
     assert san.get_values_for_type(x509.IPAddress) == [
         ipaddress.ip_address("10.0.0.7"),
         ipaddress.ip_address("::1"),
@@ -201,7 +204,7 @@ def test_default_hosts(ca_dir: Path) -> None:
         .extensions.get_extension_for_class(x509.SubjectAlternativeName)
         .value
     )
-    assert san.get_values_for_type(x509.DNSName) == ["localhost"]
+    assert san.get_values_for_type(x509.DNSName) == ["alice.node.netdp.invalid", "localhost"]
     assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
 
 
