@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from netdp.v1 import bootstrap_pb2
+from netdp.v1 import bootstrap_pb2, common_pb2
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note, threat_model
 from netdp_node.report import threat_lines, wrap
@@ -51,7 +51,7 @@ def result_summary(reply: bootstrap_pb2.GetResultReply) -> dict[str, Any]:
     }
 
 
-def _threat(job: bootstrap_pb2.JobSpec) -> dict[str, Any] | None:
+def _threat(job: common_pb2.JobSpec) -> dict[str, Any] | None:
     try:
         params = json.loads(job.params_json) if job.params_json else {}
         spec = {"algorithm": job.algorithm, "participants": [p.node_id for p in job.participants],

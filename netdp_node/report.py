@@ -30,6 +30,7 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
         me = led.node_id
         views = []
         jobs_out = []
+        seeded_jobs: list[str] = []
         for j in led.jobs():
             if job_id is not None and j.job_id != job_id:
                 continue
@@ -46,6 +47,8 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
                        for p, loss in sorted(acc.incoming(j.spec, entries, me).items())]
                       if acc.incoming is not None else None)
             was_seeded = seeded(entries)
+            if was_seeded:
+                seeded_jobs.append(j.job_id)
             jobs_out.append({
                 "job_id": j.job_id,
                 "algorithm": j.algorithm,
@@ -65,7 +68,6 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
                 "seeded_rng": was_seeded,
                 "not_private": not_private_note() if was_seeded else None,
             })
-        seeded_jobs = [j["job_id"] for j in jobs_out if j["seeded_rng"]]
         totals = total_losses(views, me, delta_target)
         tworst = max(totals.values(), key=lambda x: x.epsilon, default=None)
         return {

@@ -642,7 +642,8 @@ class WalkSgd(CompleteGraphWalk):
         return clip_l2(clipped_logistic_gradient(w, self.X, self.y, self.L), self.L)
 
     def descent(self, w: np.ndarray) -> np.ndarray:
-        """u(w) = w − ηg(w): a contributing step before its noise, non-expansive (class docstring)."""
+        """u(w) = w − ηg(w): a contributing step before its noise; non-expansive (class
+        docstring)."""
         return w - self.eta * self.gradient(w)
 
     def initial_token(self) -> np.ndarray:

@@ -51,7 +51,8 @@ async def test_seeded_node_job_result_and_privacy_report(tmp_path, nd):
             return r.stdout
 
         seeded_text, plain_text = result("seeded"), result("plain")
-        seeded, plain = json.loads(result("seeded", "--json")), json.loads(result("plain", "--json"))
+        seeded = json.loads(result("seeded", "--json"))
+        plain = json.loads(result("plain", "--json"))
         assert NOT_PRIVATE in seeded_text and "node-2" in seeded_text
         assert seeded["seeded_rng"] == ["node-2"] and seeded["not_private"].startswith(NOT_PRIVATE)
         assert "NOT PRIVATE" not in plain_text

@@ -1,6 +1,6 @@
 """walk-sgd's contributing update u(w) = w − ηg(w) is non-expansive on the project's own data split
-(`learning_split`: the housing split when the file is found, else synthetic rows of the same layout),
-the premise of amplification by iteration behind its accountant (Lemma 1); clipping the mean
+(`learning_split`: the housing split when the file is found, else synthetic rows of the same
+layout), the premise of amplification by iteration behind its accountant (Lemma 1); clipping the mean
 gradient (the previous update) is not.
 
 Checked numerically, independently of the proof in `WalkSgd`'s docstring: random pairs (w, w'), and
@@ -71,7 +71,7 @@ def test_walk_sgd_update_is_non_expansive_on_the_project_split(eta):
         new = max(new, _worst_ratio(e.descent, points, rng))
         # the previous update on the same rows and points: the mean gradient clipped to L = 1
         old = max(old, _worst_ratio(
-            lambda w: w - eta * clip_l2(logistic_gradient(w, X, y), 1.0), points, rng))
+            lambda w, X=X, y=y: w - eta * clip_l2(logistic_gradient(w, X, y), 1.0), points, rng))
     print(f"eta={eta}: worst stretch {old:.6f} (mean clipped), {new:.12f} (engine)")
     assert old > 1.0 + 1e-5, old  # the check finds the old configuration's expansion
     assert new <= 1.0 + 1e-9, new  # up to float rounding
