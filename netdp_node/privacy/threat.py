@@ -129,7 +129,8 @@ def _walk(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
         "which the accountant charges (App. G). Larger coalitions are not covered (raise "
         "colluders to cover them). The theorems assume the rest of the walk's path is secret: "
         "an eavesdropper who sees the traffic pattern learns it, so one that shares it with a "
-        "participant is not covered. " + LINKS))
+        "participant is not covered. Where a peer's method is local DP (ldp-...), that ε holds "
+        "against any observer. " + LINKS))
 
 
 def _rw_sgd(spec: Mapping[str, Any], me: str | None) -> ThreatModel:

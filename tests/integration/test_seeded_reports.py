@@ -41,7 +41,7 @@ async def test_seeded_node_job_result_and_privacy_report(tmp_path, nd):
                 await wait_result(op, job, 90)
         finally:
             await op.close()
-        assert NOT_PRIVATE in c.procs["node-2"].log_text()  # the warning at start
+        assert "--seed makes the private RNG a seeded PCG64" in c.procs["node-2"].log_text()
         assert NOT_PRIVATE not in c.procs["node-1"].log_text()
         base = ["--bootstrap", c.bootstrap_address, "--certs", str(c.certs("operator"))]
 
