@@ -12,7 +12,9 @@ Update rules (spec §2.7):
 * `network`: per-user cap K; past it the user still adds its noise, w ← w − ηZ.
 `order="theorem"` clips the gradient to L, then adds N(0, σ²I) (spec §6 item 5); `order="code"` is
 what the authors' code does (§5.3): u = ∇f + N(0, σ²I), then u ← L·u/‖u‖ if ‖u‖ > L (noise
-included), no clipping before.
+included), no clipping before. `per_example=True` computes the gradient as the engine does (every
+example's gradient clipped to L, rows bounded by sqrt(8/η): `WalkSgd`, non-expansive steps); the
+default clips the mean gradient, as the papers' experiments do.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from typing import Literal
 import numpy as np
 
 from netdp_node.protocols.ring import clip_l2
-from netdp_node.protocols.walk import logistic_accuracy, logistic_gradient
+from netdp_node.protocols.walk import (
+    bound_rows,
+    clipped_logistic_gradient,
+    logistic_accuracy,
+    logistic_gradient,
+    sgd_row_bound,
+)
 
 Mode = Literal["central", "local", "network"]
 Order = Literal["theorem", "code"]
@@ -46,8 +54,11 @@ def sgd_walk(users: Sequence[tuple[np.ndarray, np.ndarray]], T: int, sigma: floa
              lipschitz: float, mode: Mode, rng: np.random.Generator, *, cap: int = 0,
              order: Order = "theorem", X_test: np.ndarray | None = None,
              y_test: np.ndarray | None = None, X_obj: np.ndarray | None = None,
-             y_obj: np.ndarray | None = None, every: int = 0) -> SgdRun:
+             y_obj: np.ndarray | None = None, every: int = 0,
+             per_example: bool = False) -> SgdRun:
     n = len(users)
+    if per_example:
+        users = [(bound_rows(X, sgd_row_bound(eta)), y) for X, y in users]
     d = users[0][0].shape[1]
     w = np.zeros(d)
     counts = np.zeros(n, dtype=np.int64)
@@ -61,7 +72,12 @@ def sgd_walk(users: Sequence[tuple[np.ndarray, np.ndarray]], T: int, sigma: floa
             pass  # forwards the model unchanged
         else:
             z = rng.normal(0.0, sigma, size=d)
-            g = np.zeros(d) if over else logistic_gradient(w, *users[u])
+            if over:
+                g = np.zeros(d)
+            elif per_example:
+                g = clipped_logistic_gradient(w, *users[u], lipschitz)
+            else:
+                g = logistic_gradient(w, *users[u])
             if order == "theorem":
                 step = (g if over else clip_l2(g, lipschitz)) + z
             else:

@@ -403,8 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "temporary directory, removed at the end)")
     d.add_argument("--timeout", type=_positive, default=120.0,
                    help="give up after this many seconds (default 120)")
-    d.add_argument("--seed", type=int, default=None, help="seed the synthetic data (and noise: "
-                   "for reproducible tests only)")
+    d.add_argument("--seed", type=int, default=None, help="seed the synthetic data and the nodes' "
+                   "private RNGs (reproducible tests only: NOT PRIVATE, and the output says so)")
     d.set_defaults(fn=cmd_demo)
 
     c = sub.add_parser("compose", help="generate a docker-compose.yml for N nodes",
@@ -489,7 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "submitted); this is the pause before asking again when it answered at "
                         "once with nothing new, and the first retry delay (default 0.5)")
     n.add_argument("--crl", help="a revocation list file to enforce from the start")
-    n.add_argument("--seed", type=int, help="seed the private RNG (tests only: NOT private)")
+    n.add_argument("--seed", type=int, help="seed the private RNG (tests only: NOT PRIVATE; the "
+                   "ledger, privacy reports and job results say so)")
     n.add_argument("--peer-timeout", type=_positive, default=60.0,
                    help="give up on a peer that does not acknowledge for this many seconds (60)")
     n.add_argument("--job-deadline", type=_nonneg, default=600.0,

@@ -27,6 +27,7 @@ from netdp_node.data import load_values
 from netdp_node.errors import SecurityError, ServerIdentityError
 from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.ledger import Entry, Ledger
+from netdp_node.privacy.threat import NOT_PRIVATE, SEEDED_RNG_EVENT
 from netdp_node.privacy.walk_accountant import CONTRIBUTION_EVENTS, contributions_in_result
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import JobContext
@@ -82,6 +83,12 @@ class NodeDaemon:
     def _rng(self, job_id: str) -> np.random.Generator:
         if self.cfg.seed is None:
             return private_rng()
+        # Seeded: NOT PRIVATE. Say so in the job's ledger (every report of the job reads it); the
+        # seed itself is not written (a stolen ledger must not give the noise away).
+        self.ledger.commit([Entry(job_id=job_id, direction="local", event=SEEDED_RNG_EVENT,
+                                  params={"generator": "PCG64", "private": False})])
+        log.warning("[node=%s job=%s] %s: this job's noise and draws come from the seeded RNG",
+                    self.node_id, job_id, NOT_PRIVATE)
         return np.random.default_rng([self.cfg.seed, zlib.crc32(job_id.encode())])
 
     def _spawn(self, coro: object) -> None:
@@ -150,7 +157,10 @@ class NodeDaemon:
             job_id=runner.ctx.job_id, node_id=self.node_id,
             state=runner.state if runner.contributed or runner.state != "done" else "declined",
             contributed=runner.contributed, contributions=contributions, detail=runner.detail,
-            reported_unix=int(asyncio.get_running_loop().time()))
+            reported_unix=int(asyncio.get_running_loop().time()),
+            # seeded for any part of the job (this run, or one before a restart)
+            seeded_rng=self.cfg.seed is not None or bool(self.ledger.entries(
+                runner.ctx.job_id, events=(SEEDED_RNG_EVENT,))))
         if (runner.output is not None and runner.output.value is not None
                 and not get_algorithm(runner.ctx.algorithm).private_output):
             res.output.CopyFrom(ndarray_to_tensor(np.asarray(runner.output.value)))
@@ -241,6 +251,10 @@ class NodeDaemon:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop_event.set)
         self.ledger = Ledger(self.cfg.ledger, self.node_id)
+        if self.cfg.seed is not None:
+            log.warning("[node=%s] %s: --seed makes the private RNG a seeded PCG64; noise and next "
+                        "hops are predictable (tests only); every job's ledger, privacy report "
+                        "and result say so", self.node_id, NOT_PRIVATE)
         started = time.monotonic()
         self.faults = FaultInjector(self.cfg.faults, clock=lambda: time.monotonic() - started)
         if self.cfg.faults.active:

@@ -5,7 +5,10 @@
 node's fault flags), `muffliato` or `muffliato-random`. Prints progress on
 stderr, then the result against the truth (sums, histograms) or the test accuracy beside the
 local-DP and central-DP baselines (SGD), the noise netdp needed against local DP for the same
-guarantee, and every node's privacy report read from its own ledger. With --json, one JSON object on stdout (keys in the README). Every process it started is
+guarantee, and every node's privacy report read from its own ledger, with the threat model (who
+the ε holds against; JSON key "threat_model"). With --seed the nodes' private RNGs are seeded
+(reproducible, NOT PRIVATE): the output says so (JSON keys "seeded_rng", "not_private"). With
+--json, one JSON object on stdout (keys in the README). Every process it started is
 stopped on success, on error and on Ctrl-C.
 """
 
@@ -32,7 +35,8 @@ from netdp_node.data import load_values
 from netdp_node.errors import ConfigError
 from netdp_node.jobs import render_result, result_summary
 from netdp_node.privacy.accountant import ring_sum_utility
-from netdp_node.report import ledger_report
+from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note
+from netdp_node.report import ledger_report, threat_lines, wrap
 from netdp_node.transport.grpc import peer_name, secure_channel
 
 
@@ -216,7 +220,9 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
         privacy.append({"node": nid, "epsilon": j["epsilon"], "delta": j["delta"],
                         "contributed": j["contributed"], "contributions": j["contributions"],
                         "peers": j["peers"], "baselines": j["baselines"],
+                        "seeded_rng": j["seeded_rng"],
                         **({"incoming": j["incoming"]} if "incoming" in j else {})})
+    seeded = sorted(set(summary["seeded_rng"]) | {r["node"] for r in privacy if r["seeded_rng"]})
     res: dict[str, Any] = {
         "algorithm": a.algorithm,
         "job_id": job.job_id,
@@ -227,6 +233,9 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
         "elapsed_s": elapsed,
         "startup_s": startup,
         "privacy": privacy,
+        "threat_model": summary["threat_model"],
+        "seeded_rng": seeded,
+        "not_private": not_private_note(seeded) if seeded else None,
         "workdir": str(cluster.workdir),
     }
     value = np.asarray(summary["value"], dtype=np.float64)
@@ -427,7 +436,8 @@ def _walk_sgd_outcome(a: argparse.Namespace, n: int, p: dict[str, Any], data: De
     for mode, sig in (("local", sig_loc), ("central", sig_cen)):
         accs = [logistic_accuracy(sgd_walk(users, T, sig, p["eta"], lip, mode,
                                            np.random.default_rng([a.seed or 0, r]),
-                                           cap=p["cap"]).w, split.X_test, split.y_test)
+                                           cap=p["cap"], per_example=True).w,
+                                  split.X_test, split.y_test)
                 for r in range(5)]
         base[mode] = {"sigma": sig, "test_accuracy": float(np.mean(accs))}
     return {"sigma": p["sigma"], "test_accuracy": acc, "data": split.source,
@@ -526,7 +536,11 @@ def render(res: dict[str, Any]) -> str:
             f"{b['central']['test_accuracy']:.4f} (σ={b['central']['sigma']:.3g}, trusted "
             "curator)   [baselines: same data, steps and ε, mean of 5 in-process runs]",
         ]
-    lines += ["", "privacy each node has incurred towards each other node, from its own ledger:"]
+    lines += [""]
+    if res.get("not_private"):
+        lines += wrap(res["not_private"], "")
+    lines += ["privacy each node has incurred towards each other node, from its own ledger"
+              + (f" ({NOT_PRIVATE})" if res.get("not_private") else "") + ":"]
     peers = [p["node"] for p in res["privacy"]]
     w = max(len(x) for x in peers)
     show = peers if len(peers) <= 10 else []
@@ -535,9 +549,12 @@ def render(res: dict[str, Any]) -> str:
     for row in res["privacy"]:
         eps = {p["peer"]: p["epsilon"] for p in row["peers"]}
         cells = "  ".join(f"{(f'{eps[p]:.3f}' if p in eps else '-'):>{w}}" for p in show)
-        lines.append(f"  {row['node']:<{w}}  {row['epsilon']:>10.4f}  {row['delta']:>9.2g}  {cells}")
+        lines.append(f"  {row['node']:<{w}}  {row['epsilon']:>10.4f}  {row['delta']:>9.2g}  {cells}"
+                     + (f"  {NOT_PRIVATE}" if row.get("seeded_rng") else ""))
     methods = sorted({p["method"] for row in res["privacy"] for p in row["peers"]})
     lines.append(f"  (method: {'; '.join(methods)}; see `netdp privacy report`)")
+    if res.get("threat_model"):
+        lines += threat_lines(res["threat_model"], "  ")
     return "\n".join(lines)
 
 

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 import numpy as np
 
-from netdp.v1 import bootstrap_pb2
+from netdp.v1 import bootstrap_pb2, common_pb2
 from netdp_node.bootstrap_client import BootstrapClient
+from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note, threat_model
+from netdp_node.report import threat_lines, wrap
 from netdp_node.wire import tensor_to_ndarray
 
 
 def result_summary(reply: bootstrap_pb2.GetResultReply) -> dict[str, Any]:
-    """Merge the participants' reports: the released value, who contributed, who declined."""
+    """Merge the participants' reports: the released value, who contributed, who declined.
+
+    Also: threat_model {observers, colluders, statement} (who the job's ε holds against,
+    `privacy.threat`), seeded_rng (the participants that ran it with a seeded private RNG, `netdp
+    node --seed`) and not_private (null, or the NOT PRIVATE (seeded) sentence naming them)."""
     job = reply.job
     participants = [p.node_id for p in job.participants]
     reported = {r.node_id: r for r in reply.results}
@@ -24,6 +31,7 @@ def result_summary(reply: bootstrap_pb2.GetResultReply) -> dict[str, Any]:
     failed = {n: r.detail for n, r in reported.items() if r.state == "failed"}
     missing = [p for p in participants if p not in reported]
     state = "failed" if failed else ("done" if not missing else "running")
+    seeded = sorted(n for n, r in reported.items() if r.seeded_rng)
     return {
         "job_id": job.job_id,
         "algorithm": job.algorithm,
@@ -37,7 +45,20 @@ def result_summary(reply: bootstrap_pb2.GetResultReply) -> dict[str, Any]:
         "failed": failed,
         "missing": missing,
         "contributions": {n: r.contributions for n, r in reported.items()},
+        "seeded_rng": seeded,
+        "not_private": not_private_note(seeded) if seeded else None,
+        "threat_model": _threat(job),
     }
+
+
+def _threat(job: common_pb2.JobSpec) -> dict[str, Any] | None:
+    try:
+        params = json.loads(job.params_json) if job.params_json else {}
+        spec = {"algorithm": job.algorithm, "participants": [p.node_id for p in job.participants],
+                "params": params}
+        return threat_model(spec).as_dict()
+    except (ValueError, KeyError, TypeError):
+        return None  # a job the bootstrap does not know (empty spec) or an unknown algorithm
 
 
 async def wait_result(client: BootstrapClient, job_id: str, wait: float,
@@ -69,7 +90,10 @@ async def wait_nodes(client: BootstrapClient, count: int, wait: float,
 
 
 def render_result(s: dict[str, Any]) -> str:
-    lines = [f"job {s['job_id']} ({s['algorithm']}): {s['state']}"]
+    lines = [f"job {s['job_id']} ({s['algorithm']}): {s['state']}"
+             + (f"  {NOT_PRIVATE}" if s.get("not_private") else "")]
+    if s.get("not_private"):
+        lines += wrap(s["not_private"], "  ")
     if s["value"] is not None:
         lines.append(f"  released result: {s['value']}"
                      + ("" if s["outputs_agree"] else "  (WARNING: participants disagree)"))
@@ -81,4 +105,6 @@ def render_result(s: dict[str, Any]) -> str:
         lines.append(f"  failed: {n}: {why}")
     if s["missing"]:
         lines.append(f"  not reported yet: {', '.join(s['missing'])}")
+    if s.get("threat_model"):
+        lines += threat_lines(s["threat_model"], "  ")
     return "\n".join(lines)

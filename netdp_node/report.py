@@ -11,6 +11,7 @@ from typing import Any
 from netdp_node.ledger import Ledger
 from netdp_node.privacy.accountant import ACCOUNTANTS, JobView, per_job_losses, total_losses
 from netdp_node.privacy.composition import PrivacyLoss
+from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note, seeded, threat_model
 from netdp_node.privacy.walk_accountant import real_contributions
 
 
@@ -29,6 +30,7 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
         me = led.node_id
         views = []
         jobs_out = []
+        seeded_jobs: list[str] = []
         for j in led.jobs():
             if job_id is not None and j.job_id != job_id:
                 continue
@@ -44,6 +46,9 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
             learnt = ([{"peer": p, **_loss(loss)}
                        for p, loss in sorted(acc.incoming(j.spec, entries, me).items())]
                       if acc.incoming is not None else None)
+            was_seeded = seeded(entries)
+            if was_seeded:
+                seeded_jobs.append(j.job_id)
             jobs_out.append({
                 "job_id": j.job_id,
                 "algorithm": j.algorithm,
@@ -59,6 +64,9 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
                 "peers": peers,
                 "baselines": base,
                 **({"incoming": learnt} if learnt is not None else {}),
+                "threat_model": threat_model(j.spec, me).as_dict(),
+                "seeded_rng": was_seeded,
+                "not_private": not_private_note() if was_seeded else None,
             })
         totals = total_losses(views, me, delta_target)
         tworst = max(totals.values(), key=lambda x: x.epsilon, default=None)
@@ -66,6 +74,8 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
             "node": me,
             "ledger": str(led.path),
             "delta_target": delta_target,
+            "not_private": (not_private_note() + f" (jobs {', '.join(seeded_jobs)})"
+                            if seeded_jobs else None),
             "jobs": jobs_out,
             "total": {
                 "epsilon": tworst.epsilon if tworst else 0.0,
@@ -89,13 +99,19 @@ def _fmt(x: float) -> str:
 def render_text(rep: dict[str, Any]) -> str:
     """A human table: one block per job, then the composed total, per peer."""
     lines = [f"privacy report of node {rep['node']} (ledger {rep['ledger']})"]
+    if rep.get("not_private"):
+        lines += wrap(rep["not_private"], "")
     for j in rep["jobs"]:
         lines.append("")
         lines.append(f"job {j['job_id']}  {j['algorithm']}  state={j['state']}  "
                      f"contributed={'yes' if j['contributed'] else 'no'} "
                      f"({j['contributions']} contributions, {j['messages_sent']} sent, "
-                     f"{j['messages_received']} received)")
+                     f"{j['messages_received']} received)"
+                     + (f"  {NOT_PRIVATE}" if j.get("seeded_rng") else ""))
+        if j.get("not_private"):
+            lines += wrap(j["not_private"], "  ")
         lines.append(f"  accountant: {j['theorem']}")
+        lines += threat_lines(j["threat_model"], "  ")
         if j["detail"]:
             lines.append(f"  note: {j['detail']}")
         lines.append("  outgoing: the loss this node incurs towards each peer")
@@ -109,9 +125,24 @@ def render_text(rep: dict[str, Any]) -> str:
     t = rep["total"]
     lines.append("")
     lines.append(f"total over {len(rep['jobs'])} job(s), composed ({t['composition']}), "
-                 f"at δ ≤ {rep['delta_target']:g}:")
+                 f"at δ ≤ {rep['delta_target']:g}:"
+                 + (f"  {NOT_PRIVATE}: holds for none of the seeded jobs"
+                    if rep.get("not_private") else ""))
     lines.extend(_peer_table(t["peers"]))
     return "\n".join(lines)
+
+
+def wrap(text: str, indent: str, width: int = 100) -> list[str]:
+    """A long sentence as lines of at most `width` characters, each starting with `indent`."""
+    import textwrap
+
+    return textwrap.wrap(text, width=width, initial_indent=indent,
+                         subsequent_indent=indent + "  ", break_on_hyphens=False)
+
+
+def threat_lines(tm: dict[str, Any], indent: str) -> list[str]:
+    """The threat model of a job (`ThreatModel.as_dict`) as text lines."""
+    return wrap(f"threat model: the ε holds against {tm['observers']}. {tm['statement']}", indent)
 
 
 def _peer_table(peers: list[dict[str, Any]], head: str = "towards") -> list[str]:

@@ -84,7 +84,7 @@ class GetJobReply(_message.Message):
     def __init__(self, job: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ...) -> None: ...
 
 class NodeResult(_message.Message):
-    __slots__ = ("job_id", "node_id", "state", "output", "contributed", "contributions", "detail", "reported_unix")
+    __slots__ = ("job_id", "node_id", "state", "output", "contributed", "contributions", "detail", "reported_unix", "seeded_rng")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -93,6 +93,7 @@ class NodeResult(_message.Message):
     CONTRIBUTIONS_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     REPORTED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    SEEDED_RNG_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     node_id: str
     state: str
@@ -101,7 +102,8 @@ class NodeResult(_message.Message):
     contributions: int
     detail: str
     reported_unix: int
-    def __init__(self, job_id: _Optional[str] = ..., node_id: _Optional[str] = ..., state: _Optional[str] = ..., output: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., contributed: _Optional[bool] = ..., contributions: _Optional[int] = ..., detail: _Optional[str] = ..., reported_unix: _Optional[int] = ...) -> None: ...
+    seeded_rng: bool
+    def __init__(self, job_id: _Optional[str] = ..., node_id: _Optional[str] = ..., state: _Optional[str] = ..., output: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., contributed: _Optional[bool] = ..., contributions: _Optional[int] = ..., detail: _Optional[str] = ..., reported_unix: _Optional[int] = ..., seeded_rng: _Optional[bool] = ...) -> None: ...
 
 class ReportResultReply(_message.Message):
     __slots__ = ()

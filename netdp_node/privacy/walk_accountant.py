@@ -217,7 +217,9 @@ def sgd_network_rdp(params: Mapping[str, Any], n: int, n_u: float) -> tuple[tupl
     """The RDP curve towards any observer: Lemma 1 over n_u + 1 contributions (the +1 is the release
     of the final model; E10's exact ln n/(n − 1)) plus the Gaussian RDP of the spotted contributions
     (sensitivity 2L: α·2/(σ/L)² each), at the orders 1 < α ≤ α_max(σ/L) where Lemma 1 holds (+inf
-    above). Both are RDP bounds, so they add (Mironov 2017, Prop. 1)."""
+    above). Both are RDP bounds, so they add (Mironov 2017, Prop. 1). Lemma 1 rests on amplification
+    by iteration, which needs every holder's update to be non-expansive: `WalkSgd` makes it so
+    (per-example clipping to L, rows bounded by sqrt(8/η); proof in its docstring)."""
     s = float(params["sigma"]) / float(params["lipschitz"])
     c = int(params.get("colluders", 1))
     ne = n / c

@@ -561,12 +561,51 @@ def logistic_accuracy(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(np.where(X @ w >= 0, 1.0, -1.0) == y))
 
 
+def clipped_logistic_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray,
+                              clip: float) -> np.ndarray:
+    """Mean over the rows of the logistic-loss gradients, each clipped to norm `clip` (per-example
+    clipping): row i contributes −y_i x_i min(s_i, clip/‖x_i‖), s_i = 1/(1 + exp(y_i wᵀx_i)). The
+    mean has norm ≤ clip, and it is the gradient of a convex loss (see `WalkSgd`)."""
+    margins = y * (X @ w)
+    s = 1.0 / (1.0 + np.exp(np.clip(margins, -500, 500)))
+    norms = np.linalg.norm(X, axis=1)
+    cap = np.divide(clip, norms, out=np.full_like(norms, np.inf), where=norms > 0)
+    coef = -y * np.minimum(s, cap)
+    return (X * coef[:, None]).mean(axis=0)
+
+
+def sgd_row_bound(eta: float) -> float:
+    """R = sqrt(8/η): rows of norm ≤ R make each example's logistic loss (R²/4 = 2/η)-smooth, so
+    that a step of size η is non-expansive (`WalkSgd`)."""
+    return math.sqrt(8.0 / eta)
+
+
+def bound_rows(X: np.ndarray, bound: float) -> np.ndarray:
+    """Scale every row longer than `bound` down to norm `bound` (the others are unchanged)."""
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return X * np.minimum(1.0, bound / np.maximum(norms, 1e-300))
+
+
 class WalkSgd(CompleteGraphWalk):
     """Algorithm 4 (spec §2.6, §6 item 5): the token is the model w ∈ R^d; the holder computes the
-    gradient of its full local logistic loss, clips it to norm L (user-level sensitivity 2L), adds
-    N(0, σ²I) and steps: w ← w − η(g + Z) (W = R^d, no projection, no clipping after the noise).
-    Past the cap: w ← w − ηZ (network DP), or w unchanged with `dp=local` (local DP-SGD, the
-    baseline of spec §2.7: σ calibrated so that the cap's local steps are (ε, δ)-DP to anyone). Node data: rows of d features then a ±1 (or 0/1) label, flattened."""
+    gradient g of its full local logistic loss with every example's gradient clipped to norm L
+    (`clipped_logistic_gradient`; ‖g‖ ≤ L, user-level sensitivity 2L), adds N(0, σ²I) and steps:
+    w ← w − η(g + Z) (W = R^d, no projection, no clipping after the noise). Past the cap:
+    w ← w − ηZ (network DP), or w unchanged with `dp=local` (local DP-SGD, the baseline of spec
+    §2.7: σ calibrated so that the cap's local steps are (ε, δ)-DP to anyone). Node data: rows of d
+    features then a ±1 (or 0/1) label, flattened; rows longer than R = sqrt(8/η) are scaled down to
+    norm R (`sgd_row_bound`; never for the housing split, whose rows have norm √2).
+
+    The update u(w) = w − ηg(w) (`descent`) is non-expansive, the premise of amplification by
+    iteration (Feldman, Mironov, Talwar & Thakurta, FOCS 2018, Thm 23, behind Lemma 1).
+    Proof: row i's clipped gradient is ∇ℓ_i(w) = y_i x_i h_i'(y_i wᵀx_i) with h_i'(m) =
+    −min(1/(1 + e^m), L/‖x_i‖), non-decreasing and 1/4-Lipschitz in m; so ℓ_i is convex with a
+    (‖x_i‖²/4 ≤ R²/4 = 2/η)-Lipschitz gradient, and so is their mean f (β = 2/η). By co-coercivity
+    (Baillon–Haddad) ⟨g(w) − g(w'), w − w'⟩ ≥ ‖g(w) − g(w')‖²/β, hence ‖u(w) − u(w')‖² ≤
+    ‖w − w'‖² − η(2/β − η)‖g(w) − g(w')‖² ≤ ‖w − w'‖². The final clip to L is the identity
+    (‖g‖ ≤ L). Clipping the MEAN gradient instead (as before) is not non-expansive: with unit-norm
+    features plus an intercept (‖x‖ = √2 > L = 1) it expanded distances by 1.0004 on the housing
+    split (tests/unit/test_walk_sgd_nonexpansive.py)."""
 
     algorithm = "walk-sgd"
     default_stop = "geometric"
@@ -592,6 +631,20 @@ class WalkSgd(CompleteGraphWalk):
             rows = flat.reshape(-1, self.dim + 1)
             self.X = rows[:, :-1]
             self.y = np.where(rows[:, -1] > 0, 1.0, -1.0)
+        self.rows_bounded = 0
+        if p.get("objective", "logistic") == "logistic" and len(self.X):
+            R = sgd_row_bound(self.eta)
+            self.rows_bounded = int(np.sum(np.linalg.norm(self.X, axis=1) > R))
+            self.X = bound_rows(self.X, R)
+
+    def gradient(self, w: np.ndarray) -> np.ndarray:
+        """The node's contribution g(w), ‖g‖ ≤ L (class docstring)."""
+        return clip_l2(clipped_logistic_gradient(w, self.X, self.y, self.L), self.L)
+
+    def descent(self, w: np.ndarray) -> np.ndarray:
+        """u(w) = w − ηg(w): a contributing step before its noise; non-expansive (class
+        docstring)."""
+        return w - self.eta * self.gradient(w)
 
     def initial_token(self) -> np.ndarray:
         return np.zeros(self.dim)
@@ -601,12 +654,14 @@ class WalkSgd(CompleteGraphWalk):
             # local DP-SGD (spec §2.7 Alg. 4-B-Loc): past the cap the model goes on unchanged
             return tau, {"event": "pass", "mechanism": "none", "sigma": 0.0}
         noise = self.rng.normal(0.0, self.sigma, size=self.dim)
-        g = clip_l2(logistic_gradient(tau, self.X, self.y), self.L) if real else 0.0
+        g = self.gradient(tau) if real else 0.0
         return tau - self.eta * (g + noise), {"mechanism": "gaussian", "sigma": self.sigma,
                                               "sensitivity": 2.0 * self.L}
 
     def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         info: dict[str, Any] = {"model": tau.tolist()}
+        if self.rows_bounded:
+            info["rows_scaled_to_bound"] = self.rows_bounded
         if len(self.y):
             info["local_accuracy"] = logistic_accuracy(tau, self.X, self.y)
         return tau, info
@@ -640,8 +695,9 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
     stop=counter an SGD token carries t, which Theorem 4's proof does not discuss (spec §6 item 10,
     ambiguity A3): the report labels it "counter-visible");
     custody_timeout_s, default 120. walk-sum: dim, clip (L2 bound, Δ = 2·clip). walk-histogram:
-    bins (L ≥ 2). walk-sgd: dim, lipschitz (gradient clip L), eta (step size), dp ("network", or
-    "local": the local-DP-SGD baseline, no amplification claimed)."""
+    bins (L ≥ 2). walk-sgd: dim, lipschitz (per-example gradient clip L), eta (step size; rows
+    longer than sqrt(8/η) are scaled down to it, so that steps are non-expansive), dp ("network",
+    or "local": the local-DP-SGD baseline, no amplification claimed)."""
     from netdp_node.privacy.walk_accountant import calibrate
 
     known = _COMMON | _SPECIFIC[algorithm]
