@@ -146,7 +146,7 @@ class NodeDaemon:
             job_id=runner.ctx.job_id, node_id=self.node_id,
             state=runner.state if runner.contributed or runner.state != "done" else "declined",
             contributed=runner.contributed, contributions=contributions, detail=runner.detail,
-            reported_unix=int(asyncio.get_running_loop().time()))
+            reported_unix=int(time.time()))
         if (runner.output is not None and runner.output.value is not None
                 and not get_algorithm(runner.ctx.algorithm).private_output):
             res.output.CopyFrom(ndarray_to_tensor(np.asarray(runner.output.value)))
