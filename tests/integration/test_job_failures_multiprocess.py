@@ -9,6 +9,7 @@ node logged a traceback and told nobody).
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -28,11 +29,14 @@ JOBS = {
 async def test_jobs_the_nodes_cannot_run_end_failed_with_each_reason(clusters, nd):
     c = clusters(3, values=[0.25, 0.5, 0.75])
     op = BootstrapClient(c.bootstrap_address, c.operator)
+    submitted = int(time.time())
     try:
         for job_id, (algorithm, params, _) in JOBS.items():
             await op.submit(algorithm, params, participants=c.ids, job_id=job_id)
         for job_id in JOBS:
-            await nd.wait_reports(op, job_id, c.ids, timeout=60)
+            reports = await nd.wait_reports(op, job_id, c.ids, timeout=60)
+            for r in reports.values():  # when, in Unix time
+                assert submitted - 1 <= r.reported_unix <= int(time.time()) + 1, r
     finally:
         await op.close()
     for job_id, (_, _, reason) in JOBS.items():
