@@ -124,6 +124,31 @@ async def test_budget_the_accountant_cannot_bound_declines_and_the_job_ends(tmp_
         await net.close()
 
 
+async def test_absurd_rounds_decline_on_a_budget_and_the_job_still_ends(tmp_path):
+    """The reproduction: rounds = 10^12 on nodes with a budget. Each declines with the
+    accountant's reason (no exception), takes part noise-only, and the job ends: failed at its
+    deadline (10^12 rounds never finish), with the reason."""
+    params = ring_params(rounds=10**12, deadline_s=1.0)
+    data = {nid: np.array([v]) for nid, v in zip(IDS, [0.25, 0.5, 0.75])}
+    budgets = {nid: Budget(epsilon=10.0, delta=1e-5) for nid in IDS}
+    net = await make_net("memory", IDS, tmp_path, data=data, budgets=budgets)
+    finished = watch(net)
+    try:
+        await join_all(net, contexts("j", "ring-sum", IDS, params), finished)
+        for nid in IDS:
+            runner = net.nodes[nid].jobs["j"]
+            assert runner.state == "failed" and not runner.contributed, (nid, runner.detail)
+            assert "deadline of 1s passed" in runner.detail, (nid, runner.detail)
+            declines = [e for e in net.ledger(nid).entries("j") if e.event == "decline"]
+            assert len(declines) == 1, nid
+            assert "windows*delta + delta_prime must be < 1" in declines[0].params["reason"]
+            assert net.ledger(nid).job("j").state == "failed"
+            assert not any(e.event == "contribute" for e in net.ledger(nid).entries("j"))
+        assert sorted(n for n, _, _ in finished) == IDS
+    finally:
+        await net.close()
+
+
 def test_check_budget_declines_absurd_rounds_instead_of_raising():
     spec = {"job_id": "j", "algorithm": "ring-sum", "participants": IDS,
             "params": ring_params(rounds=10**12), "public_seed": 1, "edges": []}
