@@ -510,9 +510,15 @@ class NodeRuntime:
                         len(ctx.participants), "yes" if contributed else "no")
         try:
             await runner.start()
-        except Exception as e:  # an engine that cannot start fails the job
-            runner.log.debug("the engine could not start", exc_info=True)
-            runner.fail(f"cannot run this job: {type(e).__name__}: {e}")
+        except NodeUnavailable:
+            raise
+        except Exception as e:  # noqa: BLE001 - an engine that cannot start fails the job
+            runner.log.debug("the engine could not start", exc_info=e)
+            reason = f"cannot run this job: {type(e).__name__}: {e}"
+            runner.contributed = False  # it took no step
+            self.ledger.commit([Entry(job_id=ctx.job_id, direction="local", event=NOT_RUN,
+                                      params={"reason": reason})])
+            runner.fail(reason)
         return runner
 
     def _not_run(self, ctx: JobContext, previous: JobRow | None,

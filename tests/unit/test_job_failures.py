@@ -292,3 +292,28 @@ async def test_concurrent_messages_for_one_new_job_share_one_lookup(tmp_path):
     finally:
         await rt.close()
         rt.ledger.close()
+
+
+def test_a_job_never_run_costs_nothing_in_the_privacy_report(tmp_path):
+    """A gossip job that failed before its first step: no loss towards anyone, nothing learnt."""
+    ids = ["node-1", "node-2", "node-3", "node-4"]
+    params = get_algorithm("muffliato").prepare({"graph": "ring", "T": 3, "sigma": 1.0}, 4)
+    ctx = JobContext("m", "muffliato", "node-1", tuple(ids), params, 1)
+    rt = NodeRuntime("node-1", Ledger(tmp_path / "n1", "node-1"), MemoryNetwork().transport("x"),
+                     data=np.array([0.5, 0.5]))  # muffliato of dim 1: two numbers do not fit
+    seen: list[JobRunner] = []
+    rt.on_finished = seen.append
+    try:
+        asyncio.run(rt.add_job(ctx))  # (a sync test: the join runs on a loop of its own)
+        runner = rt.jobs["m"]
+        assert runner.state == "failed" and "the job expects (1,)" in runner.detail
+        assert not runner.contributed and seen == [runner]
+        assert rt.ledger.job("m").state == "failed"
+        assert [e.event for e in rt.ledger.entries("m")] == ["cannot-run"]
+    finally:
+        rt.ledger.close()
+    from netdp_node.report import ledger_report
+
+    job = ledger_report(tmp_path / "n1")["jobs"][0]
+    assert job["state"] == "failed" and job["epsilon"] == 0.0 and job["peers"] == []
+    assert job["incoming"] == []
