@@ -512,7 +512,7 @@ class NodeRuntime:
             await runner.start()
         except NodeUnavailable:
             raise
-        except Exception as e:  # noqa: BLE001 - an engine that cannot start fails the job
+        except Exception as e:  # an engine that cannot start fails the job
             runner.log.debug("the engine could not start", exc_info=e)
             reason = f"cannot run this job: {type(e).__name__}: {e}"
             runner.contributed = False  # it took no step
