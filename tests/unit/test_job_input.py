@@ -24,6 +24,7 @@ import pytest_asyncio
 from netdp.v1 import bootstrap_pb2, common_pb2, peer_pb2
 from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
 from netdp_node.bootstrap_client import BootstrapClient
+from netdp_node.protocols import ENVELOPE_ALLOWANCE
 from netdp_node.protocols.ring import MAX_ROUNDS
 from netdp_node.security import pki
 from netdp_node.transport.grpc import AccessPolicy, PeerService, secure_channel, start_server
@@ -138,7 +139,7 @@ async def test_a_job_that_can_run_is_accepted(boot):
     assert isinstance(json.loads(job.params_json)["rounds"], int)
     job = await boot.operator.submit("ring-sum", {"rounds": MAX_ROUNDS}, job_id="ok-2")
     assert json.loads(job.params_json)["rounds"] == MAX_ROUNDS
-    limit = (MAX_MESSAGE_BYTES - 64 * 1024) // 8
+    limit = (MAX_MESSAGE_BYTES - ENVELOPE_ALLOWANCE) // 8
     await boot.operator.submit("ring-sum", {"dim": limit}, job_id="ok-3")
     err = await submit_raw(boot, "ring-sum", json.dumps({"dim": limit + 1}))
     assert err is not None and err.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -238,10 +239,14 @@ async def test_peer_answers_an_impossible_tensor_shape_with_invalid_argument(boo
             await call(env.SerializeToString(), timeout=10)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
         assert "tensor shape" in err.value.details()
-        # a well-formed message still goes through
-        env.payload.CopyFrom(common_pb2.Tensor(dtype="float64", shape=[1], data=b"\0" * 8))
+        # a well-formed message still goes through, also the largest payload a job may have
+        # (what Algorithm.validate allows fits the transport's message limit)
+        limit = (MAX_MESSAGE_BYTES - ENVELOPE_ALLOWANCE) // 8
+        env.job_id = "j" * 64  # the longest job id
+        env.payload.CopyFrom(common_pb2.Tensor(dtype="float64", shape=[limit],
+                                               data=b"\0" * 8 * limit))
         ack = await call(env.SerializeToString(), timeout=10)
-        assert ack.code == 0 and len(got) == 1
+        assert ack.code == 0 and len(got) == 1 and got[0].payload.shape == (limit,)
     finally:
         await ch.close()
         await server.stop(0)
