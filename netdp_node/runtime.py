@@ -512,14 +512,19 @@ class NodeRuntime:
             await runner.start()
         except NodeUnavailable:
             raise
-        except Exception as e:  # an engine that cannot start fails the job
-            runner.log.debug("the engine could not start", exc_info=e)
-            reason = f"cannot run this job: {type(e).__name__}: {e}"
-            runner.contributed = False  # it took no step
-            self.ledger.commit([Entry(job_id=ctx.job_id, direction="local", event=NOT_RUN,
-                                      params={"reason": reason})])
-            runner.fail(reason)
+        except Exception as e:  # noqa: BLE001 - an engine that cannot start fails the job
+            self._not_started(runner, e)
         return runner
+
+    def _not_started(self, runner: JobRunner, error: Exception) -> None:
+        """The engine's start raised (e.g. data that does not fit, checked there): the job fails
+        at this node as one whose engine could not be made; it took no step."""
+        runner.log.debug("the engine could not start", exc_info=error)
+        reason = f"cannot run this job: {type(error).__name__}: {error}"
+        runner.contributed = False
+        self.ledger.commit([Entry(job_id=runner.ctx.job_id, direction="local", event=NOT_RUN,
+                                  params={"reason": reason})])
+        runner.fail(reason)
 
     def _not_run(self, ctx: JobContext, previous: JobRow | None,
                  error: Exception) -> JobRunner:
