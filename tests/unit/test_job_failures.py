@@ -250,14 +250,16 @@ async def test_a_new_job_is_still_learnt_at_once(tmp_path):
         net.nodes[nid].job_fetcher = fetcher(nid)
     try:
         # node-3 has its lookups spent by a peer sending made-up ids...
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
         for i in range(10):
             with pytest.raises(UnknownJob):
                 await net.nodes["node-3"].handle("node-2", f"junk-{i}", _token())
-        assert len(calls["node-3"]) == UNKNOWN_JOB_LOOKUPS
+        windows = math.floor((loop.time() - t0) / UNKNOWN_JOB_TTL) + 1
+        assert UNKNOWN_JOB_LOOKUPS <= len(calls["node-3"]) <= UNKNOWN_JOB_LOOKUPS * windows
         await net.nodes["node-3"].add_job(ctxs["node-3"])  # ... and learns the job by its poll
         # node-1 starts; node-2 learns the job from node-1's token (one lookup)
         await net.nodes["node-1"].add_job(ctxs["node-1"])
-        loop = asyncio.get_running_loop()
         deadline = loop.time() + 20
         while "j" not in net.nodes["node-2"].jobs:  # until node-1's token reaches node-2
             assert loop.time() < deadline, "node-2 never learnt the job"
