@@ -9,8 +9,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from netdp.v1 import bootstrap_pb2_grpc
-from netdp_bootstrap.service import BootstrapService
+from netdp_bootstrap.service import BootstrapService, generic_handler
 from netdp_bootstrap.store import Store
 from netdp_node.errors import SecurityError
 from netdp_node.security.pki import check_server_names, load_identity
@@ -38,7 +37,7 @@ async def run_bootstrap(cfg: BootstrapConfig, ready: asyncio.Future[int] | None 
     store = Store(cfg.state)
     service = BootstrapService(store, identity.ca_pem, cfg.crl)
     server, port = await start_server(
-        identity, cfg.listen, lambda srv: bootstrap_pb2_grpc.add_BootstrapServicer_to_server(service, srv))
+        identity, cfg.listen, lambda srv: srv.add_generic_rpc_handlers((generic_handler(service),)))
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -19,6 +19,8 @@ from typing import Any
 
 import grpc
 import grpc.aio
+from google.protobuf import message_factory
+from google.protobuf.message import DecodeError
 
 from netdp.v1 import bootstrap_pb2, bootstrap_pb2_grpc, common_pb2
 from netdp_bootstrap import topology as topo
@@ -27,6 +29,7 @@ from netdp_node.errors import SecurityError
 from netdp_node.protocols import get_algorithm
 from netdp_node.security.identity import PeerIdentity, RevocationList
 from netdp_node.transport.grpc import AccessPolicy, Unauthorized
+from netdp_node.wire import WireError, tensor_to_ndarray
 
 #: Longest wait of a ListJobs long poll.
 LONG_POLL_MAX_MS = 30_000
@@ -39,6 +42,52 @@ _ADDRESS = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$")
 def natural_key(s: str) -> list[Any]:
     """node-2 sorts before node-10."""
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
+
+
+def json_object(field: str, text: str) -> dict[str, Any]:
+    """A request's JSON field, which must hold an object; ValueError naming the field."""
+    try:
+        value = json.loads(text or "{}")
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{field} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise ValueError(f"{field} is nested too deeply") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{field} must be a JSON object")  # noqa: TRY004 - INVALID_ARGUMENT
+    return value
+
+
+#: What a request can get wrong: INVALID_ARGUMENT, with the message (naming the field).
+BAD_REQUEST = (ValueError, KeyError, TypeError, ArithmeticError, RecursionError)
+
+
+def generic_handler(service: BootstrapService) -> grpc.GenericRpcHandler:
+    """The Bootstrap service's handlers. Each decodes its request itself, so that bytes which are
+    not the method's request message are INVALID_ARGUMENT, naming the message (grpc's own decoding
+    answers UNKNOWN)."""
+    desc = bootstrap_pb2.DESCRIPTOR.services_by_name["Bootstrap"]
+    handlers = {}
+    for m in desc.methods:
+        handlers[m.name] = grpc.unary_unary_rpc_method_handler(
+            _decoding(getattr(service, m.name), message_factory.GetMessageClass(m.input_type)),
+            request_deserializer=None,  # raw bytes in
+            response_serializer=message_factory.GetMessageClass(m.output_type).SerializeToString)
+    return grpc.method_handlers_generic_handler(desc.full_name, handlers)
+
+
+def _decoding(method: Any, request_type: Any) -> Any:
+    async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        request = request_type()
+        try:
+            request.ParseFromString(raw)
+        except DecodeError as e:
+            log.warning("refused malformed %s bytes from %s: %s", request_type.__name__,
+                        context.peer(), e)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"malformed {request_type.__name__}: {e}")
+        return await method(request, context)
+
+    return handle
 
 
 class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
@@ -140,7 +189,8 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         await self._auth(context, ("operator",), "SubmitJob")
         try:
             job = self.make_job(request)
-        except (ValueError, KeyError, json.JSONDecodeError) as e:
+        except BAD_REQUEST as e:
+            log.info("refused a %s job: %s", request.algorithm, e)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         if self.store.job(job.job_id) is not None:
             await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"job {job.job_id} exists")
@@ -162,12 +212,9 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             ids = list(request.participants)
         else:
             ids = list(active)
-        params = json.loads(request.params_json or "{}")
-        if not isinstance(params, dict):
-            raise ValueError("params must be a JSON object")
-        params = algo.prepare(params, len(ids))
+        params = algo.validate(json_object("params_json", request.params_json), len(ids))
         kind = request.topology_kind or algo.topology
-        tparams = json.loads(request.topology_params_json or "{}")
+        tparams = json_object("topology_params_json", request.topology_params_json)
         seed = request.public_seed or secrets.randbits(63)
         graph = topo.build(kind, ids, tparams, seed=seed % (2**32))
         if algo.topology == "ring" and kind != "ring":
@@ -222,6 +269,11 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         if request.node_id != who.node_id:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED,
                                 f"{who.node_id} cannot report for {request.node_id}")
+        if request.HasField("output"):
+            try:
+                tensor_to_ndarray(request.output)
+            except WireError as e:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"output: {e}")
         self.store.put_result(request)
         log.info("job %s: %s reported %s", request.job_id, who.node_id, request.state)
         return bootstrap_pb2.ReportResultReply()

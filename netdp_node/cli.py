@@ -70,6 +70,8 @@ def _param(s: str) -> tuple[str, Any]:
         return k, json.loads(v)
     except json.JSONDecodeError:
         return k, v
+    except RecursionError:
+        raise argparse.ArgumentTypeError(f"--param {k}: the value is nested too deeply") from None
 
 
 # -- pki ----------------------------------------------------------------------------------------
@@ -222,10 +224,17 @@ def cmd_job(a: argparse.Namespace) -> int:
                     return EXIT_OK
                 if a.wait_nodes:
                     await wait_nodes(c, a.wait_nodes, a.wait or 300.0)
-                job = await c.submit(a.algorithm, dict(a.param or []),
-                                     participants=a.participants.split(",") if a.participants
-                                     else None, topology=a.topology or "", seed=a.seed,
-                                     job_id=a.job_id or "")
+                import grpc
+
+                try:
+                    job = await c.submit(a.algorithm, dict(a.param or []),
+                                         participants=a.participants.split(",") if a.participants
+                                         else None, topology=a.topology or "", seed=a.seed,
+                                         job_id=a.job_id or "")
+                except grpc.aio.AioRpcError as e:  # a bad --param: a usage error (exit 2)
+                    if e.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                        raise
+                    raise ConfigError(f"the bootstrap refused the job: {e.details()}") from None
                 print(job.job_id)
                 print(f"submitted {job.job_id} ({job.algorithm}) to {len(job.participants)} "
                       f"participants: {', '.join(p.node_id for p in job.participants)}",

@@ -157,7 +157,7 @@ class NodeDaemon:
             job_id=runner.ctx.job_id, node_id=self.node_id,
             state=runner.state if runner.contributed or runner.state != "done" else "declined",
             contributed=runner.contributed, contributions=contributions, detail=runner.detail,
-            reported_unix=int(asyncio.get_running_loop().time()),
+            reported_unix=int(time.time()),
             # seeded for any part of the job (this run, or one before a restart)
             seeded_rng=self.cfg.seed is not None or bool(self.ledger.entries(
                 runner.ctx.job_id, events=(SEEDED_RNG_EVENT,))))
@@ -242,8 +242,22 @@ class NodeDaemon:
     async def _join(self, ctx: JobContext) -> None:
         try:
             await self.runtime.add_job(ctx)
-        except Exception:
-            log.exception("[node=%s job=%s] cannot run this job", self.node_id, ctx.job_id)
+        except Exception as e:  # the runtime records what it can; say it anyway
+            # (a job the node cannot run normally fails inside the runtime, recorded and reported;
+            # this is what is left, e.g. a ledger that cannot be written)
+            reason = f"cannot run this job: {type(e).__name__}: {e}"
+            log.error("[node=%s job=%s] %s", self.node_id, ctx.job_id, reason)
+            log.debug("[node=%s job=%s] traceback", self.node_id, ctx.job_id, exc_info=True)
+            await self._report_failure(ctx.job_id, reason)
+
+    async def _report_failure(self, job_id: str, reason: str) -> None:
+        try:
+            await self.bootstrap.report(bootstrap_pb2.NodeResult(
+                job_id=job_id, node_id=self.node_id, state="failed", contributed=False,
+                detail=reason, reported_unix=int(time.time())))
+        except grpc.aio.AioRpcError as e:
+            log.error("[node=%s job=%s] could not report the failure to the bootstrap: %s",
+                      self.node_id, job_id, e.details())
 
     async def run(self, ready: asyncio.Future[int] | None = None) -> int:
         loop = asyncio.get_running_loop()

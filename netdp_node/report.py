@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from netdp_node.ledger import Ledger
-from netdp_node.privacy.accountant import ACCOUNTANTS, JobView, per_job_losses, total_losses
+from netdp_node.privacy.accountant import (
+    ACCOUNTANTS,
+    JobView,
+    never_ran,
+    per_job_losses,
+    total_losses,
+)
 from netdp_node.privacy.composition import PrivacyLoss
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note, seeded, threat_model
 from netdp_node.privacy.walk_accountant import real_contributions
@@ -43,9 +49,9 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float = 1e-5,
             acc = ACCOUNTANTS[j.algorithm]
             base = ({k: _loss(v) for k, v in acc.baselines(j.spec, entries, me).items()}
                     if acc.baselines is not None else {})
-            learnt = ([{"peer": p, **_loss(loss)}
-                       for p, loss in sorted(acc.incoming(j.spec, entries, me).items())]
-                      if acc.incoming is not None else None)
+            learnt = (None if acc.incoming is None else [] if never_ran(entries) else
+                      [{"peer": p, **_loss(loss)}
+                       for p, loss in sorted(acc.incoming(j.spec, entries, me).items())])
             was_seeded = seeded(entries)
             if was_seeded:
                 seeded_jobs.append(j.job_id)

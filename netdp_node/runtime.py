@@ -23,6 +23,7 @@ happen in that order too.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import secrets
@@ -34,8 +35,8 @@ import numpy as np
 
 from netdp_node.errors import LedgerError
 from netdp_node.faults import EXIT_CRASHED, FaultInjector
-from netdp_node.ledger import Entry, Ledger
-from netdp_node.privacy.accountant import JobView, check_budget
+from netdp_node.ledger import Entry, JobRow, Ledger
+from netdp_node.privacy.accountant import NOT_RUN, JobView, check_budget
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import (
     Action,
@@ -57,7 +58,13 @@ from netdp_node.transport.base import DeliveryError, Transport
 log = logging.getLogger("netdp.runtime")
 
 
+#: Messages from a peer for jobs this node does not know make it ask the bootstrap (GetJob) at
+#: most UNKNOWN_JOB_LOOKUPS times per UNKNOWN_JOB_TTL seconds, whatever the job ids, and at most
+#: once per UNKNOWN_JOB_TTL for the same id: a peer sending made-up job ids cannot turn into load
+#: on the bootstrap (nor spend the lookups of the other peers). A new job is learnt from the long
+#: poll (daemon `_poll`) at once anyway; a message refused as unknown is sent again by its sender.
 UNKNOWN_JOB_TTL = 2.0
+UNKNOWN_JOB_LOOKUPS = 2
 
 
 class UnknownJob(Exception):
@@ -85,6 +92,20 @@ def spec_dict(ctx: JobContext) -> dict[str, Any]:
         "public_seed": ctx.public_seed,
         "edges": [list(e) for e in ctx.edges],
     }
+
+
+class NotRun(Engine):
+    """Stands in for the engine of a job this node could not start: it failed (with its reason)
+    before taking any step, e.g. its data does not fit the job."""
+
+    def __init__(self, ctx: JobContext) -> None:  # no Engine.__init__: nothing to set up
+        self.ctx = ctx
+        self.ids = list(ctx.participants)
+        self.n = len(self.ids)
+        self.position = {v: i for i, v in enumerate(self.ids)}
+        self.data = None
+        self.contribute = False
+        self.done = False
 
 
 class JobLog(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -399,9 +420,11 @@ class NodeRuntime:
         self.job_deadline = job_deadline
         self.jobs: dict[str, JobRunner] = {}
         self._adding: dict[str, asyncio.Future[JobRunner]] = {}
-        # Job ids the bootstrap did not know, with when we asked: a peer cannot make this node
-        # query the bootstrap more than once per UNKNOWN_JOB_TTL seconds for the same id.
+        # Job ids the bootstrap did not know, with when we asked; the times of each peer's last
+        # lookups; the lookups under way (see UNKNOWN_JOB_LOOKUPS).
         self._unknown: dict[str, float] = {}
+        self._lookups: dict[str, collections.deque[float]] = {}
+        self._looking_up: dict[str, asyncio.Future[JobContext | None]] = {}
         self.log = logging.LoggerAdapter(log, {})
 
     # -- jobs ----------------------------------------------------------------------------------
@@ -438,16 +461,20 @@ class NodeRuntime:
             del self._adding[ctx.job_id]
 
     async def _create(self, ctx: JobContext) -> JobRunner:
-        algo = get_algorithm(ctx.algorithm)
         previous = self.ledger.job(ctx.job_id)
         if previous is not None:
             # A restarted node does not run a job twice; an engine that can resume from its ledger
             # (token walks: custody) does so below.
             contributed = previous.contributed
             reason = previous.detail or "job already in the ledger before a restart"
-        else:
-            contributed, reason = self._decide_contribution(ctx)
-        engine = algo.engine(ctx, self.data, self.rng_factory(ctx.job_id), contribute=contributed)
+        try:  # the job may not fit this node (its data, its version): the job fails here, said so
+            if previous is None:
+                contributed, reason = self._decide_contribution(ctx)
+            engine = get_algorithm(ctx.algorithm).engine(ctx, self.data,
+                                                         self.rng_factory(ctx.job_id),
+                                                         contribute=contributed)
+        except Exception as e:  # noqa: BLE001 - recorded and reported: the job's failure
+            return self._not_run(ctx, previous, e)
         runner = JobRunner(self, ctx, engine, contributed, reason)
         self.jobs[ctx.job_id] = runner
         if previous is not None and previous.state == "running":
@@ -481,28 +508,92 @@ class NodeRuntime:
         runner.arm_deadline(float(ctx.params.get("deadline_s", self.job_deadline)))
         runner.log.info("joined %s with %d participants (contributing: %s)", ctx.algorithm,
                         len(ctx.participants), "yes" if contributed else "no")
-        await runner.start()
+        try:
+            await runner.start()
+        except NodeUnavailable:
+            raise
+        except Exception as e:  # noqa: BLE001 - an engine that cannot start fails the job
+            self._not_started(runner, e)
         return runner
 
-    async def _job_for(self, job_id: str) -> JobRunner:
+    def _not_started(self, runner: JobRunner, error: Exception) -> None:
+        """The engine's start raised (e.g. data that does not fit, checked there): the job fails
+        at this node as one whose engine could not be made; it took no step."""
+        runner.log.debug("the engine could not start", exc_info=error)
+        reason = f"cannot run this job: {type(error).__name__}: {error}"
+        runner.contributed = False
+        self.ledger.commit([Entry(job_id=runner.ctx.job_id, direction="local", event=NOT_RUN,
+                                  params={"reason": reason})])
+        runner.fail(reason)
+
+    def _not_run(self, ctx: JobContext, previous: JobRow | None,
+                 error: Exception) -> JobRunner:
+        """A job whose engine could not be made (or whose contribution could not be decided):
+        failed at this node with the reason, recorded in the ledger (so that a restart does not
+        try again) and reported. A job the ledger already shows finished keeps its state."""
+        reason = f"cannot run this job: {type(error).__name__}: {error}"
+        runner = JobRunner(self, ctx, NotRun(ctx), False, reason)
+        self.jobs[ctx.job_id] = runner
+        runner.log.debug("the engine could not be made", exc_info=error)
+        if previous is not None and previous.state != "running":
+            runner.state, runner.detail = previous.state, previous.detail or reason
+            runner.finished.set()
+            return runner
+        if previous is None:
+            self.ledger.begin_job(ctx.job_id, ctx.algorithm, spec_dict(ctx), False, [
+                Entry(job_id=ctx.job_id, direction="local", event=NOT_RUN,
+                      params={"reason": reason})])
+        runner.fail(reason)
+        return runner
+
+    async def _job_for(self, job_id: str, sender: str = "") -> JobRunner:
         runner = self.jobs.get(job_id)
         if runner is not None:
             return runner
         if job_id in self._adding:
             return await self._adding[job_id]
+        ctx = await self._look_up(job_id, sender)
+        if ctx is not None and self.node_id in ctx.participants:
+            return await self.add_job(ctx)
+        raise UnknownJob(f"job {job_id!r} is unknown to node {self.node_id}")
+
+    async def _look_up(self, job_id: str, sender: str) -> JobContext | None:
+        """Ask the bootstrap for a job `sender` names, within the bounds of UNKNOWN_JOB_LOOKUPS
+        (None: unknown, or not asked now). Concurrent messages for one id share one lookup."""
+        if self.job_fetcher is None:
+            return None
+        pending = self._looking_up.get(job_id)
+        if pending is not None:
+            await asyncio.wait([pending])  # (a lookup that failed: unknown for this message too)
+            return None if pending.cancelled() else pending.result()
         now = asyncio.get_running_loop().time()
-        if self.job_fetcher is not None and now - self._unknown.get(job_id, -1e9) > UNKNOWN_JOB_TTL:
+        if now - self._unknown.get(job_id, -1e9) <= UNKNOWN_JOB_TTL:
+            return None
+        if len(self._lookups) > 10_000:
+            self._lookups.clear()
+        recent = self._lookups.setdefault(sender, collections.deque(maxlen=UNKNOWN_JOB_LOOKUPS))
+        if len(recent) == UNKNOWN_JOB_LOOKUPS and now - recent[0] <= UNKNOWN_JOB_TTL:
+            return None  # this peer's lookups are spent for now: it will send again
+        recent.append(now)
+        fut: asyncio.Future[JobContext | None] = asyncio.get_running_loop().create_future()
+        self._looking_up[job_id] = fut
+        try:
             ctx = await self.job_fetcher(job_id)
-            if ctx is not None and self.node_id in ctx.participants:
-                return await self.add_job(ctx)
+        except BaseException:
+            fut.cancel()
+            raise
+        finally:
+            del self._looking_up[job_id]
+        fut.set_result(ctx)
+        if ctx is None or self.node_id not in ctx.participants:
             if len(self._unknown) > 10_000:
                 self._unknown.clear()
             self._unknown[job_id] = now
-        raise UnknownJob(f"job {job_id!r} is unknown to node {self.node_id}")
+        return ctx
 
     async def handle(self, sender: str, job_id: str, msg: Message) -> bool:
         """Entry point for every incoming protocol message (see module docstring)."""
-        runner = await self._job_for(job_id)
+        runner = await self._job_for(job_id, sender)
         if runner.state != "running" and not runner.engine.done:
             raise Refused(RefusalCode.FAILED_PRECONDITION,
                           f"job {job_id} is {runner.state} at {self.node_id}: {runner.detail}")

@@ -493,7 +493,20 @@ class JobView:
     entries: Sequence[ViewEntry]
 
 
+#: The ledger event of a job the node could not run at all (it failed before taking any step).
+NOT_RUN = "cannot-run"
+
+
+def never_ran(entries: Iterable[ViewEntry]) -> bool:
+    """The node failed the job before its first step: it sent and received nothing."""
+    entries = list(entries)
+    return (any(e.event == NOT_RUN for e in entries)
+            and not any(e.direction in ("sent", "received") for e in entries))
+
+
 def per_job_losses(job: JobView, me: str) -> dict[str, PrivacyLoss]:
+    if never_ran(job.entries):
+        return {}  # nothing left the node
     acc = ACCOUNTANTS.get(job.spec["algorithm"])
     if acc is None:
         raise ValueError(f"no accountant for algorithm {job.spec['algorithm']!r}")
@@ -523,9 +536,14 @@ class BudgetCheck:
 def check_budget(jobs: Iterable[JobView], spec: Mapping[str, Any], me: str, epsilon: float,
                  delta: float) -> BudgetCheck:
     """Would contributing fully to the job `spec` keep the node within (epsilon, delta) towards every
-    peer, given what its ledger already shows?"""
-    acc = ACCOUNTANTS[spec["algorithm"]]
-    after = total_losses(jobs, me, delta, extra=acc.prospective(spec, me))
+    peer, given what its ledger already shows? When the accountant cannot bound the loss (e.g. a
+    job so long that its δ terms reach 1), the answer is no, with the accountant's reason."""
+    try:
+        acc = ACCOUNTANTS[spec["algorithm"]]
+        after = total_losses(jobs, me, delta, extra=acc.prospective(spec, me))
+    except (ValueError, KeyError, TypeError, ArithmeticError) as e:
+        return BudgetCheck(False, "", None, f"the accountant cannot bound the loss of this job: "
+                                            f"{type(e).__name__}: {e}")
     worst_peer, worst = "", None
     for peer, loss in after.items():
         if worst is None or loss.epsilon > worst.epsilon:

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from netdp_node.protocols import inca, muffliato, ring, walk
 from netdp_node.protocols.base import Engine
+
+#: How deep a job parameter may nest lists and objects (collusion groups are lists of lists).
+MAX_PARAM_DEPTH = 4
+#: Bytes of a message kept for everything but its payload (ids, kind, counters, scalars, detail).
+ENVELOPE_ALLOWANCE = 64 * 1024
+
+
+def _dim(params: Mapping[str, Any], n: int) -> int:
+    return int(params.get("dim", 1))
 
 
 @dataclass(frozen=True)
@@ -22,30 +32,130 @@ class Algorithm:
     # would give each observer P(x + η), i.e. x + η itself when P is invertible (muffliato.md §7.1
     # item 7: x^T is not sent).
     private_output: bool = False
+    # the parameters that are integers (a non-integer value is refused, never truncated)
+    integers: frozenset[str] = frozenset()
+    # (prepared params, n) -> numbers in the largest message payload, and what sets that size
+    payload: Callable[[Mapping[str, Any], int], int] = _dim
+    payload_params: str = "dim"
+
+    def validate(self, params: Mapping[str, Any], n: int) -> dict[str, Any]:
+        """`prepare`, behind the checks every algorithm shares, for a job that is to run on the
+        network (the bootstrap's SubmitJob): values are finite numbers, strings, booleans or
+        shallow lists; an integer parameter gets an integer (2.7 is refused, not truncated to 2);
+        and the largest message of the job fits the message limit (`netdp_node.wire`
+        MAX_MESSAGE_BYTES). Raises ValueError naming the parameter."""
+        from netdp_node.wire import MAX_MESSAGE_BYTES  # wire imports protocols: not at the top
+
+        raw = dict(params)
+        for k, v in raw.items():
+            _check_value(k, v, 0)
+        for k in self.integers & raw.keys():
+            raw[k] = _integer(k, raw[k])
+        try:
+            out = self.prepare(raw, n)
+        except (TypeError, ArithmeticError, ValueError) as e:
+            # a value of the wrong type (a list or a word where a number belongs): name it
+            text = str(e)
+            suspects = sorted(k for k, v in raw.items() if isinstance(v, (list, tuple, Mapping))
+                              or (isinstance(v, str) and repr(v) in text))
+            if isinstance(e, ValueError) and (not suspects or any(k in text for k in suspects)):
+                raise  # the algorithm's own message, naming the parameter
+            named = f" (check {', '.join(suspects)})" if suspects else ""
+            raise ValueError(f"invalid {self.name} parameters{named}: {text}") from None
+        elements = self.payload(out, n)
+        limit = (MAX_MESSAGE_BYTES - ENVELOPE_ALLOWANCE) // 8
+        if elements > limit:
+            raise ValueError(
+                f"{self.payload_params}: a message of this {self.name} job would carry {elements} "
+                f"numbers ({8 * elements} bytes), more than the message limit MAX_MESSAGE_BYTES = "
+                f"{MAX_MESSAGE_BYTES} bytes allows ({limit} numbers); lower {self.payload_params}")
+        return out
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _check_value(name: str, v: Any, depth: int) -> None:
+    if depth > MAX_PARAM_DEPTH:
+        raise ValueError(f"parameter {name} is nested more than {MAX_PARAM_DEPTH} levels deep")
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise ValueError(f"parameter {name} must be a finite number, got {v!r}")
+    elif isinstance(v, int):
+        if abs(v) >= 2**63:
+            raise ValueError(f"parameter {name} is out of range (|value| < 2^63), got {_short(v)}")
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _check_value(name, x, depth + 1)
+    elif isinstance(v, Mapping):
+        for x in v.values():
+            _check_value(name, x, depth + 1)
+    else:
+        raise ValueError(  # noqa: TRY004 - the caller's contract: ValueError, naming the field
+            f"parameter {name} has an unsupported type {type(v).__name__}")
+
+
+def _integer(name: str, v: Any) -> int:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            pass
+    raise ValueError(f"parameter {name} must be an integer, got {_short(v)}")
+
+
+def _inca_payload(p: Mapping[str, Any], n: int) -> int:
+    dim, k, T = int(p["dim"]), int(p["k"]), int(p["T"])
+    return max(inca.record_length(dim, n, k, T), dim + 1 + inca.history_length(n, k, T))
+
+
+_RING = frozenset({"rounds", "dim"})
+_RING_HISTOGRAM = frozenset({"rounds", "bins"})
+_WALK = frozenset({"T", "cap", "edge_cap", "colluders", "dim", "bins"})
+_RW_SGD = frozenset({"T", "cap", "dim", "mc_walks", "burn_in"})
+_INCA = frozenset({"T", "k", "dim", "fanout", "calibration_runs"})
+_MUFFLIATO = frozenset({"T", "dim", "steps", "suspend_rounds"})
 
 
 ALGORITHMS: dict[str, Algorithm] = {
-    "ring-sum": Algorithm("ring-sum", ring.RingSum, ring.prepare_params, "ring"),
-    "ring-sum-r": Algorithm("ring-sum-r", ring.RingSumR, ring.prepare_params, "ring"),
+    "ring-sum": Algorithm("ring-sum", ring.RingSum, ring.prepare_params, "ring",
+                          integers=_RING),
+    "ring-sum-r": Algorithm("ring-sum-r", ring.RingSumR, ring.prepare_params, "ring",
+                            integers=_RING),
     "ring-histogram": Algorithm("ring-histogram", ring.RingHistogram,
-                                ring.prepare_histogram_params, "ring"),
+                                ring.prepare_histogram_params, "ring", integers=_RING_HISTOGRAM,
+                                payload_params="bins"),
     "walk-sum": Algorithm("walk-sum", walk.WalkSum,
-                          functools.partial(walk.prepare_params, "walk-sum"), "complete"),
+                          functools.partial(walk.prepare_params, "walk-sum"), "complete",
+                          integers=_WALK),
     "walk-histogram": Algorithm("walk-histogram", walk.WalkHistogram,
                                 functools.partial(walk.prepare_params, "walk-histogram"),
-                                "complete"),
+                                "complete", integers=_WALK, payload=lambda p, n: int(p["bins"]),
+                                payload_params="bins"),
     "walk-sgd": Algorithm("walk-sgd", walk.WalkSgd,
-                          functools.partial(walk.prepare_params, "walk-sgd"), "complete"),
-    "rw-sgd": Algorithm("rw-sgd", walk.RandomWalkSgd, walk.prepare_rw_sgd, "exponential"),
-    "inca": Algorithm("inca", inca.Inca, inca.prepare_params, "complete"),
+                          functools.partial(walk.prepare_params, "walk-sgd"), "complete",
+                          integers=_WALK),
+    "rw-sgd": Algorithm("rw-sgd", walk.RandomWalkSgd, walk.prepare_rw_sgd, "exponential",
+                        integers=_RW_SGD),
+    "inca": Algorithm("inca", inca.Inca, inca.prepare_params, "complete", integers=_INCA,
+                      payload=_inca_payload, payload_params="dim, T or k (or the participants)"),
     "muffliato": Algorithm("muffliato", muffliato.MuffliatoSync,
-                           functools.partial(muffliato.prepare_params, "muffliato"), "ring", True),
+                           functools.partial(muffliato.prepare_params, "muffliato"), "ring", True,
+                           integers=_MUFFLIATO),
     "muffliato-random": Algorithm("muffliato-random", muffliato.MuffliatoRandom,
                                   functools.partial(muffliato.prepare_params, "muffliato-random"),
-                                  "ring", True),
+                                  "ring", True, integers=_MUFFLIATO),
     "muffliato-gd": Algorithm("muffliato-gd", muffliato.MuffliatoGd,
                               functools.partial(muffliato.prepare_params, "muffliato-gd"), "ring",
-                              True),
+                              True, integers=_MUFFLIATO),
 }
 
 

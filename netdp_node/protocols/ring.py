@@ -42,6 +42,8 @@ from netdp_node.protocols.base import (
 TOKEN = "token"
 RELEASE = "release"
 WALK = "ring"
+#: Most rounds of a ring job (n·K token hops, each one a durable ledger step at every node).
+MAX_ROUNDS = 100_000
 
 
 def clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
@@ -272,8 +274,8 @@ def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
         "delta": float(params.get("delta", 1e-6)),
         "delta_prime": float(params.get("delta_prime", 1e-6)),
     }
-    if out["rounds"] < 1:
-        raise ValueError("rounds must be at least 1")
+    if not 1 <= out["rounds"] <= MAX_ROUNDS:
+        raise ValueError(f"rounds must be in 1..{MAX_ROUNDS}, got {out['rounds']}")
     if not 1 <= out["dim"] <= 1 << 20:
         raise ValueError("dim must be between 1 and 2^20")
     if not out["clip"] > 0:
@@ -281,6 +283,11 @@ def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
     for k in ("delta", "delta_prime"):
         if not 0 < out[k] < 1:
             raise ValueError(f"{k} must be in (0, 1)")
+    if not out["rounds"] * out["delta"] + out["delta_prime"] < 1:
+        # Theorem 1's δ over the K windows: at 1 or more nothing is guaranteed (or accounted)
+        raise ValueError(f"rounds × delta + delta_prime must be < 1 (the guarantee's δ over the "
+                         f"rounds), got {out['rounds']} × {out['delta']:g} + "
+                         f"{out['delta_prime']:g}")
     out["sensitivity"] = 2.0 * out["clip"]
     out["sigma"] = gaussian_sigma(out["epsilon"], out["delta"], out["sensitivity"])
     return out
@@ -302,8 +309,10 @@ def prepare_histogram_params(params: dict[str, Any], n: int) -> dict[str, Any]:
            "epsilon0": float(params.get("epsilon0", 1.0)),
            "delta": float(params.get("delta", 1e-6)),
            "delta_prime": float(params.get("delta_prime", 1e-6))}
-    if out["rounds"] < 1 or not 2 <= out["bins"] <= 1 << 16 or not out["epsilon0"] > 0:
-        raise ValueError("rounds >= 1, 2 <= bins <= 65536 and epsilon0 > 0 are required")
+    if not 1 <= out["rounds"] <= MAX_ROUNDS:
+        raise ValueError(f"rounds must be in 1..{MAX_ROUNDS}, got {out['rounds']}")
+    if not 2 <= out["bins"] <= 1 << 16 or not out["epsilon0"] > 0:
+        raise ValueError("2 <= bins <= 65536 and epsilon0 > 0 are required")
     for k in ("delta", "delta_prime"):
         if not 0 < out[k] < 1:
             raise ValueError(f"{k} must be in (0, 1)")

@@ -16,6 +16,8 @@ from netdp_node.protocols.base import Message
 
 #: Explicit maximum size of one gRPC message (both directions), in bytes.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+#: Most dimensions a received tensor may have (numpy's own limit is 64; engines use 1).
+MAX_DIMENSIONS = 8
 
 _ALLOWED_DTYPES = {"float64": "<f8", "float32": "<f4", "int64": "<i8"}
 _DTYPES = {name: np.dtype(code) for name, code in _ALLOWED_DTYPES.items()}
@@ -41,11 +43,18 @@ def tensor_to_ndarray(t: common_pb2.Tensor, *, max_elements: int = 1 << 22) -> n
     if t.dtype not in _ALLOWED_DTYPES:
         raise WireError(f"unsupported tensor dtype {t.dtype!r} (allowed: {sorted(_ALLOWED_DTYPES)})")
     shape = tuple(t.shape)
+    if len(shape) > MAX_DIMENSIONS:
+        raise WireError(f"tensor has {len(shape)} dimensions, more than the limit "
+                        f"{MAX_DIMENSIONS}")
     if any(s < 0 for s in shape):
         raise WireError(f"negative dimension in tensor shape {shape}")
+    # every dimension counts, also in an empty tensor: [2^62, 2^62, 0] has no element but cannot
+    # be allocated (numpy refuses a shape whose extent overflows)
+    extent = math.prod(s for s in shape if s)
+    if extent > max_elements:
+        raise WireError(f"tensor shape {shape} spans {extent} elements, more than the limit "
+                        f"{max_elements}")
     count = math.prod(shape)
-    if count > max_elements:
-        raise WireError(f"tensor has {count} elements, more than the limit {max_elements}")
     dt = _DTYPES[t.dtype]
     if len(t.data) != count * dt.itemsize:
         raise WireError(
@@ -55,7 +64,10 @@ def tensor_to_ndarray(t: common_pb2.Tensor, *, max_elements: int = 1 << 22) -> n
     arr = np.frombuffer(t.data, dtype=dt)  # read-only: a view of the received bytes
     if dt != _F8:
         arr = arr.astype(np.float64)
-    arr = arr.reshape(shape)
+    try:
+        arr = arr.reshape(shape)
+    except ValueError as e:  # not expected after the checks above; never an internal error
+        raise WireError(f"tensor shape {shape} cannot be decoded: {e}") from None
     if not np.isfinite(arr).all():
         raise WireError("tensor contains NaN or infinite values")
     arr.setflags(write=False)

@@ -1,0 +1,252 @@
+"""Bad job input at the bootstrap: the real service on a loopback mTLS gRPC server (in this
+process), called by an operator and by nodes with their own certificates.
+
+Every refusal is INVALID_ARGUMENT with a message naming the field: malformed request bytes, params
+that are not integers where integers belong (never truncated), that overflow (1e400), that nest too
+deeply, that ask for absurd sizes (rounds, a token larger than the message limit). A job that can
+run is still accepted. The CLI turns a refusal into exit code 2 naming the parameter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import grpc.aio
+import pytest
+import pytest_asyncio
+
+from netdp.v1 import bootstrap_pb2, common_pb2, peer_pb2
+from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
+from netdp_node.bootstrap_client import BootstrapClient
+from netdp_node.protocols import ENVELOPE_ALLOWANCE
+from netdp_node.protocols.ring import MAX_ROUNDS
+from netdp_node.security import pki
+from netdp_node.transport.grpc import AccessPolicy, PeerService, secure_channel, start_server
+from netdp_node.wire import MAX_MESSAGE_BYTES, WireError, tensor_to_ndarray
+
+pytestmark = pytest.mark.timeout(30)
+
+NODES = ("node-1", "node-2", "node-3")
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Boot:
+    address: str
+    pki_dir: Path
+    operator: BootstrapClient
+    nodes: dict[str, BootstrapClient]
+
+    def identity(self, name: str) -> pki.Identity:
+        return pki.load_identity(self.pki_dir / name)
+
+
+@pytest_asyncio.fixture
+async def boot(tmp_path: Path) -> AsyncIterator[Boot]:
+    d = tmp_path / "pki"
+    pki.init_ca(d)
+    pki.issue(d, "bootstrap", role="bootstrap", hosts=("127.0.0.1",))
+    pki.issue(d, "operator", role="operator", hosts=())
+    for nid in NODES:
+        pki.issue(d, nid, hosts=("127.0.0.1",))
+    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+    server = asyncio.ensure_future(run_bootstrap(
+        BootstrapConfig(certs=d / "bootstrap", state=tmp_path / "state", listen="127.0.0.1:0"),
+        ready=ready, stop=stop))
+    port = await asyncio.wait_for(asyncio.shield(ready), 20)
+    address = f"127.0.0.1:{port}"
+    op = BootstrapClient(address, pki.load_identity(d / "operator"))
+    nodes = {nid: BootstrapClient(address, pki.load_identity(d / nid)) for nid in NODES}
+    try:
+        for i, (nid, c) in enumerate(nodes.items()):
+            await c.register(nid, f"127.0.0.1:{7700 + i}")  # nobody listens: jobs never run here
+        yield Boot(address, d, op, nodes)
+    finally:
+        for c in [op, *nodes.values()]:
+            await c.close()
+        stop.set()
+        await asyncio.wait_for(server, 20)
+
+
+async def submit_raw(b: Boot, algorithm: str, params_json: str,
+                     topology_params_json: str = "") -> grpc.aio.AioRpcError | None:
+    """SubmitJob with exactly this params text (no client-side JSON); the error, or None."""
+    req = bootstrap_pb2.SubmitJobRequest(algorithm=algorithm, params_json=params_json,
+                                         topology_params_json=topology_params_json)
+    try:
+        await b.operator.call("SubmitJob", req, retry_transient=False)
+    except grpc.aio.AioRpcError as e:
+        return e
+    return None
+
+
+DEEP = '{"rounds": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+@pytest.mark.parametrize("algorithm, params_json, names", [
+    ("ring-sum", '{"rounds": 2.7}', ["rounds", "integer", "2.7"]),
+    ("ring-sum", '{"rounds": 1e400}', ["rounds", "finite", "inf"]),
+    ("ring-sum", '{"rounds": -1e400}', ["rounds", "finite"]),
+    ("ring-sum", '{"epsilon": NaN}', ["epsilon", "finite"]),
+    ("ring-sum", '{"rounds": "many"}', ["rounds", "integer", "many"]),
+    ("ring-sum", '{"rounds": [1, 2]}', ["rounds", "integer"]),
+    ("ring-sum", '{"rounds": true}', ["rounds", "integer"]),
+    ("ring-sum", '{"rounds": 1' + "0" * 400 + "}", ["rounds", "out of range"]),
+    ("ring-sum", '{"clip": [1.0]}', ["clip"]),
+    ("ring-sum", '{"clip": "wide"}', ["clip", "wide"]),
+    ("ring-sum", DEEP, ["params_json", "nested too deeply"]),
+    ("ring-sum", '{"rounds": ' + "[" * 10 + "]" * 10 + "}", ["rounds", "nested"]),
+    ("ring-sum", '{"rounds": 1000000000000}', ["rounds", f"1..{MAX_ROUNDS}"]),
+    ("ring-histogram", '{"rounds": 1000000000000}', ["rounds", f"1..{MAX_ROUNDS}"]),
+    ("ring-sum", '{"rounds": 5, "delta": 0.3}', ["rounds × delta + delta_prime", "< 1"]),
+    ("ring-sum", '{"dim": 1048576}', ["dim", "MAX_MESSAGE_BYTES", str(MAX_MESSAGE_BYTES)]),
+    ("walk-sum", '{"dim": 1048576}', ["dim", "MAX_MESSAGE_BYTES"]),
+    ("walk-sum", '{"T": 30.5}', ["T", "integer"]),
+    ("walk-histogram", '{"bins": 4.5}', ["bins", "integer"]),
+    ("inca", '{"T": 2.5}', ["T", "integer"]),
+    ("muffliato", '{"T": 3.5, "sigma": 1.0}', ["T", "integer"]),
+    ("ring-sum", '[1, 2]', ["params_json", "object"]),
+    ("ring-sum", '{"rounds": ', ["params_json", "not valid JSON"]),
+], ids=lambda v: v if len(str(v)) < 40 else str(v)[:30])
+async def test_submit_refuses_bad_params_naming_them(boot, algorithm, params_json, names):
+    err = await submit_raw(boot, algorithm, params_json)
+    assert err is not None, f"{params_json[:60]} was accepted"
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (err.code(), err.details())
+    for name in names:
+        assert name in err.details(), (name, err.details())
+    # nothing was stored
+    assert await boot.operator.list_jobs() == []
+
+
+async def test_topology_params_nested_too_deeply(boot):
+    err = await submit_raw(boot, "ring-sum", '{"rounds": 2}', topology_params_json=DEEP[12:-1])
+    assert err is not None and err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "topology_params_json" in err.details()
+
+
+async def test_a_job_that_can_run_is_accepted(boot):
+    # an integral float is the integer it spells (JSON has one number type); the largest token
+    # that fits the message limit is accepted
+    job = await boot.operator.submit("ring-sum", {"rounds": 3.0, "dim": 4}, job_id="ok-1")
+    assert json.loads(job.params_json)["rounds"] == 3
+    assert isinstance(json.loads(job.params_json)["rounds"], int)
+    job = await boot.operator.submit("ring-sum", {"rounds": MAX_ROUNDS}, job_id="ok-2")
+    assert json.loads(job.params_json)["rounds"] == MAX_ROUNDS
+    limit = (MAX_MESSAGE_BYTES - ENVELOPE_ALLOWANCE) // 8
+    await boot.operator.submit("ring-sum", {"dim": limit}, job_id="ok-3")
+    err = await submit_raw(boot, "ring-sum", json.dumps({"dim": limit + 1}))
+    assert err is not None and err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert [j.job_id for _, j in await boot.operator.list_jobs()] == ["ok-1", "ok-2", "ok-3"]
+
+
+@pytest.mark.parametrize("method, who", [
+    ("SubmitJob", "operator"), ("GetJob", "operator"), ("ListJobs", "node-1"),
+    ("Register", "node-1"), ("ReportResult", "node-1"), ("PublishRevocations", "operator"),
+])
+async def test_malformed_request_bytes_are_invalid_argument(boot, method, who):
+    ch = secure_channel(boot.address, boot.identity(who))
+    try:
+        call = ch.unary_unary(f"/netdp.v1.Bootstrap/{method}", request_serializer=None,
+                              response_deserializer=None)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await call(b"\xff\xff\xff\xff not a protobuf", timeout=10)
+    finally:
+        await ch.close()
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    assert "malformed" in err.value.details()
+    # and the bootstrap keeps serving
+    assert [n.node_id for n in await boot.operator.list_nodes()] == list(NODES)
+
+
+async def test_report_with_a_tensor_that_cannot_exist_is_invalid_argument(boot):
+    await boot.operator.submit("ring-sum", {"rounds": 2}, job_id="rep-1")
+    bad = bootstrap_pb2.NodeResult(job_id="rep-1", node_id="node-1", state="done",
+                                   output=common_pb2.Tensor(dtype="float64",
+                                                            shape=[2**62, 2**62, 0], data=b""))
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await boot.nodes["node-1"].call("ReportResult", bad, retry_transient=False)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    assert "output" in err.value.details() and "shape" in err.value.details()
+    assert list((await boot.operator.result("rep-1")).results) == []
+
+
+@pytest.mark.parametrize("param, names", [
+    ("rounds=2.7", ["rounds", "integer"]),
+    ("rounds=1e400", ["rounds", "finite"]),
+    ("rounds=1000000000000", ["rounds", f"1..{MAX_ROUNDS}"]),
+    ("dim=1048576", ["dim", "MAX_MESSAGE_BYTES"]),
+])
+async def test_cli_submit_exits_2_naming_the_parameter(boot, param, names):
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "netdp_node.cli", "job", "submit", "--bootstrap", boot.address,
+        "--certs", str(boot.pki_dir / "operator"), "--param", param, cwd=REPO,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 25)
+    text = err.decode()
+    assert proc.returncode == 2, text
+    for name in names:
+        assert name in text, (name, text)
+    assert "Traceback" not in text
+    assert out == b""
+
+
+# -- tensors whose shape cannot exist --------------------------------------------------------------
+IMPOSSIBLE = [[2**62, 2**62, 0], [2**63 - 1, 0], [1 << 22, 1 << 22, 0], [1] * 9]
+
+
+@pytest.mark.parametrize("shape", IMPOSSIBLE, ids=str)
+def test_tensor_shape_that_cannot_be_allocated_is_a_wire_error(shape):
+    t = common_pb2.Tensor(dtype="float64", shape=shape, data=b"" if 0 in shape else b"\0" * 8)
+    with pytest.raises(WireError, match="dimensions|spans"):
+        tensor_to_ndarray(t)
+
+
+@pytest.mark.parametrize("shape, size", [([0], 0), ([3, 0], 0), ([2, 2], 4), ([1] * 8, 1)],
+                         ids=str)
+def test_tensor_shapes_that_exist_still_decode(shape, size):
+    t = common_pb2.Tensor(dtype="float64", shape=shape, data=b"\0" * 8 * size)
+    assert tensor_to_ndarray(t).shape == tuple(shape)
+
+
+async def test_peer_answers_an_impossible_tensor_shape_with_invalid_argument(boot):
+    """Over a real Peer server (node-2) on loopback mTLS, from node-1: INVALID_ARGUMENT naming the
+    shape, and the handler never sees the message."""
+    got: list[object] = []
+
+    async def handle(sender: str, job_id: str, msg: object) -> bool:
+        got.append(msg)
+        return False
+
+    svc = PeerService("node-2", handle, lambda: peer_pb2.StatusReply(node_id="node-2"),
+                      AccessPolicy())
+    server, port = await start_server(boot.identity("node-2"), "127.0.0.1:0",
+                                      lambda s: s.add_generic_rpc_handlers(
+                                          (svc.generic_handler(),)))
+    ch = secure_channel(f"127.0.0.1:{port}", boot.identity("node-1"))
+    try:
+        call = ch.unary_unary("/netdp.v1.Peer/Deliver", request_serializer=None,
+                              response_deserializer=peer_pb2.Ack.FromString)
+        env = peer_pb2.Envelope(job_id="j", kind="token", walk_id="ring", seq=1, msg_id=1)
+        env.payload.CopyFrom(common_pb2.Tensor(dtype="float64", shape=[2**62, 2**62, 0]))
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await call(env.SerializeToString(), timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+        assert "tensor shape" in err.value.details()
+        # a well-formed message still goes through, also the largest payload a job may have
+        # (what Algorithm.validate allows fits the transport's message limit)
+        limit = (MAX_MESSAGE_BYTES - ENVELOPE_ALLOWANCE) // 8
+        env.job_id = "j" * 64  # the longest job id
+        env.payload.CopyFrom(common_pb2.Tensor(dtype="float64", shape=[limit],
+                                               data=b"\0" * 8 * limit))
+        ack = await call(env.SerializeToString(), timeout=10)
+        assert ack.code == 0 and len(got) == 1 and got[0].payload.shape == (limit,)
+    finally:
+        await ch.close()
+        await server.stop(0)
