@@ -27,7 +27,14 @@ from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.protocols import ENVELOPE_ALLOWANCE
 from netdp_node.protocols.ring import MAX_ROUNDS
 from netdp_node.security import pki
-from netdp_node.transport.grpc import AccessPolicy, PeerService, secure_channel, start_server
+from netdp_node.security.identity import BOOTSTRAP_NAME
+from netdp_node.transport.grpc import (
+    AccessPolicy,
+    PeerService,
+    peer_name,
+    secure_channel,
+    start_server,
+)
 from netdp_node.wire import MAX_MESSAGE_BYTES, WireError, tensor_to_ndarray
 
 pytestmark = pytest.mark.timeout(30)
@@ -151,7 +158,7 @@ async def test_a_job_that_can_run_is_accepted(boot):
     ("Register", "node-1"), ("ReportResult", "node-1"), ("PublishRevocations", "operator"),
 ])
 async def test_malformed_request_bytes_are_invalid_argument(boot, method, who):
-    ch = secure_channel(boot.address, boot.identity(who))
+    ch = secure_channel(boot.address, boot.identity(who), BOOTSTRAP_NAME)
     try:
         call = ch.unary_unary(f"/netdp.v1.Bootstrap/{method}", request_serializer=None,
                               response_deserializer=None)
@@ -229,7 +236,7 @@ async def test_peer_answers_an_impossible_tensor_shape_with_invalid_argument(boo
     server, port = await start_server(boot.identity("node-2"), "127.0.0.1:0",
                                       lambda s: s.add_generic_rpc_handlers(
                                           (svc.generic_handler(),)))
-    ch = secure_channel(f"127.0.0.1:{port}", boot.identity("node-1"))
+    ch = secure_channel(f"127.0.0.1:{port}", boot.identity("node-1"), peer_name("node-2"))
     try:
         call = ch.unary_unary("/netdp.v1.Peer/Deliver", request_serializer=None,
                               response_deserializer=peer_pb2.Ack.FromString)
