@@ -163,14 +163,21 @@ def services(nodes: int, topology: str, rounds: int, faults: list[str], image: s
         job = ["--param", f"rounds={rounds}"]
     elif algorithm == "walk-sum":
         job = ["--param", f"T={rounds * nodes}"]  # as many steps as K rounds of the ring
-    elif algorithm in ("muffliato", "inca"):
-        job = ["--param", f"T={rounds}"]  # gossip rounds / IncA iterations
+    elif algorithm == "muffliato":
+        # Muffliato's gossip graph is its `graph` parameter (the job's topology stays the ring)
+        if topology not in ("ring", "complete", "hypercube"):
+            raise ConfigError("muffliato gossips on --topology ring, complete or hypercube")
+        job = ["--param", f"T={rounds}", "--param", f"graph={topology}"]  # gossip rounds
+    elif algorithm == "inca":
+        job = ["--param", f"T={rounds}"]  # IncA iterations
     else:
         raise ConfigError("compose runs ring-sum, ring-sum-r, walk-sum, muffliato or inca (one "
                           "value per node)")
     if algorithm != "ring-sum":
         job = ["--algorithm", algorithm, *job]
-    job = ["--topology", topology, *job, "--wait-nodes", str(nodes)]
+    if algorithm != "muffliato":
+        job = ["--topology", topology, *job]
+    job = [*job, "--wait-nodes", str(nodes)]
     svc["submit"] = {
         "image": image, "pull_policy": "build",
         "command": ["job", "submit", "--bootstrap", f"bootstrap:{BOOTSTRAP_PORT}", "--certs",

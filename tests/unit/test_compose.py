@@ -257,3 +257,39 @@ def test_real_compose_accepts_the_file_when_installed():
     r = subprocess.run([*cmd, "-f", str(ROOT / "docker-compose.yml"), "config", "--quiet"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("algorithm,topology", [
+    ("ring-sum", "ring"), ("ring-sum-r", "ring"), ("walk-sum", "complete"),
+    ("muffliato", "hypercube"), ("muffliato", "ring"), ("inca", "complete")])
+def test_the_bootstrap_accepts_every_generated_job(algorithm, topology, tmp_path):
+    """--check validates the submitter's flags only; the job itself is the bootstrap's to accept.
+    The submit command of each generated file, as the real bootstrap service builds it into a job
+    for 8 registered nodes (the same code as SubmitJob, without the network)."""
+    import json
+
+    from netdp.v1 import bootstrap_pb2
+    from netdp_bootstrap.service import BootstrapService
+    from netdp_bootstrap.store import Store
+    from netdp_node.cli import build_parser
+    from netdp_node.security import pki
+
+    pki.init_ca(tmp_path / "pki")
+    store = Store(tmp_path / "state")
+    try:
+        for i in range(1, 9):
+            store.register(f"node-{i}", f"node-{i}:7601", 1000 + i)
+        svc = BootstrapService(store, (tmp_path / "pki" / "ca.pem").read_bytes())
+        doc = yaml.safe_load(generate(nodes=8, topology=topology, algorithm=algorithm, rounds=6))
+        a = build_parser().parse_args(doc["services"]["submit"]["command"])
+        req = bootstrap_pb2.SubmitJobRequest(
+            algorithm=a.algorithm, params_json=json.dumps(dict(a.param or [])),
+            topology_kind=a.topology or "", job_id=a.job_id)
+        job = svc.make_job(req)
+        assert job.job_id == a.job_id and len(job.participants) == 8
+        if algorithm == "muffliato":
+            assert json.loads(job.params_json)["graph"] == topology
+        elif algorithm != "ring-sum" or topology != "ring":
+            assert job.topology.kind == topology
+    finally:
+        store.close()
