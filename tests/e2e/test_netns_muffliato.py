@@ -76,9 +76,17 @@ def test_muffliato_survives_a_partition_and_a_permanent_loss(netns_cluster):
     # every survivor's output against the realised schedule rebuilt from a survivor's ledger; the
     # schedules are published after the outputs: wait (bounded) until node-1 has enough of them
     spec = c.job_row("node-1", job).spec
-    wait_until(lambda: sync_schedules(spec, c.entries("node-1", job), "node-1")[0] is not None,
-               30, "node-1 to record the survivors' schedules", interval=0.2,
-               progress=c.progress())
+    why_not = [""]
+
+    def schedules_recorded() -> bool:
+        got, why_not[0] = sync_schedules(spec, c.entries("node-1", job), "node-1")
+        return got is not None
+
+    try:
+        wait_until(schedules_recorded, 30, "node-1 to record the survivors' schedules",
+                   interval=0.2, progress=c.progress())
+    except TimeoutError as e:
+        raise AssertionError(f"{e}; sync_schedules: {why_not[0]}") from None
     (sched,), why = sync_schedules(spec, c.entries("node-1", job), "node-1")
     assert why == "", why
     ids = list(spec["participants"])
