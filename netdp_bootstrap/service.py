@@ -187,6 +187,23 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
     async def SubmitJob(self, request: bootstrap_pb2.SubmitJobRequest,
                         context: grpc.aio.ServicerContext) -> bootstrap_pb2.SubmitJobReply:
         await self._auth(context, ("operator",), "SubmitJob")
+        existing = self.store.job(request.job_id) if request.job_id else None
+        if existing is not None:
+            # A client-chosen job id is an idempotency key: a retry of the same submission (e.g.
+            # a restarted `netdp job submit`) re-attaches to the job instead of starting another
+            # one that would spend every participant's budget again.
+            try:
+                diff = self.spec_differences(request, existing)
+            except (ValueError, KeyError, json.JSONDecodeError) as e:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            if diff:
+                await context.abort(
+                    grpc.StatusCode.ALREADY_EXISTS,
+                    f"job {request.job_id} exists with another spec ({'; '.join(diff)}); "
+                    f"choose another job id")
+            log.info("job %s submitted again with the same spec: the existing job is returned",
+                     existing.job_id)
+            return bootstrap_pb2.SubmitJobReply(job=existing)
         try:
             job = self.make_job(request)
         except BAD_REQUEST as e:
@@ -235,6 +252,43 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
                 params_json=json.dumps(graph.params, sort_keys=True, default=str)),
             created_unix=int(time.time()),
         )
+
+    @staticmethod
+    def spec_differences(request: bootstrap_pb2.SubmitJobRequest,
+                         job: common_pb2.JobSpec) -> list[str]:
+        """How a submission differs from the stored job of the same id (empty: the same spec).
+
+        What the request left to the bootstrap is not compared: the participants when none are
+        named (all the registered nodes at the first submission), the public seed when 0 (drawn
+        at random then). Everything else is derived again as `make_job` would and compared.
+        """
+        out: list[str] = []
+        algo = get_algorithm(request.algorithm)
+        if algo.name != job.algorithm:
+            out.append(f"algorithm {algo.name}, not {job.algorithm}")
+        ids = [p.node_id for p in job.participants]
+        if request.participants and list(request.participants) != ids:
+            out.append(f"participants {','.join(request.participants)}, not {','.join(ids)}")
+        params = json.loads(request.params_json or "{}")
+        if not isinstance(params, dict):
+            raise ValueError("params must be a JSON object")
+        if algo.name == job.algorithm:
+            prepared = json.dumps(algo.prepare(params, len(ids)), sort_keys=True)
+            if prepared != job.params_json:
+                out.append(f"params {prepared}, not {job.params_json}")
+        kind = request.topology_kind or algo.topology
+        if kind != job.topology.kind:
+            out.append(f"topology {kind}, not {job.topology.kind}")
+        if request.public_seed and request.public_seed != job.public_seed:
+            out.append(f"public seed {request.public_seed}, not {job.public_seed}")
+        if kind == job.topology.kind:
+            tparams = json.loads(request.topology_params_json or "{}")
+            graph = topo.build(kind, ids, tparams, seed=job.public_seed % (2**32))
+            if (json.dumps(graph.params, sort_keys=True, default=str) != job.topology.params_json
+                    or [(e.src, e.dst) for e in job.topology.edges] != list(graph.edges)):
+                out.append(f"topology parameters {json.dumps(tparams, sort_keys=True)} give "
+                           f"another graph")
+        return out
 
     async def ListJobs(self, request: bootstrap_pb2.ListJobsRequest,
                        context: grpc.aio.ServicerContext) -> bootstrap_pb2.ListJobsReply:

@@ -7,6 +7,7 @@
     netdp job submit|result|list    operators: submit a job, read its released result
     netdp privacy report            what a node's ledger says it has spent, towards every node
     netdp compose                   generate a docker-compose.yml (certificates, bootstrap, nodes)
+    netdp probe HOST:PORT           health check: is the port served (TCP connect)
     netdp audit                     invariants over several nodes' ledgers (global knowledge)
     netdp simulate                  the same engines for thousands of nodes in one process
     netdp reproduce NAME            the papers' experiments (JSON + PNG; `netdp reproduce list`)
@@ -45,6 +46,15 @@ def _addr(s: str) -> str:
     host, sep, port = s.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise argparse.ArgumentTypeError(f"{s!r} is not HOST:PORT")
+    return s
+
+
+def _job_id(s: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", s):
+        raise argparse.ArgumentTypeError(f"{s!r}: a job id is 1-64 letters, digits, '.', '_' or "
+                                         f"'-', starting with a letter or digit")
     return s
 
 
@@ -283,16 +293,38 @@ def cmd_privacy(a: argparse.Namespace) -> int:
 
 
 def cmd_compose(a: argparse.Namespace) -> int:
-    from netdp_node.compose import generate
+    from netdp_node.compose import ensure_data, generate
 
     text = generate(nodes=a.nodes, topology=a.topology, rounds=a.rounds, faults=a.fault or [],
                     image=a.image, data_dir=a.data_dir, algorithm=a.algorithm)
+    # Compose resolves a relative bind-mount path against the compose file's folder.
+    base = Path.cwd() if a.output == "-" else Path(a.output).resolve().parent
+    data = base / a.data_dir
+    made = ensure_data(data, a.nodes)
+    if made:
+        print(f"wrote {len(made)} missing value file(s) in {data}: "
+              f"{', '.join(f.name for f in made)}", file=sys.stderr)
     if a.output == "-":
         sys.stdout.write(text)
     else:
         Path(a.output).write_text(text)
-        print(f"wrote {a.output}: docker compose -f {a.output} up", file=sys.stderr)
+        print(f"wrote {a.output}: docker compose -f {a.output} up -d --build && "
+              f"docker compose -f {a.output} wait submit", file=sys.stderr)
     return EXIT_OK
+
+
+def cmd_probe(a: argparse.Namespace) -> int:
+    """Health check: exit 0 if HOST:PORT accepts a TCP connection within --timeout, else 1. No
+    TLS handshake (a daemon would log a refused one): what it says is that the port is served."""
+    import socket
+
+    host, _, port = a.address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=a.timeout):
+            return EXIT_OK
+    except OSError as e:
+        print(f"netdp probe: {a.address}: {e}", file=sys.stderr)
+        return EXIT_FAIL
 
 
 def cmd_audit(a: argparse.Namespace) -> int:
@@ -439,6 +471,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
     c.set_defaults(fn=cmd_compose)
 
+    pb = sub.add_parser("probe", help="health check: is HOST:PORT served (TCP connect)",
+                        description="Exit 0 if HOST:PORT accepts a TCP connection within "
+                        "--timeout seconds, 1 otherwise (no TLS handshake). The health check of "
+                        "the docker compose file's bootstrap and nodes.")
+    pb.add_argument("address", type=_addr, help="HOST:PORT")
+    pb.add_argument("--timeout", type=_positive, default=3.0, help="seconds (default 3)")
+    pb.set_defaults(fn=cmd_probe)
+
     k = sub.add_parser("pki", help="certificates: init a CA, issue, revoke")
     ksub = k.add_subparsers(dest="pki_cmd", required=True, metavar="PKI_COMMAND")
     ki = ksub.add_parser("init", help="create a CA (and an operator certificate) in DIR")
@@ -550,7 +590,11 @@ def build_parser() -> argparse.ArgumentParser:
             jp.add_argument("--participants", help="comma-separated ids (default: all registered)")
             jp.add_argument("--topology", help="topology kind (default: the algorithm's)")
             jp.add_argument("--seed", type=int, default=0, help="public seed (default: random)")
-            jp.add_argument("--job-id")
+            jp.add_argument("--job-id", type=_job_id,
+                            help="choose the job id (default: the bootstrap picks one). It is an "
+                            "idempotency key: submitting the same spec again under the same id "
+                            "re-attaches to that job (nothing is run or spent twice); another "
+                            "spec under an existing id is refused (ALREADY_EXISTS)")
             jp.add_argument("--wait-nodes", type=int, default=0, metavar="N",
                             help="first wait until N nodes are registered")
             jp.add_argument("--wait", type=float, default=0.0, metavar="S",

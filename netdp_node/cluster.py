@@ -1,23 +1,25 @@
 """A bootstrap and N node daemons as real OS processes on loopback, each with its own certificate,
 port and ledger. Used by `netdp demo`, the multi-process tests and the benchmarks.
 
-Every wait is bounded; `stop()` terminates (SIGTERM, then SIGKILL after a grace period) every
-process it started, and is safe to call twice.
+Every wait is bounded, and follows progress (netdp_node.waiting): it fails when the processes
+stop advancing, not when a loaded machine is merely slow. `stop()` terminates (SIGTERM, then
+SIGKILL after a grace period) every process it started, and is safe to call twice.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.security import pki
+from netdp_node.waiting import await_progress, cpu_ticks, file_size, probes, wait_progress
 
 
 @dataclass
@@ -116,17 +118,31 @@ class LocalCluster:
             args += ["--data", str(data)]
         return self._spawn(nid, args)
 
-    def wait_port(self, p: Proc, timeout: float = 30.0) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+    def progress(self, *names: str) -> Callable[[], Hashable]:
+        """A progress probe of these processes (all by default): their CPU time and log sizes."""
+        procs = [self.procs[n] for n in names] if names else list(self.procs.values())
+        return probes(*[lambda p=p: cpu_ticks(p.popen.pid) if p.popen else None for p in procs],
+                      *[lambda p=p: file_size(p.log) for p in procs])
+
+    def wait_port(self, p: Proc, timeout: float = 30.0, limit: float | None = None) -> int:
+        """Until `p` wrote its port file (a node: once registered). Start-up is CPU-bound: the
+        wait fails when the process has neither used CPU nor logged for `timeout` seconds (or
+        after `limit`, default waiting.DEFAULT_LIMIT), not when a loaded machine is slow."""
+
+        def ready() -> int:
             if p.port_file.exists() and p.port_file.read_text().strip():
-                p.port = int(p.port_file.read_text())
-                return p.port
+                return int(p.port_file.read_text())
             if not p.alive():
                 raise RuntimeError(f"{p.name} exited with {p.popen.returncode if p.popen else '?'}"
                                    f" before it was ready:\n{p.log_text()[-3000:]}")
-            time.sleep(0.05)
-        raise TimeoutError(f"{p.name} not ready after {timeout}s:\n{p.log_text()[-3000:]}")
+            return 0
+
+        try:
+            p.port = wait_progress(ready, f"{p.name} ready", stall=timeout, limit=limit,
+                                   progress=self.progress(p.name))
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}\n{p.log_text()[-3000:]}") from None
+        return p.port
 
     def start(self, data: dict[str, Path] | None = None,
               extra: dict[str, list[str]] | None = None, timeout: float = 60.0) -> None:
@@ -139,16 +155,21 @@ class LocalCluster:
             self.wait_port(self.procs[nid], timeout)
 
     async def wait_registered(self, ids: list[str], timeout: float = 30.0) -> None:
+        """Until every node of `ids` is registered; fails when no process of the cluster used CPU
+        or logged for `timeout` seconds (see `wait_port`)."""
         c = BootstrapClient(self.bootstrap_address, self.operator)
+        missing: list[str] = list(ids)
+
+        async def registered() -> bool:
+            have = {n.node_id for n in await c.list_nodes()}
+            missing[:] = sorted(set(ids) - have)
+            return not missing
+
         try:
-            deadline = time.monotonic() + timeout
-            while True:
-                have = {n.node_id for n in await c.list_nodes()}
-                if set(ids) <= have:
-                    return
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(f"not registered after {timeout}s: {sorted(set(ids) - have)}")
-                await asyncio.sleep(0.1)
+            await await_progress(registered, f"{ids} to register", stall=timeout,
+                                 progress=self.progress(), interval=0.1)
+        except TimeoutError as e:
+            raise TimeoutError(f"{e} (not registered: {missing})") from None
         finally:
             await c.close()
 

@@ -6,12 +6,21 @@ file; fault flags as NETDP_FAULT_* environment variables) and `submit` (one shot
 nodes, submits a ring sum, writes the result to the `results` volume). The root
 `docker-compose.yml` is this generator's output for 8 nodes; tests/unit/test_compose.py runs every
 service's command with `--check`, so the file cannot drift from the CLI.
+
+The submitter's job id is fixed by the job's spec (`job_id_for`): Compose restarts a failed
+submitter (`restart: on-failure`), and a restart then re-attaches to the job it submitted (the
+bootstrap returns the existing job for the same id and spec) instead of submitting a new one that
+would spend every node's privacy budget again. Every service runs the one image built from the
+Dockerfile (`pull_policy: build`: never pulled from a registry); the bootstrap and the nodes have
+a health check (`netdp probe`), and what depends on the bootstrap waits until it is healthy.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from netdp_node.errors import ConfigError
@@ -29,6 +38,49 @@ FAULT_KEYS = {
 }
 PEER_PORT = 7601
 BOOTSTRAP_PORT = 7600
+#: Docker sends SIGKILL this long after SIGTERM. A node's own shutdown takes its gRPC server's
+#: grace period (2 s) plus closing links and the ledger; the margin covers a loaded host, so that a
+#: node is never killed in the middle of a ledger write (Docker's default is 10 s).
+STOP_GRACE_PERIOD = "30s"
+#: Minimum versions (documented in the file's header): `volume.subpath` needs Docker Engine 26.0,
+#: the health checks' `start_interval` Engine 25.0; tested with Engine 26.1.5 and Compose 2.26.1.
+MIN_ENGINE = "26.0"
+MIN_COMPOSE = "2.26"
+
+
+def healthcheck(port: int) -> dict[str, Any]:
+    """`netdp probe` (a TCP connect to the service's own port, no TLS handshake): checked every
+    second while starting (start_interval), every 30 s after."""
+    return {"test": ["CMD", "netdp", "probe", f"127.0.0.1:{port}"], "interval": "30s",
+            "timeout": "5s", "retries": 3, "start_period": "300s", "start_interval": "1s"}
+
+
+def job_id_for(command: list[str]) -> str:
+    """The submitter's fixed job id: `compose-` and a digest of its job flags. The same spec gives
+    the same id (a restart re-attaches to the job), another spec another id."""
+    digest = hashlib.sha256(json.dumps(command).encode()).hexdigest()[:10]
+    return f"compose-{digest}"
+
+
+def data_value(index: int) -> float:
+    """The value of node-<index> in the generated data files: 0.1, 0.2, ..., 1.0, 0.1, ..."""
+    return ((index - 1) % 10 + 1) / 10
+
+
+def ensure_data(data_dir: Path, nodes: int) -> list[Path]:
+    """Write the missing value files node-1.txt .. node-<nodes>.txt of data_dir (one value each,
+    `data_value`); existing files are kept as they are. Returns the files written."""
+    if data_dir.exists() and not data_dir.is_dir():
+        raise ConfigError(f"--data-dir {data_dir} is not a directory")
+    made: list[Path] = []
+    for i in range(1, nodes + 1):
+        f = data_dir / f"node-{i}.txt"
+        if f.exists():
+            continue
+        data_dir.mkdir(parents=True, exist_ok=True)
+        f.write_text(f"{data_value(i)}\n")
+        made.append(f)
+    return made
 
 
 def parse_faults(specs: list[str], ids: list[str]) -> dict[str, dict[str, str]]:
@@ -73,31 +125,36 @@ def services(nodes: int, topology: str, rounds: int, faults: list[str], image: s
                 "volume": {"subpath": name}}
 
     after_pki = {"pki": {"condition": "service_completed_successfully"}}
+    bootstrap_healthy = {"bootstrap": {"condition": "service_healthy"}}
     svc: dict[str, Any] = {
         "pki": {
-            "image": image, "build": ".",
+            "image": image, "build": ".", "pull_policy": "build",
             "command": ["pki", "setup", "/pki", "--nodes", str(nodes), "--bootstrap-host",
                         "bootstrap"],
             "volumes": ["pki:/pki"],
         },
         "bootstrap": {
-            "image": image,
+            "image": image, "pull_policy": "build",
             "command": ["bootstrap", "--certs", "/certs", "--state", "/state", "--listen",
                         f"0.0.0.0:{BOOTSTRAP_PORT}"],
             "volumes": [identity("bootstrap"), "bootstrap-state:/state"],
             "depends_on": after_pki,
+            "healthcheck": healthcheck(BOOTSTRAP_PORT),
             "stop_signal": "SIGTERM",
+            "stop_grace_period": STOP_GRACE_PERIOD,
         },
     }
     for nid in ids:
         node: dict[str, Any] = {
-            "image": image,
+            "image": image, "pull_policy": "build",
             "command": ["node", "--certs", "/certs", "--bootstrap", f"bootstrap:{BOOTSTRAP_PORT}",
                         "--ledger", "/ledger", "--listen", f"0.0.0.0:{PEER_PORT}", "--advertise",
                         f"{nid}:{PEER_PORT}", "--data", f"/data/{nid}.txt"],
             "volumes": [identity(nid), f"ledger-{nid}:/ledger", f"{data_dir}:/data:ro"],
-            "depends_on": {**after_pki, "bootstrap": {"condition": "service_started"}},
+            "depends_on": {**after_pki, **bootstrap_healthy},
+            "healthcheck": healthcheck(PEER_PORT),
             "stop_signal": "SIGTERM",
+            "stop_grace_period": STOP_GRACE_PERIOD,
         }
         if nid in envs:
             node["environment"] = envs[nid]
@@ -106,20 +163,29 @@ def services(nodes: int, topology: str, rounds: int, faults: list[str], image: s
         job = ["--param", f"rounds={rounds}"]
     elif algorithm == "walk-sum":
         job = ["--param", f"T={rounds * nodes}"]  # as many steps as K rounds of the ring
-    elif algorithm in ("muffliato", "inca"):
-        job = ["--param", f"T={rounds}"]  # gossip rounds / IncA iterations
+    elif algorithm == "muffliato":
+        # Muffliato's gossip graph is its `graph` parameter (the job's topology stays the ring)
+        if topology not in ("ring", "complete", "hypercube"):
+            raise ConfigError("muffliato gossips on --topology ring, complete or hypercube")
+        job = ["--param", f"T={rounds}", "--param", f"graph={topology}"]  # gossip rounds
+    elif algorithm == "inca":
+        job = ["--param", f"T={rounds}"]  # IncA iterations
     else:
         raise ConfigError("compose runs ring-sum, ring-sum-r, walk-sum, muffliato or inca (one "
                           "value per node)")
     if algorithm != "ring-sum":
         job = ["--algorithm", algorithm, *job]
+    if algorithm != "muffliato":
+        job = ["--topology", topology, *job]
+    job = [*job, "--wait-nodes", str(nodes)]
     svc["submit"] = {
-        "image": image,
+        "image": image, "pull_policy": "build",
         "command": ["job", "submit", "--bootstrap", f"bootstrap:{BOOTSTRAP_PORT}", "--certs",
-                    "/certs", "--topology", topology, *job,
-                    "--wait-nodes", str(nodes), "--wait", "600", "--out", "/results/result.json"],
+                    "/certs", "--job-id", job_id_for(job), *job, "--wait", "600", "--out",
+                    "/results/result.json"],
         "volumes": [identity("operator"), "results:/results"],
-        "depends_on": {"bootstrap": {"condition": "service_started"}},
+        "depends_on": bootstrap_healthy,
+        # a restart re-attaches to the same job (fixed --job-id): it never spends budget again
         "restart": "on-failure:3",
     }
     volumes = {"pki": {}, "bootstrap-state": {}, "results": {},
@@ -137,7 +203,13 @@ def generate(*, nodes: int = 8, topology: str = "ring", rounds: int = 10,
             + (f" --algorithm {algorithm}" if algorithm != "ring-sum" else "")
             + "".join(f" --fault {f}" for f in faults or []))
     header = (f"# Generated by `netdp compose {args}`; regenerate rather than edit.\n"
-              "# Start: docker compose up --build   Result: the `results` volume, result.json\n"
+              f"# Needs Docker Engine >= {MIN_ENGINE} and Compose >= {MIN_COMPOSE} (volume "
+              "subpaths, health check start_interval).\n"
+              "# Run and wait for the result (the exit code is submit's: 0 released, 1 failed, "
+              "5 timed out):\n"
+              "#   docker compose up -d --build && docker compose wait submit\n"
+              "#   docker compose logs submit      # the released result; also "
+              "/results/result.json in the `results` volume\n"
               "# Fault injection per node: NETDP_FAULT_* variables (see `netdp node --help`).\n")
     return header + _yaml(doc, 0) + "\n"
 

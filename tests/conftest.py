@@ -11,13 +11,11 @@ Every wait here is a loop on a condition with a deadline; nothing sleeps to sync
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,6 +31,14 @@ from netdp_node.cluster import LocalCluster
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.security.pki import Identity
 from netdp_node.transport.grpc import CHANNEL_OPTIONS, peer_name, secure_channel
+from netdp_node.waiting import (
+    DEFAULT_LIMIT,
+    Probe,
+    await_progress,
+    probes,
+    tree_size,
+    wait_progress,
+)
 
 T = TypeVar("T")
 
@@ -40,6 +46,26 @@ REPO = Path(__file__).resolve().parent.parent
 CALL_TIMEOUT = 10.0
 DELIVER = "/netdp.v1.Peer/Deliver"
 STATUS = "/netdp.v1.Peer/Status"
+
+
+# -- per-test time limits -----------------------------------------------------------------------
+#: The least per-test pytest-timeout of a multi-process test (`slow`): above the hard bound of any
+#: one progress-aware wait (waiting.DEFAULT_LIMIT), so that under load a wait that still advances
+#: is never cut short by pytest-timeout. A test that is really stuck fails earlier, at the stall
+#: bound of the wait it is in. Unit tests keep pyproject's `timeout = 120`.
+SLOW_TEST_TIMEOUT = 2 * DEFAULT_LIMIT
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is None:
+            continue
+        marker = item.get_closest_marker("timeout")
+        current = None
+        if marker is not None:
+            current = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+        if current is None or current < SLOW_TEST_TIMEOUT:
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT), append=False)
 
 
 # -- failure diagnostics ------------------------------------------------------------------------
@@ -121,28 +147,28 @@ class Toolbox:
     # waits
     @staticmethod
     def wait_until(cond: Callable[[], T], timeout: float, what: str,
-                   interval: float = 0.05) -> T:
-        """Poll `cond` until it returns something truthy; TimeoutError after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            got = cond()
-            if got:
-                return got
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"after {timeout}s: {what}")
-            time.sleep(interval)
+                   interval: float = 0.05, *, progress: Probe | None = None,
+                   limit: float | None = None) -> T:
+        """Poll `cond` until it returns something truthy. Without `progress`: TimeoutError after
+        `timeout` seconds. With a progress probe (e.g. `progress(cluster)`): TimeoutError once
+        the probe has not changed for `timeout` seconds, or after `limit` (default
+        waiting.DEFAULT_LIMIT) in all: a loaded machine makes the wait longer, not red."""
+        return wait_progress(cond, what, stall=timeout, limit=limit, progress=progress,
+                             interval=interval)
 
     @staticmethod
     async def await_until(cond: Callable[[], Awaitable[T]], timeout: float, what: str,
-                          interval: float = 0.05) -> T:
-        deadline = time.monotonic() + timeout
-        while True:
-            got = await cond()
-            if got:
-                return got
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"after {timeout}s: {what}")
-            await asyncio.sleep(interval)
+                          interval: float = 0.05, *, progress: Probe | None = None,
+                          limit: float | None = None) -> T:
+        """`wait_until` for an async condition."""
+        return await await_progress(cond, what, stall=timeout, limit=limit, progress=progress,
+                                    interval=interval)
+
+    @staticmethod
+    def progress(cluster: LocalCluster) -> Probe:
+        """Progress of a cluster: its processes' CPU time and logs, and its ledgers' sizes."""
+        return probes(cluster.progress(), *[lambda n=n: tree_size(cluster.ledger(n))
+                                             for n in cluster.ids])
 
     # envelopes
     @staticmethod

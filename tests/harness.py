@@ -6,7 +6,6 @@ mTLS server on 127.0.0.1, and messages cross TLS. The same test body runs over b
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +21,11 @@ from netdp_node.runtime import Budget, NodeRuntime
 from netdp_node.security import pki
 from netdp_node.transport.grpc import AccessPolicy, GrpcTransport, PeerService, start_server
 from netdp_node.transport.memory import MemoryNetwork
+from netdp_node.waiting import Probe, await_progress, probes, tree_size
 
 TRANSPORTS = ("memory", "grpc")
+#: Hard bound of a job wait in these in-process tests (pytest-timeout is 120 s for unit tests).
+HARD_LIMIT = 100.0
 
 
 @dataclass
@@ -46,12 +48,23 @@ class Net:
         for nid in reversed(self.ids):
             await self.nodes[nid].add_job(ctx_for[nid])
         job = next(iter(ctx_for.values())).job_id
-        await asyncio.wait_for(
-            asyncio.gather(*(self.nodes[n].jobs[job].finished.wait() for n in self.ids)), timeout)
+        await self.wait_done(job, self.ids, timeout)
+
+    def progress(self) -> Probe:
+        """Progress of the network: the size of every node's ledger (each step commits to it)."""
+        return probes(*[lambda n=n: tree_size(self.root / n) for n in self.ids])
 
     async def wait_done(self, job: str, ids: Sequence[str], timeout: float = 20.0) -> None:
-        await asyncio.wait_for(
-            asyncio.gather(*(self.nodes[n].jobs[job].finished.wait() for n in ids)), timeout)
+        """Until every node of `ids` finished `job`. TimeoutError when no ledger grew for `timeout`
+        seconds, or after HARD_LIMIT in all (below pyproject's per-test timeout of 120 s): on a
+        loaded machine a job takes longer, it does not fail."""
+
+        async def finished() -> bool:
+            return all(self.nodes[n].jobs[job].finished.is_set() for n in ids)
+
+        await await_progress(finished, f"{list(ids)} to finish {job}", stall=timeout,
+                             limit=max(timeout, HARD_LIMIT), progress=self.progress(),
+                             interval=0.01)
 
     async def restart(self, nid: str, ctx: JobContext, seed: int = 99) -> NodeRuntime:
         """Memory networks only: stop `nid` as a crash would (its tasks cancelled, nothing

@@ -589,18 +589,26 @@ class IncaAudit:
 
 def scales(view: LinearView, sigma_eta: float, sigma_delta: float,
            sensitivity: float = 1.0) -> np.ndarray:
-    """s_k for every honest k (view order): Δ_x²·a_kᵀ M⁻¹ a_k with M = σ_η² AAᵀ + σ_Δ² BBᵀ,
-    by Cholesky of M and a triangular solve (Theorem 4.1, §7.6 step 3)."""
+    """s_k for every honest k (view order): Δ_x²·a_kᵀ M⁻¹ a_k with M = σ_η² AAᵀ + σ_Δ² BBᵀ
+    (Theorem 4.1, §7.6 step 3).
+
+    M is never formed: with G = [σ_η A, σ_Δ B] (M = GGᵀ) and the QR factorisation Gᵀ = QR,
+    M = RᵀR and s_k² = ‖R⁻ᵀ a_k‖². Forming M squares G's condition number, which is large
+    when σ_Δ ≫ σ_η (M's spectrum spans σ_Δ²‖B‖² down to the Δ-free directions' σ_η²): its
+    Cholesky then lost up to 4 significant digits of s_k², by an amount that changed with the
+    BLAS kernel in use.
+    """
     if not (sigma_eta > 0 and sigma_delta >= 0):
         raise ValueError("need sigma_eta > 0 and sigma_delta >= 0")
     A, B = view.A, view.B
-    if A.shape[0] == 0:
+    r = A.shape[0]
+    if r == 0:
         return np.zeros(A.shape[1])
-    from scipy.linalg import cho_factor, solve_triangular
+    from scipy.linalg import qr, solve_triangular
 
-    M = sigma_eta ** 2 * (A @ A.T) + sigma_delta ** 2 * (B @ B.T)
-    L, _ = cho_factor(M, lower=True)
-    X = solve_triangular(L, A, lower=True, check_finite=False)
+    G = np.hstack([sigma_eta * A, sigma_delta * B])
+    R = qr(G.T, mode="r", overwrite_a=True, check_finite=False)[0][:r]
+    X = solve_triangular(R, A, trans="T", lower=False, check_finite=False)
     return sensitivity * np.sqrt(np.einsum("rk,rk->k", X, X))
 
 

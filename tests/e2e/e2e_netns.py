@@ -40,6 +40,7 @@ from typing import Any
 from netdp_node.errors import LedgerError
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.security import pki
+from netdp_node.waiting import Probe, cpu_ticks, file_size, probes, tree_size, wait_progress
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -269,16 +270,14 @@ class Proc:
 
 
 def wait_until(cond: Callable[[], Any], timeout: float, what: str,
-               interval: float = 0.05) -> Any:
-    """Poll `cond` until it returns something truthy; TimeoutError after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"after {timeout}s: {what}")
-        time.sleep(interval)
+               interval: float = 0.05, *, progress: Probe | None = None,
+               limit: float | None = None) -> Any:
+    """Poll `cond` until it returns something truthy. Without `progress`: TimeoutError after
+    `timeout` seconds. With a progress probe (e.g. `NetnsCluster.progress()`): TimeoutError once
+    the probe has not changed for `timeout` seconds, or after `limit` (default
+    waiting.DEFAULT_LIMIT) in all, so that a loaded machine makes a test slower, never red."""
+    return wait_progress(cond, what, stall=timeout, limit=limit, progress=progress,
+                         interval=interval)
 
 
 class NetnsCluster:
@@ -375,8 +374,21 @@ class NetnsCluster:
         extra = [f.replace("{ip}", self.host(nid).ip) for f in extra]
         return self.spawn(nid, self.host(nid), self.netdp_argv(*args, *extra), port_file=pf)
 
+    def progress(self, cpu: bool = False) -> Probe:
+        """Progress of the cluster: every process's log and every node's ledger size, plus (with
+        `cpu`) every process's CPU time. Job waits leave CPU out: an idle daemon's polling uses a
+        little CPU forever, and would keep a stuck wait alive until its hard bound."""
+        procs = [*self.retired, *self.procs.values()]
+        fns: list[Probe] = [lambda p=p: file_size(p.log) for p in procs]
+        fns += [lambda n=n: tree_size(self.ledger(n)) for n in self.ids]
+        if cpu:
+            fns += [lambda p=p: cpu_ticks(p.pid) for p in procs]
+        return probes(*fns)
+
     def wait_ready(self, p: Proc, timeout: float = 60.0) -> int:
-        """Until the port file is written (a node writes it once registered with the bootstrap)."""
+        """Until the port file is written (a node writes it once registered with the bootstrap).
+        Start-up is CPU-bound: `timeout` is how long the process may go without using CPU or
+        logging (e.g. SIGSTOPped, or blocked) before the wait fails, not its total."""
         assert p.port_file is not None
 
         def ready() -> int:
@@ -390,7 +402,9 @@ class NetnsCluster:
             return 0
 
         try:
-            return int(wait_until(ready, timeout, f"{p.name} ready"))
+            return int(wait_until(ready, timeout, f"{p.name} ready",
+                                  progress=probes(lambda: cpu_ticks(p.pid),
+                                                  lambda: file_size(p.log))))
         except TimeoutError as e:
             raise TimeoutError(f"{e}\n{p.log_text()[-3000:]}") from None
 

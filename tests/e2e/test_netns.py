@@ -255,7 +255,7 @@ def test_link_down_briefly_then_up_the_job_completes(netns_cluster):
     victim = c.host("node-3")
     job = c.submit("heal", rounds=rounds, epsilon=0.9)
     wait_until(lambda: len(received_tokens(c, "node-3", "node-2", job)) >= 3, 30,
-               "node-3 to receive 3 tokens")
+               "node-3 to receive 3 tokens", progress=c.progress())
 
     c.topo.link(victim, "down")
     t_down = time.monotonic()
@@ -281,7 +281,7 @@ def test_link_down_for_good_fails_the_predecessor_naming_the_node(netns_cluster)
     victim = c.host("node-3")
     job = c.submit("cut", rounds=5000, epsilon=0.9)
     wait_until(lambda: len(received_tokens(c, "node-3", "node-2", job)) >= 3, 30,
-               "node-3 to receive 3 tokens")
+               "node-3 to receive 3 tokens", progress=c.progress())
     t_stop = time.monotonic()
     held = hold_token_at(c, job, "node-2", before="node-1", after="node-3")
     got = received_tokens(c, "node-3", "node-2", job)
@@ -349,7 +349,7 @@ def test_sigkill_and_restart_keeps_the_ledger_and_fails_the_job(netns_cluster, n
     victim = "node-3"
     job = c.submit("crash", rounds=5000, epsilon=0.9)
     wait_until(lambda: len(received_tokens(c, victim, "node-2", job)) >= 3, 30,
-               f"{victim} to receive 3 tokens")
+               f"{victim} to receive 3 tokens", progress=c.progress())
     # Stop the token before node-3, so that node-3 is idle (nothing half-done) when it is killed
     # and the outcome is determined: its predecessor will try to hand it the next token.
     pred_of = {nid: c.ids[i - 1] for i, nid in enumerate(c.ids)}
@@ -477,7 +477,8 @@ def test_predecessor_retries_a_peer_restarting_between_jobs(netns_cluster):
     assert stop_proc(c.procs["node-2"]) == 0
     time.sleep(PEER_TIMEOUT + 1)
     job = c.submit("second", rounds=2, epsilon=0.9)
-    wait_until(lambda: c.tokens("node-1", job, "sent", "node-2"), 30, "node-1 to send a token")
+    wait_until(lambda: c.tokens("node-1", job, "sent", "node-2"), 30, "node-1 to send a token",
+               progress=c.progress())
     time.sleep(0.5)  # node-1's first attempt is refused: nothing listens at node-2's address
     c.wait_ready(c.start_node("node-2", ["--seed", "2"]), timeout=60)
     # node-2 is back within --peer-timeout of that first attempt: node-1 should still be retrying.

@@ -59,18 +59,20 @@ def test_inca_survives_a_partition_and_a_permanent_loss(netns_cluster):
     # ledger shows that it missed an iteration (no counted exchange before the deadline); while it
     # is away, node-5 (which has mixed two iterations too) is SIGKILLed for good
     wait_until(lambda: iterations(c, "node-2", job) >= 2, 90, "node-2 to mix two iterations",
-               interval=0.01)
+               interval=0.01, progress=c.progress())
     c.topo.link(c.host("node-2"), "down")
     try:
-        wait_until(lambda: iterations(c, "node-5", job) >= 2, 60, "node-5 to mix two iterations")
+        wait_until(lambda: iterations(c, "node-5", job) >= 2, 60, "node-5 to mix two iterations",
+                   progress=c.progress())
         c.kill("node-5")
         wait_until(lambda: missed(c, "node-2", job), 60, "node-2 to miss an iteration",
-                   interval=0.2)
+                   interval=0.2, progress=c.progress())
     finally:
         c.topo.link(c.host("node-2"), "up")
     live = ["node-1", "node-2", "node-3", "node-4", "node-6"]
     wait_until(lambda: all((r := c.job_row(n, job)) is not None and r.state == "done"
-                           for n in live), 150, "the five live parties to finish", interval=0.5)
+                           for n in live), 150, "the five live parties to finish", interval=0.5,
+               progress=c.progress())
 
     results = {n: c.job_row(n, job).result for n in live}
     finals = {n: tuple(r["info"]["final"]) for n, r in results.items()}

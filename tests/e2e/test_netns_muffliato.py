@@ -51,18 +51,20 @@ def test_muffliato_survives_a_partition_and_a_permanent_loss(netns_cluster):
     # node-2's link goes down after two rounds and comes back once its own ledger shows a round
     # with no realised edge; while it is away, node-5 (two rounds done too) is SIGKILLed for good
     wait_until(lambda: len(rounds(c, "node-2", job)) >= 2, 90, "node-2 to finish two rounds",
-               interval=0.02)
+               interval=0.02, progress=c.progress())
     c.topo.link(c.host("node-2"), "down")
     try:
-        wait_until(lambda: len(rounds(c, "node-5", job)) >= 2, 60, "node-5 to finish two rounds")
+        wait_until(lambda: len(rounds(c, "node-5", job)) >= 2, 60, "node-5 to finish two rounds",
+                   progress=c.progress())
         c.kill("node-5")
         wait_until(lambda: any(not r["realised"] for r in rounds(c, "node-2", job)), 90,
-                   "node-2 to miss a round", interval=0.2)
+                   "node-2 to miss a round", interval=0.2, progress=c.progress())
     finally:
         c.topo.link(c.host("node-2"), "up")
     live = ["node-1", "node-2", "node-3", "node-4", "node-6"]
     wait_until(lambda: all((r := c.job_row(n, job)) is not None and r.state == "done"
-                           for n in live), 200, "the five survivors to finish", interval=0.5)
+                           for n in live), 200, "the five survivors to finish", interval=0.5,
+               progress=c.progress())
 
     mine = rounds(c, "node-2", job)
     gap = next(i for i, r in enumerate(mine) if not r["realised"])
@@ -74,8 +76,17 @@ def test_muffliato_survives_a_partition_and_a_permanent_loss(netns_cluster):
     # every survivor's output against the realised schedule rebuilt from a survivor's ledger; the
     # schedules are published after the outputs: wait (bounded) until node-1 has enough of them
     spec = c.job_row("node-1", job).spec
-    wait_until(lambda: sync_schedules(spec, c.entries("node-1", job), "node-1")[0] is not None,
-               30, "node-1 to record the survivors' schedules", interval=0.2)
+    why_not = [""]
+
+    def schedules_recorded() -> bool:
+        got, why_not[0] = sync_schedules(spec, c.entries("node-1", job), "node-1")
+        return got is not None
+
+    try:
+        wait_until(schedules_recorded, 30, "node-1 to record the survivors' schedules",
+                   interval=0.2, progress=c.progress())
+    except TimeoutError as e:
+        raise AssertionError(f"{e}; sync_schedules: {why_not[0]}") from None
     (sched,), why = sync_schedules(spec, c.entries("node-1", job), "node-1")
     assert why == "", why
     ids = list(spec["participants"])

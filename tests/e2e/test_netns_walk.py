@@ -53,17 +53,19 @@ def test_walk_survives_a_restart_and_a_permanent_loss(netns_cluster):
     job = c.submit("walk-e2e", algorithm="walk-sum", T=T, clip=1.0, epsilon=1.0,
                    custody_timeout_s=60.0)  # > --peer-timeout: a slow receiver is not given up
     # node-3: SIGKILL once it has taken part, restart on the same address and ledger
-    wait_until(lambda: holds(c, "node-3", job) >= 2, 60, "node-3 to hold the token twice")
+    wait_until(lambda: holds(c, "node-3", job) >= 2, 60, "node-3 to hold the token twice",
+               progress=c.progress())
     before = c.entries("node-3", job)
     assert c.kill("node-3") == -signal.SIGKILL
     new = c.start_node("node-3", ["--seed", "99"])
     assert c.wait_ready(new, timeout=60) == NODE_PORT
     # node-4: SIGKILL for good once it has taken part
-    wait_until(lambda: holds(c, "node-4", job) >= 1, 90, "node-4 to hold the token")
+    wait_until(lambda: holds(c, "node-4", job) >= 1, 90, "node-4 to hold the token",
+               progress=c.progress())
     assert c.kill("node-4") == -signal.SIGKILL
     live = ["node-1", "node-2", "node-3", "node-5"]
     wait_until(lambda: all(state(c, n, job) == "done" for n in live), 150,
-               "the four live nodes to finish the walk", interval=0.5)
+               "the four live nodes to finish the walk", interval=0.5, progress=c.progress())
 
     after = c.entries("node-3", job)
     assert after[:len(before)] == before

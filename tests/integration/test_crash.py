@@ -37,7 +37,8 @@ async def test_sigkill_after_ack_loses_no_ledger_entry(clusters, nd):
             except LedgerError:  # not created yet
                 return 0
 
-        nd.wait_until(lambda: tokens_received() >= 2, 30, f"{VICTIM} to acknowledge tokens")
+        nd.wait_until(lambda: tokens_received() >= 2, 30, f"{VICTIM} to acknowledge tokens",
+                      progress=nd.progress(cluster))
         before = nd.entries(ledger, JOB)  # read-only, while the daemon writes
         old = cluster.procs[VICTIM]
         cluster.kill(VICTIM, signal.SIGKILL)
@@ -60,7 +61,8 @@ async def test_sigkill_after_ack_loses_no_ledger_entry(clusters, nd):
         async def rejoined():
             return await nd.job_status(new.address, cluster.operator, JOB)
 
-        st = await nd.await_until(rejoined, 20, f"restarted {VICTIM} to list {JOB}")
+        st = await nd.await_until(rejoined, 20, f"restarted {VICTIM} to list {JOB}",
+                                  progress=nd.progress(cluster))
         assert st.state == "failed" and "restarted" in st.detail, st
 
         after_restart = nd.entries(ledger, JOB)
