@@ -37,6 +37,8 @@ def result_summary(reply: bootstrap_pb2.GetResultReply) -> dict[str, Any]:
         "failed": failed,
         "missing": missing,
         "contributions": {n: r.contributions for n, r in reported.items()},
+        # participants that came back with a new ledger after the job was submitted
+        "warnings": list(reply.warnings),
     }
 
 
@@ -79,6 +81,8 @@ def render_result(s: dict[str, Any]) -> str:
         lines.append(f"  declined: {n}: {why}")
     for n, why in s["failed"].items():
         lines.append(f"  failed: {n}: {why}")
+    for w in s.get("warnings", []):
+        lines.append(f"  WARNING: {w}")
     if s["missing"]:
         lines.append(f"  not reported yet: {', '.join(s['missing'])}")
     return "\n".join(lines)
