@@ -239,6 +239,15 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         if request.node_id != who.node_id:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED,
                                 f"{who.node_id} cannot report for {request.node_id}")
+        before = self.store.result(request.job_id, who.node_id)
+        if before is not None and before.state in ("done", "declined") and \
+                request.state == "failed":
+            # A node never fails a job it finished; this one forgot it did (it came back with a
+            # new ledger and stays out of the job): its first report stands.
+            log.warning("job %s: %s reports it failed (%s) after it reported it %s; the first "
+                        "report stands", request.job_id, who.node_id, request.detail[:200],
+                        before.state)
+            return bootstrap_pb2.ReportResultReply()
         self.store.put_result(request)
         log.info("job %s: %s reported %s", request.job_id, who.node_id, request.state)
         return bootstrap_pb2.ReportResultReply()

@@ -166,6 +166,11 @@ class Store:
             "INSERT INTO results VALUES (?,?,?) ON CONFLICT(job_id, node_id) DO UPDATE SET"
             " body=excluded.body", (r.job_id, r.node_id, r.SerializeToString()))
 
+    def result(self, job_id: str, node_id: str) -> bootstrap_pb2.NodeResult | None:
+        row = self.db.execute("SELECT body FROM results WHERE job_id=? AND node_id=?",
+                              (job_id, node_id)).fetchone()
+        return None if row is None else bootstrap_pb2.NodeResult.FromString(row[0])
+
     def results(self, job_id: str) -> list[bootstrap_pb2.NodeResult]:
         rows = self.db.execute("SELECT body FROM results WHERE job_id=? ORDER BY node_id",
                                (job_id,)).fetchall()
