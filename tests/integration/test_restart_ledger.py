@@ -21,7 +21,7 @@ import pytest
 
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.errors import LedgerError
-from netdp_node.ledger import Ledger
+from netdp_node.ledger import JobRow, Ledger
 from netdp_node.protocols.walk import start_holder
 
 pytestmark = pytest.mark.slow
@@ -81,19 +81,19 @@ async def test_a_node_back_on_an_empty_ledger_does_not_rerun_finished_jobs(clust
         new = cluster.start_node(VICTIM, data=data, extra=["--seed", "3002"])
         cluster.wait_port(new, timeout=30)
 
-        def stayed_out() -> bool:
+        def rows() -> dict[str, JobRow | None]:
             try:
                 led = Ledger.open_readonly(cluster.ledger(VICTIM))
             except (LedgerError, sqlite3.Error):  # not created yet
-                return False
+                return {}
             try:
-                rows = {j: led.job(j) for j in old_jobs}
+                return {j: led.job(j) for j in old_jobs}
             finally:
                 led.close()
-            return all(r is not None and r.state == "failed" and NOT_JOINED in r.detail
-                       for r in rows.values())
 
-        nd.wait_until(stayed_out, 30, f"{VICTIM} to record that it stays out of the old jobs")
+        # it learns the old jobs from the bootstrap (they list it)
+        nd.wait_until(lambda: all(rows().get(j) for j in old_jobs), 30,
+                      f"{VICTIM} to record the old jobs in its new ledger")
 
         # a job submitted now runs with it, as usual (and everything the old jobs could have
         # caused has had the time of a whole job to happen)
@@ -103,9 +103,11 @@ async def test_a_node_back_on_an_empty_ledger_does_not_rerun_finished_jobs(clust
         assert all(r.state == "done" for r in res.values()), res
         assert res[VICTIM].contributions >= 1
 
-        # no new contribution anywhere for the old jobs; the peers recorded nothing new
+        # it stayed out of them: no new contribution anywhere; the peers recorded nothing new
         mine = _summary(nd, cluster.ledger(VICTIM), old_jobs)
         assert all(c == 0 for _, c in mine.values()), mine
+        for j, row in rows().items():
+            assert row is not None and row.state == "failed" and NOT_JOINED in row.detail, row
         for j in old_jobs:
             es = nd.entries(cluster.ledger(VICTIM), j)
             assert [e.event for e in es] == ["not-joined"], es
