@@ -5,6 +5,12 @@ of the content so that a re-send can be told from a conflict) and every local st
 noise parameters it used (mechanism, sigma, sensitivity, whether data was included). What it never
 holds: the node's raw data or noise samples; a stolen ledger must not undo the noise.
 
+Each ledger has a random id drawn when it is created (`ledger_id`, in `meta` with its creation
+time): the node gives it when it registers, so that the bootstrap can tell an identity that came
+back with another ledger, and the ledger records from which of the bootstrap's jobs on it may take
+part (`join_after`): a job that started before the ledger existed is one it cannot know the
+earlier steps of. `acked` entries (`note`) record that a peer acknowledged a sent message.
+
 Beside the append-only view, the `custody` table holds the copies of tokens this node forwarded and
 must keep until the receiver handed them on (token walks, `Keep`/`Drop` actions): the same values
 the receiver saw, deleted once no longer needed.

@@ -3,10 +3,15 @@
 `NodeRuntime.handle(sender, job_id, msg)` is THE place where an incoming protocol message is handled,
 whatever the transport (the gRPC servicer and the in-memory transport both call it):
 
-  1. find the job (or fetch its spec from the bootstrap once), refuse unknown jobs;
-  2. refuse senders that are not participants, payloads of the wrong shape;
-  3. recognise an exact re-send (same identity and digest: acknowledged, not applied again) and a
-     conflicting one (same identity, other content: refused);
+  1. find the job (or fetch its spec from the bootstrap once), refuse unknown jobs; a job that
+     started before this node's ledger existed is not joined (`may_join`: the node came back with
+     a new, empty ledger) and ends failed here at once;
+  2. refuse senders that are not participants;
+  3. recognise an exact re-send (same identity and digest: acknowledged, not applied again, also
+     for a job that is over here) and a conflicting one (same identity, other content: refused);
+     refuse any other message for a job that is over here (failed, or finished: a second release,
+     a token), except the protocol's close-down traffic (`Engine.closing_kinds`), and payloads of
+     the wrong shape;
   4. let the engine decide (it may refuse, e.g. a token from a node that is not the predecessor);
   5. stage the received message, the engine's Record entries and the messages it will send as ONE
      step of the ledger's group commit (`Ledger.stage`: the steps staged in one iteration of the
@@ -14,7 +19,9 @@ whatever the transport (the gRPC servicer and the in-memory transport both call 
      `defer_receipts`, waits for a later commit), release the job's lock and wait until the step
      is durable; only then return, which acknowledges the message;
   6. once the step is durable, and not before: send the engine's messages (the sender keeps them
-     until the receiver acknowledged), arm its timers, release its output.
+     until the receiver acknowledged), arm its timers, release its output. A receiver's
+     acknowledgement is noted in the ledger (`acked`, with the next commit), so that the audit can
+     tell a message lost after it was acknowledged from one whose sender never learnt it arrived.
 
 The steps of a job are staged under its lock and committed in staging order, so their effects
 happen in that order too.
