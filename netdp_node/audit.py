@@ -19,10 +19,10 @@ and the protocol or the job's result at the sender deals with it. So it is not a
 
 Ledgers from before acknowledgements were recorded (`Ledger.acks_from`) get the older rules for
 the sends they hold: a token sent but never recorded by its receiver must be explained by the
-sender's records. For token walks a token sent but never recorded by its receiver is accounted for when the sender
-recorded a custody re-route around that receiver (or a fenced branch, or a copy abandoned because
-the walk ended on another branch), or when the sender itself
-never finished and another node re-routed around it (it died with the token unsent); a
+sender's records. For token walks a token sent but never recorded by its receiver is accounted
+for when the sender recorded a custody re-route around that receiver (or a fenced branch, or a
+copy abandoned because the walk ended on another branch), or when the sender itself never
+finished and another node re-routed around it (it died with the token unsent); a
 release/handoff/fence to or from a node that never finished the job is expected (the job result
 lists that node as missing).
 

@@ -4,9 +4,9 @@
    does not take part in them again: no contribution in its new ledger, nothing new in its peers'
    ledgers, its earlier reports stand; the bootstrap flags the identity's new ledger (log and
    `netdp job result`); a job submitted afterwards runs with it as usual.
-2. A ring node SIGKILLed after it recorded a token as sent but before the token left (nothing reached
-   its successor), restarted on the same ledger (it does not resume the ring): `netdp audit`
-   passes, since the token was never acknowledged.
+2. A ring node SIGKILLed after it recorded a token as sent but before the token left (nothing
+   reached its successor), restarted on the same ledger (it does not resume the ring): `netdp
+   audit` passes, since the token was never acknowledged.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""A node that comes back with a new, empty ledger stays out of the jobs its ledger never knew; peers
-take nothing new for a job that is over at them (but acknowledge exact re-sends); the bootstrap
+"""A node that comes back with a new, empty ledger stays out of the jobs its ledger never knew;
+peers take nothing new for a job that is over at them (but acknowledge exact re-sends); the bootstrap
 flags an identity that comes back with another ledger; the audit accepts a send whose sender crashed
 before it was acknowledged and still catches an acknowledged message the receiver lost.
 
