@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import re
 import secrets
 import time
@@ -37,6 +38,7 @@ LONG_POLL_MAX_MS = 30_000
 log = logging.getLogger("netdp.bootstrap")
 
 _ADDRESS = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$")
+_LEDGER_ID = re.compile(r"^[0-9a-f]{8,64}$")
 
 
 def natural_key(s: str) -> list[Any]:
@@ -175,9 +177,23 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         if not _ADDRESS.match(request.address):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"address {request.address!r} is not host:port")
+        if request.ledger_id and not _LEDGER_ID.match(request.ledger_id):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"ledger_id {request.ledger_id[:80]!r} is not 8 to 64 hex digits")
+        if not (math.isfinite(request.ledger_created_unix) and request.ledger_created_unix >= 0):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "ledger_created_unix must be a finite time >= 0")
         info = self.store.register(who.node_id, request.address, who.serial)
+        if request.ledger_id:
+            change = self.store.record_ledger(who.node_id, request.ledger_id,
+                                              request.ledger_created_unix)
+            if change is not None:
+                log.warning("LEDGER CHANGED: %s; if its ledger was lost, it may have forgotten "
+                            "privacy it spent (see `netdp job result` of those jobs)",
+                            change.describe())
         log.info("registered %s at %s", who.node_id, request.address)
-        return bootstrap_pb2.RegisterReply(node=info)
+        return bootstrap_pb2.RegisterReply(node=info, job_seq=self.store.current_seq(),
+                                           store_id=self.store.store_id)
 
     async def ListNodes(self, request: bootstrap_pb2.ListNodesRequest,
                         context: grpc.aio.ServicerContext) -> bootstrap_pb2.ListNodesReply:
@@ -314,7 +330,8 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
     async def GetJob(self, request: bootstrap_pb2.GetJobRequest,
                      context: grpc.aio.ServicerContext) -> bootstrap_pb2.GetJobReply:
         who = await self._auth(context, ("node", "operator"), "GetJob")
-        return bootstrap_pb2.GetJobReply(job=await self._job_for(request.job_id, who, context))
+        job = await self._job_for(request.job_id, who, context)
+        return bootstrap_pb2.GetJobReply(job=job, seq=self.store.job_seq(job.job_id))
 
     async def ReportResult(self, request: bootstrap_pb2.NodeResult,
                            context: grpc.aio.ServicerContext) -> bootstrap_pb2.ReportResultReply:
@@ -328,6 +345,15 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
                 tensor_to_ndarray(request.output)
             except WireError as e:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"output: {e}")
+        before = self.store.result(request.job_id, who.node_id)
+        if before is not None and before.state in ("done", "declined") and \
+                request.state == "failed":
+            # A node never fails a job it finished; this one forgot it did (it came back with a
+            # new ledger and stays out of the job): its first report stands.
+            log.warning("job %s: %s reports it failed (%s) after it reported it %s; the first "
+                        "report stands", request.job_id, who.node_id, request.detail[:200],
+                        before.state)
+            return bootstrap_pb2.ReportResultReply()
         self.store.put_result(request)
         log.info("job %s: %s reported %s", request.job_id, who.node_id, request.state)
         return bootstrap_pb2.ReportResultReply()
@@ -336,7 +362,11 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
                         context: grpc.aio.ServicerContext) -> bootstrap_pb2.GetResultReply:
         who = await self._auth(context, ("node", "operator"), "GetResult")
         job = await self._job_for(request.job_id, who, context)
-        return bootstrap_pb2.GetResultReply(job=job, results=self.store.results(request.job_id))
+        # participants that came back with a new ledger after this job was submitted
+        changes = self.store.ledger_changes([p.node_id for p in job.participants],
+                                            from_seq=self.store.job_seq(job.job_id))
+        return bootstrap_pb2.GetResultReply(job=job, results=self.store.results(request.job_id),
+                                            warnings=[c.describe() for c in changes])
 
     async def PublishRevocations(self, request: bootstrap_pb2.Revocations,
                                  context: grpc.aio.ServicerContext) -> bootstrap_pb2.Revocations:

@@ -5,8 +5,10 @@ Protobuf messages are stored in their serialized form (they are the bootstrap's 
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from netdp.v1 import bootstrap_pb2, common_pb2
@@ -22,7 +24,35 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE TABLE IF NOT EXISTS results (
     job_id TEXT NOT NULL, node_id TEXT NOT NULL, body BLOB NOT NULL, PRIMARY KEY (job_id, node_id));
 CREATE TABLE IF NOT EXISTS crl (number INTEGER PRIMARY KEY, pem BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS ledgers (
+    node_id TEXT PRIMARY KEY, ledger_id TEXT NOT NULL, created REAL NOT NULL, seen REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS ledger_changes (
+    node_id TEXT NOT NULL, old_id TEXT NOT NULL, new_id TEXT NOT NULL, new_created REAL NOT NULL,
+    at REAL NOT NULL, job_seq INTEGER NOT NULL);
 """
+
+
+@dataclass(frozen=True)
+class LedgerChange:
+    """A node registered with another ledger than the one it registered with before: its ledger was
+    wiped or replaced. `job_seq`: the latest job then (it does not take part in jobs up to it)."""
+
+    node_id: str
+    old_id: str
+    new_id: str
+    new_created: float
+    at: float
+    job_seq: int
+
+    def describe(self) -> str:
+        def when(t: float) -> str:
+            return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+
+        created = f", created {when(self.new_created)}" if self.new_created > 0 else ""
+        return (f"{self.node_id} came back at {when(self.at)} with a new ledger {self.new_id}"
+                f"{created} (it had ledger {self.old_id}): what it recorded before is gone; it "
+                f"does not take part in jobs up to #{self.job_seq}")
 
 
 class Store:
@@ -33,6 +63,14 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(_SCHEMA)
+        row = self.db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
+        if row is None:
+            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)",
+                            (secrets.token_hex(8),))
+            row = self.db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
+        #: A random id of this store: job sequence numbers are per store (a node's ledger records
+        #: from which number on it joins, per store id).
+        self.store_id = str(row[0])
 
     def close(self) -> None:
         self.db.close()
@@ -52,7 +90,49 @@ class Store:
         return [(common_pb2.NodeInfo(node_id=r[0], address=r[1], registered_unix=int(r[3])),
                  int(r[2])) for r in rows]
 
+    def record_ledger(self, node_id: str, ledger_id: str, created: float) -> LedgerChange | None:
+        """Remember the ledger `node_id` registered with; a change from the one it had (a wiped or
+        replaced ledger) is recorded and returned."""
+        now = time.time()
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            row = self.db.execute("SELECT ledger_id FROM ledgers WHERE node_id=?",
+                                  (node_id,)).fetchone()
+            change = None
+            if row is not None and row[0] != ledger_id:
+                change = LedgerChange(node_id, str(row[0]), ledger_id, created, now,
+                                      self.current_seq())
+                self.db.execute("INSERT INTO ledger_changes VALUES (?,?,?,?,?,?)",
+                                (node_id, change.old_id, ledger_id, created, now, change.job_seq))
+            self.db.execute(
+                "INSERT INTO ledgers VALUES (?,?,?,?) ON CONFLICT(node_id) DO UPDATE SET"
+                " ledger_id=excluded.ledger_id, created=excluded.created, seen=excluded.seen",
+                (node_id, ledger_id, created, now))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return change
+
+    def ledger_changes(self, node_ids: list[str] | None = None,
+                       from_seq: int = 0) -> list[LedgerChange]:
+        """Ledger changes (of these nodes), those at or after job `from_seq`, oldest first."""
+        rows = self.db.execute("SELECT node_id, old_id, new_id, new_created, at, job_seq FROM"
+                               " ledger_changes WHERE job_seq >= ? ORDER BY at",
+                               (from_seq,)).fetchall()
+        out = [LedgerChange(str(r[0]), str(r[1]), str(r[2]), float(r[3]), float(r[4]), int(r[5]))
+               for r in rows]
+        return out if node_ids is None else [c for c in out if c.node_id in node_ids]
+
     # -- topologies and jobs -------------------------------------------------------------------
+    def current_seq(self) -> int:
+        """The sequence number of the latest job (0: none yet)."""
+        return int(self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM jobs").fetchone()[0])
+
+    def job_seq(self, job_id: str) -> int:
+        row = self.db.execute("SELECT seq FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+        return 0 if row is None else int(row[0])
+
     def next_topology_version(self) -> int:
         row = self.db.execute("SELECT COALESCE(MAX(version), 0) FROM topologies").fetchone()
         return int(row[0]) + 1
@@ -85,6 +165,11 @@ class Store:
         self.db.execute(
             "INSERT INTO results VALUES (?,?,?) ON CONFLICT(job_id, node_id) DO UPDATE SET"
             " body=excluded.body", (r.job_id, r.node_id, r.SerializeToString()))
+
+    def result(self, job_id: str, node_id: str) -> bootstrap_pb2.NodeResult | None:
+        row = self.db.execute("SELECT body FROM results WHERE job_id=? AND node_id=?",
+                              (job_id, node_id)).fetchone()
+        return None if row is None else bootstrap_pb2.NodeResult.FromString(row[0])
 
     def results(self, job_id: str) -> list[bootstrap_pb2.NodeResult]:
         rows = self.db.execute("SELECT body FROM results WHERE job_id=? ORDER BY node_id",

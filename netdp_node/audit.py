@@ -6,14 +6,23 @@ or a trusted post-mortem. It checks invariants that must hold whatever faults we
 * privacy-monotone: replaying each node's ledger entry by entry, the loss it has incurred towards
   every peer (its own accountant, composed across jobs) never decreases;
 * tokens-conserved: every token a node recorded as received was recorded as sent by that sender
-  with the same content digest (nothing forged or duplicated), and every token recorded as sent was
-  received, unless the job's result at the sender says the delivery failed;
+  with the same content digest (nothing forged or duplicated), and every message whose
+  acknowledgement the sender recorded (`acked`: the receiver acknowledges only once the message is
+  durable in its ledger) is in the receiver's ledger: nothing acknowledged was lost;
 * received-once: no node recorded the same message twice.
 
-For token walks a token sent but never recorded by its receiver is accounted for when the sender
-recorded a custody re-route around that receiver (or a fenced branch, or a copy abandoned because
-the walk ended on another branch), or when the sender itself
-never finished and another node re-routed around it (it died with the token unsent); a
+A message recorded as sent (the sender records it in the step that decides it, before sending)
+whose acknowledgement the sender never recorded may legitimately be missing at the receiver: the
+sender crashed before it went out or before the acknowledgement came back (a restarted ring node
+does not resume), the receiver refused it (a stale or late message, a job over there) or was gone,
+and the protocol or the job's result at the sender deals with it. So it is not a failure.
+
+Ledgers from before acknowledgements were recorded (`Ledger.acks_from`) get the older rules for
+the sends they hold: a token sent but never recorded by its receiver must be explained by the
+sender's records. For token walks a token sent but never recorded by its receiver is accounted
+for when the sender recorded a custody re-route around that receiver (or a fenced branch, or a
+copy abandoned because the walk ended on another branch), or when the sender itself never
+finished and another node re-routed around it (it died with the token unsent); a
 release/handoff/fence to or from a node that never finished the job is expected (the job result
 lists that node as missing).
 
@@ -72,6 +81,8 @@ class NodeLedger:
     node: str
     jobs: list[JobRow]
     entries: list[Entry]
+    #: the first entry id from which this ledger records acknowledgements (None: it does not)
+    acks_from: int | None = None
 
 
 def load(dirs: Sequence[str | Path]) -> list[NodeLedger]:
@@ -79,7 +90,7 @@ def load(dirs: Sequence[str | Path]) -> list[NodeLedger]:
     for d in dirs:
         led = Ledger.open_readonly(d)
         try:
-            out.append(NodeLedger(led.node_id, led.jobs(), led.entries()))
+            out.append(NodeLedger(led.node_id, led.jobs(), led.entries(), led.acks_from))
         finally:
             led.close()
     return out
@@ -113,11 +124,18 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
     by_node = {n.node: n for n in nodes}
     sent: dict[tuple[Any, ...], str] = {}
     received: dict[tuple[Any, ...], str] = {}
+    acked: set[tuple[Any, ...]] = set()
+    tracked: set[tuple[Any, ...]] = set()  # sends whose sender records acknowledgements
     for n in nodes:
         keys = Counter()
         for e in n.entries:
             if e.direction == "sent":
-                sent[(e.job_id, n.node, e.peer, e.kind, e.walk, e.epoch, e.seq, e.round)] = e.digest
+                k = (e.job_id, n.node, e.peer, e.kind, e.walk, e.epoch, e.seq, e.round)
+                sent[k] = e.digest
+                if n.acks_from is not None and e.id >= n.acks_from:
+                    tracked.add(k)
+            elif e.direction == "local" and e.event == "acked":
+                acked.add((e.job_id, n.node, e.peer, e.kind, e.walk, e.epoch, e.seq, e.round))
             elif e.direction == "received":
                 k = (e.job_id, e.peer, n.node, e.kind, e.walk, e.epoch, e.seq, e.round)
                 keys[k] += 1
@@ -142,6 +160,13 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
         job, src, dst = k[:3]
         if dst not in by_node or k in received:
             continue
+        if k in acked:
+            conserved.fail(f"{src} sent {k[3]} seq={k[6]} of job {job} to {dst}, which "
+                           f"acknowledged it but never recorded it (lost after its "
+                           "acknowledgement)")
+            continue
+        if k in tracked:
+            continue  # attempted, never acknowledged: the sender crashed, or it was refused
         row = next((j for j in by_node[src].jobs if j.job_id == job), None)
         if row is not None and row.state == "failed" and dst in row.detail:
             continue  # lost, and the sender's result says so

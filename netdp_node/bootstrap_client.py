@@ -78,10 +78,13 @@ class BootstrapClient:
                     f"{self.server_name}; {method} not sent)") from e
             raise
 
-    async def register(self, node_id: str, address: str) -> common_pb2.NodeInfo:
-        r = await self.call("Register", bootstrap_pb2.RegisterRequest(node_id=node_id,
-                                                                      address=address))
-        return r.node
+    async def register(self, node_id: str, address: str, *, ledger_id: str = "",
+                       ledger_created: float = 0.0) -> bootstrap_pb2.RegisterReply:
+        """Register (or re-register) this node; `ledger_id`/`ledger_created` name its ledger. The
+        reply holds the latest job sequence number and the store's id (`Ledger.join_after`)."""
+        return await self.call("Register", bootstrap_pb2.RegisterRequest(
+            node_id=node_id, address=address, ledger_id=ledger_id,
+            ledger_created_unix=ledger_created))
 
     async def list_nodes(self) -> list[common_pb2.NodeInfo]:
         return list((await self.call("ListNodes", bootstrap_pb2.ListNodesRequest())).nodes)
@@ -105,7 +108,12 @@ class BootstrapClient:
         return list(zip(r.seqs, r.jobs))
 
     async def get_job(self, job_id: str) -> common_pb2.JobSpec:
-        return (await self.call("GetJob", bootstrap_pb2.GetJobRequest(job_id=job_id))).job
+        return (await self.get_job_seq(job_id))[1]
+
+    async def get_job_seq(self, job_id: str) -> tuple[int, common_pb2.JobSpec]:
+        """The job and its sequence number (0 from a bootstrap that does not give it)."""
+        r = await self.call("GetJob", bootstrap_pb2.GetJobRequest(job_id=job_id))
+        return int(r.seq), r.job
 
     async def report(self, result: bootstrap_pb2.NodeResult) -> None:
         await self.call("ReportResult", result)

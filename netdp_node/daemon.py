@@ -118,9 +118,9 @@ class NodeDaemon:
             log.info("[node=%s] revocation list #%d: %d revoked certificate(s)", self.node_id,
                      new.number, len(new.serials))
 
-    async def _fetch_job(self, job_id: str) -> JobContext | None:
+    async def _fetch_job(self, job_id: str) -> tuple[JobContext, int] | None:
         try:
-            job = await self.bootstrap.get_job(job_id)
+            seq, job = await self.bootstrap.get_job_seq(job_id)
         except grpc.aio.AioRpcError as e:
             log.info("[node=%s] bootstrap does not give job %s: %s", self.node_id, job_id,
                      e.details())
@@ -129,7 +129,7 @@ class NodeDaemon:
             log.error("[node=%s job=%s] %s", self.node_id, job_id, e)
             return None
         self.transport.learn(addresses(job))
-        return job_context(job, self.node_id)
+        return job_context(job, self.node_id), seq
 
     def _record_fault(self, kind: str, peer: str, job_id: str) -> None:
         """An injected fault on the wire (a dropped message): in the ledger and the log."""
@@ -189,6 +189,10 @@ class NodeDaemon:
                 for seq, job in jobs:
                     after = max(after, seq)
                     if job.job_id in self.runtime.jobs:
+                        continue
+                    if not self.runtime.may_join(job.job_id, seq):
+                        # it started before this ledger existed: recorded and reported failed
+                        self.runtime.not_joined(job_context(job, self.node_id), seq)
                         continue
                     self.transport.learn(addresses(job))
                     self._spawn(self._join(job_context(job, self.node_id)))
@@ -259,6 +263,24 @@ class NodeDaemon:
             log.error("[node=%s job=%s] could not report the failure to the bootstrap: %s",
                       self.node_id, job_id, e.details())
 
+    def _set_join_rule(self, registered: bootstrap_pb2.RegisterReply) -> None:
+        """Which of the bootstrap's jobs this node may take part in (`NodeRuntime.may_join`): those
+        after the latest job at this ledger's first registration with this bootstrap store."""
+        if not registered.store_id:  # a bootstrap without store ids: every job, as before
+            log.warning("[node=%s] the bootstrap does not number its store: this node cannot tell "
+                        "the jobs its ledger started after", self.node_id)
+            self.runtime.set_join_after(None)
+            return
+        after, new = self.ledger.join_after(registered.store_id, registered.job_seq)
+        self.runtime.set_join_after(after)
+        if new and after > 0:
+            log.warning("[node=%s] ledger %s is new to this bootstrap: it does not take part in "
+                        "the %d job(s) submitted before it (jobs #1-#%d; those that list this "
+                        "node end failed here)", self.node_id, self.ledger.ledger_id, after, after)
+        else:
+            log.info("[node=%s] ledger %s joins the bootstrap's jobs after #%d", self.node_id,
+                     self.ledger.ledger_id, after)
+
     async def run(self, ready: asyncio.Future[int] | None = None) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -284,7 +306,8 @@ class NodeDaemon:
         self.runtime = NodeRuntime(self.node_id, self.ledger, self.transport, data=self.data,
                                    budget=budget, rng_factory=self._rng,
                                    job_fetcher=self._fetch_job, on_finished=self._on_finished,
-                                   faults=faults, job_deadline=self.cfg.job_deadline)
+                                   faults=faults, job_deadline=self.cfg.job_deadline,
+                                   join_pending=True)
         policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s),
                               owner=f"node={self.node_id}")
         service = PeerService(self.node_id, self.runtime.handle, self._status, policy,
@@ -299,12 +322,14 @@ class NodeDaemon:
         self.bootstrap = BootstrapClient(self.cfg.bootstrap, self.identity,
                                          backoff=Backoff(give_up_after=0))
         try:
-            reg = asyncio.ensure_future(self.bootstrap.register(self.node_id, advertise))
+            reg = asyncio.ensure_future(self.bootstrap.register(
+                self.node_id, advertise, ledger_id=self.ledger.ledger_id,
+                ledger_created=self.ledger.created))
             stop = asyncio.ensure_future(self.stop_event.wait())
             await asyncio.wait({reg, stop}, return_when=asyncio.FIRST_COMPLETED)
             if reg.done():
                 try:
-                    reg.result()
+                    registered = reg.result()
                 except ServerIdentityError as e:
                     log.error("[node=%s] %s; stopping", self.node_id, e)
                     raise
@@ -314,6 +339,7 @@ class NodeDaemon:
                         raise SecurityError(f"the bootstrap refused to register {self.node_id}: "
                                             f"{e.details()}") from e
                     raise
+                self._set_join_rule(registered)
                 log.info("[node=%s] registered with the bootstrap at %s", self.node_id,
                          self.cfg.bootstrap)
                 if ready is not None and not ready.done():

@@ -48,6 +48,8 @@ def result_summary(reply: bootstrap_pb2.GetResultReply) -> dict[str, Any]:
         "seeded_rng": seeded,
         "not_private": not_private_note(seeded) if seeded else None,
         "threat_model": _threat(job),
+        # participants that came back with a new ledger after the job was submitted
+        "warnings": list(reply.warnings),
     }
 
 
@@ -103,6 +105,8 @@ def render_result(s: dict[str, Any]) -> str:
         lines.append(f"  declined: {n}: {why}")
     for n, why in s["failed"].items():
         lines.append(f"  failed: {n}: {why}")
+    for w in s.get("warnings", []):
+        lines.append(f"  WARNING: {w}")
     if s["missing"]:
         lines.append(f"  not reported yet: {', '.join(s['missing'])}")
     if s.get("threat_model"):

@@ -5,6 +5,12 @@ of the content so that a re-send can be told from a conflict) and every local st
 noise parameters it used (mechanism, sigma, sensitivity, whether data was included). What it never
 holds: the node's raw data or noise samples; a stolen ledger must not undo the noise.
 
+Each ledger has a random id drawn when it is created (`ledger_id`, in `meta` with its creation
+time): the node gives it when it registers, so that the bootstrap can tell an identity that came
+back with another ledger, and the ledger records from which of the bootstrap's jobs on it may take
+part (`join_after`): a job that started before the ledger existed is one it cannot know the
+earlier steps of. `acked` entries (`note`) record that a peer acknowledged a sent message.
+
 Beside the append-only view, the `custody` table holds the copies of tokens this node forwarded and
 must keep until the receiver handed them on (token walks, `Keep`/`Drop` actions): the same values
 the receiver saw, deleted once no longer needed.
@@ -29,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -195,11 +202,65 @@ class Ledger:
                 self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
                                  (str(SCHEMA_VERSION),))
                 self._db.execute("INSERT INTO meta VALUES ('created', ?)", (str(time.time()),))
+                self._db.execute("INSERT INTO meta VALUES ('ledger_id', ?)",
+                                 (secrets.token_hex(16),))
+                self._db.execute("INSERT INTO meta VALUES ('acks_from', '1')")
             return node_id
         owner = str(row[0])
         if node_id and owner != node_id:
             raise LedgerError(f"ledger {self.path} belongs to node {owner!r}, not {node_id!r}")
+        if not self.readonly and self._meta("ledger_id") is None:
+            # a ledger from before ledger ids: it gets one now; it is not new (it may have known
+            # every job of its node), and acknowledgements are recorded from its next entry on
+            with self._tx():
+                nxt = self._db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM entries").fetchone()
+                self._db.execute("INSERT INTO meta VALUES ('ledger_id', ?)",
+                                 (secrets.token_hex(16),))
+                self._db.execute("INSERT INTO meta VALUES ('upgraded', ?)", (str(time.time()),))
+                self._db.execute("INSERT INTO meta VALUES ('acks_from', ?)", (str(nxt[0]),))
         return owner
+
+    def _meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    # -- identity of the ledger -------------------------------------------------------------------
+    @property
+    def ledger_id(self) -> str:
+        """A random id drawn when this ledger was created: a node that comes back with another id
+        has lost (or replaced) its ledger, and with it the record of what it took part in."""
+        return self._meta("ledger_id") or ""
+
+    @property
+    def created(self) -> float:
+        """When this ledger was created (unix seconds)."""
+        return float(self._meta("created") or 0.0)
+
+    @property
+    def acks_from(self) -> int | None:
+        """The first entry id from which this ledger records acknowledged sends (`acked` entries,
+        see `note`); None for a ledger that does not record them."""
+        v = self._meta("acks_from")
+        return None if v is None else int(v)
+
+    def join_after(self, store_id: str, job_seq: int) -> tuple[int, bool]:
+        """The highest job sequence number of the bootstrap store `store_id` that this ledger
+        started after: recorded at the first registration with that store (`job_seq`, the store's
+        latest job then), and the same ever after. A job at or below it that the ledger does not
+        already hold started before the ledger knew it: the node does not take part in it.
+        (A ledger from before ledger ids keeps joining every job of the first store it meets.)
+        Returns (that number, whether it was recorded now)."""
+        key = f"join_after:{store_id}"
+        self.flush()
+        with self._tx() as db:
+            row = db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+            if row is not None:
+                return int(row[0]), False
+            first = db.execute("SELECT 1 FROM meta WHERE key LIKE 'join_after:%'").fetchone()
+            upgraded = db.execute("SELECT 1 FROM meta WHERE key='upgraded'").fetchone()
+            value = 0 if upgraded is not None and first is None else int(job_seq)
+            db.execute("INSERT INTO meta VALUES (?, ?)", (key, str(value)))
+        return value, True
 
     @classmethod
     def open_readonly(cls, directory: str | Path) -> Ledger:
@@ -267,6 +328,15 @@ class Ledger:
         elif self._deferred is None:
             self._deferred = loop.call_later(self.DEFER_MAX_S, self._deferred_flush)
         return fut
+
+    def note(self, entries: Sequence[Entry]) -> None:
+        """Append `entries` with the next commit, at the latest after DEFER_MAX_S; nothing waits
+        for them (facts whose loss in a crash loses nothing but themselves, e.g. that a peer
+        acknowledged a message). Call on the event loop."""
+        self._staged.append(_Step(list(entries)))
+        if self._deferred is None and not self._flush_scheduled:
+            self._deferred = asyncio.get_running_loop().call_later(self.DEFER_MAX_S,
+                                                                   self._deferred_flush)
 
     def flush_soon(self) -> None:
         """Commit what is staged at the next iteration of the event loop."""
@@ -385,19 +455,21 @@ class Ledger:
                  for job_id, key, arr, meta in keep])
 
     def begin_job(self, job_id: str, algorithm: str, spec: dict[str, Any], contributed: bool,
-                  entries: Iterable[Entry] = ()) -> bool:
-        """Record that this node takes part in a job. Returns False if it was already recorded (a
-        restarted node resuming), True if new."""
+                  entries: Iterable[Entry] = (), *, state: str = "running",
+                  detail: str = "") -> bool:
+        """Record that this node takes part in a job (or, with state="failed" and a `detail`, that
+        it does not: in one transaction). Returns False if it was already recorded (a restarted
+        node resuming), True if new."""
         self.flush()
         with self._tx() as db:
             row = db.execute("SELECT 1 FROM jobs WHERE job_id=?", (job_id,)).fetchone()
             if row is not None:
                 return False
             db.execute(
-                "INSERT INTO jobs (job_id, algorithm, spec_json, state, contributed, started)"
-                " VALUES (?,?,?,?,?,?)",
-                (job_id, algorithm, json.dumps(spec, sort_keys=True), "running", int(contributed),
-                 time.time()),
+                "INSERT INTO jobs (job_id, algorithm, spec_json, state, contributed, started,"
+                " finished, detail) VALUES (?,?,?,?,?,?,?,?)",
+                (job_id, algorithm, json.dumps(spec, sort_keys=True), state, int(contributed),
+                 time.time(), time.time() if state in ("done", "failed") else None, detail),
             )
             now = time.time()
             db.executemany(

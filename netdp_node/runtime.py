@@ -3,10 +3,15 @@
 `NodeRuntime.handle(sender, job_id, msg)` is THE place where an incoming protocol message is handled,
 whatever the transport (the gRPC servicer and the in-memory transport both call it):
 
-  1. find the job (or fetch its spec from the bootstrap once), refuse unknown jobs;
-  2. refuse senders that are not participants, payloads of the wrong shape;
-  3. recognise an exact re-send (same identity and digest: acknowledged, not applied again) and a
-     conflicting one (same identity, other content: refused);
+  1. find the job (or fetch its spec from the bootstrap once), refuse unknown jobs; a job that
+     started before this node's ledger existed is not joined (`may_join`: the node came back with
+     a new, empty ledger) and ends failed here at once;
+  2. refuse senders that are not participants;
+  3. recognise an exact re-send (same identity and digest: acknowledged, not applied again, also
+     for a job that is over here) and a conflicting one (same identity, other content: refused);
+     refuse any other message for a job that is over here (failed, or finished: a second release,
+     a token), except the protocol's close-down traffic (`Engine.closing_kinds`), and payloads of
+     the wrong shape;
   4. let the engine decide (it may refuse, e.g. a token from a node that is not the predecessor);
   5. stage the received message, the engine's Record entries and the messages it will send as ONE
      step of the ledger's group commit (`Ledger.stage`: the steps staged in one iteration of the
@@ -14,7 +19,9 @@ whatever the transport (the gRPC servicer and the in-memory transport both call 
      `defer_receipts`, waits for a later commit), release the job's lock and wait until the step
      is durable; only then return, which acknowledges the message;
   6. once the step is durable, and not before: send the engine's messages (the sender keeps them
-     until the receiver acknowledged), arm its timers, release its output.
+     until the receiver acknowledged), arm its timers, release its output. A receiver's
+     acknowledgement is noted in the ledger (`acked`, with the next commit), so that the audit can
+     tell a message lost after it was acknowledged from one whose sender never learnt it arrived.
 
 The steps of a job are staged under its lock and committed in staging order, so their effects
 happen in that order too.
@@ -65,6 +72,9 @@ log = logging.getLogger("netdp.runtime")
 #: poll (daemon `_poll`) at once anyway; a message refused as unknown is sent again by its sender.
 UNKNOWN_JOB_TTL = 2.0
 UNKNOWN_JOB_LOOKUPS = 2
+
+#: Why a node does not take part in a job its ledger never knew (`NodeRuntime.may_join`).
+NOT_JOINED = "this node's ledger was created after the job started; it does not take part"
 
 
 class UnknownJob(Exception):
@@ -178,15 +188,17 @@ class JobRunner:
             if sender not in self.engine.position:
                 raise Refused(RefusalCode.PERMISSION_DENIED,
                               f"{sender} is not a participant of job {self.ctx.job_id}")
-            shape = self.engine.payload_shape(msg.kind)
-            got = None if msg.payload is None else tuple(msg.payload.shape)
-            if got != shape:
-                raise Refused(RefusalCode.INVALID_ARGUMENT,
-                              f"{msg.kind} payload has shape {got}, job {self.ctx.job_id} expects "
-                              f"{shape}")
             digest = msg.digest()
             ledger = self.node.ledger
             stored = ledger.received_digest(self.ctx.job_id, sender, msg.key())
+            if stored is None:
+                self._check_open(msg)
+                shape = self.engine.payload_shape(msg.kind)
+                got = None if msg.payload is None else tuple(msg.payload.shape)
+                if got != shape:
+                    raise Refused(RefusalCode.INVALID_ARGUMENT,
+                                  f"{msg.kind} payload has shape {got}, job {self.ctx.job_id} "
+                                  f"expects {shape}")
             if stored is not None:
                 if stored != digest:
                     raise Refused(RefusalCode.ALREADY_EXISTS,
@@ -210,6 +222,22 @@ class JobRunner:
         if durable is not None:  # the acknowledgement waits until the step is durable
             await durable  # (a cancelled wait cancels only this waiter, never the step)
         return duplicate
+
+    def _check_open(self, msg: Message) -> None:
+        """Refuse a new message (not a re-send of a stored one) for a job that is over here: failed,
+        or finished, unless it is the protocol's close-down traffic (`Engine.closing_kinds`: e.g.
+        a walk's handoff) and the engine that finished is this one (a job found finished in the
+        ledger after a restart has no live engine). A second release, a token or a round value for
+        a finished job is refused: nothing can be added to a job after its end."""
+        if self.state == "running" and not self.engine.done:
+            return
+        if self.state != "failed" and self.engine.done and msg.kind in self.engine.closing_kinds:
+            return
+        state = "finished" if self.state == "running" else self.state
+        why = f": {self.detail}" if self.detail else ""
+        raise Refused(RefusalCode.FAILED_PRECONDITION,
+                      f"job {self.ctx.job_id} is {state} at {self.node.node_id}{why}; a new "
+                      f"{msg.kind} is not taken")
 
     async def on_timer(self, name: str) -> None:
         """Timers keep firing after the job is done at this node (an engine may still have to
@@ -320,6 +348,13 @@ class JobRunner:
         """The engine learns the send's outcome (call with the job's lock held or free)."""
         e = fut.exception()
         if e is None:
+            # the receiver acknowledged: the message is durable there (the audit tells a message
+            # lost after its acknowledgement from one whose sender never learnt it arrived)
+            m = s.msg
+            self.node.ledger.note([Entry(job_id=self.ctx.job_id, direction="local",
+                                         event="acked", peer=s.to, kind=m.kind, walk=m.walk,
+                                         epoch=m.epoch, seq=m.seq, round=m.round,
+                                         digest=m.digest())])
             self._apply(self.engine.on_delivered(s.to, s.msg), received=None)
         elif isinstance(e, DeliveryError):
             actions = self.engine.on_undeliverable(s.to, s.msg, e.code, e.detail)
@@ -401,11 +436,13 @@ class NodeRuntime:
         data: np.ndarray | None = None,
         budget: Budget | None = None,
         rng_factory: Callable[[str], np.random.Generator] | None = None,
-        job_fetcher: Callable[[str], Awaitable[JobContext | None]] | None = None,
+        job_fetcher: Callable[[str], Awaitable[tuple[JobContext, int] | None]] | None = None,
         on_finished: Callable[[JobRunner], None] | None = None,
         faults: FaultInjector | None = None,
         crash: Callable[[str], None] | None = None,
         job_deadline: float = 0.0,
+        join_after: int | None = None,
+        join_pending: bool = False,
     ) -> None:
         self.node_id = node_id
         self.ledger = ledger
@@ -420,11 +457,17 @@ class NodeRuntime:
         self.job_deadline = job_deadline
         self.jobs: dict[str, JobRunner] = {}
         self._adding: dict[str, asyncio.Future[JobRunner]] = {}
+        # Which jobs this node may join (`may_join`): the bootstrap's jobs after `join_after`, and
+        # any its ledger already holds; None: any job (no bootstrap, e.g. tests and simulations).
+        # `join_pending`: not known yet (the node has not registered): no job its ledger does not
+        # hold is taken until it is.
+        self.join_after = join_after
+        self.join_pending = join_pending
         # Job ids the bootstrap did not know, with when we asked; the times of each peer's last
         # lookups; the lookups under way (see UNKNOWN_JOB_LOOKUPS).
         self._unknown: dict[str, float] = {}
         self._lookups: dict[str, collections.deque[float]] = {}
-        self._looking_up: dict[str, asyncio.Future[JobContext | None]] = {}
+        self._looking_up: dict[str, asyncio.Future[tuple[JobContext, int] | None]] = {}
         self.log = logging.LoggerAdapter(log, {})
 
     # -- jobs ----------------------------------------------------------------------------------
@@ -440,6 +483,46 @@ class NodeRuntime:
         if check.ok:
             return True, ""
         return False, "declined (privacy budget): " + check.reason
+
+    # -- which jobs this node takes part in --------------------------------------------------------
+    def set_join_after(self, seq: int | None) -> None:
+        """The node registered: it joins the bootstrap's jobs numbered after `seq` (see
+        `Ledger.join_after`), and those its ledger already holds."""
+        self.join_after = seq
+        self.join_pending = False
+
+    def may_join(self, job_id: str, seq: int) -> bool:
+        """Whether this node may take part in the bootstrap's job number `seq`: yes if its ledger
+        holds it already (a restarted node then resumes it or not, as `_create` decides) or if the
+        job came after the ledger was created. A job that started before (the node came back with
+        a new, empty ledger) is one whose earlier steps its ledger cannot know: running it would
+        spend privacy twice and replay finished work, so the node stays out of it
+        (`not_joined`) and is a dropout to the others."""
+        if job_id in self.jobs or (self.join_after is None and not self.join_pending):
+            return True
+        if self.ledger.job(job_id) is not None:
+            return True
+        return not self.join_pending and self.join_after is not None and seq > self.join_after
+
+    def not_joined(self, ctx: JobContext, seq: int) -> JobRunner:
+        """Stay out of a job `may_join` refuses: record it in the ledger as failed, with the
+        reason (no engine runs, nothing is sent), and end it here so that it is reported."""
+        if ctx.job_id in self.jobs:
+            return self.jobs[ctx.job_id]
+        reason = f"{NOT_JOINED} (job #{seq}; this ledger joins jobs after #{self.join_after})"
+        runner = JobRunner(self, ctx, Engine(ctx, None, self.rng_factory(ctx.job_id),
+                                             contribute=False), False, reason)
+        runner.state = "failed"
+        entry = Entry(job_id=ctx.job_id, direction="local", event="not-joined",
+                      params={"reason": NOT_JOINED, "job_seq": seq,
+                              "join_after": self.join_after})
+        self.ledger.begin_job(ctx.job_id, ctx.algorithm, spec_dict(ctx), False, [entry],
+                              state="failed", detail=reason)
+        self.jobs[ctx.job_id] = runner
+        runner.finished.set()
+        runner.log.warning("%s", reason)
+        self.notify_finished(runner)
+        return runner
 
     async def add_job(self, ctx: JobContext) -> JobRunner:
         """Take part in a job (idempotent). Decides once whether to contribute, records it, starts."""
@@ -552,12 +635,18 @@ class NodeRuntime:
             return runner
         if job_id in self._adding:
             return await self._adding[job_id]
-        ctx = await self._look_up(job_id, sender)
-        if ctx is not None and self.node_id in ctx.participants:
+        if self.job_fetcher is not None and self.join_pending and self.ledger.job(job_id) is None:
+            raise NodeUnavailable(f"{self.node_id} is registering with the bootstrap; it takes "
+                                  "no job it does not know yet")
+        fetched = await self._look_up(job_id, sender)
+        if fetched is not None and self.node_id in fetched[0].participants:
+            ctx, seq = fetched
+            if not self.may_join(job_id, seq):
+                return self.not_joined(ctx, seq)  # deliver() then refuses, with the reason
             return await self.add_job(ctx)
         raise UnknownJob(f"job {job_id!r} is unknown to node {self.node_id}")
 
-    async def _look_up(self, job_id: str, sender: str) -> JobContext | None:
+    async def _look_up(self, job_id: str, sender: str) -> tuple[JobContext, int] | None:
         """Ask the bootstrap for a job `sender` names, within the bounds of UNKNOWN_JOB_LOOKUPS
         (None: unknown, or not asked now). Concurrent messages for one id share one lookup."""
         if self.job_fetcher is None:
@@ -575,28 +664,26 @@ class NodeRuntime:
         if len(recent) == UNKNOWN_JOB_LOOKUPS and now - recent[0] <= UNKNOWN_JOB_TTL:
             return None  # this peer's lookups are spent for now: it will send again
         recent.append(now)
-        fut: asyncio.Future[JobContext | None] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[tuple[JobContext, int] | None] = (
+            asyncio.get_running_loop().create_future())
         self._looking_up[job_id] = fut
         try:
-            ctx = await self.job_fetcher(job_id)
+            fetched = await self.job_fetcher(job_id)
         except BaseException:
             fut.cancel()
             raise
         finally:
             del self._looking_up[job_id]
-        fut.set_result(ctx)
-        if ctx is None or self.node_id not in ctx.participants:
+        fut.set_result(fetched)
+        if fetched is None or self.node_id not in fetched[0].participants:
             if len(self._unknown) > 10_000:
                 self._unknown.clear()
             self._unknown[job_id] = now
-        return ctx
+        return fetched
 
     async def handle(self, sender: str, job_id: str, msg: Message) -> bool:
         """Entry point for every incoming protocol message (see module docstring)."""
         runner = await self._job_for(job_id, sender)
-        if runner.state != "running" and not runner.engine.done:
-            raise Refused(RefusalCode.FAILED_PRECONDITION,
-                          f"job {job_id} is {runner.state} at {self.node_id}: {runner.detail}")
         try:
             return await runner.deliver(sender, msg)
         except Refused as e:

@@ -8,18 +8,26 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("node_id", "address")
+    __slots__ = ("node_id", "address", "ledger_id", "ledger_created_unix")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEDGER_CREATED_UNIX_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+    ledger_id: str
+    ledger_created_unix: float
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., ledger_id: _Optional[str] = ..., ledger_created_unix: _Optional[float] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
-    __slots__ = ("node",)
+    __slots__ = ("node", "job_seq", "store_id")
     NODE_FIELD_NUMBER: _ClassVar[int]
+    JOB_SEQ_FIELD_NUMBER: _ClassVar[int]
+    STORE_ID_FIELD_NUMBER: _ClassVar[int]
     node: _common_pb2.NodeInfo
-    def __init__(self, node: _Optional[_Union[_common_pb2.NodeInfo, _Mapping]] = ...) -> None: ...
+    job_seq: int
+    store_id: str
+    def __init__(self, node: _Optional[_Union[_common_pb2.NodeInfo, _Mapping]] = ..., job_seq: _Optional[int] = ..., store_id: _Optional[str] = ...) -> None: ...
 
 class ListNodesRequest(_message.Message):
     __slots__ = ()
@@ -78,10 +86,12 @@ class GetJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class GetJobReply(_message.Message):
-    __slots__ = ("job",)
+    __slots__ = ("job", "seq")
     JOB_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     job: _common_pb2.JobSpec
-    def __init__(self, job: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ...) -> None: ...
+    seq: int
+    def __init__(self, job: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class NodeResult(_message.Message):
     __slots__ = ("job_id", "node_id", "state", "output", "contributed", "contributions", "detail", "reported_unix", "seeded_rng")
@@ -116,12 +126,14 @@ class GetResultRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class GetResultReply(_message.Message):
-    __slots__ = ("job", "results")
+    __slots__ = ("job", "results", "warnings")
     JOB_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     job: _common_pb2.JobSpec
     results: _containers.RepeatedCompositeFieldContainer[NodeResult]
-    def __init__(self, job: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., results: _Optional[_Iterable[_Union[NodeResult, _Mapping]]] = ...) -> None: ...
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ..., results: _Optional[_Iterable[_Union[NodeResult, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Revocations(_message.Message):
     __slots__ = ("crl_pem",)

@@ -176,6 +176,12 @@ class Engine:
     #: before it is durable. An engine that sets it must Flush wherever its peers may be waiting for
     #: those acknowledgements (Muffliato: when a round's window closes).
     defer_receipts: bool = False
+    #: Message kinds this engine still takes once it has finished at this node: the protocol's
+    #: close-down traffic, which adds nothing to the job (walk: the handoff or fence of a copy it
+    #: forwarded; Muffliato: the peers' public schedules; IncA: late records and proxies). The
+    #: runtime refuses every other new message for a job that is over (a second release, a token,
+    #: a round value); an exact re-send of a stored message is still acknowledged.
+    closing_kinds: frozenset[str] = frozenset()
 
     def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
                  contribute: bool = True) -> None:

@@ -248,6 +248,8 @@ def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
 
 class Inca(Engine):
     algorithm = "inca"
+    # records keep spreading after a party outputs (anti-entropy gossip, proxies of histories)
+    closing_kinds = frozenset({FINAL, PROXY})
 
     def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
                  contribute: bool = True) -> None:

@@ -178,6 +178,7 @@ class MuffliatoSync(Engine):
     """
 
     defer_receipts = True
+    closing_kinds = frozenset({SCHEDULE})  # the peers' schedules, sent when they finish
 
     algorithm = "muffliato"
 
@@ -544,6 +545,7 @@ class MuffliatoRandom(Engine):
     """
 
     algorithm = "muffliato-random"
+    closing_kinds = frozenset({SCHEDULE})  # the peers' activation lists, sent when they finish
 
     def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
                  contribute: bool = True) -> None:

@@ -93,6 +93,9 @@ class CompleteGraphWalk(Engine):
     """The walk and its custody; subclasses define the token and one contribution (`step`)."""
 
     default_stop = "counter"
+    # after the release: a handoff (our copy's receiver handed it on; the release may overtake it)
+    # and a fence (a branch we forwarded on went stale); never a second release or a token
+    closing_kinds = frozenset({HANDOFF, FENCE})
 
     def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
                  contribute: bool = True) -> None:
