@@ -257,8 +257,10 @@ def check_contributions(ledgers: Sequence[NodeLedger]) -> list[str]:
             where = (f" (per ledger: {per_gen[job]})" if len(gens) > 1 else "")
             twice = sorted(str(s) for s, c in slots.get(job, Counter()).items() if c > 1)
             if twice:
+                why = (" (two branches of the walk held the same step in the same epoch)"
+                       if alg in WALKS else "")
                 bad.append(f"contributions: {node} contributed twice at {', '.join(twice)} of "
-                           f"{alg} job {job}{where}")
+                           f"{alg} job {job}{where}{why}")
             cap = schedule_max(alg, params)
             if cap is not None and counts[job] > cap:
                 bad.append(f"contributions: {node} contributed {counts[job]} times to {alg} job "
@@ -492,11 +494,18 @@ class CampaignRun:
     def _load(self, nid: str) -> list[NodeLedger]:
         return load([d for d in self.generations[nid] if (d / "ledger.sqlite").exists()])
 
+    def _spent(self, nid: str) -> dict[str, float]:
+        try:
+            return spent(self._load(nid))
+        except Exception as e:  # the accountant must read any ledger a run leaves: a violation
+            self.out.violations.append(f"privacy-monotone: the accountant failed on {nid}'s "
+                                       f"ledgers: {type(e).__name__}: {e}")
+            return {}
+
     # -- faults -----------------------------------------------------------------------------
     async def _restart_node(self, f: Fault, wipe: bool) -> None:
         nid = f.target
-        gens = self._load(nid)
-        before_spent = spent(gens)
+        before_spent = self._spent(nid)
         current = self.generations[nid][-1]
         at_kill = (current, load([current])[0].entries) \
             if not wipe and (current / "ledger.sqlite").exists() else None
@@ -573,8 +582,7 @@ class CampaignRun:
         self.out.violations += check_acked(ledgers)
         self.out.violations += check_contributions(ledgers)
         for nid, what, before_spent, at_kill in self.before:
-            self.out.violations += check_spent_monotone(nid, before_spent,
-                                                        spent(self._load(nid)), what)
+            self.out.violations += check_spent_monotone(nid, before_spent, self._spent(nid), what)
             if at_kill is not None:  # restarted on the same ledger: it still holds all of it
                 directory, entries = at_kill
                 self.out.violations += check_durable(nid, entries, load([directory])[0].entries)

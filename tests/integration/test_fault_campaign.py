@@ -36,7 +36,8 @@ def _seeds() -> list[int]:
     return list(range(base, base + int(os.environ.get("NETDP_CAMPAIGN_SCHEDULES", "3"))))
 
 
-@pytest.mark.timeout(0)  # bounded inside: every wait has its own deadline
+# every wait inside has its own deadline; this is the backstop: about 4 minutes per schedule
+@pytest.mark.timeout(240 * len(_seeds()) + 120)
 async def test_fault_campaign(tmp_path, nd):
     outcomes = []
     root = tmp_path

@@ -237,3 +237,17 @@ def test_a_handoff_proves_only_the_token_it_followed():
                                         walk="walk", seq=7, round=4, digest="a")])
     assert [e.round for e in acknowledged(n1)] == [4]
     assert check_acked([n1, n3]) == []
+
+
+def test_a_walk_step_held_twice_in_one_epoch_is_caught():
+    # seen in a campaign run: two nodes of one custody chain re-routed at once, both to epoch 1;
+    # the two epoch-1 branches could not fence each other and a node held step 203 on both
+    row = _row("w", "walk-sum", {"T": 250, "cap": 60})
+    step = {"epoch": 1, "t": 203, "data": True}
+    es = [Entry("w", "local", "contribute", params=step, id=1),
+          Entry("w", "local", "contribute", params={**step, "epoch": 0}, id=2),  # other epoch: ok
+          Entry("w", "local", "contribute", params=step, id=3)]
+    bad = check_contributions([NodeLedger("n4", [row], es)])
+    assert bad == ["contributions: n4 contributed twice at ('step', 1, 203) of walk-sum job w "
+                   "(two branches of the walk held the same step in the same epoch)"]
+    assert check_contributions([NodeLedger("n4", [row], es[:2])]) == []
