@@ -40,11 +40,14 @@ def _seeds() -> list[int]:
 @pytest.mark.timeout(240 * len(_seeds()) + 120)
 async def test_fault_campaign(tmp_path, nd):
     outcomes = []
-    root = tmp_path
+    root = Path(os.environ.get("NETDP_CAMPAIGN_WORKDIR") or tmp_path)
     for seed in _seeds():
         schedule = make_schedule(seed)
-        root = Path(os.environ.get("NETDP_CAMPAIGN_WORKDIR") or tmp_path)
-        out = await CampaignRun(schedule, root / f"s{seed}").run()
+        try:
+            out = await CampaignRun(schedule, root / f"s{seed}").run()
+        except Exception:
+            sys.stderr.write(f"schedule seed={seed} could not run: {schedule.describe()}\n")
+            raise
         outcomes.append(out)
         status = "ok" if not out.violations else f"{len(out.violations)} violation(s)"
         sys.stderr.write(f"schedule seed={seed} ({', '.join(schedule.algorithms)}): "
