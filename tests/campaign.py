@@ -43,7 +43,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from netdp_node.audit import NodeLedger, load
 from netdp_node.bootstrap_client import BootstrapClient
@@ -177,8 +177,9 @@ def check_durable(node: str, before: Sequence[Entry], after: Sequence[Entry]) ->
     if not lost:
         return []
     what = "entry" if len(lost) == 1 else "entries"
-    return [f"acked-not-lost: {node} lost {len(lost)} ledger {what} across a restart, first: "
-            f"{lost[0].direction} {lost[0].event} of job {lost[0].job_id} (id {lost[0].id})"]
+    first = lost[0]
+    return [(f"acked-not-lost: {node} lost {len(lost)} ledger {what} across a restart, first: "
+             f"{first.direction} {first.event} of job {first.job_id} (id {first.id})")]
 
 
 def spent(generations: Sequence[NodeLedger], delta: float = DELTA) -> dict[str, float]:
@@ -277,8 +278,8 @@ def check_job_summary(job: str, summary: Mapping[str, Any] | None, waited: float
     if summary["state"] == "failed":
         return [f"jobs-end: job {job} failed at {n} without a reason"
                 for n, why in summary["failed"].items() if not str(why).strip()]
-    return [f"jobs-end: job {job} ({summary.get('algorithm')}) still {summary['state']} after "
-            f"{waited:g}s: not reported by {summary.get('missing')}"]
+    return [(f"jobs-end: job {job} ({summary.get('algorithm')}) still {summary['state']} after "
+             f"{waited:g}s: not reported by {summary.get('missing')}")]
 
 
 def check_audit(report: Mapping[str, Any]) -> list[str]:
@@ -409,7 +410,7 @@ class Outcome:
 class CampaignRun:
     """One schedule on one fresh cluster. `run()` never leaves a process behind."""
 
-    NODE_FLAGS = ["--peer-timeout", "6", "--job-deadline", "45"]
+    NODE_FLAGS: ClassVar[tuple[str, ...]] = ("--peer-timeout", "6", "--job-deadline", "45")
     RESULT_WAIT_S = 70.0  # per job, after the faults: > --job-deadline
 
     def __init__(self, schedule: Schedule, workdir: Path) -> None:
@@ -451,13 +452,12 @@ class CampaignRun:
         self._proxy_config(nid, {})
         ready = d / f"{nid}.ready"
         ready.unlink(missing_ok=True)
-        log = open(d / f"{nid}.log", "ab")
-        p = subprocess.Popen([sys.executable, str(PROXY), "--listen", "127.0.0.1:0", "--target",
-                              f"127.0.0.1:{self.real_port[nid]}", "--config",
-                              str(d / f"{nid}.json"), "--seed", str(self.s.seed),
-                              "--stats", str(d / f"{nid}.stats"), "--ready", str(ready)],
-                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
+        with open(d / f"{nid}.log", "ab") as log:
+            p = subprocess.Popen([sys.executable, str(PROXY), "--listen", "127.0.0.1:0",
+                                  "--target", f"127.0.0.1:{self.real_port[nid]}", "--config",
+                                  str(d / f"{nid}.json"), "--seed", str(self.s.seed),
+                                  "--stats", str(d / f"{nid}.stats"), "--ready", str(ready)],
+                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.proxies[nid] = p
         self.proxy_port[nid] = int(wait_file(ready, 30, p))
 
@@ -497,7 +497,7 @@ class CampaignRun:
     def _spent(self, nid: str) -> dict[str, float]:
         try:
             return spent(self._load(nid))
-        except Exception as e:  # the accountant must read any ledger a run leaves: a violation
+        except Exception as e:  # noqa: BLE001 (any ledger a run leaves must be readable)
             self.out.violations.append(f"privacy-monotone: the accountant failed on {nid}'s "
                                        f"ledgers: {type(e).__name__}: {e}")
             return {}
@@ -546,7 +546,8 @@ class CampaignRun:
     # -- the run ----------------------------------------------------------------------------
     def _netdp(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "netdp_node.cli", *args],
-                              capture_output=True, text=True, timeout=timeout, cwd=REPO,
+                              check=False, capture_output=True, text=True, timeout=timeout,
+                              cwd=REPO,
                               env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
     async def _submit(self) -> None:

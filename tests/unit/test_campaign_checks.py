@@ -248,6 +248,6 @@ def test_a_walk_step_held_twice_in_one_epoch_is_caught():
           Entry("w", "local", "contribute", params={**step, "epoch": 0}, id=2),  # other epoch: ok
           Entry("w", "local", "contribute", params=step, id=3)]
     bad = check_contributions([NodeLedger("n4", [row], es)])
-    assert bad == ["contributions: n4 contributed twice at ('step', 1, 203) of walk-sum job w "
-                   "(two branches of the walk held the same step in the same epoch)"]
+    assert bad == [("contributions: n4 contributed twice at ('step', 1, 203) of walk-sum job w "
+                    "(two branches of the walk held the same step in the same epoch)")]
     assert check_contributions([NodeLedger("n4", [row], es[:2])]) == []
