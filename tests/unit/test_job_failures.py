@@ -201,7 +201,7 @@ def _token() -> Message:
 async def test_unknown_job_ids_cost_a_bounded_number_of_bootstrap_lookups(tmp_path):
     calls: list[str] = []
 
-    async def fetch(job_id: str) -> JobContext | None:
+    async def fetch(job_id: str) -> tuple[JobContext, int] | None:
         calls.append(job_id)
         await asyncio.sleep(0)  # a real call yields
         return None  # the bootstrap does not know these ids
@@ -240,10 +240,10 @@ async def test_a_new_job_is_still_learnt_at_once(tmp_path):
     calls: dict[str, list[str]] = {nid: [] for nid in IDS}
 
     def fetcher(nid: str):
-        async def fetch(job_id: str) -> JobContext | None:
+        async def fetch(job_id: str) -> tuple[JobContext, int] | None:
             calls[nid].append(job_id)
             await asyncio.sleep(0)
-            return ctxs[nid] if job_id == "j" else None
+            return (ctxs[nid], 1) if job_id == "j" else None
         return fetch
 
     for nid in IDS:
@@ -278,10 +278,10 @@ async def test_concurrent_messages_for_one_new_job_share_one_lookup(tmp_path):
     calls: list[str] = []
     release = asyncio.Event()
 
-    async def fetch(job_id: str) -> JobContext | None:
+    async def fetch(job_id: str) -> tuple[JobContext, int] | None:
         calls.append(job_id)
         await release.wait()
-        return ctx
+        return ctx, 1
 
     rt = NodeRuntime("node-2", Ledger(tmp_path / "n2", "node-2"), MemoryNetwork().transport("x"),
                      data=np.array([0.5]), job_fetcher=fetch)
