@@ -248,6 +248,9 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         params = algo.validate(json_object("params_json", request.params_json), len(ids))
         kind = request.topology_kind or algo.topology
         tparams = json_object("topology_params_json", request.topology_params_json)
+        if "path" in tparams:  # a request must not make the bootstrap read (and echo) its files
+            raise ValueError("topology_params_json: the bootstrap reads no file a request names; "
+                             "give an edgelist its edges inline (edges: [[src, dst], ...])")
         seed = request.public_seed or secrets.randbits(63)
         graph = topo.build(kind, ids, tparams, seed=seed % (2**32))
         if algo.topology == "ring" and kind != "ring":

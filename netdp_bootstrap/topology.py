@@ -24,9 +24,10 @@ Kinds (every kind needs at least 2 nodes; node i is the i-th id given):
                       (required), dim (default 2), max_attempts (default 100); resampled like
                       erdos_renyi until connected
     star              the first node is the centre (nx.star_graph)
-    edgelist          params: path (file of `src dst` lines, `#` starts a comment), directed
-                      (default False). Duplicates are merged; self-loops and unknown ids are
-                      refused.
+    edgelist          params: edges (a list of [src, dst] pairs) or path (a local file of
+                      `src dst` lines, `#` starts a comment; not accepted by the bootstrap, which
+                      reads no file a request names), directed (default False). Duplicates are
+                      merged; self-loops and unknown ids are refused.
 
 Every graph is connected: undirected graphs must be connected, directed ones (ring, directed
 edgelist) at least weakly connected. `edges` holds directed pairs; an undirected edge {u, v} is
@@ -73,7 +74,7 @@ _ALLOWED_PARAMS: dict[str, frozenset[str]] = {
     "grid": frozenset({"rows", "cols"}),
     "random_geometric": frozenset({"radius", "dim", "max_attempts"}),
     "star": frozenset(),
-    "edgelist": frozenset({"path", "directed"}),
+    "edgelist": frozenset({"path", "edges", "directed"}),
 }
 
 
@@ -373,22 +374,32 @@ def _random_geometric(ids: tuple[str, ...], params: dict[str, Any], seed: int) -
 
 
 def _edgelist(ids: tuple[str, ...], params: dict[str, Any]) -> TopologyGraph:
-    if "path" not in params:
-        raise ValueError("edgelist needs param path (a file of `src dst` lines)")
-    path = params["path"]
-    if not isinstance(path, (str, os.PathLike)):
-        raise ValueError(f"edgelist param path must be a string, got {path!r}")
-    path = os.fspath(path)
     directed = params.get("directed", False)
     if not isinstance(directed, bool):
         raise ValueError(f"edgelist param directed must be true or false, got {directed!r}")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except OSError as exc:
-        raise ValueError(f"cannot read edge list {path!r}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"edge list {path!r} is not UTF-8 text") from None
+    if ("path" in params) == ("edges" in params):
+        raise ValueError("edgelist needs exactly one of params edges (a list of [src, dst] pairs) "
+                         "and path (a file of `src dst` lines)")
+    if "edges" in params:
+        pairs = params["edges"]
+        if not isinstance(pairs, list) or not all(
+                isinstance(e, (list, tuple)) and len(e) == 2 and all(isinstance(x, str) for x in e)
+                for e in pairs):
+            raise ValueError("edgelist param edges must be a list of [src, dst] pairs of node ids")
+        lines = [f"{a} {b}" for a, b in pairs]
+        path = "edges"
+    else:
+        path = params["path"]
+        if not isinstance(path, (str, os.PathLike)):
+            raise ValueError(f"edgelist param path must be a string, got {path!r}")
+        path = os.fspath(path)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+        except OSError as exc:
+            raise ValueError(f"cannot read edge list {path!r}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"edge list {path!r} is not UTF-8 text") from None
     known = set(ids)
     g: nx.Graph = nx.DiGraph() if directed else nx.Graph()
     g.add_nodes_from(range(len(ids)))
@@ -410,7 +421,8 @@ def _edgelist(ids: tuple[str, ...], params: dict[str, Any]) -> TopologyGraph:
         g.add_edge(index[src], index[dst])
     if g.number_of_edges() == 0:
         raise ValueError(f"edge list {path!r} has no edges")
-    return _from_nx("edgelist", ids, g, {"path": path, "directed": directed})
+    source = {"edges": params["edges"]} if "edges" in params else {"path": path}
+    return _from_nx("edgelist", ids, g, {**source, "directed": directed})
 
 
 # -- helpers --------------------------------------------------------------------------------------

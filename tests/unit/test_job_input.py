@@ -257,3 +257,19 @@ async def test_peer_answers_an_impossible_tensor_shape_with_invalid_argument(boo
     finally:
         await ch.close()
         await server.stop(0)
+
+
+async def test_bootstrap_reads_no_file_a_request_names(boot, tmp_path):
+    """An edgelist `path` would make the bootstrap read any file on its disk and echo its first
+    line in the error; the bootstrap takes edges inline only."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:do-not-echo\n")
+    req = bootstrap_pb2.SubmitJobRequest(
+        algorithm="rw-sgd", params_json="{}", topology_kind="edgelist",
+        topology_params_json=json.dumps({"path": str(secret)}))
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await boot.operator.call("SubmitJob", req, retry_transient=False)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "reads no file" in err.value.details()
+    assert "do-not-echo" not in err.value.details()
+    assert await boot.operator.list_jobs() == []

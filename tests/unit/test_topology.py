@@ -330,7 +330,7 @@ def test_edgelist_disconnected_names_isolated(edge_file):
 def test_edgelist_missing_file_and_params(tmp_path):
     with pytest.raises(ValueError, match="cannot read edge list"):
         build("edgelist", ["a", "b"], {"path": str(tmp_path / "nope.txt")})
-    with pytest.raises(ValueError, match="needs param path"):
+    with pytest.raises(ValueError, match="needs exactly one of params edges .* and path"):
         build("edgelist", ["a", "b"])
     with pytest.raises(ValueError, match="directed must be true or false"):
         build("edgelist", ["a", "b"], {"path": "x", "directed": "yes"})
@@ -465,3 +465,15 @@ def test_frozen():
     with pytest.raises(AttributeError):
         g.kind = "ring"  # type: ignore[misc]
     assert g.neighbors_out("c") == ("a", "b")
+
+
+def test_edgelist_inline_edges_match_the_file(edge_file):
+    from_file = build("edgelist", ["a", "b", "c", "d"], {"path": edge_file("a b\nb c\nc d\n")})
+    inline = build("edgelist", ["a", "b", "c", "d"], {"edges": [["a", "b"], ["b", "c"], ["c", "d"]]})
+    assert inline.edges == from_file.edges
+    with pytest.raises(ValueError, match="exactly one of"):
+        build("edgelist", ["a", "b"], {"edges": [["a", "b"]], "path": "x"})
+    with pytest.raises(ValueError, match="pairs"):
+        build("edgelist", ["a", "b"], {"edges": [["a", "b", "c"]]})
+    with pytest.raises(ValueError, match="unknown node id"):
+        build("edgelist", ["a", "b"], {"edges": [["a", "z"]]})
