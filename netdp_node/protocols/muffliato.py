@@ -109,6 +109,7 @@ from netdp_node.protocols.base import (
     Send,
     SetTimer,
 )
+from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
 from netdp_node.protocols.ring import clip_l2
 
 VALUE = "value"
@@ -188,6 +189,7 @@ class MuffliatoSync(Engine):
         self.me = self.position[ctx.me]
         self.dim = int(p.get("dim", 1))
         self.sigma = float(p["sigma"])
+        self.grid = job_grid(self.sigma)  # values and noise on this grid (discrete_gaussian)
         self.T = int(p["T"])
         self.calls = int(p.get("calls", 1))
         self.gamma = float(p["gamma"]) if p.get("accelerated", True) else 1.0
@@ -263,7 +265,7 @@ class MuffliatoSync(Engine):
 
     def call_input(self, call: int) -> tuple[np.ndarray, dict[str, Any]]:
         """The noisy input of gossip call `call` and the public parameters of its noise."""
-        x = self.clipped_input() + self.rng.normal(0.0, self.sigma, size=self.dim)
+        x = gaussian_on_grid(self.rng, self.clipped_input(), self.sigma, self.grid)
         return x, {"mechanism": "gaussian", "sigma": self.sigma,
                    "sensitivity": float(self.ctx.params["sensitivity"])}
 
@@ -498,9 +500,9 @@ class MuffliatoGd(MuffliatoSync):
 
     def call_input(self, call: int) -> tuple[np.ndarray, dict[str, Any]]:
         real = self.has_data()
-        g = clip_l2(logistic_gradient(self.theta, self.X, self.y), self.L) if real else 0.0
-        z = self.rng.normal(0.0, self.sigma, size=self.dim)
-        return self.theta - self.eta * (g + z), {"mechanism": "gaussian", "sigma": self.sigma,
+        g = (clip_l2(logistic_gradient(self.theta, self.X, self.y), self.L) if real
+             else np.zeros(self.dim))
+        return self.theta - self.eta * gaussian_on_grid(self.rng, g, self.sigma, self.grid), {"mechanism": "gaussian", "sigma": self.sigma,
                                                  "sensitivity": 2.0 * self.L}
 
     def call_output(self, call: int, x: np.ndarray) -> None:
@@ -552,6 +554,7 @@ class MuffliatoRandom(Engine):
         self.me = self.position[ctx.me]
         self.dim = int(p.get("dim", 1))
         self.sigma = float(p["sigma"])
+        self.grid = job_grid(self.sigma)
         self.rate = float(p["rate"])
         self.duration = float(p["duration_s"])
         self.grace = float(p.get("grace_s", 2.0))
@@ -581,7 +584,7 @@ class MuffliatoRandom(Engine):
             if x.shape != (self.dim,):
                 raise ValueError(f"data has shape {x.shape}, the job expects ({self.dim},)")
             x = clip_l2(x, float(self.ctx.params["clip"]))
-        self.x = x + self.rng.normal(0.0, self.sigma, size=self.dim)
+        self.x = gaussian_on_grid(self.rng, x, self.sigma, self.grid)
         self.clock_on = bool(self.nb)
         return [Record("contribute" if real else "noise-only",
                        params={"call": 0, "data": real, "mechanism": "gaussian",

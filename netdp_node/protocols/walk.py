@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
 from netdp_node.protocols.base import (
     Action,
     Drop,
@@ -476,6 +477,7 @@ class WalkSum(CompleteGraphWalk):
         p = ctx.params
         self.dim = int(p.get("dim", 1))
         self.sigma = float(p["sigma"])
+        self.grid = job_grid(self.sigma)
         self.clip = float(p["clip"])
         if data is None or not contribute:
             self.x = np.zeros(self.dim)
@@ -490,8 +492,8 @@ class WalkSum(CompleteGraphWalk):
         return np.zeros(self.dim)
 
     def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
-        noise = self.rng.normal(0.0, self.sigma, size=self.dim)
-        out = tau + noise + (self.x if real else 0.0)
+        x = self.x if real else np.zeros(self.dim)
+        out = tau + gaussian_on_grid(self.rng, x, self.sigma, self.grid)
         return out, {"mechanism": "gaussian", "sigma": self.sigma,
                      "sensitivity": 2.0 * self.clip}
 
@@ -577,6 +579,7 @@ class WalkSgd(CompleteGraphWalk):
         p = ctx.params
         self.dim = int(p["dim"])
         self.sigma = float(p["sigma"])
+        self.grid = job_grid(self.sigma)
         self.L = float(p["lipschitz"])
         self.eta = float(p["eta"])
         self.local = p.get("dp", "network") == "local"
@@ -600,9 +603,8 @@ class WalkSgd(CompleteGraphWalk):
         if not real and self.local:
             # local DP-SGD (spec §2.7 Alg. 4-B-Loc): past the cap the model goes on unchanged
             return tau, {"event": "pass", "mechanism": "none", "sigma": 0.0}
-        noise = self.rng.normal(0.0, self.sigma, size=self.dim)
-        g = clip_l2(logistic_gradient(tau, self.X, self.y), self.L) if real else 0.0
-        return tau - self.eta * (g + noise), {"mechanism": "gaussian", "sigma": self.sigma,
+        g = clip_l2(logistic_gradient(tau, self.X, self.y), self.L) if real else np.zeros(self.dim)
+        return tau - self.eta * gaussian_on_grid(self.rng, g, self.sigma, self.grid), {"mechanism": "gaussian", "sigma": self.sigma,
                                               "sensitivity": 2.0 * self.L}
 
     def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
@@ -757,9 +759,8 @@ class RandomWalkSgd(WalkSgd):
         if self.objective == "logistic":
             return super().step(tau, real)
         # f_v(x) = ½‖x − y_v‖², ∇f_v = x − y_v, clipped to C, noise N(0, σ²Δ²I) (spec §3.3)
-        noise = self.rng.normal(0.0, self.sigma, size=self.dim)
-        g = clip_l2(tau - self.X[0], self.L) if real else 0.0
-        return tau - self.eta * (g + noise), {"mechanism": "gaussian", "sigma": self.sigma,
+        g = clip_l2(tau - self.X[0], self.L) if real else np.zeros(self.dim)
+        return tau - self.eta * gaussian_on_grid(self.rng, g, self.sigma, self.grid), {"mechanism": "gaussian", "sigma": self.sigma,
                                               "sensitivity": 2.0 * self.L}
 
     def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
