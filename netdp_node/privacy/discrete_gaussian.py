@@ -33,13 +33,13 @@ their accountants use the same Δ' and the continuous Gaussian analysis of the w
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any, Protocol
 
 import numpy as np
 
-GRID_BITS = 24  # the job's σ is 2^(GRID_BITS−1) to 2^GRID_BITS grid steps
+GRID_BITS = 28  # the job's σ is 2^(GRID_BITS−1) to 2^GRID_BITS grid steps
 MAX_SCALE = 1 << 30  # largest m: 2m² < 2^62 keeps every draw in int64
 MAX_SUMMANDS = 1 << 40  # default bound on the draws summed in one view (τ grows with it)
 
@@ -252,8 +252,10 @@ def accounted_sensitivity(sensitivity: float, sigma: float, dim: int,
         raise ValueError(f"dim must be >= 1, got {dim}")
     g = grid_for(sigma)
     rounded = sensitivity + g * math.sqrt(dim)
-    extra = 2.0 * summands * sigma ** 2 * tau(sigma / g, summands) * dim
-    return math.sqrt(rounded ** 2 + extra)
+    t = tau(sigma / g, summands)
+    if t == 0.0:  # the usual case: σ/γ > 2^(GRID_BITS−1) makes τ underflow
+        return rounded
+    return math.sqrt(rounded ** 2 + 2.0 * summands * sigma ** 2 * t * dim)
 
 
 def calibrate_on_grid(sigma_for: Callable[[float], float], sensitivity: float, dim: int,
@@ -263,8 +265,20 @@ def calibrate_on_grid(sigma_for: Callable[[float], float], sensitivity: float, d
     The iterates increase and stop when the grid (a power of two) no longer moves."""
     s = sigma_for(sensitivity)
     for _ in range(64):
+        if not math.isfinite(s):
+            break
         need = sigma_for(accounted_sensitivity(sensitivity, s, dim, summands))
         if need <= s:
             return s
         s = need
-    raise ArithmeticError("noise calibration on the grid did not converge")
+    raise ValueError(f"no noise std meets the target on the grid: the target needs σ > "
+                     f"2^{GRID_BITS - 1}·Δ/√d (dim {dim}), below the grid's rounding slack")
+
+
+def charged_sensitivity(params: Mapping[str, Any], sensitivity: float | None = None,
+                        sigma_key: str = "sigma") -> float:
+    """`accounted_sensitivity` for a job's public parameters: Δ = params["sensitivity"] (or
+    `sensitivity`), σ = params[sigma_key], d = params["dim"] (1 if absent). Every accountant that
+    turns a job's σ and Δ into a privacy loss takes Δ from here."""
+    sens = float(params["sensitivity"]) if sensitivity is None else float(sensitivity)
+    return accounted_sensitivity(sens, float(params[sigma_key]), int(params.get("dim", 1)))

@@ -88,7 +88,13 @@ from typing import Any
 import numpy as np
 
 from netdp_node.privacy import inca_audit
-from netdp_node.privacy.discrete_gaussian import job_grid, noise_on_grid, on_grid
+from netdp_node.privacy.discrete_gaussian import (
+    calibrate_on_grid,
+    charged_sensitivity,
+    job_grid,
+    noise_on_grid,
+    on_grid,
+)
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -707,7 +713,8 @@ def calibrate_sigma_delta(out: Mapping[str, Any], n: int) -> tuple[float, str]:
     try:
         cal = inca_audit.calibrate(views, epsilon=float(out["epsilon"]), delta=float(out["delta"]),
                                    sigma_eta=float(out["sigma_eta"]),
-                                   sensitivity=float(out["sensitivity"]), method="analytic")
+                                   sensitivity=charged_sensitivity(out, sigma_key="sigma_eta"),
+                                   method="analytic")
     except ValueError as e:
         return default, f"default 10·Δ_x (calibration infeasible: {e})"
     return cal.sigma_delta, (f"calibrated (spec §7.6) on {len(views)} sampled executions against "
@@ -773,8 +780,10 @@ def prepare_params(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     out["sensitivity"] = sens
     n_h = n - (round(frac * n) if kind == "collude" else 0)
     c2 = 2 * math.log(1.25 / out["delta"])
-    out["sigma_eta"] = float(params.get("sigma_eta", math.sqrt(
-        out["kappa"] * c2 * sens ** 2 / (out["epsilon"] ** 2 * n_h))))
+    # σ_η* scaled by √κ, for the sensitivity charged on the noise grid (discrete_gaussian)
+    out["sigma_eta"] = float(params["sigma_eta"]) if "sigma_eta" in params else calibrate_on_grid(
+        lambda s: math.sqrt(out["kappa"] * c2 * s ** 2 / (out["epsilon"] ** 2 * n_h)), sens,
+        int(out["dim"]))
     if not out["sigma_eta"] > 0:
         raise ValueError("sigma_eta must be positive")
     if "sigma_delta" in params:

@@ -109,7 +109,7 @@ from netdp_node.protocols.base import (
     Send,
     SetTimer,
 )
-from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
+from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, gaussian_on_grid, job_grid
 from netdp_node.protocols.ring import clip_l2
 
 VALUE = "value"
@@ -842,13 +842,17 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
         if eps <= 0:
             raise ValueError("epsilon must be positive")
         out["epsilon"] = eps
+        # σ for the sensitivity charged on the noise grid (discrete_gaussian)
         if out["calibrate"] == "ldp":
-            sigma = ldp_sigma(eps, out["delta"], out["sensitivity"], out["calls"])
+            sigma = calibrate_on_grid(lambda s: ldp_sigma(eps, out["delta"], s, out["calls"]),
+                                      out["sensitivity"], out["dim"])
         else:
             T_guess = int(params.get("T", 0)) or 1
             comms_call = comms if algorithm == "muffliato-random" else max(1, d_max) * T_guess
-            sigma = pg.sigma_for_mean_dp(eps, out["delta"], sensitivity=out["sensitivity"], n=n,
-                                         communications=comms_call * out["calls"])
+            sigma = calibrate_on_grid(
+                lambda s: pg.sigma_for_mean_dp(eps, out["delta"], sensitivity=s, n=n,
+                                               communications=comms_call * out["calls"]),
+                out["sensitivity"], out["dim"])
     out["sigma"] = float(sigma)
     if out["sigma"] <= 0:
         raise ValueError("sigma must be positive")

@@ -256,8 +256,10 @@ def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
 
     rounds K ≥ 1, dim ≥ 1, clip B > 0 (values are clipped to L2 norm B, so the replace-one
     sensitivity is Δ = 2B), per-window epsilon in (0, 1), delta, delta_prime in (0, 1).
-    σ = Δ·sqrt(2 ln(1.25/δ))/ε (classic Gaussian calibration, spec §0)."""
+    σ = Δ'·sqrt(2 ln(1.25/δ))/ε (classic Gaussian calibration, spec §0) for the sensitivity Δ'
+    charged on the noise grid (`discrete_gaussian.calibrate_on_grid`)."""
     from netdp_node.privacy.composition import gaussian_sigma
+    from netdp_node.privacy.discrete_gaussian import calibrate_on_grid
 
     known = {"rounds", "dim", "clip", "epsilon", "delta", "delta_prime"}
     unknown = set(params) - known - {"sigma", "sensitivity"}
@@ -283,7 +285,9 @@ def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
         if not 0 < out[k] < 1:
             raise ValueError(f"{k} must be in (0, 1)")
     out["sensitivity"] = 2.0 * out["clip"]
-    out["sigma"] = gaussian_sigma(out["epsilon"], out["delta"], out["sensitivity"])
+    # calibrated for the sensitivity charged on the noise grid (discrete_gaussian)
+    out["sigma"] = calibrate_on_grid(lambda s: gaussian_sigma(out["epsilon"], out["delta"], s),
+                                     out["sensitivity"], out["dim"])
     return out
 
 

@@ -791,6 +791,7 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     objective ("logistic", or "mean": the averaging special case of spec §3.3, node data a vector
     y_v of `dim` numbers, f_v(x) = ½‖x − y_v‖², constant step eta ≤ 2 as Alg. 1 and the accountant
     assume), burn_in (0: steps the token walks first without any update, to get near π, §3.3)."""
+    from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, charged_sensitivity
     from netdp_node.privacy.random_walk import ldp_noise_multiplier
 
     known = {"T", "cap", "epsilon", "delta", "lipschitz", "eta", "dim", "weights", "stop",
@@ -838,7 +839,8 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     if out["weights"] not in ("coded", "paper") or out["stop"] not in ("counter", "geometric"):
         raise ValueError("weights must be 'coded' or 'paper', stop 'counter' or 'geometric'")
     hi = ldp_noise_multiplier(out["cap"], out["epsilon"], out["delta"])
-    out["noise_multiplier"] = hi
     out["sensitivity"] = 2.0 * out["lipschitz"]
-    out["sigma"] = hi * out["sensitivity"]  # the absolute noise std WalkSgd adds
+    # the absolute noise std WalkSgd adds, for the sensitivity charged on the noise grid
+    out["sigma"] = calibrate_on_grid(lambda s: hi * s, out["sensitivity"], out["dim"])
+    out["noise_multiplier"] = out["sigma"] / charged_sensitivity(out)
     return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ from netdp_node.protocols.base import (
     Send,
     SetTimer,
 )
-from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, grid_for
+from netdp_node.privacy.discrete_gaussian import GRID_BITS, gaussian_on_grid, grid_for
 from netdp_node.protocols.muffliato import SCHEDULE, VALUE, MuffliatoSync, public_graph
 from netdp_node.runtime import Budget
 
@@ -36,6 +37,13 @@ pytestmark = pytest.mark.timeout(90)
 
 def _ids(n: int) -> list[str]:
     return [f"n{i}" for i in range(n)]
+
+
+def _charged(p: dict, sigma: float) -> float:
+    """The sensitivity the accountants charge on the noise grid: Δ + γ√d,
+    γ = 2^(⌈log₂ σ⌉ − GRID_BITS) (discrete_gaussian's documented correction)."""
+    grid = 2.0 ** (math.ceil(math.log2(sigma)) - GRID_BITS)
+    return float(p["sensitivity"]) + grid * math.sqrt(int(p.get("dim", 1)))
 
 
 def _noisy(x, seed: int, i: int, sigma: float) -> np.ndarray:
@@ -86,7 +94,7 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
         spec = net.ledger("n4").job("j").spec
         acc = ACCOUNTANTS["muffliato"]
         es = net.ledger("n4").entries("j")
-        kw = {"sigma": p["sigma"], "sensitivity": p["sensitivity"], "delta": p["delta"]}
+        kw = {"sigma": p["sigma"], "sensitivity": _charged(p, p["sigma"]), "delta": p["delta"]}
         for j, v in enumerate(ids):
             if v == "n4":
                 continue
@@ -140,7 +148,7 @@ async def test_randomized_conserves_mass_and_accountant_matches(tmp_path, transp
         np.testing.assert_allclose(out, sched.run(x0)[-1], atol=1e-12)
         assert out.sum() == pytest.approx(x0.sum(), abs=1e-12)  # pairwise averages keep the mass
         F = pg.joint_view_matrix(sched, exact=True)  # exact rationals
-        kw = {"sigma": p["sigma"], "sensitivity": p["sensitivity"], "delta": p["delta"]}
+        kw = {"sigma": p["sigma"], "sensitivity": _charged(p, p["sigma"]), "delta": p["delta"]}
         inc = ACCOUNTANTS["muffliato-random"].incoming(spec, es, "n0")
         for j, v in enumerate(ids[1:], start=1):
             exact = pg.pair_privacy_loss(F[j, 0], **kw).epsilon
@@ -309,7 +317,7 @@ def test_accountant_rebuilds_the_realised_schedule_with_drops():
     E = frozenset(_ring_edges(n))  # every message of the public graph counts as seen
     sched = pg.GossipSchedule(n, (E,) * T, tuple(mats))
     F = pg.joint_view_matrix(sched, published=range(n))
-    kw = {"sigma": 1.0, "sensitivity": p["sensitivity"], "delta": p["delta"]}
+    kw = {"sigma": 1.0, "sensitivity": _charged(p, 1.0), "delta": p["delta"]}
     out = acc.losses(spec, own + pub, "n2")
     inc = acc.incoming(spec, own + pub, "n2")
     for j, v in enumerate(ids):
