@@ -17,8 +17,10 @@ drawn has parameter mγ ≥ std (never less noise than accounted).
 What the accountants charge (`accounted_sensitivity`, the one place where the correction enters):
 * rounding: ‖γ·round(x/γ) − γ·round(x'/γ)‖₂ ≤ ‖x − x'‖₂ + γ√d (each coordinate moves by at most
   γ/2 at each end), so Δ_γ = Δ + γ√d;
-* one discrete Gaussian (CKS, Theorem 4 with the multivariate product, Theorem 14):
-  D_α(N_Z(μ, m²I) ‖ N_Z(μ', m²I)) ≤ α‖μ − μ'‖²/(2m²) for integer μ, μ' — the continuous bound;
+* one discrete Gaussian (CKS §3: the discrete Gaussian is ½(Δ/σ)²-concentrated DP exactly as the
+  continuous one, and, by additivity of Rényi divergence over independent coordinates, so is
+  the d-dimensional product): D_α(N_Z(μ, m²I) ‖ N_Z(μ', m²I)) ≤ α‖μ − μ'‖²/(2m²) for integer
+  vectors μ, μ';
 * a sum of n independent ones, as an observer sees when several holders' noise lies between two of
   its views (Kairouz, Liu, Steinke, "The Distributed Discrete Gaussian Mechanism", ICML 2021,
   Proposition 14): D_α ≤ α‖μ − μ'‖²/(2nm²) + τd with τ = 10·Σ_{k=1}^{n−1} exp(−2π²m²·k/(k+1))
@@ -26,8 +28,10 @@ What the accountants charge (`accounted_sensitivity`, the one place where the co
   Δ' = √(Δ_γ² + 2nσ²τd) instead of Δ covers it in every Gaussian RDP/zCDP formula. With
   m > 2^(GRID_BITS−1), τ < 10n·exp(−π²·4^(GRID_BITS−1)), zero in double precision for any n:
   the term is accounted, and negligible.
-Not covered by either theorem: sums with non-integer weights (gossip averaging: Muffliato, IncA);
-their accountants use the same Δ' and the continuous Gaussian analysis of the weighted sums.
+Not covered by these theorems, and charged the same Δ' with the continuous analysis: sums with
+non-integer weights (gossip averaging: Muffliato, IncA), and the classic tail-bound calibration
+σ = Δ√(2 ln(1.25/δ))/ε behind Theorems 1 and 3 (ring, walk-sum), whose Gaussian tail the discrete
+one matches only up to a relative O(γ/σ) = O(2^−GRID_BITS).
 """
 
 from __future__ import annotations
