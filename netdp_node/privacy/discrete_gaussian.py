@@ -85,113 +85,183 @@ def round_to_grid(x: np.ndarray, grid: float) -> np.ndarray:
 
 
 # -- exact sampling (CKS §5), vectorised, integers only ------------------------------------------
-def _uniform_below(rng: IntegerRng, high: np.ndarray) -> np.ndarray:
-    """Uniform integers in [0, high) elementwise (high ≥ 1, int64)."""
-    return np.asarray(rng.integers(0, high, dtype=np.int64), dtype=np.int64)
+_ACCEPT = 0.4  # below the chance that one discrete Laplace round yields a Gaussian draw (≈ 0.48)
+_RUN = 8  # Bernoulli(exp(−1)) draws per element and pass of the geometric count
 
 
-def bernoulli_exp(rng: IntegerRng, num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """Independent Bernoulli(exp(−num/den)) draws (num ≥ 0, 1 ≤ den < 2^62, int64 arrays).
+def _uniform_below(rng: IntegerRng, high: np.ndarray | int, size: int | None = None) -> np.ndarray:
+    """Uniform integers in [0, high) (elementwise for an array `high` ≥ 1), int64."""
+    if size is None:
+        return np.asarray(rng.integers(0, high, dtype=np.int64), dtype=np.int64)
+    return np.asarray(rng.integers(0, high, size=size, dtype=np.int64), dtype=np.int64)
 
-    exp(−q − r/den) for q = ⌊num/den⌋: q draws of Bernoulli(exp(−1)) and one of
-    Bernoulli(exp(−r/den)), all 1 (CKS §5.1). Bernoulli(exp(−γ)), γ ∈ [0, 1]: K ← 1; while
-    Bernoulli(γ/K): K ← K + 1; return K odd (von Neumann). Bernoulli(r/(den·K)) is
-    [U < r for U uniform below den] and [V = 0 for V uniform below K]."""
-    num = np.asarray(num, dtype=np.int64)
-    den = np.broadcast_to(np.asarray(den, dtype=np.int64), num.shape)
-    if np.any(num < 0) or np.any(den < 1) or np.any(den >= 1 << 62):
-        raise ValueError("bernoulli_exp needs num >= 0 and 1 <= den < 2^62")
-    q, r = np.divmod(num, den)
-    ok = np.ones(num.shape, dtype=bool)
-    # the fractional part: K odd
-    k = np.ones(num.shape, dtype=np.int64)
-    live = r > 0
-    while np.any(live):
-        idx = np.flatnonzero(live)
-        hit = _uniform_below(rng, den[idx]) < r[idx]
-        kk = k[idx]
-        more = kk > 1
-        if np.any(more):
-            hit[more] &= _uniform_below(rng, kk[more]) == 0
-        k[idx[hit]] += 1
-        live[idx[~hit]] = False
-    ok &= (k % 2) == 1
-    # the integer part: q draws of Bernoulli(exp(-1)), stopped at the first failure
-    left = np.where(ok, q, 0)
-    while np.any(left > 0):
-        idx = np.flatnonzero(left > 0)
-        kk = np.ones(idx.size, dtype=np.int64)
-        going = np.ones(idx.size, dtype=bool)
-        while np.any(going):
-            g = np.flatnonzero(going)
-            hit = _uniform_below(rng, kk[g]) == 0  # Bernoulli(1/K)
-            kk[g[hit]] += 1
-            going[g[~hit]] = False
-        good = (kk % 2) == 1
-        ok[idx[~good]] = False
-        left[idx[~good]] = 0
-        left[idx[good]] -= 1
-    return ok
+
+def _von_neumann(rng: IntegerRng, r: np.ndarray, den: int) -> np.ndarray:
+    """Bernoulli(exp(−r/den)) for 0 ≤ r ≤ den (von Neumann, CKS §5.1): K ← 1; while
+    Bernoulli(r/(den·K)): K ← K + 1; return K odd. Bernoulli(r/(den·K)) is [U < r, U uniform
+    below den] and [V = 0, V uniform below K]; the elements still going share K."""
+    odd = np.ones(r.shape, dtype=bool)
+    live = np.flatnonzero(r > 0)
+    k = 1
+    while live.size:
+        hit = _uniform_below(rng, den, live.size) < r[live]
+        if k > 1:
+            hit &= _uniform_below(rng, k, live.size) == 0
+        live = live[hit]
+        odd[live] = k % 2 == 0  # K becomes k + 1
+        k += 1
+    return odd
 
 
 def _bernoulli_exp_minus_one(rng: IntegerRng, size: int) -> np.ndarray:
-    return bernoulli_exp(rng, np.ones(size, dtype=np.int64), np.ones(size, dtype=np.int64))
+    """`size` draws of Bernoulli(exp(−1)) (von Neumann with γ = 1: the first step always
+    succeeds, then Bernoulli(1/K); the elements still going share K)."""
+    odd = np.zeros(size, dtype=bool)  # K = 2 after the first step
+    live = np.arange(size)
+    k = 2
+    while live.size:
+        live = live[_uniform_below(rng, k, live.size) == 0]
+        odd[live] = k % 2 == 0  # K becomes k + 1
+        k += 1
+    return odd
+
+
+def bernoulli_exp(rng: IntegerRng, num: np.ndarray, den: int) -> np.ndarray:
+    """Independent Bernoulli(exp(−num/den)) draws (num ≥ 0 int64 array, 1 ≤ den < 2^62):
+    exp(−q − r/den) for q = ⌊num/den⌋ is the product of q draws of Bernoulli(exp(−1)) and one of
+    Bernoulli(exp(−r/den)) (CKS §5.1), all drawn at once."""
+    num = np.asarray(num, dtype=np.int64).reshape(-1)
+    den = int(den)
+    if np.any(num < 0) or not 1 <= den < 1 << 62:
+        raise ValueError("bernoulli_exp needs num >= 0 and 1 <= den < 2^62")
+    q, r = np.divmod(num, den)
+    ok = _von_neumann(rng, r, den)
+    q = np.where(ok, q, 0)
+    total = int(q.sum())
+    if total:
+        owner = np.repeat(np.arange(num.size), q)
+        failed = owner[~_bernoulli_exp_minus_one(rng, total)]
+        ok[failed] = False
+    return ok
+
+
+def _geometric_exp_minus_one(rng: IntegerRng, size: int) -> np.ndarray:
+    """The number of successes before the first failure of Bernoulli(exp(−1)) draws, P[V ≥ v] =
+    e^(−v): _RUN draws per element per pass, until every element has met a failure."""
+    v = np.zeros(size, dtype=np.int64)
+    live = np.arange(size)
+    while live.size:
+        runs = _bernoulli_exp_minus_one(rng, live.size * _RUN).reshape(live.size, _RUN)
+        first = np.where(runs.all(axis=1), _RUN, np.argmin(runs, axis=1))
+        v[live] += first
+        live = live[first == _RUN]
+        if np.any(v > (1 << 31)):  # probability e^(−2^31): never; keeps int64 exact
+            raise ArithmeticError("geometric draw out of range")
+    return v
 
 
 def discrete_laplace(rng: IntegerRng, t: int, size: int) -> np.ndarray:
-    """`size` draws of the discrete Laplace P[Y = y] ∝ exp(−|y|/t), integer t ≥ 1 (CKS Alg. 2)."""
+    """`size` draws of the discrete Laplace P[Y = y] ∝ exp(−|y|/t), integer t ≥ 1 (CKS Alg. 2:
+    U uniform below t kept with probability exp(−U/t), V geometric, X = U + tV, a random sign,
+    X = 0 with the minus sign rejected). Candidates are drawn in batches; the first `size` kept
+    ones (i.i.d. given acceptance) are returned."""
     if not 1 <= t <= MAX_SCALE:
         raise ValueError(f"discrete Laplace scale must be in 1..{MAX_SCALE}, got {t}")
-    out = np.zeros(size, dtype=np.int64)
-    todo = np.arange(size)
-    while todo.size:
-        n = todo.size
-        u = _uniform_below(rng, np.full(n, t, dtype=np.int64))
-        keep = bernoulli_exp(rng, u, np.full(n, t, dtype=np.int64))
-        v = np.zeros(n, dtype=np.int64)
-        going = keep.copy()
-        while np.any(going):
-            g = np.flatnonzero(going)
-            hit = _bernoulli_exp_minus_one(rng, g.size)
-            v[g[hit]] += 1
-            going[g[~hit]] = False
-            if np.any(v > (1 << 31)):  # probability e^(−2^31): never; keeps int64 exact
-                raise ArithmeticError("discrete Laplace draw out of range")
+    out: list[np.ndarray] = []
+    need = size
+    while need > 0:
+        n = int(need / 0.5) + 4
+        u = _uniform_below(rng, t, n)
+        keep = _von_neumann(rng, u, t)
+        idx = np.flatnonzero(keep)
+        x = u[idx] + t * _geometric_exp_minus_one(rng, idx.size)
+        neg = _uniform_below(rng, 2, idx.size) == 1
+        good = ~(neg & (x == 0))
+        y = np.where(neg, -x, x)[good][:need]
+        out.append(y)
+        need -= y.size
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+# the same algorithms one draw at a time, in Python integers (cheaper than the vectorised
+# passes for a handful of draws: a token of dimension 1)
+SCALAR_MAX = 8
+
+
+def _u(rng: IntegerRng, high: int) -> int:
+    return int(rng.integers(0, high))
+
+
+def _s_exp_minus_one(rng: IntegerRng) -> bool:
+    k = 2
+    while _u(rng, k) == 0:
+        k += 1
+    return k % 2 == 1
+
+
+def _s_bernoulli_exp(rng: IntegerRng, num: int, den: int) -> bool:
+    q, r = divmod(num, den)
+    k = 1
+    while r and _u(rng, den) < r and (k == 1 or _u(rng, k) == 0):
+        k += 1
+    if k % 2 == 0:
+        return False
+    return all(_s_exp_minus_one(rng) for _ in range(q))
+
+
+def _s_discrete_laplace(rng: IntegerRng, t: int) -> int:
+    while True:
+        u = _u(rng, t)
+        if not _s_bernoulli_exp(rng, u, t):
+            continue
+        v = 0
+        while _s_exp_minus_one(rng):
+            v += 1
         x = u + t * v
-        neg = _uniform_below(rng, np.full(n, 2, dtype=np.int64)) == 1
-        keep &= ~(neg & (x == 0))
-        done = np.flatnonzero(keep)
-        out[todo[done]] = np.where(neg[done], -x[done], x[done])
-        todo = todo[~keep]
-    return out
+        neg = _u(rng, 2) == 1
+        if not (neg and x == 0):
+            return -x if neg else x
+
+
+def _s_discrete_gaussian(rng: IntegerRng, m: int) -> int:
+    while True:
+        y = _s_discrete_laplace(rng, m)
+        a, b = divmod(abs(abs(y) - m), m)
+        if (_s_bernoulli_exp(rng, a * a, 2) and _s_bernoulli_exp(rng, a * b, m)
+                and _s_bernoulli_exp(rng, b * b, 2 * m * m)):
+            return y
 
 
 def discrete_gaussian(rng: IntegerRng, m: int, size: int | tuple[int, ...]) -> np.ndarray:
     """Draws of N_Z(0, m²), P[Z = z] ∝ exp(−z²/(2m²)), integer m ≥ 1 (CKS Algorithm 3 with
     t = m, so σ²/t = m: accept a discrete Laplace(m) draw Y with probability
-    exp(−(|Y| − m)²/(2m²)) = exp(−a²/2)·exp(−ab/m)·exp(−b²/(2m²)) for |Y| − m = ±(am + b),
-    0 ≤ b < m: three exact Bernoulli draws with int64 numerators and denominators)."""
+    exp(−(|Y| − m)²/(2m²)) = exp(−a²/2)·exp(−ab/m)·exp(−b²/(2m²)) for ||Y| − m| = am + b,
+    0 ≤ b < m: three exact Bernoulli draws with int64 numerators and denominators). Candidates
+    are drawn in batches; the first accepted ones (i.i.d. given acceptance) are returned."""
     m = int(m)
     if not 1 <= m <= MAX_SCALE:
         raise ValueError(f"discrete Gaussian scale must be in 1..{MAX_SCALE}, got {m}")
     shape = (size,) if isinstance(size, int) else tuple(size)
     total = int(np.prod(shape, dtype=np.int64))
-    out = np.zeros(total, dtype=np.int64)
-    todo = np.arange(total)
-    while todo.size:
-        n = todo.size
+    if total <= SCALAR_MAX:
+        return np.array([_s_discrete_gaussian(rng, m) for _ in range(total)],
+                        dtype=np.int64).reshape(shape)
+    out: list[np.ndarray] = []
+    need = total
+    while need > 0:
+        n = int(need / _ACCEPT) + 4
         y = discrete_laplace(rng, m, n)
-        dev = np.abs(np.abs(y) - m)
-        a, b = np.divmod(dev, m)
-        ok = bernoulli_exp(rng, a * a, np.full(n, 2, dtype=np.int64))
+        a, b = np.divmod(np.abs(np.abs(y) - m), m)
+        ok = bernoulli_exp(rng, a * a, 2)
         i = np.flatnonzero(ok)
-        ok[i] = bernoulli_exp(rng, a[i] * b[i], np.full(i.size, m, dtype=np.int64))
+        ok[i] = bernoulli_exp(rng, a[i] * b[i], m)
         i = np.flatnonzero(ok)
-        ok[i] = bernoulli_exp(rng, b[i] * b[i], np.full(i.size, 2 * m * m, dtype=np.int64))
-        done = np.flatnonzero(ok)
-        out[todo[done]] = y[done]
-        todo = todo[~ok]
-    return out.reshape(shape)
+        ok[i] = bernoulli_exp(rng, b[i] * b[i], 2 * m * m)
+        z = y[ok][:need]
+        out.append(z)
+        need -= z.size
+    flat = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+    return flat.reshape(shape)
 
 
 def job_grid(sigma: float) -> float | None:
