@@ -57,8 +57,10 @@ def main() -> None:
         for size in sizes:
             rng_d, rng_f = private_rng(), private_rng()
             x = np.linspace(-1.0, 1.0, size)
-            disc = per_sample(lambda s: gaussian_on_grid(rng_d, x, sigma, grid), size, reps)
-            flt = per_sample(lambda s: x + rng_f.normal(0.0, sigma, size=s), size, reps)
+            disc = per_sample(
+                lambda s, r=rng_d, x=x, sd=sigma, g=grid: gaussian_on_grid(r, x, sd, g), size, reps)
+            flt = per_sample(lambda s, r=rng_f, x=x, sd=sigma: x + r.normal(0.0, sd, size=s),
+                             size, reps)
             rows.append({"sigma": sigma, "grid": grid, "scale_sigma_over_grid": sigma / grid,
                          "batch": size, "discrete_us_per_sample": disc * 1e6,
                          "float_normal_us_per_sample": flt * 1e6, "ratio": disc / flt})

@@ -298,7 +298,7 @@ def noise_on_grid(rng: IntegerRng, std: float, grid: float | None,
     return gaussian_on_grid(rng, 0.0, std, grid, size)
 
 
-# -- what the accountants charge ---------------------------------------------------------------------
+# -- what the accountants charge ------------------------------------------------------------------
 def tau(m: float, summands: int) -> float:
     """τ = 10·Σ_{k=1}^{n−1} exp(−2π²m²·k/(k+1)) (Kairouz, Liu, Steinke 2021, Prop. 14), m in grid
     steps. Each term is at most exp(−π²m²); the sum is bounded by (n−1) times it past 64 terms."""

@@ -96,6 +96,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, gaussian_on_grid, job_grid
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -109,7 +110,6 @@ from netdp_node.protocols.base import (
     Send,
     SetTimer,
 )
-from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, gaussian_on_grid, job_grid
 from netdp_node.protocols.ring import clip_l2
 
 VALUE = "value"

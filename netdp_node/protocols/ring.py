@@ -287,7 +287,7 @@ def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
     out["sensitivity"] = 2.0 * out["clip"]
     # calibrated for the sensitivity charged on the noise grid (discrete_gaussian)
     out["sigma"] = calibrate_on_grid(lambda s: gaussian_sigma(out["epsilon"], out["delta"], s),
-                                     out["sensitivity"], out["dim"])
+                                     out["sensitivity"], int(out["dim"]))
     return out
 
 

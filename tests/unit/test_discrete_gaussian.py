@@ -190,7 +190,7 @@ def test_calibration_on_the_grid_meets_the_target() -> None:
     from netdp_node.privacy.composition import gaussian_sigma
 
     for eps, sens, d in [(0.5, 2.0, 1), (0.9, 0.1, 1000)]:
-        s = dg.calibrate_on_grid(lambda x: gaussian_sigma(eps, 1e-6, x), sens, d)
+        s = dg.calibrate_on_grid(lambda x, e=eps: gaussian_sigma(e, 1e-6, x), sens, d)
         charged = dg.accounted_sensitivity(sens, s, d)
         assert gaussian_sigma(eps, 1e-6, charged) <= s  # the target holds for Δ'
         grid = 2.0 ** (math.ceil(math.log2(s)) - dg.GRID_BITS)
@@ -215,7 +215,7 @@ def test_bad_arguments_are_refused() -> None:
         dg.gaussian_on_grid(rng, 1.0, 1.0, None)
 
 
-# -- the accountants charge the correction, and only it ----------------------------------------------
+# -- the accountants charge the correction, and only it -------------------------------------------
 def _charged(sens: float, sigma: float, dim: int) -> float:
     """Δ + γ√d with γ = 2^(⌈log₂ σ⌉ − GRID_BITS), computed here from the documented rule."""
     return sens + 2.0 ** (math.ceil(math.log2(sigma)) - dg.GRID_BITS) * math.sqrt(dim)
