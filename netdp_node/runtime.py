@@ -390,14 +390,22 @@ class JobRunner:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def private_rng() -> np.random.Generator:
+def private_rng(key: int | None = None) -> np.random.Generator:
     """A node's private generator for one job: ChaCha20 (a CSPRNG, randomgen) keyed with 256 bits
     from the OS. Noise and next hops come from it (spec §6 item 7, random-walks.md §7.3 item 11):
     an observer of some outputs (the hops it sees) cannot predict the others, as it could with a
-    statistical generator such as PCG64. `--seed` replaces it with a seeded PCG64, for tests only."""
+    statistical generator such as PCG64. `--seed` replaces it with a seeded PCG64, for tests only.
+
+    The secret is ChaCha's `key` itself (counter 0), not a `seed`: a seed goes through NumPy's
+    SeedSequence, whose pool holds 128 bits, so a 256-bit seed would give a 128-bit key. `key`
+    (tests only) fixes the 256-bit key; by default it is `secrets.randbits(256)`."""
     from randomgen import ChaCha
 
-    return np.random.Generator(ChaCha(seed=secrets.randbits(256), rounds=20))
+    if key is None:
+        key = secrets.randbits(256)
+    if not 0 <= key < 1 << 256:
+        raise ValueError("the ChaCha key must be an integer in [0, 2^256)")
+    return np.random.Generator(ChaCha(key=key, counter=0, rounds=20))
 
 
 def _exit_crashed(reason: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from netdp_node.privacy import muffliato_accountant, walk_accountant
 from netdp_node.privacy.composition import PrivacyLoss, compose_losses
+from netdp_node.privacy.discrete_gaussian import charged_sensitivity
 from netdp_node.privacy.network_dp import ldp_sum_std, ring_release_noise_count, ring_sum_loss
 
 
@@ -46,7 +47,7 @@ def ring_sum_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     contribution the ledger shows (noise-only visits of a declining node cost nothing)."""
     p = spec["params"]
     windows = walk_accountant.real_contributions(entries)
-    loss = ring_sum_loss(sigma=p["sigma"], sensitivity=p["sensitivity"], windows=windows,
+    loss = ring_sum_loss(sigma=p["sigma"], sensitivity=charged_sensitivity(p), windows=windows,
                          delta=p["delta"], delta_prime=p["delta_prime"])
     return {v: loss for v in _others(spec, me)}
 
@@ -54,7 +55,7 @@ def ring_sum_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
 def ring_sum_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
     """The loss if the node contributes in every round (used for the budget check at job start)."""
     p = spec["params"]
-    loss = ring_sum_loss(sigma=p["sigma"], sensitivity=p["sensitivity"], windows=p["rounds"],
+    loss = ring_sum_loss(sigma=p["sigma"], sensitivity=charged_sensitivity(p), windows=p["rounds"],
                          delta=p["delta"], delta_prime=p["delta_prime"])
     return {v: loss for v in _others(spec, me)}
 
@@ -131,7 +132,7 @@ def gaussian_sum_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry]
     p = spec["params"]
     es = list(entries)
     k = walk_accountant.real_contributions(es)
-    sigma, sens, delta = float(p["sigma"]), float(p["sensitivity"]), float(p["delta"])
+    sigma, sens, delta = float(p["sigma"]), charged_sensitivity(p), float(p["delta"])
     n = len(spec["participants"])
     if spec["algorithm"] == "walk-sum":
         total = math.sqrt(int(p["T"])) * sigma
@@ -154,7 +155,7 @@ def _rw_loss(p: Mapping[str, Any], count: int) -> PrivacyLoss:
 
     if count == 0:
         return PrivacyLoss(0.0, 0.0, "no-contribution")
-    z = float(p["noise_multiplier"])
+    z = float(p["sigma"]) / charged_sensitivity(p)  # the noise multiplier on the grid
     return PrivacyLoss(ldp_epsilon(count, z, float(p["delta"])), float(p["delta"]),
                        "local-DP bound: the node's contributions as Gaussian mechanisms in RDP, "
                        "no α cap needed (sound; random-walks.md §4.8)",
@@ -265,7 +266,7 @@ def rw_sgd_pair_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me
         if isinstance(g, tuple) and extra:  # a group sees what any member saw
             extra[g] = sorted({t for i in g for t in extra.get(i, ())})
     cap = int(p["cap"])
-    z, delta = float(p["noise_multiplier"]), float(p["delta"])
+    z, delta = float(p["sigma"]) / charged_sensitivity(p), float(p["delta"])
     burn = int(p.get("burn_in", 0))
     qs = sound_q(W, u, obs, int(p["T"]) + burn, cap, R, np.random.default_rng(seed), start=start,
                  release=True, phases=phases, extra_obs=extra, burn_in=burn)
@@ -318,7 +319,8 @@ def rw_sgd_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     u = parts.index(me)
     S = communicability_sparse(len(parts), edges, u, int(p["T"]), str(p.get("weights", "coded")))
     S = known_sender(S, u, neighbour_lists(len(parts), edges))
-    eps = paper_epsilon(S, count, float(p["noise_multiplier"]), float(p["delta"]), cap="c1")
+    eps = paper_epsilon(S, count, float(p["sigma"]) / charged_sensitivity(p), float(p["delta"]),
+                        cap="c1")
     eps[u] = 0.0
     rerouted = any(e.event == "reroute" for e in es)
     return {"paper (not a guarantee)": PrivacyLoss(
@@ -334,7 +336,8 @@ def _inca_ldp(p: Mapping[str, Any]) -> PrivacyLoss:
     learns at most (it recovers x + η, spec §7.1 item 5), so valid whatever the execution."""
     from netdp_node.privacy.inca_audit import gaussian_epsilon
 
-    eps = gaussian_epsilon(float(p["sensitivity"]) / float(p["sigma_eta"]), float(p["delta"]))
+    eps = gaussian_epsilon(charged_sensitivity(p, sigma_key="sigma_eta") / float(p["sigma_eta"]),
+                           float(p["delta"]))
     return PrivacyLoss(eps, float(p["delta"]), "local DP of η (always valid; analytic Gaussian)")
 
 
@@ -372,7 +375,8 @@ def inca_audit_loss(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: s
     parts = list(spec["participants"])
     rep = party_report(ex, parts.index(me), threat_dict(p["threat"], len(parts)),
                        sigma_eta=float(p["sigma_eta"]), sigma_delta=float(p["sigma_delta"]),
-                       delta=float(p["delta"]), sensitivity=float(p["sensitivity"]),
+                       delta=float(p["delta"]),
+                       sensitivity=charged_sensitivity(p, sigma_key="sigma_eta"),
                        samples=samples, seed=int(spec.get("public_seed", 0)))
     if rep["epsilon"] < ldp.epsilon:
         loss = PrivacyLoss(rep["epsilon"], float(p["delta"]),

@@ -47,6 +47,7 @@ import scipy.sparse as sp
 
 from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.composition import DEFAULT_ORDERS, PrivacyLoss, gaussian_rdp, rdp_to_dp
+from netdp_node.privacy.discrete_gaussian import charged_sensitivity
 
 JOINT_VIEW = "muffliato joint view (realised schedule, muffliato.md §4.11)"
 PAPER = "paper bound (not a guarantee)"
@@ -306,7 +307,7 @@ def leakage_matrices(spec: Mapping[str, Any], entries: Sequence[Any],
 
 def _sigma_ratio(spec: Mapping[str, Any]) -> tuple[float, float, float]:
     p = spec["params"]
-    return float(p["sigma"]), float(p["sensitivity"]), float(p["delta"])
+    return float(p["sigma"]), charged_sensitivity(p), float(p["delta"])
 
 
 def _ldp_loss(spec: Mapping[str, Any], count: int, label: str) -> PrivacyLoss:

@@ -34,6 +34,7 @@ from netdp_node.privacy.composition import (
     gaussian_sigma,
     rdp_to_dp,
 )
+from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, charged_sensitivity
 from netdp_node.privacy.network_dp_walk import (
     count_bound,
     rr_gamma,
@@ -128,9 +129,22 @@ def _best(network: PrivacyLoss, local: PrivacyLoss) -> PrivacyLoss:
 
 
 # -- walk-sum: Theorem 3 ---------------------------------------------------------------------------
+def sum_eps0(params: Mapping[str, Any]) -> float:
+    """ε0 of one walk-sum contribution: the classic Gaussian ε of σ at δ for the sensitivity charged
+    on the noise grid (at least the ε0 the calibration chose for the nominal Δ)."""
+    eps = charged_sensitivity(params) * math.sqrt(2.0 * math.log(1.25 / float(params["delta"])))
+    return max(float(params["epsilon0"]), eps / float(params["sigma"]))
+
+
+def sgd_ratio(params: Mapping[str, Any]) -> float:
+    """σ/L of walk-sgd with the sensitivity charged on the noise grid: 2σ/Δ', Δ' ≥ 2L."""
+    return 2.0 * float(params["sigma"]) / charged_sensitivity(
+        params, sensitivity=2.0 * float(params["lipschitz"]))
+
+
 def sum_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLoss:
     """Theorem 3 (tight cycle, exact counts; App. D formula with E7) + spotted loss + release."""
-    eps0 = float(params["epsilon0"])
+    eps0 = sum_eps0(params)
     T, d_extra = walk_horizon(params)
     c = int(params.get("colluders", 1))
     b = theorem3(n, T + math.ceil(n / c), eps0, params["delta"], params["delta_prime"],
@@ -146,9 +160,9 @@ def _sum_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
     """Local DP of `count` Gaussian contributions (multiplier σ/Δ), all seen by the observer: the
     best of basic and advanced composition of the classic (ε0, δ) calibration and the exact RDP
     composition of the Gaussians converted at δ (usually the smallest)."""
-    z = float(p["sigma"]) / float(p["sensitivity"])
+    z = float(p["sigma"]) / charged_sensitivity(p)
     curve = (DEFAULT_ORDERS, tuple(gaussian_rdp(z, DEFAULT_ORDERS, count).tolist()))
-    classic = _ldp(float(p["epsilon0"]), float(p["delta"]), count, float(p["delta_prime"]), curve)
+    classic = _ldp(sum_eps0(p), float(p["delta"]), count, float(p["delta_prime"]), curve)
     if count == 0:
         return classic
     eps, _ = rdp_to_dp(curve[0], curve[1], float(p["delta"]))
@@ -163,11 +177,14 @@ def ldp_sum_sigma(params: Mapping[str, Any], count: int) -> float:
     target, delta = float(params["epsilon"]), float(params["delta"])
     sens = 2.0 * float(params["clip"])
 
+    def sigma_of(e0: float) -> float:  # for the sensitivity charged on the noise grid
+        return calibrate_on_grid(lambda s: gaussian_sigma(e0, delta, s), sens,
+                                 int(params.get("dim", 1)))
+
     def ok(e0: float) -> bool:
-        p = {**params, "epsilon0": e0, "sensitivity": sens,
-             "sigma": gaussian_sigma(e0, delta, sens)}
+        p = {**params, "epsilon0": e0, "sensitivity": sens, "sigma": sigma_of(e0)}
         return _sum_ldp(p, count).epsilon <= target
-    return gaussian_sigma(_bisect_largest(ok, 1e-9, 1.0 - 1e-9), delta, sens)
+    return sigma_of(_bisect_largest(ok, 1e-6, 1.0 - 1e-9))
 
 
 def _per_peer(spec: Mapping[str, Any], me: str, count: int,
@@ -220,7 +237,7 @@ def sgd_network_rdp(params: Mapping[str, Any], n: int, n_u: float) -> tuple[tupl
     above). Both are RDP bounds, so they add (Mironov 2017, Prop. 1). Lemma 1 rests on amplification
     by iteration, which needs every holder's update to be non-expansive: `WalkSgd` makes it so
     (per-example clipping to L, rows bounded by sqrt(8/η); proof in its docstring)."""
-    s = float(params["sigma"]) / float(params["lipschitz"])
+    s = sgd_ratio(params)
     c = int(params.get("colluders", 1))
     ne = n / c
     amax = sgd_alpha_max(s)
@@ -243,7 +260,7 @@ def sgd_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLo
     delta = float(params["delta"])
     extra = float(params["delta_hat"]) if label == "lemma2" else 0.0
     eps = _linear_rdp_to_dp(values[0] / orders[0],
-                            sgd_alpha_max(float(params["sigma"]) / float(params["lipschitz"])),
+                            sgd_alpha_max(sgd_ratio(params)),
                             delta)
     visible = ", counter-visible (A3)" if params.get("stop") == "counter" else ""
     return PrivacyLoss(eps, min(1.0, delta + extra),
@@ -266,7 +283,7 @@ def _linear_rdp_to_dp(slope: float, alpha_max: float, delta: float) -> float:
 
 
 def _sgd_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
-    z = float(p["sigma"]) / (2.0 * float(p["lipschitz"]))
+    z = sgd_ratio(p) / 2.0
     curve = gaussian_rdp(z, DEFAULT_ORDERS, count)
     eps, _ = rdp_to_dp(DEFAULT_ORDERS, curve, float(p["delta"])) if count else (0.0, 0.0)
     return PrivacyLoss(eps, float(p["delta"]) if count else 0.0, "ldp-gaussian-rdp",
@@ -349,9 +366,12 @@ def calibrate(algorithm: str, params: dict[str, Any], n: int) -> dict[str, Any]:
         sens = 2.0 * float(params["clip"])
 
         def with_e0(e0: float) -> dict[str, Any]:
+            # σ of ε0 for the sensitivity charged on the noise grid (discrete_gaussian)
             return {**params, "epsilon0": e0, "sensitivity": sens,
-                    "sigma": gaussian_sigma(e0, params["delta"], sens)}
-        out = with_e0(_bisect_largest(lambda e0: worst(with_e0(e0)) <= target, 1e-9, 1 - 1e-9))
+                    "sigma": calibrate_on_grid(lambda s: gaussian_sigma(e0, params["delta"], s),
+                                               sens, int(params.get("dim", 1)))}
+        # ε0 ≥ 1e-6: far smaller ones would need σ beyond the grid's reach (discrete_gaussian)
+        out = with_e0(_bisect_largest(lambda e0: worst(with_e0(e0)) <= target, 1e-6, 1 - 1e-9))
     elif algorithm == "walk-histogram":
         e0 = _bisect_largest(lambda e: worst({**params, "epsilon0": e}) <= target, 1e-9, 5.0)
         out["epsilon0"] = e0

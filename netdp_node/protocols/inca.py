@@ -88,6 +88,13 @@ from typing import Any
 import numpy as np
 
 from netdp_node.privacy import inca_audit
+from netdp_node.privacy.discrete_gaussian import (
+    calibrate_on_grid,
+    charged_sensitivity,
+    job_grid,
+    noise_on_grid,
+    on_grid,
+)
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -259,6 +266,9 @@ class Inca(Engine):
         self.T, self.k, self.dim = int(p["T"]), int(p["k"]), int(p["dim"])
         self.scheme = str(p["scheme"])
         self.sigma_eta, self.sigma_delta = float(p["sigma_eta"]), float(p["sigma_delta"])
+        # η and x on σ_η's grid, the Δ terms on σ_Δ's (powers of two: U's ±1 rows cancel exactly)
+        self.grid_eta = job_grid(self.sigma_eta)
+        self.grid_delta = job_grid(self.sigma_delta)
         self.lo, self.hi = float(p["lo"]), float(p["hi"])
         self.round_s, self.gossip_s = float(p["round_s"]), float(p["gossip_s"])
         self.fanout = int(p["fanout"])
@@ -276,7 +286,7 @@ class Inca(Engine):
                 raise ValueError(f"data has shape {x.shape}, the job expects ({self.dim},)")
             x = np.clip(x, self.lo, self.hi)
         # Private state. trace_* is the test-only trace: in memory, never in the ledger.
-        self.trace_x = x
+        self.trace_x = on_grid(x, self.grid_eta)
         self.trace_eta = np.zeros(self.dim)
         self.trace_delta = np.zeros((self.T, self.dim))
         self.trace_z = np.zeros(self.dim)  # Σ_t z_t injected so far
@@ -340,8 +350,9 @@ class Inca(Engine):
 
     # -- entry points --------------------------------------------------------------------------
     def start(self) -> list[Action]:
-        self.trace_eta = self.rng.normal(0.0, self.sigma_eta, size=self.dim)
-        self.trace_delta = self.rng.normal(0.0, self.sigma_delta, size=(self.T, self.dim))
+        self.trace_eta = noise_on_grid(self.rng, self.sigma_eta, self.grid_eta, self.dim)
+        self.trace_delta = noise_on_grid(self.rng, self.sigma_delta, self.grid_delta,
+                                         (self.T, self.dim))
         self._u = self.trace_x + self.trace_eta
         self.y, self.omega = self._z(0, self._u)
         self.y = np.asarray(self.y, float)
@@ -704,7 +715,8 @@ def calibrate_sigma_delta(out: Mapping[str, Any], n: int) -> tuple[float, str]:
     try:
         cal = inca_audit.calibrate(views, epsilon=float(out["epsilon"]), delta=float(out["delta"]),
                                    sigma_eta=float(out["sigma_eta"]),
-                                   sensitivity=float(out["sensitivity"]), method="analytic")
+                                   sensitivity=charged_sensitivity(out, sigma_key="sigma_eta"),
+                                   method="analytic")
     except ValueError as e:
         return default, f"default 10·Δ_x (calibration infeasible: {e})"
     return cal.sigma_delta, (f"calibrated (spec §7.6) on {len(views)} sampled executions against "
@@ -770,8 +782,10 @@ def prepare_params(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     out["sensitivity"] = sens
     n_h = n - (round(frac * n) if kind == "collude" else 0)
     c2 = 2 * math.log(1.25 / out["delta"])
-    out["sigma_eta"] = float(params.get("sigma_eta", math.sqrt(
-        out["kappa"] * c2 * sens ** 2 / (out["epsilon"] ** 2 * n_h))))
+    # σ_η* scaled by √κ, for the sensitivity charged on the noise grid (discrete_gaussian)
+    out["sigma_eta"] = float(params["sigma_eta"]) if "sigma_eta" in params else calibrate_on_grid(
+        lambda s: math.sqrt(out["kappa"] * c2 * s ** 2 / (out["epsilon"] ** 2 * n_h)), sens,
+        int(out["dim"]))
     if not out["sigma_eta"] > 0:
         raise ValueError("sigma_eta must be positive")
     if "sigma_delta" in params:

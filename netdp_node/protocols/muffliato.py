@@ -96,6 +96,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, gaussian_on_grid, job_grid
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -189,6 +190,7 @@ class MuffliatoSync(Engine):
         self.me = self.position[ctx.me]
         self.dim = int(p.get("dim", 1))
         self.sigma = float(p["sigma"])
+        self.grid = job_grid(self.sigma)  # values and noise on this grid (discrete_gaussian)
         self.T = int(p["T"])
         self.calls = int(p.get("calls", 1))
         self.gamma = float(p["gamma"]) if p.get("accelerated", True) else 1.0
@@ -264,7 +266,7 @@ class MuffliatoSync(Engine):
 
     def call_input(self, call: int) -> tuple[np.ndarray, dict[str, Any]]:
         """The noisy input of gossip call `call` and the public parameters of its noise."""
-        x = self.clipped_input() + self.rng.normal(0.0, self.sigma, size=self.dim)
+        x = gaussian_on_grid(self.rng, self.clipped_input(), self.sigma, self.grid)
         return x, {"mechanism": "gaussian", "sigma": self.sigma,
                    "sensitivity": float(self.ctx.params["sensitivity"])}
 
@@ -499,9 +501,9 @@ class MuffliatoGd(MuffliatoSync):
 
     def call_input(self, call: int) -> tuple[np.ndarray, dict[str, Any]]:
         real = self.has_data()
-        g = clip_l2(logistic_gradient(self.theta, self.X, self.y), self.L) if real else 0.0
-        z = self.rng.normal(0.0, self.sigma, size=self.dim)
-        return self.theta - self.eta * (g + z), {"mechanism": "gaussian", "sigma": self.sigma,
+        g = (clip_l2(logistic_gradient(self.theta, self.X, self.y), self.L) if real
+             else np.zeros(self.dim))
+        return self.theta - self.eta * gaussian_on_grid(self.rng, g, self.sigma, self.grid), {"mechanism": "gaussian", "sigma": self.sigma,
                                                  "sensitivity": 2.0 * self.L}
 
     def call_output(self, call: int, x: np.ndarray) -> None:
@@ -554,6 +556,7 @@ class MuffliatoRandom(Engine):
         self.me = self.position[ctx.me]
         self.dim = int(p.get("dim", 1))
         self.sigma = float(p["sigma"])
+        self.grid = job_grid(self.sigma)
         self.rate = float(p["rate"])
         self.duration = float(p["duration_s"])
         self.grace = float(p.get("grace_s", 2.0))
@@ -583,7 +586,7 @@ class MuffliatoRandom(Engine):
             if x.shape != (self.dim,):
                 raise ValueError(f"data has shape {x.shape}, the job expects ({self.dim},)")
             x = clip_l2(x, float(self.ctx.params["clip"]))
-        self.x = x + self.rng.normal(0.0, self.sigma, size=self.dim)
+        self.x = gaussian_on_grid(self.rng, x, self.sigma, self.grid)
         self.clock_on = bool(self.nb)
         return [Record("contribute" if real else "noise-only",
                        params={"call": 0, "data": real, "mechanism": "gaussian",
@@ -841,13 +844,17 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
         if eps <= 0:
             raise ValueError("epsilon must be positive")
         out["epsilon"] = eps
+        # σ for the sensitivity charged on the noise grid (discrete_gaussian)
         if out["calibrate"] == "ldp":
-            sigma = ldp_sigma(eps, out["delta"], out["sensitivity"], out["calls"])
+            sigma = calibrate_on_grid(lambda s: ldp_sigma(eps, out["delta"], s, out["calls"]),
+                                      out["sensitivity"], out["dim"])
         else:
             T_guess = int(params.get("T", 0)) or 1
             comms_call = comms if algorithm == "muffliato-random" else max(1, d_max) * T_guess
-            sigma = pg.sigma_for_mean_dp(eps, out["delta"], sensitivity=out["sensitivity"], n=n,
-                                         communications=comms_call * out["calls"])
+            sigma = calibrate_on_grid(
+                lambda s: pg.sigma_for_mean_dp(eps, out["delta"], sensitivity=s, n=n,
+                                               communications=comms_call * out["calls"]),
+                out["sensitivity"], out["dim"])
     out["sigma"] = float(sigma)
     if out["sigma"] <= 0:
         raise ValueError("sigma must be positive")

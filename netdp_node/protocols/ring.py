@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
 from netdp_node.privacy.network_dp import ring_release_adds_noise, ring_release_noise_count
 from netdp_node.protocols.base import (
     Action,
@@ -69,6 +70,7 @@ class RingSum(Engine):
         self.rounds = int(p["rounds"])
         self.dim = int(p.get("dim", 1))
         self.sigma = float(p["sigma"])
+        self.grid = job_grid(self.sigma)  # values and noise on this grid (discrete_gaussian)
         self.clip = float(p["clip"])
         self.sensitivity = float(p["sensitivity"])
         if data is None or not contribute:
@@ -96,12 +98,11 @@ class RingSum(Engine):
 
     def _add(self, round_: int, tau: np.ndarray) -> tuple[np.ndarray, float]:
         """This node's contribution at its visit of round `round_`: (new token, noise std added).
-        Algorithm 1: Gaussian noise on the schedule of `ring_release_adds_noise`."""
+        Algorithm 1: Gaussian noise on the schedule of `ring_release_adds_noise`; the value and the
+        noise on the job's grid (`discrete_gaussian.gaussian_on_grid`)."""
         noisy = ring_release_adds_noise(self.pos, round_, self.n, self.rounds)
-        out = tau + self.x
-        if noisy:
-            out = out + self.rng.normal(0.0, self.sigma, size=self.dim)
-        return out, self.sigma if noisy else 0.0
+        std = self.sigma if noisy else 0.0
+        return tau + gaussian_on_grid(self.rng, self.x, std, self.grid), std
 
     def _visit(self, round_: int, tau: np.ndarray) -> list[Action]:
         """This node's k-th visit: add value (+ scheduled noise) and pass the token on."""
@@ -193,7 +194,7 @@ class RingSumR(RingSum):
         if self.pos == self.n and round_ == self.rounds:
             var += self.sigma ** 2
         std = var ** 0.5
-        return tau + self.x + self.rng.normal(0.0, std, size=self.dim), std
+        return tau + gaussian_on_grid(self.rng, self.x, std, self.grid), std
 
     def total_noise_std(self) -> float:
         steps = self.n * self.rounds
@@ -257,8 +258,10 @@ def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
 
     rounds K ≥ 1, dim ≥ 1, clip B > 0 (values are clipped to L2 norm B, so the replace-one
     sensitivity is Δ = 2B), per-window epsilon in (0, 1), delta, delta_prime in (0, 1).
-    σ = Δ·sqrt(2 ln(1.25/δ))/ε (classic Gaussian calibration, spec §0)."""
+    σ = Δ'·sqrt(2 ln(1.25/δ))/ε (classic Gaussian calibration, spec §0) for the sensitivity Δ'
+    charged on the noise grid (`discrete_gaussian.calibrate_on_grid`)."""
     from netdp_node.privacy.composition import gaussian_sigma
+    from netdp_node.privacy.discrete_gaussian import calibrate_on_grid
 
     known = {"rounds", "dim", "clip", "epsilon", "delta", "delta_prime"}
     unknown = set(params) - known - {"sigma", "sensitivity"}
@@ -289,7 +292,9 @@ def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
                          f"rounds), got {out['rounds']} × {out['delta']:g} + "
                          f"{out['delta_prime']:g}")
     out["sensitivity"] = 2.0 * out["clip"]
-    out["sigma"] = gaussian_sigma(out["epsilon"], out["delta"], out["sensitivity"])
+    # calibrated for the sensitivity charged on the noise grid (discrete_gaussian)
+    out["sigma"] = calibrate_on_grid(lambda s: gaussian_sigma(out["epsilon"], out["delta"], s),
+                                     out["sensitivity"], int(out["dim"]))
     return out
 
 

@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
 from netdp_node.protocols.base import (
     Action,
     Drop,
@@ -479,6 +480,7 @@ class WalkSum(CompleteGraphWalk):
         p = ctx.params
         self.dim = int(p.get("dim", 1))
         self.sigma = float(p["sigma"])
+        self.grid = job_grid(self.sigma)
         self.clip = float(p["clip"])
         if data is None or not contribute:
             self.x = np.zeros(self.dim)
@@ -493,8 +495,8 @@ class WalkSum(CompleteGraphWalk):
         return np.zeros(self.dim)
 
     def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
-        noise = self.rng.normal(0.0, self.sigma, size=self.dim)
-        out = tau + noise + (self.x if real else 0.0)
+        x = self.x if real else np.zeros(self.dim)
+        out = tau + gaussian_on_grid(self.rng, x, self.sigma, self.grid)
         return out, {"mechanism": "gaussian", "sigma": self.sigma,
                      "sensitivity": 2.0 * self.clip}
 
@@ -619,6 +621,7 @@ class WalkSgd(CompleteGraphWalk):
         p = ctx.params
         self.dim = int(p["dim"])
         self.sigma = float(p["sigma"])
+        self.grid = job_grid(self.sigma)
         self.L = float(p["lipschitz"])
         self.eta = float(p["eta"])
         self.local = p.get("dp", "network") == "local"
@@ -656,10 +659,10 @@ class WalkSgd(CompleteGraphWalk):
         if not real and self.local:
             # local DP-SGD (spec §2.7 Alg. 4-B-Loc): past the cap the model goes on unchanged
             return tau, {"event": "pass", "mechanism": "none", "sigma": 0.0}
-        noise = self.rng.normal(0.0, self.sigma, size=self.dim)
-        g = self.gradient(tau) if real else 0.0
-        return tau - self.eta * (g + noise), {"mechanism": "gaussian", "sigma": self.sigma,
-                                              "sensitivity": 2.0 * self.L}
+        g = self.gradient(tau) if real else np.zeros(self.dim)
+        noisy = gaussian_on_grid(self.rng, g, self.sigma, self.grid)
+        return tau - self.eta * noisy, {"mechanism": "gaussian", "sigma": self.sigma,
+                                        "sensitivity": 2.0 * self.L}
 
     def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         info: dict[str, Any] = {"model": tau.tolist()}
@@ -816,10 +819,10 @@ class RandomWalkSgd(WalkSgd):
         if self.objective == "logistic":
             return super().step(tau, real)
         # f_v(x) = ½‖x − y_v‖², ∇f_v = x − y_v, clipped to C, noise N(0, σ²Δ²I) (spec §3.3)
-        noise = self.rng.normal(0.0, self.sigma, size=self.dim)
-        g = clip_l2(tau - self.X[0], self.L) if real else 0.0
-        return tau - self.eta * (g + noise), {"mechanism": "gaussian", "sigma": self.sigma,
-                                              "sensitivity": 2.0 * self.L}
+        g = clip_l2(tau - self.X[0], self.L) if real else np.zeros(self.dim)
+        noisy = gaussian_on_grid(self.rng, g, self.sigma, self.grid)
+        return tau - self.eta * noisy, {"mechanism": "gaussian", "sigma": self.sigma,
+                                        "sensitivity": 2.0 * self.L}
 
     def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         if self.objective == "logistic":
@@ -849,6 +852,7 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     objective ("logistic", or "mean": the averaging special case of spec §3.3, node data a vector
     y_v of `dim` numbers, f_v(x) = ½‖x − y_v‖², constant step eta ≤ 2 as Alg. 1 and the accountant
     assume), burn_in (0: steps the token walks first without any update, to get near π, §3.3)."""
+    from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, charged_sensitivity
     from netdp_node.privacy.random_walk import ldp_noise_multiplier
 
     known = {"T", "cap", "epsilon", "delta", "lipschitz", "eta", "dim", "weights", "stop",
@@ -896,7 +900,8 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     if out["weights"] not in ("coded", "paper") or out["stop"] not in ("counter", "geometric"):
         raise ValueError("weights must be 'coded' or 'paper', stop 'counter' or 'geometric'")
     hi = ldp_noise_multiplier(out["cap"], out["epsilon"], out["delta"])
-    out["noise_multiplier"] = hi
     out["sensitivity"] = 2.0 * out["lipschitz"]
-    out["sigma"] = hi * out["sensitivity"]  # the absolute noise std WalkSgd adds
+    # the absolute noise std WalkSgd adds, for the sensitivity charged on the noise grid
+    out["sigma"] = calibrate_on_grid(lambda s: hi * s, out["sensitivity"], out["dim"])
+    out["noise_multiplier"] = out["sigma"] / charged_sensitivity(out)
     return out

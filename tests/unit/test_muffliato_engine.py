@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from harness import TRANSPORTS, contexts, make_net
 from netdp_node.privacy import muffliato_accountant as ma
 from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.accountant import ACCOUNTANTS, JobView, check_budget
+from netdp_node.privacy.discrete_gaussian import GRID_BITS, gaussian_on_grid, grid_for
 from netdp_node.privacy.random_walk import ldp_epsilon
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import (
@@ -37,9 +39,18 @@ def _ids(n: int) -> list[str]:
     return [f"n{i}" for i in range(n)]
 
 
-def _noise(seed: int, i: int, sigma: float, dim: int = 1) -> np.ndarray:
-    """The noise node i draws first from the harness's generator (default_rng([seed, i]))."""
-    return np.random.default_rng([seed, i]).normal(0.0, sigma, size=dim)
+def _charged(p: dict, sigma: float) -> float:
+    """The sensitivity the accountants charge on the noise grid: Δ + γ√d,
+    γ = 2^(⌈log₂ σ⌉ − GRID_BITS) (discrete_gaussian's documented correction)."""
+    grid = 2.0 ** (math.ceil(math.log2(sigma)) - GRID_BITS)
+    return float(p["sensitivity"]) + grid * math.sqrt(int(p.get("dim", 1)))
+
+
+def _noisy(x, seed: int, i: int, sigma: float) -> np.ndarray:
+    """Node i's first noisy value x + η: the harness's generator (default_rng([seed, i])) draws
+    η, and value and noise lie on the job's grid (discrete_gaussian)."""
+    return gaussian_on_grid(np.random.default_rng([seed, i]), np.atleast_1d(x), sigma,
+                            grid_for(sigma))
 
 
 def _ring_edges(n: int) -> list[tuple[int, int]]:
@@ -70,7 +81,7 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
     try:
         await net.run_job(contexts("j", "muffliato", ids, p), timeout=60)
         await _settle_schedules(net, ids)
-        x0 = np.array([vals[v] + _noise(seed, i, p["sigma"], dim) for i, v in enumerate(ids)])
+        x0 = np.array([_noisy(vals[v], seed, i, p["sigma"]) for i, v in enumerate(ids)])
         sched = pg.fixed_schedule(n, _ring_edges(n), 4, gamma=p["gamma"])
         expect = sched.run(x0)[-1]  # x^T = P_T(W)(x + η), spec §3.1
         out = np.array([net.nodes[v].jobs["j"].output.value for v in ids])
@@ -83,7 +94,7 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
         spec = net.ledger("n4").job("j").spec
         acc = ACCOUNTANTS["muffliato"]
         es = net.ledger("n4").entries("j")
-        kw = {"sigma": p["sigma"], "sensitivity": p["sensitivity"], "delta": p["delta"]}
+        kw = {"sigma": p["sigma"], "sensitivity": _charged(p, p["sigma"]), "delta": p["delta"]}
         for j, v in enumerate(ids):
             if v == "n4":
                 continue
@@ -123,7 +134,7 @@ async def test_randomized_conserves_mass_and_accountant_matches(tmp_path, transp
     try:
         await net.run_job(contexts("j", "muffliato-random", ids, p), timeout=60)
         await _settle_schedules(net, ids)
-        x0 = np.array([vals[v][0] + _noise(seed, i, 0.1)[0] for i, v in enumerate(ids)])
+        x0 = np.array([_noisy(vals[v][0], seed, i, 0.1)[0] for i, v in enumerate(ids)])
         out = np.array([net.nodes[v].jobs["j"].output.value[0] for v in ids])
         spec = net.ledger("n0").job("j").spec
         es = net.ledger("n0").entries("j")
@@ -137,7 +148,7 @@ async def test_randomized_conserves_mass_and_accountant_matches(tmp_path, transp
         np.testing.assert_allclose(out, sched.run(x0)[-1], atol=1e-12)
         assert out.sum() == pytest.approx(x0.sum(), abs=1e-12)  # pairwise averages keep the mass
         F = pg.joint_view_matrix(sched, exact=True)  # exact rationals
-        kw = {"sigma": p["sigma"], "sensitivity": p["sensitivity"], "delta": p["delta"]}
+        kw = {"sigma": p["sigma"], "sensitivity": _charged(p, p["sigma"]), "delta": p["delta"]}
         inc = ACCOUNTANTS["muffliato-random"].incoming(spec, es, "n0")
         for j, v in enumerate(ids[1:], start=1):
             exact = pg.pair_privacy_loss(F[j, 0], **kw).epsilon
@@ -252,7 +263,7 @@ def test_realised_edges_agree_with_late_and_lost_messages():
         assert (min(idx[s], idx[r]), max(idx[s], idx[r])) not in rounds[t]
     assert all((0, 1) not in R and (0, 7) not in R for R in rounds[3:])
     # independent rebuild of the run: W_t from the realised edges with the public degrees (2)
-    x = np.array([vals[v][0] + _noise(0, i, 0.3)[0] for i, v in enumerate(ids)])
+    x = np.array([_noisy(vals[v][0], 0, i, 0.3)[0] for i, v in enumerate(ids)])
     for R in rounds:
         W = np.eye(n)
         for a, b in R:
@@ -306,7 +317,7 @@ def test_accountant_rebuilds_the_realised_schedule_with_drops():
     E = frozenset(_ring_edges(n))  # every message of the public graph counts as seen
     sched = pg.GossipSchedule(n, (E,) * T, tuple(mats))
     F = pg.joint_view_matrix(sched, published=range(n))
-    kw = {"sigma": 1.0, "sensitivity": p["sensitivity"], "delta": p["delta"]}
+    kw = {"sigma": 1.0, "sensitivity": _charged(p, 1.0), "delta": p["delta"]}
     out = acc.losses(spec, own + pub, "n2")
     inc = acc.incoming(spec, own + pub, "n2")
     for j, v in enumerate(ids):
@@ -410,7 +421,7 @@ async def test_budget_declines_at_start_and_job_runs_without_its_data(tmp_path):
         assert any(e.event == "decline" for e in net.ledger("n0").entries("j"))
         assert not any(e.event == "contribute" for e in net.ledger("n0").entries("j"))
         # complete graph, Metropolis 1/n: one round gives the exact mean of x + η, n0's x = 0
-        x0 = [(0.0 if v == "n0" else vals[v][0]) + _noise(seed, i, 2.0)[0]
+        x0 = [_noisy(0.0 if v == "n0" else vals[v][0], seed, i, 2.0)[0]
               for i, v in enumerate(ids)]
         for v in ids:
             assert net.nodes[v].jobs["j"].output.value[0] == pytest.approx(np.mean(x0), abs=1e-12)

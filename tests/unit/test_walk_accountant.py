@@ -14,6 +14,7 @@ from netdp_node.ledger import Entry
 from netdp_node.privacy import walk_accountant as W
 from netdp_node.privacy.accountant import JobView, per_job_losses
 from netdp_node.privacy.composition import DEFAULT_ORDERS, rdp_to_dp
+from netdp_node.privacy.discrete_gaussian import GRID_BITS
 from netdp_node.privacy.network_dp_walk import (
     spotted_loss,
     spotted_loss_capped,
@@ -100,8 +101,11 @@ def test_report_uses_the_ledger_count_and_the_best_bound():
     # Gaussian RDP of one contribution is below the classic calibration's ε0
     assert one.method == "ldp-gaussian-rdp" and one.epsilon < spec["params"]["epsilon0"]
     acc = rdp.RdpAccountant(orders=list(DEFAULT_ORDERS))
-    acc.compose(dp_event.GaussianDpEvent(spec["params"]["sigma"] / spec["params"]["sensitivity"]),
-                10)
+    # the Gaussian part on the noise grid: Δ + γ√d, γ = 2^(⌈log₂ σ⌉ − GRID_BITS) (discrete_gaussian)
+    p = spec["params"]
+    grid = 2.0 ** (math.ceil(math.log2(p["sigma"])) - GRID_BITS)
+    acc.compose(dp_event.GaussianDpEvent(
+        p["sigma"] / (p["sensitivity"] + grid * math.sqrt(p.get("dim", 1)))), 10)
     if ten.method == "ldp-gaussian-rdp":  # the same conversion as dp-accounting's RdpAccountant
         assert ten.epsilon == pytest.approx(acc.get_epsilon(spec["params"]["delta"]), rel=1e-9)
 

@@ -1,0 +1,278 @@
+"""The exact discrete Gaussian sampler, its grid and the sensitivity the accountants charge for it
+(netdp issue 13, defect 6). Reference values are computed here from the pmf's series, not taken
+from the module."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from netdp_node.privacy import discrete_gaussian as dg
+
+
+class IntegersOnly:
+    """A generator that hands out uniform integers and refuses every floating-point draw."""
+
+    def __init__(self, seed: int) -> None:
+        self._g = np.random.default_rng(seed)
+        self.calls = 0
+
+    def integers(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self._g.integers(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the sampler asked the generator for {name!r}: floats are refused")
+
+
+def pmf(m: int, width: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """Support −width·m..width·m and P[Z = z] ∝ exp(−z²/(2m²)) (the rest has mass < e^(−800))."""
+    z = np.arange(-width * m, width * m + 1)
+    w = np.exp(-(z.astype(float) ** 2) / (2.0 * m * m))
+    return z, w / w.sum()
+
+
+def chi_square_pvalue(samples: np.ndarray, z: np.ndarray, p: np.ndarray) -> float:
+    """Pearson's test, cells with expected count < 5 pooled into the two tails."""
+    n = samples.size
+    counts = np.bincount(samples - z[0], minlength=z.size).astype(float)
+    expected = n * p
+    keep = expected >= 5
+    lo, hi = np.flatnonzero(keep)[[0, -1]]
+    obs = np.concatenate([[counts[:lo].sum()], counts[lo:hi + 1], [counts[hi + 1:].sum()]])
+    exp = np.concatenate([[expected[:lo].sum()], expected[lo:hi + 1], [expected[hi + 1:].sum()]])
+    nz = exp > 0
+    stat = float(((obs[nz] - exp[nz]) ** 2 / exp[nz]).sum())
+    return float(stats.chi2.sf(stat, nz.sum() - 1))
+
+
+@pytest.mark.parametrize("m", [1, 2, 5, 12])
+def test_discrete_gaussian_matches_the_exact_pmf(m: int) -> None:
+    n = 60_000
+    rng = IntegersOnly(1000 + m)
+    x = dg.discrete_gaussian(rng, m, n)
+    assert x.dtype == np.int64 and x.shape == (n,)
+    z, p = pmf(m)
+    assert chi_square_pvalue(x, z, p) > 1e-4
+    # total variation against the pmf: E[TV] ≲ Σ √(p/n); a wide margin, fixed seed
+    emp = np.bincount(x - z[0], minlength=z.size) / n
+    assert 0.5 * np.abs(emp - p).sum() < 2.0 * np.sqrt(p / n).sum() + 1e-3
+    # mean 0, variance Σ z² p(z) (< m²): within 5 standard errors
+    var = float((z.astype(float) ** 2 * p).sum())
+    fourth = float((z.astype(float) ** 4 * p).sum())
+    assert abs(x.mean()) < 5.0 * math.sqrt(var / n)
+    assert abs(x.var() - var) < 5.0 * math.sqrt((fourth - var * var) / n)
+    assert var <= m * m
+
+
+@pytest.mark.parametrize("m", [1, 4])
+def test_one_at_a_time_path_matches_the_exact_pmf(m: int) -> None:
+    """Draws of at most SCALAR_MAX values take the Python-integer path: same distribution."""
+    rng = IntegersOnly(77 + m)
+    x = np.concatenate([dg.discrete_gaussian(rng, m, dg.SCALAR_MAX) for _ in range(4000)])
+    z, p = pmf(m)
+    assert chi_square_pvalue(x, z, p) > 1e-4
+    var = float((z.astype(float) ** 2 * p).sum())
+    assert abs(x.var() - var) < 5.0 * math.sqrt(2.0 * var * var / x.size)
+
+
+def test_variance_series_at_small_scale() -> None:
+    """The variance is below m² (CKS: the discrete Gaussian's variance < σ²) and the sampler
+    follows the series: the gap is visible only for m ≈ 1 (≈ 2·10⁻⁷ below 1)."""
+    z, p = pmf(1, width=60)
+    var = float((z.astype(float) ** 2 * p).sum())
+    assert 1.0 - 1e-5 < var < 1.0
+    x = dg.discrete_gaussian(np.random.default_rng(7), 1, 200_000)
+    assert abs(x.var() - var) < 5.0 * math.sqrt(2.0 / 200_000)
+
+
+def test_large_scale_moments() -> None:
+    """At the job's scale (m ≈ 2^GRID_BITS) the pmf is the Gaussian's to double precision: mean 0,
+    variance m²; kurtosis 3."""
+    m = (1 << dg.GRID_BITS) - 12345
+    n = 40_000
+    x = dg.discrete_gaussian(np.random.default_rng(3), m, n).astype(float) / m
+    assert abs(x.mean()) < 5.0 / math.sqrt(n)
+    assert abs(x.var() - 1.0) < 5.0 * math.sqrt(2.0 / n)
+    assert stats.kstest(x, "norm").pvalue > 1e-4
+
+
+@pytest.mark.parametrize("num,den", [(0, 7), (3, 10), (10, 10), (17, 10), (5, 2), (123, 41)])
+def test_bernoulli_exp_frequency(num: int, den: int) -> None:
+    n = 40_000
+    hits = dg.bernoulli_exp(IntegersOnly(num * 31 + den), np.full(n, num), den)
+    p = math.exp(-num / den)
+    assert abs(hits.mean() - p) < 5.0 * math.sqrt(p * (1 - p) / n) + 1e-12
+
+
+def test_discrete_laplace_matches_its_pmf() -> None:
+    t, n = 3, 60_000
+    x = dg.discrete_laplace(IntegersOnly(11), t, n)
+    z = np.arange(-40 * t, 40 * t + 1)
+    w = np.exp(-np.abs(z) / t)
+    assert chi_square_pvalue(x, z, w / w.sum()) > 1e-4
+
+
+def test_the_sampler_draws_no_floats() -> None:
+    rng = IntegersOnly(5)
+    out = dg.gaussian_on_grid(rng, np.array([0.3, -1.25, 7.0]), 0.5, dg.grid_for(0.5))
+    assert rng.calls > 0 and out.shape == (3,)
+    with pytest.raises(AssertionError, match="floats are refused"):
+        rng.normal(0.0, 1.0)
+
+
+@pytest.mark.parametrize("sigma", [1e-3, 0.37, 1.0, 3.0, 1234.5])
+def test_outputs_lie_on_the_grid(sigma: float) -> None:
+    grid = dg.grid_for(sigma)
+    assert math.log2(grid) == int(math.log2(grid))  # a power of two
+    m = sigma / grid
+    assert 2 ** (dg.GRID_BITS - 1) < m <= 2 ** dg.GRID_BITS
+    x = np.random.default_rng(0).uniform(-5, 5, size=64)
+    out = dg.gaussian_on_grid(np.random.default_rng(1), x, sigma, grid)
+    k = out / grid
+    assert np.array_equal(k, np.round(k))  # exact multiples of γ
+    assert np.all(np.abs(out - x) < 12 * sigma)
+    exact = Fraction(sigma) / Fraction(grid)
+    assert dg.grid_scale(sigma, grid) == math.ceil(exact)  # drawn std ≥ σ
+
+
+def test_noise_that_must_cancel_cancels_exactly() -> None:
+    """IncA's Δ terms: z_t carries U_t·Δ; over t the rows of U sum to 0, and on the grid (γ a
+    power of two) the float sums are exact, so the noise cancels to the last bit."""
+    from netdp_node.privacy.inca_audit import noise_scheme
+
+    T, d, sd = 12, 5, 0.731
+    for scheme in ("inc", "early"):
+        _, U = noise_scheme(scheme, T)
+        D = dg.noise_on_grid(np.random.default_rng(9), sd, dg.grid_for(sd), (T, d))
+        acc = np.zeros(d)
+        for t in range(T + 1):
+            acc = acc + U[t] @ D
+        assert np.all(acc == 0.0)
+
+
+def test_tau_series() -> None:
+    # direct sum of the definition at a small scale where it is not negligible
+    m, n = 0.6, 9
+    direct = 10 * sum(math.exp(-2 * math.pi ** 2 * m * m * k / (k + 1)) for k in range(1, n))
+    assert dg.tau(m, n) == pytest.approx(direct, rel=1e-12)
+    assert dg.tau(m, 1) == 0.0
+    assert dg.tau(m, 10 ** 6) >= dg.tau(m, 1000) >= dg.tau(m, n)  # grows with the summands
+    # at the job's scale it is zero in double precision, for any number of summands
+    assert dg.tau(2.0 ** (dg.GRID_BITS - 1), dg.MAX_SUMMANDS) == 0.0
+
+
+def test_accounted_sensitivity_is_the_documented_correction() -> None:
+    for sens, sigma, d in [(2.0, 10.0, 1), (0.2, 3.3, 100), (1.0, 1e-2, 4096)]:
+        grid = 2.0 ** (math.ceil(math.log2(sigma)) - dg.GRID_BITS)
+        assert dg.accounted_sensitivity(sens, sigma, d) == pytest.approx(
+            sens + grid * math.sqrt(d), rel=1e-15)
+        assert dg.accounted_sensitivity(sens, sigma, d) > sens
+    assert dg.accounted_sensitivity(2.0, 0.0, 3) == 2.0  # no noise, no grid
+    # where τ is not negligible (a tiny scale: only through the helper's formula), it enters as
+    # the Kairouz–Liu–Steinke term folded into the sensitivity
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dg, "GRID_BITS", 0)
+        sigma, sens, d, n = 0.9, 1.0, 3, 5
+        grid = dg.grid_for(sigma)
+        t = dg.tau(sigma / grid, n)
+        assert t > 0
+        want = math.sqrt((sens + grid * math.sqrt(d)) ** 2 + 2 * n * sigma ** 2 * t * d)
+        assert dg.accounted_sensitivity(sens, sigma, d, summands=n) == pytest.approx(want)
+
+
+def test_calibration_on_the_grid_meets_the_target() -> None:
+    from netdp_node.privacy.composition import gaussian_sigma
+
+    for eps, sens, d in [(0.5, 2.0, 1), (0.9, 0.1, 1000)]:
+        s = dg.calibrate_on_grid(lambda x, e=eps: gaussian_sigma(e, 1e-6, x), sens, d)
+        charged = dg.accounted_sensitivity(sens, s, d)
+        assert gaussian_sigma(eps, 1e-6, charged) <= s  # the target holds for Δ'
+        grid = 2.0 ** (math.ceil(math.log2(s)) - dg.GRID_BITS)
+        assert s == pytest.approx(gaussian_sigma(eps, 1e-6, sens + grid * math.sqrt(d)),
+                                  rel=1e-12)
+        assert s / gaussian_sigma(eps, 1e-6, sens) - 1.0 < 1e-4  # the correction is small
+    with pytest.raises(ValueError, match="grid"):
+        dg.calibrate_on_grid(lambda x: x * 2.0 ** 40, 1.0, 1)
+
+
+def test_bad_arguments_are_refused() -> None:
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError):
+        dg.discrete_gaussian(rng, 0, 3)
+    with pytest.raises(ValueError):
+        dg.discrete_gaussian(rng, dg.MAX_SCALE + 1, 3)
+    with pytest.raises(ValueError):
+        dg.grid_for(0.0)
+    with pytest.raises(ValueError):
+        dg.grid_scale(2.0 ** 40, 1.0)
+    with pytest.raises(ValueError):
+        dg.gaussian_on_grid(rng, 1.0, 1.0, None)
+
+
+# -- the accountants charge the correction, and only it -------------------------------------------
+def _charged(sens: float, sigma: float, dim: int) -> float:
+    """Δ + γ√d with γ = 2^(⌈log₂ σ⌉ − GRID_BITS), computed here from the documented rule."""
+    return sens + 2.0 ** (math.ceil(math.log2(sigma)) - dg.GRID_BITS) * math.sqrt(dim)
+
+
+def _entries(k: int) -> list[Any]:
+    from netdp_node.ledger import Entry
+
+    return [Entry(job_id="j", direction="local", event="contribute", params={}) for _ in range(k)]
+
+
+def test_gaussian_accountants_charge_the_grid_correction() -> None:
+    """The local-DP baseline of a ring sum (k Gaussian contributions in RDP) is dp-accounting's
+    RDP accountant at noise multiplier σ/(Δ + γ√d); the ring's Theorem 1 loss is network_dp's at
+    that sensitivity; both exceed the nominal-Δ values by a relative O(γ√d/Δ) only."""
+    from dp_accounting import dp_event, rdp
+
+    from netdp_node.privacy import accountant
+    from netdp_node.privacy.composition import DEFAULT_ORDERS
+    from netdp_node.privacy.network_dp import ring_sum_loss
+
+    n, k, dim = 6, 7, 4
+    p = prepare_params_ring({"rounds": k, "dim": dim, "clip": 0.5, "epsilon": 0.4}, n)
+    spec = {"algorithm": "ring-sum", "participants": [f"p{i}" for i in range(n)], "params": p}
+    charged = _charged(p["sensitivity"], p["sigma"], dim)
+    base = accountant.gaussian_sum_baselines(spec, _entries(k), "p0")["local-dp"]
+    acc = rdp.RdpAccountant(orders=list(DEFAULT_ORDERS))
+    acc.compose(dp_event.GaussianDpEvent(p["sigma"] / charged), k)
+    assert base.epsilon == pytest.approx(acc.get_epsilon(p["delta"]), rel=1e-9)
+    nominal = rdp.RdpAccountant(orders=list(DEFAULT_ORDERS))
+    nominal.compose(dp_event.GaussianDpEvent(p["sigma"] / p["sensitivity"]), k)
+    gap = base.epsilon / nominal.get_epsilon(p["delta"]) - 1.0
+    assert 0.0 < gap < 1e-5
+
+    loss = accountant.ring_sum_losses(spec, _entries(k), "p0")["p1"]
+    kw = {"sigma": p["sigma"], "windows": k, "delta": p["delta"], "delta_prime": p["delta_prime"]}
+    assert loss.epsilon == pytest.approx(ring_sum_loss(sensitivity=charged, **kw).epsilon,
+                                         rel=1e-12)
+    assert loss.epsilon > ring_sum_loss(sensitivity=p["sensitivity"], **kw).epsilon
+    # the calibration meets the job's per-window ε for the charged sensitivity
+    from netdp_node.privacy.composition import gaussian_sigma
+
+    assert gaussian_sigma(p["epsilon"], p["delta"], charged) <= p["sigma"]
+
+
+def test_rw_sgd_noise_multiplier_is_charged() -> None:
+    from netdp_node.protocols.walk import prepare_rw_sgd
+
+    p = prepare_rw_sgd({"T": 40, "dim": 5, "epsilon": 4.0}, 4)
+    charged = _charged(p["sensitivity"], p["sigma"], 5)
+    assert p["noise_multiplier"] == pytest.approx(p["sigma"] / charged, rel=1e-15)
+    from netdp_node.privacy.random_walk import ldp_noise_multiplier
+
+    assert p["noise_multiplier"] >= ldp_noise_multiplier(p["cap"], p["epsilon"], p["delta"])
+
+
+def prepare_params_ring(params: dict[str, Any], n: int) -> dict[str, Any]:
+    from netdp_node.protocols.ring import prepare_params
+
+    return prepare_params(params, n)
