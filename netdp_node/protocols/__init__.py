@@ -51,6 +51,10 @@ class Algorithm:
             _check_value(k, v, 0)
         for k in self.integers & raw.keys():
             raw[k] = _integer(k, raw[k])
+        try:  # the size first when the raw parameters tell it (before any calibration runs)
+            self._check_payload(self.payload(raw, n), MAX_MESSAGE_BYTES)
+        except (KeyError, TypeError, ArithmeticError):
+            pass  # it needs the prepared parameters: checked below
         try:
             out = self.prepare(raw, n)
         except (TypeError, ArithmeticError, ValueError) as e:
@@ -62,14 +66,16 @@ class Algorithm:
                 raise  # the algorithm's own message, naming the parameter
             named = f" (check {', '.join(suspects)})" if suspects else ""
             raise ValueError(f"invalid {self.name} parameters{named}: {text}") from None
-        elements = self.payload(out, n)
-        limit = (MAX_MESSAGE_BYTES - ENVELOPE_ALLOWANCE) // 8
+        self._check_payload(self.payload(out, n), MAX_MESSAGE_BYTES)
+        return out
+
+    def _check_payload(self, elements: int, max_bytes: int) -> None:
+        limit = (max_bytes - ENVELOPE_ALLOWANCE) // 8
         if elements > limit:
             raise ValueError(
                 f"{self.payload_params}: a message of this {self.name} job would carry {elements} "
                 f"numbers ({8 * elements} bytes), more than the message limit MAX_MESSAGE_BYTES = "
-                f"{MAX_MESSAGE_BYTES} bytes allows ({limit} numbers); lower {self.payload_params}")
-        return out
+                f"{max_bytes} bytes allows ({limit} numbers); lower {self.payload_params}")
 
 
 def _short(v: Any) -> str:
