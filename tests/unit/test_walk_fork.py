@@ -199,3 +199,25 @@ def test_a_token_refused_because_the_walk_ended_there_is_not_rerouted():
     assert not e_b.custody and c not in e_b.dead
     real = sum(1 for x in acts if isinstance(x, Record) and x.event == "contribute")
     assert e_b.discarded == real
+
+
+def test_a_step_held_twice_makes_the_rw_accountant_take_its_fork_fallback():
+    """A node that held one step on two branches of a forked walk (the second time noise only,
+    `repeat`) saw a fork, whether or not a fence reached it: the single-walk law of the sound
+    random-walk accountant does not describe its view, which must fall back (as for a fenced copy
+    or a second release)."""
+    from netdp_node.privacy.accountant import _rw_realised_law
+    from netdp_node.privacy.random_walk import transition_matrix
+
+    ids = [f"p{i}" for i in range(6)]
+    W = transition_matrix(6, [(i, (i + 1) % 6) for i in range(6)])
+    spec = {"participants": ids, "params": {}}
+
+    def entry(event: str, **params: object) -> Any:
+        return type("E", (), {"event": event, "direction": "local", "peer": "",
+                              "params": params})()
+
+    one_walk = [entry("contribute", epoch=0, t=4, live=6)]
+    assert _rw_realised_law(spec, one_walk, W, ids) == ([], {})
+    forked = one_walk + [entry("noise-only", epoch=2 << 21, t=4, live=6, repeat=True)]
+    assert _rw_realised_law(spec, forked, W, ids) is None
