@@ -184,8 +184,10 @@ def _rw_realised_law(spec: Mapping[str, Any], entries: Sequence[ViewEntry], W: A
                       and e.peer in index)
     if any(e.event == "reroute" and "t" not in e.params for e in entries):
         return None
-    if any(e.event in ("second-release", "fenced") for e in entries):
-        return None  # the walk forked (a stale branch went on): not one walk of a known law
+    if any(e.event in ("second-release", "fenced") or e.params.get("repeat") for e in entries):
+        # the walk forked (a stale branch went on; or this node held one step on two branches,
+        # the second time without its data: walk.py `repeat`): not one walk of a known law
+        return None
     known = {d for _, d in reroutes}
     lives = [int(e.params["live"]) for e in entries
              if e.direction == "local" and "live" in e.params]

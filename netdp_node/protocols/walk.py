@@ -34,15 +34,26 @@ Custody (deploy issue; random-walks.md §7.1 items 1–2, 5):
   (an exact re-send; the receiver recognises it).
 * If no handoff arrives within `custody_timeout_s` (the receiver crashed and did not come back, or
   refused the token), the holder of the copy re-routes it: it draws a new holder uniformly among the
-  participants not known to be gone (data-independent, spec §7.1 item 2) and bumps the walk's
-  epoch. The set of gone participants travels with the token and the release (as indices in the
-  public `scalars`), so later holders skip them too, and every accountant evaluates the theorems
-  at n minus that set (`walk_accountant.live_participants`). An undelivered handoff or release is
-  retried (the peer may be restarting, with the token in its custody or waiting for the result). Receivers refuse tokens of an epoch older than one they have seen (fencing); a node whose
+  participants not known to be gone (data-independent, spec §7.1 item 2) and gives the new branch
+  a newer epoch. The set of gone participants travels with the token and the release (as indices in
+  the public `scalars`), so later holders skip them too, and every accountant evaluates the
+  theorems at n minus that set (`walk_accountant.live_participants`). An undelivered handoff or
+  release is retried (the peer may be restarting, with the token in its custody or waiting for the
+  result). Receivers refuse tokens of an epoch older than one they have seen (fencing); a node whose
   handoff is refused because its sender re-routed learns that its branch is stale, discounts the
-  contributions it made on it and tells its own receiver (`fence`), down the chain. Every copy a node
-  saw stays in its ledger and its accounting; the result lists the contributions it contains
+  contributions it made on it and tells its own receiver (`fence`, which names the newer epoch),
+  down the chain. A holder whose token is refused as stale (or because the walk already ended
+  there) ends its branch and hands the token on to its own sender. Every copy a node saw stays in
+  its ledger and its accounting; the result lists the contributions it contains
   (`contributions_in_result`).
+* Two holders of one branch can re-route at once: the downstream one (its forward was never
+  acknowledged: its receiver died) and the upstream one (still waiting for the downstream one's
+  handoff, which cannot come before that re-route). Epochs are therefore distinct and totally
+  ordered (`_new_epoch`: a re-route counter, then whether the re-routed copy had been acknowledged,
+  then a private random tie-break, never the re-router's identity), and the upstream re-route, the
+  one whose fence kills the other branch, is the newer: the other branch is refused wherever it
+  meets a node that saw it. With the hop counter, a node that holds the same step again on another
+  branch adds noise only (`repeat`): no node gives its data twice to one step of the walk.
 Residual risk (documented in the README): if a node is slower than `custody_timeout_s` but alive,
 and the stale branch reaches the end before meeting a fenced node, two results can be released;
 every node reports the epoch of the result it received, and the job result shows the disagreement.
@@ -83,6 +94,24 @@ HOLD_EVENTS = ("contribute", "noise-only", "pass")  # ledger events of one holdi
 _SEQ_MAX = 2**62
 HANDOFF_RETRIES = 30  # an undelivered handoff or release is retried this many times ...
 HANDOFF_RETRY_S = 1.0  # ... this many seconds apart (after the transport's own retries)
+# A re-route's epoch (the wire's uint32): (counter, rank, tie) from the most significant bits down.
+# counter: one more than the highest counter the re-router has seen; rank: 1 if the re-routed copy
+# was acknowledged by its receiver (its holder is the upstream end of the custody chain), else 0;
+# tie: drawn from the re-router's private CSPRNG (never its identity: an epoch must not say who
+# held the token). So two concurrent re-routes get distinct epochs, and of an upstream holder's
+# and a downstream holder's re-routes of the same walk the upstream one (which fences the other)
+# is the newer (`_new_epoch`).
+EPOCH_TIE_BITS = 20
+EPOCH_COUNTER_SHIFT = EPOCH_TIE_BITS + 1
+EPOCH_MAX = 2**32 - 1
+SUPERSEDED_BY = "superseded_by"  # a fence's scalar: the epoch of the re-route that fenced it
+# how the runtime refuses a token for a job that is over at the receiver (`NodeRuntime` _check_open)
+_WALK_OVER = " is finished at "
+
+
+def epoch_counter(epoch: int) -> int:
+    """How many re-routes (one after another) led to a branch of this epoch."""
+    return int(epoch) >> EPOCH_COUNTER_SHIFT
 
 
 def start_holder(ctx: JobContext) -> str:
@@ -115,6 +144,10 @@ class CompleteGraphWalk(Engine):
         self.holds = 0  # steps taken (times this node held the token)
         self.edges: Counter[str] = Counter()  # real contributions adjacent to each peer
         self.max_epoch = 0
+        # steps (the hop counter after the step, as recorded) at which this node contributed its
+        # data: with stop=counter it never contributes twice to one step, whichever branch of a
+        # forked walk brings the token back to it (it adds noise only)
+        self.stepped: set[int] = set()
         self.discarded = 0  # real contributions on branches fenced off (not in the result)
         # peers known to be gone: re-routed around by this node, or by a holder before it (the
         # token and the release carry the set, as participant indices: liveness is public and
@@ -122,6 +155,10 @@ class CompleteGraphWalk(Engine):
         self.dead: set[str] = set()
         # retries of undelivered handoffs and releases: timer name -> (peer, message, attempts)
         self.handoffs: dict[str, tuple[str, Message, int]] = {}
+        # tokens this node has handed off (sender, epoch, seq): a re-routed copy keeps its
+        # came_from (a fence from that sender still kills it), but it is never handed off twice
+        # (the sender dropped its copy at the first; a second would be refused as stale)
+        self.handed: set[tuple[str, int, int]] = set()
         self._live_cache: list[str] = list(self.ids)
         self._live_for = 0  # len(self.dead) when _live_cache was computed (the set only grows)
         # copies this node keeps: key -> meta {to, epoch, seq, t, contrib, came_from, acked}
@@ -210,13 +247,16 @@ class CompleteGraphWalk(Engine):
             self.t_now = t  # the step this holding is (0-based); read by `_may_contribute`, `step`
             live = self._live()
             nxt = self._draw_next(live)
-            real = self._may_contribute(sender, nxt)
+            repeat = self.stop == "counter" and t + 1 in self.stepped
+            real = not repeat and self._may_contribute(sender, nxt)
             tau, params = self.step(tau, real)
             self.holds += 1
             t += 1
             if real:
                 self.count += 1
                 contrib += 1
+                if self.stop == "counter":
+                    self.stepped.add(t)
                 for w in {w for w in (sender, nxt) if w is not None and w != self.ctx.me}:
                     self.edges[w] += 1
             else:
@@ -226,6 +266,8 @@ class CompleteGraphWalk(Engine):
                            "live": len(live)})
             if self.stop == "counter":
                 params["t"] = t
+            if repeat:
+                params["repeat"] = True  # this node already gave its data to step t (a fork)
             actions.append(Record(event, params=params))
             if self._ends_after(t):
                 return actions + self._release(tau, t, epoch, came_from)
@@ -250,6 +292,9 @@ class CompleteGraphWalk(Engine):
         if not came_from or came_from[0] == self.ctx.me:
             return []
         s, e, q = came_from
+        if (str(s), int(e), int(q)) in self.handed:
+            return []
+        self.handed.add((str(s), int(e), int(q)))
         return [Send(str(s), Message(HANDOFF, walk=WALK, epoch=int(e), seq=int(q)))]
 
     def _release(self, tau: np.ndarray, t: int, epoch: int,
@@ -288,7 +333,9 @@ class CompleteGraphWalk(Engine):
         tau = self.copies.pop(key)
         dead = str(meta["to"])
         self.dead.add(dead)
-        epoch = max(self.max_epoch, int(meta["epoch"])) + 1
+        came = meta["came_from"]
+        upstream = bool(meta.get("acked")) or not came or came[0] == self.ctx.me
+        epoch = self._new_epoch(int(meta["epoch"]), upstream)
         self.max_epoch = epoch
         live = self._live()
         nxt = self._draw_next(live)
@@ -297,7 +344,8 @@ class CompleteGraphWalk(Engine):
             Record("reroute", peer=dead, params={"old_epoch": meta["epoch"], "epoch": epoch,
                                                  "to": nxt, "t": int(meta["t"]),
                                                  "reason": why[:300]}),
-            Send(dead, Message(FENCE, walk=WALK, epoch=int(meta["epoch"]), seq=int(meta["seq"]))),
+            Send(dead, Message(FENCE, walk=WALK, epoch=int(meta["epoch"]), seq=int(meta["seq"]),
+                               scalars={SUPERSEDED_BY: float(epoch)})),
         ]
         came_from = tuple(meta["came_from"]) if meta["came_from"] else None
         if nxt == self.ctx.me:
@@ -305,24 +353,50 @@ class CompleteGraphWalk(Engine):
         return actions + self._forward(tau, int(meta["t"]), epoch, nxt, came_from,  # type: ignore[arg-type]
                                        int(meta["contrib"]))
 
-    def _discard(self, key: str, peer: str, epoch: int) -> tuple[dict[str, Any], list[Action]]:
+    def _new_epoch(self, old: int, upstream: bool) -> int:
+        """The epoch of a re-route of a copy of epoch `old` (see EPOCH_TIE_BITS): newer than any
+        this node has seen, distinct from a concurrent re-route's (but with probability 2^-20),
+        and newer than a concurrent re-route by a holder downstream of this one on the same branch
+        (`upstream`: the re-routed copy had been acknowledged, so its receiver, if alive, may be
+        re-routing its own forward; there is no upstream copy of it that could be re-routed in
+        turn). The fence this re-route sends reaches that downstream holder and kills its branch as
+        far as custody reaches; beyond, the older epoch makes the branch refused wherever it meets
+        a node that saw this one."""
+        # 2^11 - 1 re-routes one after another: past that (a job its deadline will have failed
+        # long before), later re-routes are ordered by rank and tie only
+        counter = min(epoch_counter(max(self.max_epoch, old)) + 1, EPOCH_MAX >> EPOCH_COUNTER_SHIFT)
+        tie = int(self.rng.integers(0, 1 << EPOCH_TIE_BITS))
+        return (counter << EPOCH_COUNTER_SHIFT) | (int(upstream) << EPOCH_TIE_BITS) | tie
+
+    def _discard(self, key: str, peer: str, epoch: int,
+                 superseded_by: int | None = None) -> tuple[dict[str, Any], list[Action]]:
         """The copy under `key` is on a stale branch: drop it and discount the contributions made
-        with it (they are not in the result; they stay in the ledger and the accounting)."""
+        with it (they are not in the result; they stay in the ledger and the accounting).
+        `superseded_by`: the epoch that made it stale, when known (then this node refuses the
+        stale branch's tokens from now on, also after a restart)."""
         meta = self.custody.pop(key)
         self.copies.pop(key, None)
         self.discarded += int(meta["contrib"])
-        return meta, [Drop(key), Record("fenced", peer=peer,
-                                        params={"epoch": epoch, "discarded": meta["contrib"]})]
+        params: dict[str, Any] = {"epoch": epoch, "discarded": meta["contrib"]}
+        if superseded_by is not None and superseded_by > int(meta["epoch"]):
+            self.max_epoch = max(self.max_epoch, superseded_by)
+            params[SUPERSEDED_BY] = superseded_by
+        return meta, [Drop(key), Record("fenced", peer=peer, params=params)]
 
-    def _fence_branch(self, came_from: tuple[str, int, int]) -> list[Action]:
+    def _fence_branch(self, came_from: tuple[str, int, int],
+                      superseded_by: int | None = None) -> list[Action]:
         """Our sender re-routed the token we got from it: our branch is stale; so is our
-        receiver's, which we tell."""
+        receiver's, which we tell. `superseded_by`: the epoch of the re-route, when the fence says
+        it; a node whose branch it fenced then refuses that branch's tokens from now on (the
+        stale branch may have gone on beyond the custody chain)."""
         actions: list[Action] = []
+        scalars = {} if superseded_by is None else {SUPERSEDED_BY: float(superseded_by)}
         for key, meta in list(self.custody.items()):
             if meta["came_from"] and tuple(meta["came_from"]) == came_from:
-                _, dropped = self._discard(key, came_from[0], came_from[1])
+                _, dropped = self._discard(key, came_from[0], came_from[1], superseded_by)
                 actions += dropped + [Send(str(meta["to"]), Message(
-                    FENCE, walk=WALK, epoch=int(meta["epoch"]), seq=int(meta["seq"])))]
+                    FENCE, walk=WALK, epoch=int(meta["epoch"]), seq=int(meta["seq"]),
+                    scalars=scalars))]
         return actions
 
     # -- entry points ------------------------------------------------------------------------------
@@ -352,7 +426,11 @@ class CompleteGraphWalk(Engine):
             self.copies.pop(key, None)
             return [Drop(key)]
         if msg.kind == FENCE:
-            return self._fence_branch((sender, msg.epoch, msg.seq))
+            sup = msg.scalars.get(SUPERSEDED_BY)
+            if sup is not None and not (float(sup).is_integer() and 0 <= sup <= EPOCH_MAX):
+                raise Refused(RefusalCode.INVALID_ARGUMENT, f"bad {SUPERSEDED_BY} epoch {sup!r}")
+            return self._fence_branch((sender, msg.epoch, msg.seq),
+                                      None if sup is None else int(sup))
         if msg.kind == RELEASE:
             if self.done:
                 if msg.epoch != self.release_epoch:
@@ -370,7 +448,8 @@ class CompleteGraphWalk(Engine):
     def _on_token(self, sender: str, msg: Message) -> list[Action]:
         if self.done:
             raise Refused(RefusalCode.FAILED_PRECONDITION,
-                          f"the walk already ended here (released at epoch {self.release_epoch})")
+                          f"the walk already ended here (released at epoch {self.release_epoch}): "
+                          "your branch is stale")
         if msg.epoch < self.max_epoch:
             raise Refused(RefusalCode.FAILED_PRECONDITION,
                           f"stale token: epoch {msg.epoch} < {self.max_epoch} (the walk was "
@@ -418,8 +497,15 @@ class CompleteGraphWalk(Engine):
             key = self._key(msg.epoch, msg.seq)
             if key not in self.custody or self.done:
                 return []
-            if "stale" in detail:  # fenced by the receiver: our branch is stale
-                return self._discard(key, to, msg.epoch)[1]
+            if "stale" in detail or _WALK_OVER in detail:
+                # Fenced by the receiver (it saw a newer epoch), or the walk already ended there
+                # (another branch released): our branch is stale, not the receiver gone; re-routing
+                # would only carry the stale branch on at a new epoch. The branch ends here. Our
+                # sender still keeps its copy (we never handed it on): hand it on now, or it would
+                # re-route that stale copy at a NEWER epoch than the one that made ours stale, and
+                # bring the stale branch back.
+                meta, dropped = self._discard(key, to, msg.epoch)
+                return dropped + ([] if meta.get("acked") else self._handoff(meta["came_from"]))
             return self._reroute(key, f"{code}: {detail}")
         if msg.kind == HANDOFF and "stale" in detail:
             return self._fence_branch((to, msg.epoch, msg.seq))
@@ -443,6 +529,8 @@ class CompleteGraphWalk(Engine):
                 self.max_epoch = max(self.max_epoch, int(e.params.get("epoch", 0)))
                 if e.event == "contribute":
                     self.count += 1
+                    if self.stop == "counter" and "t" in e.params:
+                        self.stepped.add(int(e.params["t"]))
                     for w in {e.params.get("from"), e.params.get("to")} - {"", None, self.ctx.me}:
                         self.edges[str(w)] += 1
                 else:
@@ -452,8 +540,11 @@ class CompleteGraphWalk(Engine):
                 self.max_epoch = max(self.max_epoch, int(e.params.get("epoch", 0)))
             elif e.direction == "local" and e.event == "fenced":
                 self.discarded += int(e.params.get("discarded", 0))
+                self.max_epoch = max(self.max_epoch, int(e.params.get(SUPERSEDED_BY, 0)))
             elif e.direction == "received":
                 self.max_epoch = max(self.max_epoch, e.epoch)
+            elif e.direction == "sent" and e.kind == HANDOFF:
+                self.handed.add((e.peer, int(e.epoch), int(e.seq)))
         actions: list[Action] = []
         for key, (payload, meta) in kept.items():
             self.custody[key] = dict(meta)
