@@ -518,7 +518,8 @@ class NodeRuntime:
         if ctx.job_id in self.jobs:
             return self.jobs[ctx.job_id]
         reason = f"{NOT_JOINED} (job #{seq}; this ledger joins jobs after #{self.join_after})"
-        runner = JobRunner(self, ctx, Engine(ctx, None, self.rng_factory(ctx.job_id),
+        # no engine runs here: the placeholder draws nothing (the node's generator is not made)
+        runner = JobRunner(self, ctx, Engine(ctx, None, np.random.default_rng(0),
                                              contribute=False), False, reason)
         runner.state = "failed"
         entry = Entry(job_id=ctx.job_id, direction="local", event="not-joined",
