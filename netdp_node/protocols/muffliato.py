@@ -52,10 +52,12 @@ sender does not; the ledgers then show a one-sided edge, which the audit and the
 sees "network unreachable" at once and gives up; its peers' streams hang, and re-send once the
 link is back) does not cause it: the re-sent value of a round the receiver finished without that
 edge is refused (`on_duplicate`), not acknowledged as a duplicate, so the sender learns the
-receiver's decision. What is left is the case where the receiver's own acknowledgement got
-through before the link went down and the sender's did not; (4) a value that reaches a node after it closed the round is
-refused, but the node did receive its bytes: the accountant therefore treats every message of the
-public graph as observed (conservative), whether or not the round realised it.
+receiver's decision. What is left (no finite exchange can close it: the two generals) is the node
+whose link gives up after its acknowledgement of the neighbour's value got through while the
+neighbour's acknowledgement of its own value did not; (4) a value that reaches a node after it
+closed the round is refused, but the node did receive its bytes: the accountant therefore treats
+every message of the public graph as observed (conservative), whether or not the round realised
+it.
 
 Weights of a round (spec §7.1 items 3, 8): the Metropolis weights of the PUBLIC graph of the call
 restricted to the realised edges, `W_vw = 1/(1 + max(d_v, d_w))` for realised {v, w} (d the public

@@ -5,6 +5,7 @@ refusals, and the ledger accountant against pndp_gossip on the same schedule."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 
@@ -602,11 +603,12 @@ async def test_a_partition_healed_after_one_end_gave_up_leaves_no_one_sided_edge
     ids = _ids(n)
     vals = {v: np.array([0.2 * i]) for i, v in enumerate(ids)}
     p = get_algorithm("muffliato").prepare({"graph": "ring", "T": T, "sigma": 0.1,
-                                            "accelerated": False, "round_timeout_s": 0.3,
+                                            "accelerated": False, "round_timeout_s": 0.5,
                                             "suspend_rounds": 1}, n)
     net = await make_net("memory", ids, tmp_path, data=vals, seed=5, give_up_after=0.3)
     healed = asyncio.Event()
     lost_acks: list[tuple[str, str]] = []
+    answers: list[tuple[str, int, str]] = []  # the re-sends' outcomes once the link is back
 
     class Partition(MemoryTransport):
         async def send(self, to: str, job_id: str, msg: Message) -> bool:
@@ -615,12 +617,19 @@ async def test_a_partition_healed_after_one_end_gave_up_leaves_no_one_sided_edge
                 return await super().send(to, job_id, msg)
             if msg.round == R and (self.me, to) not in lost_acks:  # it arrives, its ack does not
                 lost_acks.append((self.me, to))
-                await net.nodes[to].handle(self.me, job_id, msg)
+                with contextlib.suppress(Refused):  # its answer is lost all the same
+                    await net.nodes[to].handle(self.me, job_id, msg)
             if self.me == cut_node:  # its own link is down: it gives up
                 await asyncio.sleep(net.memory.give_up_after)
                 raise DeliveryError(to, "UNAVAILABLE", f"gave up on {to}: network unreachable")
             await healed.wait()  # the peer's stream hangs until the link is back, then re-sends
-            return await super().send(to, job_id, msg)
+            try:
+                dup = await super().send(to, job_id, msg)
+            except DeliveryError as e:
+                answers.append((self.me, msg.round, e.code))
+                raise
+            answers.append((self.me, msg.round, "duplicate" if dup else "OK"))
+            return dup
 
     for v in ids:
         net.nodes[v].transport = Partition(net.memory, v)
@@ -643,6 +652,9 @@ async def test_a_partition_healed_after_one_end_gave_up_leaves_no_one_sided_edge
         # the partition happened as meant: both exchanges of n1 in round R arrived, no ack came
         assert sorted(lost_acks) == [("n0", "n1"), ("n1", "n0"), ("n1", "n2"), ("n2", "n1")]
         assert eng[cut_node].realised[R] == []
+        # n1 finished round R without them: the neighbours' re-sent round-R values are refused
+        assert sorted(a for a in answers if a[1] == R) == [("n0", R, "FAILED_PRECONDITION"),
+                                                           ("n2", R, "FAILED_PRECONDITION")]
         idx = {v: i for i, v in enumerate(ids)}
         for t in range(T):  # both ends agree on every edge of every round
             for v in ids:
