@@ -393,7 +393,9 @@ class Link:
                 if wrong_server(e):
                     self._refuse_server(detail)
                     continue
-                if isinstance(e, Stalled):
+                if isinstance(e, Stalled):  # no progress for the give-up time: give up now
+                    log.info("[node=%s] link to %s (%s) broke: %s; giving up", self.t.me,
+                             self.peer, self.address, detail)
                     self._fail_all("UNAVAILABLE", f"gave up on {self.peer} at {self.address}: "
                                    f"{detail}")
                     continue
