@@ -8,7 +8,8 @@ whatever the transport (the gRPC servicer and the in-memory transport both call 
      a new, empty ledger) and ends failed here at once;
   2. refuse senders that are not participants;
   3. recognise an exact re-send (same identity and digest: acknowledged, not applied again, also
-     for a job that is over here) and a conflicting one (same identity, other content: refused);
+     for a job that is over here, unless the engine refuses it: `Engine.on_duplicate`) and a
+     conflicting one (same identity, other content: refused);
      refuse any other message for a job that is over here (failed, or finished: a second release,
      a token), except the protocol's close-down traffic (`Engine.closing_kinds`), and payloads of
      the wrong shape;
@@ -205,6 +206,7 @@ class JobRunner:
                                   f"{msg.kind} {msg.walk}/{msg.epoch} seq={msg.seq} "
                                   f"round={msg.round} from {sender} conflicts with the one "
                                   "already stored")
+                self.engine.on_duplicate(sender, msg)  # it may refuse (Refused): said so
                 self.log.info("exact duplicate of %s %s seq=%d from %s acknowledged, not applied",
                               msg.kind, msg.walk, msg.seq, sender)
                 # acknowledged once the original is durable (it may still be staged)

@@ -215,6 +215,14 @@ class Engine:
                          detail: str) -> list[Action] | None:
         return None
 
+    def on_duplicate(self, sender: str, msg: Message) -> None:
+        """An exact re-send of a message this node stored already (its acknowledgement was lost):
+        the runtime acknowledges it without applying it again, unless this raises `Refused`. An
+        engine whose acknowledgement stands for a decision taken later (Muffliato: the edge of a
+        round is realised here) refuses a re-send that arrives after it decided otherwise, so that
+        the sender learns the decision, not only that the bytes were stored."""
+        return None
+
     def restore(self, entries: Sequence[Any],
                 kept: Mapping[str, tuple[np.ndarray, Mapping[str, Any]]]) -> list[Action] | None:
         return None

@@ -48,9 +48,16 @@ that round without it when `round_timeout_s` is shorter than the transport's giv
 an acknowledgement is lost AND the link then gives up (the receiver accepted, the sender was told
 UNAVAILABLE), the two ends disagree on that edge for that round: the receiver averages it in, the
 sender does not; the ledgers then show a one-sided edge, which the audit and the accountant detect
-(they fall back to the local-DP level); (4) a value that reaches a node after it closed the round is
-refused, but the node did receive its bytes: the accountant therefore treats every message of the
-public graph as observed (conservative), whether or not the round realised it.
+(they fall back to the local-DP level). A link that gives up on one end only (the partitioned node
+sees "network unreachable" at once and gives up; its peers' streams hang, and re-send once the
+link is back) does not cause it: the re-sent value of a round the receiver finished without that
+edge is refused (`on_duplicate`), not acknowledged as a duplicate, so the sender learns the
+receiver's decision. What is left (no finite exchange can close it: the two generals) is the node
+whose link gives up after its acknowledgement of the neighbour's value got through while the
+neighbour's acknowledgement of its own value did not; (4) a value that reaches a node after it
+closed the round is refused, but the node did receive its bytes: the accountant therefore treats
+every message of the public graph as observed (conservative), whether or not the round realised
+it.
 
 Weights of a round (spec §7.1 items 3, 8): the Metropolis weights of the PUBLIC graph of the call
 restricted to the realised edges, `W_vw = 1/(1 + max(d_v, d_w))` for realised {v, w} (d the public
@@ -459,6 +466,22 @@ class MuffliatoSync(Engine):
     def on_undeliverable(self, to: str, msg: Message, code: str,
                          detail: str) -> list[Action] | None:
         return self._settle(msg, to, False, code)
+
+    def on_duplicate(self, sender: str, msg: Message) -> None:
+        """A re-sent value (its first acknowledgement was lost) for a round this node finished
+        WITHOUT the sender's edge (its own value to the sender was not acknowledged in time: the
+        link gave up) is refused, not acknowledged: the sender, still waiting for the outcome of
+        that send, must not count the edge this node left out (it would average our value in
+        while we did not average its one). A re-send for a round that realised the edge, or that
+        is not finished here, is acknowledged as before."""
+        if msg.kind != VALUE:
+            return
+        r, w = int(msg.round), self.position[sender]
+        if 0 <= r < len(self.realised) and w not in self.realised[r]:
+            raise Refused(RefusalCode.FAILED_PRECONDITION,
+                          f"round {r} finished at {self.ctx.me} without the edge to {sender} "
+                          f"(its value to {sender} was not acknowledged in time); the re-sent "
+                          "value is not used")
 
 
 # -- Algorithm 3 --------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -327,12 +328,19 @@ def _settle(entry: tuple[Any, asyncio.Future[bool], Callable[[asyncio.Future[boo
             log.exception("outcome callback of a message failed")
 
 
+class Stalled(ConnectionError):
+    """A link's stream has had messages pending and no acknowledgement for the give-up time."""
+
+
 class Link:
     """One peer: a long-lived bidirectional stream with pipelined, in-order acknowledged envelopes.
 
     The stream stays open while idle (one HTTP/2 stream per link, not per message). Everything not
     yet acknowledged stays in `pending`; when the stream breaks the link reconnects with backoff and
     re-sends it in order, until the peer acknowledges or the give-up time passes without progress.
+    A stream that neither fails nor acknowledges (a peer behind a link that went down: TCP only
+    notices after tens of seconds, a connect hangs) is progress neither: once nothing pending has
+    been acknowledged for the give-up time, the link gives up (`Stalled`) as it would on errors.
     """
 
     def __init__(self, transport: GrpcTransport, peer: str, address: str) -> None:
@@ -349,11 +357,14 @@ class Link:
         self.task: asyncio.Task[None] | None = None
         self.not_found_retries: dict[int, int] = {}
         self.progress = False  # an ack arrived since the last failure
+        self.last_progress = time.monotonic()  # the last ack, or new work on an idle link
 
     def submit(self, env: peer_pb2.Envelope,
                on_done: Callable[[asyncio.Future[bool]], None] | None = None) -> asyncio.Future[bool]:
         env.msg_id = self.next_id
         self.next_id += 1
+        if not self.pending:  # the stall clock counts from the first message not acknowledged
+            self.last_progress = time.monotonic()
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.pending[env.msg_id] = (env, fut, on_done)
         self.queue.put_nowait(env.msg_id)
@@ -381,6 +392,12 @@ class Link:
                           else f"{type(e).__name__}: {e}") or ""
                 if wrong_server(e):
                     self._refuse_server(detail)
+                    continue
+                if isinstance(e, Stalled):  # no progress for the give-up time: give up now
+                    log.info("[node=%s] link to %s (%s) broke: %s; giving up", self.t.me,
+                             self.peer, self.address, detail)
+                    self._fail_all("UNAVAILABLE", f"gave up on {self.peer} at {self.address}: "
+                                   f"{detail}")
                     continue
                 if code in PERMANENT:
                     self._fail_all(code, detail)
@@ -445,7 +462,18 @@ class Link:
                     raise ConnectionError("stream closed by peer")
                 self._on_ack(ack, loop)
 
-        tasks = {asyncio.ensure_future(writer()), asyncio.ensure_future(reader())}
+        async def watchdog() -> None:
+            g = self.t.backoff.give_up_after
+            if g <= 0:  # never gives up
+                await asyncio.Event().wait()
+            while True:
+                await asyncio.sleep(min(0.5, g / 4))
+                if self.pending and time.monotonic() - self.last_progress >= g:
+                    raise Stalled(f"no acknowledgement for {g:g}s (the stream neither failed "
+                                  "nor answered)")
+
+        tasks = {asyncio.ensure_future(writer()), asyncio.ensure_future(reader()),
+                 asyncio.ensure_future(watchdog())}
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             errors = [t.exception() for t in done if not t.cancelled() and t.exception()]
@@ -464,6 +492,7 @@ class Link:
         if entry is None:
             return
         self.progress = True
+        self.last_progress = time.monotonic()
         if ack.code == 0:
             del self.pending[ack.msg_id]
             _settle(entry, ack.duplicate, None)

@@ -5,6 +5,7 @@ refusals, and the ledger accountant against pndp_gossip on the same schedule."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import math
@@ -594,3 +595,90 @@ async def test_a_node_leaving_through_the_runtime_is_survived_and_audited(tmp_pa
     checks = {c["name"]: c for c in rep["checks"]}
     for name in ("gossip-mass-conserved", "tokens-conserved", "received-once"):
         assert checks[name]["ok"], checks[name]
+
+
+async def test_a_partition_healed_after_one_end_gave_up_leaves_no_one_sided_edge(tmp_path):
+    """A partition as the network-namespace test makes it: n1's link goes down in the middle of
+    round R, after both of its round-R exchanges reached the other end but before either
+    acknowledgement came back. n1 (whose own interface is down) gives up on its sends at once and
+    finishes the round with no edge; its neighbours' links hang and re-send once the link is back.
+    The re-sent values reach n1 after it finished round R without them: they must be refused (the
+    senders then leave the edge out as n1 did), not acknowledged as duplicates (the senders would
+    average n1's value in while n1 left theirs out: a one-sided edge that no schedule explains)."""
+    from netdp_node.audit import audit
+    from netdp_node.runtime import spec_dict
+    from netdp_node.transport.base import DeliveryError
+    from netdp_node.transport.memory import MemoryTransport
+
+    n, T, R, cut_node = 4, 6, 1, "n1"
+    ids = _ids(n)
+    vals = {v: np.array([0.2 * i]) for i, v in enumerate(ids)}
+    p = get_algorithm("muffliato").prepare({"graph": "ring", "T": T, "sigma": 0.1,
+                                            "accelerated": False, "round_timeout_s": 0.5,
+                                            "suspend_rounds": 1}, n)
+    net = await make_net("memory", ids, tmp_path, data=vals, seed=5, give_up_after=0.3)
+    healed = asyncio.Event()
+    lost_acks: list[tuple[str, str]] = []
+    answers: list[tuple[str, int, str]] = []  # the re-sends' outcomes once the link is back
+
+    class Partition(MemoryTransport):
+        async def send(self, to: str, job_id: str, msg: Message) -> bool:
+            crossing = cut_node in (self.me, to) and msg.kind == VALUE and msg.round >= R
+            if not crossing or healed.is_set():
+                return await super().send(to, job_id, msg)
+            if msg.round == R and (self.me, to) not in lost_acks:  # it arrives, its ack does not
+                lost_acks.append((self.me, to))
+                with contextlib.suppress(Refused):  # its answer is lost all the same
+                    await net.nodes[to].handle(self.me, job_id, msg)
+            if self.me == cut_node:  # its own link is down: it gives up
+                await asyncio.sleep(net.memory.give_up_after)
+                raise DeliveryError(to, "UNAVAILABLE", f"gave up on {to}: network unreachable")
+            await healed.wait()  # the peer's stream hangs until the link is back, then re-sends
+            try:
+                dup = await super().send(to, job_id, msg)
+            except DeliveryError as e:
+                answers.append((self.me, msg.round, e.code))
+                raise
+            answers.append((self.me, msg.round, "duplicate" if dup else "OK"))
+            return dup
+
+    for v in ids:
+        net.nodes[v].transport = Partition(net.memory, v)
+
+    async def heal() -> None:  # the link comes back once n1 finished round R (without edges)
+        while len(net.nodes[cut_node].jobs["j"].engine.realised) <= R:
+            await asyncio.sleep(0.01)
+        healed.set()
+
+    ctx = contexts("j", "muffliato", ids, p)
+    try:
+        for v in reversed(ids):
+            await net.nodes[v].add_job(ctx[v])
+        healer = asyncio.ensure_future(heal())
+        await net.wait_done("j", ids, timeout=30)
+        await asyncio.wait_for(healer, 30)
+        assert all(net.nodes[v].jobs["j"].state == "done" for v in ids)
+        await _settle_schedules(net, ids)
+        eng = {v: net.nodes[v].jobs["j"].engine for v in ids}
+        # the partition happened as meant: both exchanges of n1 in round R arrived, no ack came
+        assert sorted(lost_acks) == [("n0", "n1"), ("n1", "n0"), ("n1", "n2"), ("n2", "n1")]
+        assert eng[cut_node].realised[R] == []
+        # n1 finished round R without them: the neighbours' re-sent round-R values are refused
+        assert sorted(a for a in answers if a[1] == R) == [("n0", R, "FAILED_PRECONDITION"),
+                                                           ("n2", R, "FAILED_PRECONDITION")]
+        idx = {v: i for i, v in enumerate(ids)}
+        for t in range(T):  # both ends agree on every edge of every round
+            for v in ids:
+                for w in eng[v].realised[t]:
+                    assert idx[v] in eng[ids[w]].realised[t], (v, ids[w], t)
+        for v in ("n0", "n2"):
+            assert idx[cut_node] not in eng[v].realised[R]
+        # the ledgers explain the run: the schedule is rebuilt, mass is conserved
+        spec = spec_dict(ctx["n0"])
+        for v in ids:
+            sched, why = ma.sync_schedules(spec, net.ledger(v).entries("j"), v)
+            assert why == "" and sched is not None, (v, why)
+    finally:
+        await net.close()
+    checks = {c["name"]: c for c in audit([tmp_path / v for v in ids])["checks"]}
+    assert checks["gossip-mass-conserved"]["ok"], checks["gossip-mass-conserved"]
