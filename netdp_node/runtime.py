@@ -424,6 +424,15 @@ def _result_dict(o: Output) -> dict[str, Any]:
             "info": _jsonable(o.info)}
 
 
+def _stored_output(row: JobRow) -> Output | None:
+    """The output a finished job's ledger row kept (`_result_dict`), to report it again."""
+    if row.state != "done" or not row.result:
+        return None
+    value = row.result.get("value")
+    return Output(None if value is None else np.asarray(value),
+                  dict(row.result.get("info") or {}))
+
+
 class NodeRuntime:
     """All jobs of one node. Transport-independent: the daemon and the tests both drive it."""
 
@@ -577,7 +586,11 @@ class NodeRuntime:
             runner.log.warning("job found in the ledger (state %s): not run again", previous.state)
             if previous.state == "running":  # it failed here: record it and say so, as fail() does
                 self.ledger.set_job_state(ctx.job_id, "failed", detail=runner.detail)
-                self.notify_finished(runner)
+            else:
+                # finished before the restart: reported again (the report may have been lost with
+                # the process; the bootstrap keeps the first one), with the result the ledger kept
+                runner.output = _stored_output(previous)
+            self.notify_finished(runner)
             return runner
         first: list[Entry] = []
         if not contributed:
@@ -620,7 +633,10 @@ class NodeRuntime:
         runner.log.debug("the engine could not be made", exc_info=error)
         if previous is not None and previous.state != "running":
             runner.state, runner.detail = previous.state, previous.detail or reason
+            runner.contributed = previous.contributed
+            runner.output = _stored_output(previous)
             runner.finished.set()
+            self.notify_finished(runner)  # reported again, as in _create
             return runner
         if previous is None:
             self.ledger.begin_job(ctx.job_id, ctx.algorithm, spec_dict(ctx), False, [
