@@ -85,3 +85,45 @@ async def test_gossip_mass_conservation_passes_and_catches_a_one_sided_edge(tmp_
     rep = audit(dirs)
     bad = {c["name"]: c for c in rep["checks"]}["gossip-mass-conserved"]
     assert not rep["ok"] and not bad["ok"] and "one-sided" in bad["details"][0]
+
+
+async def test_inca_shares_read_every_ledger_a_node_had(tmp_path):
+    """A node that ran an IncA job to the end and came back on a new, empty ledger (it stays out
+    of the job there, `NodeRuntime.may_join`): the audit over both of its ledgers still finds its
+    steps in the first one (the campaign's wipe fault; the audit read only the node's last
+    ledger and said it was not online at T)."""
+    from netdp_node.ledger import Entry, Ledger
+    from netdp_node.protocols import get_algorithm
+
+    ids = [f"n{i}" for i in range(1, 5)]
+    net = await make_net("memory", ids, tmp_path, data={i: np.array([0.2, 0.4]) for i in ids})
+    try:
+        p = get_algorithm("inca").prepare({"T": 4, "k": 2, "round_s": 2.0, "dim": 2}, 4)
+        await net.run_job(contexts("i", "inca", ids, p, seed=3), timeout=60)
+        spec = net.nodes["n3"].ledger.job("i").spec
+        final = net.nodes["n1"].jobs["i"].output.info["final"]
+    finally:
+        await net.close()
+    assert "n3" in final  # it stayed to the end: its shares must check out
+    dirs = [tmp_path / i for i in ids]
+    assert {c["name"]: c for c in audit(dirs)["checks"]}["inca-shares"]["ok"]
+    wiped = Ledger(tmp_path / "n3.wiped", "n3")
+    try:
+        wiped.begin_job("i", "inca", spec, False, [Entry(job_id="i", direction="local",
+                                                         event="not-joined")],
+                        state="failed", detail="this node's ledger was created after the job")
+    finally:
+        wiped.close()
+    rep = audit([*dirs, tmp_path / "n3.wiped"])
+    shares = {c["name"]: c for c in rep["checks"]}["inca-shares"]
+    assert shares["ok"], shares
+    # and a step missing from every ledger of n3 is still caught
+    db = sqlite3.connect(dirs[2] / "ledger.sqlite")
+    db.execute("DROP TRIGGER entries_no_delete")
+    db.execute("DELETE FROM entries WHERE job_id='i' AND params_json LIKE '%\"u_row\"%' AND "
+               "id = (SELECT MAX(id) FROM entries WHERE job_id='i' AND params_json LIKE "
+               "'%\"u_row\"%')")
+    db.commit()
+    db.close()
+    shares = {c["name"]: c for c in audit([*dirs, tmp_path / "n3.wiped"])["checks"]}["inca-shares"]
+    assert not shares["ok"] and "n3" in shares["details"][0], shares
