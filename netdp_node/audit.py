@@ -40,7 +40,9 @@ lists that node as missing).
   recorded by one end is recorded by the other (whose ledger is part of the audit), every
   pairwise exchange committed at one end is committed at the other, and an accelerated round has
   one coefficient at every node (Chebyshev or plain; per-node restarts after drops break it). A
-  node that leaves takes its mass with it: edges to a node whose ledger is absent are not checked.
+  node that leaves takes its mass with it: edges to a node whose ledger is absent are not checked,
+  nor an edge used only by a node that then left (its job not done there, and no later value of
+  it taken by anyone: a crash after it took its neighbour's value, before its neighbour knew).
   A gossip message sent but never recorded by its receiver is expected when it was refused (late,
   busy, presumed gone): the sender's own records say the edge or exchange did not happen.
 
@@ -301,12 +303,22 @@ def check_gossip_mass(nodes: Sequence[NodeLedger]) -> Check:
             elif e.event == "activation":
                 key = (e.job_id, str(e.params["initiator"]), int(e.params["id"]))
                 acts.setdefault(key, {})[n.node] = e.params.get("status") == "committed"
+    # the last round in which some node took v's value (v's state after round r - 1)
+    taken: dict[tuple[str, str], int] = {}
+    for (job, _, r), (realised, _) in rounds.items():
+        for w in realised:
+            taken[(job, w)] = max(taken.get((job, w), -1), r)
+    done = {(j.job_id, n.node) for n in nodes for j in n.jobs if j.state == "done"}
     steps: dict[tuple[str, int], set[str]] = {}
     for (job, v, r), (realised, step) in rounds.items():
         steps.setdefault((job, r), set()).add(step)
         for w in realised:
             other = rounds.get((job, w, r))
             if other is not None and v not in other[0]:
+                if (job, v) not in done and taken.get((job, v), -1) <= r:
+                    # v left the job after this round (it crashed before w heard that it took
+                    # w's value) and nobody took a later value of v's: what v took left with it
+                    continue
                 check.fail(f"job {job} round {r}: {v} used its edge with {w}, {w} did not "
                            "(one-sided edge: mass is not conserved)")
     for (job, r), kinds in sorted(steps.items()):

@@ -127,3 +127,36 @@ async def test_inca_shares_read_every_ledger_a_node_had(tmp_path):
     db.close()
     shares = {c["name"]: c for c in audit([*dirs, tmp_path / "n3.wiped"])["checks"]}["inca-shares"]
     assert not shares["ok"] and "n3" in shares["details"][0], shares
+
+
+def _gossip_ledger(node: str, state: str, rounds: dict[int, list[str]]):
+    from netdp_node.audit import NodeLedger
+    from netdp_node.ledger import Entry, JobRow
+
+    spec = {"participants": ["n1", "n2", "n3"], "params": {"graph": "ring", "T": 6}}
+    row = JobRow("g", "muffliato", spec, state, True, 0.0, None, None, "")
+    es = [Entry(job_id="g", direction="local", event="round", id=r + 1,
+                params={"round": r, "realised": ws, "step": "plain"})
+          for r, ws in rounds.items()]
+    return NodeLedger(node, [row], es)
+
+
+@pytest.mark.parametrize("n1_state, n3_rounds, caught", [
+    ("running", {0: ["n1", "n2"], 1: ["n2"], 2: ["n2"]}, False),  # n1 left after round 1
+    ("failed", {0: ["n1", "n2"], 1: ["n2"], 2: ["n2"]}, False),  # (restarted: not resumed)
+    ("running", {0: ["n1", "n2"], 1: ["n2"], 2: ["n1", "n2"]}, True),  # n3 took n1's later value
+    ("done", {0: ["n1", "n2"], 1: ["n2"], 2: ["n2"]}, True),  # n1 finished: its output has it
+])
+def test_a_one_sided_edge_of_a_node_that_left_right_after(n1_state, n3_rounds, caught):
+    """n1 used its round-1 edge with n3 and was SIGKILLed before n3 heard that it had (n3 counted
+    n1 late or lost): nothing n1 took reaches anyone else unless someone takes a later value of
+    n1's, or n1 finished the job (the campaign's muffliato-gd, seed 1301, round 49)."""
+    from netdp_node.audit import check_gossip_mass
+
+    nodes = [_gossip_ledger("n1", n1_state, {0: ["n2", "n3"], 1: ["n2", "n3"]}),
+             _gossip_ledger("n2", "done", {0: ["n1", "n3"], 1: ["n1", "n3"], 2: ["n3"]}),
+             _gossip_ledger("n3", "done", n3_rounds)]
+    check = check_gossip_mass(nodes)
+    assert check.ok is not caught, check.details
+    if caught:
+        assert any("round 1: n1 used its edge with n3, n3 did not" in d for d in check.details)
