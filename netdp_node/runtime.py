@@ -519,8 +519,8 @@ class NodeRuntime:
         if ctx.job_id in self.jobs:
             return self.jobs[ctx.job_id]
         reason = f"{NOT_JOINED} (job #{seq}; this ledger joins jobs after #{self.join_after})"
-        runner = JobRunner(self, ctx, Engine(ctx, None, self.rng_factory(ctx.job_id),
-                                             contribute=False), False, reason)
+        # no engine, and no generator drawn for it (a seeded node would record one it never uses)
+        runner = JobRunner(self, ctx, NotRun(ctx), False, reason)
         runner.state = "failed"
         entry = Entry(job_id=ctx.job_id, direction="local", event="not-joined",
                       params={"reason": NOT_JOINED, "job_seq": seq,
