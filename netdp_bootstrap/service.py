@@ -357,6 +357,13 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
                         "report stands", request.job_id, who.node_id, request.detail[:200],
                         before.state)
             return bootstrap_pb2.ReportResultReply()
+        if before is not None and before.state in ("done", "declined") and \
+                request.state in ("done", "declined"):
+            # the same job reported finished again (a restarted node reports what its ledger
+            # holds, in case its first report was lost): the first report stands
+            log.info("job %s: %s reported %s again; the first report (%s) stands",
+                     request.job_id, who.node_id, request.state, before.state)
+            return bootstrap_pb2.ReportResultReply()
         self.store.put_result(request)
         log.info("job %s: %s reported %s", request.job_id, who.node_id, request.state)
         return bootstrap_pb2.ReportResultReply()

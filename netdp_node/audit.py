@@ -40,7 +40,9 @@ lists that node as missing).
   recorded by one end is recorded by the other (whose ledger is part of the audit), every
   pairwise exchange committed at one end is committed at the other, and an accelerated round has
   one coefficient at every node (Chebyshev or plain; per-node restarts after drops break it). A
-  node that leaves takes its mass with it: edges to a node whose ledger is absent are not checked.
+  node that leaves takes its mass with it: edges to a node whose ledger is absent are not checked,
+  nor an edge used only by a node that then left (its job not done there, and no later value of
+  it taken by anyone: a crash after it took its neighbour's value, before its neighbour knew).
   A gossip message sent but never recorded by its receiver is expected when it was refused (late,
   busy, presumed gone): the sender's own records say the edge or exchange did not happen.
 
@@ -215,18 +217,22 @@ def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
         T, w = int(p["T"]), 1.0 / (int(p["k"]) + 1)
         ex = execution_from_info(spec, info)
         alpha, _ = inca_audit.noise_scheme(str(p["scheme"]), T)
-        steps: dict[str, dict[int, dict[str, Any]]] = {
-            n.node: {int(e.params["t"]): e.params for e in n.entries
-                     if e.job_id == job_id and "u_row" in e.params} for n in nodes}
+        # per node, its steps over every ledger it had (a node back on a new ledger does not take
+        # part in the job again: its steps are all in the ledger it had then)
+        steps: dict[str, dict[int, dict[str, Any]]] = {}
         for n in nodes:
-            if n.node not in ids:
+            mine = steps.setdefault(n.node, {})
+            for e in n.entries:
+                if e.job_id == job_id and "u_row" in e.params:
+                    mine.setdefault(int(e.params["t"]), e.params)
+        for node, mine in steps.items():
+            if node not in ids:
                 continue
-            i = ids.index(n.node)
-            mine = steps[n.node]
-            if n.node not in info.get("final", []):
+            i = ids.index(node)
+            if node not in info.get("final", []):
                 continue  # did not stay to the end (its value is not in the result)
             if len(mine) != T + 1 or not mine[T]["online"]:
-                check.fail(f"{n.node} in job {job_id} is in the result but its ledger does not "
+                check.fail(f"{node} in job {job_id} is in the result but its ledgers do not "
                            "show it online at T")
                 continue
             online = [True] + [bool(mine[t]["online"]) for t in range(1, T + 1)]
@@ -234,10 +240,10 @@ def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
             got_alpha = sum(float(c["alpha"]) for c in mine.values())
             u_sum = np.abs(np.sum([mine[t]["u_row"] for t in range(T + 1)], axis=0)).max()
             if abs(got_alpha - gamma) > 1e-12 or u_sum > 1e-12:
-                check.fail(f"{n.node} in job {job_id} injected Σα = {got_alpha:.6g} (share "
+                check.fail(f"{node} in job {job_id} injected Σα = {got_alpha:.6g} (share "
                            f"{gamma:.6g}) with Σ U rows off zero by {u_sum:.3g}")
             if online != ex.online[:, i].tolist():
-                check.fail(f"{n.node} in job {job_id}: its online history differs from the one "
+                check.fail(f"{node} in job {job_id}: its online history differs from the one "
                            "the result states")
             for t in range(1, T + 1):
                 c = mine[t]
@@ -250,11 +256,11 @@ def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
                     expect = ((1 - w * len(c["counted_out"])) * mine[t - 1]["omega"]
                               + w * sum(s["omega"] for s in senders) + c["alpha"])
                 if abs(c["omega"] - expect) > 1e-9:
-                    check.fail(f"{n.node} in job {job_id}: ω^({t}) = {c['omega']:.9g}, the "
+                    check.fail(f"{node} in job {job_id}: ω^({t}) = {c['omega']:.9g}, the "
                                f"public messages and weights give {expect:.9g}")
-            released = info.get("omega_final", {}).get(n.node)
+            released = info.get("omega_final", {}).get(node)
             if released is not None and abs(released - mine[T]["omega"]) > 1e-12:
-                check.fail(f"{n.node} in job {job_id}: released ω^(T) = {released:.9g}, its "
+                check.fail(f"{node} in job {job_id}: released ω^(T) = {released:.9g}, its "
                            f"ledger shows {mine[T]['omega']:.9g}")
     return check
 
@@ -297,12 +303,22 @@ def check_gossip_mass(nodes: Sequence[NodeLedger]) -> Check:
             elif e.event == "activation":
                 key = (e.job_id, str(e.params["initiator"]), int(e.params["id"]))
                 acts.setdefault(key, {})[n.node] = e.params.get("status") == "committed"
+    # the last round in which some node took v's value (v's state after round r - 1)
+    taken: dict[tuple[str, str], int] = {}
+    for (job, _, r), (realised, _) in rounds.items():
+        for w in realised:
+            taken[(job, w)] = max(taken.get((job, w), -1), r)
+    done = {(j.job_id, n.node) for n in nodes for j in n.jobs if j.state == "done"}
     steps: dict[tuple[str, int], set[str]] = {}
     for (job, v, r), (realised, step) in rounds.items():
         steps.setdefault((job, r), set()).add(step)
         for w in realised:
             other = rounds.get((job, w, r))
             if other is not None and v not in other[0]:
+                if (job, v) not in done and taken.get((job, v), -1) <= r:
+                    # v left the job after this round (it crashed before w heard that it took
+                    # w's value) and nobody took a later value of v's: what v took left with it
+                    continue
                 check.fail(f"job {job} round {r}: {v} used its edge with {w}, {w} did not "
                            "(one-sided edge: mass is not conserved)")
     for (job, r), kinds in sorted(steps.items()):

@@ -115,8 +115,10 @@ class BootstrapClient:
         r = await self.call("GetJob", bootstrap_pb2.GetJobRequest(job_id=job_id))
         return int(r.seq), r.job
 
-    async def report(self, result: bootstrap_pb2.NodeResult) -> None:
-        await self.call("ReportResult", result)
+    async def report(self, result: bootstrap_pb2.NodeResult, *,
+                     retry_transient: bool = True) -> None:
+        """`retry_transient=False`: one try (the node daemon retries reports itself, bounded)."""
+        await self.call("ReportResult", result, retry_transient=retry_transient)
 
     async def result(self, job_id: str) -> bootstrap_pb2.GetResultReply:
         return await self.call("GetResult", bootstrap_pb2.GetResultRequest(job_id=job_id))

@@ -22,7 +22,7 @@ import grpc
 import numpy as np
 
 from netdp.v1 import bootstrap_pb2, peer_pb2
-from netdp_node.bootstrap_client import BootstrapClient, addresses, job_context
+from netdp_node.bootstrap_client import BootstrapClient, addresses, is_transient, job_context
 from netdp_node.data import load_values
 from netdp_node.errors import SecurityError, ServerIdentityError
 from netdp_node.faults import FaultInjector, FaultPlan
@@ -42,6 +42,9 @@ log = logging.getLogger("netdp.node")
 
 #: How long the bootstrap may hold a node's ListJobs call when nothing is new (long poll).
 LONG_POLL_S = 10.0
+#: How long a node keeps retrying a report while the bootstrap is unreachable (with backoff, up to
+#: 10 s apart). After that, or if the node stops, the report waits for the node's next start.
+REPORT_RETRY_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -164,14 +167,38 @@ class NodeDaemon:
         if (runner.output is not None and runner.output.value is not None
                 and not get_algorithm(runner.ctx.algorithm).private_output):
             res.output.CopyFrom(ndarray_to_tensor(np.asarray(runner.output.value)))
-        try:
-            await self.bootstrap.report(res)
-        except grpc.aio.AioRpcError as e:
-            log.error("[node=%s job=%s] could not report the result to the bootstrap: %s",
-                      self.node_id, runner.ctx.job_id, e.details())
-        except ServerIdentityError as e:
-            log.error("[node=%s job=%s] could not report the result: %s", self.node_id,
-                      runner.ctx.job_id, e)
+        await self._send_report(res, "the result")
+
+    async def _send_report(self, res: bootstrap_pb2.NodeResult, what: str) -> bool:
+        """Report to the bootstrap, retried with backoff while it is unreachable, for at most
+        REPORT_RETRY_S (a node that restarts reports its finished jobs again: `_create`). The
+        daemon cancels the retry when it shuts down: shutdown never waits for the bootstrap."""
+        delays = Backoff(initial=self.cfg.poll_interval, maximum=10.0,
+                         give_up_after=REPORT_RETRY_S).delays()
+        while True:
+            try:
+                await self.bootstrap.report(res, retry_transient=False)
+                if delays.attempt:
+                    log.info("[node=%s job=%s] reported %s (%s) after %d retries", self.node_id,
+                             res.job_id, what, res.state, delays.attempt)
+                return True
+            except grpc.aio.AioRpcError as e:
+                if not is_transient(e):
+                    log.error("[node=%s job=%s] the bootstrap refused %s: %s: %s", self.node_id,
+                              res.job_id, what, e.code().name, e.details())
+                    return False
+                why = f"{e.code().name}: {e.details()}"
+            except ServerIdentityError as e:  # someone else at its address: it may come back
+                why = str(e)
+            if delays.expired():
+                log.error("[node=%s job=%s] could not report %s (%s) to the bootstrap for %.0fs, "
+                          "giving up until this node restarts: %s", self.node_id, res.job_id,
+                          what, res.state, REPORT_RETRY_S, why)
+                return False
+            if delays.attempt == 0:
+                log.warning("[node=%s job=%s] could not report %s (%s) to the bootstrap, "
+                            "retrying: %s", self.node_id, res.job_id, what, res.state, why)
+            await delays.sleep()
 
     # -- main loop -----------------------------------------------------------------------------
     async def _poll(self) -> None:
@@ -255,13 +282,9 @@ class NodeDaemon:
             await self._report_failure(ctx.job_id, reason)
 
     async def _report_failure(self, job_id: str, reason: str) -> None:
-        try:
-            await self.bootstrap.report(bootstrap_pb2.NodeResult(
-                job_id=job_id, node_id=self.node_id, state="failed", contributed=False,
-                detail=reason, reported_unix=int(time.time())))
-        except grpc.aio.AioRpcError as e:
-            log.error("[node=%s job=%s] could not report the failure to the bootstrap: %s",
-                      self.node_id, job_id, e.details())
+        await self._send_report(bootstrap_pb2.NodeResult(
+            job_id=job_id, node_id=self.node_id, state="failed", contributed=False,
+            detail=reason, reported_unix=int(time.time())), "the failure")
 
     def _set_join_rule(self, registered: bootstrap_pb2.RegisterReply) -> None:
         """Which of the bootstrap's jobs this node may take part in (`NodeRuntime.may_join`): those

@@ -434,6 +434,15 @@ def _result_dict(o: Output) -> dict[str, Any]:
             "info": _jsonable(o.info)}
 
 
+def _stored_output(row: JobRow) -> Output | None:
+    """The output a finished job's ledger row kept (`_result_dict`), to report it again."""
+    if row.state != "done" or not row.result:
+        return None
+    value = row.result.get("value")
+    return Output(None if value is None else np.asarray(value),
+                  dict(row.result.get("info") or {}))
+
+
 class NodeRuntime:
     """All jobs of one node. Transport-independent: the daemon and the tests both drive it."""
 
@@ -520,9 +529,8 @@ class NodeRuntime:
         if ctx.job_id in self.jobs:
             return self.jobs[ctx.job_id]
         reason = f"{NOT_JOINED} (job #{seq}; this ledger joins jobs after #{self.join_after})"
-        # no engine runs here: the placeholder draws nothing (the node's generator is not made)
-        runner = JobRunner(self, ctx, Engine(ctx, None, np.random.default_rng(0),
-                                             contribute=False), False, reason)
+        # no engine, and no generator drawn for it (a seeded node would record one it never uses)
+        runner = JobRunner(self, ctx, NotRun(ctx), False, reason)
         runner.state = "failed"
         entry = Entry(job_id=ctx.job_id, direction="local", event="not-joined",
                       params={"reason": NOT_JOINED, "job_seq": seq,
@@ -588,7 +596,11 @@ class NodeRuntime:
             runner.log.warning("job found in the ledger (state %s): not run again", previous.state)
             if previous.state == "running":  # it failed here: record it and say so, as fail() does
                 self.ledger.set_job_state(ctx.job_id, "failed", detail=runner.detail)
-                self.notify_finished(runner)
+            else:
+                # finished before the restart: reported again (the report may have been lost with
+                # the process; the bootstrap keeps the first one), with the result the ledger kept
+                runner.output = _stored_output(previous)
+            self.notify_finished(runner)
             return runner
         first: list[Entry] = []
         if not contributed:
@@ -631,7 +643,10 @@ class NodeRuntime:
         runner.log.debug("the engine could not be made", exc_info=error)
         if previous is not None and previous.state != "running":
             runner.state, runner.detail = previous.state, previous.detail or reason
+            runner.contributed = previous.contributed
+            runner.output = _stored_output(previous)
             runner.finished.set()
+            self.notify_finished(runner)  # reported again, as in _create
             return runner
         if previous is None:
             self.ledger.begin_job(ctx.job_id, ctx.algorithm, spec_dict(ctx), False, [

@@ -290,10 +290,10 @@ def check_audit(report: Mapping[str, Any]) -> list[str]:
 
 
 # -- schedules ------------------------------------------------------------------------------------
-#: Wiping a node's ledger makes every run fail today (the wiped node re-runs finished jobs and its
-#: peers accept it, netdp issue 13 defect 2). Off by default until that is fixed; the lead switches
-#: it on here, or NETDP_CAMPAIGN_WIPE=1 does for one run.
-WIPE_ENABLED = False
+#: Wiping a node's ledger: the node comes back on a new empty ledger; it stays out of every job
+#: submitted before that ledger (`NodeRuntime.may_join`), reported failed there.
+#: NETDP_CAMPAIGN_WIPE=0 turns it off for one run (=1 on).
+WIPE_ENABLED = True
 
 FAULT_KINDS = ("kill", "wipe", "bootstrap", "partition", "delay", "drop")
 
@@ -362,8 +362,9 @@ def make_schedule(seed: int, nodes: int = 5, faults: int | None = None,
         values = tuple((float(rng.randrange(4)),) for _ in ids)
     else:
         values = tuple((round(rng.random(), 3), float(rng.randrange(2))) for _ in ids)
-    wipe = (WIPE_ENABLED or os.environ.get("NETDP_CAMPAIGN_WIPE") == "1") if wipe is None \
-        else wipe
+    if wipe is None:
+        env = os.environ.get("NETDP_CAMPAIGN_WIPE", "")
+        wipe = env == "1" if env in ("0", "1") else WIPE_ENABLED
     weights = {"kill": 4, "wipe": 2, "bootstrap": 1, "partition": 2, "delay": 1, "drop": 1}
     count = faults if faults is not None else rng.randint(4, 6)
     times = sorted(round(rng.uniform(0.3, window_s), 2) for _ in range(count))

@@ -4,7 +4,7 @@ every algorithm, then the invariants of tests/campaign.py over the merged ledger
 Each schedule starts a fresh bootstrap and 5 node processes (each behind a userspace TCP proxy on
 loopback), submits 4-5 short jobs at once (the algorithm groups of `campaign.GROUPS`: three
 schedules cover every algorithm), and applies 4-6 faults drawn from its seed: SIGKILL + restart on
-the same ledger, restart on a wiped ledger (off by default: `campaign.WIPE_ENABLED`), SIGKILL +
+the same ledger, restart on a wiped ledger (`campaign.WIPE_ENABLED`), SIGKILL +
 restart of the bootstrap, a partition, delays and connection resets. Then: (a) no acknowledged
 entry lost, (b) no node's spent privacy decreased across its restarts, (c) no value contributed
 more often than its schedule allows, (d) every job ended done or failed with a reason, (e) `netdp
@@ -13,7 +13,7 @@ audit` passes.
     NETDP_CAMPAIGN_SCHEDULES=12     more schedules (default 3, seeds BASE..BASE+11)
     NETDP_CAMPAIGN_SEED=BASE        first seed (default 1300)
     NETDP_CAMPAIGN_SEEDS=1301,1307  replay exactly these schedules
-    NETDP_CAMPAIGN_WIPE=1           also wipe ledgers
+    NETDP_CAMPAIGN_WIPE=0           no ledger wipes (=1: wipes, the default)
     NETDP_CAMPAIGN_WORKDIR=DIR      keep every cluster (ledgers, logs) under DIR
 """
 

@@ -85,3 +85,78 @@ async def test_gossip_mass_conservation_passes_and_catches_a_one_sided_edge(tmp_
     rep = audit(dirs)
     bad = {c["name"]: c for c in rep["checks"]}["gossip-mass-conserved"]
     assert not rep["ok"] and not bad["ok"] and "one-sided" in bad["details"][0]
+
+
+async def test_inca_shares_read_every_ledger_a_node_had(tmp_path):
+    """A node that ran an IncA job to the end and came back on a new, empty ledger (it stays out
+    of the job there, `NodeRuntime.may_join`): the audit over both of its ledgers still finds its
+    steps in the first one (the campaign's wipe fault; the audit read only the node's last
+    ledger and said it was not online at T)."""
+    from netdp_node.ledger import Entry, Ledger
+    from netdp_node.protocols import get_algorithm
+
+    ids = [f"n{i}" for i in range(1, 5)]
+    net = await make_net("memory", ids, tmp_path, data={i: np.array([0.2, 0.4]) for i in ids})
+    try:
+        p = get_algorithm("inca").prepare({"T": 4, "k": 2, "round_s": 2.0, "dim": 2}, 4)
+        await net.run_job(contexts("i", "inca", ids, p, seed=3), timeout=60)
+        spec = net.nodes["n3"].ledger.job("i").spec
+        final = net.nodes["n1"].jobs["i"].output.info["final"]
+    finally:
+        await net.close()
+    assert "n3" in final  # it stayed to the end: its shares must check out
+    dirs = [tmp_path / i for i in ids]
+    assert {c["name"]: c for c in audit(dirs)["checks"]}["inca-shares"]["ok"]
+    wiped = Ledger(tmp_path / "n3.wiped", "n3")
+    try:
+        wiped.begin_job("i", "inca", spec, False, [Entry(job_id="i", direction="local",
+                                                         event="not-joined")],
+                        state="failed", detail="this node's ledger was created after the job")
+    finally:
+        wiped.close()
+    rep = audit([*dirs, tmp_path / "n3.wiped"])
+    shares = {c["name"]: c for c in rep["checks"]}["inca-shares"]
+    assert shares["ok"], shares
+    # and a step missing from every ledger of n3 is still caught
+    db = sqlite3.connect(dirs[2] / "ledger.sqlite")
+    db.execute("DROP TRIGGER entries_no_delete")
+    db.execute("DELETE FROM entries WHERE job_id='i' AND params_json LIKE '%\"u_row\"%' AND "
+               "id = (SELECT MAX(id) FROM entries WHERE job_id='i' AND params_json LIKE "
+               "'%\"u_row\"%')")
+    db.commit()
+    db.close()
+    shares = {c["name"]: c for c in audit([*dirs, tmp_path / "n3.wiped"])["checks"]}["inca-shares"]
+    assert not shares["ok"] and "n3" in shares["details"][0], shares
+
+
+def _gossip_ledger(node: str, state: str, rounds: dict[int, list[str]]):
+    from netdp_node.audit import NodeLedger
+    from netdp_node.ledger import Entry, JobRow
+
+    spec = {"participants": ["n1", "n2", "n3"], "params": {"graph": "ring", "T": 6}}
+    row = JobRow("g", "muffliato", spec, state, True, 0.0, None, None, "")
+    es = [Entry(job_id="g", direction="local", event="round", id=r + 1,
+                params={"round": r, "realised": ws, "step": "plain"})
+          for r, ws in rounds.items()]
+    return NodeLedger(node, [row], es)
+
+
+@pytest.mark.parametrize("n1_state, n3_rounds, caught", [
+    ("running", {0: ["n1", "n2"], 1: ["n2"], 2: ["n2"]}, False),  # n1 left after round 1
+    ("failed", {0: ["n1", "n2"], 1: ["n2"], 2: ["n2"]}, False),  # (restarted: not resumed)
+    ("running", {0: ["n1", "n2"], 1: ["n2"], 2: ["n1", "n2"]}, True),  # n3 took n1's later value
+    ("done", {0: ["n1", "n2"], 1: ["n2"], 2: ["n2"]}, True),  # n1 finished: its output has it
+])
+def test_a_one_sided_edge_of_a_node_that_left_right_after(n1_state, n3_rounds, caught):
+    """n1 used its round-1 edge with n3 and was SIGKILLed before n3 heard that it had (n3 counted
+    n1 late or lost): nothing n1 took reaches anyone else unless someone takes a later value of
+    n1's, or n1 finished the job (the campaign's muffliato-gd, seed 1301, round 49)."""
+    from netdp_node.audit import check_gossip_mass
+
+    nodes = [_gossip_ledger("n1", n1_state, {0: ["n2", "n3"], 1: ["n2", "n3"]}),
+             _gossip_ledger("n2", "done", {0: ["n1", "n3"], 1: ["n1", "n3"], 2: ["n3"]}),
+             _gossip_ledger("n3", "done", n3_rounds)]
+    check = check_gossip_mass(nodes)
+    assert check.ok is not caught, check.details
+    if caught:
+        assert any("round 1: n1 used its edge with n3, n3 did not" in d for d in check.details)

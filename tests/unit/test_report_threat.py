@@ -33,7 +33,7 @@ class _Bootstrap:
     def __init__(self) -> None:
         self.results: list[bootstrap_pb2.NodeResult] = []
 
-    async def report(self, res: bootstrap_pb2.NodeResult) -> None:
+    async def report(self, res: bootstrap_pb2.NodeResult, *, retry_transient: bool = True) -> None:
         self.results.append(res)
 
 

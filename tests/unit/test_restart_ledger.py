@@ -315,3 +315,40 @@ def test_an_old_ledger_gets_an_id_and_keeps_joining(tmp_path: Path):
         assert fresh.acks_from == 1 and fresh.join_after("s1", 40) == (40, True)
     finally:
         fresh.close()
+
+
+async def test_a_node_restarted_on_its_ledger_reports_its_finished_jobs_again(tmp_path):
+    """A node whose report of a finished job died with its process (SIGKILL before the report
+    reached the bootstrap): restarted on the same ledger, it does not run the job again but
+    reports it again, with the state, contribution and released value its ledger kept (the
+    bootstrap keeps a node's first finished report, so reporting twice is harmless)."""
+    net = await make_net("memory", IDS, tmp_path / "net", data=DATA)
+    try:
+        ring = contexts("r", "ring-sum", IDS, ring_params({"rounds": 2}, len(IDS)))
+        await net.run_job(ring)
+        first = net.nodes["n2"].jobs["r"]
+        assert first.state == "done" and first.contributed and first.output is not None
+        value = np.asarray(first.output.value)
+        await _settled(net, IDS)
+        mem = net.memory
+        assert mem is not None
+        await net.nodes["n2"].close()
+        net.nodes["n2"].ledger.close()
+        mem.nodes.pop("n2")
+        ledger = Ledger(tmp_path / "net" / "n2", "n2")
+        finished: list[JobRunner] = []
+        back = NodeRuntime("n2", ledger, mem.transport("n2"), data=DATA["n2"],
+                           on_finished=finished.append)
+        mem.nodes["n2"] = back
+        net.nodes["n2"] = back
+        row = ledger.job("r")
+        assert row is not None and row.state == "done"  # the ledger it had
+        entries = len(ledger.entries("r"))
+        runner = await back.add_job(ring["n2"])  # the bootstrap lists the job again
+        assert finished == [runner]  # reported (before: "not run again", and nothing said)
+        assert runner.state == "done" and runner.contributed
+        assert runner.output is not None
+        np.testing.assert_array_equal(np.asarray(runner.output.value), value)
+        assert len(ledger.entries("r")) == entries  # nothing run, nothing recorded
+    finally:
+        await net.close()

@@ -19,6 +19,7 @@ import grpc.aio
 import pytest
 import pytest_asyncio
 
+from netdp.v1 import bootstrap_pb2
 from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cli import main
@@ -147,3 +148,27 @@ def test_cli_refuses_a_malformed_job_id(bad, capsys):
               "--job-id", bad, "--check"])
     assert ex.value.code == 2
     assert "--job-id" in capsys.readouterr().err
+
+
+async def test_a_job_reported_finished_again_keeps_the_first_report(bootstrap):
+    """A restarted node reports again the jobs its ledger holds finished (its first report may
+    have been lost): the bootstrap keeps a node's first finished report, done or declined."""
+    op, root = bootstrap
+    await op.submit("ring-sum", {"rounds": 3}, topology="ring", job_id="twice")
+    node = BootstrapClient(op.address, pki.load_identity(root / "node-1"))
+    try:
+        first = bootstrap_pb2.NodeResult(job_id="twice", node_id="node-1", state="done",
+                                          contributed=True, contributions=3, reported_unix=1)
+        await node.report(first)
+        for again in (bootstrap_pb2.NodeResult(job_id="twice", node_id="node-1", state="done",
+                                               contributed=True, contributions=5,
+                                               reported_unix=2),
+                      bootstrap_pb2.NodeResult(job_id="twice", node_id="node-1",
+                                               state="declined", reported_unix=3),
+                      bootstrap_pb2.NodeResult(job_id="twice", node_id="node-1", state="failed",
+                                               detail="new ledger", reported_unix=4)):
+            await node.report(again)
+            (got,) = [r for r in (await op.result("twice")).results if r.node_id == "node-1"]
+            assert got == first, (again.state, got)
+    finally:
+        await node.close()
