@@ -389,7 +389,7 @@ def run_simulation(a: Any) -> int:
             # missed share is taken larger than one iteration in T: conservative)
             given.setdefault("expect_leave", getattr(a, "leave", 0.0))
             given.setdefault("expect_miss", getattr(a, "miss", 0.0) / 2)
-        params = get_algorithm(a.algorithm).prepare(given, n)
+        params = get_algorithm(a.algorithm).validate(given, n)
     except ValueError as e:
         raise ConfigError(str(e)) from e
     data, split = synthetic_data(a.algorithm, ids, params, a.seed, a.points, a.data_dir)

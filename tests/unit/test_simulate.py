@@ -80,3 +80,11 @@ def test_cli_simulate_json(capsys):
     assert out["privacy"]["epsilon_max"] <= 1.0 + 1e-9  # the calibrated target
     assert main(["simulate", "--nodes", "2"]) == 2
     assert main(["simulate", "--nodes", "10", "--param", "bogus=1"]) == 2
+
+
+def test_cli_simulate_refuses_a_non_integer_step_count(capsys):
+    """The simulator checks parameters as the bootstrap does: T=30.5 is refused naming T, not
+    truncated to 30."""
+    assert main(["simulate", "--nodes", "10", "--param", "T=30.5"]) == 2
+    err = capsys.readouterr().err
+    assert "T" in err and "integer" in err and "30.5" in err
