@@ -2,7 +2,7 @@
 
 Registry of experiments: name -> (module, one-line description). Each module has
 `run(args) -> dict` (JSON-friendly: parameters, the numbers, the spec's numbers beside them, notes)
-and `plot(result, path)`. Results and the machine they ran on are quoted in REPRODUCTION.md.
+and `plot(result, path)`. Results and the machine they ran on are quoted in docs/reproductions.md.
 """
 
 from __future__ import annotations
