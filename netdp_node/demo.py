@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import shutil
 import sys
 import tempfile
@@ -575,8 +576,8 @@ def run_demo(a: argparse.Namespace) -> int:
         raise ConfigError("--rounds must be at least 1")
     if a.algorithm not in ALGORITHMS:
         raise ConfigError(f"--algorithm must be one of {', '.join(ALGORITHMS)}")
-    if a.algorithm == "ring-sum" and a.epsilon is not None and not 0 < a.epsilon < 1:
-        raise ConfigError("--epsilon must be in (0, 1) (classic Gaussian calibration)")
+    if a.algorithm == "ring-sum" and a.epsilon is not None and not 0 < a.epsilon < math.inf:
+        raise ConfigError("--epsilon must be a finite number > 0")
     values = None
     if a.data:
         if a.algorithm in ("walk-sgd", "rw-sgd"):

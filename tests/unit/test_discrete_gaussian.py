@@ -345,3 +345,46 @@ def test_calibration_on_the_grid_with_the_discrete_route() -> None:
         assert charged == pytest.approx(_charged(sens, s, d), rel=1e-15)
         assert cks_epsilon(s / charged, 1e-6) <= eps * (1 + 1e-9)
         assert cks_epsilon(s / charged, 1e-6) == pytest.approx(eps, rel=1e-3)
+
+
+def _cks_multiplier(eps: float, delta: float) -> float:
+    """The smallest z with cks_epsilon(z, δ) ≤ ε, by bisection on the independent reference."""
+    from cks_reference import cks_epsilon
+
+    lo, hi = 1e-3, 1e4
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if cks_epsilon(mid, delta) <= eps else (mid, hi)
+    return hi
+
+
+def test_ring_and_walk_sum_use_the_discrete_route() -> None:
+    """The ring's σ makes one window's release (ε, δ)-DP for Δ' by the CKS route and no more
+    (σ = z(ε, δ)·Δ', z from an independent bisection): not the classic Δ√(2 ln(1.25/δ))/ε, which
+    is not proven for discrete noise (and 22% larger here). A per-window ε ≥ 1, for which the
+    classic formula has no valid σ, is calibrated too. walk-sum's per-contribution ε0 is the CKS
+    ε of its σ on Δ'."""
+    from cks_reference import cks_epsilon
+
+    from netdp_node.privacy import walk_accountant as W
+    from netdp_node.privacy.network_dp import ring_sum_loss
+
+    for eps in (0.5, 2.0):
+        p = prepare_params_ring({"rounds": 4, "dim": 3, "clip": 0.5, "epsilon": eps}, 5)
+        charged = _charged(p["sensitivity"], p["sigma"], 3)
+        want = _cks_multiplier(eps, p["delta"]) * charged
+        assert want * (1 - 1e-9) <= p["sigma"] <= want * (1 + 1e-4)
+        one = ring_sum_loss(sigma=p["sigma"], sensitivity=charged, windows=1, delta=p["delta"],
+                            delta_prime=p["delta_prime"])
+        assert one.epsilon <= eps * (1 + 1e-9)  # one window: at most the per-window target
+    spec = {"algorithm": "walk-sum", "participants": [f"p{i}" for i in range(40)],
+            "params": {"T": 400, "epsilon": 1.0, "delta": 1e-6, "delta_prime": 1e-6,
+                       "delta_hat": 1e-6, "cap": 0, "regime": "edge-cap", "edge_cap": 2,
+                       "colluders": 1, "stop": "counter", "clip": 1.0, "dim": 2}}
+    from netdp_node.protocols.walk import prepare_params as prepare_walk
+
+    p = prepare_walk("walk-sum", spec["params"], 40)
+    charged = _charged(p["sensitivity"], p["sigma"], 2)
+    ref = cks_epsilon(p["sigma"] / charged, p["delta"])
+    assert W.sum_eps0(p) == pytest.approx(ref, rel=1e-4)
+    assert ref <= p["epsilon0"] * (1 + 1e-9)
