@@ -289,6 +289,8 @@ def test_release_epsilon_is_the_cks_conversion_of_its_zcdp() -> None:
     from cks_reference import cks_epsilon
     from dp_accounting import dp_event, rdp
 
+    from netdp_node.privacy.inca_audit import gaussian_epsilon
+
     for z in (0.4, 1.0, 3.0, 8.7, 40.0, 500.0):
         for delta in (1e-3, 1e-5, 1e-6, 1e-10):
             ours = dg.discrete_gaussian_epsilon(z, delta)
@@ -298,6 +300,12 @@ def test_release_epsilon_is_the_cks_conversion_of_its_zcdp() -> None:
             acc = rdp.RdpAccountant(orders=list(1.0 + np.geomspace(1e-3, 1e6, 3000)))
             acc.compose(dp_event.GaussianDpEvent(z))
             assert ours == pytest.approx(acc.get_epsilon(delta), rel=1e-3), (z, delta)
+            # the exact profile of the continuous Gaussian (Balle & Wang): a little below ours
+            # (5-13% for the usual δ ≤ 1e-5 and 1 ≤ z ≤ 100, the docstring's claim)
+            cont = gaussian_epsilon(1.0 / z, delta)
+            assert cont <= ours
+            if delta <= 1e-5 and 1.0 <= z <= 100.0:
+                assert ours <= 1.14 * cont, (z, delta)
             default = rdp.RdpAccountant()
             default.compose(dp_event.GaussianDpEvent(z))
             assert ours <= default.get_epsilon(delta) * (1 + 1e-5)
