@@ -425,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "per node, 25 for walk-sgd); inca: iterations T (default 10); muffliato: "
                    "gossip rounds T (default from the public spectral gap)")
     d.add_argument("--epsilon", type=float, default=None,
-                   help="ring-sum: per-window ε of the Gaussian noise, in (0,1) (default 0.5); "
+                   help="ring-sum: per-window ε of the Gaussian noise, > 0 (default 0.5); "
                    "walks: the ε each node may lose towards any other (default 1, 10 for walk-sgd)")
     d.add_argument("--bins", type=int, default=4, help="walk-histogram: number of categories")
     d.add_argument("--topology", default="", help="rw-sgd: the job's graph (a kind the bootstrap "

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from netdp_node.privacy import muffliato_accountant, walk_accountant
 from netdp_node.privacy.composition import PrivacyLoss, compose_losses
-from netdp_node.privacy.discrete_gaussian import charged_sensitivity
+from netdp_node.privacy.discrete_gaussian import charged_sensitivity, release_epsilon
 from netdp_node.privacy.network_dp import ldp_sum_std, ring_release_noise_count, ring_sum_loss
 
 
@@ -335,15 +335,22 @@ def rw_sgd_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
 # -- IncA (inca.md; engine netdp_node.protocols.inca, audit netdp_node.privacy.inca_audit) ---------
 def _inca_ldp(p: Mapping[str, Any]) -> PrivacyLoss:
     """The local-DP level of the node's η: what an adversary who sees every message of the node
-    learns at most (it recovers x + η, spec §7.1 item 5), so valid whatever the execution."""
-    from netdp_node.privacy.inca_audit import gaussian_epsilon
-
-    eps = gaussian_epsilon(charged_sensitivity(p, sigma_key="sigma_eta") / float(p["sigma_eta"]),
-                           float(p["delta"]))
-    return PrivacyLoss(eps, float(p["delta"]), "local DP of η (always valid; analytic Gaussian)")
+    learns at most (it recovers x + η, spec §7.1 item 5), so valid whatever the execution: every
+    message is a function of the parties' releases x + η and of the data-independent Δ terms
+    (data processing). ε is that of the discrete Gaussian η actually drawn
+    (`discrete_gaussian.release_epsilon`: CKS Theorem 4 and Proposition 12), not the analytic
+    continuous-Gaussian ε (Balle & Wang), which is not proven for discrete noise."""
+    eps = release_epsilon(p, sigma_key="sigma_eta")
+    return PrivacyLoss(eps, float(p["delta"]),
+                       "local DP of η (always valid; discrete Gaussian, zCDP → (ε, δ) by CKS "
+                       "Prop. 12)")
 
 
 _INCA_CACHE: dict[str, PrivacyLoss] = {}
+#: the label of IncA's audited value: twice not a guarantee (sampled placements; Theorem 4.1 is a
+#: continuous-Gaussian analysis of real-weighted sums, not proven for the discrete noise drawn)
+INCA_AUDIT = ("audit of sampled adversaries (continuous-noise analysis; not proven for discrete "
+              "noise; not a guarantee)")
 
 
 def inca_audit_loss(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str,
@@ -422,11 +429,12 @@ def inca_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
                                  f"the job's calibration target against {p['threat']}")}
     _, rep = inca_audit_loss(spec, es, me)
     if rep is not None:
-        out["audit of sampled adversaries (not a guarantee)"] = PrivacyLoss(
+        out[INCA_AUDIT] = PrivacyLoss(
             rep["epsilon"], float(p["delta"]),
             f"IncA audit of this execution, threat {p['threat']} (Theorem 4.1), worst of "
             f"{rep['samples']} sampled adversaries only: not a bound over all placements "
-            "(inca.md §2)")
+            "(inca.md §2); continuous-noise analysis of real-weighted views, not proven for the "
+            "discrete noise sampled")
     return out
 
 

@@ -65,7 +65,10 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """Noise std of the classic Gaussian mechanism that is (ε, δ)-DP (spec §0 and §2.0, `σ_loc`).
 
     Implements `σ = Δ·sqrt(2 ln(1.25/δ))/ε` (Dwork & Roth 2014, Thm A.1), where Δ is the L2
-    sensitivity. The classic calibration is only valid for ε < 1 (spec §6 item 3).
+    sensitivity. The classic calibration is only valid for ε < 1 (spec §6 item 3), and only for
+    the CONTINUOUS Gaussian: it is kept for the papers' reproductions, while everything a node
+    charges for its discrete noise uses `discrete_gaussian.discrete_gaussian_sigma` /
+    `discrete_gaussian_epsilon` (zCDP, Canonne–Kamath–Steinke 2020 Thm 4 and Prop. 12).
 
     Raises:
         ValueError: unless 0 < ε < 1, 0 < δ < 1 and Δ > 0.
@@ -163,9 +166,10 @@ def _as_orders(orders: Sequence[float]) -> np.ndarray:
 def rdp_to_dp(orders: Sequence[float], rdp: Sequence[float], delta: float) -> tuple[float, float]:
     """Convert an RDP curve to (ε, δ)-DP at the given δ; returns (ε, best order) (spec §3.0 B7).
 
-    Uses the improved conversion of Balle et al. 2020 (arXiv:2004.00010, Prop. 12) / Canonne–Kamath–
-    Steinke 2020 (arXiv:2001.05990, Eq. 20), which is never worse than the paper's Prop. 3
-    `ε = rdp + ln(1/δ)/(α−1)`:
+    Uses the improved conversion of Canonne–Kamath–Steinke 2020 (arXiv:2004.00010, Proposition 12
+    in its v4; also Asoodeh et al., arXiv:2001.05990, Eq. 20), which is never worse than the
+    paper's Prop. 3 `ε = rdp + ln(1/δ)/(α−1)`, and holds for any output distribution (the discrete
+    Gaussian's included):
 
         ε(α) = rdp(α) + ln((α−1)/α) − (ln δ + ln α)/(α−1)
 

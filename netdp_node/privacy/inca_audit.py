@@ -12,6 +12,16 @@ Pure functions, no I/O, no global RNG. Implements the computable parts of the In
 * the adversary's linear system (§7.1) and the exact covariance condition of Theorem 4.1 (§7.2,
   §7.6): per honest party k, the privacy loss of the view is Gaussian with scale
   s_k = Δ_x·sqrt(a_kᵀ M⁻¹ a_k), M = σ_η² A Aᵀ + σ_Δ² B Bᵀ (Cholesky + triangular solve).
+  This is an analysis of CONTINUOUS Gaussian noise. The networked engine draws η and the Δ terms
+  as discrete Gaussians on grids (`discrete_gaussian`); the Δ terms a party injects cancel with
+  weights ±1 (integer sums, exact on the grid), but the adversary's views mix η and the Δ terms
+  of several parties with the real weights of W̃^t, sums of lattice variables that no theorem we
+  know covers (a real-weighted sum of integer draws can be decoded by an observer computing
+  exactly). So what this module computes for a view (the audit, `party_report`'s 'epsilon',
+  `calibrate`'s σ_Δ) is not proven for the noise sampled: a node's guarantee is the local-DP level
+  of its discrete η (`party_report`'s 'local_dp_epsilon', by data processing: every message is a
+  function of the releases x + η and of data-independent Δ terms), and the audit is shown beside
+  it, labelled.
 
 Conventions (all choices are written down here, in the docstrings and in the tests):
 
@@ -35,6 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from netdp_node.privacy.discrete_gaussian import discrete_gaussian_epsilon
 
 __all__ = [
     "Calibration",
@@ -1049,7 +1061,9 @@ def party_report(ex: IncaExecution, me: int, threat: dict[str, Any], *, sigma_et
         "samples": len(adversaries), "delta": delta,
         "epsilon": eps[w], "epsilon_paper": eps_p[w], "paper_constant_valid": eps_p[w] < 1.0,
         "epsilon_mean": float(np.mean(eps)), "s": ss[w],
-        "local_dp_epsilon": gaussian_epsilon(sensitivity / sigma_eta, delta),
+        # the local-DP level of the discrete η drawn (CKS Thm 4 + Prop. 12, proven for it); the
+        # audit's 'epsilon' is a continuous-noise analysis (module docstring)
+        "local_dp_epsilon": discrete_gaussian_epsilon(sigma_eta / sensitivity, delta),
         "strongly_connected_fraction": float(np.mean(strong)),
         "rank_condition_fraction": float(np.mean(rank_ok)),
         "explanation": worst[1]["text"],

@@ -26,6 +26,7 @@ from netdp_node.privacy.composition import (
     gaussian_rdp,
     rdp_to_dp,
 )
+from netdp_node.privacy.discrete_gaussian import discrete_gaussian_epsilon
 
 __all__ = [
     "ldp_sum_std",
@@ -147,7 +148,10 @@ def ring_sum_loss(
     after an observer's last reception if the final τ is released to it (e.g. n = 5, K = 2,
     observer 4: steps 9 and 10 hold only observer 4's own noise).
 
-    Candidates (k = windows, ε_w = sensitivity·sqrt(2 ln(1.25/δ))/sigma, the classic per-window ε):
+    Candidates (k = windows, ε_w = `discrete_gaussian_epsilon(sigma/sensitivity, δ)`, the per-window
+    ε of the discrete Gaussian actually sampled: ρ-zCDP converted by Canonne–Kamath–Steinke,
+    NeurIPS 2020, Theorem 4 and Proposition 12; the classic ε = Δ√(2 ln(1.25/δ))/σ of the
+    continuous Gaussian is not proven for it):
 
     * "theorem1-advanced": Theorem 1 / advanced composition,
       `(sqrt(2k ln(1/δ'))ε_w + kε_w(e^{ε_w}−1), kδ + δ')`;
@@ -155,8 +159,8 @@ def ring_sum_loss(
     * "gaussian-rdp": the exact RDP curve of k Gaussian mechanisms with z = sigma/sensitivity,
       `k·α/(2z²)`, converted at δ_tot = kδ + δ' (spec §3.0 B7).
 
-    The classic calibration only holds for ε_w < 1 (spec §0, §6 item 3); when ε_w ≥ 1 the first two
-    candidates are not valid bounds and only "gaussian-rdp" is considered. The candidate with the
+    ε_w holds for every value (no ε_w < 1 condition), so all three are always valid. The candidate
+    with the
     smallest ε is returned with its own δ (ties: smaller δ); every candidate has δ ≤ kδ + δ'. The
     RDP curve is always attached so that jobs compose in RDP (`compose_losses`).
 
@@ -192,12 +196,11 @@ def ring_sum_loss(
             f"windows*delta + delta_prime must be < 1, got {k}*{delta!r} + {delta_prime!r}"
         )
     candidates: list[tuple[float, float, str]] = []
-    eps_w = sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / sigma
-    if eps_w < 1.0:
-        adv_eps, adv_delta = theorem1(eps_w, delta, k, delta_prime)
-        candidates.append((adv_eps, adv_delta, "theorem1-advanced"))
-        bas_eps, bas_delta = basic_composition(eps_w, delta, k)
-        candidates.append((bas_eps, bas_delta, "basic"))
+    eps_w = discrete_gaussian_epsilon(z, delta)
+    adv_eps, adv_delta = theorem1(eps_w, delta, k, delta_prime)
+    candidates.append((adv_eps, adv_delta, "theorem1-advanced"))
+    bas_eps, bas_delta = basic_composition(eps_w, delta, k)
+    candidates.append((bas_eps, bas_delta, "basic"))
     rdp_eps, _ = rdp_to_dp(rdp[0], rdp[1], delta_tot)
     candidates.append((rdp_eps, delta_tot, "gaussian-rdp"))
 

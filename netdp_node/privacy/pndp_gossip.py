@@ -26,7 +26,13 @@ Two accountants (spec §0 item 3, §4.11, §7.2):
 * **Exact joint-view accountant** (`joint_view*`, `incoming_leakage`, `outgoing_leakage`,
   `group_leakage`; spec §4.11). The view of an observer set O is `Y = K_O (x + η)`, a Gaussian
   vector, so the Rényi divergence when `x_u` moves by Δ is exactly
-  `ε_LDP · ||Π_{rowspace K_O} e_u||²`. This is the per-pair guarantee to show users.
+  `ε_LDP · ||Π_{rowspace K_O} e_u||²`. This is the per-pair guarantee for CONTINUOUS Gaussian
+  noise. netdp's nodes draw discrete Gaussian noise on a grid (`discrete_gaussian`): a view is then
+  a non-integer-weighted sum of lattice variables, which neither the zCDP of the discrete Gaussian
+  (Canonne, Kamath, Steinke, NeurIPS 2020, Theorem 4) nor the sum bound of Kairouz, Liu, Steinke
+  (ICML 2021, Prop. 14, integer sums) covers, and which an observer computing exactly may be able
+  to decode. So the node's accountant (`muffliato_accountant`) charges the local-DP level, proven
+  by data processing, and shows this value beside it, labelled as not proven for discrete noise.
 
 Schedules. Both accountants take a `GossipSchedule`: for each round t the set E_t of edges that
 actually exchanged values and the matrix W_t (Metropolis weights rebuilt from the realised edges by

@@ -31,10 +31,14 @@ from netdp_node.privacy.composition import (
     PrivacyLoss,
     advanced_composition,
     gaussian_rdp,
-    gaussian_sigma,
     rdp_to_dp,
 )
-from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, charged_sensitivity
+from netdp_node.privacy.discrete_gaussian import (
+    calibrate_on_grid,
+    charged_sensitivity,
+    discrete_gaussian_sigma,
+    release_epsilon,
+)
 from netdp_node.privacy.network_dp_walk import (
     count_bound,
     rr_gamma,
@@ -130,10 +134,11 @@ def _best(network: PrivacyLoss, local: PrivacyLoss) -> PrivacyLoss:
 
 # -- walk-sum: Theorem 3 ---------------------------------------------------------------------------
 def sum_eps0(params: Mapping[str, Any]) -> float:
-    """ε0 of one walk-sum contribution: the classic Gaussian ε of σ at δ for the sensitivity charged
-    on the noise grid (at least the ε0 the calibration chose for the nominal Δ)."""
-    eps = charged_sensitivity(params) * math.sqrt(2.0 * math.log(1.25 / float(params["delta"])))
-    return max(float(params["epsilon0"]), eps / float(params["sigma"]))
+    """ε0 of one walk-sum contribution: the (ε, δ) of the discrete Gaussian release at δ for the
+    sensitivity charged on the noise grid (`discrete_gaussian.release_epsilon`: zCDP converted by
+    CKS Proposition 12, proven for the noise sampled; the classic Gaussian tail bound is not), and
+    at least the ε0 the calibration chose."""
+    return max(float(params["epsilon0"]), release_epsilon(params))
 
 
 def sgd_ratio(params: Mapping[str, Any]) -> float:
@@ -158,7 +163,7 @@ def sum_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLo
 
 def _sum_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
     """Local DP of `count` Gaussian contributions (multiplier σ/Δ), all seen by the observer: the
-    best of basic and advanced composition of the classic (ε0, δ) calibration and the exact RDP
+    best of basic and advanced composition of the per-release (ε0, δ) and the exact RDP
     composition of the Gaussians converted at δ (usually the smallest)."""
     z = float(p["sigma"]) / charged_sensitivity(p)
     curve = (DEFAULT_ORDERS, tuple(gaussian_rdp(z, DEFAULT_ORDERS, count).tolist()))
@@ -173,12 +178,12 @@ def _sum_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
 def ldp_sum_sigma(params: Mapping[str, Any], count: int) -> float:
     """The local-DP baseline of walk-sum: the σ each contribution would need so that `count` of
     them, seen together by one observer, stay within the job's ε (`_sum_ldp`: the best of the
-    classic compositions and the exact Gaussian RDP)."""
+    compositions of the per-release ε0 and the exact Gaussian RDP)."""
     target, delta = float(params["epsilon"]), float(params["delta"])
     sens = 2.0 * float(params["clip"])
 
     def sigma_of(e0: float) -> float:  # for the sensitivity charged on the noise grid
-        return calibrate_on_grid(lambda s: gaussian_sigma(e0, delta, s), sens,
+        return calibrate_on_grid(lambda s: discrete_gaussian_sigma(e0, delta, s), sens,
                                  int(params.get("dim", 1)))
 
     def ok(e0: float) -> bool:
@@ -352,7 +357,7 @@ def calibrate(algorithm: str, params: dict[str, Any], n: int) -> dict[str, Any]:
     """Fill the noise parameters so that the loss a node's report will show towards every peer (the
     better of the network and local-DP bounds) for a node making `prospective_count`
     contributions is at most params["epsilon"] (spec §3.7 calibration).
-    walk-sum: ε0 and σ = 2·clip·sqrt(2 ln(1.25/δ))/ε0; walk-histogram: ε0 and γ = L/(e^ε0 + L − 1);
+    walk-sum: ε0 and σ = `discrete_gaussian_sigma(ε0, δ, 2·clip)` on the grid; walk-histogram: ε0 and γ = L/(e^ε0 + L − 1);
     walk-sgd: σ = (σ/L)·L."""
     target = float(params["epsilon"])
     spec = {"algorithm": algorithm, "participants": [str(i) for i in range(n)], "params": params}
@@ -368,8 +373,9 @@ def calibrate(algorithm: str, params: dict[str, Any], n: int) -> dict[str, Any]:
         def with_e0(e0: float) -> dict[str, Any]:
             # σ of ε0 for the sensitivity charged on the noise grid (discrete_gaussian)
             return {**params, "epsilon0": e0, "sensitivity": sens,
-                    "sigma": calibrate_on_grid(lambda s: gaussian_sigma(e0, params["delta"], s),
-                                               sens, int(params.get("dim", 1)))}
+                    "sigma": calibrate_on_grid(
+                        lambda s: discrete_gaussian_sigma(e0, params["delta"], s), sens,
+                        int(params.get("dim", 1)))}
         # ε0 ≥ 1e-6: far smaller ones would need σ beyond the grid's reach (discrete_gaussian)
         out = with_e0(_bisect_largest(lambda e0: worst(with_e0(e0)) <= target, 1e-6, 1 - 1e-9))
     elif algorithm == "walk-histogram":

@@ -257,11 +257,11 @@ def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
     """Validate a ring-sum job's public parameters, fill defaults and calibrate σ.
 
     rounds K ≥ 1, dim ≥ 1, clip B > 0 (values are clipped to L2 norm B, so the replace-one
-    sensitivity is Δ = 2B), per-window epsilon in (0, 1), delta, delta_prime in (0, 1).
-    σ = Δ'·sqrt(2 ln(1.25/δ))/ε (classic Gaussian calibration, spec §0) for the sensitivity Δ'
-    charged on the noise grid (`discrete_gaussian.calibrate_on_grid`)."""
-    from netdp_node.privacy.composition import gaussian_sigma
-    from netdp_node.privacy.discrete_gaussian import calibrate_on_grid
+    sensitivity is Δ = 2B), per-window epsilon > 0, delta, delta_prime in (0, 1).
+    σ makes one window's release (ε, δ)-DP for the sensitivity Δ' charged on the noise grid
+    (`discrete_gaussian.discrete_gaussian_sigma`: the zCDP route proven for the discrete noise,
+    CKS Theorem 4 and Proposition 12; `calibrate_on_grid`)."""
+    from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, discrete_gaussian_sigma
 
     known = {"rounds", "dim", "clip", "epsilon", "delta", "delta_prime"}
     unknown = set(params) - known - {"sigma", "sensitivity"}
@@ -293,8 +293,11 @@ def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
                          f"{out['delta_prime']:g}")
     out["sensitivity"] = 2.0 * out["clip"]
     # calibrated for the sensitivity charged on the noise grid (discrete_gaussian)
-    out["sigma"] = calibrate_on_grid(lambda s: gaussian_sigma(out["epsilon"], out["delta"], s),
-                                     out["sensitivity"], int(out["dim"]))
+    if not 0 < out["epsilon"] < math.inf:
+        raise ValueError(f"epsilon must be a finite number > 0, got {out['epsilon']!r}")
+    out["sigma"] = calibrate_on_grid(
+        lambda s: discrete_gaussian_sigma(out["epsilon"], out["delta"], s), out["sensitivity"],
+        int(out["dim"]))
     return out
 
 

@@ -10,6 +10,8 @@ from the test-only in-memory trace), Eq. (8)-(9) from the party's online history
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from harness import TRANSPORTS, contexts, make_net
@@ -237,8 +239,11 @@ def test_refuses_late_duplicate_foreign_and_unscheduled_messages():
 def test_accountant_reports_the_audited_execution(tmp_path):
     """Each node's report: the audit of the execution its result states (party_report), never
     above the always-valid local-DP level of its η."""
-    from netdp_node.privacy.accountant import ACCOUNTANTS, inca_audit_loss
-    from netdp_node.privacy.inca_audit import gaussian_epsilon, party_report
+    from cks_reference import cks_epsilon
+
+    from netdp_node.privacy.accountant import ACCOUNTANTS, INCA_AUDIT, inca_audit_loss
+    from netdp_node.privacy.discrete_gaussian import GRID_BITS
+    from netdp_node.privacy.inca_audit import party_report
 
     n = 8
     p = _params(n, T=4, threat="collude:0.25")
@@ -250,21 +255,25 @@ def test_accountant_reports_the_audited_execution(tmp_path):
     direct = party_report(ex, 3, {"colluders": 0.25}, sigma_eta=p["sigma_eta"],
                           sigma_delta=p["sigma_delta"], delta=p["delta"],
                           sensitivity=p["sensitivity"], seed=3)
-    ldp = gaussian_epsilon(p["sensitivity"] / p["sigma_eta"], p["delta"])
-    assert loss.epsilon == pytest.approx(min(direct["epsilon"], ldp))
+    # the local-DP level of the DISCRETE η: ρ-zCDP for Δ' = Δ + γ√d, converted by CKS Prop. 12
+    grid = 2.0 ** (math.ceil(math.log2(p["sigma_eta"])) - GRID_BITS)
+    charged = p["sensitivity"] + grid * math.sqrt(p["dim"])
+    ldp = cks_epsilon(p["sigma_eta"] / charged, p["delta"])
+    assert direct["local_dp_epsilon"] == pytest.approx(ldp, rel=1e-4)
+    assert loss.epsilon == pytest.approx(min(direct["epsilon"], ldp), rel=1e-4)
     assert loss.epsilon < ldp  # the correlated noise helps: below local DP
     # ... but it is an audit of sampled placements: shown beside the guarantee, labelled; the
     # guarantee stays the local-DP level of η (C-DP is worst-case over placements, inca.md §2)
     shown = ACCOUNTANTS["inca"].losses(spec, entries, "n3")
-    assert all(v.epsilon == pytest.approx(ldp) for v in shown.values())
+    assert all(v.epsilon == pytest.approx(ldp, rel=1e-4) for v in shown.values())
     base = ACCOUNTANTS["inca"].baselines(spec, entries, "n3")
-    assert base["audit of sampled adversaries (not a guarantee)"].epsilon == \
-        pytest.approx(direct["epsilon"])
+    assert "not proven for discrete noise" in INCA_AUDIT
+    assert base[INCA_AUDIT].epsilon == pytest.approx(direct["epsilon"])
     # before a result, only the local-DP level of η
     early = [e for e in entries if e.event != "output"]
-    assert inca_audit_loss(spec, early, "n3")[0].epsilon == pytest.approx(ldp)
+    assert inca_audit_loss(spec, early, "n3")[0].epsilon == pytest.approx(ldp, rel=1e-4)
     pros = ACCOUNTANTS["inca"].prospective(spec, "n3")
-    assert set(pros) == set(ids) - {"n3"} and pros["n0"].epsilon == pytest.approx(ldp)
+    assert set(pros) == set(ids) - {"n3"} and pros["n0"].epsilon == pytest.approx(ldp, rel=1e-4)
 
 
 def test_audit_checks_every_stayer_injected_its_share(tmp_path):

@@ -16,7 +16,7 @@ from harness import TRANSPORTS, contexts, make_net
 
 from netdp_node.privacy import muffliato_accountant as ma
 from netdp_node.privacy import pndp_gossip as pg
-from netdp_node.privacy.accountant import ACCOUNTANTS, JobView, check_budget
+from netdp_node.privacy.accountant import ACCOUNTANTS, JobView, check_budget, total_losses
 from netdp_node.privacy.discrete_gaussian import GRID_BITS, gaussian_on_grid, grid_for
 from netdp_node.privacy.random_walk import ldp_epsilon
 from netdp_node.protocols import get_algorithm
@@ -45,6 +45,18 @@ def _charged(p: dict, sigma: float) -> float:
     γ = 2^(⌈log₂ σ⌉ − GRID_BITS) (discrete_gaussian's documented correction)."""
     grid = 2.0 ** (math.ceil(math.log2(sigma)) - GRID_BITS)
     return float(p["sensitivity"]) + grid * math.sqrt(int(p.get("dim", 1)))
+
+
+def _ldp(p: dict, sigma: float, count: int = 1) -> float:
+    """The local-DP level of `count` discrete-Gaussian releases, computed by dp-accounting's RDP
+    accountant (valid for the discrete Gaussian by CKS Thm 4) at multiplier σ/Δ'."""
+    from dp_accounting import dp_event, rdp
+
+    from netdp_node.privacy.composition import DEFAULT_ORDERS
+
+    acc = rdp.RdpAccountant(orders=list(DEFAULT_ORDERS))
+    acc.compose(dp_event.GaussianDpEvent(sigma / _charged(p, sigma)), count)
+    return acc.get_epsilon(p["delta"])
 
 
 def _noisy(x, seed: int, i: int, sigma: float) -> np.ndarray:
@@ -88,29 +100,40 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
         out = np.array([net.nodes[v].jobs["j"].output.value for v in ids])
         np.testing.assert_allclose(out, expect, atol=1e-12)
         np.testing.assert_allclose(out.mean(axis=0), x0.mean(axis=0), atol=1e-12)  # x̄ + η̄
-        # the ledger accountant == pndp_gossip on the same (fixed) schedule, both directions
-        # outputs stay on the nodes (Algorithm.private_output): no published views
+        # the guarantee the node enforces and records: the local-DP level of its discrete
+        # release (the joint view is a continuous-noise analysis), towards and about every peer
         assert get_algorithm("muffliato").private_output
         F = pg.joint_view_matrix(sched)
         spec = net.ledger("n4").job("j").spec
         acc = ACCOUNTANTS["muffliato"]
         es = net.ledger("n4").entries("j")
+        ldp = _ldp(p, p["sigma"])
+        for loss in [*acc.losses(spec, es, "n4").values(), *acc.incoming(spec, es, "n4").values()]:
+            assert loss.epsilon == pytest.approx(ldp, rel=1e-9)
+            assert "proven for the noise sampled" in loss.method
+        total = total_losses([JobView("j", spec, es)], "n4", p["delta"])
+        assert set(total) == set(ids) - {"n4"}
+        assert all(x.epsilon == pytest.approx(ldp, rel=1e-9) for x in total.values())
+        # the joint view (labelled, beside it) == pndp_gossip on the same (fixed) schedule, both
+        # directions; outputs stay on the nodes (Algorithm.private_output): no published views
         kw = {"sigma": p["sigma"], "sensitivity": _charged(p, p["sigma"]), "delta": p["delta"]}
+        out, inc = ma.joint_view(spec, es, "n4"), ma.joint_view(spec, es, "n4", outgoing=False)
         for j, v in enumerate(ids):
             if v == "n4":
                 continue
-            assert acc.losses(spec, es, "n4")[v].epsilon == pytest.approx(
+            assert out[v].epsilon == pytest.approx(
                 pg.pair_privacy_loss(F[4, j], **kw).epsilon, rel=1e-9)
-            assert acc.incoming(spec, es, "n4")[v].epsilon == pytest.approx(
+            assert inc[v].epsilon == pytest.approx(
                 pg.pair_privacy_loss(F[j, 4], **kw).epsilon, rel=1e-9)
         # spec §0 item 3 / §4.11: ring 8, T = 4, node 4 solves its view for node 0's noisy value,
         # while the paper's eq. (6) says 1.4 % of the LDP level
         assert F[0, 4] == 1.0
         assert pg.paper_bound(sched, 4)[0] == pytest.approx(0.0142, abs=5e-4)
         base = acc.baselines(spec, es, "n4")
-        assert "paper bound (not a guarantee)" in base
+        assert ma.PAPER in base and "not proven for discrete noise" in ma.PAPER
+        assert base[ma.JOINT_VIEW].epsilon == pytest.approx(max(x.epsilon for x in out.values()))
         mean = pg.mean_privacy_loss(F[:, 4], 4)  # eq. (7) on the joint view
-        assert base["mean loss eq. (7) (a summary, not a guarantee)"].epsilon == pytest.approx(
+        assert base[ma.MEAN_LOSS].epsilon == pytest.approx(
             pg.pair_privacy_loss(mean, **kw).epsilon, rel=1e-9)
         # `netdp privacy report` of n4, from its ledger: both directions and the labelled values
         from netdp_node.report import ledger_report, render_text
@@ -119,7 +142,8 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
         job = rep["jobs"][0]
         assert {x["peer"] for x in job["incoming"]} == set(ids) - {"n4"}
         text = render_text(rep)
-        assert "incoming: what this node learnt" in text and "paper bound (not a guarantee)" in text
+        assert "incoming: what this node learnt" in text and ma.PAPER in text
+        assert ma.JOINT_VIEW in text
     finally:
         await net.close()
 
@@ -150,7 +174,10 @@ async def test_randomized_conserves_mass_and_accountant_matches(tmp_path, transp
         assert out.sum() == pytest.approx(x0.sum(), abs=1e-12)  # pairwise averages keep the mass
         F = pg.joint_view_matrix(sched, exact=True)  # exact rationals
         kw = {"sigma": p["sigma"], "sensitivity": _charged(p, p["sigma"]), "delta": p["delta"]}
-        inc = ACCOUNTANTS["muffliato-random"].incoming(spec, es, "n0")
+        inc = ma.joint_view(spec, es, "n0", outgoing=False)
+        ldp = _ldp(p, p["sigma"])
+        assert all(x.epsilon == pytest.approx(ldp, rel=1e-9) for x in
+                   ACCOUNTANTS["muffliato-random"].incoming(spec, es, "n0").values())
         for j, v in enumerate(ids[1:], start=1):
             exact = pg.pair_privacy_loss(F[j, 0], **kw).epsilon
             # the accountant may add pndp_gossip's float margin (a fraction of ε_LDP): never
@@ -280,9 +307,9 @@ def test_realised_edges_agree_with_late_and_lost_messages():
 
 
 def test_accountant_rebuilds_the_realised_schedule_with_drops():
-    """The ledger accountant on a run with drops equals pndp_gossip's joint view on the realised
-    schedule built here from the engines' realised edges; without the published schedules it
-    reports the local-DP level."""
+    """The joint view rebuilt from the ledger on a run with drops equals pndp_gossip's on the
+    realised schedule built here from the engines' realised edges; without the published
+    schedules there is none. The guarantee is the local-DP level either way."""
     n, T = 6, 5
     ids = _ids(n)
     p = get_algorithm("muffliato").prepare({"graph": "ring", "T": T, "sigma": 1.0,
@@ -300,6 +327,7 @@ def test_accountant_rebuilds_the_realised_schedule_with_drops():
                          params={"round": t, "realised": [ids[w] for w in R]}))
     acc = ACCOUNTANTS["muffliato"]
     assert all("local-DP level" in x.method for x in acc.losses(spec, own, "n2").values())
+    assert ma.joint_view(spec, own, "n2") is None
     pub = [Entry(job_id="j", direction="local", event="schedule", peer=v,
                  params={"realised": {str(t): [ids[w] for w in R]
                                       for t, R in enumerate(eng[v].realised)}})
@@ -319,8 +347,12 @@ def test_accountant_rebuilds_the_realised_schedule_with_drops():
     sched = pg.GossipSchedule(n, (E,) * T, tuple(mats))
     F = pg.joint_view_matrix(sched, published=range(n))
     kw = {"sigma": 1.0, "sensitivity": _charged(p, 1.0), "delta": p["delta"]}
-    out = acc.losses(spec, own + pub, "n2")
-    inc = acc.incoming(spec, own + pub, "n2")
+    ldp = _ldp(p, 1.0)
+    assert all(x.epsilon == pytest.approx(ldp, rel=1e-9) for x in
+               [*acc.losses(spec, own + pub, "n2").values(),
+                *acc.incoming(spec, own + pub, "n2").values()])
+    out = ma.joint_view(spec, own + pub, "n2")
+    inc = ma.joint_view(spec, own + pub, "n2", outgoing=False)
     for j, v in enumerate(ids):
         if v != "n2":
             assert out[v].epsilon == pytest.approx(pg.pair_privacy_loss(F[2, j], **kw).epsilon,
@@ -331,7 +363,46 @@ def test_accountant_rebuilds_the_realised_schedule_with_drops():
     bad = own + [e if e.peer != "n3" else Entry(job_id="j", direction="local", event="schedule",
                                                 peer="n3", params={"realised": {}})
                  for e in pub]
-    assert all("disagree" in x.method for x in acc.losses(spec, bad, "n2").values())
+    assert ma.joint_view(spec, bad, "n2") is None
+    assert "disagree" in ma.leakage_matrices(spec, bad, "n2")[1]
+
+
+def test_the_enforced_guarantee_is_the_local_dp_level_not_the_joint_view():
+    """Ring of 12, two plain rounds: nothing n0 sent can reach n6, so the continuous-noise joint
+    view of n6 is 0; the noise is discrete and that analysis is not proven for it, so what n0
+    records (its losses, which the budget checks compose) is the local-DP level of its release
+    towards every peer, n6 included; the joint view is among the baselines, labelled."""
+    n, T = 12, 2
+    ids = _ids(n)
+    p = get_algorithm("muffliato").prepare({"graph": "ring", "T": T, "sigma": 1.0,
+                                            "accelerated": False, "round_timeout_s": 1.0}, n)
+    eng = _engines(n, p, {v: np.array([0.5]) for v in ids})
+    Driver(eng).run()
+    from netdp_node.ledger import Entry
+
+    spec = {"job_id": "j", "algorithm": "muffliato", "participants": ids, "params": p,
+            "public_seed": 1, "edges": []}
+    es = [Entry(job_id="j", direction="local", event="contribute")]
+    es += [Entry(job_id="j", direction="local", event="round",
+                 params={"round": t, "realised": [ids[w] for w in R]})
+           for t, R in enumerate(eng["n0"].realised)]
+    es += [Entry(job_id="j", direction="local", event="schedule", peer=v,
+                 params={"realised": {str(t): [ids[w] for w in R]
+                                      for t, R in enumerate(eng[v].realised)}})
+           for v in ids if v != "n0"]
+    jv = ma.joint_view(spec, es, "n0")
+    assert jv is not None and jv["n6"].epsilon == 0.0 and jv["n1"].epsilon > 0.0
+    ldp = _ldp(p, 1.0)
+    losses = ACCOUNTANTS["muffliato"].losses(spec, es, "n0")
+    assert losses["n6"].epsilon == pytest.approx(ldp, rel=1e-9)
+    assert all(x.epsilon == pytest.approx(ldp, rel=1e-9) for x in losses.values())
+    total = total_losses([JobView("j", spec, es)], "n0", p["delta"])
+    assert total["n6"].epsilon == pytest.approx(ldp, rel=1e-9)
+    # a budget below the local-DP level refuses a second such job, whatever the joint view says
+    assert not check_budget([JobView("j", spec, es)], {**spec, "job_id": "k"}, "n0",
+                            1.5 * ldp, p["delta"]).ok
+    base = ACCOUNTANTS["muffliato"].baselines(spec, es, "n0")
+    assert base[ma.JOINT_VIEW].epsilon == pytest.approx(max(x.epsilon for x in jv.values()))
 
 
 def test_published_schedule_names_the_edges_that_did_not_realise():
@@ -474,8 +545,9 @@ def test_gd_learns_and_reports_local_dp_composition():
                                                      p["delta"]), rel=1e-9)
     assert "local-DP composition" in loss.method
     base = accn.baselines(spec, res.entries["n0"], "n0")
-    assert {"paper bound (not a guarantee)",
-            "joint view per call (not a guarantee across steps)"} <= set(base)
+    assert ma.PAPER in base
+    assert any(k.startswith("joint view per call") and "not proven for discrete noise" in k
+               for k in base)
     JobView("sim", spec, res.entries["n0"])  # the view type the report builds
 
 

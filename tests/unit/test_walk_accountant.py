@@ -97,13 +97,18 @@ def test_report_uses_the_ledger_count_and_the_best_bound():
     one = per_job_losses(JobView("j", spec, _contribs(1)), "p0")["p1"]
     ten = per_job_losses(JobView("j", spec, _contribs(10)), "p0")["p1"]
     assert 0 < one.epsilon <= ten.epsilon
-    # one contribution: a local-DP bound beats the amplified walk bound at this small n; the exact
-    # Gaussian RDP of one contribution is below the classic calibration's ε0
-    assert one.method == "ldp-gaussian-rdp" and one.epsilon < spec["params"]["epsilon0"]
+    # one contribution: a local-DP bound beats the amplified walk bound at this small n: the
+    # (ε, δ) of one discrete Gaussian release, ρ-zCDP converted by CKS Prop. 12 (independently)
+    from cks_reference import cks_epsilon
+
     acc = rdp.RdpAccountant(orders=list(DEFAULT_ORDERS))
     # the Gaussian part on the noise grid: Δ + γ√d, γ = 2^(⌈log₂ σ⌉ − GRID_BITS) (discrete_gaussian)
     p = spec["params"]
     grid = 2.0 ** (math.ceil(math.log2(p["sigma"])) - GRID_BITS)
+    z = p["sigma"] / (p["sensitivity"] + grid * math.sqrt(p.get("dim", 1)))
+    assert one.method in ("ldp-basic", "ldp-gaussian-rdp")
+    assert one.epsilon == pytest.approx(cks_epsilon(z, p["delta"]), rel=1e-4)
+    assert one.epsilon <= p["epsilon0"] * (1 + 1e-9)
     acc.compose(dp_event.GaussianDpEvent(
         p["sigma"] / (p["sensitivity"] + grid * math.sqrt(p.get("dim", 1)))), 10)
     if ten.method == "ldp-gaussian-rdp":  # the same conversion as dp-accounting's RdpAccountant
@@ -147,9 +152,12 @@ def test_sgd_loss_labels_and_release():
 
 
 def test_ldp_sum_sigma_meets_the_target():
+    from cks_reference import cks_epsilon
+
     p = _spec("walk-sum", 2000, T=20000, epsilon=2.0)["params"]
     s = W.ldp_sum_sigma(p, 25)
-    e0 = 2.0 * p["clip"] * math.sqrt(2 * math.log(1.25 / p["delta"])) / s
+    # the per-release ε of the discrete Gaussian: ρ-zCDP converted by CKS Prop. 12 (independent)
+    e0 = cks_epsilon(s / (2.0 * p["clip"]), p["delta"])
     at = {**p, "sigma": s, "epsilon0": e0}
     assert W._sum_ldp(at, 25).epsilon == pytest.approx(2.0, rel=1e-6)
     # the same, independently: 25 Gaussians of multiplier s/Δ composed by dp-accounting's RDP
