@@ -120,7 +120,8 @@ def _gaussian_loss(z: float, count: int, delta: float, method: str) -> PrivacyLo
     if count == 0:
         return PrivacyLoss(0.0, 0.0, "no-contribution")
     curve = gaussian_rdp(z, DEFAULT_ORDERS, count)
-    return PrivacyLoss(rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0], delta, method)
+    return PrivacyLoss(rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0], delta, method,
+                       (tuple(DEFAULT_ORDERS), tuple(float(x) for x in curve)))
 
 
 def gaussian_sum_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
