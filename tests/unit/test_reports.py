@@ -168,3 +168,41 @@ def test_plot_without_matplotlib_says_what_to_install(tmp_path, capsys, monkeypa
     assert main(["privacy", "report", "--ledger", str(tmp_path), "--plot",
                  str(tmp_path / "x.png")]) == 2
     assert capsys.readouterr().err.strip() == "install netdp[experiments] (matplotlib) for --plot"
+
+
+async def test_job_result_shows_the_estimate_with_its_noise_std(tmp_path):
+    from netdp.v1 import bootstrap_pb2, common_pb2
+    from netdp_node.jobs import render_result, result_summary
+    from netdp_node.wire import ndarray_to_tensor
+
+    root = await _jobs(tmp_path)
+    params = prepare_params({"rounds": 3}, len(IDS))
+    led = Ledger.open_readonly(root / "n1")
+    try:
+        row = led.job("j0")
+    finally:
+        led.close()
+    value = np.asarray(row.result["value"])
+    engine_std = row.result["info"]["estimate_std"]  # what the ring engine itself states
+    # independently: the noise additions every node's ledger records (σ each), over K = 3 rounds
+    added = 0
+    for n in IDS:
+        led = Ledger.open_readonly(root / n)
+        try:
+            added += sum(1 for e in led.entries("j0") if e.params.get("sigma", 0) > 0)
+        finally:
+            led.close()
+    assert engine_std == pytest.approx(np.sqrt(added) * params["sigma"] / 3)
+    job = common_pb2.JobSpec(job_id="j0", algorithm="ring-sum", params_json=json.dumps(params),
+                             participants=[common_pb2.NodeInfo(node_id=n) for n in IDS])
+    results = [bootstrap_pb2.NodeResult(job_id="j0", node_id=n, state="done", contributed=True,
+                                        contributions=3, output=ndarray_to_tensor(value))
+               for n in IDS]
+    s = result_summary(bootstrap_pb2.GetResultReply(job=job, results=results))
+    assert s["std"]["std"] == pytest.approx(engine_std)
+    text = render_result(s)
+    assert f"released result: {value[0]:.6g} ± {engine_std:.4g} (noise std)" in text
+    # an algorithm without a closed form says so instead of printing a bare value
+    job.algorithm = "walk-histogram"
+    assert "noise std: no closed form" in render_result(
+        result_summary(bootstrap_pb2.GetResultReply(job=job, results=results)))
