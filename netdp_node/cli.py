@@ -5,6 +5,7 @@
     netdp bootstrap ...             run the bootstrap service
     netdp node ...                  run a node daemon
     netdp job submit|result|list    operators: submit a job, read its released result
+    netdp watch JOB                 operators: follow a running job live (per-node progress)
     netdp privacy report            what a node's ledger says it has spent, towards every node
     netdp compose                   generate a docker-compose.yml (certificates, bootstrap, nodes)
     netdp probe HOST:PORT           health check: is the port served (TCP connect)
@@ -277,6 +278,31 @@ def cmd_job(a: argparse.Namespace) -> int:
         finally:
             if c is not None:
                 await c.close()
+
+    return asyncio.run(main())
+
+
+def cmd_watch(a: argparse.Namespace) -> int:
+    from netdp_node.bootstrap_client import BootstrapClient
+    from netdp_node.security.pki import load_identity
+    from netdp_node.watch import watch
+
+    ident = load_identity(a.certs)
+
+    async def main() -> int:
+        c = BootstrapClient(a.bootstrap, ident)
+        try:
+            import grpc
+
+            try:
+                await c.get_job(a.job_id)
+            except grpc.aio.AioRpcError as e:
+                if e.code() == grpc.StatusCode.NOT_FOUND:
+                    raise ConfigError(f"job {a.job_id}: the bootstrap does not know it") from None
+                raise
+            return await watch(c, ident, a.job_id, interval=a.interval, timeout=a.timeout)
+        finally:
+            await c.close()
 
     return asyncio.run(main())
 
@@ -639,6 +665,21 @@ def build_parser() -> argparse.ArgumentParser:
                             help="wait up to this many seconds for every participant")
             jp.add_argument("--json", action="store_true")
     j.set_defaults(fn=cmd_job)
+
+    w = sub.add_parser("watch", help="follow a running job live (operator certificate)",
+                       description="A live view of a job: per node its state, protocol steps done "
+                       "of expected, whether it contributes, failures and dropouts, from the "
+                       "bootstrap (GetResult) and the nodes' Status RPC. Refreshes in place on a "
+                       "terminal, prints a line per change otherwise. Exits 0 when the job is "
+                       "done, 1 when it failed, 5 after --timeout, 130 on Ctrl-C.")
+    w.add_argument("job_id")
+    w.add_argument("--bootstrap", required=True, type=_addr)
+    w.add_argument("--certs", required=True, help="operator identity folder")
+    w.add_argument("--interval", type=_positive, default=1.0,
+                   help="seconds between two looks (default 1)")
+    w.add_argument("--timeout", type=_positive, default=3600.0,
+                   help="give up after this many seconds (default 3600)")
+    w.set_defaults(fn=cmd_watch)
 
     au = sub.add_parser("audit", help="invariants over the merged ledgers of several nodes "
                         "(uses global knowledge)")
