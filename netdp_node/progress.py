@@ -42,7 +42,7 @@ def console(stream: IO[str] | None = None, *, tty: bool | None = None) -> Any:
     s = sys.stderr if stream is None else stream
     t = is_tty(s) if tty is None else tty
     if t:
-        return Console(file=s, highlight=False)
+        return Console(file=s, force_terminal=True, highlight=False)
     return Console(file=s, force_terminal=False, no_color=True, highlight=False,
                    width=PLAIN_WIDTH, soft_wrap=False)
 
@@ -82,14 +82,20 @@ class _Bar:
         self.done = 0
         self._last_frac = -1.0
         self._last_t = 0.0
+        self._printed = -1  # the count of the last plain line
         self._rich: Any = None
         self._task: Any = None
 
     def _start(self) -> None:
         if not self.tty:
             return
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self._rich = Progress(TextColumn("{task.description}"), BarColumn(),
                               MofNCompleteColumn(), TextColumn(self.unit), TimeElapsedColumn(),
@@ -121,6 +127,7 @@ class _Bar:
             if now - self._last_t < PLAIN_SECONDS:
                 return
             self.stream.write(f"  {self.label}: {done} {self.unit} so far\n")
+        self._printed = done
         self._last_t = now
         self.stream.flush()
 
@@ -135,7 +142,7 @@ class _Bar:
     def _stop(self) -> None:
         if self._rich is not None:
             self._rich.stop()
-        elif self.done and self._last_frac < 1.0:
+        elif self.done and self.done != self._printed:
             # plain mode: always end with the final count
             self.stream.write(f"  {self.label}: {self.done}"
                               + (f"/{self.total}" if self.total and self.done <= self.total

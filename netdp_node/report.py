@@ -11,7 +11,6 @@ from typing import Any
 
 from netdp_node.errors import LedgerError
 from netdp_node.ledger import LEDGER_FILE, Ledger
-from netdp_node.progress import table
 from netdp_node.privacy.accountant import (
     ACCOUNTANTS,
     JobView,
@@ -22,7 +21,7 @@ from netdp_node.privacy.accountant import (
 from netdp_node.privacy.composition import PrivacyLoss, compose_losses
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note, seeded, threat_model
 from netdp_node.privacy.walk_accountant import real_contributions
-
+from netdp_node.progress import table
 
 #: the δ of a report when neither --delta nor a recorded budget names one
 DEFAULT_DELTA = 1e-5

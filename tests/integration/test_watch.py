@@ -76,7 +76,7 @@ async def test_watch_follows_a_job_to_its_end(tmp_path):
         bad = subprocess.run(
             [sys.executable, "-m", "netdp_node.cli", "watch", "nope", "--bootstrap",
              cluster.bootstrap_address, "--certs", str(cluster.certs("operator"))],
-            capture_output=True, text=True, timeout=60)
+            capture_output=True, text=True, timeout=60, check=False)  # noqa: ASYNC221
         assert bad.returncode == 2 and "job nope" in bad.stderr and "Traceback" not in bad.stderr
     finally:
         if w is not None and w.poll() is None:

@@ -126,7 +126,7 @@ async def test_heatmap_png_shows_the_pairwise_loss(tmp_path, capsys):
 
     def colour(a, b):
         x, y = meta["cells"][f"{a}→{b}"]
-        return img[int(round(y)), int(round(x)), :3]
+        return img[round(y), round(x), :3]
 
     vmax = max(v for row in meta["epsilon"] for v in row if v is not None)
     cmap = matplotlib.colormaps["viridis"]
