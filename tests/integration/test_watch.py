@@ -73,10 +73,10 @@ async def test_watch_follows_a_job_to_its_end(tmp_path):
         tail = lines[lines.index(f"job {job.job_id} (ring-sum): done"):]
         assert any(x.startswith("  contributors (4/4)") for x in tail), text
 
-        bad = subprocess.run(
+        bad = subprocess.run(  # noqa: ASYNC221
             [sys.executable, "-m", "netdp_node.cli", "watch", "nope", "--bootstrap",
              cluster.bootstrap_address, "--certs", str(cluster.certs("operator"))],
-            capture_output=True, text=True, timeout=60, check=False)  # noqa: ASYNC221
+            capture_output=True, text=True, timeout=60, check=False)
         assert bad.returncode == 2 and "job nope" in bad.stderr and "Traceback" not in bad.stderr
     finally:
         if w is not None and w.poll() is None:
