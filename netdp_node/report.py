@@ -252,8 +252,8 @@ def _peer_table(peers: list[dict[str, Any]], delta: float, head: str = "towards"
 # -- the node × peer heatmap (`netdp privacy report --plot`) ---------------------------------------
 def heatmap_size(n: int) -> tuple[float, float]:
     """Figure size (inches) of the heatmap of `n` nodes: 0.45 inch per cell, plus room for the
-    labels, title and colour bar."""
-    return (2.8 + 0.45 * n, 1.8 + 0.45 * n)
+    labels, title and colour bar (at least 6 inches wide, for the title)."""
+    return (max(6.0, 2.8 + 0.45 * n), 2.0 + 0.45 * n)
 
 
 HEATMAP_DPI = 100
@@ -300,7 +300,7 @@ def plot_heatmap(reports: Sequence[dict[str, Any]], path: str | Path) -> dict[st
     jobs = sorted({j["job_id"] for r in reports for j in r["jobs"]})
     over = sum(1 for node, b in budgets.items() for j in range(n)
                if np.isfinite(eps[idx[node], j]) and eps[idx[node], j] > b)
-    budget_note = (f"\nred outline: over the node's budget ({over} pair(s)); red line: budget"
+    budget_note = (f"\nred: {over} pair(s) over the node's budget (line on the colour bar)"
                    if budgets else "")
     ax.set_title(f"privacy loss ε node → peer at δ = {delta:g}\n"
                  f"{len(reports)} ledger(s), {len(jobs)} job(s) composed" + budget_note,
