@@ -71,6 +71,8 @@ class Check:
     name: str
     ok: bool = True
     details: list[str] = field(default_factory=list)
+    #: why the check does not apply to these ledgers (e.g. no IncA job for inca-shares), or ""
+    not_applicable: str = ""
 
     def fail(self, msg: str) -> None:
         self.ok = False
@@ -210,6 +212,8 @@ def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
             if j.job_id not in jobs or len(info.get("final", [])) > len(
                     jobs[j.job_id][1].get("final", [])):
                 jobs[j.job_id] = (j, info)
+    if not any(j.algorithm == "inca" for n in nodes for j in n.jobs):
+        check.not_applicable = "no IncA job in these ledgers"
     for job_id, (row, info) in jobs.items():
         spec = row.spec
         ids = list(spec["participants"])
@@ -289,6 +293,8 @@ def _gossip_used(nodes: Sequence[NodeLedger]) -> dict[str, set[tuple[Any, ...]]]
 def check_gossip_mass(nodes: Sequence[NodeLedger]) -> Check:
     """gossip-mass-conserved (see the module docstring)."""
     check = Check("gossip-mass-conserved")
+    if not any(j.algorithm.startswith("muffliato") for n in nodes for j in n.jobs):
+        check.not_applicable = "no Muffliato job in these ledgers"
     rounds: dict[tuple[str, str, int], tuple[set[str], str]] = {}
     acts: dict[tuple[str, str, int], dict[str, bool]] = {}
     accelerated = {j.job_id for n in nodes for j in n.jobs
@@ -385,7 +391,10 @@ def audit(dirs: Sequence[str | Path], delta: float = 1e-5) -> dict[str, Any]:
         "note": GLOBAL_KNOWLEDGE,
         "nodes": [n.node for n in nodes],
         "ok": all(c.ok for c in checks),
-        "checks": [{"name": c.name, "ok": c.ok, "details": c.details} for c in checks],
+        "checks": [{"name": c.name, "ok": c.ok, "details": c.details,
+                    "status": "n/a" if c.not_applicable else ("ok" if c.ok else "FAIL"),
+                    **({"not_applicable": c.not_applicable} if c.not_applicable else {})}
+                   for c in checks],
         "walk_audits": walk_audits(nodes),
     }
 

@@ -5,6 +5,7 @@
     netdp bootstrap ...             run the bootstrap service
     netdp node ...                  run a node daemon
     netdp job submit|result|list    operators: submit a job, read its released result
+    netdp watch JOB                 operators: follow a running job live (per-node progress)
     netdp privacy report            what a node's ledger says it has spent, towards every node
     netdp compose                   generate a docker-compose.yml (certificates, bootstrap, nodes)
     netdp probe HOST:PORT           health check: is the port served (TCP connect)
@@ -281,14 +282,67 @@ def cmd_job(a: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
-def cmd_privacy(a: argparse.Namespace) -> int:
-    from netdp_node.report import ledger_report, render_text
+def cmd_watch(a: argparse.Namespace) -> int:
+    from netdp_node.bootstrap_client import BootstrapClient
+    from netdp_node.security.pki import load_identity
+    from netdp_node.watch import watch
 
-    rep = ledger_report(a.ledger, delta_target=a.delta, job_id=a.job)
+    ident = load_identity(a.certs)
+
+    async def main() -> int:
+        c = BootstrapClient(a.bootstrap, ident)
+        try:
+            import grpc
+
+            try:
+                await c.get_job(a.job_id)
+            except grpc.aio.AioRpcError as e:
+                if e.code() == grpc.StatusCode.NOT_FOUND:
+                    raise ConfigError(f"job {a.job_id}: the bootstrap does not know it") from None
+                raise
+            return await watch(c, ident, a.job_id, interval=a.interval, timeout=a.timeout)
+        finally:
+            await c.close()
+
+    return asyncio.run(main())
+
+
+def cmd_privacy(a: argparse.Namespace) -> int:
+    from netdp_node.report import ledger_dirs, ledger_report, render_text
+
+    if a.delta is not None and not 0 < a.delta < 1:
+        raise ConfigError("--delta must be in (0, 1)")
+    if a.budget_epsilon is None and a.budget_delta is not None:
+        raise ConfigError("--budget-delta needs --budget-epsilon")
+    budget = None
+    if a.budget_epsilon is not None:
+        bd = 1e-5 if a.budget_delta is None else a.budget_delta
+        if not 0 < bd < 1:
+            raise ConfigError("--budget-delta must be in (0, 1)")
+        budget = (a.budget_epsilon, bd)
+    if a.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("install netdp[experiments] (matplotlib) for --plot", file=sys.stderr)
+            return EXIT_USAGE
+    dirs = ledger_dirs(a.ledger)
+    reps = [ledger_report(d, delta_target=a.delta, job_id=a.job, budget=budget) for d in dirs]
+    if a.plot:
+        if len({r["delta_target"] for r in reps}) > 1:
+            # one δ for the whole picture: the nodes' budgets differ in δ, so take the smallest
+            d = min(r["delta_target"] for r in reps)
+            reps = [ledger_report(x, delta_target=d, job_id=a.job, budget=budget) for x in dirs]
+        from netdp_node.report import plot_heatmap
+
+        out = plot_heatmap(reps, a.plot)
+        print(f"wrote {a.plot}: ε of {len(out['nodes'])} nodes towards each other at "
+              f"δ = {out['delta']:g}" + (f", {out['over_budget']} pair(s) over budget"
+                                          if out["budgets"] else ""), file=sys.stderr)
     if a.json:
-        print(json.dumps(rep, indent=2))
+        print(json.dumps(reps[0] if len(reps) == 1 else {"reports": reps}, indent=2))
     else:
-        print(render_text(rep))
+        print("\n\n".join(render_text(r) for r in reps))
     return EXIT_OK
 
 
@@ -346,6 +400,9 @@ def cmd_audit(a: argparse.Namespace) -> int:
     else:
         print(f"audit of {len(rep['nodes'])} ledgers ({rep['note']})")
         for c in rep["checks"]:
+            if c.get("not_applicable"):
+                print(f"  n/a  {c['name']} ({c['not_applicable']})")
+                continue
             print(f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']}")
             for d in c["details"]:
                 print(f"         {d}")
@@ -609,6 +666,21 @@ def build_parser() -> argparse.ArgumentParser:
             jp.add_argument("--json", action="store_true")
     j.set_defaults(fn=cmd_job)
 
+    w = sub.add_parser("watch", help="follow a running job live (operator certificate)",
+                       description="A live view of a job: per node its state, protocol steps done "
+                       "of expected, whether it contributes, failures and dropouts, from the "
+                       "bootstrap (GetResult) and the nodes' Status RPC. Refreshes in place on a "
+                       "terminal, prints a line per change otherwise. Exits 0 when the job is "
+                       "done, 1 when it failed, 5 after --timeout, 130 on Ctrl-C.")
+    w.add_argument("job_id")
+    w.add_argument("--bootstrap", required=True, type=_addr)
+    w.add_argument("--certs", required=True, help="operator identity folder")
+    w.add_argument("--interval", type=_positive, default=1.0,
+                   help="seconds between two looks (default 1)")
+    w.add_argument("--timeout", type=_positive, default=3600.0,
+                   help="give up after this many seconds (default 3600)")
+    w.set_defaults(fn=cmd_watch)
+
     au = sub.add_parser("audit", help="invariants over the merged ledgers of several nodes "
                         "(uses global knowledge)")
     au.add_argument("--ledger", action="append", default=[],
@@ -672,10 +744,19 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("privacy", help="privacy reports")
     prs = pr.add_subparsers(dest="privacy_cmd", required=True, metavar="PRIVACY_COMMAND")
     rp = prs.add_parser("report", help="the loss a node has incurred towards every other node")
-    rp.add_argument("--ledger", required=True, help="the node's ledger directory")
+    rp.add_argument("--ledger", required=True, action="append",
+                    help="a node's ledger directory, or a folder of them (e.g. `netdp simulate "
+                    "--ledgers DIR`); repeat for several nodes")
     rp.add_argument("--job", help="only this job")
-    rp.add_argument("--delta", type=float, default=1e-5,
-                    help="δ at which jobs are composed (default 1e-5)")
+    rp.add_argument("--delta", type=float, default=None,
+                    help="the one δ at which every ε is stated, per job, baselines and total "
+                    "(default: the δ of the node's budget, else 1e-5)")
+    rp.add_argument("--budget-epsilon", type=_positive,
+                    help="compare with this budget ε (default: the one the node recorded in its "
+                    "ledger at its last start, netdp node --budget-epsilon)")
+    rp.add_argument("--budget-delta", type=float, help="... at this δ (default 1e-5)")
+    rp.add_argument("--plot", metavar="FILE",
+                    help="also draw the node × peer heatmap of ε as a PNG (needs matplotlib)")
     rp.add_argument("--json", action="store_true")
     pr.set_defaults(fn=cmd_privacy)
     return p

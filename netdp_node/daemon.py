@@ -310,6 +310,7 @@ class NodeDaemon:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop_event.set)
         self.ledger = Ledger(self.cfg.ledger, self.node_id)
+        self.ledger.record_budget(self.cfg.budget_epsilon, self.cfg.budget_delta)
         if self.cfg.seed is not None:
             log.warning("[node=%s] %s: --seed makes the private RNG a seeded PCG64; noise and next "
                         "hops are predictable (tests only); every job's ledger, privacy report "

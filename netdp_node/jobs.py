@@ -48,9 +48,24 @@ def result_summary(reply: bootstrap_pb2.GetResultReply) -> dict[str, Any]:
         "seeded_rng": seeded,
         "not_private": not_private_note(seeded) if seeded else None,
         "threat_model": _threat(job),
+        "std": _std(job),
         # participants that came back with a new ledger after the job was submitted
         "warnings": list(reply.warnings),
     }
+
+
+def _std(job: common_pb2.JobSpec) -> dict[str, Any] | None:
+    """{std, how}: the released value's noise std from the job's public parameters, or None."""
+    from netdp_node.privacy.accountant import estimate_std
+
+    try:
+        params = json.loads(job.params_json) if job.params_json else {}
+        got = estimate_std({"algorithm": job.algorithm,
+                            "participants": [p.node_id for p in job.participants],
+                            "params": params})
+    except (ValueError, KeyError, TypeError):
+        return None
+    return None if got is None else {"std": got[0], "how": got[1]}
 
 
 def _threat(job: common_pb2.JobSpec) -> dict[str, Any] | None:
@@ -97,8 +112,18 @@ def render_result(s: dict[str, Any]) -> str:
     if s.get("not_private"):
         lines += wrap(s["not_private"], "  ")
     if s["value"] is not None:
-        lines.append(f"  released result: {s['value']}"
+        std = s.get("std")
+        shown = ", ".join(f"{v:.6g}" for v in s["value"]) if isinstance(s["value"], list) \
+            and len(s["value"]) <= 8 else str(s["value"])
+        lines.append(f"  released result: {shown}"
+                     + (f" ± {std['std']:.4g} (noise std)" if std else "")
                      + ("" if s["outputs_agree"] else "  (WARNING: participants disagree)"))
+        if std:
+            lines.append(f"    noise std {std['std']:.4g} per coordinate, from the public "
+                         f"parameters: {std['how']}")
+        else:
+            lines.append(f"    noise std: no closed form for {s['algorithm']} from the public "
+                         "parameters (see the nodes' privacy reports)")
     lines.append(f"  contributors ({len(s['contributors'])}/{len(s['participants'])}): "
                  f"{', '.join(s['contributors']) or '-'}")
     for n, why in s["declined"].items():

@@ -243,6 +243,21 @@ class Ledger:
         v = self._meta("acks_from")
         return None if v is None else int(v)
 
+    def record_budget(self, epsilon: float | None, delta: float) -> None:
+        """Record the privacy budget the node runs with (`netdp node --budget-epsilon`; None: no
+        budget), so that `netdp privacy report` can show what is spent and what remains. The
+        latest start's budget wins."""
+        value = json.dumps(None if epsilon is None else {"epsilon": epsilon, "delta": delta})
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('budget', ?)", (value,))
+
+    @property
+    def budget(self) -> tuple[float, float] | None:
+        """The budget (ε, δ) recorded at the node's last start, or None (none, or not recorded)."""
+        v = self._meta("budget")
+        b = None if v is None else json.loads(v)
+        return None if not b else (float(b["epsilon"]), float(b["delta"]))
+
     def join_after(self, store_id: str, job_seq: int) -> tuple[int, bool]:
         """The highest job sequence number of the bootstrap store `store_id` that this ledger
         started after: recorded at the first registration with that store (`job_seq`, the store's

@@ -72,6 +72,22 @@ def ring_sum_utility(spec: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
+def estimate_std(spec: Mapping[str, Any]) -> tuple[float, str] | None:
+    """The noise std of a job's released value (each coordinate) from its public parameters, and
+    how it is obtained; None for an algorithm without a closed form here. The operator's `netdp job
+    result` and the demo's "noise std of the estimate" share it.
+
+    ring-sum: the value is τ/K, τ holding `ring_release_noise_count` Gaussian additions of σ;
+    walk-sum: the value sums T steps, each with its own N(0, σ²) (noise-only steps too)."""
+    p = spec["params"]
+    if spec["algorithm"] == "ring-sum":
+        return (ring_sum_utility(spec)["netdp_std"],
+                "σ·sqrt(noise additions)/K, Algorithm 1's schedule with the release's noise")
+    if spec["algorithm"] == "walk-sum":
+        return (math.sqrt(int(p["T"])) * float(p["sigma"]), "σ·sqrt(T): one Gaussian per step")
+    return None
+
+
 # -- ring histogram (Algorithm 2, Theorem 2) -----------------------------------------------------
 def ring_histogram_loss(spec: Mapping[str, Any], windows: int) -> PrivacyLoss:
     """Theorem 2 (corrected, spec §3.2 with E3/E4/E22) in its numeric form (Remark 2, B6): each of
@@ -120,7 +136,8 @@ def _gaussian_loss(z: float, count: int, delta: float, method: str) -> PrivacyLo
     if count == 0:
         return PrivacyLoss(0.0, 0.0, "no-contribution")
     curve = gaussian_rdp(z, DEFAULT_ORDERS, count)
-    return PrivacyLoss(rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0], delta, method)
+    return PrivacyLoss(rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0], delta, method,
+                       (tuple(DEFAULT_ORDERS), tuple(float(x) for x in curve)))
 
 
 def gaussian_sum_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
