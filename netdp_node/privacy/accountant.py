@@ -473,8 +473,10 @@ ACCOUNTANTS: dict[str, Accountant] = {
                                  "Cyffers & Bellet 2022, Theorem 6 with Remark 4 (E8) + App. G "
                                  "(network-dp.md §3.4, §3.6)"),
     "walk-sgd": Accountant(walk_accountant.walk_losses, walk_accountant.walk_prospective,
-                           "Cyffers & Bellet 2022, Theorem 4 via Lemma 1 (E10, RDP) + App. G "
-                           "(network-dp.md §3.5, §3.6)"),
+                           "local-DP level of the node's discrete Gaussian releases (RDP, CKS "
+                           "Theorem 4 and Proposition 12); Cyffers & Bellet 2022 Theorem 4 via "
+                           "Lemma 1 (amplification by iteration, continuous noise only) beside "
+                           "it, labelled", walk_accountant.sgd_baselines),
     "inca": Accountant(inca_losses, inca_prospective,
                        "IncA (Sabater et al. 2025): exact audit of the execution, Theorem 4.1 "
                        "(inca.md §7.1-7.2, §7.6), capped by the local-DP level of η",
