@@ -139,10 +139,10 @@ def _rw_sgd(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     named = ["+".join(parts[i] for i in g) for g in groups]
     who = SINGLE + (f" and the listed collusion groups ({', '.join(named)})" if named else "")
     return ThreatModel(who, 1, (
-        "The ε towards each peer bounds that peer's own view (the sound per-trajectory "
-        "accountant, or the local-DP bound of the node's contributions when smaller); a group "
-        "listed in the job parameter collusion_groups is reported as one observer (group:...). "
-        "Other coalitions are covered only by the local-DP bound of the node's contributions. "
+        "The ε towards each peer is the local-DP bound of the node's contributions (proven for "
+        "the discrete noise sampled), so it holds against any coalition; a group listed in the "
+        "job parameter collusion_groups is reported as one observer (group:...). The "
+        "per-trajectory figure is a continuous-noise analysis, shown beside it, labelled. "
         "The walk's path is assumed secret beyond each holder's own neighbours: an eavesdropper "
         "who sees the traffic pattern learns it. " + LINKS))
 
