@@ -118,6 +118,12 @@ def _walk(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
             "Local DP-SGD (the baseline, dp=local): the ε composes the node's own noisy steps, so "
             "it holds whoever sees them: any set of colluding nodes, and an eavesdropper on every "
             "link."))
+    if spec.get("algorithm") == "walk-sgd":
+        return ThreatModel(ANYONE, None, (
+            "walk-sgd: the ε is the local-DP level of the node's own noisy steps (Lemma 1's "
+            "amplification is proven for continuous noise only; its figure is shown beside it, "
+            "labelled), so it holds whoever sees them: any set of colluding nodes, and an "
+            "eavesdropper on every link."))
     c = int(p.get("colluders", 1))
     who = SINGLE if c == 1 else f"any colluding set of up to {c} nodes"
     whom = ("each other participant observing alone (the job parameter colluders=1)" if c == 1

@@ -342,8 +342,9 @@ def _sgd_proven_network(params: Mapping[str, Any], n: int, n_u: float) -> Privac
 def sgd_baselines(spec: Mapping[str, Any], entries: Iterable[Any],
                   me: str) -> dict[str, PrivacyLoss]:
     """Shown beside walk-sgd's guarantee, labelled: the Lemma-1 network figure (Theorem 4 + App. G)
-    for the node's real contributions and the live participants. An analysis of CONTINUOUS Gaussian noise, NOT a guarantee for
-    the discrete noise sampled (module docstring)."""
+    for the node's real contributions and the live participants, unclipped (at small n it can
+    exceed the local-DP level). An analysis of CONTINUOUS Gaussian noise, NOT a guarantee for the
+    discrete noise sampled (module docstring)."""
     p, es = _p(spec), list(entries)
     count = real_contributions(es)
     if count == 0 or p.get("dp", "network") == "local":
