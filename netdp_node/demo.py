@@ -543,6 +543,17 @@ def render(res: dict[str, Any]) -> str:
             f"{b['central']['test_accuracy']:.4f} (σ={b['central']['sigma']:.3g}, trusted "
             "curator)   [baselines: same data, steps and ε, mean of 5 in-process runs]",
         ]
+        if alg == "walk-sgd":
+            from netdp_node.privacy.walk_accountant import LEMMA1
+
+            lines.append("  walk-sgd's amplification (Lemma 1, by iteration) is proven for "
+                         "continuous noise only; netdp charges the local-DP level of each node's "
+                         "discrete-Gaussian releases (so no gain over local DP is claimed)")
+            vals = [row["baselines"][LEMMA1]["epsilon"] for row in res["privacy"]
+                    if LEMMA1 in row["baselines"]]
+            if vals:
+                lines.append(f"  Lemma 1 figure, worst pair: ε={max(vals):.4g} (continuous-noise "
+                             "analysis; not proven for discrete noise; NOT a guarantee)")
     lines += [""]
     if res.get("not_private"):
         lines += wrap(res["not_private"], "")

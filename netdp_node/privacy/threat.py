@@ -118,6 +118,12 @@ def _walk(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
             "Local DP-SGD (the baseline, dp=local): the ε composes the node's own noisy steps, so "
             "it holds whoever sees them: any set of colluding nodes, and an eavesdropper on every "
             "link."))
+    if spec.get("algorithm") == "walk-sgd":
+        return ThreatModel(ANYONE, None, (
+            "walk-sgd: the ε is the local-DP level of the node's own noisy steps (Lemma 1's "
+            "amplification is proven for continuous noise only; its figure is shown beside it, "
+            "labelled), so it holds whoever sees them: any set of colluding nodes, and an "
+            "eavesdropper on every link."))
     c = int(p.get("colluders", 1))
     who = SINGLE if c == 1 else f"any colluding set of up to {c} nodes"
     whom = ("each other participant observing alone (the job parameter colluders=1)" if c == 1
@@ -139,10 +145,10 @@ def _rw_sgd(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     named = ["+".join(parts[i] for i in g) for g in groups]
     who = SINGLE + (f" and the listed collusion groups ({', '.join(named)})" if named else "")
     return ThreatModel(who, 1, (
-        "The ε towards each peer bounds that peer's own view (the sound per-trajectory "
-        "accountant, or the local-DP bound of the node's contributions when smaller); a group "
-        "listed in the job parameter collusion_groups is reported as one observer (group:...). "
-        "Other coalitions are covered only by the local-DP bound of the node's contributions. "
+        "The ε towards each peer is the local-DP bound of the node's contributions (proven for "
+        "the discrete noise sampled), so it holds against any coalition; a group listed in the "
+        "job parameter collusion_groups is reported as one observer (group:...). The "
+        "per-trajectory figure is a continuous-noise analysis, shown beside it, labelled. "
         "The walk's path is assumed secret beyond each holder's own neighbours: an eavesdropper "
         "who sees the traffic pattern learns it. " + LINKS))
 

@@ -16,6 +16,18 @@ are in `network_dp_walk` (network-dp.md §3). What a node's report uses:
 * the better of that network bound and the local-DP composition of the node's own N_u
   contributions (each contribution is (ε0, δ)-LDP, so the local-DP bound always holds), per peer;
 * n minus the participants the walk was re-routed around (`live_participants`), after a crash.
+
+walk-sgd is the exception: its network bound (Theorem 4 via Lemma 1) rests on privacy
+amplification by iteration (Feldman, Mironov, Talwar, Thakurta, FOCS 2018), whose shift-reduction
+lemma needs noise that absorbs arbitrary REAL shifts (a continuous Gaussian). The noise sampled is
+a discrete Gaussian on a grid (`discrete_gaussian`) and the gradient step is nonlinear, so the
+iterates of two neighbouring runs differ by non-lattice amounts: the lemma is not proven for it.
+What a walk-sgd node enforces, records and reports towards every peer is therefore the proven
+bound: the RDP composition of its own N_u discrete Gaussian releases (sensitivity Δ' charged on
+the grid; CKS Theorem 4, converted by CKS Proposition 12; the final model and everything else an
+observer sees is post-processing of them), i.e. the local-DP level (`_sgd_ldp`), and the default
+calibration targets it. The Lemma-1 figure is shown beside it (`sgd_baselines`), labelled
+"continuous-noise analysis; not proven for discrete noise", never as it.
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ from netdp_node.privacy.discrete_gaussian import (
     discrete_gaussian_sigma,
     release_epsilon,
 )
+from netdp_node.privacy.muffliato_accountant import CONTINUOUS
 from netdp_node.privacy.network_dp_walk import (
     count_bound,
     rr_gamma,
@@ -128,7 +141,11 @@ def _ldp(eps0: float, delta0: float, count: int, delta_prime: float,
     return PrivacyLoss(be, min(1.0, bd), "ldp-basic", rdp)
 
 
-def _best(network: PrivacyLoss, local: PrivacyLoss) -> PrivacyLoss:
+def _best(network: PrivacyLoss | None, local: PrivacyLoss) -> PrivacyLoss:
+    """The better of a PROVEN network bound and the local-DP bound; `None`: no network bound is
+    proven for the noise sampled (walk-sgd, module docstring), the local-DP bound is the loss."""
+    if network is None:
+        return local
     return network if network.epsilon < local.epsilon else local
 
 
@@ -193,7 +210,8 @@ def ldp_sum_sigma(params: Mapping[str, Any], count: int) -> float:
 
 
 def _per_peer(spec: Mapping[str, Any], me: str, count: int,
-              network: Callable[[int], PrivacyLoss], local: PrivacyLoss) -> dict[str, PrivacyLoss]:
+              network: Callable[[int], PrivacyLoss | None],
+              local: PrivacyLoss) -> dict[str, PrivacyLoss]:
     if count == 0:
         loss = PrivacyLoss(0.0, 0.0, "no-contribution", local.rdp)
     else:
@@ -287,37 +305,64 @@ def _linear_rdp_to_dp(slope: float, alpha_max: float, delta: float) -> float:
     return float(max(0.0, eps.min()))
 
 
+#: the method of walk-sgd's enforced loss: the local-DP level, RDP composition of the node's
+#: discrete Gaussian releases (CKS Theorem 4, converted by CKS Proposition 12; module docstring)
+SGD_GUARANTEE = "ldp-gaussian-rdp"
+#: the label of the Lemma-1 figure shown beside it (continuous-noise analysis)
+LEMMA1 = f"Cyffers & Bellet Theorem 4 / Lemma 1 ({CONTINUOUS}; not a guarantee)"
+
+
 def _sgd_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
+    """The proven loss of `count` walk-sgd contributions towards any observer: each is one discrete
+    Gaussian release of a gradient of sensitivity 2L, with noise multiplier z = σ/Δ' (Δ' ≥ 2L the
+    sensitivity charged on the grid), ρ-zCDP with ρ = 1/(2z²) (CKS Theorem 4); composed in RDP
+    (adaptively: later gradients are taken at iterates that depend on earlier releases) and
+    converted at δ by CKS Proposition 12 (`rdp_to_dp`)."""
     z = sgd_ratio(p) / 2.0
     curve = gaussian_rdp(z, DEFAULT_ORDERS, count)
     eps, _ = rdp_to_dp(DEFAULT_ORDERS, curve, float(p["delta"])) if count else (0.0, 0.0)
-    return PrivacyLoss(eps, float(p["delta"]) if count else 0.0, "ldp-gaussian-rdp",
+    return PrivacyLoss(eps, float(p["delta"]) if count else 0.0, SGD_GUARANTEE,
                        (DEFAULT_ORDERS, tuple(curve.tolist())))
 
 
-
-
-
-
-
-
 def sgd_walk_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLoss:
-    """walk-sgd's network bound; the local-DP-SGD baseline (dp=local) claims no amplification."""
+    """walk-sgd's Lemma-1 network figure (a continuous-noise analysis, module docstring: shown as a
+    labelled baseline, never enforced); the local-DP-SGD baseline (dp=local) claims none."""
     if params.get("dp", "network") == "local":
         return PrivacyLoss(math.inf, 0.0, "none (local DP-SGD)")
     return sgd_network_loss(params, n, n_u)
+
+
+def _sgd_proven_network(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLoss | None:
+    """No network bound of walk-sgd is proven for discrete noise (module docstring): `_best`
+    takes the local-DP level."""
+    return None
+
+
+def sgd_baselines(spec: Mapping[str, Any], entries: Iterable[Any],
+                  me: str) -> dict[str, PrivacyLoss]:
+    """Shown beside walk-sgd's guarantee, labelled: the Lemma-1 network figure (Theorem 4 + App. G)
+    for the node's real contributions and the live participants, unclipped (at small n it can
+    exceed the local-DP level). An analysis of CONTINUOUS Gaussian noise, NOT a guarantee for the
+    discrete noise sampled (module docstring)."""
+    p, es = _p(spec), list(entries)
+    count = real_contributions(es)
+    if count == 0 or p.get("dp", "network") == "local":
+        return {}
+    fig = sgd_network_loss(p, live_participants(spec, es), count)
+    return {LEMMA1: PrivacyLoss(fig.epsilon, fig.delta, f"{fig.method}; {CONTINUOUS}")}
 
 
 def _histogram_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
     return _ldp(float(p["epsilon0"]), 0.0, count, float(p["delta_prime"]), None)
 
 
-# algorithm -> (network bound (params, n, N_u), local-DP bound (params, N_u))
-BOUNDS: dict[str, tuple[Callable[[Mapping[str, Any], int, float], PrivacyLoss],
+# algorithm -> (PROVEN network bound (params, n, N_u), or None, local-DP bound (params, N_u))
+BOUNDS: dict[str, tuple[Callable[[Mapping[str, Any], int, float], PrivacyLoss | None],
                         Callable[[Mapping[str, Any], int], PrivacyLoss]]] = {
     "walk-sum": (sum_network_loss, _sum_ldp),
     "walk-histogram": (histogram_network_loss, _histogram_ldp),
-    "walk-sgd": (sgd_walk_loss, _sgd_ldp),
+    "walk-sgd": (_sgd_proven_network, _sgd_ldp),
 }
 
 
@@ -355,10 +400,11 @@ def _bisect_largest(ok: Callable[[float], bool], lo: float, hi: float, iters: in
 
 def calibrate(algorithm: str, params: dict[str, Any], n: int) -> dict[str, Any]:
     """Fill the noise parameters so that the loss a node's report will show towards every peer (the
-    better of the network and local-DP bounds) for a node making `prospective_count`
-    contributions is at most params["epsilon"] (spec §3.7 calibration).
-    walk-sum: ε0 and σ = `discrete_gaussian_sigma(ε0, δ, 2·clip)` on the grid; walk-histogram: ε0 and γ = L/(e^ε0 + L − 1);
-    walk-sgd: σ = (σ/L)·L."""
+    better of the PROVEN network bound and the local-DP bound) for a node making
+    `prospective_count` contributions is at most params["epsilon"] (spec §3.7 calibration).
+    walk-sum: ε0 and σ = `discrete_gaussian_sigma(ε0, δ, 2·clip)` on the grid; walk-histogram: ε0
+    and γ = L/(e^ε0 + L − 1); walk-sgd: σ = (σ/L)·L for the enforced bound, the local-DP level of
+    the cap's discrete Gaussian releases (module docstring; Lemma 1 is not proven for them)."""
     target = float(params["epsilon"])
     spec = {"algorithm": algorithm, "participants": [str(i) for i in range(n)], "params": params}
     out = dict(params)

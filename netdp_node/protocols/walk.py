@@ -781,8 +781,10 @@ _COMPUTED = {"sigma", "epsilon0", "gamma", "sensitivity"}
 
 def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[str, Any]:
     """Validate a walk job's public parameters, fill defaults and calibrate the noise
-    (`walk_accountant.calibrate`) so that every node's network loss towards every peer is at most
-    `epsilon` (per job, δ-terms as in spec §6 item 13).
+    (`walk_accountant.calibrate`) so that every node's loss towards every peer is at most
+    `epsilon` (per job, δ-terms as in spec §6 item 13). walk-sgd: that loss is the local-DP level
+    of the cap's discrete Gaussian releases (Lemma 1 is proven for continuous noise only, so the
+    σ is the local-DP-SGD one; `walk_accountant` module docstring).
 
     Common: T (walk length; mean length with stop=geometric) default 10·n; epsilon (target, default
     1.0 sum/histogram, 10 SGD); delta (per contribution / conversion) 1e-6; delta_prime, delta_hat

@@ -144,5 +144,9 @@ def test_every_algorithm_has_a_threat_model_and_walks_follow_colluders():
     local = threat_model({"algorithm": "walk-sgd", "participants": ids,
                           "params": {"dp": "local"}})
     assert local.colluders is None and "local DP" in local.observers
+    # walk-sgd enforces the local-DP level (Lemma 1: continuous noise only): any coalition
+    net = threat_model({"algorithm": "walk-sgd", "participants": ids,
+                        "params": get_algorithm("walk-sgd").prepare({"colluders": 3}, len(ids))})
+    assert net.colluders is None and net.observers == local.observers
     with pytest.raises(ValueError, match="no threat model"):
         threat_model({"algorithm": "nope", "participants": ids, "params": {}})
