@@ -304,11 +304,14 @@ class NodeDaemon:
             log.info("[node=%s] ledger %s joins the bootstrap's jobs after #%d", self.node_id,
                      self.ledger.ledger_id, after)
 
-    async def run(self, ready: asyncio.Future[int] | None = None) -> int:
+    async def run(self, ready: asyncio.Future[int] | None = None, *, signals: bool = True) -> int:
+        """Serve until stopped. `signals`: install this node's SIGTERM/SIGINT handler (a process
+        hosting several nodes installs one for all instead: netdp_node.host)."""
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self.stop_event.set)
+        if signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(sig, self.stop_event.set)
         self.ledger = Ledger(self.cfg.ledger, self.node_id)
         if self.cfg.seed is not None:
             log.warning("[node=%s] %s: --seed makes the private RNG a seeded PCG64; noise and next "
