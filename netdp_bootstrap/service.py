@@ -137,6 +137,13 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         except SecurityError as e:
             log.error("ignoring %s: %s", self.crl_file, e)
 
+    async def watch_crl(self, every: float = 1.0) -> None:
+        """Check the --crl file every `every` seconds (one timer for the whole service); a new
+        list wakes the long polls (`_accept_crl` announces it)."""
+        while True:
+            await asyncio.sleep(every)
+            self.reload_crl_file()
+
     # -- helpers -------------------------------------------------------------------------------
     async def _auth(self, context: grpc.aio.ServicerContext, roles: tuple[str, ...],
                     what: str) -> PeerIdentity:
@@ -325,10 +332,11 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             left = until - loop.time()
             if reply.jobs or left <= 0 or self.revocations.number != crl:
                 return reply
-            # long poll: wake on news, and at least every second to notice a new --crl file
+            # long poll: wake on news only (a new --crl file is news too: `watch_crl`), so that
+            # idle nodes cost the bootstrap one call per node per long poll, not one wake-up per
+            # node per second
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(news.wait(), min(left, 1.0))
-            self.reload_crl_file()
+                await asyncio.wait_for(news.wait(), left)
 
     async def GetJob(self, request: bootstrap_pb2.GetJobRequest,
                      context: grpc.aio.ServicerContext) -> bootstrap_pb2.GetJobReply:
