@@ -28,6 +28,7 @@ from netdp_bootstrap import topology as topo
 from netdp_bootstrap.store import Store
 from netdp_node.errors import SecurityError
 from netdp_node.protocols import get_algorithm
+from netdp_node.protocols.base import COMPLETE
 from netdp_node.security.identity import PeerIdentity, RevocationList
 from netdp_node.transport.grpc import AccessPolicy, Unauthorized
 from netdp_node.wire import WireError, tensor_to_ndarray
@@ -259,7 +260,9 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             raise ValueError("topology_params_json: the bootstrap reads no file a request names; "
                              "give an edgelist its edges inline (edges: [[src, dst], ...])")
         seed = request.public_seed or secrets.randbits(63)
-        graph = topo.build(kind, ids, tparams, seed=seed % (2**32))
+        # the complete graph is not built: its edges are not listed (see below)
+        graph = (None if kind == COMPLETE else topo.build(kind, ids, tparams, seed=seed % (2**32)))
+        gparams = topo.complete_params(ids, tparams) if graph is None else graph.params
         if algo.topology == "ring" and kind != "ring":
             raise ValueError(f"{algo.name} runs on a ring, not on {kind}")
         version = self.store.next_topology_version()
@@ -274,8 +277,11 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             participants=[active[i] for i in ids],
             topology=common_pb2.Topology(
                 topology_id=f"{kind}-v{version}", version=version, kind=kind, nodes=ids,
-                edges=[common_pb2.Edge(src=a, dst=b) for a, b in graph.edges],
-                params_json=json.dumps(graph.params, sort_keys=True, default=str)),
+                # the complete graph's n(n-1) edges are implied by its kind, not listed (1,000
+                # nodes: a spec of tens of MB, over the 4 MiB message limit)
+                edges=[] if graph is None else [common_pb2.Edge(src=a, dst=b)
+                                                for a, b in graph.edges],
+                params_json=json.dumps(gparams, sort_keys=True, default=str)),
             created_unix=int(time.time()),
         )
 
@@ -309,9 +315,12 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             out.append(f"public seed {request.public_seed}, not {job.public_seed}")
         if kind == job.topology.kind:
             tparams = json.loads(request.topology_params_json or "{}")
-            graph = topo.build(kind, ids, tparams, seed=job.public_seed % (2**32))
-            if (json.dumps(graph.params, sort_keys=True, default=str) != job.topology.params_json
-                    or [(e.src, e.dst) for e in job.topology.edges] != list(graph.edges)):
+            graph = (None if kind == COMPLETE
+                     else topo.build(kind, ids, tparams, seed=job.public_seed % (2**32)))
+            gparams = topo.complete_params(ids, tparams) if graph is None else graph.params
+            if (json.dumps(gparams, sort_keys=True, default=str) != job.topology.params_json
+                    or (graph is not None and [(e.src, e.dst) for e in job.topology.edges]
+                        != list(graph.edges))):
                 out.append(f"topology parameters {json.dumps(tparams, sort_keys=True)} give "
                            f"another graph")
         return out

@@ -15,7 +15,7 @@ import grpc.aio
 
 from netdp.v1 import bootstrap_pb2, bootstrap_pb2_grpc, common_pb2
 from netdp_node.errors import ServerIdentityError
-from netdp_node.protocols.base import JobContext
+from netdp_node.protocols.base import COMPLETE, CompleteEdges, JobContext
 from netdp_node.retry import Backoff, retry
 from netdp_node.security.identity import BOOTSTRAP_NAME
 from netdp_node.security.pki import Identity
@@ -37,7 +37,10 @@ def job_context(job: common_pb2.JobSpec, me: str) -> JobContext:
         participants=tuple(p.node_id for p in job.participants),
         params=json.loads(job.params_json or "{}"),
         public_seed=job.public_seed,
-        edges=tuple((e.src, e.dst) for e in job.topology.edges),
+        # the complete graph's edges are not listed (`CompleteEdges`: every ordered pair)
+        edges=(CompleteEdges(tuple(p.node_id for p in job.participants))
+               if job.topology.kind == COMPLETE and not job.topology.edges
+               else tuple((e.src, e.dst) for e in job.topology.edges)),
     )
 
 
