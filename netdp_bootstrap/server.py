@@ -52,6 +52,7 @@ async def run_bootstrap(cfg: BootstrapConfig, ready: asyncio.Future[int] | None 
         await stop.wait()
     finally:
         log.info("bootstrap shutting down")
+        service.stop_polls()
         if watcher is not None:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

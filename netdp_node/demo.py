@@ -223,11 +223,11 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
             if time.monotonic() >= next_progress:
                 done, expected = await _progress(channels, job.job_id)
                 next_progress = time.monotonic() + every
-                line = _bar(done, expected)
+                line = f"{_bar(done, expected)} node steps"
                 if cluster.n > 64:
                     line += f", {len(reply.results)}/{cluster.n} nodes reported"
                 if line != last:
-                    _say(f"  progress {line} node steps ({time.monotonic() - t_job:.0f} s)")
+                    _say(f"  progress {line} ({time.monotonic() - t_job:.0f} s)")
                     last = line
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job {job.job_id} did not finish in {a.timeout:g}s after "
@@ -651,7 +651,9 @@ def run_demo(a: argparse.Namespace) -> int:
         _say(f"netdp demo: {e}")
         code = 1
     finally:
-        codes = cluster.stop()
+        # a host process stops its nodes together (each: server grace, links, ledger): more time
+        most = max((len(cluster.hosted(h)) for h in set(cluster.host_of.values())), default=1)
+        codes = cluster.stop(grace=8.0 + 0.05 * most)
         bad = {k: v for k, v in codes.items() if v not in (0, None)}
         if bad:
             _say(f"processes that did not exit cleanly: {bad}")

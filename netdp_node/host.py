@@ -180,6 +180,8 @@ async def run_host(configs: Sequence[object],
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
+    if len(daemons) > 1:
+        log.info("all %d hosted nodes stopped", len(daemons))
     if first_error is not None:
         raise first_error
     return max((t.result() for t in tasks), default=0)

@@ -66,3 +66,19 @@ async def test_a_new_crl_file_still_ends_a_held_poll(tmp_path: Path) -> None:
     finally:
         watcher.cancel()
         store.close()
+
+
+async def test_shutting_down_answers_the_held_polls(tmp_path: Path) -> None:
+    """Held polls end when the bootstrap stops (the server would otherwise cancel each at the end
+    of its grace period, an error logged per node)."""
+    svc, store, _ = _service(tmp_path)
+    try:
+        polls = [asyncio.ensure_future(svc.ListJobs(
+            bootstrap_pb2.ListJobsRequest(after=0, wait_ms=30_000), None)) for _ in range(3)]
+        await asyncio.sleep(0.2)
+        assert not any(p.done() for p in polls)
+        svc.stop_polls()
+        replies = await asyncio.wait_for(asyncio.gather(*polls), 20)
+        assert all(list(r.jobs) == [] for r in replies)
+    finally:
+        store.close()
