@@ -62,8 +62,10 @@ class BootstrapClient:
         await self.channel.close()
 
     async def call(self, method: str, request: Any, *, retry_transient: bool = True,
-                   extra_time: float = 0.0) -> Any:
-        """`extra_time`: seconds the bootstrap may legitimately hold the call (a long poll)."""
+                   extra_time: float = 0.0, idempotent: bool = False) -> Any:
+        """`extra_time`: seconds the bootstrap may legitimately hold the call (a long poll).
+        `idempotent`: also retry a call that came back CANCELLED (seen under a registration storm
+        of hundreds of nodes: the call never reached the service; doing it again is harmless)."""
         fn = getattr(self.stub, method)
 
         async def once() -> Any:
@@ -72,7 +74,9 @@ class BootstrapClient:
         try:
             if not retry_transient:
                 return await once()
-            return await retry(once, self.backoff, is_transient)
+            return await retry(once, self.backoff, (lambda e: is_transient(e) or (
+                isinstance(e, grpc.aio.AioRpcError) and e.code() == grpc.StatusCode.CANCELLED))
+                if idempotent else is_transient)
         except grpc.aio.AioRpcError as e:
             if wrong_server(e):
                 raise ServerIdentityError(
@@ -87,7 +91,7 @@ class BootstrapClient:
         reply holds the latest job sequence number and the store's id (`Ledger.join_after`)."""
         return await self.call("Register", bootstrap_pb2.RegisterRequest(
             node_id=node_id, address=address, ledger_id=ledger_id,
-            ledger_created_unix=ledger_created))
+            ledger_created_unix=ledger_created), idempotent=True)
 
     async def list_nodes(self) -> list[common_pb2.NodeInfo]:
         return list((await self.call("ListNodes", bootstrap_pb2.ListNodesRequest())).nodes)

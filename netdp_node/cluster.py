@@ -254,6 +254,12 @@ class LocalCluster:
         async def registered() -> bool:
             have = {n.node_id for n in await c.list_nodes()}
             missing[:] = sorted(set(ids) - have)
+            for name in dict.fromkeys(self.host_of.get(nid, nid) for nid in missing):
+                p = self.procs.get(name)
+                if p is not None and p.popen is not None and not p.alive():
+                    raise RuntimeError(f"{name} exited with {p.popen.returncode} before "
+                                       f"{'its nodes' if name not in self.ids else 'it'} "
+                                       f"registered:\n{p.log_text()[-3000:]}")
             if on_progress is not None and len(ids) - len(missing) != seen[0]:
                 seen[0] = len(ids) - len(missing)
                 on_progress(seen[0], len(ids))

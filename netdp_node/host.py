@@ -36,6 +36,9 @@ from netdp_node.errors import ConfigError
 
 log = logging.getLogger("netdp.host")
 
+#: How many hosted nodes may be starting (serving, registering) at once.
+START_WINDOW = 32
+
 
 def _natural(name: str) -> list[object]:
     """node-2 before node-10."""
@@ -139,7 +142,19 @@ async def run_host(configs: Sequence[object],
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop_all)
     readies: list[asyncio.Future[int]] = [loop.create_future() for _ in daemons]
-    tasks = [asyncio.ensure_future(d.run(r, signals=False)) for d, r in zip(daemons, readies)]
+    # at most START_WINDOW nodes between start and registration at a time: hundreds of TLS
+    # handshakes and registrations at once only slow each other (and the bootstrap) down
+    window = asyncio.Semaphore(START_WINDOW)
+
+    async def run_one(d: NodeDaemon, ready: asyncio.Future[int]) -> int:
+        async with window:
+            if d.stop_event.is_set():
+                return 0  # stopped before its turn came
+            task = asyncio.ensure_future(d.run(ready, signals=False))
+            await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+        return await task
+
+    tasks = [asyncio.ensure_future(run_one(d, r)) for d, r in zip(daemons, readies)]
     if len(daemons) > 1:
         log.info("hosting %d nodes in this process: %s", len(daemons),
                  ", ".join(d.node_id for d in daemons))
