@@ -212,8 +212,8 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
         t_job = time.monotonic()
         deadline = t_job + a.timeout
         last = ""
-        # every node's Status each time: more nodes, fewer rounds of it
-        every = 0.2 if cluster.n <= 64 else 2.0
+        # every node's Status each time (load on the hosts): more nodes, fewer rounds of it
+        every = 0.2 if cluster.n <= 64 else max(2.0, cluster.n / 100)
         next_progress = 0.0
         while True:
             reply = await client.result(job.job_id)

@@ -8,7 +8,8 @@ budget and fault injector. The process shares what carries no identity: the inte
 imported modules, the asyncio loop, grpc's core (poller thread, completion queue), logging, and
 ONE SIGTERM/SIGINT handler that stops every hosted node (each closes its server, links and
 ledger). A crash of the process (SIGKILL, --fault-crash-*, a power cut) takes down every node it
-hosts at once; each comes back from its own ledger when the process restarts.
+hosts at once; each comes back from its own ledger when the process restarts, having forgotten
+nothing it acknowledged or spent (a token walk resumes; a job that cannot ends failed there).
 
 Per-node values of the flags (`node_configs`), for n hosted identities in order 0..n-1:
 
