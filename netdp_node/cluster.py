@@ -197,19 +197,20 @@ class LocalCluster:
 
     def start(self, data: dict[str, Path] | None = None,
               extra: dict[str, list[str]] | None = None, timeout: float = 60.0, *,
-              workers: int = 0, seeds: dict[str, int] | None = None, wait: bool = True) -> None:
+              workers: int = 0, seeds: dict[str, int] | None = None, wait: bool = True,
+              common: list[str] | None = None) -> None:
         """PKI, bootstrap, then every node; returns once each node registered (`wait`; else call
         `wait_ready`). `workers` = 0: one process per node. `workers` = W: the nodes are packed
         into W host processes (contiguous slices of the ids), except nodes with `extra` flags of
         their own (e.g. faults), which get a process each. `seeds`: each node's --seed (in a host
-        process, consecutive in id order)."""
+        process, consecutive in id order). `common`: flags for every node process."""
         self.setup_pki()
         self.wait_port(self.start_bootstrap(), timeout)
         extra = extra or {}
         seeds = seeds or {}
 
         def seed_flags(nid: str) -> list[str]:
-            return ["--seed", str(seeds[nid])] if nid in seeds else []
+            return [*(common or []), *(["--seed", str(seeds[nid])] if nid in seeds else [])]
 
         packed = [nid for nid in self.ids if not extra.get(nid)] if workers > 0 else []
         for nid in self.ids:

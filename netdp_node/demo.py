@@ -184,8 +184,10 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
         _say(f"starting a bootstrap and {cluster.n} node processes on 127.0.0.1 "
              f"(work directory {cluster.workdir})")
     # start-up is not part of --timeout: its waits fail only when the processes stop progressing
+    # the nodes give up on the job a minute after the demo would (their default, 600 s, is too
+    # short for 10,000 walk steps on a loaded machine)
     cluster.start(data=data.files, extra=faults, timeout=a.timeout, workers=workers, seeds=seeds,
-                  wait=False)
+                  wait=False, common=["--job-deadline", f"{a.timeout + 60:g}"])
     shown = [0.0]
 
     def registered(k: int, n: int) -> None:
@@ -653,7 +655,7 @@ def run_demo(a: argparse.Namespace) -> int:
     finally:
         # a host process stops its nodes together (each: server grace, links, ledger): more time
         most = max((len(cluster.hosted(h)) for h in set(cluster.host_of.values())), default=1)
-        codes = cluster.stop(grace=8.0 + 0.05 * most)
+        codes = cluster.stop(grace=8.0 + 0.15 * most)
         bad = {k: v for k, v in codes.items() if v not in (0, None)}
         if bad:
             _say(f"processes that did not exit cleanly: {bad}")
