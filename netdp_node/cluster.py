@@ -46,6 +46,17 @@ def node_id(i: int) -> str:
     return f"node-{i}"
 
 
+def _runs(ids: list[str], seeds: dict[str, int]) -> list[list[str]]:
+    """`ids` cut where the next node's seed is not the previous one's + 1."""
+    out: list[list[str]] = []
+    for nid in ids:
+        if out and seeds[nid] == seeds[out[-1][-1]] + 1:
+            out[-1].append(nid)
+        else:
+            out.append([nid])
+    return out
+
+
 @dataclass
 class LocalCluster:
     workdir: Path
@@ -218,14 +229,14 @@ class LocalCluster:
                 self.start_node(nid, data=(data or {}).get(nid),
                                 extra=[*extra.get(nid, []), *seed_flags(nid)])
         w = min(workers, len(packed))
-        for k in range(w):
-            part = packed[k * len(packed) // w:(k + 1) * len(packed) // w]
+        parts = [packed[k * len(packed) // w:(k + 1) * len(packed) // w] for k in range(w)]
+        if seeds:  # a host gives its i-th node --seed S+i: split where the seeds are not
+            parts = [run for part in parts for run in _runs(part, seeds)]
+        for k, part in enumerate(parts):
             if len(part) == 1:
                 self.start_node(part[0], data=(data or {}).get(part[0]),
                                 extra=seed_flags(part[0]))
                 continue
-            if seeds and any(seeds[x] != seeds[part[0]] + i for i, x in enumerate(part)):
-                raise ValueError("nodes hosted together need consecutive seeds")
             dirs = {Path(data[x]).parent for x in part} if data else set()
             if len(dirs) > 1 or (data and any(Path(data[x]).stem != x for x in part)):
                 raise ValueError("hosted nodes read DIR/NODE_ID.txt from one folder")

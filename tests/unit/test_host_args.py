@@ -149,3 +149,13 @@ def test_node_configs_rejects_nothing_for_one_folder(ca: Path, tmp_path: Path) -
          "--ledger", str(tmp_path)]))
     [cfg] = node_configs(base, [ca / "node-2"])
     assert cfg.certs == ca / "node-2" and cfg.ledger == tmp_path
+
+
+def test_packing_splits_where_seeds_are_not_consecutive() -> None:
+    from netdp_node.cluster import _runs
+
+    seeds = {f"n{i}": 1000 + i for i in range(8)}
+    # n2 and n5 run alone (fault flags): the packed ones are n0 n1 n3 n4 n6 n7
+    assert _runs(["n0", "n1", "n3", "n4", "n6", "n7"], seeds) == [
+        ["n0", "n1"], ["n3", "n4"], ["n6", "n7"]]
+    assert _runs(["n0", "n1", "n2"], seeds) == [["n0", "n1", "n2"]]
