@@ -45,8 +45,8 @@ sys.path.insert(0, str(REPO))
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
 
-from netdp_node.cluster import LocalCluster  # noqa: E402
-from netdp_node.waiting import cpu_ticks  # noqa: E402
+from netdp_node.cluster import LocalCluster
+from netdp_node.waiting import cpu_ticks
 
 TICK = os.sysconf("SC_CLK_TCK")
 

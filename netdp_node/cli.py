@@ -184,7 +184,8 @@ def _node_config(a: argparse.Namespace) -> Any:
         "partition": a.fault_partition, "seed": a.fault_seed,
     })
     return NodeConfig(
-        certs=Path(a.certs[0] if a.certs else "."), bootstrap=a.bootstrap, ledger=Path(a.ledger), listen=a.listen,
+        certs=Path(a.certs[0] if a.certs else "."), bootstrap=a.bootstrap, ledger=Path(a.ledger),
+        listen=a.listen,
         advertise=a.advertise, data=Path(a.data) if a.data else None,
         budget_epsilon=a.budget_epsilon, budget_delta=a.budget_delta,
         poll_interval=a.poll_interval, crl=Path(a.crl) if a.crl else None, seed=a.seed,
@@ -210,8 +211,8 @@ def cmd_node(a: argparse.Namespace) -> int:
         for cfg in cfgs:
             n = len(load_values(cfg.data)) if cfg.data else 0
             print(f"ok: node with bootstrap {cfg.bootstrap}, ledger {cfg.ledger}, {n} value(s), "
-                  f"faults {cfg.faults.describe() or 'none'}; {_check_certs(cfg.certs, serve=True)}",
-                  file=sys.stderr)
+                  f"faults {cfg.faults.describe() or 'none'}; "
+                  f"{_check_certs(cfg.certs, serve=True)}", file=sys.stderr)
         if len(cfgs) > 1:
             print(f"ok: {len(cfgs)} nodes in one process", file=sys.stderr)
         return EXIT_OK
@@ -595,8 +596,8 @@ def build_parser() -> argparse.ArgumentParser:
         "fault is recorded in the ledger (event 'fault') and the log; mTLS, the ledger and the "
         "accountant are never bypassed. Every flag also reads an environment variable "
         "(NETDP_FAULT_CRASH_AT_STEP, _CRASH_AFTER, _OFFLINE, _LEAVE_AT_STEP, _DROP, _DELAY_MS, "
-        "_JITTER_MS, _PARTITION, _SEED), for docker compose. In a process hosting several nodes the "
-        "flags apply to each of them (--fault-seed F gives the i-th F+i), and a crash fault "
+        "_JITTER_MS, _PARTITION, _SEED), for docker compose. In a process hosting several nodes "
+        "the flags apply to each of them (--fault-seed F gives the i-th F+i), and a crash fault "
         "ends the whole process: every node it hosts.")
     f.add_argument("--fault-crash-at-step", type=int, metavar="N",
                    help="exit with code 70 when about to take protocol step N of a job")

@@ -177,9 +177,9 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
     faults = inca_fault_plan(a, cluster.ids) if a.algorithm == "inca" else {}
     workers = a.workers
     if workers:
+        alone = f" (+{len(faults)} with fault flags, one process each)" if faults else ""
         _say(f"starting a bootstrap and {cluster.n} nodes in {min(workers, cluster.n)} host "
-             f"process(es){f' (+{len(faults)} with fault flags, one process each)' if faults else ''}"
-             f" on 127.0.0.1 (work directory {cluster.workdir})")
+             f"process(es){alone} on 127.0.0.1 (work directory {cluster.workdir})")
     else:
         _say(f"starting a bootstrap and {cluster.n} node processes on 127.0.0.1 "
              f"(work directory {cluster.workdir})")

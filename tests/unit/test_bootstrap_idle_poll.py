@@ -9,8 +9,6 @@ import asyncio
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pytest
-
 from netdp.v1 import bootstrap_pb2
 from netdp_bootstrap.service import BootstrapService
 from netdp_bootstrap.store import Store
@@ -52,7 +50,7 @@ async def test_a_held_poll_reads_the_store_once_until_there_is_news(tmp_path: Pa
 
 async def test_a_new_crl_file_still_ends_a_held_poll(tmp_path: Path) -> None:
     crl = tmp_path / "pki" / "crl.pem"
-    svc, store, reads = _service(tmp_path, crl)
+    svc, store, _ = _service(tmp_path, crl)
     watcher = asyncio.ensure_future(svc.watch_crl(every=0.05))
     try:
         poll = asyncio.ensure_future(svc.ListJobs(
