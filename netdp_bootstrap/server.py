@@ -47,10 +47,16 @@ async def run_bootstrap(cfg: BootstrapConfig, ready: asyncio.Future[int] | None 
              cfg.listen.rsplit(":", 1)[0], port, cfg.state)
     if ready is not None:
         ready.set_result(port)
+    watcher = asyncio.ensure_future(service.watch_crl()) if cfg.crl is not None else None
     try:
         await stop.wait()
     finally:
         log.info("bootstrap shutting down")
+        service.stop_polls()
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
         await server.stop(cfg.grace)
         store.close()
     return 0

@@ -28,6 +28,7 @@ from netdp_bootstrap import topology as topo
 from netdp_bootstrap.store import Store
 from netdp_node.errors import SecurityError
 from netdp_node.protocols import get_algorithm
+from netdp_node.protocols.base import COMPLETE
 from netdp_node.security.identity import PeerIdentity, RevocationList
 from netdp_node.transport.grpc import AccessPolicy, Unauthorized
 from netdp_node.wire import WireError, tensor_to_ndarray
@@ -99,6 +100,7 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         # Set (and replaced) whenever a job is submitted or a revocation list accepted: wakes the
         # nodes' long polls (ListJobs with wait_ms).
         self._news = asyncio.Event()
+        self.stopping = False  # shutting down: held long polls end at once (`stop_polls`)
         self.crl_file = crl_file
         self._crl_mtime = 0.0
         self.revocations = RevocationList.empty()
@@ -136,6 +138,19 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             self._accept_crl(self.crl_file.read_bytes(), str(self.crl_file))
         except SecurityError as e:
             log.error("ignoring %s: %s", self.crl_file, e)
+
+    def stop_polls(self) -> None:
+        """The bootstrap is shutting down: answer every held long poll now (with what there is),
+        instead of having the server cancel them at the end of its grace period."""
+        self.stopping = True
+        self._announce()
+
+    async def watch_crl(self, every: float = 1.0) -> None:
+        """Check the --crl file every `every` seconds (one timer for the whole service); a new
+        list wakes the long polls (`_accept_crl` announces it)."""
+        while True:
+            await asyncio.sleep(every)
+            self.reload_crl_file()
 
     # -- helpers -------------------------------------------------------------------------------
     async def _auth(self, context: grpc.aio.ServicerContext, roles: tuple[str, ...],
@@ -252,7 +267,9 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             raise ValueError("topology_params_json: the bootstrap reads no file a request names; "
                              "give an edgelist its edges inline (edges: [[src, dst], ...])")
         seed = request.public_seed or secrets.randbits(63)
-        graph = topo.build(kind, ids, tparams, seed=seed % (2**32))
+        # the complete graph is not built: its edges are not listed (see below)
+        graph = (None if kind == COMPLETE else topo.build(kind, ids, tparams, seed=seed % (2**32)))
+        gparams = topo.complete_params(ids, tparams) if graph is None else graph.params
         if algo.topology == "ring" and kind != "ring":
             raise ValueError(f"{algo.name} runs on a ring, not on {kind}")
         version = self.store.next_topology_version()
@@ -267,8 +284,11 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             participants=[active[i] for i in ids],
             topology=common_pb2.Topology(
                 topology_id=f"{kind}-v{version}", version=version, kind=kind, nodes=ids,
-                edges=[common_pb2.Edge(src=a, dst=b) for a, b in graph.edges],
-                params_json=json.dumps(graph.params, sort_keys=True, default=str)),
+                # the complete graph's n(n-1) edges are implied by its kind, not listed (1,000
+                # nodes: a spec of tens of MB, over the 4 MiB message limit)
+                edges=[] if graph is None else [common_pb2.Edge(src=a, dst=b)
+                                                for a, b in graph.edges],
+                params_json=json.dumps(gparams, sort_keys=True, default=str)),
             created_unix=int(time.time()),
         )
 
@@ -302,9 +322,12 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             out.append(f"public seed {request.public_seed}, not {job.public_seed}")
         if kind == job.topology.kind:
             tparams = json.loads(request.topology_params_json or "{}")
-            graph = topo.build(kind, ids, tparams, seed=job.public_seed % (2**32))
-            if (json.dumps(graph.params, sort_keys=True, default=str) != job.topology.params_json
-                    or [(e.src, e.dst) for e in job.topology.edges] != list(graph.edges)):
+            graph = (None if kind == COMPLETE
+                     else topo.build(kind, ids, tparams, seed=job.public_seed % (2**32)))
+            gparams = topo.complete_params(ids, tparams) if graph is None else graph.params
+            if (json.dumps(gparams, sort_keys=True, default=str) != job.topology.params_json
+                    or (graph is not None and [(e.src, e.dst) for e in job.topology.edges]
+                        != list(graph.edges))):
                 out.append(f"topology parameters {json.dumps(tparams, sort_keys=True)} give "
                            f"another graph")
         return out
@@ -323,12 +346,13 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
                     reply.jobs.append(job)
                     reply.seqs.append(seq)
             left = until - loop.time()
-            if reply.jobs or left <= 0 or self.revocations.number != crl:
+            if reply.jobs or left <= 0 or self.revocations.number != crl or self.stopping:
                 return reply
-            # long poll: wake on news, and at least every second to notice a new --crl file
+            # long poll: wake on news only (a new --crl file is news too: `watch_crl`), so that
+            # idle nodes cost the bootstrap one call per node per long poll, not one wake-up per
+            # node per second
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(news.wait(), min(left, 1.0))
-            self.reload_crl_file()
+                await asyncio.wait_for(news.wait(), left)
 
     async def GetJob(self, request: bootstrap_pb2.GetJobRequest,
                      context: grpc.aio.ServicerContext) -> bootstrap_pb2.GetJobReply:

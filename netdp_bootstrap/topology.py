@@ -257,6 +257,25 @@ def build(
     Raises ValueError for an unknown kind, bad or unknown params, too few nodes, a node count the
     kind cannot use (hypercube, grid) or a graph that is not connected.
     """
+    ids, params, seed = _checked(kind, nodes, params, seed)
+    n = len(ids)
+    if kind == "ring":
+        return _from_nx(kind, ids, nx.cycle_graph(n, create_using=nx.DiGraph), params)
+    if kind == "complete":
+        return _from_nx(kind, ids, nx.complete_graph(n), params)
+    return _build_other(kind, ids, params, seed)
+
+
+def complete_params(nodes: Sequence[str], params: Mapping[str, Any] | None = None
+                    ) -> dict[str, Any]:
+    """The checked params of the complete graph over `nodes` (what `build("complete", ...)`
+    checks: ids, node count, params), without listing its n(n-1) edges (the bootstrap does not
+    send them: `netdp_node.protocols.base.CompleteEdges`)."""
+    return _checked("complete", nodes, params, 0)[1]
+
+
+def _checked(kind: str, nodes: Sequence[str], params: Mapping[str, Any] | None,
+             seed: int) -> tuple[tuple[str, ...], dict[str, Any], int]:
     if kind not in KINDS:
         raise ValueError(_unknown_kind_message(kind))
     ids = _check_nodes(nodes)
@@ -275,12 +294,12 @@ def build(
         )
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise ValueError(f"seed must be an integer, got {seed!r}")
-    seed = int(seed)
+    return ids, params, int(seed)
 
-    if kind == "ring":
-        return _from_nx(kind, ids, nx.cycle_graph(n, create_using=nx.DiGraph), params)
-    if kind == "complete":
-        return _from_nx(kind, ids, nx.complete_graph(n), params)
+
+def _build_other(kind: str, ids: tuple[str, ...], params: dict[str, Any],
+                 seed: int) -> TopologyGraph:
+    n = len(ids)
     if kind == "erdos_renyi":
         return _erdos_renyi(ids, params, seed)
     if kind == "exponential":

@@ -15,7 +15,7 @@ import grpc.aio
 
 from netdp.v1 import bootstrap_pb2, bootstrap_pb2_grpc, common_pb2
 from netdp_node.errors import ServerIdentityError
-from netdp_node.protocols.base import JobContext
+from netdp_node.protocols.base import COMPLETE, CompleteEdges, JobContext
 from netdp_node.retry import Backoff, retry
 from netdp_node.security.identity import BOOTSTRAP_NAME
 from netdp_node.security.pki import Identity
@@ -37,7 +37,10 @@ def job_context(job: common_pb2.JobSpec, me: str) -> JobContext:
         participants=tuple(p.node_id for p in job.participants),
         params=json.loads(job.params_json or "{}"),
         public_seed=job.public_seed,
-        edges=tuple((e.src, e.dst) for e in job.topology.edges),
+        # the complete graph's edges are not listed (`CompleteEdges`: every ordered pair)
+        edges=(CompleteEdges(tuple(p.node_id for p in job.participants))
+               if job.topology.kind == COMPLETE and not job.topology.edges
+               else tuple((e.src, e.dst) for e in job.topology.edges)),
     )
 
 
@@ -59,8 +62,10 @@ class BootstrapClient:
         await self.channel.close()
 
     async def call(self, method: str, request: Any, *, retry_transient: bool = True,
-                   extra_time: float = 0.0) -> Any:
-        """`extra_time`: seconds the bootstrap may legitimately hold the call (a long poll)."""
+                   extra_time: float = 0.0, idempotent: bool = False) -> Any:
+        """`extra_time`: seconds the bootstrap may legitimately hold the call (a long poll).
+        `idempotent`: also retry a call that came back CANCELLED (seen under a registration storm
+        of hundreds of nodes: the call never reached the service; doing it again is harmless)."""
         fn = getattr(self.stub, method)
 
         async def once() -> Any:
@@ -69,7 +74,9 @@ class BootstrapClient:
         try:
             if not retry_transient:
                 return await once()
-            return await retry(once, self.backoff, is_transient)
+            return await retry(once, self.backoff, (lambda e: is_transient(e) or (
+                isinstance(e, grpc.aio.AioRpcError) and e.code() == grpc.StatusCode.CANCELLED))
+                if idempotent else is_transient)
         except grpc.aio.AioRpcError as e:
             if wrong_server(e):
                 raise ServerIdentityError(
@@ -84,7 +91,7 @@ class BootstrapClient:
         reply holds the latest job sequence number and the store's id (`Ledger.join_after`)."""
         return await self.call("Register", bootstrap_pb2.RegisterRequest(
             node_id=node_id, address=address, ledger_id=ledger_id,
-            ledger_created_unix=ledger_created))
+            ledger_created_unix=ledger_created), idempotent=True)
 
     async def list_nodes(self) -> list[common_pb2.NodeInfo]:
         return list((await self.call("ListNodes", bootstrap_pb2.ListNodesRequest())).nodes)

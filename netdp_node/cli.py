@@ -185,35 +185,45 @@ def _node_config(a: argparse.Namespace) -> Any:
         "partition": a.fault_partition, "seed": a.fault_seed,
     })
     return NodeConfig(
-        certs=Path(a.certs), bootstrap=a.bootstrap, ledger=Path(a.ledger), listen=a.listen,
+        certs=Path(a.certs[0] if a.certs else "."), bootstrap=a.bootstrap, ledger=Path(a.ledger),
+        listen=a.listen,
         advertise=a.advertise, data=Path(a.data) if a.data else None,
         budget_epsilon=a.budget_epsilon, budget_delta=a.budget_delta,
         poll_interval=a.poll_interval, crl=Path(a.crl) if a.crl else None, seed=a.seed,
         faults=faults, peer_timeout=a.peer_timeout, job_deadline=a.job_deadline)
 
 
-def cmd_node(a: argparse.Namespace) -> int:
-    from netdp_node.daemon import NodeDaemon
+def _hosted_configs(a: argparse.Namespace) -> list[Any]:
+    """One NodeConfig per identity this process hosts (--certs, repeated, and --identities)."""
+    from netdp_node.host import identity_folders, node_configs
 
-    cfg = _node_config(a)
+    if not a.certs and not a.identities:
+        raise ConfigError("give --certs DIR (repeat to host several nodes) or --identities DIR")
+    return node_configs(_node_config(a), identity_folders(a.certs or [], a.identities or []))
+
+
+def cmd_node(a: argparse.Namespace) -> int:
+    from netdp_node.host import run_host, write_port_file
+
+    cfgs = _hosted_configs(a)
     if a.check:
         from netdp_node.data import load_values
 
-        n = len(load_values(cfg.data)) if cfg.data else 0
-        print(f"ok: node with bootstrap {cfg.bootstrap}, ledger {cfg.ledger}, {n} value(s), "
-              f"faults {cfg.faults.describe() or 'none'}; {_check_certs(cfg.certs, serve=True)}",
-              file=sys.stderr)
+        for cfg in cfgs:
+            n = len(load_values(cfg.data)) if cfg.data else 0
+            print(f"ok: node with bootstrap {cfg.bootstrap}, ledger {cfg.ledger}, {n} value(s), "
+                  f"faults {cfg.faults.describe() or 'none'}; "
+                  f"{_check_certs(cfg.certs, serve=True)}", file=sys.stderr)
+        if len(cfgs) > 1:
+            print(f"ok: {len(cfgs)} nodes in one process", file=sys.stderr)
         return EXIT_OK
-    _setup_logging(a.log_level, "node")
+    _setup_logging(a.log_level, "node" if len(cfgs) == 1 else "node-host")
 
-    async def main() -> int:
-        daemon = NodeDaemon(cfg)
-        ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    def ready(ports: dict[str, int]) -> None:
         if a.port_file:
-            ready.add_done_callback(lambda f: Path(a.port_file).write_text(str(f.result())))
-        return await daemon.run(ready)
+            write_port_file(a.port_file, ports)
 
-    return asyncio.run(main())
+    return asyncio.run(run_host(cfgs, ready))
 
 
 # -- jobs ---------------------------------------------------------------------------------------
@@ -475,7 +485,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--miss", type=float, default=0.0, metavar="FRAC",
                    help="inca: this fraction of the nodes drops out for short periods "
                    "(--fault-offline windows) and misses some iterations")
-    d.add_argument("--nodes", type=int, default=8, help="number of node processes (3..64, default 8)")
+    d.add_argument("--nodes", type=int, default=8,
+                   help="number of node daemons (default 8; 3..2000, or 3..64 with --workers 0)")
+    d.add_argument("--workers", type=int, default=None, metavar="W",
+                   help="pack the nodes into W host processes, each running its share of the "
+                   "node daemons (own certificate, port, ledger, RNG each) on one event loop "
+                   "(default: one per core); 0: one process per node. Nodes given fault flags "
+                   "(inca --leave/--miss) get a process each. A crash of a host process takes "
+                   "down the nodes it hosts")
     d.add_argument("--rounds", type=int, default=10, help="ring-sum: rounds K of the token "
                    "(default 10)")
     d.add_argument("--steps", type=int, default=0, help="walks: steps T of the token (default 10 "
@@ -500,7 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--workdir", help="keep certificates, ledgers and logs here (default: a "
                    "temporary directory, removed at the end)")
     d.add_argument("--timeout", type=_positive, default=120.0,
-                   help="give up after this many seconds (default 120)")
+                   help="give up on the job this many seconds after it was submitted (default "
+                   "120; start-up is not counted: it fails only when the processes stop making "
+                   "progress for this long)")
     d.add_argument("--seed", type=int, default=None, help="seed the synthetic data and the nodes' "
                    "private RNGs (reproducible tests only: NOT PRIVATE, and the output says so)")
     d.set_defaults(fn=cmd_demo)
@@ -580,13 +599,38 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     b.set_defaults(fn=cmd_bootstrap)
 
-    n = sub.add_parser("node", help="run a node daemon")
-    n.add_argument("--certs", required=True, help="identity folder (ca.pem, cert.pem, key.pem)")
+    n = sub.add_parser(
+        "node", help="run a node daemon (or several in one process)",
+        description="Run a node daemon: serve peers over mTLS, register with the bootstrap, run "
+        "its jobs. One process can host several nodes (--certs given several times, or "
+        "--identities): each is a full node to its peers and to the bootstrap, with its own "
+        "certificate, mTLS server and port, durable ledger, private RNG, budget and fault "
+        "injector; they share the process, its event loop and one signal handler (SIGTERM stops "
+        "them all cleanly). A crash of the process takes down every node it hosts; each keeps "
+        "its own durable ledger, so when the process restarts none has forgotten what it "
+        "acknowledged or spent (a token walk resumes from the ledger; a job that cannot ends "
+        "failed at that node, with the reason). With several "
+        "nodes, per-node values come from the flags: --ledger DIR gives DIR/NODE_ID, --data DIR "
+        "gives DIR/NODE_ID.txt (or .npy), --listen/--advertise HOST:P give port P+i to the i-th "
+        "node (i from 0; port 0: any), --seed S and --fault-seed F give S+i and F+i; the other "
+        "flags (budget, faults, timeouts) apply to every hosted node. --port-file then receives "
+        "a JSON object {node id: port} once all of them registered.")
+    n.add_argument("--certs", action="append", metavar="DIR",
+                   help="identity folder (ca.pem, cert.pem, key.pem); repeat to host several "
+                   "nodes in this process")
+    n.add_argument("--identities", action="append", metavar="DIR",
+                   help="host every node identity folder under DIR (a CA folder as `netdp pki` "
+                   "writes it: DIR/NODE_ID/{ca,cert,key}.pem; operator and bootstrap folders are "
+                   "skipped); repeatable")
     n.add_argument("--bootstrap", required=True, type=_addr, help="bootstrap HOST:PORT")
-    n.add_argument("--ledger", required=True, help="ledger directory (created if missing)")
-    n.add_argument("--listen", type=_addr, default="127.0.0.1:0", help="HOST:PORT to serve peers on")
+    n.add_argument("--ledger", required=True,
+                   help="ledger directory (created if missing); with several nodes, the folder "
+                   "of their ledgers (DIR/NODE_ID)")
+    n.add_argument("--listen", type=_addr, default="127.0.0.1:0",
+                   help="HOST:PORT to serve peers on (several nodes: ports PORT, PORT+1, ...)")
     n.add_argument("--advertise", type=_addr, help="HOST:PORT peers should dial (default: listen)")
-    n.add_argument("--data", help="this node's private values (text or .npy)")
+    n.add_argument("--data", help="this node's private values (text or .npy); with several "
+                   "nodes, a folder of NODE_ID.txt or NODE_ID.npy files")
     n.add_argument("--budget-epsilon", type=_positive,
                    help="privacy budget ε across all jobs, towards every other node")
     n.add_argument("--budget-delta", type=float, default=1e-5, help="budget δ (default 1e-5)")
@@ -601,14 +645,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give up on a peer that does not acknowledge for this many seconds (60)")
     n.add_argument("--job-deadline", type=_nonneg, default=600.0,
                    help="fail a job not finished this many seconds after joining (600; 0: never)")
-    n.add_argument("--port-file", help="write the bound port here once registered")
+    n.add_argument("--port-file", help="write the bound port here once registered (several "
+                   "nodes: a JSON object {node id: port} once all registered)")
     n.add_argument("--check", action="store_true", help="validate the configuration and exit")
     f = n.add_argument_group(
         "fault injection", "Make this node misbehave as a real machine would, reproducibly. Each "
         "fault is recorded in the ledger (event 'fault') and the log; mTLS, the ledger and the "
         "accountant are never bypassed. Every flag also reads an environment variable "
         "(NETDP_FAULT_CRASH_AT_STEP, _CRASH_AFTER, _OFFLINE, _LEAVE_AT_STEP, _DROP, _DELAY_MS, "
-        "_JITTER_MS, _PARTITION, _SEED), for docker compose.")
+        "_JITTER_MS, _PARTITION, _SEED), for docker compose. In a process hosting several nodes "
+        "the flags apply to each of them (--fault-seed F gives the i-th F+i), and a crash fault "
+        "ends the whole process: every node it hosts.")
     f.add_argument("--fault-crash-at-step", type=int, metavar="N",
                    help="exit with code 70 when about to take protocol step N of a job")
     f.add_argument("--fault-crash-after", type=float, metavar="S",

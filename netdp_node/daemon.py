@@ -40,8 +40,10 @@ from netdp_node.wire import ndarray_to_tensor
 
 log = logging.getLogger("netdp.node")
 
-#: How long the bootstrap may hold a node's ListJobs call when nothing is new (long poll).
-LONG_POLL_S = 10.0
+#: How long the bootstrap may hold a node's ListJobs call when nothing is new (long poll; the
+#: bootstrap holds at most 30 s). An idle node costs the bootstrap two calls per LONG_POLL_S
+#: (GetRevocations, ListJobs): with 1,000 nodes, 10 s made it 200 calls a second.
+LONG_POLL_S = 25.0
 #: How long a node keeps retrying a report while the bootstrap is unreachable (with backoff, up to
 #: 10 s apart). After that, or if the node stops, the report waits for the node's next start.
 REPORT_RETRY_S = 600.0
@@ -304,11 +306,14 @@ class NodeDaemon:
             log.info("[node=%s] ledger %s joins the bootstrap's jobs after #%d", self.node_id,
                      self.ledger.ledger_id, after)
 
-    async def run(self, ready: asyncio.Future[int] | None = None) -> int:
+    async def run(self, ready: asyncio.Future[int] | None = None, *, signals: bool = True) -> int:
+        """Serve until stopped. `signals`: install this node's SIGTERM/SIGINT handler (a process
+        hosting several nodes installs one for all instead: netdp_node.host)."""
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self.stop_event.set)
+        if signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(sig, self.stop_event.set)
         self.ledger = Ledger(self.cfg.ledger, self.node_id)
         self.ledger.record_budget(self.cfg.budget_epsilon, self.cfg.budget_delta)
         if self.cfg.seed is not None:

@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import shutil
 import sys
 import tempfile
@@ -46,21 +47,25 @@ def _say(msg: str) -> None:
 
 
 async def _progress(channels: dict[str, grpc.aio.Channel], job_id: str) -> tuple[int, int]:
-    """Sum of protocol steps done / expected over every node (each node's Status RPC)."""
-    done = expected = 0
-    for ch in channels.values():
-        try:
-            reply = await ch.unary_unary(
-                "/netdp.v1.Peer/Status", request_serializer=peer_pb2.StatusRequest.SerializeToString,
-                response_deserializer=peer_pb2.StatusReply.FromString,
-            )(peer_pb2.StatusRequest(), timeout=2)
-            for j in reply.jobs:
-                if j.job_id == job_id:
-                    done += j.progress
-                    expected += j.expected
-        except grpc.aio.AioRpcError:
-            pass
-    return done, expected
+    """Sum of protocol steps done / expected over every node (each node's Status RPC, at most 64
+    at a time)."""
+    limit = asyncio.Semaphore(64)
+
+    async def one(ch: grpc.aio.Channel) -> tuple[int, int]:
+        async with limit:
+            try:
+                reply = await ch.unary_unary(
+                    "/netdp.v1.Peer/Status",
+                    request_serializer=peer_pb2.StatusRequest.SerializeToString,
+                    response_deserializer=peer_pb2.StatusReply.FromString,
+                )(peer_pb2.StatusRequest(), timeout=5)
+            except grpc.aio.AioRpcError:
+                return 0, 0
+        return (sum(j.progress for j in reply.jobs if j.job_id == job_id),
+                sum(j.expected for j in reply.jobs if j.job_id == job_id))
+
+    got = await asyncio.gather(*(one(ch) for ch in channels.values()))
+    return sum(g[0] for g in got), sum(g[1] for g in got)
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:
@@ -168,20 +173,37 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
                ) -> dict[str, Any]:
     t0 = time.monotonic()
     data = _write_data(a, cluster, values)
-    extra = {nid: ["--seed", str(a.seed * 1000 + i)] for i, nid in enumerate(cluster.ids)} \
-        if a.seed is not None else {nid: [] for nid in cluster.ids}
+    seeds = ({nid: a.seed * 1000 + i for i, nid in enumerate(cluster.ids)}
+             if a.seed is not None else {})
     faults = inca_fault_plan(a, cluster.ids) if a.algorithm == "inca" else {}
-    for nid, flags in faults.items():
-        extra[nid] = extra[nid] + flags
-    _say(f"starting a bootstrap and {cluster.n} node processes on 127.0.0.1 "
-         f"(work directory {cluster.workdir})")
-    cluster.start(data=data.files, extra=extra, timeout=a.timeout)
-    await cluster.wait_registered(cluster.ids, timeout=a.timeout)
+    workers = a.workers
+    if workers:
+        alone = f" (+{len(faults)} with fault flags, one process each)" if faults else ""
+        _say(f"starting a bootstrap and {cluster.n} nodes in {min(workers, cluster.n)} host "
+             f"process(es){alone} on 127.0.0.1 (work directory {cluster.workdir})")
+    else:
+        _say(f"starting a bootstrap and {cluster.n} node processes on 127.0.0.1 "
+             f"(work directory {cluster.workdir})")
+    # start-up is not part of --timeout: its waits fail only when the processes stop progressing
+    # the nodes give up on the job a minute after the demo would (their default, 600 s, is too
+    # short for 10,000 walk steps on a loaded machine)
+    cluster.start(data=data.files, extra=faults, timeout=a.timeout, workers=workers, seeds=seeds,
+                  wait=False, common=["--job-deadline", f"{a.timeout + 60:g}"])
+    shown = [0.0]
+
+    def registered(k: int, n: int) -> None:
+        now = time.monotonic()
+        if k == n or now - shown[0] >= 2.0:
+            shown[0] = now
+            _say(f"  start-up: {k}/{n} nodes registered ({now - t0:.0f} s)")
+
+    await cluster.wait_registered(cluster.ids, timeout=a.timeout, on_progress=registered)
+    await asyncio.get_running_loop().run_in_executor(None, cluster.wait_ready, a.timeout)
     _say(f"{cluster.n} nodes registered with the bootstrap at {cluster.bootstrap_address}")
     startup = time.monotonic() - t0
     client = BootstrapClient(cluster.bootstrap_address, cluster.operator)
     op = cluster.operator
-    channels = {nid: secure_channel(cluster.procs[nid].address, op, peer_name(nid))
+    channels = {nid: secure_channel(cluster.address(nid), op, peer_name(nid))
                 for nid in cluster.ids}
     try:
         job = await client.submit(a.algorithm, _job_params(a, cluster.n),
@@ -191,21 +213,29 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
         _say(f"submitted job {job.job_id}: "
              f"{_describe(a.algorithm, json.loads(job.params_json), graph)}")
         t_job = time.monotonic()
-        deadline = t0 + a.timeout
+        deadline = t_job + a.timeout
         last = ""
+        # every node's Status each time (load on the hosts): more nodes, fewer rounds of it
+        every = 0.2 if cluster.n <= 64 else max(2.0, cluster.n / 100)
+        next_progress = 0.0
         while True:
             reply = await client.result(job.job_id)
             summary = result_summary(reply)
             if summary["complete"] or summary["failed"]:
                 break
-            done, expected = await _progress(channels, job.job_id)
-            line = _bar(done, expected)
-            if line != last:
-                _say(f"  progress {line} node steps")
-                last = line
+            if time.monotonic() >= next_progress:
+                done, expected = await _progress(channels, job.job_id)
+                next_progress = time.monotonic() + every
+                line = f"{_bar(done, expected)} node steps"
+                if cluster.n > 64:
+                    line += f", {len(reply.results)}/{cluster.n} nodes reported"
+                if line != last:
+                    _say(f"  progress {line} ({time.monotonic() - t_job:.0f} s)")
+                    last = line
             if time.monotonic() > deadline:
-                raise TimeoutError(f"job {job.job_id} did not finish in {a.timeout:g}s")
-            await asyncio.sleep(0.2)
+                raise TimeoutError(f"job {job.job_id} did not finish in {a.timeout:g}s after "
+                                   "start-up")
+            await asyncio.sleep(0.2 if cluster.n <= 64 else 0.5)
         elapsed = time.monotonic() - t_job
     finally:
         await client.close()
@@ -228,6 +258,7 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
         "algorithm": a.algorithm,
         "job_id": job.job_id,
         "nodes": cluster.n,
+        "workers": len({cluster.host_of[nid] for nid in cluster.ids}) if workers else 0,
         "params": spec_params,
         "contributors": sorted(summary["contributors"]),
         "contributions": summary["contributions"],
@@ -452,7 +483,7 @@ def render(res: dict[str, Any]) -> str:
             "start-up)")
     if alg == "ring-sum":
         lines += [
-            f"private ring sum over {res['nodes']} node processes, {res['rounds']} rounds {head}",
+            f"private ring sum over {res['nodes']} {_where(res)}, {res['rounds']} rounds {head}",
             f"  estimate  {res['estimate']:.4f}",
             f"  truth     {res['truth']:.4f}",
             f"  error     {res['abs_error']:.4f}",
@@ -463,7 +494,7 @@ def render(res: dict[str, Any]) -> str:
         ]
     elif alg == "walk-sum":
         lines += [
-            f"private sum by a token walk on the complete graph over {res['nodes']} node processes, "
+            f"private sum by a token walk on the complete graph over {res['nodes']} {_where(res)}, "
             f"{res['steps']} steps {head}",
             f"  estimate  {res['estimate']:.4f}",
             f"  truth     {res['truth']:.4f}   (Σ over nodes of contributions × value; "
@@ -479,7 +510,7 @@ def render(res: dict[str, Any]) -> str:
                          "needs as much noise as local DP; try `netdp simulate --nodes 2048`)")
     elif alg.startswith("muffliato"):
         lines += [
-            f"private gossip averaging ({alg}) over {res['nodes']} node processes {head}",
+            f"private gossip averaging ({alg}) over {res['nodes']} {_where(res)} {head}",
             f"  estimate  {res['estimate']:.4f}  (mean of the nodes' estimates)",
             f"  truth     {res['truth']:.4f}   (mean of the clipped values of the contributors)",
             f"  error     max {res['abs_error_max']:.4f}, mean {res['abs_error_mean']:.4f} over "
@@ -507,13 +538,13 @@ def render(res: dict[str, Any]) -> str:
                              "guarantee)")
     elif alg == "walk-histogram":
         lines += [
-            f"private histogram by a token walk over {res['nodes']} node processes {head}",
+            f"private histogram by a token walk over {res['nodes']} {_where(res)} {head}",
             f"  estimate  {np.round(res['estimate'], 2).tolist()}",
             f"  truth     {res['truth']}   (contributions per node: {_counts(res)})",
         ]
     elif alg == "inca":
         lines += [
-            f"IncA private mean over {res['nodes']} node processes, T={res['T']} iterations, "
+            f"IncA private mean over {res['nodes']} {_where(res)}, T={res['T']} iterations, "
             f"k={res['k']} {head}",
             f"  estimate  {np.round(res['estimate'], 4).tolist()}  (Σy/Σω over the "
             f"{len(res['final'])} parties online at T: {', '.join(res['final'])})",
@@ -537,7 +568,7 @@ def render(res: dict[str, Any]) -> str:
         b = res["baselines"]
         lines += [
             f"private logistic regression by a token walk ({alg}) over {res['nodes']} "
-            f"node processes, data {res['data']} {head}",
+            f"{_where(res)}, data {res['data']} {head}",
             f"  test accuracy: netdp {res['test_accuracy']:.4f} (σ={res['sigma']:.3g})   local DP "
             f"{b['local']['test_accuracy']:.4f} (σ={b['local']['sigma']:.3g})   central DP "
             f"{b['central']['test_accuracy']:.4f} (σ={b['central']['sigma']:.3g}, trusted "
@@ -576,13 +607,34 @@ def render(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _where(res: dict[str, Any]) -> str:
+    w = res.get("workers", 0)
+    return "node processes" if not w else f"nodes in {w} host process{'es' if w > 1 else ''}"
+
+
 def _counts(res: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(res["contributions"].items()))
 
 
+#: Most nodes `netdp demo` runs: one process each (--workers 0), or packed in host processes.
+MAX_PROCESS_NODES = 64
+MAX_HOSTED_NODES = 2000
+
+
+def default_workers() -> int:
+    """--workers default: one host process per core."""
+    return max(1, os.cpu_count() or 1)
+
+
 def run_demo(a: argparse.Namespace) -> int:
-    if not 3 <= a.nodes <= 64:
-        raise ConfigError("--nodes must be between 3 and 64")
+    if getattr(a, "workers", None) is None:
+        a.workers = default_workers()
+    if a.workers < 0:
+        raise ConfigError("--workers must be >= 0 (0: one process per node)")
+    most = MAX_HOSTED_NODES if a.workers else MAX_PROCESS_NODES
+    if not 3 <= a.nodes <= most:
+        raise ConfigError(f"--nodes must be between 3 and {most}"
+                          + ("" if a.workers else " with --workers 0 (one process per node)"))
     if a.rounds < 1:
         raise ConfigError("--rounds must be at least 1")
     if a.algorithm not in ALGORITHMS:
@@ -619,7 +671,9 @@ def run_demo(a: argparse.Namespace) -> int:
         _say(f"netdp demo: {e}")
         code = 1
     finally:
-        codes = cluster.stop()
+        # a host process stops its nodes together (each: server grace, links, ledger): more time
+        most = max((len(cluster.hosted(h)) for h in set(cluster.host_of.values())), default=1)
+        codes = cluster.stop(grace=8.0 + 0.15 * most)
         bad = {k: v for k, v in codes.items() if v not in (0, None)}
         if bad:
             _say(f"processes that did not exit cleanly: {bad}")

@@ -47,7 +47,9 @@ from netdp_node.ledger import Entry, JobRow, Ledger
 from netdp_node.privacy.accountant import NOT_RUN, JobView, check_budget
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import (
+    COMPLETE,
     Action,
+    CompleteEdges,
     Drop,
     Engine,
     Flush,
@@ -94,15 +96,19 @@ class Budget:
 
 
 def spec_dict(ctx: JobContext) -> dict[str, Any]:
-    """The public job spec as stored in the ledger and read by the accountant."""
-    return {
+    """The public job spec as stored in the ledger and read by the accountant (the complete
+    graph's edges are not listed: "topology": "complete", `protocols.base.spec_edges`)."""
+    spec = {
         "job_id": ctx.job_id,
         "algorithm": ctx.algorithm,
         "participants": list(ctx.participants),
         "params": dict(ctx.params),
         "public_seed": ctx.public_seed,
-        "edges": [list(e) for e in ctx.edges],
+        "edges": [] if isinstance(ctx.edges, CompleteEdges) else [list(e) for e in ctx.edges],
     }
+    if isinstance(ctx.edges, CompleteEdges):
+        spec["topology"] = COMPLETE
+    return spec
 
 
 class NotRun(Engine):

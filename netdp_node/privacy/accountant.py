@@ -182,7 +182,9 @@ def _rw_loss(p: Mapping[str, Any], count: int) -> PrivacyLoss:
 def _rw_graph(spec: Mapping[str, Any]) -> tuple[list[str], list[tuple[int, int]]]:
     parts = list(spec["participants"])
     index = {v: i for i, v in enumerate(parts)}
-    edges = [(index[a], index[b]) for a, b in spec.get("edges", []) if a in index and b in index]
+    from netdp_node.protocols.base import spec_edges
+
+    edges = [(index[a], index[b]) for a, b in spec_edges(spec) if a in index and b in index]
     return parts, edges
 
 

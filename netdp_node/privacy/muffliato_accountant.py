@@ -85,7 +85,9 @@ def call_graph(spec: Mapping[str, Any], call: int) -> list[tuple[int, int]]:
     from netdp_node.protocols.muffliato import public_graph
 
     idx = _index(spec)
-    topo = [(idx[a], idx[b]) for a, b in spec.get("edges", []) if a in idx and b in idx]
+    from netdp_node.protocols.base import spec_edges
+
+    topo = [(idx[a], idx[b]) for a, b in spec_edges(spec) if a in idx and b in idx]
     return public_graph(spec["params"], len(idx), int(spec.get("public_seed", 0)), call, topo)
 
 
