@@ -34,6 +34,15 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SECURITY, EXIT_LEDGER, EXIT_TIMEOUT, EXIT_I
     0, 1, 2, 3, 4, 5, 130)
 
 
+class _Parser(argparse.ArgumentParser):
+    """No prefix matching of long options (`--node 4` is not `--nodes 4`): every subparser is made
+    from this class too, so the rule holds for every command."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def _setup_logging(level: str, who: str) -> None:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
@@ -390,7 +399,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 # -- parser -------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="netdp", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"netdp {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
