@@ -93,6 +93,25 @@ def _param(s: str) -> tuple[str, Any]:
         raise argparse.ArgumentTypeError(f"--param {k}: the value is nested too deeply") from None
 
 
+def _check_job_params(algorithm: str, params: dict[str, Any], n: int | None) -> None:
+    """`--algorithm` and `--param` checked as the bootstrap will check them (`Algorithm.validate`,
+    or without the number of participants `Algorithm.check_values`): a ConfigError (exit 2) naming
+    the parameter, before anything is sent."""
+    from netdp_node.protocols import ALGORITHMS, get_algorithm
+
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"--algorithm {algorithm!r} is not one of {', '.join(ALGORITHMS)}")
+    algo = get_algorithm(algorithm)
+    try:
+        if n is None:
+            algo.check_values(params)
+        else:
+            algo.validate(params, n)
+    except ValueError as e:
+        given = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "none"
+        raise ConfigError(f"--param: {e} (parameters given: {given})") from None
+
+
 # -- pki ----------------------------------------------------------------------------------------
 def cmd_pki(a: argparse.Namespace) -> int:
     from netdp_node.security import pki
@@ -231,6 +250,9 @@ def cmd_job(a: argparse.Namespace) -> int:
     from netdp_node.security.pki import load_identity
 
     async def main() -> int:
+        if a.job_cmd == "submit":
+            parts = a.participants.split(",") if a.participants else None
+            _check_job_params(a.algorithm, dict(a.param or []), len(parts) if parts else None)
         if a.job_cmd == "submit" and a.check:
             c = None
         else:

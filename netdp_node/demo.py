@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -562,15 +563,64 @@ def _counts(res: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(res["contributions"].items()))
 
 
-def run_demo(a: argparse.Namespace) -> int:
-    if not 3 <= a.nodes <= 64:
-        raise ConfigError("--nodes must be between 3 and 64")
-    if a.rounds < 1:
-        raise ConfigError("--rounds must be at least 1")
+#: The demo flag each job parameter comes from (to name it in an error).
+PARAM_FLAGS = {"delta": "--delta", "delta_prime": "--delta", "epsilon": "--epsilon",
+               "rounds": "--rounds", "T": "--steps", "clip": "--clip", "hi": "--clip",
+               "bins": "--bins", "k": "--k", "scheme": "--scheme", "threat": "--threat",
+               "round_s": "--round-s", "expect_leave": "--leave", "expect_miss": "--miss"}
+
+
+def check_args(a: argparse.Namespace) -> dict[str, Any]:
+    """Every flag, then the job they make, checked as the bootstrap checks a submission
+    (`Algorithm.validate`), before anything is created or started: a mistake is a ConfigError
+    (exit 2) naming the flag, not a failure after the processes started. Returns the job's
+    validated parameters."""
+    from netdp_node.protocols import get_algorithm
+
     if a.algorithm not in ALGORITHMS:
-        raise ConfigError(f"--algorithm must be one of {', '.join(ALGORITHMS)}")
+        raise ConfigError(f"--algorithm must be one of {', '.join(ALGORITHMS)}, not "
+                          f"{a.algorithm!r}")
+    if not 3 <= a.nodes <= 64:
+        raise ConfigError(f"--nodes must be between 3 and 64, not {a.nodes}")
+    if a.rounds < 1:
+        raise ConfigError(f"--rounds must be at least 1, not {a.rounds}")
+    if a.steps < 0:
+        raise ConfigError(f"--steps must be >= 0 (0: the default), not {a.steps}")
+    if not 0 < a.delta < 1:
+        raise ConfigError(f"--delta must be in (0, 1), not {a.delta:g}")
+    if a.epsilon is not None and not a.epsilon > 0:
+        raise ConfigError(f"--epsilon must be positive, not {a.epsilon:g}")
     if a.algorithm == "ring-sum" and a.epsilon is not None and not 0 < a.epsilon < 1:
-        raise ConfigError("--epsilon must be in (0, 1) (classic Gaussian calibration)")
+        raise ConfigError(f"--epsilon must be in (0, 1) for ring-sum (classic Gaussian "
+                          f"calibration), not {a.epsilon:g}")
+    if a.algorithm == "walk-histogram" and a.bins < 2:
+        raise ConfigError(f"--bins must be at least 2, not {a.bins}")
+    if a.algorithm in ("walk-sgd", "rw-sgd") and a.points < 1:
+        raise ConfigError(f"--points must be at least 1, not {a.points}")
+    if a.algorithm == "inca":
+        if a.k < 1:
+            raise ConfigError(f"--k must be at least 1, not {a.k}")
+        if not (0 <= a.leave < 1 and 0 <= a.miss < 1 and a.leave + a.miss < 1):
+            raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
+    if a.algorithm == "rw-sgd" and a.topology:
+        from netdp_bootstrap.topology import KINDS
+
+        if a.topology not in KINDS:
+            raise ConfigError(f"--topology {a.topology!r} is not a kind the bootstrap serves: "
+                              f"{', '.join(KINDS)}")
+    try:
+        return get_algorithm(a.algorithm).validate(_job_params(a, a.nodes), a.nodes)
+    except (ValueError, KeyError, TypeError) as e:
+        text = str(e)
+        flags = sorted({f for k, f in PARAM_FLAGS.items()
+                        if re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", text)})
+        named = f" (set by {', '.join(flags)})" if flags else ""
+        raise ConfigError(f"the {a.algorithm} job these flags make is invalid: {text}{named}"
+                          ) from None
+
+
+def run_demo(a: argparse.Namespace) -> int:
+    check_args(a)
     values = None
     if a.data:
         if a.algorithm in ("walk-sgd", "rw-sgd"):

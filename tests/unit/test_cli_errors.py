@@ -51,3 +51,72 @@ def test_every_parser_refuses_abbreviations():
             if action.choices and isinstance(action.choices, dict):
                 stack.extend(action.choices.values())
     assert seen > 15  # every command and sub-command was visited
+
+
+# -- demo: every flag and the job they make are checked before any process starts ---------------
+@pytest.mark.parametrize("flags, words", [
+    (["--delta", "2"], ["--delta", "(0, 1)"]),
+    (["--rounds", "0"], ["--rounds"]),
+    (["--steps", "-1"], ["--steps"]),
+    (["--algorithm", "walk-sum", "--epsilon", "-1"], ["--epsilon"]),
+    (["--algorithm", "inca", "--threat", "bogus"], ["threat", "--threat"]),
+    (["--algorithm", "inca", "--k", "100"], ["k must be", "--k"]),
+    (["--algorithm", "inca", "--leave", "0.6", "--miss", "0.6"], ["--leave", "--miss"]),
+    (["--algorithm", "muffliato", "--steps", "1000000000"], ["--steps"]),
+    (["--algorithm", "rw-sgd", "--topology", "blob"], ["--topology", "blob"]),
+    (["--algorithm", "nope"], ["--algorithm", "nope"]),
+])
+def test_demo_refuses_bad_flags_before_starting_anything(tmp_path, capsys, flags, words):
+    work = tmp_path / "work"
+    assert main(["demo", "--workdir", str(work), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("netdp: configuration error: "), err
+    assert err.count("\n") == 1, err  # one line
+    for w in words:
+        assert w in err, (w, err)
+    assert "starting" not in err
+    assert not work.exists()  # no certificate, ledger or process was made
+
+
+def test_demo_checks_the_job_as_the_bootstrap_does():
+    """The demo's check is the bootstrap's (`Algorithm.validate`): what one refuses the other
+    refuses, for every algorithm of the demo at its defaults and with a bad δ."""
+    from netdp_node.demo import ALGORITHMS, _job_params, check_args
+    from netdp_node.protocols import get_algorithm
+
+    for alg in ALGORITHMS:
+        a = build_parser().parse_args(["demo", "--algorithm", alg])
+        assert check_args(a) == get_algorithm(alg).validate(_job_params(a, a.nodes), a.nodes)
+        a.delta = 1.5
+        with pytest.raises(ValueError):
+            get_algorithm(alg).validate(_job_params(a, a.nodes), a.nodes)
+        from netdp_node.errors import ConfigError
+
+        with pytest.raises(ConfigError, match="--delta"):
+            check_args(a)
+
+
+# -- --param names the parameter -------------------------------------------------------------------
+def test_job_submit_names_a_bad_param_without_contacting_the_bootstrap(tmp_path):
+    # --check and a real submission both refuse it before any call (the bootstrap address is a
+    # closed port: a call would fail differently)
+    for extra in (["--check"], []):
+        r = run("job", "submit", "--bootstrap", "127.0.0.1:1", "--certs", str(tmp_path / "op"),
+                "--param", "rounds=abc", *extra)
+        one_line_error(r, 2, "--param", "rounds", "'abc'")
+    r = run("job", "submit", "--bootstrap", "127.0.0.1:1", "--certs", str(tmp_path / "op"),
+            "--participants", "a,b,c", "--param", "epsilon=abc", "--check")
+    one_line_error(r, 2, "--param", "epsilon")
+    r = run("job", "submit", "--bootstrap", "127.0.0.1:1", "--certs", str(tmp_path / "op"),
+            "--participants", "a,b,c", "--param", "delta=2", "--check")
+    one_line_error(r, 2, "--param", "delta")
+    r = run("job", "submit", "--bootstrap", "127.0.0.1:1", "--certs", str(tmp_path / "op"),
+            "--algorithm", "ring-summ", "--check")
+    one_line_error(r, 2, "--algorithm", "ring-summ")
+
+
+def test_simulate_names_a_bad_param(capsys):
+    assert main(["simulate", "--algorithm", "ring-sum", "--nodes", "4", "--param", "rounds=abc",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "rounds" in err and "'abc'" in err and err.count("\n") == 1, err
