@@ -161,15 +161,18 @@ def cmd_pki(a: argparse.Namespace) -> int:
 
 
 # -- daemons ------------------------------------------------------------------------------------
-def _check_certs(folder: Path, *, serve: bool = False) -> str:
+def _check_certs(folder: Path, *, serve: bool = False, role: str = "", command: str = "") -> str:
     """--check: validate an identity folder if it is there; it may legitimately not exist yet (the
     one-shot certificate service of docker compose creates it). `serve`: the holder serves (node,
-    bootstrap), so its certificate must carry the identity names callers verify."""
-    from netdp_node.security.pki import check_server_names, load_identity
+    bootstrap), so its certificate must carry the identity names callers verify. `role`: the
+    certificate must be of this role (`command` runs as it)."""
+    from netdp_node.security.pki import check_role, check_server_names, load_identity
 
     if not folder.exists():
         return f"certificates {folder} not present yet (not checked)"
     ident = load_identity(folder)
+    if role:
+        check_role(ident, folder, role, command)
     if serve:
         check_server_names(ident, folder)
     return f"{ident.role} certificate of {ident.node_id} valid until {ident.not_after:%Y-%m-%d}"
@@ -181,7 +184,8 @@ def cmd_bootstrap(a: argparse.Namespace) -> int:
                           crl=Path(a.crl) if a.crl else None)
     if a.check:
         print(f"ok: bootstrap would listen on {cfg.listen}, state {cfg.state}; "
-              f"{_check_certs(cfg.certs, serve=True)}", file=sys.stderr)
+              f"{_check_certs(cfg.certs, serve=True, role='bootstrap', command='netdp bootstrap')}",
+              file=sys.stderr)
         return EXIT_OK
     _setup_logging(a.log_level, "bootstrap")
 
@@ -228,7 +232,8 @@ def cmd_node(a: argparse.Namespace) -> int:
 
         n = len(load_values(cfg.data)) if cfg.data else 0
         print(f"ok: node with bootstrap {cfg.bootstrap}, ledger {cfg.ledger}, {n} value(s), "
-              f"faults {cfg.faults.describe() or 'none'}; {_check_certs(cfg.certs, serve=True)}",
+              f"faults {cfg.faults.describe() or 'none'}; "
+              f"{_check_certs(cfg.certs, serve=True, role='node', command='netdp node')}",
               file=sys.stderr)
         return EXIT_OK
     _setup_logging(a.log_level, "node")
@@ -295,7 +300,15 @@ def cmd_job(a: argparse.Namespace) -> int:
                     print(f"{job.job_id}\t{job.algorithm}\t{len(job.participants)} participants")
                 return EXIT_OK
             if a.job_cmd == "result":
-                reply = await wait_result(c, a.job_id, a.wait)
+                import grpc
+
+                try:
+                    reply = await wait_result(c, a.job_id, a.wait)
+                except grpc.aio.AioRpcError as e:  # a job id the bootstrap does not know: exit 2
+                    if e.code() != grpc.StatusCode.NOT_FOUND:
+                        raise
+                    raise ConfigError(f"no job {a.job_id!r} at the bootstrap {a.bootstrap} "
+                                      f"({e.details()}; `netdp job list` lists them)") from None
                 summary = result_summary(reply)
                 if a.json:
                     print(json.dumps(summary, indent=2))
@@ -316,6 +329,17 @@ def cmd_privacy(a: argparse.Namespace) -> int:
     from netdp_node.report import ledger_report, render_text
 
     rep = ledger_report(a.ledger, delta_target=a.delta, job_id=a.job)
+    if a.job is not None and not rep["jobs"]:
+        from netdp_node.ledger import Ledger
+
+        led = Ledger.open_readonly(a.ledger)
+        try:
+            have = [j.job_id for j in led.jobs()]
+        finally:
+            led.close()
+        shown = ", ".join(have[-10:]) + (f" and {len(have) - 10} more" if len(have) > 10 else "")
+        raise ConfigError(f"--job {a.job}: no such job in the ledger {a.ledger} of "
+                          f"{rep['node']} ({f'its jobs: {shown}' if have else 'it has no job'})")
     if a.json:
         print(json.dumps(rep, indent=2))
     else:

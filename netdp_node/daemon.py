@@ -34,7 +34,7 @@ from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
 from netdp_node.runtime import Budget, JobRunner, NodeRuntime, private_rng
 from netdp_node.security.identity import RevocationList
-from netdp_node.security.pki import Identity, check_server_names, load_identity
+from netdp_node.security.pki import Identity, check_role, check_server_names, load_identity
 from netdp_node.transport.grpc import AccessPolicy, GrpcTransport, PeerService, start_server
 from netdp_node.wire import ndarray_to_tensor
 
@@ -70,6 +70,7 @@ class NodeDaemon:
     def __init__(self, config: NodeConfig) -> None:
         self.cfg = config
         self.identity: Identity = load_identity(config.certs)
+        check_role(self.identity, config.certs, "node", "netdp node")
         check_server_names(self.identity, config.certs)  # callers verify this node by them
         self.node_id = self.identity.node_id
         self.data = load_values(config.data) if config.data else None

@@ -97,22 +97,22 @@ def test_demo_checks_the_job_as_the_bootstrap_does():
 
 
 # -- --param names the parameter -------------------------------------------------------------------
-def test_job_submit_names_a_bad_param_without_contacting_the_bootstrap(tmp_path):
+def test_job_submit_names_a_bad_param_without_contacting_the_bootstrap(tmp_path, capsys):
     # --check and a real submission both refuse it before any call (the bootstrap address is a
-    # closed port: a call would fail differently)
-    for extra in (["--check"], []):
-        r = run("job", "submit", "--bootstrap", "127.0.0.1:1", "--certs", str(tmp_path / "op"),
-                "--param", "rounds=abc", *extra)
-        one_line_error(r, 2, "--param", "rounds", "'abc'")
-    r = run("job", "submit", "--bootstrap", "127.0.0.1:1", "--certs", str(tmp_path / "op"),
-            "--participants", "a,b,c", "--param", "epsilon=abc", "--check")
-    one_line_error(r, 2, "--param", "epsilon")
-    r = run("job", "submit", "--bootstrap", "127.0.0.1:1", "--certs", str(tmp_path / "op"),
-            "--participants", "a,b,c", "--param", "delta=2", "--check")
-    one_line_error(r, 2, "--param", "delta")
-    r = run("job", "submit", "--bootstrap", "127.0.0.1:1", "--certs", str(tmp_path / "op"),
-            "--algorithm", "ring-summ", "--check")
-    one_line_error(r, 2, "--algorithm", "ring-summ")
+    # closed port and the certificate folder does not exist: a call would fail differently)
+    base = ["job", "submit", "--bootstrap", "127.0.0.1:1", "--certs", str(tmp_path / "op")]
+    cases = [(["--param", "rounds=abc", "--check"], ["--param", "rounds", "'abc'"]),
+             (["--param", "rounds=abc"], ["--param", "rounds", "'abc'"]),
+             (["--participants", "a,b,c", "--param", "epsilon=abc", "--check"],
+              ["--param", "epsilon"]),
+             (["--participants", "a,b,c", "--param", "delta=2", "--check"], ["--param", "delta"]),
+             (["--algorithm", "ring-summ", "--check"], ["--algorithm", "ring-summ"])]
+    for flags, words in cases:
+        assert main([*base, *flags]) == 2, flags
+        err = capsys.readouterr().err
+        assert err.startswith("netdp: configuration error: ") and err.count("\n") == 1, err
+        for w in words:
+            assert w in err, (w, err)
 
 
 def test_simulate_names_a_bad_param(capsys):
@@ -120,3 +120,98 @@ def test_simulate_names_a_bad_param(capsys):
                  "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "rounds" in err and "'abc'" in err and err.count("\n") == 1, err
+
+
+# -- certificates of the wrong role ----------------------------------------------------------------
+@pytest.fixture
+def pki_dir(tmp_path):
+    from netdp_node.security import pki
+
+    d = tmp_path / "pki"
+    pki.init_ca(d)
+    pki.issue(d, "operator", role="operator", hosts=())
+    pki.issue(d, "node-1")
+    pki.issue(d, "bootstrap", role="bootstrap")
+    return d
+
+
+def test_bootstrap_refuses_a_node_certificate(pki_dir, tmp_path, capsys):
+    for extra in (["--check"], []):
+        assert main(["bootstrap", "--certs", str(pki_dir / "node-1"), "--state",
+                     str(tmp_path / "s"), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert "holds a node certificate" in err and "needs a bootstrap certificate" in err, err
+    assert not (tmp_path / "s").exists()
+
+
+def test_node_refuses_a_bootstrap_or_operator_certificate(pki_dir, tmp_path, capsys):
+    for who, role in (("bootstrap", "a bootstrap"), ("operator", "an operator")):
+        for extra in (["--check"], []):
+            assert main(["node", "--certs", str(pki_dir / who), "--bootstrap", "127.0.0.1:1",
+                         "--ledger", str(tmp_path / "l"), *extra]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1, err
+            assert f"holds {role} certificate" in err and "needs a node certificate" in err, err
+    assert not (tmp_path / "l").exists()  # refused before the ledger was created
+
+
+# -- a busy port ------------------------------------------------------------------------------------
+def test_a_busy_port_is_one_line_naming_the_address(pki_dir, tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        addr = f"127.0.0.1:{s.getsockname()[1]}"
+        # a process: its whole stderr is one line (no traceback, no line of grpc's core)
+        r = run("bootstrap", "--certs", str(pki_dir / "bootstrap"), "--state",
+                str(tmp_path / "s"), "--listen", addr)
+        err = one_line_error(r, 2, f"cannot listen on {addr}", "already in use")
+        assert err.count("\n") == 1, err
+        assert main(["node", "--certs", str(pki_dir / "node-1"), "--bootstrap", "127.0.0.1:1",
+                     "--ledger", str(tmp_path / "l"), "--listen", addr]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot listen on {addr}" in err and "already in use" in err, err
+
+
+# -- unknown jobs ---------------------------------------------------------------------------------
+def test_privacy_report_of_an_unknown_job(tmp_path, capsys):
+    from netdp_node.ledger import Entry, Ledger
+
+    led = Ledger(tmp_path / "l", "node-1")
+    led.commit([Entry(job_id="job-a", direction="local", event="fault", params={"fault": "x"})])
+    led.close()
+    assert main(["privacy", "report", "--ledger", str(tmp_path / "l"), "--job", "nojob"]) == 2
+    err = capsys.readouterr().err
+    assert "--job nojob: no such job" in err and err.count("\n") == 1, err
+    assert main(["privacy", "report", "--ledger", str(tmp_path / "l")]) == 0
+
+
+def test_job_result_of_an_unknown_job(pki_dir, tmp_path, capsys):
+    """`job result` and `privacy report` agree: an unknown job is a user input error (exit 2).
+    A real bootstrap (mTLS gRPC on 127.0.0.1) runs in a thread of this process."""
+    import asyncio
+    import threading
+
+    from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
+
+    loop = asyncio.new_event_loop()
+    ready: asyncio.Future[int] = loop.create_future()
+    stop = asyncio.Event()
+    cfg = BootstrapConfig(certs=pki_dir / "bootstrap", state=tmp_path / "s",
+                          listen="127.0.0.1:0")
+    thread = threading.Thread(target=loop.run_until_complete,
+                              args=(run_bootstrap(cfg, ready, stop),), daemon=True)
+    thread.start()
+    try:
+        port = asyncio.run_coroutine_threadsafe(asyncio.wait_for(
+            asyncio.shield(ready), 30), loop).result(timeout=40)
+        assert main(["job", "result", "nojob", "--bootstrap", f"127.0.0.1:{port}", "--certs",
+                     str(pki_dir / "operator")]) == 2
+        err = capsys.readouterr().err
+        assert "no job 'nojob'" in err and f"127.0.0.1:{port}" in err, err
+        assert err.count("\n") == 1, err
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=20)
