@@ -220,7 +220,8 @@ def _node_config(a: argparse.Namespace) -> Any:
         advertise=a.advertise, data=Path(a.data) if a.data else None,
         budget_epsilon=a.budget_epsilon, budget_delta=a.budget_delta,
         poll_interval=a.poll_interval, crl=Path(a.crl) if a.crl else None, seed=a.seed,
-        faults=faults, peer_timeout=a.peer_timeout, job_deadline=a.job_deadline)
+        faults=faults, peer_timeout=a.peer_timeout, job_deadline=a.job_deadline,
+        bootstrap_timeout=a.bootstrap_timeout)
 
 
 def cmd_node(a: argparse.Namespace) -> int:
@@ -599,6 +600,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give up on a peer that does not acknowledge for this many seconds (60)")
     n.add_argument("--job-deadline", type=_nonneg, default=600.0,
                    help="fail a job not finished this many seconds after joining (600; 0: never)")
+    n.add_argument("--bootstrap-timeout", type=_nonneg, default=120.0, metavar="S",
+                   help="at start, give up (exit 5) when the bootstrap could not be reached to "
+                   "register for S seconds; every retry is logged (120; 0: never). Once "
+                   "registered, the node outlives a bootstrap outage: jobs already fetched keep "
+                   "running and every retry is logged")
     n.add_argument("--port-file", help="write the bound port here once registered")
     n.add_argument("--check", action="store_true", help="validate the configuration and exit")
     f = n.add_argument_group(

@@ -215,3 +215,45 @@ def test_job_result_of_an_unknown_job(pki_dir, tmp_path, capsys):
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join(timeout=20)
+
+
+# -- a bootstrap that is down --------------------------------------------------------------------
+def test_a_node_whose_bootstrap_is_down_says_so_and_gives_up(pki_dir, tmp_path, caplog, capsys):
+    import logging
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        addr = f"127.0.0.1:{s.getsockname()[1]}"
+    caplog.set_level(logging.INFO)
+    assert main(["node", "--certs", str(pki_dir / "node-1"), "--bootstrap", addr,
+                 "--ledger", str(tmp_path / "l"), "--bootstrap-timeout", "1.5",
+                 "--poll-interval", "0.1"]) == 5
+    retries = [r.getMessage() for r in caplog.records
+               if "cannot reach the bootstrap" in r.getMessage()]
+    assert len(retries) >= 2, [r.getMessage() for r in caplog.records]
+    assert all(m.startswith("[node=node-1] ") and addr in m for m in retries), retries
+    err = capsys.readouterr().err
+    assert f"netdp: timeout: could not reach the bootstrap at {addr}" in err, err
+    assert "--bootstrap-timeout" in err and "Traceback" not in err
+
+
+def test_retry_tells_every_retry():
+    import asyncio
+
+    from netdp_node.retry import Backoff, retry
+
+    told: list[tuple[str, int]] = []
+    calls = 0
+
+    async def flaky() -> str:
+        nonlocal calls
+        calls += 1
+        if calls < 4:
+            raise ConnectionError(f"down {calls}")
+        return "up"
+
+    out = asyncio.run(retry(flaky, Backoff(initial=0.001, maximum=0.002, give_up_after=0),
+                            lambda e: isinstance(e, ConnectionError),
+                            lambda e, attempt, delay: told.append((str(e), attempt))))
+    assert out == "up" and told == [("down 1", 1), ("down 2", 2), ("down 3", 3)]
