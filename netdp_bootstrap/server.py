@@ -48,6 +48,7 @@ async def run_bootstrap(cfg: BootstrapConfig, ready: asyncio.Future[int] | None 
         await stop.wait()
     finally:
         log.info("bootstrap shutting down")
+        service.stop()  # held long polls are answered now: only other calls get the grace
         await server.stop(cfg.grace)
         store.close()
     return 0

@@ -99,6 +99,7 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         # Set (and replaced) whenever a job is submitted or a revocation list accepted: wakes the
         # nodes' long polls (ListJobs with wait_ms).
         self._news = asyncio.Event()
+        self._stopping = False
         self.crl_file = crl_file
         self._crl_mtime = 0.0
         self.revocations = RevocationList.empty()
@@ -108,6 +109,12 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         self.reload_crl_file()
         self.policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s),
                                    owner="bootstrap")
+
+    def stop(self) -> None:
+        """The server is stopping: answer every held long poll now (with what there is), so that
+        stopping does not wait the grace period for them."""
+        self._stopping = True
+        self._announce()
 
     def _announce(self) -> None:
         self._news.set()
@@ -323,7 +330,7 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
                     reply.jobs.append(job)
                     reply.seqs.append(seq)
             left = until - loop.time()
-            if reply.jobs or left <= 0 or self.revocations.number != crl:
+            if reply.jobs or left <= 0 or self.revocations.number != crl or self._stopping:
                 return reply
             # long poll: wake on news, and at least every second to notice a new --crl file
             with contextlib.suppress(asyncio.TimeoutError):

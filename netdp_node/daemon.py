@@ -408,6 +408,7 @@ class NodeDaemon:
             stop.cancel()
         finally:
             log.info("[node=%s] shutting down", self.node_id)
+            service.stop_links()  # idle peer links end now: only calls in progress get the grace
             await server.stop(self.cfg.grace)
             await self.runtime.close()
             for t in list(self._bg):

@@ -185,6 +185,16 @@ class PeerService:
         # Fault injection: why traffic from a peer is refused right now (offline, partition), or None.
         self.gate = gate
         self.log = logging.LoggerAdapter(log, {})
+        self._stopping = asyncio.Event()
+
+    def stop_links(self) -> None:
+        """The daemon is stopping: end every incoming link stream between two messages (a message
+        being handled is answered first) and refuse new ones. Without this an idle link, which
+        never ends by itself, held `server.stop(grace)` for the whole grace period, and since every
+        node's outgoing links close only after its own server stopped, a cluster stopped at once
+        always waited the full grace (the demo SIGKILLed nodes on a loaded machine). The sender
+        re-sends whatever it has not had acknowledged, as after any broken stream."""
+        self._stopping.set()
 
     def generic_handler(self) -> grpc.GenericRpcHandler:
         ident = None  # raw bytes in: we decode ourselves
@@ -274,8 +284,22 @@ class PeerService:
             who = self.policy.check(context, ("node",), "Link")
         except Unauthorized as e:
             await context.abort(e.code, e.reason)
-        async for raw in requests:
-            yield await self._handle_one(who, raw, context)
+        it = requests.__aiter__()
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            while not self._stopping.is_set():
+                nxt = asyncio.ensure_future(it.__anext__())
+                await asyncio.wait((nxt, stopping), return_when=asyncio.FIRST_COMPLETED)
+                if not nxt.done():  # stopping while idle: end the stream (status OK)
+                    nxt.cancel()
+                    return
+                try:
+                    raw = nxt.result()
+                except StopAsyncIteration:
+                    return
+                yield await self._handle_one(who, raw, context)
+        finally:
+            stopping.cancel()
 
     async def Status(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.StatusReply:
         try:
