@@ -635,8 +635,8 @@ def check_role(identity: Identity, folder: StrPath, role: str, command: str) -> 
             return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
 
         raise ConfigError(
-            f"{folder} holds {a(identity.role)} certificate ({identity.node_id}); `{command}` needs "
-            f"{a(role)} certificate (`netdp pki issue CA_DIR ID --role {role}`)")
+            f"{folder} holds {a(identity.role)} certificate ({identity.node_id}); `{command}` "
+            f"needs {a(role)} certificate (`netdp pki issue CA_DIR ID --role {role}`)")
 
 
 def check_server_names(identity: Identity, folder: StrPath) -> None:

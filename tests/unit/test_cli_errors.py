@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(60)
 
 def run(*args: str, timeout: float = 50) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "netdp_node.cli", *args], capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
 
 
 def one_line_error(r: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
@@ -96,7 +96,7 @@ def test_demo_checks_the_job_as_the_bootstrap_does():
             check_args(a)
 
 
-# -- --param names the parameter -------------------------------------------------------------------
+# -- --param names the parameter ----------------------------------------------------------------
 def test_job_submit_names_a_bad_param_without_contacting_the_bootstrap(tmp_path, capsys):
     # --check and a real submission both refuse it before any call (the bootstrap address is a
     # closed port and the certificate folder does not exist: a call would fail differently)
@@ -122,7 +122,7 @@ def test_simulate_names_a_bad_param(capsys):
     assert "rounds" in err and "'abc'" in err and err.count("\n") == 1, err
 
 
-# -- certificates of the wrong role ----------------------------------------------------------------
+# -- certificates of the wrong role ---------------------------------------------------------------
 @pytest.fixture
 def pki_dir(tmp_path):
     from netdp_node.security import pki
@@ -156,7 +156,7 @@ def test_node_refuses_a_bootstrap_or_operator_certificate(pki_dir, tmp_path, cap
     assert not (tmp_path / "l").exists()  # refused before the ledger was created
 
 
-# -- a busy port ------------------------------------------------------------------------------------
+# -- a busy port ---------------------------------------------------------------------------------
 def test_a_busy_port_is_one_line_naming_the_address(pki_dir, tmp_path, capsys):
     import socket
 
