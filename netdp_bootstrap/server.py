@@ -11,8 +11,7 @@ from pathlib import Path
 
 from netdp_bootstrap.service import BootstrapService, generic_handler
 from netdp_bootstrap.store import Store
-from netdp_node.errors import SecurityError
-from netdp_node.security.pki import check_server_names, load_identity
+from netdp_node.security.pki import check_role, check_server_names, load_identity
 from netdp_node.transport.grpc import start_server
 
 log = logging.getLogger("netdp.bootstrap")
@@ -30,9 +29,7 @@ class BootstrapConfig:
 async def run_bootstrap(cfg: BootstrapConfig, ready: asyncio.Future[int] | None = None,
                         stop: asyncio.Event | None = None) -> int:
     identity = load_identity(cfg.certs)
-    if identity.role != "bootstrap":
-        raise SecurityError(f"{cfg.certs} holds a {identity.role} certificate; the bootstrap needs "
-                            f"one issued with --role bootstrap")
+    check_role(identity, cfg.certs, "bootstrap", "netdp bootstrap")
     check_server_names(identity, cfg.certs)  # nodes and operators verify the bootstrap by them
     store = Store(cfg.state)
     service = BootstrapService(store, identity.ca_pem, cfg.crl)
@@ -52,7 +49,7 @@ async def run_bootstrap(cfg: BootstrapConfig, ready: asyncio.Future[int] | None 
         await stop.wait()
     finally:
         log.info("bootstrap shutting down")
-        service.stop_polls()
+        service.stop()  # held long polls are answered now: only other calls get the grace
         if watcher is not None:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -100,7 +100,7 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         # Set (and replaced) whenever a job is submitted or a revocation list accepted: wakes the
         # nodes' long polls (ListJobs with wait_ms).
         self._news = asyncio.Event()
-        self.stopping = False  # shutting down: held long polls end at once (`stop_polls`)
+        self._stopping = False  # shutting down: held long polls end at once (`stop`)
         self.crl_file = crl_file
         self._crl_mtime = 0.0
         self.revocations = RevocationList.empty()
@@ -110,6 +110,12 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         self.reload_crl_file()
         self.policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s),
                                    owner="bootstrap")
+
+    def stop(self) -> None:
+        """The server is stopping: answer every held long poll now (with what there is), so that
+        stopping does not wait the grace period for them."""
+        self._stopping = True
+        self._announce()
 
     def _announce(self) -> None:
         self._news.set()
@@ -138,12 +144,6 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             self._accept_crl(self.crl_file.read_bytes(), str(self.crl_file))
         except SecurityError as e:
             log.error("ignoring %s: %s", self.crl_file, e)
-
-    def stop_polls(self) -> None:
-        """The bootstrap is shutting down: answer every held long poll now (with what there is),
-        instead of having the server cancel them at the end of its grace period."""
-        self.stopping = True
-        self._announce()
 
     async def watch_crl(self, every: float = 1.0) -> None:
         """Check the --crl file every `every` seconds (one timer for the whole service); a new
@@ -346,7 +346,7 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
                     reply.jobs.append(job)
                     reply.seqs.append(seq)
             left = until - loop.time()
-            if reply.jobs or left <= 0 or self.revocations.number != crl or self.stopping:
+            if reply.jobs or left <= 0 or self.revocations.number != crl or self._stopping:
                 return reply
             # long poll: wake on news only (a new --crl file is news too: `watch_crl`), so that
             # idle nodes cost the bootstrap one call per node per long poll, not one wake-up per

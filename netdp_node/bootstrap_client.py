@@ -16,12 +16,22 @@ import grpc.aio
 from netdp.v1 import bootstrap_pb2, bootstrap_pb2_grpc, common_pb2
 from netdp_node.errors import ServerIdentityError
 from netdp_node.protocols.base import COMPLETE, CompleteEdges, JobContext
-from netdp_node.retry import Backoff, retry
+from netdp_node.retry import Backoff, OnRetry, retry
 from netdp_node.security.identity import BOOTSTRAP_NAME
 from netdp_node.security.pki import Identity
 from netdp_node.transport.grpc import secure_channel, wrong_server
 
 TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
+class RetryingCall(Exception):
+    """What `on_retry` is told: the call, the bootstrap's address and the failure."""
+
+    def __init__(self, method: str, address: str, error: BaseException) -> None:
+        self.method, self.address, self.error = method, address, error
+        why = (f"{error.code().name}: {error.details()}" if isinstance(error, grpc.aio.AioRpcError)
+               else f"{type(error).__name__}: {error}")
+        super().__init__(f"{method} to the bootstrap at {address} failed ({why})")
 
 
 def is_transient(e: BaseException) -> bool:
@@ -50,8 +60,12 @@ def addresses(job: common_pb2.JobSpec) -> dict[str, str]:
 
 class BootstrapClient:
     def __init__(self, address: str, identity: Identity, *, timeout: float = 10.0,
-                 backoff: Backoff | None = None, server_name: str = BOOTSTRAP_NAME) -> None:
+                 backoff: Backoff | None = None, server_name: str = BOOTSTRAP_NAME,
+                 on_retry: OnRetry | None = None) -> None:
+        """`on_retry(error, attempt, delay)`: told of every retry of a transient failure (the node
+        daemon logs them)."""
         self.address = address
+        self.on_retry = on_retry
         self.server_name = server_name
         self.channel = secure_channel(address, identity, server_name)
         self.stub = bootstrap_pb2_grpc.BootstrapStub(self.channel)
@@ -76,7 +90,7 @@ class BootstrapClient:
                 return await once()
             return await retry(once, self.backoff, (lambda e: is_transient(e) or (
                 isinstance(e, grpc.aio.AioRpcError) and e.code() == grpc.StatusCode.CANCELLED))
-                if idempotent else is_transient)
+                if idempotent else is_transient, self._retrying(method))
         except grpc.aio.AioRpcError as e:
             if wrong_server(e):
                 raise ServerIdentityError(
@@ -85,13 +99,25 @@ class BootstrapClient:
                     f"{self.server_name}; {method} not sent)") from e
             raise
 
+    def _retrying(self, method: str) -> OnRetry | None:
+        on_retry = self.on_retry
+        if on_retry is None:
+            return None
+
+        def tell(e: BaseException, attempt: int, delay: float) -> None:
+            on_retry(RetryingCall(method, self.address, e), attempt, delay)
+
+        return tell
+
     async def register(self, node_id: str, address: str, *, ledger_id: str = "",
-                       ledger_created: float = 0.0) -> bootstrap_pb2.RegisterReply:
+                       ledger_created: float = 0.0,
+                       retry_transient: bool = True) -> bootstrap_pb2.RegisterReply:
         """Register (or re-register) this node; `ledger_id`/`ledger_created` name its ledger. The
-        reply holds the latest job sequence number and the store's id (`Ledger.join_after`)."""
+        reply holds the latest job sequence number and the store's id (`Ledger.join_after`).
+        `retry_transient=False`: one try (the node daemon retries registration itself, bounded)."""
         return await self.call("Register", bootstrap_pb2.RegisterRequest(
             node_id=node_id, address=address, ledger_id=ledger_id,
-            ledger_created_unix=ledger_created), idempotent=True)
+            ledger_created_unix=ledger_created), retry_transient=retry_transient, idempotent=True)
 
     async def list_nodes(self) -> list[common_pb2.NodeInfo]:
         return list((await self.call("ListNodes", bootstrap_pb2.ListNodesRequest())).nodes)

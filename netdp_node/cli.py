@@ -31,8 +31,31 @@ from netdp_node import __version__
 from netdp_node.errors import ConfigError, LedgerError, NetdpError, SecurityError
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+GRACE_HELP = ("on SIGTERM/SIGINT, calls in progress get up to S seconds to finish before they are "
+              "cut off (default 2); idle links and held long polls end at once")
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SECURITY, EXIT_LEDGER, EXIT_TIMEOUT, EXIT_INTERRUPTED = (
     0, 1, 2, 3, 4, 5, 130)
+
+
+class _Parser(argparse.ArgumentParser):
+    """No prefix matching of long options (`--node 4` is not `--nodes 4`): every subparser is made
+    from this class too, so the rule holds for every command."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
+def _run_daemon(main: Any) -> int:
+    """asyncio.run(main()) for a daemon, then a quick exit: everything durable (ledger, store) was
+    closed by the daemon itself, so the interpreter's final garbage collection of every module
+    (grpc, numpy, cryptography: about 0.3 s of CPU per process, seconds for a dozen processes on a
+    loaded machine) is skipped by freezing the heap first."""
+    import gc
+
+    code = asyncio.run(main())
+    gc.freeze()
+    return int(code)
 
 
 def _setup_logging(level: str, who: str) -> None:
@@ -85,6 +108,25 @@ def _param(s: str) -> tuple[str, Any]:
         raise argparse.ArgumentTypeError(f"--param {k}: the value is nested too deeply") from None
 
 
+def _check_job_params(algorithm: str, params: dict[str, Any], n: int | None) -> None:
+    """`--algorithm` and `--param` checked as the bootstrap will check them (`Algorithm.validate`,
+    or without the number of participants `Algorithm.check_values`): a ConfigError (exit 2) naming
+    the parameter, before anything is sent."""
+    from netdp_node.protocols import ALGORITHMS, get_algorithm
+
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"--algorithm {algorithm!r} is not one of {', '.join(ALGORITHMS)}")
+    algo = get_algorithm(algorithm)
+    try:
+        if n is None:
+            algo.check_values(params)
+        else:
+            algo.validate(params, n)
+    except ValueError as e:
+        given = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "none"
+        raise ConfigError(f"--param: {e} (parameters given: {given})") from None
+
+
 # -- pki ----------------------------------------------------------------------------------------
 def cmd_pki(a: argparse.Namespace) -> int:
     from netdp_node.security import pki
@@ -134,15 +176,18 @@ def cmd_pki(a: argparse.Namespace) -> int:
 
 
 # -- daemons ------------------------------------------------------------------------------------
-def _check_certs(folder: Path, *, serve: bool = False) -> str:
+def _check_certs(folder: Path, *, serve: bool = False, role: str = "", command: str = "") -> str:
     """--check: validate an identity folder if it is there; it may legitimately not exist yet (the
     one-shot certificate service of docker compose creates it). `serve`: the holder serves (node,
-    bootstrap), so its certificate must carry the identity names callers verify."""
-    from netdp_node.security.pki import check_server_names, load_identity
+    bootstrap), so its certificate must carry the identity names callers verify. `role`: the
+    certificate must be of this role (`command` runs as it)."""
+    from netdp_node.security.pki import check_role, check_server_names, load_identity
 
     if not folder.exists():
         return f"certificates {folder} not present yet (not checked)"
     ident = load_identity(folder)
+    if role:
+        check_role(ident, folder, role, command)
     if serve:
         check_server_names(ident, folder)
     return f"{ident.role} certificate of {ident.node_id} valid until {ident.not_after:%Y-%m-%d}"
@@ -151,10 +196,11 @@ def cmd_bootstrap(a: argparse.Namespace) -> int:
     from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
 
     cfg = BootstrapConfig(certs=Path(a.certs), state=Path(a.state), listen=a.listen,
-                          crl=Path(a.crl) if a.crl else None)
+                          crl=Path(a.crl) if a.crl else None, grace=a.shutdown_grace)
     if a.check:
         print(f"ok: bootstrap would listen on {cfg.listen}, state {cfg.state}; "
-              f"{_check_certs(cfg.certs, serve=True)}", file=sys.stderr)
+              f"{_check_certs(cfg.certs, serve=True, role='bootstrap', command='netdp bootstrap')}",
+              file=sys.stderr)
         return EXIT_OK
     _setup_logging(a.log_level, "bootstrap")
 
@@ -167,7 +213,7 @@ def cmd_bootstrap(a: argparse.Namespace) -> int:
             Path(a.port_file).write_text(str(ready.result()))
         return await task
 
-    return asyncio.run(main())
+    return _run_daemon(main)
 
 
 def _node_config(a: argparse.Namespace) -> Any:
@@ -190,7 +236,8 @@ def _node_config(a: argparse.Namespace) -> Any:
         advertise=a.advertise, data=Path(a.data) if a.data else None,
         budget_epsilon=a.budget_epsilon, budget_delta=a.budget_delta,
         poll_interval=a.poll_interval, crl=Path(a.crl) if a.crl else None, seed=a.seed,
-        faults=faults, peer_timeout=a.peer_timeout, job_deadline=a.job_deadline)
+        faults=faults, peer_timeout=a.peer_timeout, job_deadline=a.job_deadline,
+        bootstrap_timeout=a.bootstrap_timeout, grace=a.shutdown_grace)
 
 
 def _hosted_configs(a: argparse.Namespace) -> list[Any]:
@@ -213,7 +260,8 @@ def cmd_node(a: argparse.Namespace) -> int:
             n = len(load_values(cfg.data)) if cfg.data else 0
             print(f"ok: node with bootstrap {cfg.bootstrap}, ledger {cfg.ledger}, {n} value(s), "
                   f"faults {cfg.faults.describe() or 'none'}; "
-                  f"{_check_certs(cfg.certs, serve=True)}", file=sys.stderr)
+                  f"{_check_certs(cfg.certs, serve=True, role='node', command='netdp node')}",
+                  file=sys.stderr)
         if len(cfgs) > 1:
             print(f"ok: {len(cfgs)} nodes in one process", file=sys.stderr)
         return EXIT_OK
@@ -223,7 +271,7 @@ def cmd_node(a: argparse.Namespace) -> int:
         if a.port_file:
             write_port_file(a.port_file, ports)
 
-    return asyncio.run(run_host(cfgs, ready))
+    return _run_daemon(lambda: run_host(cfgs, ready))
 
 
 # -- jobs ---------------------------------------------------------------------------------------
@@ -233,6 +281,9 @@ def cmd_job(a: argparse.Namespace) -> int:
     from netdp_node.security.pki import load_identity
 
     async def main() -> int:
+        if a.job_cmd == "submit":
+            parts = a.participants.split(",") if a.participants else None
+            _check_job_params(a.algorithm, dict(a.param or []), len(parts) if parts else None)
         if a.job_cmd == "submit" and a.check:
             c = None
         else:
@@ -275,7 +326,15 @@ def cmd_job(a: argparse.Namespace) -> int:
                     print(f"{job.job_id}\t{job.algorithm}\t{len(job.participants)} participants")
                 return EXIT_OK
             if a.job_cmd == "result":
-                reply = await wait_result(c, a.job_id, a.wait)
+                import grpc
+
+                try:
+                    reply = await wait_result(c, a.job_id, a.wait)
+                except grpc.aio.AioRpcError as e:  # a job id the bootstrap does not know: exit 2
+                    if e.code() != grpc.StatusCode.NOT_FOUND:
+                        raise
+                    raise ConfigError(f"no job {a.job_id!r} at the bootstrap {a.bootstrap} "
+                                      f"({e.details()}; `netdp job list` lists them)") from None
                 summary = result_summary(reply)
                 if a.json:
                     print(json.dumps(summary, indent=2))
@@ -338,6 +397,21 @@ def cmd_privacy(a: argparse.Namespace) -> int:
             return EXIT_USAGE
     dirs = ledger_dirs(a.ledger)
     reps = [ledger_report(d, delta_target=a.delta, job_id=a.job, budget=budget) for d in dirs]
+    if a.job is not None and not any(r["jobs"] for r in reps):
+        from netdp_node.ledger import Ledger
+
+        have: list[str] = []
+        for d in dirs:
+            led = Ledger.open_readonly(d)
+            try:
+                have += [j.job_id for j in led.jobs()]
+            finally:
+                led.close()
+        shown = ", ".join(have[-10:]) + (f" and {len(have) - 10} more" if len(have) > 10 else "")
+        where = (f"the ledger {dirs[0]} of {reps[0]['node']}" if len(reps) == 1
+                 else f"the {len(reps)} ledgers given")
+        raise ConfigError(f"--job {a.job}: no such job in {where} "
+                          f"({f'their jobs: {shown}' if have else 'no job at all'})")
     if a.plot:
         if len({r["delta_target"] for r in reps}) > 1:
             # one δ for the whole picture: the nodes' budgets differ in δ, so take the smallest
@@ -457,7 +531,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 # -- parser -------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="netdp", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"netdp {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
@@ -596,6 +670,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--crl", help="revocation list file to load and watch (netdp pki revoke writes it)")
     b.add_argument("--port-file", help="write the bound port here once listening")
     b.add_argument("--check", action="store_true", help="validate the configuration and exit")
+    b.add_argument("--shutdown-grace", type=_nonneg, default=2.0, metavar="S", help=GRACE_HELP)
     b.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     b.set_defaults(fn=cmd_bootstrap)
 
@@ -645,8 +720,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give up on a peer that does not acknowledge for this many seconds (60)")
     n.add_argument("--job-deadline", type=_nonneg, default=600.0,
                    help="fail a job not finished this many seconds after joining (600; 0: never)")
+    n.add_argument("--bootstrap-timeout", type=_nonneg, default=120.0, metavar="S",
+                   help="at start, give up (exit 5) when the bootstrap could not be reached to "
+                   "register for S seconds; every retry is logged (120; 0: never). Once "
+                   "registered, the node outlives a bootstrap outage: jobs already fetched keep "
+                   "running and every retry is logged")
     n.add_argument("--port-file", help="write the bound port here once registered (several "
                    "nodes: a JSON object {node id: port} once all registered)")
+    n.add_argument("--shutdown-grace", type=_nonneg, default=2.0, metavar="S", help=GRACE_HELP)
     n.add_argument("--check", action="store_true", help="validate the configuration and exit")
     f = n.add_argument_group(
         "fault injection", "Make this node misbehave as a real machine would, reproducibly. Each "

@@ -34,7 +34,7 @@ from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
 from netdp_node.runtime import Budget, JobRunner, NodeRuntime, private_rng
 from netdp_node.security.identity import RevocationList
-from netdp_node.security.pki import Identity, check_server_names, load_identity
+from netdp_node.security.pki import Identity, check_role, check_server_names, load_identity
 from netdp_node.transport.grpc import AccessPolicy, GrpcTransport, PeerService, start_server
 from netdp_node.wire import ndarray_to_tensor
 
@@ -66,12 +66,15 @@ class NodeConfig:
     faults: FaultPlan = field(default_factory=FaultPlan)
     peer_timeout: float = 60.0  # give up on a peer that does not acknowledge for this long
     job_deadline: float = 600.0  # fail a job not finished this long after joining (0: never)
+    # give up (exit 5) when the bootstrap cannot be reached to register for this long (0: never)
+    bootstrap_timeout: float = 120.0
 
 
 class NodeDaemon:
     def __init__(self, config: NodeConfig) -> None:
         self.cfg = config
         self.identity: Identity = load_identity(config.certs)
+        check_role(self.identity, config.certs, "node", "netdp node")
         check_server_names(self.identity, config.certs)  # callers verify this node by them
         self.node_id = self.identity.node_id
         self.data = load_values(config.data) if config.data else None
@@ -306,6 +309,39 @@ class NodeDaemon:
             log.info("[node=%s] ledger %s joins the bootstrap's jobs after #%d", self.node_id,
                      self.ledger.ledger_id, after)
 
+    def _log_retry(self, e: BaseException, attempt: int, delay: float) -> None:
+        """Every retry of a call to the bootstrap, with its address (`BootstrapClient.on_retry`)."""
+        log.warning("[node=%s] %s; retry %d in %.1fs", self.node_id, e, attempt, delay)
+
+    async def _register(self, advertise: str) -> bootstrap_pb2.RegisterReply:
+        """Register, retried with backoff while the bootstrap is unreachable, every retry logged
+        with its address; gives up (TimeoutError: exit 5) when it could not be reached for
+        cfg.bootstrap_timeout seconds (0: never)."""
+        limit = self.cfg.bootstrap_timeout
+        delays = Backoff(initial=min(self.cfg.poll_interval, 1.0), maximum=5.0,
+                         give_up_after=limit).delays()
+        while True:
+            try:
+                return await self.bootstrap.register(
+                    self.node_id, advertise, ledger_id=self.ledger.ledger_id,
+                    ledger_created=self.ledger.created, retry_transient=False)
+            except grpc.aio.AioRpcError as e:
+                if not (is_transient(e) or e.code() == grpc.StatusCode.CANCELLED):
+                    raise  # CANCELLED: seen under a registration storm, the call never arrived
+                why = f"{e.code().name}: {e.details()}"
+            delay = delays.next_sleep()
+            if delay is None:
+                msg = (f"could not reach the bootstrap at {self.cfg.bootstrap} to register for "
+                       f"{limit:g}s ({delays.attempt + 1} attempts; last: {why}); is it running "
+                       f"there? (--bootstrap-timeout)")
+                log.error("[node=%s] %s; stopping", self.node_id, msg)
+                raise TimeoutError(msg)
+            log.warning("[node=%s] cannot reach the bootstrap at %s to register (%s); attempt %d, "
+                        "retrying in %.1fs (giving up after %s: --bootstrap-timeout)",
+                        self.node_id, self.cfg.bootstrap, why, delays.attempt, delay,
+                        f"{limit:g}s" if limit > 0 else "never")
+            await asyncio.sleep(delay)
+
     async def run(self, ready: asyncio.Future[int] | None = None, *, signals: bool = True) -> int:
         """Serve until stopped. `signals`: install this node's SIGTERM/SIGINT handler (a process
         hosting several nodes installs one for all instead: netdp_node.host)."""
@@ -349,11 +385,10 @@ class NodeDaemon:
         log.info("[node=%s] serving mTLS on %s (advertised %s), ledger %s", self.node_id,
                  self.cfg.listen.rsplit(":", 1)[0] + f":{self.port}", advertise, self.ledger.path)
         self.bootstrap = BootstrapClient(self.cfg.bootstrap, self.identity,
-                                         backoff=Backoff(give_up_after=0))
+                                         backoff=Backoff(give_up_after=0),
+                                         on_retry=self._log_retry)
         try:
-            reg = asyncio.ensure_future(self.bootstrap.register(
-                self.node_id, advertise, ledger_id=self.ledger.ledger_id,
-                ledger_created=self.ledger.created))
+            reg = asyncio.ensure_future(self._register(advertise))
             stop = asyncio.ensure_future(self.stop_event.wait())
             await asyncio.wait({reg, stop}, return_when=asyncio.FIRST_COMPLETED)
             if reg.done():
@@ -379,6 +414,7 @@ class NodeDaemon:
             stop.cancel()
         finally:
             log.info("[node=%s] shutting down", self.node_id)
+            service.stop_links()  # idle peer links end now: only calls in progress get the grace
             await server.stop(self.cfg.grace)
             await self.runtime.close()
             for t in list(self._bg):

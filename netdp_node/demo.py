@@ -19,7 +19,9 @@ import asyncio
 import json
 import math
 import os
+import re
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -626,21 +628,72 @@ def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def run_demo(a: argparse.Namespace) -> int:
+#: The demo flag each job parameter comes from (to name it in an error).
+PARAM_FLAGS = {"delta": "--delta", "delta_prime": "--delta", "epsilon": "--epsilon",
+               "rounds": "--rounds", "T": "--steps", "clip": "--clip", "hi": "--clip",
+               "bins": "--bins", "k": "--k", "scheme": "--scheme", "threat": "--threat",
+               "round_s": "--round-s", "expect_leave": "--leave", "expect_miss": "--miss"}
+
+
+def check_args(a: argparse.Namespace) -> dict[str, Any]:
+    """Every flag, then the job they make, checked as the bootstrap checks a submission
+    (`Algorithm.validate`), before anything is created or started: a mistake is a ConfigError
+    (exit 2) naming the flag, not a failure after the processes started. Returns the job's
+    validated parameters."""
+    from netdp_node.protocols import get_algorithm
+
+    if a.algorithm not in ALGORITHMS:
+        raise ConfigError(f"--algorithm must be one of {', '.join(ALGORITHMS)}, not "
+                          f"{a.algorithm!r}")
     if getattr(a, "workers", None) is None:
         a.workers = default_workers()
     if a.workers < 0:
-        raise ConfigError("--workers must be >= 0 (0: one process per node)")
+        raise ConfigError(f"--workers must be >= 0 (0: one process per node), not {a.workers}")
     most = MAX_HOSTED_NODES if a.workers else MAX_PROCESS_NODES
     if not 3 <= a.nodes <= most:
-        raise ConfigError(f"--nodes must be between 3 and {most}"
+        raise ConfigError(f"--nodes must be between 3 and {most}, not {a.nodes}"
                           + ("" if a.workers else " with --workers 0 (one process per node)"))
     if a.rounds < 1:
-        raise ConfigError("--rounds must be at least 1")
-    if a.algorithm not in ALGORITHMS:
-        raise ConfigError(f"--algorithm must be one of {', '.join(ALGORITHMS)}")
-    if a.algorithm == "ring-sum" and a.epsilon is not None and not 0 < a.epsilon < math.inf:
-        raise ConfigError("--epsilon must be a finite number > 0")
+        raise ConfigError(f"--rounds must be at least 1, not {a.rounds}")
+    if a.steps < 0:
+        raise ConfigError(f"--steps must be >= 0 (0: the default), not {a.steps}")
+    if not 0 < a.delta < 1:
+        raise ConfigError(f"--delta must be in (0, 1), not {a.delta:g}")
+    if a.epsilon is not None and not 0 < a.epsilon < math.inf:
+        raise ConfigError(f"--epsilon must be a finite number > 0, not {a.epsilon:g}")
+    if a.algorithm == "walk-histogram" and a.bins < 2:
+        raise ConfigError(f"--bins must be at least 2, not {a.bins}")
+    if a.algorithm in ("walk-sgd", "rw-sgd") and a.points < 1:
+        raise ConfigError(f"--points must be at least 1, not {a.points}")
+    if a.algorithm == "inca":
+        if a.k < 1:
+            raise ConfigError(f"--k must be at least 1, not {a.k}")
+        if not (0 <= a.leave < 1 and 0 <= a.miss < 1 and a.leave + a.miss < 1):
+            raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
+    if a.algorithm == "rw-sgd" and a.topology:
+        from netdp_bootstrap.topology import KINDS
+
+        if a.topology not in KINDS:
+            raise ConfigError(f"--topology {a.topology!r} is not a kind the bootstrap serves: "
+                              f"{', '.join(KINDS)}")
+    try:
+        return get_algorithm(a.algorithm).validate(_job_params(a, a.nodes), a.nodes)
+    except (ValueError, KeyError, TypeError) as e:
+        text = str(e)
+        flags = sorted({f for k, f in PARAM_FLAGS.items()
+                        if re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", text)})
+        named = f" (set by {', '.join(flags)})" if flags else ""
+        raise ConfigError(f"the {a.algorithm} job these flags make is invalid: {text}{named}"
+                          ) from None
+
+
+#: Seconds every process gets to stop after SIGTERM before it is SIGKILLed (it needs its
+#: --shutdown-grace, 2 s, at most, plus its exit).
+STOP_GRACE = 8.0
+
+
+def run_demo(a: argparse.Namespace) -> int:
+    check_args(a)
     values = None
     if a.data:
         if a.algorithm in ("walk-sgd", "rw-sgd"):
@@ -673,8 +726,14 @@ def run_demo(a: argparse.Namespace) -> int:
     finally:
         # a host process stops its nodes together (each: server grace, links, ledger): more time
         most = max((len(cluster.hosted(h)) for h in set(cluster.host_of.values())), default=1)
-        codes = cluster.stop(grace=8.0 + 0.15 * most)
-        bad = {k: v for k, v in codes.items() if v not in (0, None)}
+        grace = STOP_GRACE + 0.15 * most
+        codes = cluster.stop(grace=grace)
+        killed = sorted(k for k, v in codes.items() if v == -signal.SIGKILL)
+        if killed:  # a healthy process stops well within the grace: never expected
+            _say(f"warning: {', '.join(killed)} did not stop within {grace:g} s of SIGTERM "
+                 f"and had to be killed (SIGKILL); see {workdir / 'logs'}")
+            keep = True
+        bad = {k: v for k, v in codes.items() if v not in (0, None) and k not in killed}
         if bad:
             _say(f"processes that did not exit cleanly: {bad}")
         _say(f"stopped {len(codes)} processes")

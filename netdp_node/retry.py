@@ -39,25 +39,43 @@ class BackoffIter:
         self.attempt += 1
         return self.rng.uniform(0, cap)
 
-    async def sleep(self) -> bool:
-        """Sleep before the next attempt; False if the policy gives up (do not retry)."""
+    def next_sleep(self) -> float | None:
+        """The pause before the next attempt (never past the give-up time), or None if the policy
+        gives up."""
         if self.expired():
-            return False
+            return None
         delay = self.next_delay()
         g = self.policy.give_up_after
         if g > 0:
             delay = min(delay, max(0.0, g - (time.monotonic() - self.started)))
+        return delay
+
+    async def sleep(self) -> bool:
+        """Sleep before the next attempt; False if the policy gives up (do not retry)."""
+        delay = self.next_sleep()
+        if delay is None:
+            return False
         await asyncio.sleep(delay)
         return True
 
 
+#: on_retry(error, attempt, delay): told before each pause of `retry` (to log it).
+OnRetry = Callable[[BaseException, int, float], None]
+
+
 async def retry(fn: Callable[[], Awaitable[T]], policy: Backoff,
-                retryable: Callable[[BaseException], bool]) -> T:
+                retryable: Callable[[BaseException], bool], on_retry: OnRetry | None = None) -> T:
     """Call fn until it succeeds, a non-retryable error is raised, or the policy gives up."""
     it = policy.delays()
     while True:
         try:
             return await fn()
         except Exception as e:  # noqa: BLE001 - filtered by `retryable`
-            if not retryable(e) or not await it.sleep():
+            if not retryable(e):
                 raise
+            delay = it.next_sleep()
+            if delay is None:
+                raise
+            if on_retry is not None:
+                on_retry(e, it.attempt, delay)
+        await asyncio.sleep(delay)

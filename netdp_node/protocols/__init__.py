@@ -46,11 +46,7 @@ class Algorithm:
         MAX_MESSAGE_BYTES). Raises ValueError naming the parameter."""
         from netdp_node.wire import MAX_MESSAGE_BYTES  # wire imports protocols: not at the top
 
-        raw = dict(params)
-        for k, v in raw.items():
-            _check_value(k, v, 0)
-        for k in self.integers & raw.keys():
-            raw[k] = _integer(k, raw[k])
+        raw = self.check_values(params)
         try:  # the size first when the raw parameters tell it (before any calibration runs)
             self._check_payload(self.payload(raw, n), MAX_MESSAGE_BYTES)
         except (KeyError, TypeError, ArithmeticError):
@@ -68,6 +64,17 @@ class Algorithm:
             raise ValueError(f"invalid {self.name} parameters{named}: {text}") from None
         self._check_payload(self.payload(out, n), MAX_MESSAGE_BYTES)
         return out
+
+    def check_values(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The checks of `validate` that do not need the number of participants (types, finite
+        numbers, integers): a client can run them before it knows who will take part. Returns the
+        parameters with integer parameters as int. Raises ValueError naming the parameter."""
+        raw = dict(params)
+        for k, v in raw.items():
+            _check_value(k, v, 0)
+        for k in self.integers & raw.keys():
+            raw[k] = _integer(k, raw[k])
+        return raw
 
     def _check_payload(self, elements: int, max_bytes: int) -> None:
         limit = (max_bytes - ENVELOPE_ALLOWANCE) // 8

@@ -627,6 +627,18 @@ def load_identity(folder: StrPath, *, now: datetime | None = None) -> Identity:
     )
 
 
+def check_role(identity: Identity, folder: StrPath, role: str, command: str) -> None:
+    """Refuse (ConfigError, exit 2) an identity folder whose certificate is valid but of another
+    role than `command` runs as (a node certificate given to the bootstrap, or the reverse)."""
+    if identity.role != role:
+        def a(word: str) -> str:
+            return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+        raise ConfigError(
+            f"{folder} holds {a(identity.role)} certificate ({identity.node_id}); `{command}` "
+            f"needs {a(role)} certificate (`netdp pki issue CA_DIR ID --role {role}`)")
+
+
 def check_server_names(identity: Identity, folder: StrPath) -> None:
     """Refuse (ConfigError) to serve with a certificate that lacks its identity DNS names.
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ import grpc.aio
 from google.protobuf.message import DecodeError
 
 from netdp.v1 import peer_pb2
-from netdp_node.errors import SecurityError
+from netdp_node.errors import ConfigError, SecurityError
 from netdp_node.faults import FaultInjector
 from netdp_node.protocols.base import Message, Refused, RefusalCode
 from netdp_node.retry import Backoff
@@ -184,6 +185,16 @@ class PeerService:
         # Fault injection: why traffic from a peer is refused right now (offline, partition), or None.
         self.gate = gate
         self.log = logging.LoggerAdapter(log, {})
+        self._stopping = asyncio.Event()
+
+    def stop_links(self) -> None:
+        """The daemon is stopping: end every incoming link stream between two messages (a message
+        being handled is answered first) and refuse new ones. Without this an idle link, which
+        never ends by itself, held `server.stop(grace)` for the whole grace period, and since every
+        node's outgoing links close only after its own server stopped, a cluster stopped at once
+        always waited the full grace (the demo SIGKILLed nodes on a loaded machine). The sender
+        re-sends whatever it has not had acknowledged, as after any broken stream."""
+        self._stopping.set()
 
     def generic_handler(self) -> grpc.GenericRpcHandler:
         ident = None  # raw bytes in: we decode ourselves
@@ -273,8 +284,22 @@ class PeerService:
             who = self.policy.check(context, ("node",), "Link")
         except Unauthorized as e:
             await context.abort(e.code, e.reason)
-        async for raw in requests:
-            yield await self._handle_one(who, raw, context)
+        it = requests.__aiter__()
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            while not self._stopping.is_set():
+                nxt = asyncio.ensure_future(it.__anext__())
+                await asyncio.wait((nxt, stopping), return_when=asyncio.FIRST_COMPLETED)
+                if not nxt.done():  # stopping while idle: end the stream (status OK)
+                    nxt.cancel()
+                    return
+                try:
+                    raw = nxt.result()
+                except StopAsyncIteration:
+                    return
+                yield await self._handle_one(who, raw, context)
+        finally:
+            stopping.cancel()
 
     async def Status(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.StatusReply:
         try:
@@ -294,13 +319,47 @@ def status_code(value: int) -> grpc.StatusCode:
 async def start_server(identity: Identity, listen: str,
                        add_services: Callable[[grpc.aio.Server], None]) -> tuple[grpc.aio.Server, int]:
     """Start a grpc.aio server with mTLS only (no insecure port). Returns (server, bound port)."""
+    # a taken or foreign address: say so in one line (grpc's core would log its own error first)
+    problem = _bind_problem(listen)
+    if problem:
+        raise ConfigError(f"cannot listen on {listen}: {problem} (--listen)")
     server = grpc.aio.server(options=SERVER_OPTIONS)
     add_services(server)
-    port = server.add_secure_port(listen, server_credentials(identity))
+    try:
+        port = server.add_secure_port(listen, server_credentials(identity))
+    except RuntimeError:  # grpc: "Failed to bind to address ..." (older versions return 0)
+        port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {listen}")
+        why = _bind_problem(listen) or "grpc could not bind it"
+        raise ConfigError(f"cannot listen on {listen}: {why} (--listen)")
     await server.start()
     return server, port
+
+
+def _bind_problem(listen: str) -> str:
+    """Why `listen` cannot be bound ("" if it can), from the OS: address in use, or not an address
+    of this host. Binds as grpc does (SO_REUSEADDR: a port whose old connections linger in
+    TIME_WAIT can be bound) and releases it at once."""
+    import errno
+    import socket
+
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(host or None, int(port), type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except (OSError, ValueError) as e:
+        return f"cannot resolve {host!r}: {e}"
+    for family, kind, proto, _, addr in infos:
+        try:
+            with socket.socket(family, kind, proto) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(addr)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return "the address is already in use (another process listens on it)"
+            return os.strerror(e.errno) if e.errno else str(e)
+    return ""
 
 
 # -- client side --------------------------------------------------------------------------------

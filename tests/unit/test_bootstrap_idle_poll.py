@@ -75,7 +75,7 @@ async def test_shutting_down_answers_the_held_polls(tmp_path: Path) -> None:
             bootstrap_pb2.ListJobsRequest(after=0, wait_ms=30_000), None)) for _ in range(3)]
         await asyncio.sleep(0.2)
         assert not any(p.done() for p in polls)
-        svc.stop_polls()
+        svc.stop()
         replies = await asyncio.wait_for(asyncio.gather(*polls), 20)
         assert all(list(r.jobs) == [] for r in replies)
     finally:
