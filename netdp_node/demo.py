@@ -651,8 +651,9 @@ def check_args(a: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(f"--workers must be >= 0 (0: one process per node), not {a.workers}")
     most = MAX_HOSTED_NODES if a.workers else MAX_PROCESS_NODES
     if not 3 <= a.nodes <= most:
-        raise ConfigError(f"--nodes must be between 3 and {most}, not {a.nodes}"
-                          + ("" if a.workers else " with --workers 0 (one process per node)"))
+        raise ConfigError(f"--nodes must be between 3 and {most}"
+                          + ("" if a.workers else " with --workers 0 (one process per node)")
+                          + f", not {a.nodes}")
     if a.rounds < 1:
         raise ConfigError(f"--rounds must be at least 1, not {a.rounds}")
     if a.steps < 0:
