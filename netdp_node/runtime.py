@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from netdp_node.errors import LedgerError
+from netdp_node.errors import LedgerError, NodeUnavailable, UnknownJob
 from netdp_node.faults import EXIT_CRASHED, FaultInjector
 from netdp_node.ledger import Entry, JobRow, Ledger
 from netdp_node.privacy.accountant import NOT_RUN, JobView, check_budget
@@ -76,15 +76,6 @@ UNKNOWN_JOB_LOOKUPS = 2
 
 #: Why a node does not take part in a job its ledger never knew (`NodeRuntime.may_join`).
 NOT_JOINED = "this node's ledger was created after the job started; it does not take part"
-
-
-class UnknownJob(Exception):
-    pass
-
-
-class NodeUnavailable(Exception):
-    """This node is (deliberately) not taking traffic: offline, left, crashing. Transports answer
-    UNAVAILABLE, as a machine that is down would; senders retry."""
 
 
 @dataclass(frozen=True)

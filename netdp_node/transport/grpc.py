@@ -32,7 +32,7 @@ import grpc.aio
 from google.protobuf.message import DecodeError
 
 from netdp.v1 import peer_pb2
-from netdp_node.errors import SecurityError
+from netdp_node.errors import NodeUnavailable, SecurityError, UnknownJob
 from netdp_node.faults import FaultInjector
 from netdp_node.protocols.base import Message, Refused, RefusalCode
 from netdp_node.retry import Backoff
@@ -226,8 +226,6 @@ class PeerService:
         except Refused as e:
             ack.code, ack.detail = _REFUSAL_STATUS[e.code].value[0], e.reason
         except Exception as e:  # noqa: BLE001 - the node keeps serving; the type says what
-            from netdp_node.runtime import NodeUnavailable, UnknownJob
-
             if isinstance(e, NodeUnavailable):
                 raise
             if isinstance(e, UnknownJob):
@@ -246,8 +244,6 @@ class PeerService:
     async def _handle_one(self, who: PeerIdentity, raw: bytes,
                           context: grpc.aio.ServicerContext) -> peer_pb2.Ack:
         """Fault-injection gate, then `_process`; an unavailable node aborts the call."""
-        from netdp_node.runtime import NodeUnavailable
-
         blocked = self.gate(who.node_id) if self.gate is not None else None
         if blocked:
             await self._unavailable(context, blocked)
