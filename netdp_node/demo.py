@@ -37,7 +37,8 @@ from netdp_node.jobs import render_result, result_summary
 from netdp_node.privacy.accountant import ring_sum_utility
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note
 from netdp_node.report import ledger_report, threat_lines, wrap
-from netdp_node.transport.grpc import peer_name, secure_channel
+from netdp_node.security.identity import peer_name
+from netdp_node.security.mtls import secure_channel
 
 
 def _say(msg: str) -> None:
