@@ -198,7 +198,7 @@ def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
     import numpy as np
 
     from netdp_node.privacy import inca_audit
-    from netdp_node.protocols.inca import execution_from_info
+    from netdp_node.privacy.inca_audit import execution_from_info
 
     check = Check("inca-shares")
     jobs: dict[str, tuple[JobRow, dict[str, Any]]] = {}

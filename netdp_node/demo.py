@@ -291,7 +291,8 @@ def _inca_outcome(cluster: LocalCluster, job_id: str, data: DemoData,
     and what the leavers took away (`inca_audit.estimate_terms`)."""
     from netdp_node import audit
     from netdp_node.privacy import inca_audit
-    from netdp_node.protocols.inca import central_dp_std, execution_from_info
+    from netdp_node.privacy.inca_audit import execution_from_info
+    from netdp_node.protocols.inca import central_dp_std
 
     nodes = audit.load([cluster.ledger(nid) for nid in cluster.ids])
     rows = {n.node: next(j for j in n.jobs if j.job_id == job_id) for n in nodes}

@@ -245,7 +245,8 @@ def inca_summary(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
     """Estimate vs true mean, the central-DP error at the job's target privacy, the finals, and
     the correlated noise left uncancelled by leavers (`inca_audit.estimate_terms`)."""
     from netdp_node.privacy import inca_audit
-    from netdp_node.protocols.inca import central_dp_std, execution_from_info
+    from netdp_node.privacy.inca_audit import execution_from_info
+    from netdp_node.protocols.inca import central_dp_std
 
     outs = [o for o in res.outputs.values() if o.value is not None]
     first = max(outs, key=lambda o: len(o.info["final"])) if outs else None

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -68,6 +68,10 @@ __all__ = [
     "out_neighbours",
     "party_scheme",
     "simulate",
+    "build_execution",
+    "execution_from_info",
+    "parse_threat",
+    "threat_dict",
 ]
 
 
@@ -1058,3 +1062,59 @@ def party_report(ex: IncaExecution, me: int, threat: dict[str, Any], *, sigma_et
                   else "the given adversary",
         "sigma_eta": sigma_eta, "sigma_delta": sigma_delta,
     }
+
+
+# -- the public execution a job's results state (shared by the engine and the accountant) -----
+def build_execution(n: int, k: int, T: int, seed: int, scheme: str, online: np.ndarray,
+                    counted: Sequence[set[tuple[int, int]]], lost: Sequence[tuple[int, int, int]],
+                    final: np.ndarray) -> IncaExecution:
+    """The IncaExecution of online sets, counted messages (both ends) and lost messages (sender
+    only): `make_execution` returns an uncounted share to its sender's diagonal (line 13), and a
+    lost message's share is then taken off it again (it left the sender and entered nobody, so
+    that column sums to less than 1)."""
+    ex = make_execution(n, k, T, seed, scheme, online=np.asarray(online, dtype=bool),
+                        final=np.asarray(final, dtype=bool), counted=[set(c) for c in counted])
+    if not lost:
+        return ex
+    weights = [np.array(W) for W in ex.weights]
+    for t, i, _ in lost:
+        weights[t - 1][i, i] -= 1.0 / (k + 1)
+    return replace(ex, weights=tuple(weights))
+
+
+def execution_from_info(spec: Mapping[str, Any], info: Mapping[str, Any]) -> IncaExecution:
+    """The public execution a node's result states (`Output.info`: online sets, counted and lost
+    messages, finals), rebuilt for the accountant from the node's own ledger."""
+    p = spec["params"]
+    ids = list(spec["participants"])
+    index = {v: i for i, v in enumerate(ids)}
+    n, T = len(ids), int(p["T"])
+    final = np.zeros(n, dtype=bool)
+    final[[index[v] for v in info["final"]]] = True
+    return build_execution(
+        n, int(p["k"]), T, int(spec["public_seed"]), str(p["scheme"]),
+        np.asarray(info["online"], dtype=bool),
+        [{(index[a], index[b]) for a, b in c} for c in info["counted"]],
+        [(int(t), index[a], index[b]) for t, a, b in info["lost"]], final)
+
+
+def parse_threat(threat: str, n: int) -> tuple[str, float]:
+    """`eavesdrop:p` (each sent message observed with probability p, spec §8 Fig. 2) or
+    `collude:ρ` (a fraction ρ of the other parties colludes, spec §2 C-DP)."""
+    kind, _, val = str(threat).partition(":")
+    try:
+        frac = float(val)
+    except ValueError:
+        raise ValueError(f"threat must be eavesdrop:P or collude:RHO, got {threat!r}") from None
+    if kind not in ("eavesdrop", "collude") or not 0.0 <= frac <= 1.0:
+        raise ValueError(f"threat must be eavesdrop:P or collude:RHO with a fraction in [0, 1], "
+                         f"got {threat!r}")
+    if kind == "collude" and round(frac * n) >= n - 1:
+        raise ValueError("collude:RHO must leave at least two honest parties")
+    return kind, frac
+
+
+def threat_dict(threat: str, n: int) -> dict[str, Any]:
+    """The job's `threat` parameter in `party_report`'s form."""
+    kind, frac = parse_threat(threat, n)
+    return {"eavesdropper": frac} if kind == "eavesdrop" else {"colluders": frac}

@@ -104,6 +104,7 @@ from typing import Any
 import numpy as np
 
 from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, gaussian_on_grid, job_grid
+from netdp_node.privacy.muffliato_accountant import GRAPHS, public_graph
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -124,37 +125,10 @@ SCHEDULE = "schedule"
 OFFER = "offer"
 REPLY = "reply"
 PAIR = "pair-value"
-GRAPHS = ("ring", "complete", "hypercube", "topology", "er")
 _MAX_ROUNDS = 100_000
 
 
-# -- public graphs --------------------------------------------------------------------------------
-def public_graph(params: Mapping[str, Any], n: int, public_seed: int, call: int,
-                 topology: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
-    """The undirected edges (i < j, participant indices) of gossip call `call`: a pure function of
-    public parameters, so every node and every accountant compute the same graph."""
-    kind = str(params.get("graph", "ring"))
-    if kind == "ring":
-        return sorted({(min(i, (i + 1) % n), max(i, (i + 1) % n)) for i in range(n)
-                       if i != (i + 1) % n})
-    if kind == "complete":
-        return [(i, j) for i in range(n) for j in range(i + 1, n)]
-    if kind == "hypercube":
-        m = n.bit_length() - 1
-        if n != 1 << m:
-            raise ValueError(f"a hypercube needs a power-of-two number of nodes, got {n}")
-        return [(i, i ^ (1 << b)) for i in range(n) for b in range(m) if i < i ^ (1 << b)]
-    if kind == "topology":
-        return sorted({(min(a, b), max(a, b)) for a, b in topology if a != b})
-    if kind == "er":
-        p = float(params["p"])
-        rng = np.random.default_rng([int(public_seed), int(call), 0x4D554646])
-        iu, ju = np.triu_indices(n, k=1)
-        keep = rng.random(iu.size) < p
-        return [(int(a), int(b)) for a, b in zip(iu[keep], ju[keep])]
-    raise ValueError(f"unknown graph {kind!r}; known: {list(GRAPHS)}")
-
-
+# -- public graphs (`muffliato_accountant.public_graph`) ------------------------------------------
 def degrees(n: int, edges: Sequence[tuple[int, int]]) -> np.ndarray:
     d = np.zeros(n, dtype=np.int64)
     for a, b in edges:
