@@ -392,7 +392,7 @@ def private_rng(key: int | None = None) -> np.random.Generator:
     The secret is ChaCha's `key` itself (counter 0), not a `seed`: a seed goes through NumPy's
     SeedSequence, whose pool holds 128 bits, so a 256-bit seed would give a 128-bit key. `key`
     (tests only) fixes the 256-bit key; by default it is `secrets.randbits(256)`."""
-    from randomgen import ChaCha
+    from randomgen import ChaCha  # lazy: start-up cost
 
     if key is None:
         key = secrets.randbits(256)

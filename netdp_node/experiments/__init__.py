@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import platform
 import sys
 import time
@@ -50,8 +51,6 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
 
 
 def machine() -> dict[str, Any]:
-    import os
-
     return {"python": platform.python_version(), "platform": platform.platform(),
             "cpus": os.cpu_count(), "when": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
 

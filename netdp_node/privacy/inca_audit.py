@@ -410,7 +410,7 @@ def gaussian_epsilon(s: float, delta: float, method: str = "analytic") -> float:
         raise ValueError(f"unknown method {method!r} (expected 'paper' or 'analytic')")
     if s == 0.0:
         return 0.0
-    from scipy.special import log_ndtr
+    from scipy.special import log_ndtr  # lazy: start-up cost
 
     def dlt(eps: float) -> float:
         a = log_ndtr(s / 2 - eps / s)
@@ -468,7 +468,7 @@ def _coefficient_rows(ex: IncaExecution, wanted: dict[int, list[int]]) -> np.nda
             Z[i, n + i * T: n + (i + 1) * T] = Us[i, t]
         return Z
 
-    from scipy.sparse import csr_matrix
+    from scipy.sparse import csr_matrix  # lazy: start-up cost
 
     Y = inject(0)
     out = [Y[wanted.get(0, [])]]
@@ -534,7 +534,7 @@ def linear_view(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None
     if rows == 0 or not np.any(G):
         r = np.zeros((0, G.shape[1]))
     else:
-        from scipy.linalg import svd
+        from scipy.linalg import svd  # lazy: start-up cost
 
         _, S, Vt = svd(G, full_matrices=False, lapack_driver="gesdd")
         keep = S > tol * S[0]
@@ -608,7 +608,7 @@ def scales(view: LinearView, sigma_eta: float, sigma_delta: float,
     r = A.shape[0]
     if r == 0:
         return np.zeros(A.shape[1])
-    from scipy.linalg import qr, solve_triangular
+    from scipy.linalg import qr, solve_triangular  # lazy: start-up cost
 
     G = np.hstack([sigma_eta * A, sigma_delta * B])
     R = qr(G.T, mode="r", overwrite_a=True, check_finite=False)[0][:r]
@@ -688,7 +688,7 @@ class _Pencil:
 
     @classmethod
     def of(cls, view: LinearView) -> "_Pencil":
-        from scipy.linalg import eigh
+        from scipy.linalg import eigh  # lazy: start-up cost
 
         if view.rank == 0:
             return cls(np.zeros(0), np.zeros((0, view.A.shape[1])))
@@ -862,7 +862,7 @@ def rank_condition(ex: IncaExecution, **adversary: Any) -> dict[str, Any]:
 def unseen_graph(ex: IncaExecution, **adversary: Any) -> Any:
     """networkx.DiGraph on the coalition H' (see `lemma44_vectors`) with an edge j → k when j's
     unseen message reached k in some iteration (Eq. 15)."""
-    import networkx as nx
+    import networkx as nx  # lazy: start-up cost
 
     _, honest = _observed_from(ex, adversary.get("observed"), adversary.get("corrupted"))
     alphas, _ = ex.party_schemes()
@@ -883,7 +883,7 @@ def explain(ex: IncaExecution, **adversary: Any) -> dict[str, Any]:
     """What a user reads (Theorem 4.8): whether the graph of unseen delivered messages among the
     honest parties still present is strongly connected (then Theorem 4.6 applies and σ_η close
     to σ_η* suffices), the rank condition of Theorems 4.5/4.6, and a sentence saying so."""
-    import networkx as nx
+    import networkx as nx  # lazy: start-up cost
 
     G = unseen_graph(ex, **adversary)
     rc = rank_condition(ex, **adversary)

@@ -103,8 +103,10 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, gaussian_on_grid, job_grid
 from netdp_node.privacy.muffliato_accountant import GRAPHS, public_graph
+from netdp_node.privacy.random_walk import ldp_noise_multiplier
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -119,6 +121,8 @@ from netdp_node.protocols.base import (
     SetTimer,
 )
 from netdp_node.protocols.ring import clip_l2
+from netdp_node.protocols.walk import logistic_accuracy
+from netdp_node.protocols.walk import logistic_gradient as g
 
 VALUE = "value"
 SCHEDULE = "schedule"
@@ -460,8 +464,6 @@ class MuffliatoSync(Engine):
 
 # -- Algorithm 3 --------------------------------------------------------------------------------
 def logistic_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    from netdp_node.protocols.walk import logistic_gradient as g
-
     return g(w, X, y)
 
 
@@ -512,8 +514,6 @@ class MuffliatoGd(MuffliatoSync):
         info = dict(out.info)
         info["model"] = self.theta.tolist()
         if len(self.y):
-            from netdp_node.protocols.walk import logistic_accuracy
-
             info["local_accuracy"] = logistic_accuracy(self.theta, self.X, self.y)
         return Output(value=self.theta.copy(), info=info)
 
@@ -726,8 +726,6 @@ class MuffliatoRandom(Engine):
 def ldp_sigma(epsilon: float, delta: float, sensitivity: float, count: int) -> float:
     """σ such that `count` Gaussian mechanisms of sensitivity Δ, composed in RDP, are (ε, δ)-DP:
     the local-DP level, the guarantee every pair has whatever the schedule."""
-    from netdp_node.privacy.random_walk import ldp_noise_multiplier
-
     return ldp_noise_multiplier(count, epsilon, delta) * sensitivity
 
 
@@ -769,8 +767,6 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
     lipschitz (0.4), with T rounds per step. Randomized: rate (activations per second per node, 5),
     duration_s (10), grace_s (2), exchange_timeout_s (5).
     """
-    from netdp_node.privacy import pndp_gossip as pg
-
     known = _KNOWN[algorithm]
     unknown = set(params) - known - _COMPUTED
     if unknown:

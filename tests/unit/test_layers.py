@@ -132,11 +132,13 @@ def _marked(lines: list[str], node: ast.stmt) -> bool:
 
 
 def imports_of(path: Path) -> list[Import]:
-    src = path.read_text()
+    return parse_imports(path.read_text(), module_name(path), path.name == "__init__.py")
+
+
+def parse_imports(src: str, me: str, is_package: bool = False) -> list[Import]:
     lines = src.splitlines()
     tree = ast.parse(src)
-    me = module_name(path)
-    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    package = me if is_package else me.rpartition(".")[0]
     local: set[int] = set()
     for fn in ast.walk(tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -219,27 +221,41 @@ def test_function_local_imports_say_why():
     assert not bad, f"{len(bad)} unmarked function-local imports:\n" + "\n".join(bad)
 
 
-def test_the_checker_sees_what_it_checks(tmp_path):
-    """The parser finds imports at every depth and resolves relative ones."""
-    pkg = ROOT / "netdp_node" / "protocols"
-    probe = pkg / "base.py"
-    found = {i.target for i in imports_of(probe)}
-    assert any(t.startswith("netdp_node.") for t in found) or found  # reads real files
+def test_the_checker_sees_what_it_checks():
+    """The parser finds imports at every depth (module level, `if TYPE_CHECKING:`, functions),
+    resolves relative ones, tells marked local imports from unmarked ones, and the map refuses
+    what the layering forbids."""
     src = ("from __future__ import annotations\nfrom typing import TYPE_CHECKING\n"
            "if TYPE_CHECKING:\n    from netdp_node.runtime import NodeRuntime\n"
-           "def f():\n    from . import ring\n    import scipy  # lazy: start-up cost\n")
-    fake = ROOT / "netdp_node" / "protocols" / "_layers_probe.py"
-    try:
-        fake.write_text(src)
-        imps = imports_of(fake)
-    finally:
-        fake.unlink()
-    by_target = {i.target: i for i in imps}
-    assert group_of(by_target["netdp_node.runtime.NodeRuntime"].target) == "runtime"
-    assert by_target["netdp_node.protocols.ring"].local
-    assert not by_target["netdp_node.protocols.ring"].marked
+           "def f():\n    from . import ring\n    import scipy  # lazy: start-up cost\n"
+           "async def g():\n    # lazy: start-up cost\n    from ..privacy import (\n"
+           "        composition,\n    )\n")
+    by_target = {i.target: i for i in parse_imports(src, "netdp_node.protocols.probe")}
+    assert set(by_target) == {"__future__.annotations", "typing.TYPE_CHECKING",
+                              "netdp_node.runtime.NodeRuntime", "netdp_node.protocols.ring",
+                              "scipy", "netdp_node.privacy.composition"}
+    assert not by_target["netdp_node.runtime.NodeRuntime"].local
+    assert group_of("netdp_node.runtime.NodeRuntime") == "runtime"
+    assert "runtime" not in MAY_IMPORT[group_of("netdp_node.protocols.probe") or ""]
+    ring = by_target["netdp_node.protocols.ring"]
+    assert ring.local and not ring.marked
     assert by_target["scipy"].local and by_target["scipy"].marked
-    assert "runtime" not in MAY_IMPORT["protocols"]
+    assert by_target["netdp_node.privacy.composition"].marked
+    assert group_of("netdp_node.protocols") == "protocols" and group_of("json") is None
+    # the package's own modules are all read
+    assert {"netdp_node.daemon", "netdp_node.privacy.accountant",
+            "netdp_bootstrap.service"} <= {i.module for i in IMPORTS}
+
+
+def test_lazy_module_imports_on_first_use():
+    """`lazy_module` binds a name without importing; the first attribute read imports it."""
+    code = ("import sys; from netdp_node.lazy import lazy_module; "
+            "m = lazy_module('wave'); a = 'wave' in sys.modules; "
+            "f = m.open; print(a, 'wave' in sys.modules, f is sys.modules['wave'].open)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                         timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "True"]
 
 
 @pytest.mark.parametrize("module", ["netdp_node.daemon", "netdp_node.cli", "netdp_bootstrap.server"])
@@ -248,7 +264,7 @@ def test_starting_loads_no_heavy_package(module):
     networkx (they cost seconds of CPU and tens of MB; the code that needs them imports them)."""
     code = (f"import sys, {module}; "
             "print(' '.join(m for m in ('scipy', 'matplotlib', 'networkx') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                          timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == []
