@@ -4,7 +4,9 @@ anything, for the commands a node or an operator starts:
 * ``python -c "import netdp_node.daemon"``: what every node daemon loads;
 * ``python -c "import netdp_bootstrap.server"``: what the bootstrap service loads;
 * ``netdp --help`` and ``python -m netdp_node.cli node --help``: the command line;
-* ``python -c "pass"``: the interpreter alone, the floor under every other line.
+* ``python -c "pass"``: the interpreter alone, the floor under every other line;
+* the third-party packages a node cannot start without (numpy, grpc, cryptography, protobuf,
+  asyncio), imported alone: the floor under a node's import.
 
     python benchmarks/bench_import.py            # 7 runs per command
     python benchmarks/bench_import.py --quick    # 3 runs per command
@@ -49,6 +51,9 @@ def commands() -> dict[str, list[str]]:
     netdp = shutil.which("netdp", path=str(Path(py).parent)) or shutil.which("netdp")
     out = {
         "python (interpreter only)": [py, "-c", "pass"],
+        # what a node cannot start without (numpy, gRPC, X.509, protobuf, asyncio): the floor
+        "third-party floor (numpy, grpc, cryptography, protobuf, asyncio)": [
+            py, "-c", "import numpy, grpc, grpc.aio, cryptography.x509, google.protobuf, asyncio"],
         "import netdp_node.daemon": [py, "-c", "import netdp_node.daemon"],
         "import netdp_bootstrap.server": [py, "-c", "import netdp_bootstrap.server"],
         "python -m netdp_node.cli node --help": [py, "-m", "netdp_node.cli", "node", "--help"],
@@ -122,7 +127,7 @@ def measure(args: argparse.Namespace, pycache: str | None) -> None:
                       "max": round(max(cpu), 4)},
             "rss_mib": {"min": round(min(rss), 1), "median": round(statistics.median(rss), 1)},
         }
-        print(f"{name:40s} CPU min {min(cpu):.3f} s  median {statistics.median(cpu):.3f} s  "
+        print(f"{name[:40]:40s} CPU min {min(cpu):.3f} s  median {statistics.median(cpu):.3f} s  "
               f"RSS median {statistics.median(rss):.0f} MiB")
     loaded = {m: heavy_modules(m, env) for m in ("netdp_node.daemon", "netdp_bootstrap.server",
                                              "netdp_node.cli")}
