@@ -53,7 +53,8 @@ from netdp_node.cluster import LocalCluster
 from netdp_node.jobs import result_summary
 from netdp_node.ledger import Ledger
 from netdp_node.privacy import pndp_gossip as pg
-from netdp_node.protocols.muffliato import degrees, public_graph
+from netdp_node.privacy.muffliato_accountant import public_graph
+from netdp_node.protocols.muffliato import degrees
 
 RESULTS = HERE / "results"
 BARE = HERE / "muff_bare_node.py"

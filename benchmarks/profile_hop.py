@@ -245,8 +245,9 @@ def _transport_server_child(certs: str, conn: Any) -> None:
 
 async def _transport_server(certs: Path, conn: Any) -> None:
     from netdp.v1 import peer_pb2
+    from netdp_node.security.mtls import AccessPolicy, start_server
     from netdp_node.security.pki import load_identity
-    from netdp_node.transport.grpc import AccessPolicy, PeerService, start_server
+    from netdp_node.transport.grpc import PeerService
 
     ident = load_identity(certs)
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from netdp_bootstrap.service import BootstrapService, generic_handler
 from netdp_bootstrap.store import Store
+from netdp_node.errors import SecurityError
+from netdp_node.security.mtls import start_server
 from netdp_node.security.pki import check_role, check_server_names, load_identity
-from netdp_node.transport.grpc import start_server
 
 log = logging.getLogger("netdp.bootstrap")
 

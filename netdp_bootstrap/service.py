@@ -30,7 +30,7 @@ from netdp_node.errors import SecurityError
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import COMPLETE
 from netdp_node.security.identity import PeerIdentity, RevocationList
-from netdp_node.transport.grpc import AccessPolicy, Unauthorized
+from netdp_node.security.mtls import AccessPolicy, Unauthorized
 from netdp_node.wire import WireError, tensor_to_ndarray
 
 #: Longest wait of a ListJobs long poll.

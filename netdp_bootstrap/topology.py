@@ -44,7 +44,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import networkx as nx
+from netdp_node.lazy import lazy_module
+
+nx = lazy_module("networkx")  # lazy: start-up cost
+
 
 __all__ = ["KINDS", "TopologyGraph", "build"]
 

@@ -59,8 +59,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from netdp_node.ledger import Entry, JobRow, Ledger
+from netdp_node.privacy import inca_audit
 from netdp_node.privacy.accountant import JobView, total_losses
+from netdp_node.privacy.inca_audit import execution_from_info
+from netdp_node.simulate import read_trace, walk_audit_dict
 
 GLOBAL_KNOWLEDGE = ("this audit merges the ledgers of several nodes: it uses global knowledge, which no "
                     "single participant has")
@@ -197,11 +202,6 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
 
 def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
     """Eq. (8)-(9) for every IncA party that stayed to the end (see the module docstring)."""
-    import numpy as np
-
-    from netdp_node.privacy import inca_audit
-    from netdp_node.protocols.inca import execution_from_info
-
     check = Check("inca-shares")
     jobs: dict[str, tuple[JobRow, dict[str, Any]]] = {}
     for n in nodes:
@@ -360,8 +360,6 @@ def walk_of_job(nodes: Sequence[NodeLedger], job_id: str, participants: Sequence
 def walk_audits(nodes: Sequence[NodeLedger]) -> list[dict[str, Any]]:
     """The walk-conditional audit (network-dp.md §4) of every walk-sum / walk-histogram job whose
     whole walk the merged ledgers show: the loss of every ordered pair given the realised walk."""
-    from netdp_node.simulate import walk_audit_dict
-
     out = []
     seen: set[str] = set()
     for n in nodes:
@@ -375,7 +373,6 @@ def walk_audits(nodes: Sequence[NodeLedger]) -> list[dict[str, Any]]:
                 out.append({"job_id": j.job_id, "algorithm": j.algorithm,
                             "skipped": "the merged ledgers do not show every step of the walk"})
                 continue
-            import numpy as np
 
             r = walk_audit_dict(np.asarray(walk), len(parts), j.algorithm, j.spec["params"])
             out.append({"job_id": j.job_id, **r})
@@ -402,8 +399,6 @@ def audit(dirs: Sequence[str | Path], delta: float = 1e-5) -> dict[str, Any]:
 def audit_trace(path: str | Path, *, paper_compatible: bool = False) -> dict[str, Any]:
     """The walk-conditional audit (network-dp.md §4, Fig. 1(b)) of a simulated walk's trace: the
     loss of every ordered pair (observer, protected) given the whole walk. Global knowledge."""
-    from netdp_node.simulate import read_trace, walk_audit_dict
-
     header, holders = read_trace(path)
     return walk_audit_dict(holders, int(header["n"]), header["algorithm"], header["params"],
                            paper_compatible)

@@ -25,6 +25,7 @@ from typing import Literal
 
 import numpy as np
 
+from netdp_node.privacy.random_walk import ldp_noise_multiplier
 from netdp_node.protocols.ring import clip_l2
 from netdp_node.protocols.walk import (
     bound_rows,
@@ -96,6 +97,4 @@ def sgd_walk(users: Sequence[tuple[np.ndarray, np.ndarray]], T: int, sigma: floa
 def local_sgd_sigma(cap: int, epsilon: float, delta: float, lipschitz: float) -> float:
     """Smallest σ with which `cap` local Gaussian steps (sensitivity 2L) compose, in RDP, to at most
     (ε, δ) towards anyone who sees them all: the local-DP baseline at the same guarantee."""
-    from netdp_node.privacy.random_walk import ldp_noise_multiplier
-
     return ldp_noise_multiplier(cap, epsilon, delta) * 2.0 * lipschitz

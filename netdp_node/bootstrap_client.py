@@ -18,8 +18,8 @@ from netdp_node.errors import ServerIdentityError
 from netdp_node.protocols.base import COMPLETE, CompleteEdges, JobContext
 from netdp_node.retry import Backoff, OnRetry, retry
 from netdp_node.security.identity import BOOTSTRAP_NAME
+from netdp_node.security.mtls import secure_channel, wrong_server
 from netdp_node.security.pki import Identity
-from netdp_node.transport.grpc import secure_channel, wrong_server
 
 TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 

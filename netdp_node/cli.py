@@ -23,6 +23,8 @@ import argparse
 import asyncio
 import json
 import logging
+import re
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -74,8 +76,6 @@ def _addr(s: str) -> str:
 
 
 def _job_id(s: str) -> str:
-    import re
-
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", s):
         raise argparse.ArgumentTypeError(f"{s!r}: a job id is 1-64 letters, digits, '.', '_' or "
                                          f"'-', starting with a letter or digit")
@@ -129,7 +129,7 @@ def _check_job_params(algorithm: str, params: dict[str, Any], n: int | None) -> 
 
 # -- pki ----------------------------------------------------------------------------------------
 def cmd_pki(a: argparse.Namespace) -> int:
-    from netdp_node.security import pki
+    from netdp_node.security import pki  # lazy: start-up cost
 
     if a.pki_cmd == "init":
         pki.init_ca(a.dir, force=a.force)
@@ -160,7 +160,7 @@ def cmd_pki(a: argparse.Namespace) -> int:
         print(f"revoked {a.node_id}; revocation list written to {Path(a.dir) / 'crl.pem'}",
               file=sys.stderr)
         if a.bootstrap:
-            from netdp_node.bootstrap_client import BootstrapClient
+            from netdp_node.bootstrap_client import BootstrapClient  # lazy: start-up cost
 
             async def publish() -> None:
                 c = BootstrapClient(a.bootstrap, pki.load_identity(a.certs))
@@ -181,7 +181,11 @@ def _check_certs(folder: Path, *, serve: bool = False, role: str = "", command: 
     one-shot certificate service of docker compose creates it). `serve`: the holder serves (node,
     bootstrap), so its certificate must carry the identity names callers verify. `role`: the
     certificate must be of this role (`command` runs as it)."""
-    from netdp_node.security.pki import check_role, check_server_names, load_identity
+    from netdp_node.security.pki import (  # lazy: start-up cost
+        check_role,
+        check_server_names,
+        load_identity,
+    )
 
     if not folder.exists():
         return f"certificates {folder} not present yet (not checked)"
@@ -193,7 +197,7 @@ def _check_certs(folder: Path, *, serve: bool = False, role: str = "", command: 
     return f"{ident.role} certificate of {ident.node_id} valid until {ident.not_after:%Y-%m-%d}"
 
 def cmd_bootstrap(a: argparse.Namespace) -> int:
-    from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
+    from netdp_bootstrap.server import BootstrapConfig, run_bootstrap  # lazy: start-up cost
 
     cfg = BootstrapConfig(certs=Path(a.certs), state=Path(a.state), listen=a.listen,
                           crl=Path(a.crl) if a.crl else None, grace=a.shutdown_grace)
@@ -217,11 +221,11 @@ def cmd_bootstrap(a: argparse.Namespace) -> int:
 
 
 def _node_config(a: argparse.Namespace) -> Any:
-    from netdp_node.daemon import NodeConfig
+    from netdp_node.daemon import NodeConfig  # lazy: start-up cost
 
     if a.budget_epsilon is not None and not 0 < a.budget_delta < 1:
         raise ConfigError("--budget-delta must be in (0, 1)")
-    from netdp_node.faults import parse_offline, plan_from
+    from netdp_node.faults import parse_offline, plan_from  # lazy: start-up cost
 
     faults = plan_from({
         "crash_at_step": a.fault_crash_at_step, "crash_after_s": a.fault_crash_after,
@@ -250,11 +254,11 @@ def _hosted_configs(a: argparse.Namespace) -> list[Any]:
 
 
 def cmd_node(a: argparse.Namespace) -> int:
-    from netdp_node.host import run_host, write_port_file
+    from netdp_node.host import run_host, write_port_file  # lazy: start-up cost
 
     cfgs = _hosted_configs(a)
     if a.check:
-        from netdp_node.data import load_values
+        from netdp_node.data import load_values  # lazy: start-up cost
 
         for cfg in cfgs:
             n = len(load_values(cfg.data)) if cfg.data else 0
@@ -276,9 +280,14 @@ def cmd_node(a: argparse.Namespace) -> int:
 
 # -- jobs ---------------------------------------------------------------------------------------
 def cmd_job(a: argparse.Namespace) -> int:
-    from netdp_node.bootstrap_client import BootstrapClient
-    from netdp_node.jobs import render_result, result_summary, wait_nodes, wait_result
-    from netdp_node.security.pki import load_identity
+    from netdp_node.bootstrap_client import BootstrapClient  # lazy: start-up cost
+    from netdp_node.jobs import (  # lazy: start-up cost
+        render_result,
+        result_summary,
+        wait_nodes,
+        wait_result,
+    )
+    from netdp_node.security.pki import load_identity  # lazy: start-up cost
 
     async def main() -> int:
         if a.job_cmd == "submit":
@@ -296,7 +305,7 @@ def cmd_job(a: argparse.Namespace) -> int:
                     return EXIT_OK
                 if a.wait_nodes:
                     await wait_nodes(c, a.wait_nodes, a.wait or 300.0)
-                import grpc
+                import grpc  # lazy: start-up cost
 
                 try:
                     job = await c.submit(a.algorithm, dict(a.param or []),
@@ -352,9 +361,9 @@ def cmd_job(a: argparse.Namespace) -> int:
 
 
 def cmd_watch(a: argparse.Namespace) -> int:
-    from netdp_node.bootstrap_client import BootstrapClient
-    from netdp_node.security.pki import load_identity
-    from netdp_node.watch import watch
+    from netdp_node.bootstrap_client import BootstrapClient  # lazy: start-up cost
+    from netdp_node.security.pki import load_identity  # lazy: start-up cost
+    from netdp_node.watch import watch  # lazy: start-up cost
 
     ident = load_identity(a.certs)
 
@@ -431,7 +440,7 @@ def cmd_privacy(a: argparse.Namespace) -> int:
 
 
 def cmd_compose(a: argparse.Namespace) -> int:
-    from netdp_node.compose import ensure_data, generate
+    from netdp_node.compose import ensure_data, generate  # lazy: start-up cost
 
     text = generate(nodes=a.nodes, topology=a.topology, rounds=a.rounds, faults=a.fault or [],
                     image=a.image, data_dir=a.data_dir, algorithm=a.algorithm)
@@ -454,8 +463,6 @@ def cmd_compose(a: argparse.Namespace) -> int:
 def cmd_probe(a: argparse.Namespace) -> int:
     """Health check: exit 0 if HOST:PORT accepts a TCP connection within --timeout, else 1. No
     TLS handshake (a daemon would log a refused one): what it says is that the port is served."""
-    import socket
-
     host, _, port = a.address.rpartition(":")
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=a.timeout):
@@ -466,7 +473,7 @@ def cmd_probe(a: argparse.Namespace) -> int:
 
 
 def cmd_audit(a: argparse.Namespace) -> int:
-    from netdp_node.audit import audit, audit_trace
+    from netdp_node.audit import audit, audit_trace  # lazy: start-up cost
 
     if not a.ledger and not a.trace:
         raise ConfigError("give --ledger DIR (repeat) and/or --trace FILE")
@@ -512,19 +519,19 @@ def render_walk_audit(r: dict[str, Any]) -> str:
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
-    from netdp_node.experiments import cmd_reproduce as run
+    from netdp_node.experiments import cmd_reproduce as run  # lazy: start-up cost
 
     return run(a)
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
-    from netdp_node.simulate import run_simulation
+    from netdp_node.simulate import run_simulation  # lazy: start-up cost
 
     return run_simulation(a)
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
-    from netdp_node.demo import run_demo
+    from netdp_node.demo import run_demo  # lazy: start-up cost
 
     return run_demo(a)
 
@@ -851,7 +858,7 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--quiet", action="store_true", help="no progress bar")
     si.set_defaults(fn=cmd_simulate)
 
-    from netdp_node.experiments import EXPERIMENTS
+    from netdp_node.experiments import EXPERIMENTS  # lazy: start-up cost
 
     re_ = sub.add_parser(
         "reproduce", help="run one of the papers' experiments (JSON + PNG)",
@@ -914,7 +921,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"netdp: {e}", file=sys.stderr)
         return EXIT_FAIL
     except Exception as e:
-        import grpc
+        import grpc  # lazy: start-up cost
 
         if isinstance(e, grpc.aio.AioRpcError):
             print(f"netdp: {e.code().name}: {e.details()}", file=sys.stderr)

@@ -34,8 +34,9 @@ from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
 from netdp_node.runtime import Budget, JobRunner, NodeRuntime, private_rng
 from netdp_node.security.identity import RevocationList
+from netdp_node.security.mtls import AccessPolicy, start_server
 from netdp_node.security.pki import Identity, check_role, check_server_names, load_identity
-from netdp_node.transport.grpc import AccessPolicy, GrpcTransport, PeerService, start_server
+from netdp_node.transport.grpc import GrpcTransport, PeerService
 from netdp_node.wire import ndarray_to_tensor
 
 log = logging.getLogger("netdp.node")

@@ -13,7 +13,10 @@ stratified 80/20 train/test split with a fixed seed.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
+import tarfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,10 +73,6 @@ def find_housing(flag: str | None = None) -> Path | None:
 def download_housing(dest_dir: str | Path) -> Path:
     """Fetch the StatLib California housing archive and extract `cal_housing.data` (needs the
     internet; netdp never calls this by itself)."""
-    import hashlib
-    import io
-    import tarfile
-
     dest = Path(dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
     with urllib.request.urlopen(HOUSING_URL, timeout=60) as r:

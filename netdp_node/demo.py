@@ -33,15 +33,27 @@ import grpc
 import numpy as np
 
 from netdp.v1 import peer_pb2
+from netdp_node import audit
+from netdp_node.baselines import local_sgd_sigma, sgd_walk
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
 from netdp_node.data import load_values
+from netdp_node.datasets import learning_split
 from netdp_node.errors import ConfigError
 from netdp_node.jobs import render_result, result_summary
+from netdp_node.ledger import Ledger
+from netdp_node.privacy import inca_audit
 from netdp_node.privacy.accountant import ring_sum_utility
+from netdp_node.privacy.inca_audit import execution_from_info
+from netdp_node.privacy.network_dp_walk import bassily_central_sigma
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note
+from netdp_node.privacy.walk_accountant import ldp_sum_sigma, prospective_count
+from netdp_node.protocols.inca import central_dp_std
+from netdp_node.protocols.muffliato import ldp_sigma
+from netdp_node.protocols.walk import logistic_accuracy
 from netdp_node.report import ledger_report, threat_lines, wrap
-from netdp_node.transport.grpc import peer_name, secure_channel
+from netdp_node.security.identity import peer_name
+from netdp_node.security.mtls import secure_channel
 
 
 def _say(msg: str) -> None:
@@ -95,8 +107,6 @@ def _write_data(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray
     split = None
     rng = np.random.default_rng(a.seed)
     if a.algorithm in ("walk-sgd", "rw-sgd"):
-        from netdp_node.datasets import learning_split
-
         split = learning_split(cluster.n, a.points, a.seed or 0, a.data_dir)
         out = dict(zip(cluster.ids, split.per_user(cluster.n, a.points)))
     elif a.algorithm == "walk-histogram":
@@ -322,10 +332,6 @@ def _inca_outcome(cluster: LocalCluster, job_id: str, data: DemoData,
     """The result the stayers released (read from their ledgers), the true mean, the central-DP
     error at the privacy the execution achieved, the share check (Eq. 8) over the merged ledgers,
     and what the leavers took away (`inca_audit.estimate_terms`)."""
-    from netdp_node import audit
-    from netdp_node.privacy import inca_audit
-    from netdp_node.protocols.inca import central_dp_std, execution_from_info
-
     nodes = audit.load([cluster.ledger(nid) for nid in cluster.ids])
     rows = {n.node: next(j for j in n.jobs if j.job_id == job_id) for n in nodes}
     results = {nid: r.result for nid, r in rows.items() if r.result and r.result.get("value")}
@@ -394,8 +400,6 @@ def _ring_outcome(a: argparse.Namespace, cluster: LocalCluster, summary: dict[st
 
 def _walk_sum_outcome(a: argparse.Namespace, summary: dict[str, Any], p: dict[str, Any],
                       data: DemoData, value: np.ndarray) -> dict[str, Any]:
-    from netdp_node.privacy.walk_accountant import ldp_sum_sigma, prospective_count
-
     counts = summary["contributions"]
     truth = sum(counts.get(nid, 0) * float(np.clip(v[0], -a.clip, a.clip))
                 for nid, v in data.values.items())
@@ -414,9 +418,6 @@ def _gossip_outcome(a: argparse.Namespace, cluster: LocalCluster, job_id: str,
     noise std of the mean beside local DP and a trusted curator for the guarantee the nodes
     report (the worst pair; spec §1.1 baselines). The estimates are private to each node (never
     reported to the bootstrap): the demo, which runs every node, reads them from their ledgers."""
-    from netdp_node.ledger import Ledger
-    from netdp_node.protocols.muffliato import ldp_sigma
-
     n = len(summary["participants"])
     contributors = set(summary["contributors"])
     truth = sum(float(np.clip(v[0], -a.clip, a.clip)) for nid, v in data.values.items()
@@ -456,10 +457,6 @@ def _walk_histogram_outcome(summary: dict[str, Any], data: DemoData,
 
 def _walk_sgd_outcome(a: argparse.Namespace, n: int, p: dict[str, Any], data: DemoData,
                       value: np.ndarray) -> dict[str, Any]:
-    from netdp_node.baselines import local_sgd_sigma, sgd_walk
-    from netdp_node.privacy.network_dp_walk import bassily_central_sigma
-    from netdp_node.protocols.walk import logistic_accuracy
-
     split = data.split
     users = split.user_arrays(n, a.points)
     acc = logistic_accuracy(value, split.X_test, split.y_test)

@@ -26,3 +26,12 @@ class LedgerError(NetdpError):
 
 class BudgetExceeded(NetdpError):
     """A job would take the node past its privacy budget."""
+
+
+class UnknownJob(NetdpError):
+    """A message names a job this node has never heard of (transports answer NOT_FOUND)."""
+
+
+class NodeUnavailable(NetdpError):
+    """This node is (deliberately) not taking traffic: offline, left, crashing. Transports answer
+    UNAVAILABLE, as a machine that is down would; senders retry."""

@@ -5,6 +5,7 @@ Reads the ledger read-only (safe while the daemon runs) and calls the pure accou
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -230,8 +231,6 @@ def _off(x: dict[str, Any], delta: float) -> str:
 
 def wrap(text: str, indent: str, width: int = 100) -> list[str]:
     """A long sentence as lines of at most `width` characters, each starting with `indent`."""
-    import textwrap
-
     return textwrap.wrap(text, width=width, initial_indent=indent,
                          subsequent_indent=indent + "  ", break_on_hyphens=False)
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from netdp_node.errors import LedgerError
+from netdp_node.errors import LedgerError, NodeUnavailable, UnknownJob
 from netdp_node.faults import EXIT_CRASHED, FaultInjector
 from netdp_node.ledger import Entry, JobRow, Ledger
 from netdp_node.privacy.accountant import NOT_RUN, JobView, check_budget
@@ -78,15 +78,6 @@ UNKNOWN_JOB_LOOKUPS = 2
 
 #: Why a node does not take part in a job its ledger never knew (`NodeRuntime.may_join`).
 NOT_JOINED = "this node's ledger was created after the job started; it does not take part"
-
-
-class UnknownJob(Exception):
-    pass
-
-
-class NodeUnavailable(Exception):
-    """This node is (deliberately) not taking traffic: offline, left, crashing. Transports answer
-    UNAVAILABLE, as a machine that is down would; senders retry."""
 
 
 @dataclass(frozen=True)
@@ -407,7 +398,7 @@ def private_rng(key: int | None = None) -> np.random.Generator:
     The secret is ChaCha's `key` itself (counter 0), not a `seed`: a seed goes through NumPy's
     SeedSequence, whose pool holds 128 bits, so a 256-bit seed would give a 128-bit key. `key`
     (tests only) fixes the 256-bit key; by default it is `secrets.randbits(256)`."""
-    from randomgen import ChaCha
+    from randomgen import ChaCha  # lazy: start-up cost
 
     if key is None:
         key = secrets.randbits(256)

@@ -25,7 +25,13 @@ from typing import Any, Literal
 
 import numpy as np
 
+from netdp_node.datasets import learning_split
+from netdp_node.errors import ConfigError
 from netdp_node.ledger import Entry, Ledger
+from netdp_node.privacy import inca_audit
+from netdp_node.privacy.accountant import JobView, per_job_losses
+from netdp_node.privacy.empirical import GLOBAL_KNOWLEDGE_NOTE, audit_walk
+from netdp_node.privacy.inca_audit import execution_from_info
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import (
     Action,
@@ -38,7 +44,10 @@ from netdp_node.protocols.base import (
     Send,
     SetTimer,
 )
-from netdp_node.protocols.walk import HOLD_EVENTS
+from netdp_node.protocols.inca import central_dp_std
+from netdp_node.protocols.ring import clip_l2
+from netdp_node.protocols.walk import HOLD_EVENTS, logistic_accuracy
+from netdp_node.runtime import _jsonable, _result_dict
 
 RecordMode = Literal["full", "walk", "none"]
 
@@ -128,8 +137,6 @@ class Simulator:
             elif isinstance(a, SetTimer):
                 self._at(a.delay, self._timer, nid, a.name)
             elif isinstance(a, Output):
-                from netdp_node.runtime import _jsonable
-
                 self.result.outputs[nid] = a
                 self._entry(nid, direction="local", event="output",
                             params={"info": _jsonable(a.info)})
@@ -205,8 +212,6 @@ def synthetic_data(algorithm: str, ids: Sequence[str], params: Mapping[str, Any]
         cats = rng.choice(L, size=n, p=np.arange(1, L + 1) / (L * (L + 1) / 2))
         return {nid: np.array([float(c)]) for nid, c in zip(ids, cats)}, None
     if algorithm in ("walk-sgd", "muffliato-gd"):
-        from netdp_node.datasets import learning_split
-
         split = learning_split(n, points_per_node, seed, data_dir)
         users = split.per_user(n, points_per_node)
         return dict(zip(ids, users)), split
@@ -218,8 +223,6 @@ def inca_dropouts(sim: Simulator, ids: Sequence[str], T: int, leave: float, miss
     """A dropout scenario for `netdp simulate --algorithm inca`: round(leave·n) nodes leave for good
     at a uniform iteration 2..T, round(miss·n) others miss one uniform iteration 1..T-1 (defined on
     each node's own iteration, as a daemon's fault plan is on its own steps)."""
-    from netdp_node.errors import ConfigError
-
     if not (0 <= leave < 1 and 0 <= miss < 1 and leave + miss < 1):
         raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
     rng = np.random.default_rng([seed, 13])
@@ -244,9 +247,6 @@ def inca_summary(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
                  data: Mapping[str, np.ndarray], spec: Mapping[str, Any]) -> dict[str, Any]:
     """Estimate vs true mean, the central-DP error at the job's target privacy, the finals, and
     the correlated noise left uncancelled by leavers (`inca_audit.estimate_terms`)."""
-    from netdp_node.privacy import inca_audit
-    from netdp_node.protocols.inca import central_dp_std, execution_from_info
-
     outs = [o for o in res.outputs.values() if o.value is not None]
     first = max(outs, key=lambda o: len(o.info["final"])) if outs else None
     lo, hi = float(params["lo"]), float(params["hi"])
@@ -298,8 +298,6 @@ def write_ledgers(res: SimResult, spec: Mapping[str, Any], root: str | Path) -> 
             out = res.outputs.get(nid)
             update = None
             if out is not None:
-                from netdp_node.runtime import _result_dict
-
                 update = {"job_id": spec["job_id"], "state": "done", "result": _result_dict(out)}
             led.commit(entries, job_update=update)
         finally:
@@ -325,8 +323,6 @@ def progress_printer(stream: Any = sys.stderr, width: int = 30) -> Callable[[int
 def walk_audit_dict(holders: np.ndarray, n: int, algorithm: str, params: Mapping[str, Any],
                     paper_compatible: bool = False) -> dict[str, Any]:
     """The walk-conditional audit (network-dp.md §4) of one walk, as a JSON-friendly summary."""
-    from netdp_node.privacy.empirical import GLOBAL_KNOWLEDGE_NOTE, audit_walk
-
     if algorithm not in ("walk-sum", "walk-histogram"):
         raise ValueError(f"the walk-conditional audit covers walk-sum and walk-histogram, not "
                          f"{algorithm}")
@@ -344,8 +340,6 @@ def node_privacy(res: SimResult, ids: Sequence[str], spec: Mapping[str, Any]) ->
     """Every node's own accountant on its simulated view: worst and mean ε over nodes (worst peer),
     and the method. With record="walk" the view is rebuilt from the node's contribution count, the
     only part of it the walk accountants read."""
-    from netdp_node.privacy.accountant import JobView, per_job_losses
-
     counts = np.bincount(np.asarray(res.holders, dtype=np.int64)[np.asarray(res.data_steps,
                                                                              dtype=bool)],
                          minlength=len(ids)) if res.holders else np.zeros(len(ids), dtype=int)
@@ -376,9 +370,6 @@ def node_privacy(res: SimResult, ids: Sequence[str], spec: Mapping[str, Any]) ->
 
 def run_simulation(a: Any) -> int:
     """`netdp simulate` (see the CLI help)."""
-    from netdp_node.errors import ConfigError
-    from netdp_node.protocols.walk import logistic_accuracy
-
     n = int(a.nodes)
     if not 3 <= n <= 100_000:
         raise ConfigError("--nodes must be between 3 and 100000")
@@ -425,8 +416,6 @@ def run_simulation(a: Any) -> int:
     counts = np.bincount(np.asarray(res.holders)[np.asarray(res.data_steps, dtype=bool)],
                          minlength=n)
     if a.algorithm == "walk-sum":
-        from netdp_node.protocols.ring import clip_l2
-
         truth = sum(counts[i] * clip_l2(np.asarray(data[nid]), params["clip"])
                     for i, nid in enumerate(ids))
         out.update({"estimate": value.tolist(), "truth": np.asarray(truth).tolist(),
@@ -466,9 +455,6 @@ def gossip_outcome(res: SimResult, ids: Sequence[str], params: Mapping[str, Any]
                    data: Mapping[str, np.ndarray], split: Any, gd: bool) -> dict[str, Any]:
     """Muffliato: every node's estimate against the true mean of the (clipped) inputs, or the
     test accuracy of every node's model (GD)."""
-    from netdp_node.protocols.ring import clip_l2
-    from netdp_node.protocols.walk import logistic_accuracy
-
     outs = np.array([np.asarray(res.outputs[v].value) for v in ids])
     if gd:
         accs = [logistic_accuracy(w, split.X_test, split.y_test) for w in outs]

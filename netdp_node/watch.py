@@ -25,7 +25,8 @@ from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.jobs import render_result, result_summary
 from netdp_node.progress import is_tty, live
 from netdp_node.security.pki import Identity
-from netdp_node.transport.grpc import peer_name, secure_channel
+from netdp_node.security.identity import peer_name
+from netdp_node.security.mtls import secure_channel
 
 #: how long one Status call may take before the node counts as unreachable for this refresh
 STATUS_TIMEOUT_S = 2.0

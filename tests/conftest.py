@@ -29,8 +29,9 @@ from netdp.v1 import bootstrap_pb2, common_pb2, peer_pb2
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
 from netdp_node.ledger import Entry, Ledger
+from netdp_node.security.identity import peer_name
+from netdp_node.security.mtls import CHANNEL_OPTIONS, secure_channel
 from netdp_node.security.pki import Identity
-from netdp_node.transport.grpc import CHANNEL_OPTIONS, peer_name, secure_channel
 from netdp_node.waiting import (
     DEFAULT_LIMIT,
     Probe,

@@ -19,7 +19,8 @@ from netdp_node.ledger import Ledger
 from netdp_node.protocols.base import JobContext
 from netdp_node.runtime import Budget, NodeRuntime
 from netdp_node.security import pki
-from netdp_node.transport.grpc import AccessPolicy, GrpcTransport, PeerService, start_server
+from netdp_node.security.mtls import AccessPolicy, start_server
+from netdp_node.transport.grpc import GrpcTransport, PeerService
 from netdp_node.transport.memory import MemoryNetwork
 from netdp_node.waiting import Probe, await_progress, probes, tree_size
 

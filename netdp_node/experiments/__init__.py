@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from netdp_node.errors import ConfigError
 
 EXPERIMENTS: dict[str, tuple[str, str]] = {
     "network-dp-fig1a": ("fig1a", "Cyffers & Bellet Fig. 1(a): theoretical bounds, real summation "
@@ -50,8 +53,6 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
 
 
 def machine() -> dict[str, Any]:
-    import os
-
     return {"python": platform.python_version(), "platform": platform.platform(),
             "cpus": os.cpu_count(), "when": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
 
@@ -73,6 +74,16 @@ def run(name: str, args: Any) -> dict[str, Any]:
     return result
 
 
+def require_matplotlib() -> None:
+    """The experiments draw their figures with matplotlib, an optional dependency (the
+    `experiments` extra: a node does not need it). Raises ConfigError saying how to install it."""
+    try:
+        import matplotlib  # noqa: F401  # lazy: start-up cost; optional (the experiments extra)
+    except ImportError:
+        raise ConfigError("netdp reproduce draws its figures with matplotlib, which is not "
+                          "installed: pip install 'netdp[experiments]'") from None
+
+
 def cmd_reproduce(args: Any) -> int:
     if args.name == "list" or args.name not in EXPERIMENTS:
         if args.name != "list":
@@ -80,6 +91,7 @@ def cmd_reproduce(args: Any) -> int:
         for k, (_, d) in EXPERIMENTS.items():
             print(f"  {k:<20} {d}")
         return 0 if args.name == "list" else 2
+    require_matplotlib()
     res = run(args.name, args)
     print(f"{args.name}: done in {res['wall_s']:.1f} s; wrote {args.out}/{args.name}.json and "
           f".png")

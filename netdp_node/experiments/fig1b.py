@@ -84,10 +84,10 @@ def run(name: str, args: Any) -> dict[str, Any]:
 
 
 def plot(res: dict[str, Any], path: Any) -> None:
-    import matplotlib
+    import matplotlib  # lazy: start-up cost
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: start-up cost
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
     for ax, paper in zip(axes, (False, True)):

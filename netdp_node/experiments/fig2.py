@@ -31,6 +31,7 @@ from netdp_node.datasets import learning_split
 from netdp_node.privacy.network_dp_walk import bassily_central_sigma
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.walk import logistic_accuracy
+from netdp_node.simulate import Simulator
 
 N, T, M, DELTA, CAP = 2000, 20_000, 8, 1e-6, 12
 ETA = {"local": 0.06733333, "central": 0.03416667, "network": 0.03416667}
@@ -67,8 +68,6 @@ def _tune_eta(users: list[tuple[np.ndarray, np.ndarray]], steps: int, sigma: flo
 
 def _engine_accuracy(users: list[np.ndarray], split: Any, eps: float, seed: int,
                      eta: float) -> float:
-    from netdp_node.simulate import Simulator
-
     ids = [f"u{i}" for i in range(N)]
     p = get_algorithm("walk-sgd").prepare({"T": T, "epsilon": eps, "delta": DELTA, "cap": CAP,
                                            "lipschitz": 1.0, "dim": 9, "stop": "counter",
@@ -137,10 +136,10 @@ def run(name: str, args: Any) -> dict[str, Any]:
 
 
 def plot(res: dict[str, Any], path: Any) -> None:
-    import matplotlib
+    import matplotlib  # lazy: start-up cost
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: start-up cost
 
     fig, axes = plt.subplots(2, 4, figsize=(16, 7))
     colors = {"central": "tab:red", "local": "tab:blue", "network": "tab:green"}

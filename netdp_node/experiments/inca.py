@@ -21,6 +21,7 @@ threads make the many small factorisations slower, not faster.
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -239,7 +240,7 @@ def gopa_view(n: int, edges: np.ndarray, corrupted: np.ndarray, published: np.nd
     """GOPA's linear system (spec §8 baselines): published values u_v + Σ_e s_ve Δ_e of the
     parties that published, plus every rolled-back Δ_e (revealed); columns of corrupted parties
     and of edges with a corrupted end are known and removed; rows reduced as in §7.6."""
-    from scipy.linalg import svd
+    from scipy.linalg import svd  # lazy: start-up cost
 
     corr = np.zeros(n, bool)
     corr[corrupted] = True
@@ -401,10 +402,10 @@ def run(name: str, args: Any) -> dict[str, Any]:
 
 
 def plot(res: dict[str, Any], path: Any) -> None:
-    import matplotlib
+    import matplotlib  # lazy: start-up cost
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: start-up cost
 
     name = res.get("experiment", "")
     if "rows" in res and "central" in res:  # fig2
@@ -473,7 +474,6 @@ def plot(res: dict[str, Any], path: Any) -> None:
             ax.set_xlabel("fraction of permanent dropouts")
             ax.set_ylabel("MSE")
             ax.legend(fontsize=7)
-    import textwrap
 
     width = int(fig.get_figwidth() * 16)
     fig.suptitle(textwrap.fill(f"{name}: {res.get('description', '')}", width), fontsize=8)

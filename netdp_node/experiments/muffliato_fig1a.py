@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from typing import Any
 
 import networkx as nx
@@ -105,8 +106,6 @@ def _by_distance(dist: np.ndarray, values: np.ndarray) -> dict[int, dict[str, fl
 
 
 def one_graph(name: str, n: int, edges: list[tuple[int, int]]) -> dict[str, Any]:
-    import time
-
     E = np.asarray(edges, dtype=np.int64)
     W = metropolis_csr(n, E)
     lam2, lam_def2 = gap_2(W), gap_def2(W)
@@ -205,10 +204,10 @@ def compare(g: dict[str, Any]) -> dict[str, Any]:
 
 
 def plot(res: dict[str, Any], path: Any) -> None:
-    import matplotlib
+    import matplotlib  # lazy: start-up cost
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: start-up cost
 
     names = list(res["graphs"])
     fig, axes = plt.subplots(1, len(names), figsize=(4.0 * len(names), 3.6), sharey=True)

@@ -118,10 +118,10 @@ def run(name: str, args: Any) -> dict[str, Any]:
 
 
 def plot(res: dict[str, Any], path: Any) -> None:
-    import matplotlib
+    import matplotlib  # lazy: start-up cost
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: start-up cost
 
     names = list(res["graphs"])
     fig, axes = plt.subplots(2, len(names), figsize=(3.2 * len(names), 6.2))

@@ -143,10 +143,10 @@ def run(name: str, args: Any) -> dict[str, Any]:
 
 
 def plot(res: dict[str, Any], path: Any) -> None:
-    import matplotlib
+    import matplotlib  # lazy: start-up cost
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: start-up cost
 
     rows = res["rows"]
     fig, axes = plt.subplots(1, 1 + len(rows), figsize=(4.0 * (1 + len(rows)), 3.4))

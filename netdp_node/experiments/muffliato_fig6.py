@@ -128,10 +128,10 @@ def run(name: str, args: Any) -> dict[str, Any]:
 
 
 def plot(res: dict[str, Any], path: Any) -> None:
-    import matplotlib
+    import matplotlib  # lazy: start-up cost
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: start-up cost
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5))
     colors = ("tab:blue", "tab:orange", "tab:green", "tab:red")

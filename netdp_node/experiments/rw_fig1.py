@@ -133,10 +133,10 @@ def run(name: str, args: Any) -> dict[str, Any]:
 
 
 def plot(res: dict[str, Any], path: Any) -> None:
-    import matplotlib
+    import matplotlib  # lazy: start-up cost
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: start-up cost
 
     known = res["figure"].startswith("Fig. 4")
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))

@@ -39,8 +39,8 @@ from netdp_node.experiments.rw_graphs import geometric_graph, synthetic_graphs
 from netdp_node.privacy.network_dp_walk import bassily_central_sigma
 from netdp_node.privacy.random_walk import (
     mean_pair_s,
-    simulate_walks,
     sigma_for_mean_loss,
+    simulate_walks,
     transition_matrix,
 )
 
@@ -198,10 +198,10 @@ def run(name: str, args: Any) -> dict[str, Any]:
 
 
 def plot(res: dict[str, Any], path: Any) -> None:
-    import matplotlib
+    import matplotlib  # lazy: start-up cost
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: start-up cost
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
     for i, variant in enumerate(("theorem", "code")):

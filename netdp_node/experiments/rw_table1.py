@@ -185,10 +185,10 @@ def run(name: str, args: Any) -> dict[str, Any]:
 
 
 def plot(res: dict[str, Any], path: Any) -> None:
-    import matplotlib
+    import matplotlib  # lazy: start-up cost
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: start-up cost
 
     graphs = list(dict.fromkeys(r["graph"] for r in res["rows"]))
     fig, axes = plt.subplots(1, len(graphs), figsize=(4 * len(graphs), 4), sharey=True)

@@ -11,15 +11,44 @@ composition; see its docstring). The node's budget (ε, δ) must hold towards ev
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from netdp_node.privacy import muffliato_accountant, walk_accountant
-from netdp_node.privacy.composition import PrivacyLoss, compose_losses
+from netdp_node.privacy.composition import (
+    DEFAULT_ORDERS,
+    PrivacyLoss,
+    advanced_composition,
+    compose_losses,
+    gaussian_rdp,
+    rdp_to_dp,
+)
 from netdp_node.privacy.discrete_gaussian import charged_sensitivity, release_epsilon
+from netdp_node.privacy.inca_audit import (
+    execution_from_info,
+    gaussian_epsilon,
+    party_report,
+    threat_dict,
+)
 from netdp_node.privacy.network_dp import ldp_sum_std, ring_release_noise_count, ring_sum_loss
+from netdp_node.privacy.network_dp_walk import fmt_shuffle_condition, fmt_shuffle_epsilon
+from netdp_node.privacy.random_walk import (
+    communicability_sparse,
+    known_sender,
+    ldp_epsilon,
+    live_law,
+    neighbour_lists,
+    paper_epsilon,
+    sound_epsilon,
+    sound_q,
+    transition_matrix,
+)
 
 
 class ViewEntry(Protocol):
@@ -96,9 +125,6 @@ def ring_histogram_loss(spec: Mapping[str, Any], windows: int) -> PrivacyLoss:
     of ε0-LDP randomized responses; the FMT bound gives the window's ε at δ, advanced composition
     over the windows (δ'). Where the FMT condition fails (ε0 > ln((n − 1)/(16 ln(2/δ))), e.g. every
     ring under about 230 nodes at δ = 1e-6) no amplification is claimed. The better of that and the local-DP composition (k·ε0, or advanced)."""
-    from netdp_node.privacy.composition import advanced_composition
-    from netdp_node.privacy.network_dp_walk import fmt_shuffle_condition, fmt_shuffle_epsilon
-
     p = spec["params"]
     n, e0, d, dp = len(spec["participants"]), p["epsilon0"], p["delta"], p["delta_prime"]
     if windows == 0:
@@ -131,8 +157,6 @@ def ring_histogram_prospective(spec: Mapping[str, Any], me: str) -> dict[str, Pr
 # -- baselines: the same task under local DP and with a trusted curator -----------------------------
 def _gaussian_loss(z: float, count: int, delta: float, method: str) -> PrivacyLoss:
     """`count` Gaussian mechanisms of noise multiplier z, composed in RDP, at δ."""
-    from netdp_node.privacy.composition import DEFAULT_ORDERS, gaussian_rdp, rdp_to_dp
-
     if count == 0:
         return PrivacyLoss(0.0, 0.0, "no-contribution")
     curve = gaussian_rdp(z, DEFAULT_ORDERS, count)
@@ -167,9 +191,6 @@ RW_MC_WALKS = 1000  # simulated trajectories per report (job parameter mc_walks)
 
 
 def _rw_loss(p: Mapping[str, Any], count: int) -> PrivacyLoss:
-    from netdp_node.privacy.composition import DEFAULT_ORDERS, gaussian_rdp
-    from netdp_node.privacy.random_walk import ldp_epsilon
-
     if count == 0:
         return PrivacyLoss(0.0, 0.0, "no-contribution")
     z = float(p["sigma"]) / charged_sensitivity(p)  # the noise multiplier on the grid
@@ -195,8 +216,6 @@ def _rw_realised_law(spec: Mapping[str, Any], entries: Sequence[ViewEntry], W: A
     observations (x_t, seen by every participant: the receiver, or a stale branch) if every re-route
     the ledger reveals is one this node made (its record gives the step); None if the ledger shows
     the walk was re-routed elsewhere (fewer live participants) at a step it does not record."""
-    from netdp_node.privacy.random_walk import live_law
-
     index = {v: i for i, v in enumerate(parts)}
     reroutes = sorted((int(e.params["t"]), index[e.peer]) for e in entries
                       if e.direction == "local" and e.event == "reroute" and "t" in e.params
@@ -274,12 +293,6 @@ def rw_sgd_figures(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: st
     one observer whose visits are its members', the §4.9 accountant applied to it).
     Valid for a known sender (mTLS). No α cap applies to either (no Lemma 1). The simulation seed
     is derived from the job id and the node (the accountant stays a pure function)."""
-    import hashlib
-
-    import numpy as np
-
-    from netdp_node.privacy.random_walk import sound_epsilon, sound_q, transition_matrix
-
     p = spec["params"]
     ldp = _rw_loss(p, count)
     peers = _others(spec, me)
@@ -348,13 +361,6 @@ def rw_sgd_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     known-sender form of App. B.1, clipped at the LDP level; spec §4.3–4.8) towards the worst
     peer, with the c ≤ 1 α cap of spec §4.7 (netdp is not reproducing the paper here): labelled,
     it is NOT a guarantee (spec §4.9), and only meaningful while the walk follows W (no re-send)."""
-    from netdp_node.privacy.random_walk import (
-        communicability_sparse,
-        known_sender,
-        neighbour_lists,
-        paper_epsilon,
-    )
-
     p = spec["params"]
     parts, edges = _rw_graph(spec)
     es = list(entries)
@@ -408,11 +414,6 @@ def inca_audit_loss(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: s
     `inca_audit.party_report` audits (Theorem 4.1, worst of `samples` adversaries drawn from the
     job's public seed). Before the node has a result, and as a cap, the local-DP level of its η
     (always valid). Returns (loss, the party report or None)."""
-    import json
-
-    from netdp_node.privacy.inca_audit import party_report
-    from netdp_node.protocols.inca import execution_from_info, threat_dict
-
     es = list(entries)
     p = spec["params"]
     if walk_accountant.real_contributions(es) == 0:

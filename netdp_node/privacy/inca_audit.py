@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -80,6 +80,10 @@ __all__ = [
     "out_neighbours",
     "party_scheme",
     "simulate",
+    "build_execution",
+    "execution_from_info",
+    "parse_threat",
+    "threat_dict",
 ]
 
 
@@ -418,7 +422,7 @@ def gaussian_epsilon(s: float, delta: float, method: str = "analytic") -> float:
         raise ValueError(f"unknown method {method!r} (expected 'paper' or 'analytic')")
     if s == 0.0:
         return 0.0
-    from scipy.special import log_ndtr
+    from scipy.special import log_ndtr  # lazy: start-up cost
 
     def dlt(eps: float) -> float:
         a = log_ndtr(s / 2 - eps / s)
@@ -476,7 +480,7 @@ def _coefficient_rows(ex: IncaExecution, wanted: dict[int, list[int]]) -> np.nda
             Z[i, n + i * T: n + (i + 1) * T] = Us[i, t]
         return Z
 
-    from scipy.sparse import csr_matrix
+    from scipy.sparse import csr_matrix  # lazy: start-up cost
 
     Y = inject(0)
     out = [Y[wanted.get(0, [])]]
@@ -542,7 +546,7 @@ def linear_view(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None
     if rows == 0 or not np.any(G):
         r = np.zeros((0, G.shape[1]))
     else:
-        from scipy.linalg import svd
+        from scipy.linalg import svd  # lazy: start-up cost
 
         _, S, Vt = svd(G, full_matrices=False, lapack_driver="gesdd")
         keep = S > tol * S[0]
@@ -616,7 +620,7 @@ def scales(view: LinearView, sigma_eta: float, sigma_delta: float,
     r = A.shape[0]
     if r == 0:
         return np.zeros(A.shape[1])
-    from scipy.linalg import qr, solve_triangular
+    from scipy.linalg import qr, solve_triangular  # lazy: start-up cost
 
     G = np.hstack([sigma_eta * A, sigma_delta * B])
     R = qr(G.T, mode="r", overwrite_a=True, check_finite=False)[0][:r]
@@ -696,7 +700,7 @@ class _Pencil:
 
     @classmethod
     def of(cls, view: LinearView) -> "_Pencil":
-        from scipy.linalg import eigh
+        from scipy.linalg import eigh  # lazy: start-up cost
 
         if view.rank == 0:
             return cls(np.zeros(0), np.zeros((0, view.A.shape[1])))
@@ -870,7 +874,7 @@ def rank_condition(ex: IncaExecution, **adversary: Any) -> dict[str, Any]:
 def unseen_graph(ex: IncaExecution, **adversary: Any) -> Any:
     """networkx.DiGraph on the coalition H' (see `lemma44_vectors`) with an edge j → k when j's
     unseen message reached k in some iteration (Eq. 15)."""
-    import networkx as nx
+    import networkx as nx  # lazy: start-up cost
 
     _, honest = _observed_from(ex, adversary.get("observed"), adversary.get("corrupted"))
     alphas, _ = ex.party_schemes()
@@ -891,7 +895,7 @@ def explain(ex: IncaExecution, **adversary: Any) -> dict[str, Any]:
     """What a user reads (Theorem 4.8): whether the graph of unseen delivered messages among the
     honest parties still present is strongly connected (then Theorem 4.6 applies and σ_η close
     to σ_η* suffices), the rank condition of Theorems 4.5/4.6, and a sentence saying so."""
-    import networkx as nx
+    import networkx as nx  # lazy: start-up cost
 
     G = unseen_graph(ex, **adversary)
     rc = rank_condition(ex, **adversary)
@@ -1072,3 +1076,59 @@ def party_report(ex: IncaExecution, me: int, threat: dict[str, Any], *, sigma_et
                   else "the given adversary",
         "sigma_eta": sigma_eta, "sigma_delta": sigma_delta,
     }
+
+
+# -- the public execution a job's results state (shared by the engine and the accountant) -----
+def build_execution(n: int, k: int, T: int, seed: int, scheme: str, online: np.ndarray,
+                    counted: Sequence[set[tuple[int, int]]], lost: Sequence[tuple[int, int, int]],
+                    final: np.ndarray) -> IncaExecution:
+    """The IncaExecution of online sets, counted messages (both ends) and lost messages (sender
+    only): `make_execution` returns an uncounted share to its sender's diagonal (line 13), and a
+    lost message's share is then taken off it again (it left the sender and entered nobody, so
+    that column sums to less than 1)."""
+    ex = make_execution(n, k, T, seed, scheme, online=np.asarray(online, dtype=bool),
+                        final=np.asarray(final, dtype=bool), counted=[set(c) for c in counted])
+    if not lost:
+        return ex
+    weights = [np.array(W) for W in ex.weights]
+    for t, i, _ in lost:
+        weights[t - 1][i, i] -= 1.0 / (k + 1)
+    return replace(ex, weights=tuple(weights))
+
+
+def execution_from_info(spec: Mapping[str, Any], info: Mapping[str, Any]) -> IncaExecution:
+    """The public execution a node's result states (`Output.info`: online sets, counted and lost
+    messages, finals), rebuilt for the accountant from the node's own ledger."""
+    p = spec["params"]
+    ids = list(spec["participants"])
+    index = {v: i for i, v in enumerate(ids)}
+    n, T = len(ids), int(p["T"])
+    final = np.zeros(n, dtype=bool)
+    final[[index[v] for v in info["final"]]] = True
+    return build_execution(
+        n, int(p["k"]), T, int(spec["public_seed"]), str(p["scheme"]),
+        np.asarray(info["online"], dtype=bool),
+        [{(index[a], index[b]) for a, b in c} for c in info["counted"]],
+        [(int(t), index[a], index[b]) for t, a, b in info["lost"]], final)
+
+
+def parse_threat(threat: str, n: int) -> tuple[str, float]:
+    """`eavesdrop:p` (each sent message observed with probability p, spec §8 Fig. 2) or
+    `collude:ρ` (a fraction ρ of the other parties colludes, spec §2 C-DP)."""
+    kind, _, val = str(threat).partition(":")
+    try:
+        frac = float(val)
+    except ValueError:
+        raise ValueError(f"threat must be eavesdrop:P or collude:RHO, got {threat!r}") from None
+    if kind not in ("eavesdrop", "collude") or not 0.0 <= frac <= 1.0:
+        raise ValueError(f"threat must be eavesdrop:P or collude:RHO with a fraction in [0, 1], "
+                         f"got {threat!r}")
+    if kind == "collude" and round(frac * n) >= n - 1:
+        raise ValueError("collude:RHO must leave at least two honest parties")
+    return kind, frac
+
+
+def threat_dict(threat: str, n: int) -> dict[str, Any]:
+    """The job's `threat` parameter in `party_report`'s form."""
+    kind, frac = parse_threat(threat, n)
+    return {"eavesdropper": frac} if kind == "eavesdrop" else {"colluders": frac}

@@ -58,11 +58,13 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
+from netdp_node.lazy import lazy_module
 from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.composition import DEFAULT_ORDERS, PrivacyLoss, gaussian_rdp, rdp_to_dp
 from netdp_node.privacy.discrete_gaussian import charged_sensitivity
+
+sp = lazy_module("scipy.sparse")  # lazy: start-up cost
 
 #: the labels of the continuous-noise figures shown beside the guarantee (module docstring)
 CONTINUOUS = "continuous-noise analysis; not proven for discrete noise"
@@ -80,10 +82,38 @@ def _index(spec: Mapping[str, Any]) -> dict[str, int]:
     return {v: i for i, v in enumerate(spec["participants"])}
 
 
-def call_graph(spec: Mapping[str, Any], call: int) -> list[tuple[int, int]]:
-    """The public graph of gossip call `call` (the engine's `public_graph`)."""
-    from netdp_node.protocols.muffliato import public_graph
+#: the public graphs a Muffliato job may gossip on (its `graph` parameter)
+GRAPHS = ("ring", "complete", "hypercube", "topology", "er")
 
+
+def public_graph(params: Mapping[str, Any], n: int, public_seed: int, call: int,
+                 topology: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+    """The undirected edges (i < j, participant indices) of gossip call `call`: a pure function of
+    public parameters, so every node and every accountant compute the same graph."""
+    kind = str(params.get("graph", "ring"))
+    if kind == "ring":
+        return sorted({(min(i, (i + 1) % n), max(i, (i + 1) % n)) for i in range(n)
+                       if i != (i + 1) % n})
+    if kind == "complete":
+        return [(i, j) for i in range(n) for j in range(i + 1, n)]
+    if kind == "hypercube":
+        m = n.bit_length() - 1
+        if n != 1 << m:
+            raise ValueError(f"a hypercube needs a power-of-two number of nodes, got {n}")
+        return [(i, i ^ (1 << b)) for i in range(n) for b in range(m) if i < i ^ (1 << b)]
+    if kind == "topology":
+        return sorted({(min(a, b), max(a, b)) for a, b in topology if a != b})
+    if kind == "er":
+        p = float(params["p"])
+        rng = np.random.default_rng([int(public_seed), int(call), 0x4D554646])
+        iu, ju = np.triu_indices(n, k=1)
+        keep = rng.random(iu.size) < p
+        return [(int(a), int(b)) for a, b in zip(iu[keep], ju[keep])]
+    raise ValueError(f"unknown graph {kind!r}; known: {list(GRAPHS)}")
+
+
+def call_graph(spec: Mapping[str, Any], call: int) -> list[tuple[int, int]]:
+    """The public graph of gossip call `call`, as the engine builds it (`public_graph`)."""
     idx = _index(spec)
     from netdp_node.protocols.base import spec_edges
 

@@ -32,14 +32,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
+from netdp_node.lazy import lazy_module
 from netdp_node.privacy.composition import (
     PrivacyLoss,
     advanced_composition,
     basic_composition,
     gaussian_sigma,
 )
+
+stats = lazy_module("scipy.stats")  # lazy: start-up cost
 
 __all__ = [
     "CalibratedSigma",

@@ -60,14 +60,16 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
+from netdp_node.lazy import lazy_module
 from netdp_node.privacy.composition import (
     DEFAULT_ORDERS,
     PrivacyLoss,
     gaussian_rdp,
     rdp_to_dp,
 )
+
+sp = lazy_module("scipy.sparse")  # lazy: start-up cost
 
 __all__ = [
     "DEFAULT_RTOL",

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from math import comb
 from typing import Any, Literal
 
 import numpy as np
@@ -175,7 +176,7 @@ def transition_row(n: int, edges: Iterable[tuple[int, int]], u: int,
 def communicability_sparse(n: int, edges: Iterable[tuple[int, int]], u: int, T: int,
                            rule: WeightRule = "coded") -> np.ndarray:
     """`communicability` with a sparse W (cost O(T·|E|)), for large graphs."""
-    from scipy import sparse
+    from scipy import sparse  # lazy: start-up cost
 
     es = list(edges)
     rows, cols, vals = [], [], []
@@ -220,7 +221,7 @@ def simulate_walks(W: np.ndarray, T: int, walks: int, rng: np.random.Generator, 
 
     def cum(M: Any) -> tuple[np.ndarray, np.ndarray]:
         """Row r's CDF over its nonzero entries, shifted into [r, r + 1], and their columns."""
-        from scipy import sparse
+        from scipy import sparse  # lazy: start-up cost
 
         C = sparse.csr_matrix(M)
         C.eliminate_zeros()
@@ -420,8 +421,6 @@ def hypercube_closed_form(dim: int, j: int, T: int) -> float:
     S_uv(T) = (1/n) Σ_k K_k(j) s_T(λ_k), λ_k = (dim + 1 − 2k)/(dim + 1), K_k the Krawtchouk
     polynomial, j the Hamming distance. Spec: dim = 4, T = 1000, j = 0..4: 0.70563783, 0.63454369,
     0.41057376, 0.35989062, 0.33865324."""
-    from math import comb
-
     lam = np.array([(dim + 1 - 2 * k) / (dim + 1) for k in range(dim + 1)])
     K = np.array([sum((-1) ** m * comb(j, m) * comb(dim - j, k - m) for m in range(k + 1))
                   for k in range(dim + 1)], dtype=np.float64)

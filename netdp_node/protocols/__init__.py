@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from netdp_node.limits import MAX_MESSAGE_BYTES
 from netdp_node.protocols import inca, muffliato, ring, walk
 from netdp_node.protocols.base import Engine
 
@@ -42,10 +43,8 @@ class Algorithm:
         """`prepare`, behind the checks every algorithm shares, for a job that is to run on the
         network (the bootstrap's SubmitJob): values are finite numbers, strings, booleans or
         shallow lists; an integer parameter gets an integer (2.7 is refused, not truncated to 2);
-        and the largest message of the job fits the message limit (`netdp_node.wire`
+        and the largest message of the job fits the message limit (`netdp_node.limits`
         MAX_MESSAGE_BYTES). Raises ValueError naming the parameter."""
-        from netdp_node.wire import MAX_MESSAGE_BYTES  # wire imports protocols: not at the top
-
         raw = self.check_values(params)
         try:  # the size first when the raw parameters tell it (before any calibration runs)
             self._check_payload(self.payload(raw, n), MAX_MESSAGE_BYTES)

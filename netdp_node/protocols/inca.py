@@ -80,7 +80,6 @@ A node whose budget the job would exceed declines it (the runtime decides with t
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -95,6 +94,7 @@ from netdp_node.privacy.discrete_gaussian import (
     noise_on_grid,
     on_grid,
 )
+from netdp_node.privacy.inca_audit import build_execution, parse_threat
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -161,23 +161,6 @@ def decode_record(v: np.ndarray, dim: int, n: int, k: int, T: int) -> dict[str, 
         raise ValueError("only a party online at T has a final value")
     return rec
 
-
-def build_execution(n: int, k: int, T: int, seed: int, scheme: str, online: np.ndarray,
-                    counted: Sequence[set[tuple[int, int]]], lost: Sequence[tuple[int, int, int]],
-                    final: np.ndarray) -> inca_audit.IncaExecution:
-    """The IncaExecution of online sets, counted messages (both ends) and lost messages (sender
-    only): `inca_audit.make_execution` returns an uncounted share to its sender's diagonal (line
-    13), and a lost message's share is then taken off it again (it left the sender and entered
-    nobody, so that column sums to less than 1)."""
-    ex = inca_audit.make_execution(n, k, T, seed, scheme, online=np.asarray(online, dtype=bool),
-                                   final=np.asarray(final, dtype=bool),
-                                   counted=[set(c) for c in counted])
-    if not lost:
-        return ex
-    weights = [np.array(W) for W in ex.weights]
-    for t, i, _ in lost:
-        weights[t - 1][i, i] -= 1.0 / (k + 1)
-    return dataclasses.replace(ex, weights=tuple(weights))
 
 def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
                            records: Mapping[int, Mapping[str, Any]],
@@ -666,22 +649,6 @@ class Inca(Engine):
 
 
 # -- job parameters ------------------------------------------------------------------------------
-def parse_threat(threat: str, n: int) -> tuple[str, float]:
-    """`eavesdrop:p` (each sent message observed with probability p, spec §8 Fig. 2) or
-    `collude:ρ` (a fraction ρ of the other parties colludes, spec §2 C-DP)."""
-    kind, _, val = str(threat).partition(":")
-    try:
-        frac = float(val)
-    except ValueError:
-        raise ValueError(f"threat must be eavesdrop:P or collude:RHO, got {threat!r}") from None
-    if kind not in ("eavesdrop", "collude") or not 0.0 <= frac <= 1.0:
-        raise ValueError(f"threat must be eavesdrop:P or collude:RHO with a fraction in [0, 1], "
-                         f"got {threat!r}")
-    if kind == "collude" and round(frac * n) >= n - 1:
-        raise ValueError("collude:RHO must leave at least two honest parties")
-    return kind, frac
-
-
 _KNOWN = {"T", "k", "scheme", "dim", "lo", "hi", "epsilon", "delta", "threat", "kappa",
           "sigma_eta", "sigma_delta", "round_s", "gossip_s", "fanout", "deadline_s",
           "expect_leave", "expect_miss", "calibration_runs"}
@@ -798,30 +765,7 @@ def prepare_params(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     return out
 
 
-def execution_from_info(spec: Mapping[str, Any],
-                        info: Mapping[str, Any]) -> inca_audit.IncaExecution:
-    """The public execution a node's result states (`Output.info`: online sets, counted and lost
-    messages, finals), rebuilt for the accountant from the node's own ledger."""
-    p = spec["params"]
-    ids = list(spec["participants"])
-    index = {v: i for i, v in enumerate(ids)}
-    n, T = len(ids), int(p["T"])
-    final = np.zeros(n, dtype=bool)
-    final[[index[v] for v in info["final"]]] = True
-    return build_execution(
-        n, int(p["k"]), T, int(spec["public_seed"]), str(p["scheme"]),
-        np.asarray(info["online"], dtype=bool),
-        [{(index[a], index[b]) for a, b in c} for c in info["counted"]],
-        [(int(t), index[a], index[b]) for t, a, b in info["lost"]], final)
-
-
 def central_dp_std(epsilon: float, delta: float, sensitivity: float, n: int) -> float:
     """Std of the central-DP mean at (ε, δ): a trusted curator adds N(0, c²Δ_x²/(ε² n²)) to x̄
     (spec §8 baselines, c² = 2 ln(1.25/δ))."""
     return math.sqrt(2 * math.log(1.25 / delta)) * sensitivity / (epsilon * n)
-
-
-def threat_dict(threat: str, n: int) -> dict[str, Any]:
-    """The job's `threat` parameter in `inca_audit.party_report`'s form."""
-    kind, frac = parse_threat(threat, n)
-    return {"eavesdropper": frac} if kind == "eavesdrop" else {"colluders": frac}

@@ -103,7 +103,10 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, gaussian_on_grid, job_grid
+from netdp_node.privacy.muffliato_accountant import GRAPHS, public_graph
+from netdp_node.privacy.random_walk import ldp_noise_multiplier
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -118,43 +121,18 @@ from netdp_node.protocols.base import (
     SetTimer,
 )
 from netdp_node.protocols.ring import clip_l2
+from netdp_node.protocols.walk import logistic_accuracy
+from netdp_node.protocols.walk import logistic_gradient as g
 
 VALUE = "value"
 SCHEDULE = "schedule"
 OFFER = "offer"
 REPLY = "reply"
 PAIR = "pair-value"
-GRAPHS = ("ring", "complete", "hypercube", "topology", "er")
 _MAX_ROUNDS = 100_000
 
 
-# -- public graphs --------------------------------------------------------------------------------
-def public_graph(params: Mapping[str, Any], n: int, public_seed: int, call: int,
-                 topology: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
-    """The undirected edges (i < j, participant indices) of gossip call `call`: a pure function of
-    public parameters, so every node and every accountant compute the same graph."""
-    kind = str(params.get("graph", "ring"))
-    if kind == "ring":
-        return sorted({(min(i, (i + 1) % n), max(i, (i + 1) % n)) for i in range(n)
-                       if i != (i + 1) % n})
-    if kind == "complete":
-        return [(i, j) for i in range(n) for j in range(i + 1, n)]
-    if kind == "hypercube":
-        m = n.bit_length() - 1
-        if n != 1 << m:
-            raise ValueError(f"a hypercube needs a power-of-two number of nodes, got {n}")
-        return [(i, i ^ (1 << b)) for i in range(n) for b in range(m) if i < i ^ (1 << b)]
-    if kind == "topology":
-        return sorted({(min(a, b), max(a, b)) for a, b in topology if a != b})
-    if kind == "er":
-        p = float(params["p"])
-        rng = np.random.default_rng([int(public_seed), int(call), 0x4D554646])
-        iu, ju = np.triu_indices(n, k=1)
-        keep = rng.random(iu.size) < p
-        return [(int(a), int(b)) for a, b in zip(iu[keep], ju[keep])]
-    raise ValueError(f"unknown graph {kind!r}; known: {list(GRAPHS)}")
-
-
+# -- public graphs (`muffliato_accountant.public_graph`) ------------------------------------------
 def degrees(n: int, edges: Sequence[tuple[int, int]]) -> np.ndarray:
     d = np.zeros(n, dtype=np.int64)
     for a, b in edges:
@@ -486,8 +464,6 @@ class MuffliatoSync(Engine):
 
 # -- Algorithm 3 --------------------------------------------------------------------------------
 def logistic_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    from netdp_node.protocols.walk import logistic_gradient as g
-
     return g(w, X, y)
 
 
@@ -538,8 +514,6 @@ class MuffliatoGd(MuffliatoSync):
         info = dict(out.info)
         info["model"] = self.theta.tolist()
         if len(self.y):
-            from netdp_node.protocols.walk import logistic_accuracy
-
             info["local_accuracy"] = logistic_accuracy(self.theta, self.X, self.y)
         return Output(value=self.theta.copy(), info=info)
 
@@ -752,8 +726,6 @@ class MuffliatoRandom(Engine):
 def ldp_sigma(epsilon: float, delta: float, sensitivity: float, count: int) -> float:
     """σ such that `count` Gaussian mechanisms of sensitivity Δ, composed in RDP, are (ε, δ)-DP:
     the local-DP level, the guarantee every pair has whatever the schedule."""
-    from netdp_node.privacy.random_walk import ldp_noise_multiplier
-
     return ldp_noise_multiplier(count, epsilon, delta) * sensitivity
 
 
@@ -795,8 +767,6 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
     lipschitz (0.4), with T rounds per step. Randomized: rate (activations per second per node, 5),
     duration_s (10), grace_s (2), exchange_timeout_s (5).
     """
-    from netdp_node.privacy import pndp_gossip as pg
-
     known = _KNOWN[algorithm]
     unknown = set(params) - known - _COMPUTED
     if unknown:

@@ -26,8 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
+from netdp_node.privacy.composition import gaussian_sigma
+from netdp_node.privacy.discrete_gaussian import (
+    calibrate_on_grid,
+    discrete_gaussian_sigma,
+    gaussian_on_grid,
+    job_grid,
+)
 from netdp_node.privacy.network_dp import ring_release_adds_noise, ring_release_noise_count
+from netdp_node.privacy.network_dp_walk import rr_gamma
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -261,8 +268,6 @@ def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
     σ makes one window's release (ε, δ)-DP for the sensitivity Δ' charged on the noise grid
     (`discrete_gaussian.discrete_gaussian_sigma`: the zCDP route proven for the discrete noise,
     CKS Theorem 4 and Proposition 12; `calibrate_on_grid`)."""
-    from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, discrete_gaussian_sigma
-
     known = {"rounds", "dim", "clip", "epsilon", "delta", "delta_prime"}
     unknown = set(params) - known - {"sigma", "sensitivity"}
     if unknown:
@@ -304,8 +309,6 @@ def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
 def prepare_histogram_params(params: dict[str, Any], n: int) -> dict[str, Any]:
     """Ring histogram: rounds K (10), bins L (4), epsilon0 (the local level of each randomized
     response, 1.0), delta (the shuffle bound's δ, 1e-6), delta_prime (1e-6). γ = L/(e^ε0 + L − 1)."""
-    from netdp_node.privacy.network_dp_walk import rr_gamma
-
     known = {"rounds", "bins", "epsilon0", "delta", "delta_prime"}
     unknown = set(params) - known - {"gamma"}
     if unknown:

@@ -68,7 +68,14 @@ from typing import Any
 
 import numpy as np
 
-from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
+from netdp_node.privacy.discrete_gaussian import (
+    calibrate_on_grid,
+    charged_sensitivity,
+    gaussian_on_grid,
+    job_grid,
+)
+from netdp_node.privacy.random_walk import ldp_noise_multiplier, transition_row
+from netdp_node.privacy.walk_accountant import calibrate
 from netdp_node.protocols.base import (
     Action,
     Drop,
@@ -797,8 +804,6 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
     bins (L ≥ 2). walk-sgd: dim, lipschitz (per-example gradient clip L), eta (step size; rows
     longer than sqrt(8/η) are scaled down to it, so that steps are non-expansive), dp ("network",
     or "local": the local-DP-SGD baseline, no amplification claimed)."""
-    from netdp_node.privacy.walk_accountant import calibrate
-
     known = _COMMON | _SPECIFIC[algorithm]
     unknown = set(params) - known - _COMPUTED
     if unknown:
@@ -889,7 +894,6 @@ class RandomWalkSgd(WalkSgd):
                                  f"{ctx.params['dim']} numbers per node, got {np.size(data)}")
             data = np.append(np.asarray(data, dtype=np.float64).reshape(-1), 1.0)
         super().__init__(ctx, data, rng, contribute)
-        from netdp_node.privacy.random_walk import transition_row
 
         self.burn_in = int(ctx.params.get("burn_in", 0))
         self.T += self.burn_in  # the token walks burn_in steps, then T update steps
@@ -945,9 +949,6 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     objective ("logistic", or "mean": the averaging special case of spec §3.3, node data a vector
     y_v of `dim` numbers, f_v(x) = ½‖x − y_v‖², constant step eta ≤ 2 as Alg. 1 and the accountant
     assume), burn_in (0: steps the token walks first without any update, to get near π, §3.3)."""
-    from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, charged_sensitivity
-    from netdp_node.privacy.random_walk import ldp_noise_multiplier
-
     known = {"T", "cap", "epsilon", "delta", "lipschitz", "eta", "dim", "weights", "stop",
              "custody_timeout_s", "mc_walks", "objective", "burn_in", "collusion_groups"}
     unknown = set(params) - known - {"sigma", "noise_multiplier", "sensitivity", "regime"}

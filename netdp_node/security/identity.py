@@ -50,6 +50,7 @@ __all__ = [
     "identity_uri",
     "is_valid_node_id",
     "missing_server_names",
+    "peer_name",
     "parse_identity_uri",
     "read_certificate_identity",
     "role_dns_name",
@@ -110,6 +111,11 @@ def identity_dns_name(role: str, node_id: str) -> str:
     """The DNS name a certificate of `node_id` with `role` carries and a caller verifies:
     ``<id>.<role>.netdp.invalid`` (the id escaped, see the module doc)."""
     return f"{_escape_label(node_id)}.{role}.{NAME_DOMAIN}"
+
+
+def peer_name(node_id: str) -> str:
+    """The name a node's certificate carries and its callers verify."""
+    return identity_dns_name("node", node_id)
 
 
 def role_dns_name(role: str) -> str:

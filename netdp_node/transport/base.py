@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import asyncio
 from collections.abc import Callable
+from typing import Protocol
 
 from netdp_node.protocols.base import Message
 
@@ -19,6 +20,13 @@ class DeliveryError(Exception):
         self.peer = peer
         self.code = code
         self.detail = detail
+
+
+class Receiver(Protocol):
+    """The receiving end a transport hands each message to (`NodeRuntime.handle`): returns True
+    for an exact duplicate; raises `Refused`, `errors.UnknownJob` or `errors.NodeUnavailable`."""
+
+    async def handle(self, sender: str, job_id: str, msg: Message) -> bool: ...
 
 
 class Transport(abc.ABC):

@@ -7,13 +7,11 @@ including validation, ledger writes and refusals, only without sockets.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
+from netdp_node.errors import NodeUnavailable, UnknownJob
 from netdp_node.protocols.base import Message, Refused
-from netdp_node.transport.base import DeliveryError, Transport
-
-if TYPE_CHECKING:
-    from netdp_node.runtime import NodeRuntime
+from netdp_node.transport.base import DeliveryError, Receiver, Transport
+from netdp_node.wire import WireError
 
 
 class MemoryNetwork:
@@ -22,7 +20,7 @@ class MemoryNetwork:
     `give_up_after` seconds, as the gRPC links do; then the send fails with UNAVAILABLE."""
 
     def __init__(self, give_up_after: float = 10.0, retry_every: float = 0.05) -> None:
-        self.nodes: dict[str, NodeRuntime] = {}
+        self.nodes: dict[str, Receiver] = {}
         self.delivered = 0
         self.give_up_after = give_up_after
         self.retry_every = retry_every
@@ -38,9 +36,6 @@ class MemoryTransport(Transport):
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def send(self, to: str, job_id: str, msg: Message) -> bool:
-        from netdp_node.runtime import NodeUnavailable, UnknownJob
-        from netdp_node.wire import WireError
-
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.network.give_up_after
         lock = self._locks.setdefault(to, asyncio.Lock())

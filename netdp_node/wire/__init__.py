@@ -1,7 +1,6 @@
 """Conversion between engine messages / numpy arrays and the generated protobuf types."""
 
 from netdp_node.wire.convert import (
-    MAX_MESSAGE_BYTES,
     WireError,
     envelope_to_message,
     message_to_envelope,
@@ -10,7 +9,6 @@ from netdp_node.wire.convert import (
 )
 
 __all__ = [
-    "MAX_MESSAGE_BYTES",
     "WireError",
     "envelope_to_message",
     "message_to_envelope",

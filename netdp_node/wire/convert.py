@@ -14,8 +14,6 @@ import numpy as np
 from netdp.v1 import common_pb2, peer_pb2
 from netdp_node.protocols.base import Message
 
-#: Explicit maximum size of one gRPC message (both directions), in bytes.
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 #: Most dimensions a received tensor may have (numpy's own limit is 64; engines use 1).
 MAX_DIMENSIONS = 8
 

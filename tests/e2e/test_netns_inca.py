@@ -26,7 +26,7 @@ import pytest
 from e2e_netns import REPO, wait_until
 
 from netdp_node.privacy import inca_audit
-from netdp_node.protocols.inca import execution_from_info
+from netdp_node.privacy.inca_audit import execution_from_info
 
 pytestmark = pytest.mark.slow
 

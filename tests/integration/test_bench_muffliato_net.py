@@ -12,7 +12,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from netdp_node.protocols.muffliato import public_graph
+from netdp_node.privacy.muffliato_accountant import public_graph
 
 pytestmark = pytest.mark.slow
 

@@ -27,11 +27,13 @@ import pytest_asyncio
 from netdp.v1 import common_pb2, peer_pb2
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
+from netdp_node.limits import MAX_MESSAGE_BYTES
 from netdp_node.protocols.base import Message
 from netdp_node.security import pki
+from netdp_node.security.mtls import AccessPolicy, start_server
 from netdp_node.security.pki import Identity
-from netdp_node.transport.grpc import AccessPolicy, PeerService, start_server
-from netdp_node.wire import MAX_MESSAGE_BYTES, envelope_to_message
+from netdp_node.transport.grpc import PeerService
+from netdp_node.wire import envelope_to_message
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 

@@ -49,15 +49,9 @@ from netdp_node.protocols.ring import prepare_params
 from netdp_node.retry import Backoff
 from netdp_node.runtime import NodeRuntime
 from netdp_node.security import pki
-from netdp_node.transport.grpc import (
-    AccessPolicy,
-    GrpcTransport,
-    PeerService,
-    peer_name,
-    secure_channel,
-    start_server,
-    wrong_server,
-)
+from netdp_node.security.identity import peer_name
+from netdp_node.security.mtls import AccessPolicy, secure_channel, start_server, wrong_server
+from netdp_node.transport.grpc import GrpcTransport, PeerService
 
 pytestmark = pytest.mark.timeout(30)
 

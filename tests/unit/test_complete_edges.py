@@ -19,7 +19,7 @@ from netdp_node.privacy.accountant import _rw_graph
 from netdp_node.protocols.base import CompleteEdges, spec_edges
 from netdp_node.runtime import spec_dict
 from netdp_node.security import pki
-from netdp_node.wire import MAX_MESSAGE_BYTES
+from netdp_node.limits import MAX_MESSAGE_BYTES
 
 
 def test_complete_edges_are_every_ordered_pair() -> None:

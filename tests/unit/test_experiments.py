@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import pytest
 
@@ -47,3 +48,15 @@ def test_reproduce_fig1b_quick_and_fig2_quick(tmp_path, capsys):
     assert len(res2["rows"]) == 12
     assert all(math.isfinite(r["final_objective_mean"]) for r in res2["rows"])
     assert main(["reproduce", "nonexistent"]) == 2
+
+
+def test_reproduce_without_matplotlib_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    """matplotlib is the `experiments` extra, not a core dependency: without it `netdp reproduce`
+    exits 2 naming the extra, before running anything, and writes nothing."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
+    out = tmp_path / "res"
+    assert main(["reproduce", "network-dp-fig1a", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "matplotlib" in err and "pip install 'netdp[experiments]'" in err
+    assert "Traceback" not in err
+    assert not out.exists()

@@ -17,9 +17,10 @@ import pytest
 from harness import TRANSPORTS, contexts, make_net
 
 from netdp_node.privacy import inca_audit
+from netdp_node.privacy.inca_audit import execution_from_info
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import JobContext, Message, RefusalCode, Refused
-from netdp_node.protocols.inca import CLOSE, MIX, Inca, execution_from_info
+from netdp_node.protocols.inca import CLOSE, MIX, Inca
 from netdp_node.simulate import Simulator
 
 pytestmark = pytest.mark.timeout(120)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from harness import contexts, make_net
 
+from netdp_node.errors import UnknownJob
 from netdp_node.ledger import Ledger
 from netdp_node.privacy.accountant import JobView, check_budget, per_job_losses
 from netdp_node.protocols import get_algorithm
@@ -26,7 +27,6 @@ from netdp_node.runtime import (
     Budget,
     JobRunner,
     NodeRuntime,
-    UnknownJob,
     spec_dict,
 )
 from netdp_node.transport.memory import MemoryNetwork

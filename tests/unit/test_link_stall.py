@@ -12,8 +12,9 @@ import pytest
 from netdp_node.protocols.base import Message
 from netdp_node.retry import Backoff
 from netdp_node.security import pki
+from netdp_node.security.mtls import AccessPolicy, start_server
 from netdp_node.transport.base import DeliveryError
-from netdp_node.transport.grpc import AccessPolicy, GrpcTransport, PeerService, start_server
+from netdp_node.transport.grpc import GrpcTransport, PeerService
 
 pytestmark = pytest.mark.timeout(60)
 

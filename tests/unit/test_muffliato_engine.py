@@ -18,6 +18,7 @@ from netdp_node.privacy import muffliato_accountant as ma
 from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.accountant import ACCOUNTANTS, JobView, check_budget, total_losses
 from netdp_node.privacy.discrete_gaussian import GRID_BITS, gaussian_on_grid, grid_for
+from netdp_node.privacy.muffliato_accountant import public_graph
 from netdp_node.privacy.random_walk import ldp_epsilon
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import (
@@ -30,7 +31,7 @@ from netdp_node.protocols.base import (
     Send,
     SetTimer,
 )
-from netdp_node.protocols.muffliato import SCHEDULE, VALUE, MuffliatoSync, public_graph
+from netdp_node.protocols.muffliato import SCHEDULE, VALUE, MuffliatoSync
 from netdp_node.runtime import Budget
 
 pytestmark = pytest.mark.timeout(90)

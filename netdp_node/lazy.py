@@ -1,0 +1,43 @@
+"""Heavy third-party modules, imported on first use instead of at start-up.
+
+A node daemon, the bootstrap and ``netdp --help`` import the privacy accountants and the topology
+code, but only some jobs need scipy or networkx, which cost about a second of CPU and tens of MB
+to import (benchmarks/bench_import.py). A module that uses one of them at many call sites binds it
+once at the top, by name, with `lazy_module`::
+
+    sp = lazy_module("scipy.sparse")  # lazy: start-up cost
+
+and the first attribute access (``sp.csr_array``) imports it. A module that uses one at a single
+call site imports it there instead, marked ``# lazy: start-up cost``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+
+class LazyModule:
+    """Stands for the module `name` until an attribute is read; then imports it (once)."""
+
+    __slots__ = ("_name", "_module")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._module: ModuleType | None = None
+
+    def __getattr__(self, attr: str) -> Any:
+        module = self._module
+        if module is None:
+            module = self._module = importlib.import_module(self._name)
+        return getattr(module, attr)
+
+    def __repr__(self) -> str:
+        state = "imported" if self._module is not None else "not imported yet"
+        return f"<lazy module {self._name!r} ({state})>"
+
+
+def lazy_module(name: str) -> Any:
+    """`name` (e.g. "scipy.sparse"), imported at its first use. Typed Any: use it as the module."""
+    return LazyModule(name)
