@@ -15,7 +15,8 @@ import grpc.aio
 
 from netdp.v1 import bootstrap_pb2, bootstrap_pb2_grpc, common_pb2
 from netdp_node.errors import ServerIdentityError
-from netdp_node.protocols.base import COMPLETE, CompleteEdges, JobContext
+from netdp_node.graphs import COMPLETE, CompleteEdges
+from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff, OnRetry, retry
 from netdp_node.security.identity import BOOTSTRAP_NAME
 from netdp_node.security.mtls import secure_channel, wrong_server

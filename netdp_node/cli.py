@@ -53,7 +53,7 @@ def _run_daemon(main: Any) -> int:
     closed by the daemon itself, so the interpreter's final garbage collection of every module
     (grpc, numpy, cryptography: about 0.3 s of CPU per process, seconds for a dozen processes on a
     loaded machine) is skipped by freezing the heap first."""
-    import gc
+    import gc  # lazy: start-up cost
 
     code = asyncio.run(main())
     gc.freeze()
@@ -112,7 +112,7 @@ def _check_job_params(algorithm: str, params: dict[str, Any], n: int | None) -> 
     """`--algorithm` and `--param` checked as the bootstrap will check them (`Algorithm.validate`,
     or without the number of participants `Algorithm.check_values`): a ConfigError (exit 2) naming
     the parameter, before anything is sent."""
-    from netdp_node.protocols import ALGORITHMS, get_algorithm
+    from netdp_node.protocols import ALGORITHMS, get_algorithm  # lazy: start-up cost
 
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"--algorithm {algorithm!r} is not one of {', '.join(ALGORITHMS)}")
@@ -246,7 +246,7 @@ def _node_config(a: argparse.Namespace) -> Any:
 
 def _hosted_configs(a: argparse.Namespace) -> list[Any]:
     """One NodeConfig per identity this process hosts (--certs, repeated, and --identities)."""
-    from netdp_node.host import identity_folders, node_configs
+    from netdp_node.host import identity_folders, node_configs  # lazy: start-up cost
 
     if not a.certs and not a.identities:
         raise ConfigError("give --certs DIR (repeat to host several nodes) or --identities DIR")
@@ -335,7 +335,7 @@ def cmd_job(a: argparse.Namespace) -> int:
                     print(f"{job.job_id}\t{job.algorithm}\t{len(job.participants)} participants")
                 return EXIT_OK
             if a.job_cmd == "result":
-                import grpc
+                import grpc  # lazy: start-up cost
 
                 try:
                     reply = await wait_result(c, a.job_id, a.wait)
@@ -370,7 +370,7 @@ def cmd_watch(a: argparse.Namespace) -> int:
     async def main() -> int:
         c = BootstrapClient(a.bootstrap, ident)
         try:
-            import grpc
+            import grpc  # lazy: start-up cost
 
             try:
                 await c.get_job(a.job_id)
@@ -386,7 +386,7 @@ def cmd_watch(a: argparse.Namespace) -> int:
 
 
 def cmd_privacy(a: argparse.Namespace) -> int:
-    from netdp_node.report import ledger_dirs, ledger_report, render_text
+    from netdp_node.report import ledger_dirs, ledger_report, render_text  # lazy: start-up cost
 
     if a.delta is not None and not 0 < a.delta < 1:
         raise ConfigError("--delta must be in (0, 1)")
@@ -400,14 +400,14 @@ def cmd_privacy(a: argparse.Namespace) -> int:
         budget = (a.budget_epsilon, bd)
     if a.plot:
         try:
-            import matplotlib  # noqa: F401
+            import matplotlib  # noqa: F401  # lazy: start-up cost
         except ImportError:
             print("install netdp[experiments] (matplotlib) for --plot", file=sys.stderr)
             return EXIT_USAGE
     dirs = ledger_dirs(a.ledger)
     reps = [ledger_report(d, delta_target=a.delta, job_id=a.job, budget=budget) for d in dirs]
     if a.job is not None and not any(r["jobs"] for r in reps):
-        from netdp_node.ledger import Ledger
+        from netdp_node.ledger import Ledger  # lazy: start-up cost
 
         have: list[str] = []
         for d in dirs:
@@ -426,7 +426,7 @@ def cmd_privacy(a: argparse.Namespace) -> int:
             # one δ for the whole picture: the nodes' budgets differ in δ, so take the smallest
             d = min(r["delta_target"] for r in reps)
             reps = [ledger_report(x, delta_target=d, job_id=a.job, budget=budget) for x in dirs]
-        from netdp_node.report import plot_heatmap
+        from netdp_node.report import plot_heatmap  # lazy: start-up cost
 
         out = plot_heatmap(reps, a.plot)
         print(f"wrote {a.plot}: ε of {len(out['nodes'])} nodes towards each other at "

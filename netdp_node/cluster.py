@@ -8,6 +8,7 @@ SIGKILL after a grace period) every process it started, and is safe to call twic
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -161,7 +162,6 @@ class LocalCluster:
     def wait_host(self, p: Proc, timeout: float = 30.0, limit: float | None = None) -> None:
         """Until the host process `p` wrote its port file (every node it hosts registered); the
         wait fails only when it stalls (see `wait_port`)."""
-        import json
 
         def ready() -> dict[str, int] | None:
             if p.port_file.exists():

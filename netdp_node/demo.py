@@ -34,6 +34,9 @@ import numpy as np
 
 from netdp.v1 import peer_pb2
 from netdp_node import audit
+from netdp_node.privacy.accountant import INCA_AUDIT
+from netdp_node.privacy.muffliato_accountant import CONTINUOUS, JOINT_VIEW, PAPER
+from netdp_node.privacy.walk_accountant import LEMMA1
 from netdp_node.baselines import local_sgd_sigma, sgd_walk
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
@@ -350,9 +353,8 @@ def _inca_outcome(cluster: LocalCluster, job_id: str, data: DemoData,
     finals = set(info["final"])
     # the audit of this execution against sampled adversaries (labelled, not a guarantee: the
     # guarantee the nodes report is the local-DP level of η, inca.md §2)
-    from netdp_node.privacy.accountant import INCA_AUDIT as audit_key
-    stayer_eps = [row["baselines"][audit_key]["epsilon"] for row in privacy
-                  if row["node"] in finals and audit_key in row["baselines"]]
+    stayer_eps = [row["baselines"][INCA_AUDIT]["epsilon"] for row in privacy
+                  if row["node"] in finals and INCA_AUDIT in row["baselines"]]
     eps_exec = max(stayer_eps) if stayer_eps else float("nan")
     shares = audit.check_inca_shares(nodes)
     leavers = sorted(nid for nid, f in faults.items() if "--fault-leave-at-step" in f)
@@ -524,8 +526,6 @@ def render(res: dict[str, Any]) -> str:
                 lines.append("  (with this few nodes every node can solve its view for the others' "
                              "noisy values: no gain over local DP; try `netdp simulate "
                              "--algorithm muffliato --nodes 1024 --param graph=hypercube`)")
-        from netdp_node.privacy.muffliato_accountant import CONTINUOUS, JOINT_VIEW, PAPER
-
         lines.append("  the guarantee below is the local-DP level of each node's discrete-Gaussian "
                      "release (proven for the noise sampled)")
         for key, what in ((JOINT_VIEW, "joint view on the realised schedule"),
@@ -574,8 +574,6 @@ def render(res: dict[str, Any]) -> str:
             "curator)   [baselines: same data, steps and ε, mean of 5 in-process runs]",
         ]
         if alg == "walk-sgd":
-            from netdp_node.privacy.walk_accountant import LEMMA1
-
             lines.append("  walk-sgd's amplification (Lemma 1, by iteration) is proven for "
                          "continuous noise only; netdp charges the local-DP level of each node's "
                          "discrete-Gaussian releases (so no gain over local DP is claimed)")
@@ -637,7 +635,7 @@ def check_args(a: argparse.Namespace) -> dict[str, Any]:
     (`Algorithm.validate`), before anything is created or started: a mistake is a ConfigError
     (exit 2) naming the flag, not a failure after the processes started. Returns the job's
     validated parameters."""
-    from netdp_node.protocols import get_algorithm
+    from netdp_node.protocols import get_algorithm  # lazy: start-up cost
 
     if a.algorithm not in ALGORITHMS:
         raise ConfigError(f"--algorithm must be one of {', '.join(ALGORITHMS)}, not "
@@ -669,7 +667,7 @@ def check_args(a: argparse.Namespace) -> dict[str, Any]:
         if not (0 <= a.leave < 1 and 0 <= a.miss < 1 and a.leave + a.miss < 1):
             raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
     if a.algorithm == "rw-sgd" and a.topology:
-        from netdp_bootstrap.topology import KINDS
+        from netdp_bootstrap.topology import KINDS  # lazy: start-up cost
 
         if a.topology not in KINDS:
             raise ConfigError(f"--topology {a.topology!r} is not a kind the bootstrap serves: "

@@ -33,6 +33,8 @@ import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from netdp_node.daemon import NodeConfig, NodeDaemon
+from netdp_node.security.pki import CERT_FILE, load_identity
 from netdp_node.errors import ConfigError
 
 log = logging.getLogger("netdp.host")
@@ -51,8 +53,6 @@ def identity_folders(certs: Sequence[str], identities: Sequence[str]) -> list[Pa
     DIR, every subfolder of DIR holding a node certificate (as `netdp pki issue DIR ID` writes
     them; the operator's and the bootstrap's folders of a CA directory are skipped), in natural
     order of their names."""
-    from netdp_node.security.pki import CERT_FILE, load_identity
-
     out = [Path(c) for c in certs]
     for d in identities:
         root = Path(d)
@@ -86,9 +86,6 @@ def _shift_port(addr: str | None, i: int) -> str | None:
 def node_configs(base: object, folders: Sequence[Path]) -> list[object]:
     """One NodeConfig per hosted identity, from the one `base` the flags gave (module docstring).
     One folder: `base` as it is (a process of one node, as before)."""
-    from netdp_node.daemon import NodeConfig
-    from netdp_node.security.pki import load_identity
-
     assert isinstance(base, NodeConfig)
     if len(folders) == 1:
         return [dataclasses.replace(base, certs=folders[0])]
@@ -130,8 +127,6 @@ async def run_host(configs: Sequence[object],
     (the command's exit code), after every other node shut down cleanly. A node that stops by
     itself later (its certificate revoked) stops alone; the others keep running, and the exit code
     is the worst of all nodes' codes once they have all stopped."""
-    from netdp_node.daemon import NodeDaemon
-
     daemons = [NodeDaemon(cfg) for cfg in configs]  # type: ignore[arg-type]
     loop = asyncio.get_running_loop()
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from netdp.v1 import bootstrap_pb2, common_pb2
+from netdp_node.privacy.accountant import estimate_std
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note, threat_model
 from netdp_node.report import threat_lines, wrap
@@ -56,8 +57,6 @@ def result_summary(reply: bootstrap_pb2.GetResultReply) -> dict[str, Any]:
 
 def _std(job: common_pb2.JobSpec) -> dict[str, Any] | None:
     """{std, how}: the released value's noise std from the job's public parameters, or None."""
-    from netdp_node.privacy.accountant import estimate_std
-
     try:
         params = json.loads(job.params_json) if job.params_json else {}
         got = estimate_std({"algorithm": job.algorithm,

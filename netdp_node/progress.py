@@ -37,7 +37,7 @@ def is_tty(stream: IO[str] | None = None) -> bool:
 def console(stream: IO[str] | None = None, *, tty: bool | None = None) -> Any:
     """A rich Console on `stream` (default stderr): live and coloured on a terminal, plain text
     (no escape codes, width PLAIN_WIDTH) otherwise."""
-    from rich.console import Console
+    from rich.console import Console  # lazy: start-up cost
 
     s = sys.stderr if stream is None else stream
     t = is_tty(s) if tty is None else tty
@@ -61,9 +61,9 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str |
           right: Sequence[str] = (), indent: int = 2) -> str:
     """A simple table as text: `columns` headers, `rows` of cells (str()), the columns named in
     `right` right-aligned (numbers); every line indented by `indent` spaces."""
-    from rich import box
-    from rich.padding import Padding
-    from rich.table import Table
+    from rich import box  # lazy: start-up cost
+    from rich.padding import Padding  # lazy: start-up cost
+    from rich.table import Table  # lazy: start-up cost
 
     t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
               title_justify="left")
@@ -89,6 +89,7 @@ class _Bar:
     def _start(self) -> None:
         if not self.tty:
             return
+        # lazy: start-up cost
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -182,7 +183,7 @@ def live(stream: IO[str] | None = None, *, tty: bool | None = None,
 
         yield plain
         return
-    from rich.live import Live
+    from rich.live import Live  # lazy: start-up cost
 
     with Live(console=console(s, tty=True), refresh_per_second=refresh_per_second,
               transient=False) as lv:

@@ -266,12 +266,12 @@ def plot_heatmap(reports: Sequence[dict[str, Any]], path: str | Path) -> dict[st
 
     Returns {nodes, epsilon (rows × columns, None where no loss is defined), delta, budgets, size
     (pixels), cells {"node→peer": [x, y] pixel centre in the PNG}}."""
-    import matplotlib
+    import matplotlib  # lazy: start-up cost
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-    from matplotlib.patches import Rectangle
+    import matplotlib.pyplot as plt  # lazy: start-up cost
+    import numpy as np  # lazy: start-up cost
+    from matplotlib.patches import Rectangle  # lazy: start-up cost
 
     deltas = {r["delta_target"] for r in reports}
     if len(deltas) != 1:

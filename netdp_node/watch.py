@@ -21,6 +21,7 @@ import grpc
 import grpc.aio
 
 from netdp.v1 import bootstrap_pb2, peer_pb2
+from netdp_node.privacy.accountant import ACCOUNTANTS
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.jobs import render_result, result_summary
 from netdp_node.progress import is_tty, live
@@ -79,8 +80,6 @@ async def node_status(address: str, identity: Identity, node: str,
 def spend(reply: bootstrap_pb2.GetResultReply) -> tuple[float, float] | None:
     """What the job costs a node that contributes fully, towards its worst peer (the accountant's
     prospective loss, the one the budget check uses), as (ε, δ); None if it cannot say."""
-    from netdp_node.privacy.accountant import ACCOUNTANTS
-
     job = reply.job
     parts = [p.node_id for p in job.participants]
     try:
@@ -139,7 +138,7 @@ def header(summary: dict[str, Any], views: list[NodeView], cost: tuple[float, fl
 
 def table_of(summary: dict[str, Any], views: list[NodeView], cost: tuple[float, float] | None,
              elapsed: float) -> Any:
-    from rich.table import Table
+    from rich.table import Table  # lazy: start-up cost
 
     t = Table(title=header(summary, views, cost, elapsed), title_justify="left")
     for c in ("node", "state", "steps", "contributes", "contributions", "detail"):

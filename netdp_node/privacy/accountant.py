@@ -49,6 +49,7 @@ from netdp_node.privacy.random_walk import (
     sound_q,
     transition_matrix,
 )
+from netdp_node.graphs import spec_edges
 
 
 class ViewEntry(Protocol):
@@ -203,7 +204,6 @@ def _rw_loss(p: Mapping[str, Any], count: int) -> PrivacyLoss:
 def _rw_graph(spec: Mapping[str, Any]) -> tuple[list[str], list[tuple[int, int]]]:
     parts = list(spec["participants"])
     index = {v: i for i, v in enumerate(parts)}
-    from netdp_node.protocols.base import spec_edges
 
     edges = [(index[a], index[b]) for a, b in spec_edges(spec) if a in index and b in index]
     return parts, edges

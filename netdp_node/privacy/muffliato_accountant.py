@@ -63,6 +63,7 @@ from netdp_node.lazy import lazy_module
 from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.composition import DEFAULT_ORDERS, PrivacyLoss, gaussian_rdp, rdp_to_dp
 from netdp_node.privacy.discrete_gaussian import charged_sensitivity
+from netdp_node.graphs import spec_edges
 
 sp = lazy_module("scipy.sparse")  # lazy: start-up cost
 
@@ -115,7 +116,6 @@ def public_graph(params: Mapping[str, Any], n: int, public_seed: int, call: int,
 def call_graph(spec: Mapping[str, Any], call: int) -> list[tuple[int, int]]:
     """The public graph of gossip call `call`, as the engine builds it (`public_graph`)."""
     idx = _index(spec)
-    from netdp_node.protocols.base import spec_edges
 
     topo = [(idx[a], idx[b]) for a, b in spec_edges(spec) if a in idx and b in idx]
     return public_graph(spec["params"], len(idx), int(spec.get("public_seed", 0)), call, topo)
