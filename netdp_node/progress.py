@@ -71,7 +71,8 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str |
         t.add_column(c, justify="right" if c in right else "left", no_wrap=True)
     for r in rows:
         t.add_row(*(str(x) for x in r))
-    return render(Padding(t, (0, 0, 0, indent)))
+    # as wide as the cells need: a long label is never cut (rich truncates no_wrap cells to fit)
+    return render(Padding(t, (0, 0, 0, indent), expand=False), width=10_000)
 
 
 class _Bar:
