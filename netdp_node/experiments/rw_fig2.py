@@ -39,8 +39,8 @@ from netdp_node.experiments.rw_graphs import geometric_graph, synthetic_graphs
 from netdp_node.privacy.network_dp_walk import bassily_central_sigma
 from netdp_node.privacy.random_walk import (
     mean_pair_s,
-    simulate_walks,
     sigma_for_mean_loss,
+    simulate_walks,
     transition_matrix,
 )
 

@@ -446,7 +446,7 @@ class LinearView:
         return int(self.A.shape[0])
 
     @functools.cached_property
-    def pencil(self) -> "_Pencil":
+    def pencil(self) -> _Pencil:
         """The generalised eigendecomposition used by calibration (computed once per view)."""
         return _Pencil.of(self)
 
@@ -683,7 +683,7 @@ class _Pencil:
     C2: np.ndarray
 
     @classmethod
-    def of(cls, view: LinearView) -> "_Pencil":
+    def of(cls, view: LinearView) -> _Pencil:
         from scipy.linalg import eigh
 
         if view.rank == 0:

@@ -34,7 +34,7 @@ from google.protobuf.message import DecodeError
 from netdp.v1 import peer_pb2
 from netdp_node.errors import SecurityError
 from netdp_node.faults import FaultInjector
-from netdp_node.protocols.base import Message, Refused, RefusalCode
+from netdp_node.protocols.base import Message, RefusalCode, Refused
 from netdp_node.retry import Backoff
 from netdp_node.security.identity import PeerIdentity, identity_dns_name, identity_from_pem
 from netdp_node.security.pki import Identity
