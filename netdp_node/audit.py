@@ -27,7 +27,8 @@ release/handoff/fence to or from a node that never finished the job is expected 
 lists that node as missing).
 
 * inca-shares (IncA, spec Eq. 8-9): every party of an IncA job that stayed to the end (its value is
-  in the released result) injected exactly its share: the public coefficients its ledger records per iteration (α^(i)_t and
+  in the released result) injected exactly its share: the public coefficients its ledger records
+  per iteration (α^(i)_t and
   the row U^(i)_t it applied to its Δ; never the samples) sum to γ_i = Σ_{t online} α_t and to 0
   (every Δ cancelled), its online history is the one the released result states, and its public
   weight ω follows Alg. 2 line 15 in every iteration from the ω^(t-1) its in-neighbours' ledgers

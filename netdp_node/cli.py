@@ -13,7 +13,8 @@
     netdp reproduce NAME            the papers' experiments (JSON + PNG; `netdp reproduce list`)
 
 Exit codes: 0 success; 1 runtime failure (a job failed, a peer refused); 2 usage or configuration
-error; 3 certificate / security error; 4 ledger error; 5 timeout; 70 crash injected by --fault-crash-*; 130 interrupted (Ctrl-C).
+error; 3 certificate / security error; 4 ledger error; 5 timeout; 70 crash injected by
+--fault-crash-*; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations

@@ -512,7 +512,8 @@ def render(res: dict[str, Any]) -> str:
             f"{len(res['final'])} parties online at T: {', '.join(res['final'])})",
             f"  truth     {np.round(res['truth'], 4).tolist()}  (mean of every node's value)",
             f"  error     {res['abs_error']:.4f}   central DP at the audited ε of sampled "
-            f"adversaries (ε={res['epsilon_execution']:.3g}, not a guarantee): std {res['central_dp_std'] or float('nan'):.4f}"
+            f"adversaries (ε={res['epsilon_execution']:.3g}, not a guarantee): "
+            f"std {res['central_dp_std'] or float('nan'):.4f}"
             f"; at the target ε={res['epsilon_target']:g}: {res['central_dp_std_target']:.4f}",
             f"  noise of the estimate: from η std {res['std_from_eta']:.4f}, from the correlated "
             f"noise the leavers took away std {res['uncancelled_noise_std']:.4f} "

@@ -115,7 +115,7 @@ def run_fig2(args: Any) -> dict[str, Any]:
         n_h = n - int(round(rho * n))
         views, rank_ok, strong, lim = [], 0, 0, 0.0
         pairs = []
-        for s in range(samples):
+        for _ in range(samples):
             ex = ia.make_execution(n, k, T, seed=int(rng.integers(2**31)))
             adv = _adversary(ex, kind, frac, rng)
             e = ia.explain(ex, **adv)

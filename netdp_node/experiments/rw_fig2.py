@@ -108,11 +108,11 @@ def batched_sgd(X: np.ndarray, y: np.ndarray, paths: np.ndarray, sigma_abs: floa
             acc.append(np.mean(np.where(w @ split.X_test.T >= 0, 1.0, -1.0) == split.y_test,
                                axis=1))
             obj.append(np.mean(np.logaddexp(0.0, -yo * (w @ Xo.T)), axis=1))
-    A, O = np.array(acc), np.array(obj)
+    A, Obj = np.array(acc), np.array(obj)
     return {"iterations": its, "accuracy_mean": A.mean(axis=1).tolist(),
-            "accuracy_std": A.std(axis=1).tolist(), "objective_mean": O.mean(axis=1).tolist(),
+            "accuracy_std": A.std(axis=1).tolist(), "objective_mean": Obj.mean(axis=1).tolist(),
             "final_accuracy_mean": float(A[-1].mean()), "final_accuracy_std": float(A[-1].std()),
-            "final_objective_mean": float(O[-1].mean())}
+            "final_objective_mean": float(Obj[-1].mean())}
 
 
 def walk_paths(W: np.ndarray | None, n: int, steps: int, runs: int,

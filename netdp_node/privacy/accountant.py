@@ -43,7 +43,8 @@ def ring_sum_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     counting the release of the result as v's last observation (spec §1.3 "Final output"), and no
     window holds two of them. Every window holds noise from a user other than v: Algorithm 1's
     schedule for the windows between receptions, and the extra last-step noise of
-    `ring_release_adds_noise` for the final one (the spec's schedule alone leaves it unprotected). So the loss towards each v composes one Gaussian window per real
+    `ring_release_adds_noise` for the final one (the spec's schedule alone leaves it unprotected).
+    So the loss towards each v composes one Gaussian window per real
     contribution the ledger shows (noise-only visits of a declining node cost nothing)."""
     p = spec["params"]
     windows = walk_accountant.real_contributions(entries)
@@ -79,7 +80,8 @@ def ring_histogram_loss(spec: Mapping[str, Any], windows: int) -> PrivacyLoss:
     it does not know (the first window: the pre-loaded blanket; the last: the post-load), a shuffle
     of ε0-LDP randomized responses; the FMT bound gives the window's ε at δ, advanced composition
     over the windows (δ'). Where the FMT condition fails (ε0 > ln((n − 1)/(16 ln(2/δ))), e.g. every
-    ring under about 230 nodes at δ = 1e-6) no amplification is claimed. The better of that and the local-DP composition (k·ε0, or advanced)."""
+    ring under about 230 nodes at δ = 1e-6) no amplification is claimed. The better of that and
+    the local-DP composition (k·ε0, or advanced)."""
     from netdp_node.privacy.composition import advanced_composition
     from netdp_node.privacy.network_dp_walk import fmt_shuffle_condition, fmt_shuffle_epsilon
 

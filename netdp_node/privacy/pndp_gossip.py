@@ -2048,7 +2048,8 @@ def group_leakage(
     enumerated exactly for |U| ≤ 16; for larger groups, or vector inputs (dim > 1, each δ_u in an
     L2 ball, where the vertex argument does not apply), the upper bound
     `min(|U| λ_max(Π_UU), Σ_{u,u'} |Π_uu'|)` is returned. The float margin of `joint_view` is added
-    as `|U|·margin` (`|sᵀ(Π̂ − Π)s| ≤ margin·||s||²`); the result is capped at |U|. Can exceed 1 (up to |U|).
+    as `|U|·margin` (`|sᵀ(Π̂ − Π)s| ≤ margin·||s||²`); the result is capped at |U|. Can exceed 1
+    (up to |U|).
     """
     obs = _node_set("observers", observers, schedule.n)
     U = _node_set("group", group, schedule.n)

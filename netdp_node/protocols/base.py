@@ -35,7 +35,7 @@ import enum
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -148,7 +148,7 @@ class Flush:
     received (for an engine with `defer_receipts`: a receipt it must not keep waiting)."""
 
 
-Action = Union[Send, SetTimer, Record, Output, Keep, Drop, Flush]
+Action = Send | SetTimer | Record | Output | Keep | Drop | Flush
 
 
 @dataclass(frozen=True)

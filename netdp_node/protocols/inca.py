@@ -49,7 +49,8 @@ A party with no counted exchange in iteration t < T (no MIX of its own counted, 
 is offline for t (it missed the deadline, or was down): it keeps y and ω and injects nothing (line
 17; α^(i)_t = 0, U^(i)_t = 0 by `inca_audit.party_scheme`). At T a party that is still running is
 online even if none of its exchanges counted: it cancels its outstanding terms and releases its
-final value (its column of W̃^T is e_i either way); a party that is down at T never sends a record. Rejoin after a temporary dropout (spec §9
+final value (its column of W̃^T is e_i either way); a party that is down at T never sends a record.
+Rejoin after a temporary dropout (spec §9
 item 5): the node's iteration timers keep running while it is unreachable (each missed iteration
 ends at its deadline, offline), so it comes back at the iteration its clock has reached with its
 stored y, ω and skips the missed shares (no catch-up injection). Nodes that are ahead refuse its

@@ -526,8 +526,9 @@ class MuffliatoGd(MuffliatoSync):
         real = self.has_data()
         g = (clip_l2(logistic_gradient(self.theta, self.X, self.y), self.L) if real
              else np.zeros(self.dim))
-        return self.theta - self.eta * gaussian_on_grid(self.rng, g, self.sigma, self.grid), {"mechanism": "gaussian", "sigma": self.sigma,
-                                                 "sensitivity": 2.0 * self.L}
+        step = gaussian_on_grid(self.rng, g, self.sigma, self.grid)
+        return self.theta - self.eta * step, {"mechanism": "gaussian", "sigma": self.sigma,
+                                              "sensitivity": 2.0 * self.L}
 
     def call_output(self, call: int, x: np.ndarray) -> None:
         self.theta = x
