@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.graphs import hypercube_edges
 from netdp_node.privacy import inca_audit as ia
 from netdp_node.privacy.pndp_gossip import chebyshev_gamma, gossip_rounds, sigma_for_mean_dp
 
@@ -83,10 +84,9 @@ def muffliato_mse(n: int, runs: int, rng: np.random.Generator) -> dict[str, Any]
         if T_new == T:
             break
         T = T_new
-    idx = np.arange(n)
     W = np.eye(n)
-    for b in range(d):
-        W[idx, idx ^ (1 << b)] = 1.0
+    for a, b in hypercube_edges(n):
+        W[a, b] = W[b, a] = 1.0
     W /= d + 1
     g = chebyshev_gamma(lam)
     errs = []

@@ -30,6 +30,7 @@ import numpy as np
 from scipy.sparse.csgraph import shortest_path
 
 from netdp_node.experiments.muffliato_common import gap_2, gap_def2, metropolis_csr, t_mix
+from netdp_node.graphs import hypercube_edges
 from netdp_node.privacy.pndp_gossip import (
     chebyshev_gamma,
     clip_to_ldp,
@@ -71,7 +72,7 @@ def graphs(quick: bool) -> dict[str, tuple[int, list[tuple[int, int]]]]:
     """The four graphs as (n, edges); `quick`: the same families at n ≈ 128."""
     m, side, n_rand, radius = (7, 11, 128, 0.2) if quick else (11, 45, 2048, 0.07)
     n_cube = 1 << m
-    cube = [(i, i ^ (1 << k)) for i in range(n_cube) for k in range(m) if i < i ^ (1 << k)]
+    cube = hypercube_edges(n_cube)
     state = random.getstate()
     random.seed(0)
     try:

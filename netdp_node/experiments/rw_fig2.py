@@ -43,6 +43,7 @@ from netdp_node.privacy.random_walk import (
     simulate_walks,
     transition_matrix,
 )
+from netdp_node.protocols.walk import logistic_coefficients
 
 N, M, T, DELTA, EPS, CAP, LIP = 2048, 8, 20_000, 1e-6, 1.0, 12, 1.0
 ETA_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
@@ -90,7 +91,7 @@ def batched_sgd(X: np.ndarray, y: np.ndarray, paths: np.ndarray, sigma_abs: floa
         real = np.ones(R, dtype=bool) if mode == "central" or not cap else counts[ar, h] <= cap
         Xh, yh = X[h], y[h]  # (R, m, d), (R, m)
         margins = yh * np.einsum("rmd,rd->rm", Xh, w)
-        coef = -yh / (1.0 + np.exp(np.clip(margins, -500, 500)))
+        coef = logistic_coefficients(margins, yh)
         g = np.einsum("rm,rmd->rd", coef, Xh) / Xh.shape[1]
         z = rng.normal(0.0, sigma_abs, size=(R, d))
         if mode == "local":

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from netdp_node.graphs import metropolis_fractions
 from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.composition import DEFAULT_ORDERS, PrivacyLoss, gaussian_rdp, rdp_to_dp
 from netdp_node.privacy.discrete_gaussian import charged_sensitivity
@@ -92,20 +93,7 @@ def _restricted_metropolis(n: int, planned: Sequence[tuple[int, int]],
                            realised: Iterable[tuple[int, int]]) -> dict[tuple[int, int], Fraction]:
     """The engine's weights: Metropolis weights of the planned (public) graph on the realised
     edges, the rest of each row on the diagonal (exact fractions)."""
-    d = [0] * n
-    for a, b in planned:
-        d[a] += 1
-        d[b] += 1
-    rat: dict[tuple[int, int], Fraction] = {}
-    diag = [Fraction(1)] * n
-    for a, b in realised:
-        w = Fraction(1, 1 + max(d[a], d[b]))
-        rat[(a, b)] = rat[(b, a)] = w
-        diag[a] -= w
-        diag[b] -= w
-    for i in range(n):
-        rat[(i, i)] = diag[i]
-    return rat
+    return metropolis_fractions(n, realised, degree_edges=planned)
 
 
 def _csr(n: int, rat: Mapping[tuple[int, int], Fraction]) -> Any:

@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from netdp_node.graphs import metropolis_fractions
 from netdp_node.privacy.composition import (
     DEFAULT_ORDERS,
     PrivacyLoss,
@@ -222,18 +223,7 @@ def _degrees(n: int, edges: Iterable[Edge]) -> np.ndarray:
 
 def _metropolis_rational(n: int, edges: frozenset[Edge]) -> dict[tuple[int, int], Fraction]:
     """Exact Metropolis weights as {(i, j): Fraction}, both (i, j) and (j, i), plus the diagonal."""
-    deg = _degrees(n, edges)
-    entries: dict[tuple[int, int], Fraction] = {}
-    diag = [Fraction(1)] * n
-    for a, b in sorted(edges):
-        w = Fraction(1, 1 + int(max(deg[a], deg[b])))
-        entries[(a, b)] = w
-        entries[(b, a)] = w
-        diag[a] -= w
-        diag[b] -= w
-    for v in range(n):
-        entries[(v, v)] = diag[v]
-    return entries
+    return metropolis_fractions(n, sorted(edges))
 
 
 def metropolis_weights(n: int, edges: Iterable[Sequence[int]]) -> np.ndarray:

@@ -103,6 +103,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.graphs import complete_edges, hypercube_edges, ring_edges
 from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, gaussian_on_grid, job_grid
 from netdp_node.protocols.base import (
     Action,
@@ -118,6 +119,7 @@ from netdp_node.protocols.base import (
     SetTimer,
 )
 from netdp_node.protocols.ring import clip_l2
+from netdp_node.protocols.walk import logistic_gradient
 
 VALUE = "value"
 SCHEDULE = "schedule"
@@ -135,15 +137,11 @@ def public_graph(params: Mapping[str, Any], n: int, public_seed: int, call: int,
     public parameters, so every node and every accountant compute the same graph."""
     kind = str(params.get("graph", "ring"))
     if kind == "ring":
-        return sorted({(min(i, (i + 1) % n), max(i, (i + 1) % n)) for i in range(n)
-                       if i != (i + 1) % n})
+        return ring_edges(n)
     if kind == "complete":
-        return [(i, j) for i in range(n) for j in range(i + 1, n)]
+        return complete_edges(n)
     if kind == "hypercube":
-        m = n.bit_length() - 1
-        if n != 1 << m:
-            raise ValueError(f"a hypercube needs a power-of-two number of nodes, got {n}")
-        return [(i, i ^ (1 << b)) for i in range(n) for b in range(m) if i < i ^ (1 << b)]
+        return hypercube_edges(n)
     if kind == "topology":
         return sorted({(min(a, b), max(a, b)) for a, b in topology if a != b})
     if kind == "er":
@@ -485,12 +483,6 @@ class MuffliatoSync(Engine):
 
 
 # -- Algorithm 3 --------------------------------------------------------------------------------
-def logistic_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    from netdp_node.protocols.walk import logistic_gradient as g
-
-    return g(w, X, y)
-
-
 class MuffliatoGd(MuffliatoSync):
     """Algorithm 3 (spec §3.4, §6.4): Muffliato-GD for logistic regression. Per step c: the full
     local gradient g_v of ln(1 + exp(−y θᵀx)) at θ_v, clipped to L2 norm `lipschitz` L (so the

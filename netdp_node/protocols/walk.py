@@ -646,10 +646,15 @@ class WalkHistogram(CompleteGraphWalk):
 
 
 # -- Algorithm 4: SGD -------------------------------------------------------------------------------
+def logistic_coefficients(margins: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """d/dm of ln(1 + exp(−m)) times y, elementwise: −y / (1 + exp(margins)), margins = y wᵀx (the
+    gradient of the logistic loss at x is this coefficient times x)."""
+    return -y / (1.0 + np.exp(np.clip(margins, -500, 500)))
+
+
 def logistic_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Gradient of (1/m) Σ ln(1 + exp(−y wᵀx)) (labels ±1)."""
-    margins = y * (X @ w)
-    coef = -y / (1.0 + np.exp(np.clip(margins, -500, 500)))
+    coef = logistic_coefficients(y * (X @ w), y)
     return (X * coef[:, None]).mean(axis=0)
 
 
