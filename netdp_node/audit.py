@@ -130,7 +130,7 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
     acked: set[tuple[Any, ...]] = set()
     tracked: set[tuple[Any, ...]] = set()  # sends whose sender records acknowledgements
     for n in nodes:
-        keys = Counter()
+        keys: Counter[tuple[Any, ...]] = Counter()
         for e in n.entries:
             if e.direction == "sent":
                 k = (e.job_id, n.node, e.peer, e.kind, e.walk, e.epoch, e.seq, e.round)

@@ -23,11 +23,18 @@ from netdp_node.privacy.network_dp import ldp_sum_std, ring_release_noise_count,
 
 
 class ViewEntry(Protocol):
-    job_id: str
-    direction: str
-    event: str
-    peer: str
-    params: dict[str, Any]
+    """What the accountants read of a ledger entry (`ledger.Entry` is one; read-only)."""
+
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def direction(self) -> str: ...
+    @property
+    def event(self) -> str: ...
+    @property
+    def peer(self) -> str: ...
+    @property
+    def params(self) -> dict[str, Any]: ...
 
 
 def _others(spec: Mapping[str, Any], me: str) -> list[str]:

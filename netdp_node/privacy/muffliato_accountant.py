@@ -203,10 +203,10 @@ def random_schedule(spec: Mapping[str, Any], entries: Iterable[Any],
     reported = {idx[v] for v in reports}
     if not any(e.event == "output" for e in entries):
         return None, "this node has not finished"
-    for a, b in call_graph(spec, 0):
-        if a not in reported and b not in reported:
-            return None, (f"no schedule from {spec['participants'][a]} nor "
-                          f"{spec['participants'][b]}")
+    for i, j in call_graph(spec, 0):
+        if i not in reported and j not in reported:
+            return None, (f"no schedule from {spec['participants'][i]} nor "
+                          f"{spec['participants'][j]}")
     try:
         seq = merge_activations(reports)
     except ValueError as e:

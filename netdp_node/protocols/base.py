@@ -84,7 +84,7 @@ class Message:
         Computed once per message (a message is immutable; its payload is not written to)."""
         cached = self.__dict__.get("_digest")
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached
         h = hashlib.sha256()
         h.update(repr(self.key()).encode())
         h.update(repr(sorted(self.scalars.items())).encode() if self.scalars else b"[]")

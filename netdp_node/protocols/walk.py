@@ -349,8 +349,8 @@ class CompleteGraphWalk(Engine):
         ]
         came_from = tuple(meta["came_from"]) if meta["came_from"] else None
         if nxt == self.ctx.me:
-            return actions + self._hold(tau, int(meta["t"]), epoch, came_from)  # type: ignore[arg-type]
-        return actions + self._forward(tau, int(meta["t"]), epoch, nxt, came_from,  # type: ignore[arg-type]
+            return actions + self._hold(tau, int(meta["t"]), epoch, came_from)
+        return actions + self._forward(tau, int(meta["t"]), epoch, nxt, came_from,
                                        int(meta["contrib"]))
 
     def _new_epoch(self, old: int, upstream: bool) -> int:
