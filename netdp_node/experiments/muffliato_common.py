@@ -182,7 +182,7 @@ def chebyshev_gossip(W: Any, x0: np.ndarray, T: int, gamma: float | None = None,
     Returns x^T, or with `record=True` the list `[x^0, …, x^T]` (the messages of round t are x^t).
     """
     x = np.asarray(x0, dtype=np.float64)
-    prev = np.zeros_like(x) if x_minus1_zero else None
+    prev = np.zeros_like(x)  # x^{−1}: read only with x_minus1_zero (otherwise x^1 = W x^0)
     out = [x] if record else None
     for t in range(int(T)):
         wx = W @ x

@@ -196,12 +196,12 @@ def compare(g: dict[str, Any]) -> dict[str, Any]:
         cmp["outgoing_code"][name] = [
             {"k": k, "ours": at(name, "paper_out_code", k), "spec": list(v)}
             for k, v in table.items()]
-    for name, table in SPEC_JV.items():
+    for name, jv_table in SPEC_JV.items():
         cmp["joint_view"][name] = [
             {"k": k, "ours": at(name, "joint_view_in", k), "spec": v,
              **({"known_exact": KNOWN_JV_ER[k]} if name == "erdos_renyi" else {}),
              "paper_in_thm1": at(name, "paper_in_thm1", k).get("mean")}
-            for k, v in table.items()]
+            for k, v in jv_table.items()]
     return cmp
 
 

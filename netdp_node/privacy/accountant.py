@@ -245,7 +245,12 @@ def rw_sgd_pair_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me
 
     import numpy as np
 
-    from netdp_node.privacy.random_walk import sound_epsilon, sound_q, transition_matrix
+    from netdp_node.privacy.random_walk import (
+        sound_epsilon,
+        sound_q,
+        transition_matrix,
+        weight_rule,
+    )
 
     p = spec["params"]
     ldp = _rw_loss(p, count)
@@ -259,14 +264,15 @@ def rw_sgd_pair_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me
     if not edges:
         raise ValueError("the rw-sgd job spec has no graph (edges): the accountant needs W")
     es = list(entries)
-    W = transition_matrix(len(parts), edges, str(p.get("weights", "coded")))
+    W = transition_matrix(len(parts), edges, weight_rule(p.get("weights", "coded")))
     law = _rw_realised_law(spec, es, W, parts)
     if law is None:
         lab = PrivacyLoss(ldp.epsilon, ldp.delta, ldp.method + "; the walk was re-routed "
                           "(custody) at a step this ledger does not record, so the §4.9 "
                           "accountant over the realised law is not computable here", ldp.rdp)
         return {v: lab for v in others}
-    phases, extra = law
+    phases = law[0]
+    extra: dict[Any, list[int]] = law[1]  # gains the groups' entries (tuple keys) below
     R = int(walks or p.get("mc_walks", RW_MC_WALKS))
     seed = int.from_bytes(hashlib.sha256(f"{spec.get('job_id', '')}|{me}".encode()).digest()[:8],
                           "big")
@@ -319,6 +325,7 @@ def rw_sgd_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
         known_sender,
         neighbour_lists,
         paper_epsilon,
+        weight_rule,
     )
 
     p = spec["params"]
@@ -328,7 +335,8 @@ def rw_sgd_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     if not edges or count == 0:
         return {}
     u = parts.index(me)
-    S = communicability_sparse(len(parts), edges, u, int(p["T"]), str(p.get("weights", "coded")))
+    S = communicability_sparse(len(parts), edges, u, int(p["T"]),
+                               weight_rule(p.get("weights", "coded")))
     S = known_sender(S, u, neighbour_lists(len(parts), edges))
     eps = paper_epsilon(S, count, float(p["sigma"]) / charged_sensitivity(p), float(p["delta"]),
                         cap="c1")

@@ -167,10 +167,7 @@ def _check_node(name: str, value: Any, n: int) -> int:
 
 def _node_set(name: str, nodes: int | Iterable[int], n: int) -> tuple[int, ...]:
     """A non-empty sorted tuple of distinct node indices (a single int is accepted)."""
-    if isinstance(nodes, (int, np.integer)) and not isinstance(nodes, bool):
-        items: list[Any] = [nodes]
-    else:
-        items = list(nodes)
+    items: list[Any] = list(nodes) if isinstance(nodes, Iterable) else [nodes]
     if not items:
         raise ValueError(f"{name} must contain at least one node")
     out = sorted({_check_node(name, x, n) for x in items})
@@ -656,8 +653,8 @@ def realised_schedule(
     for edges in edges_per_round:
         E = _undirected_edges(nn, edges)
         if E not in cache:
-            rational = _metropolis_rational(nn, E)
-            cache[E] = (_csr_of_rational(nn, rational), rational)
+            fresh = _metropolis_rational(nn, E)
+            cache[E] = (_csr_of_rational(nn, fresh), fresh)
         M, rational = cache[E]
         Es.append(E)
         mats.append(M)
@@ -1668,9 +1665,9 @@ def _lift_null_space(
                 y[i] = y.get(i, Fraction(0)) + w * xj
         z: dict[int, Fraction] = {}
         for i, yi in y.items():
-            k = free_pos.get(i)
-            if k is not None and yi != 0:
-                for c, v in vecs[k].items():
+            pos = free_pos.get(i)
+            if pos is not None and yi != 0:
+                for c, v in vecs[pos].items():
                     z[c] = z.get(c, Fraction(0)) + yi * v
         if any(y.get(c, 0) != z.get(c, 0) for c in set(y) | set(z)):
             return None

@@ -38,6 +38,15 @@ from netdp_node.privacy.composition import DEFAULT_ORDERS, gaussian_rdp, rdp_to_
 WeightRule = Literal["coded", "paper"]
 
 
+def weight_rule(value: object) -> WeightRule:
+    """A job's `weights` parameter as a WeightRule (ValueError for anything else)."""
+    if value == "coded":
+        return "coded"
+    if value == "paper":
+        return "paper"
+    raise ValueError(f"rule must be 'coded' or 'paper', got {value!r}")
+
+
 def transition_matrix(n: int, edges: Iterable[tuple[int, int]],
                       rule: WeightRule = "coded") -> np.ndarray:
     """Symmetric doubly-stochastic W on the undirected graph ({0..n−1}, edges): off-diagonal

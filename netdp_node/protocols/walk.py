@@ -892,7 +892,7 @@ class RandomWalkSgd(WalkSgd):
                                  f"{ctx.params['dim']} numbers per node, got {np.size(data)}")
             data = np.append(np.asarray(data, dtype=np.float64).reshape(-1), 1.0)
         super().__init__(ctx, data, rng, contribute)
-        from netdp_node.privacy.random_walk import transition_row
+        from netdp_node.privacy.random_walk import transition_row, weight_rule
 
         self.burn_in = int(ctx.params.get("burn_in", 0))
         self.T += self.burn_in  # the token walks burn_in steps, then T update steps
@@ -902,7 +902,7 @@ class RandomWalkSgd(WalkSgd):
         if not edges:
             raise ValueError("rw-sgd needs the job's graph (edges)")
         cols, probs = transition_row(self.n, edges, index[ctx.me],
-                                     str(ctx.params.get("weights", "coded")))
+                                     weight_rule(ctx.params.get("weights", "coded")))
         self.row = [(self.ids[c], p) for c, p in zip(cols, probs) if p > 0]
 
     def _may_contribute(self, sender: str | None, nxt: str) -> bool:

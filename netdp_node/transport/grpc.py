@@ -132,7 +132,7 @@ class Unauthorized(Exception):
 def caller_identity(context: grpc.aio.ServicerContext) -> PeerIdentity:
     """The verified identity of the caller, from the certificate of the TLS session."""
     auth = context.auth_context()
-    pems = auth.get("x509_pem_cert") or []
+    pems = list(auth.get("x509_pem_cert") or [])
     if not pems:
         raise Unauthorized(grpc.StatusCode.UNAUTHENTICATED, "no client certificate")
     try:
@@ -460,6 +460,8 @@ class Link:
                 ack = await call.read()
                 if ack is grpc.aio.EOF:
                     raise ConnectionError("stream closed by peer")
+                if not isinstance(ack, peer_pb2.Ack):
+                    raise ConnectionError(f"unexpected {type(ack).__name__} on the ack stream")
                 self._on_ack(ack, loop)
 
         async def watchdog() -> None:
@@ -476,7 +478,7 @@ class Link:
                  asyncio.ensure_future(watchdog())}
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            errors = [t.exception() for t in done if not t.cancelled() and t.exception()]
+            errors = [e for t in done if not t.cancelled() and (e := t.exception()) is not None]
             # the reader's error carries the peer's status; prefer it to the writer's
             errors.sort(key=lambda e: not isinstance(e, grpc.aio.AioRpcError))
             if errors:
