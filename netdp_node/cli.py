@@ -224,15 +224,12 @@ def cmd_job(a: argparse.Namespace) -> int:
 
     async def main() -> int:
         if a.job_cmd == "submit" and a.check:
-            c = None
-        else:
-            c = BootstrapClient(a.bootstrap, load_identity(a.certs))
+            print(f"ok: would submit {a.algorithm} with {dict(a.param or [])} to "
+                  f"{a.bootstrap}; {_check_certs(Path(a.certs))}", file=sys.stderr)
+            return EXIT_OK
+        c = BootstrapClient(a.bootstrap, load_identity(a.certs))
         try:
             if a.job_cmd == "submit":
-                if a.check:
-                    print(f"ok: would submit {a.algorithm} with {dict(a.param or [])} to "
-                          f"{a.bootstrap}; {_check_certs(Path(a.certs))}", file=sys.stderr)
-                    return EXIT_OK
                 if a.wait_nodes:
                     await wait_nodes(c, a.wait_nodes, a.wait or 300.0)
                 import grpc
@@ -276,8 +273,7 @@ def cmd_job(a: argparse.Namespace) -> int:
                 return EXIT_TIMEOUT if a.wait else EXIT_FAIL
             raise ConfigError("unknown job command")
         finally:
-            if c is not None:
-                await c.close()
+            await c.close()
 
     return asyncio.run(main())
 

@@ -110,7 +110,7 @@ def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
     if a.algorithm.startswith("muffliato"):
         # a ring (hypercube when n is a power of two); σ for a mean loss (eq. 7) of ε at δ
         graph = "hypercube" if n & (n - 1) == 0 and n >= 4 else "ring"
-        params = {"graph": graph, "clip": a.clip, "delta": a.delta,
+        params: dict[str, Any] = {"graph": graph, "clip": a.clip, "delta": a.delta,
                   "epsilon": 1.0 if a.epsilon is None else a.epsilon}
         if a.algorithm == "muffliato" and a.steps:
             params["T"] = a.steps
@@ -132,7 +132,7 @@ def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
         return params
     sgd = a.algorithm in ("walk-sgd", "rw-sgd")
     T = a.steps or (25 * n if sgd else 10 * n)
-    params: dict[str, Any] = {"T": T, "delta": a.delta, "custody_timeout_s": 60.0}
+    params = {"T": T, "delta": a.delta, "custody_timeout_s": 60.0}
     if a.epsilon is not None:
         params["epsilon"] = a.epsilon
     if a.algorithm == "walk-sum":
@@ -422,7 +422,7 @@ def _walk_histogram_outcome(summary: dict[str, Any], data: DemoData,
 
 def _walk_sgd_outcome(a: argparse.Namespace, n: int, p: dict[str, Any], data: DemoData,
                       value: np.ndarray) -> dict[str, Any]:
-    from netdp_node.baselines import local_sgd_sigma, sgd_walk
+    from netdp_node.baselines import Mode, local_sgd_sigma, sgd_walk
     from netdp_node.privacy.network_dp_walk import bassily_central_sigma
     from netdp_node.protocols.walk import logistic_accuracy
 
@@ -433,7 +433,8 @@ def _walk_sgd_outcome(a: argparse.Namespace, n: int, p: dict[str, Any], data: De
     sig_loc = local_sgd_sigma(p["cap"], eps, delta, lip)
     sig_cen = bassily_central_sigma(n, T, eps, delta, lip)
     base = {}
-    for mode, sig in (("local", sig_loc), ("central", sig_cen)):
+    by_mode: tuple[tuple[Mode, float], ...] = (("local", sig_loc), ("central", sig_cen))
+    for mode, sig in by_mode:
         accs = [logistic_accuracy(sgd_walk(users, T, sig, p["eta"], lip, mode,
                                            np.random.default_rng([a.seed or 0, r]),
                                            cap=p["cap"], per_example=True).w,

@@ -63,7 +63,7 @@ def run(name: str, args: Any) -> dict[str, Any]:
                 off = np.concatenate([a.losses[~np.eye(n, dtype=bool)] for a in audits])
                 off = off[np.isfinite(off)]
                 ldp = np.concatenate([a.ldp for a in audits])
-                row = {"n": n, "epsilon0": eps0, "paper_compatible": paper,
+                row: dict[str, Any] = {"n": n, "epsilon0": eps0, "paper_compatible": paper,
                        "ndp_mean": float(off.mean()), "ndp_min": float(off.min()),
                        "ndp_max": float(off.max()), "ldp_mean": float(ldp.mean()),
                        "ldp_min": float(ldp.min()), "ldp_max": float(ldp.max())}

@@ -251,7 +251,7 @@ def gopa_view(n: int, edges: np.ndarray, corrupted: np.ndarray, published: np.nd
     for v in np.flatnonzero(published & ~corr):
         r = np.zeros(len(honest) + len(hh))
         r[pos[int(v)]] = 1.0
-        for e in np.flatnonzero((edges == v).any(axis=1)):
+        for e in np.flatnonzero((edges == v).any(axis=1)).tolist():
             if e in col:
                 r[col[e]] = 1.0 if edges[e, 0] == v else -1.0
         rows.append(r)
@@ -331,7 +331,7 @@ def run_fig4(args: Any) -> dict[str, Any]:
     drops = (0.0, 0.3) if quick else (0.0, 0.1, 0.2, 0.3)
     configs = ((1, 6),) if quick else ((1, 10), (1, 20), (2, 10))
     rng = np.random.default_rng(12345)
-    table = []
+    table: list[dict[str, Any]] = []
     cal_inc: dict[tuple[int, int, float], ia.Calibration] = {}
     for k, T in configs:
         for drop in drops:
