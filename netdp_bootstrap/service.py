@@ -69,7 +69,7 @@ def generic_handler(service: BootstrapService) -> grpc.GenericRpcHandler:
     not the method's request message are INVALID_ARGUMENT, naming the message (grpc's own decoding
     answers UNKNOWN)."""
     desc = bootstrap_pb2.DESCRIPTOR.services_by_name["Bootstrap"]
-    handlers = {}
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
     for m in desc.methods:
         handlers[m.name] = grpc.unary_unary_rpc_method_handler(
             _decoding(getattr(service, m.name), message_factory.GetMessageClass(m.input_type)),

@@ -364,10 +364,12 @@ def _grid(ids: tuple[str, ...], params: dict[str, Any]) -> TopologyGraph:
                 f"grid cannot lay out {n} nodes (a prime) as a 2-D grid; use a composite number "
                 f"of nodes, or pass rows=1, cols={n} for a path"
             )
-    elif rows is None:
+    elif cols is not None and rows is None:
         rows = _divide(n, cols, "cols")
-    elif cols is None:
+    elif rows is not None and cols is None:
         cols = _divide(n, rows, "rows")
+    if rows is None or cols is None:  # pragma: no cover - the branches above set both
+        raise AssertionError("grid: rows and cols unresolved")
     if rows * cols != n:
         raise ValueError(f"grid rows*cols = {rows}*{cols} = {rows * cols} != {n} nodes")
     g = nx.grid_2d_graph(rows, cols)
@@ -461,9 +463,13 @@ def _from_nx(
     if nx.number_of_selfloops(g):  # pragma: no cover - generators above never make them
         raise ValueError(f"{kind} graph has self-loops")
     directed = g.is_directed()
-    connected = nx.is_weakly_connected(g) if directed else nx.is_connected(g)
+    if isinstance(g, nx.DiGraph):
+        connected = nx.is_weakly_connected(g)
+        parts = list(nx.weakly_connected_components(g)) if not connected else []
+    else:
+        connected = nx.is_connected(g)
+        parts = list(nx.connected_components(g)) if not connected else []
     if not connected:
-        parts = (nx.weakly_connected_components if directed else nx.connected_components)(g)
         sizes = sorted((len(c) for c in parts), reverse=True)
         isolated = [v for v in ids if g.degree(v) == 0]
         detail = ""

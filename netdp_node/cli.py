@@ -14,7 +14,8 @@
     netdp reproduce NAME            the papers' experiments (JSON + PNG; `netdp reproduce list`)
 
 Exit codes: 0 success; 1 runtime failure (a job failed, a peer refused); 2 usage or configuration
-error; 3 certificate / security error; 4 ledger error; 5 timeout; 70 crash injected by --fault-crash-*; 130 interrupted (Ctrl-C).
+error; 3 certificate / security error; 4 ledger error; 5 timeout; 70 crash injected by
+--fault-crash-*; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -294,15 +295,12 @@ def cmd_job(a: argparse.Namespace) -> int:
             parts = a.participants.split(",") if a.participants else None
             _check_job_params(a.algorithm, dict(a.param or []), len(parts) if parts else None)
         if a.job_cmd == "submit" and a.check:
-            c = None
-        else:
-            c = BootstrapClient(a.bootstrap, load_identity(a.certs))
+            print(f"ok: would submit {a.algorithm} with {dict(a.param or [])} to "
+                  f"{a.bootstrap}; {_check_certs(Path(a.certs))}", file=sys.stderr)
+            return EXIT_OK
+        c = BootstrapClient(a.bootstrap, load_identity(a.certs))
         try:
             if a.job_cmd == "submit":
-                if a.check:
-                    print(f"ok: would submit {a.algorithm} with {dict(a.param or [])} to "
-                          f"{a.bootstrap}; {_check_certs(Path(a.certs))}", file=sys.stderr)
-                    return EXIT_OK
                 if a.wait_nodes:
                     await wait_nodes(c, a.wait_nodes, a.wait or 300.0)
                 import grpc  # lazy: start-up cost
@@ -354,8 +352,7 @@ def cmd_job(a: argparse.Namespace) -> int:
                 return EXIT_TIMEOUT if a.wait else EXIT_FAIL
             raise ConfigError("unknown job command")
         finally:
-            if c is not None:
-                await c.close()
+            await c.close()
 
     return asyncio.run(main())
 

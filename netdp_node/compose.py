@@ -188,7 +188,7 @@ def services(nodes: int, topology: str, rounds: int, faults: list[str], image: s
         # a restart re-attaches to the same job (fixed --job-id): it never spends budget again
         "restart": "on-failure:3",
     }
-    volumes = {"pki": {}, "bootstrap-state": {}, "results": {},
+    volumes: dict[str, dict[str, Any]] = {"pki": {}, "bootstrap-state": {}, "results": {},
                **{f"ledger-{nid}": {} for nid in ids}}
     return {"name": "netdp", "services": svc, "volumes": volumes}
 

@@ -14,6 +14,7 @@ import logging
 import signal
 import time
 import zlib
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,8 +101,8 @@ class NodeDaemon:
                     self.node_id, job_id, NOT_PRIVATE)
         return np.random.default_rng([self.cfg.seed, zlib.crc32(job_id.encode())])
 
-    def _spawn(self, coro: object) -> None:
-        t = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        t = asyncio.ensure_future(coro)
         self._bg.add(t)
         t.add_done_callback(self._bg.discard)
 

@@ -131,7 +131,7 @@ def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
     if a.algorithm.startswith("muffliato"):
         # a ring (hypercube when n is a power of two); σ for a mean loss (eq. 7) of ε at δ
         graph = "hypercube" if n & (n - 1) == 0 and n >= 4 else "ring"
-        params = {"graph": graph, "clip": a.clip, "delta": a.delta,
+        params: dict[str, Any] = {"graph": graph, "clip": a.clip, "delta": a.delta,
                   "epsilon": 1.0 if a.epsilon is None else a.epsilon}
         if a.algorithm == "muffliato" and a.steps:
             params["T"] = a.steps
@@ -153,7 +153,7 @@ def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
         return params
     sgd = a.algorithm in ("walk-sgd", "rw-sgd")
     T = a.steps or (25 * n if sgd else 10 * n)
-    params: dict[str, Any] = {"T": T, "delta": a.delta, "custody_timeout_s": 60.0}
+    params = {"T": T, "delta": a.delta, "custody_timeout_s": 60.0}
     if a.epsilon is not None:
         params["epsilon"] = a.epsilon
     if a.algorithm == "walk-sum":
@@ -466,7 +466,8 @@ def _walk_sgd_outcome(a: argparse.Namespace, n: int, p: dict[str, Any], data: De
     sig_loc = local_sgd_sigma(p["cap"], eps, delta, lip)
     sig_cen = bassily_central_sigma(n, T, eps, delta, lip)
     base = {}
-    for mode, sig in (("local", sig_loc), ("central", sig_cen)):
+    by_mode: tuple[tuple[Mode, float], ...] = (("local", sig_loc), ("central", sig_cen))
+    for mode, sig in by_mode:
         accs = [logistic_accuracy(sgd_walk(users, T, sig, p["eta"], lip, mode,
                                            np.random.default_rng([a.seed or 0, r]),
                                            cap=p["cap"], per_example=True).w,
@@ -549,7 +550,8 @@ def render(res: dict[str, Any]) -> str:
             f"{len(res['final'])} parties online at T: {', '.join(res['final'])})",
             f"  truth     {np.round(res['truth'], 4).tolist()}  (mean of every node's value)",
             f"  error     {res['abs_error']:.4f}   central DP at the audited ε of sampled "
-            f"adversaries (ε={res['epsilon_execution']:.3g}, not a guarantee): std {res['central_dp_std'] or float('nan'):.4f}"
+            f"adversaries (ε={res['epsilon_execution']:.3g}, not a guarantee): "
+            f"std {res['central_dp_std'] or float('nan'):.4f}"
             f"; at the target ε={res['epsilon_target']:g}: {res['central_dp_std_target']:.4f}",
             f"  noise of the estimate: from η std {res['std_from_eta']:.4f}, from the correlated "
             f"noise the leavers took away std {res['uncancelled_noise_std']:.4f} "

@@ -1,9 +1,63 @@
-"""Job graphs shared by every layer: the complete graph's edges, implied rather than listed."""
+"""Graphs, the one place the engines, the accountants and the experiments take them from: graphs on
+nodes 0..n−1 and their Metropolis gossip weights (edges as (i, j) index pairs, i < j), and a job's
+complete graph over participant ids, implied rather than listed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from fractions import Fraction
 from typing import Any
+
+
+def ring_edges(n: int) -> list[tuple[int, int]]:
+    """The cycle 0 − 1 − … − (n−1) − 0, sorted (one edge for n = 2, none for n = 1)."""
+    return sorted({(min(i, (i + 1) % n), max(i, (i + 1) % n)) for i in range(n)
+                   if i != (i + 1) % n})
+
+
+def complete_edges(n: int) -> list[tuple[int, int]]:
+    """Every pair i < j, in lexicographic order."""
+    return [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+
+def hypercube_edges(n: int) -> list[tuple[int, int]]:
+    """The hypercube on n = 2^m nodes: i ~ j iff their labels differ in one bit, ordered by i and
+    then by the bit flipped.
+
+    Raises:
+        ValueError: n is not a power of two.
+    """
+    m = n.bit_length() - 1
+    if n < 1 or n != 1 << m:
+        raise ValueError(f"a hypercube needs a power-of-two number of nodes, got {n}")
+    return [(i, i ^ (1 << b)) for i in range(n) for b in range(m) if i < i ^ (1 << b)]
+
+
+def metropolis_fractions(n: int, edges: Iterable[tuple[int, int]],
+                         degree_edges: Iterable[tuple[int, int]] | None = None,
+                         ) -> dict[tuple[int, int], Fraction]:
+    """Exact Metropolis weights `W_vw = 1/(1 + max(d_v, d_w))` on `edges` (both (v, w) and
+    (w, v)), and `W_vv = 1 − Σ_w W_vw` on the diagonal, as {(i, j): Fraction}.
+
+    The degrees d are those of `degree_edges` (default: `edges` itself); Muffliato's engine weighs
+    the realised edges of a round by the degrees of the planned (public) graph. Each edge must be
+    listed once (in either orientation)."""
+    edge_list = list(edges)
+    d = [0] * n
+    for a, b in (edge_list if degree_edges is None else degree_edges):
+        d[a] += 1
+        d[b] += 1
+    weights: dict[tuple[int, int], Fraction] = {}
+    diag = [Fraction(1)] * n
+    for a, b in edge_list:
+        w = Fraction(1, 1 + max(d[a], d[b]))
+        weights[(a, b)] = w
+        weights[(b, a)] = w
+        diag[a] -= w
+        diag[b] -= w
+    for v in range(n):
+        weights[(v, v)] = diag[v]
+    return weights
 
 
 class CompleteEdges(Sequence[tuple[str, str]]):

@@ -28,7 +28,7 @@ def result_summary(reply: bootstrap_pb2.GetResultReply) -> dict[str, Any]:
     reported = {r.node_id: r for r in reply.results}
     outputs = [tensor_to_ndarray(r.output) for r in reply.results if r.HasField("output")]
     value = outputs[0] if outputs else None
-    agree = all(np.array_equal(o, value) for o in outputs) if outputs else False
+    agree = bool(outputs) and all(np.array_equal(o, outputs[0]) for o in outputs)
     failed = {n: r.detail for n, r in reported.items() if r.state == "failed"}
     missing = [p for p in participants if p not in reported]
     state = "failed" if failed else ("done" if not missing else "running")

@@ -337,7 +337,8 @@ class Ledger:
         self._staged.append(step)
         for e in step.entries:
             if e.direction == "received":
-                self._staged_received[(e.job_id, *_identity(e))] = (e.digest, step)
+                key = (e.job_id, *_identity(e))
+                self._staged_received[key] = (e.digest, step)
         if not defer:
             self.flush_soon()
         elif self._deferred is None:
@@ -390,9 +391,9 @@ class Ledger:
                 except LedgerError as e:
                     errors.append(e)
         for step, err in zip(batch, errors):
-            for e in step.entries:
-                if e.direction == "received":
-                    self._staged_received.pop((e.job_id, *_identity(e)), None)
+            for entry in step.entries:
+                if entry.direction == "received":
+                    self._staged_received.pop((entry.job_id, *_identity(entry)), None)
             loop = step.loop
             if loop is None or loop.is_closed():
                 continue  # (a ledger closed after its event loop: the steps are written all the same)
@@ -439,11 +440,11 @@ class Ledger:
         except sqlite3.Error as e:
             raise LedgerError(f"ledger write failed ({self.path}): {e}") from e
         for step in steps:
-            for e in step.entries:  # committed: the duplicate index learns the received ones
-                if e.direction == "received":
-                    index = self._received.get(e.job_id)
+            for entry in step.entries:  # committed: the duplicate index learns the received ones
+                if entry.direction == "received":
+                    index = self._received.get(entry.job_id)
                     if index is not None:
-                        index[_identity(e)] = e.digest
+                        index[_identity(entry)] = entry.digest
 
     def _write_step(self, db: sqlite3.Connection, step: _Step, now: float) -> None:
         entries, job_update, keep, drop = step.entries, step.job_update, step.keep, step.drop

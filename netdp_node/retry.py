@@ -19,7 +19,7 @@ class Backoff:
     multiplier: float = 2.0
     give_up_after: float = 30.0  # seconds since the first attempt; <= 0: never give up
 
-    def delays(self, rng: random.Random | None = None) -> "BackoffIter":
+    def delays(self, rng: random.Random | None = None) -> BackoffIter:
         return BackoffIter(self, rng or random.Random())
 
 

@@ -115,7 +115,7 @@ class NotRun(Engine):
         self.done = False
 
 
-class JobLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+class JobLog(logging.LoggerAdapter):
     """Every log line names the node and the job."""
 
     def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
@@ -308,8 +308,7 @@ class JobRunner:
             self._send(s)
         for a in actions:
             if isinstance(a, SetTimer):
-                asyncio.get_running_loop().call_later(
-                    a.delay, lambda n=a.name: self._spawn(self.on_timer(n)))
+                asyncio.get_running_loop().call_later(a.delay, self._fire_timer, a.name)
         if output is not None:
             self.output = output
             self.state = "done"
@@ -318,6 +317,9 @@ class JobRunner:
             self.log.info("finished: result released to this node")
             self.finished.set()
             self.node.notify_finished(self)
+
+    def _fire_timer(self, name: str) -> None:
+        self._spawn(self.on_timer(name))
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         t = asyncio.ensure_future(coro)

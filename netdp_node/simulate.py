@@ -326,7 +326,8 @@ def walk_audit_dict(holders: np.ndarray, n: int, algorithm: str, params: Mapping
     if algorithm not in ("walk-sum", "walk-histogram"):
         raise ValueError(f"the walk-conditional audit covers walk-sum and walk-histogram, not "
                          f"{algorithm}")
-    mode = "gaussian" if algorithm == "walk-sum" else "histogram"
+    mode: Literal["gaussian", "histogram"] = (
+        "gaussian" if algorithm == "walk-sum" else "histogram")
     a = audit_walk(holders, n, float(params["epsilon0"]), float(params["delta"]), mode=mode,
                    paper_compatible=paper_compatible)
     return {"algorithm": algorithm, "n": n, "T": int(len(holders)), "mode": mode,

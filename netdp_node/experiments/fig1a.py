@@ -66,9 +66,9 @@ def run(name: str, args: Any) -> dict[str, Any]:
         ours = curves(n)
         spec_check.append({"n": n, **{k: {"ours": ours[k], "spec": v} for k, v in zip(KEYS, vals)}})
     crossover = {}
-    for lbl, (l, m) in {"code": ("ldp_code", "ndp_code"), "paper": ("ldp_paper", "ndp_paper"),
-                        "fixed": ("ldp_fixed", "ndp_fixed")}.items():
-        crossover[lbl] = next(n for n in range(2, 1000) if curves(n)[m] < curves(n)[l])
+    for lbl, (ldp, ndp) in {"code": ("ldp_code", "ndp_code"), "paper": ("ldp_paper", "ndp_paper"),
+                            "fixed": ("ldp_fixed", "ndp_fixed")}.items():
+        crossover[lbl] = next(n for n in range(2, 1000) if curves(n)[ndp] < curves(n)[ldp])
     return {
         "params": {"epsilon0": EPS0, "delta": DELTA, "T": "100 n", "grid": "logspace(0, 10, 30)"},
         "rows": rows, "spec_check": spec_check, "crossover": crossover,

@@ -12,7 +12,7 @@ in paper-compatible mode, which reproduces the authors' code and is what §4.5 t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -49,7 +49,8 @@ def engine_walk(n: int, T: int, seed: int) -> np.ndarray:
 
 
 def run(name: str, args: Any) -> dict[str, Any]:
-    mode = "histogram" if name.endswith("fig3") else "gaussian"
+    mode: Literal["gaussian", "histogram"] = (
+        "histogram" if name.endswith("fig3") else "gaussian")
     runs = int(getattr(args, "runs", 0) or 10)
     ns = NS if not getattr(args, "quick", False) else (5, 10, 20)
     rows = []
@@ -62,7 +63,7 @@ def run(name: str, args: Any) -> dict[str, Any]:
                 off = np.concatenate([a.losses[~np.eye(n, dtype=bool)] for a in audits])
                 off = off[np.isfinite(off)]
                 ldp = np.concatenate([a.ldp for a in audits])
-                row = {"n": n, "epsilon0": eps0, "paper_compatible": paper,
+                row: dict[str, Any] = {"n": n, "epsilon0": eps0, "paper_compatible": paper,
                        "ndp_mean": float(off.mean()), "ndp_min": float(off.min()),
                        "ndp_max": float(off.max()), "ldp_mean": float(ldp.mean()),
                        "ldp_min": float(ldp.min()), "ldp_max": float(ldp.max())}

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from netdp_node.baselines import local_sgd_sigma, logistic_objective, sgd_walk
+from netdp_node.baselines import Mode, Order, local_sgd_sigma, logistic_objective, sgd_walk
 from netdp_node.datasets import learning_split
 from netdp_node.privacy.network_dp_walk import bassily_central_sigma
 from netdp_node.protocols import get_algorithm
@@ -51,7 +51,7 @@ def _sigmas(variant: str, eps: float) -> tuple[dict[str, float], float]:
 
 
 def _tune_eta(users: list[tuple[np.ndarray, np.ndarray]], steps: int, sigma: float, lip: float,
-              method: str, cap: int, X_obj: np.ndarray, y_obj: np.ndarray, eps: float,
+              method: Mode, cap: int, X_obj: np.ndarray, y_obj: np.ndarray, eps: float,
               runs: int) -> float:
     """The η of ETA_GRID with the lowest mean final training objective over `runs` tuning runs
     (seeds disjoint from the reported runs)."""
@@ -91,9 +91,10 @@ def run(name: str, args: Any) -> dict[str, Any]:
     for variant in ("code", "theorem"):
         for eps in (10.0, 1.0):
             sig, lip = _sigmas(variant, eps)
-            for method in ("central", "local", "network"):
+            methods: tuple[Mode, ...] = ("central", "local", "network")
+            for method in methods:
                 cap = 0 if method == "central" else CAP
-                order = "code" if variant == "code" else "theorem"
+                order: Order = "code" if variant == "code" else "theorem"
                 eta = ETA[method]
                 if variant == "theorem":
                     eta = _tune_eta(users, steps, sig[method], lip, method, cap, X_obj, y_obj,

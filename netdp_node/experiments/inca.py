@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.graphs import hypercube_edges
 from netdp_node.privacy import inca_audit as ia
 from netdp_node.privacy.pndp_gossip import chebyshev_gamma, gossip_rounds, sigma_for_mean_dp
 
@@ -84,10 +85,9 @@ def muffliato_mse(n: int, runs: int, rng: np.random.Generator) -> dict[str, Any]
         if T_new == T:
             break
         T = T_new
-    idx = np.arange(n)
     W = np.eye(n)
-    for b in range(d):
-        W[idx, idx ^ (1 << b)] = 1.0
+    for a, b in hypercube_edges(n):
+        W[a, b] = W[b, a] = 1.0
     W /= d + 1
     g = chebyshev_gamma(lam)
     errs = []
@@ -116,7 +116,7 @@ def run_fig2(args: Any) -> dict[str, Any]:
         n_h = n - int(round(rho * n))
         views, rank_ok, strong, lim = [], 0, 0, 0.0
         pairs = []
-        for s in range(samples):
+        for _ in range(samples):
             ex = ia.make_execution(n, k, T, seed=int(rng.integers(2**31)))
             adv = _adversary(ex, kind, frac, rng)
             e = ia.explain(ex, **adv)
@@ -252,7 +252,7 @@ def gopa_view(n: int, edges: np.ndarray, corrupted: np.ndarray, published: np.nd
     for v in np.flatnonzero(published & ~corr):
         r = np.zeros(len(honest) + len(hh))
         r[pos[int(v)]] = 1.0
-        for e in np.flatnonzero((edges == v).any(axis=1)):
+        for e in np.flatnonzero((edges == v).any(axis=1)).tolist():
             if e in col:
                 r[col[e]] = 1.0 if edges[e, 0] == v else -1.0
         rows.append(r)
@@ -332,7 +332,7 @@ def run_fig4(args: Any) -> dict[str, Any]:
     drops = (0.0, 0.3) if quick else (0.0, 0.1, 0.2, 0.3)
     configs = ((1, 6),) if quick else ((1, 10), (1, 20), (2, 10))
     rng = np.random.default_rng(12345)
-    table = []
+    table: list[dict[str, Any]] = []
     cal_inc: dict[tuple[int, int, float], ia.Calibration] = {}
     for k, T in configs:
         for drop in drops:

@@ -33,6 +33,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import eigsh
 
 from netdp_node.privacy.pndp_gossip import chebyshev_gamma
+from netdp_node.protocols.walk import logistic_coefficients
 
 __all__ = [
     "GdResult",
@@ -181,7 +182,7 @@ def chebyshev_gossip(W: Any, x0: np.ndarray, T: int, gamma: float | None = None,
     Returns x^T, or with `record=True` the list `[x^0, …, x^T]` (the messages of round t are x^t).
     """
     x = np.asarray(x0, dtype=np.float64)
-    prev = np.zeros_like(x) if x_minus1_zero else None
+    prev = np.zeros_like(x)  # x^{−1}: read only with x_minus1_zero (otherwise x^1 = W x^0)
     out = [x] if record else None
     for t in range(int(T)):
         wx = W @ x
@@ -221,7 +222,7 @@ def logistic_gradients(theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.nd
     Returns (n, d)."""
     th = np.broadcast_to(np.asarray(theta, dtype=np.float64), (X.shape[0], X.shape[2]))
     margin = y * np.einsum("nmd,nd->nm", X, th)
-    coef = -y * 0.5 * (1.0 - np.tanh(0.5 * margin))  # −y·sigmoid(−margin), overflow-free
+    coef = logistic_coefficients(margin, y)
     return np.einsum("nm,nmd->nd", coef, X) / X.shape[1]
 
 

@@ -31,6 +31,7 @@ import numpy as np
 from scipy.sparse.csgraph import shortest_path
 
 from netdp_node.experiments.muffliato_common import gap_2, gap_def2, metropolis_csr, t_mix
+from netdp_node.graphs import hypercube_edges
 from netdp_node.privacy.pndp_gossip import (
     chebyshev_gamma,
     clip_to_ldp,
@@ -72,7 +73,7 @@ def graphs(quick: bool) -> dict[str, tuple[int, list[tuple[int, int]]]]:
     """The four graphs as (n, edges); `quick`: the same families at n ≈ 128."""
     m, side, n_rand, radius = (7, 11, 128, 0.2) if quick else (11, 45, 2048, 0.07)
     n_cube = 1 << m
-    cube = [(i, i ^ (1 << k)) for i in range(n_cube) for k in range(m) if i < i ^ (1 << k)]
+    cube = hypercube_edges(n_cube)
     state = random.getstate()
     random.seed(0)
     try:
@@ -194,12 +195,12 @@ def compare(g: dict[str, Any]) -> dict[str, Any]:
         cmp["outgoing_code"][name] = [
             {"k": k, "ours": at(name, "paper_out_code", k), "spec": list(v)}
             for k, v in table.items()]
-    for name, table in SPEC_JV.items():
+    for name, jv_table in SPEC_JV.items():
         cmp["joint_view"][name] = [
             {"k": k, "ours": at(name, "joint_view_in", k), "spec": v,
              **({"known_exact": KNOWN_JV_ER[k]} if name == "erdos_renyi" else {}),
              "paper_in_thm1": at(name, "paper_in_thm1", k).get("mean")}
-            for k, v in table.items()]
+            for k, v in jv_table.items()]
     return cmp
 
 

@@ -127,7 +127,7 @@ def plot(res: dict[str, Any], path: Any) -> None:
     fig, axes = plt.subplots(2, len(names), figsize=(3.2 * len(names), 6.2))
     for j, gname in enumerate(names):
         r = res["graphs"][gname]
-        g = nx.Graph()
+        g: nx.Graph[int] = nx.Graph()
         g.add_nodes_from(range(r["n"]))
         g.add_edges_from(r["edge_list"])
         pos = nx.spring_layout(g, seed=1)

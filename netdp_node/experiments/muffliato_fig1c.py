@@ -28,7 +28,7 @@ steps, i.e. 1 on this scale.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -40,8 +40,9 @@ ITERATIONS, TRIALS = 10, 10
 SPEC_HIST = {2000: {"mean": 0.29, "median": 0.29, "p90": 0.33, "max": "0.44-0.49"},
              4000: {"mean": 0.175, "median": 0.174, "p90": 0.19, "max": 0.29}}
 SPEC_T = {2000: "28-37", 4000: "33-35"}
-VARIANTS = {"muffliato": ("muffliato", False), "muffliato_code_bug": ("muffliato", True),
-            "central": ("central", False)}
+VARIANTS: dict[str, tuple[Literal["muffliato", "central"], bool]] = {
+    "muffliato": ("muffliato", False), "muffliato_code_bug": ("muffliato", True),
+    "central": ("central", False)}
 
 
 def _accuracy(X_test: np.ndarray, y_test: np.ndarray):

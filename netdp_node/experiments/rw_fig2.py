@@ -43,13 +43,14 @@ from netdp_node.privacy.random_walk import (
     simulate_walks,
     transition_matrix,
 )
+from netdp_node.protocols.walk import logistic_coefficients
 
 N, M, T, DELTA, EPS, CAP, LIP = 2048, 8, 20_000, 1e-6, 1.0, 12, 1.0
 ETA_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 # "as the authors' code ran it" (spec §6.2, §3.4): L = 0.4, their findSigma σ at ε = 1 (absolute
 # std; RW from findSigma.net, the complete-graph formula, for every graph), the noisy gradient
 # clipped to L AFTER the noise, their step sizes (local 0.06733333, central and RW 0.03416667)
-CODE = {"clip": 0.4, "sigma": {"central": 6.968208, "local": 46.868738, "rw": 10.983400},
+CODE: dict[str, Any] = {"clip": 0.4, "sigma": {"central": 6.968208, "local": 46.868738, "rw": 10.983400},
         "eta": {"central": 0.03416667, "local": 0.06733333, "rw": 0.03416667}}
 EVERY = 500
 
@@ -90,7 +91,7 @@ def batched_sgd(X: np.ndarray, y: np.ndarray, paths: np.ndarray, sigma_abs: floa
         real = np.ones(R, dtype=bool) if mode == "central" or not cap else counts[ar, h] <= cap
         Xh, yh = X[h], y[h]  # (R, m, d), (R, m)
         margins = yh * np.einsum("rmd,rd->rm", Xh, w)
-        coef = -yh / (1.0 + np.exp(np.clip(margins, -500, 500)))
+        coef = logistic_coefficients(margins, yh)
         g = np.einsum("rm,rmd->rd", coef, Xh) / Xh.shape[1]
         z = rng.normal(0.0, sigma_abs, size=(R, d))
         if mode == "local":
@@ -108,11 +109,11 @@ def batched_sgd(X: np.ndarray, y: np.ndarray, paths: np.ndarray, sigma_abs: floa
             acc.append(np.mean(np.where(w @ split.X_test.T >= 0, 1.0, -1.0) == split.y_test,
                                axis=1))
             obj.append(np.mean(np.logaddexp(0.0, -yo * (w @ Xo.T)), axis=1))
-    A, O = np.array(acc), np.array(obj)
+    A, Obj = np.array(acc), np.array(obj)
     return {"iterations": its, "accuracy_mean": A.mean(axis=1).tolist(),
-            "accuracy_std": A.std(axis=1).tolist(), "objective_mean": O.mean(axis=1).tolist(),
+            "accuracy_std": A.std(axis=1).tolist(), "objective_mean": Obj.mean(axis=1).tolist(),
             "final_accuracy_mean": float(A[-1].mean()), "final_accuracy_std": float(A[-1].std()),
-            "final_objective_mean": float(O[-1].mean())}
+            "final_objective_mean": float(Obj[-1].mean())}
 
 
 def walk_paths(W: np.ndarray | None, n: int, steps: int, runs: int,
@@ -159,12 +160,12 @@ def run(name: str, args: Any) -> dict[str, Any]:
     rows = []
     eta: dict[str, float] = {}
     for i, (method, g, sig, mode, c, meta) in enumerate(plan):
-        W = None if method == "central" else Ws[g]
+        walk_W = None if method == "central" else Ws[g]
         if method not in eta:  # tuned once per method, on its first (complete) graph
-            eta[method] = tune_eta(X, y, W, sig, mode, c, split,
+            eta[method] = tune_eta(X, y, walk_W, sig, mode, c, split,
                                    steps if quick else steps // 2, seed=1000 + i)
         rng = np.random.default_rng([i, 1])
-        paths = walk_paths(W, n, steps, runs, rng)
+        paths = walk_paths(walk_W, n, steps, runs, rng)
         res = batched_sgd(X, y, paths, sig, eta[method], mode, c, rng, split)
         rows.append({"variant": "theorem", "method": method, "graph": g, "sigma_abs": sig,
                      "eta": eta[method], "cap": c, **meta, **res})
@@ -172,9 +173,9 @@ def run(name: str, args: Any) -> dict[str, Any]:
     code_plan = [("central", "complete", "central", 0), ("local", "complete", "local", cap)]
     code_plan += [("rw", g, "network", cap) for g in Ws]
     for i, (method, g, mode, c) in enumerate(code_plan):
-        W = None if method == "central" else Ws[g]
+        walk_W = None if method == "central" else Ws[g]
         rng = np.random.default_rng([i, 2])
-        paths = walk_paths(W, n, steps, runs, rng)
+        paths = walk_paths(walk_W, n, steps, runs, rng)
         res = batched_sgd(X, y, paths, CODE["sigma"][method], CODE["eta"][method], mode, c, rng,
                           split, order="code", clip=CODE["clip"])
         rows.append({"variant": "code", "method": method, "graph": g,

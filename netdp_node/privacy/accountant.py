@@ -53,11 +53,18 @@ from netdp_node.graphs import spec_edges
 
 
 class ViewEntry(Protocol):
-    job_id: str
-    direction: str
-    event: str
-    peer: str
-    params: dict[str, Any]
+    """What the accountants read of a ledger entry (`ledger.Entry` is one; read-only)."""
+
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def direction(self) -> str: ...
+    @property
+    def event(self) -> str: ...
+    @property
+    def peer(self) -> str: ...
+    @property
+    def params(self) -> dict[str, Any]: ...
 
 
 def _others(spec: Mapping[str, Any], me: str) -> list[str]:
@@ -73,7 +80,8 @@ def ring_sum_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     counting the release of the result as v's last observation (spec §1.3 "Final output"), and no
     window holds two of them. Every window holds noise from a user other than v: Algorithm 1's
     schedule for the windows between receptions, and the extra last-step noise of
-    `ring_release_adds_noise` for the final one (the spec's schedule alone leaves it unprotected). So the loss towards each v composes one Gaussian window per real
+    `ring_release_adds_noise` for the final one (the spec's schedule alone leaves it unprotected).
+    So the loss towards each v composes one Gaussian window per real
     contribution the ledger shows (noise-only visits of a declining node cost nothing)."""
     p = spec["params"]
     windows = walk_accountant.real_contributions(entries)
@@ -125,7 +133,8 @@ def ring_histogram_loss(spec: Mapping[str, Any], windows: int) -> PrivacyLoss:
     it does not know (the first window: the pre-loaded blanket; the last: the post-load), a shuffle
     of ε0-LDP randomized responses; the FMT bound gives the window's ε at δ, advanced composition
     over the windows (δ'). Where the FMT condition fails (ε0 > ln((n − 1)/(16 ln(2/δ))), e.g. every
-    ring under about 230 nodes at δ = 1e-6) no amplification is claimed. The better of that and the local-DP composition (k·ε0, or advanced)."""
+    ring under about 230 nodes at δ = 1e-6) no amplification is claimed. The better of that and
+    the local-DP composition (k·ε0, or advanced)."""
     p = spec["params"]
     n, e0, d, dp = len(spec["participants"]), p["epsilon0"], p["delta"], p["delta_prime"]
     if windows == 0:
@@ -305,14 +314,15 @@ def rw_sgd_figures(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: st
     if not edges:
         raise ValueError("the rw-sgd job spec has no graph (edges): the accountant needs W")
     es = list(entries)
-    W = transition_matrix(len(parts), edges, str(p.get("weights", "coded")))
+    W = transition_matrix(len(parts), edges, weight_rule(p.get("weights", "coded")))
     law = _rw_realised_law(spec, es, W, parts)
     if law is None:
         lab = PrivacyLoss(ldp.epsilon, ldp.delta, ldp.method + "; the walk was re-routed "
                           "(custody) at a step this ledger does not record, so the §4.9 "
                           "accountant over the realised law is not computable here", ldp.rdp)
         return {v: lab for v in others}
-    phases, extra = law
+    phases = law[0]
+    extra: dict[Any, list[int]] = law[1]  # gains the groups' entries (tuple keys) below
     R = int(walks or p.get("mc_walks", RW_MC_WALKS))
     seed = int.from_bytes(hashlib.sha256(f"{spec.get('job_id', '')}|{me}".encode()).digest()[:8],
                           "big")
@@ -368,7 +378,8 @@ def rw_sgd_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     if not edges or count == 0:
         return {}
     u = parts.index(me)
-    S = communicability_sparse(len(parts), edges, u, int(p["T"]), str(p.get("weights", "coded")))
+    S = communicability_sparse(len(parts), edges, u, int(p["T"]),
+                               weight_rule(p.get("weights", "coded")))
     S = known_sender(S, u, neighbour_lists(len(parts), edges))
     eps = paper_epsilon(S, count, float(p["sigma"]) / charged_sensitivity(p), float(p["delta"]),
                         cap="c1")

@@ -163,7 +163,8 @@ def _as_orders(orders: Sequence[float]) -> np.ndarray:
     return alphas
 
 
-def rdp_to_dp(orders: Sequence[float], rdp: Sequence[float], delta: float) -> tuple[float, float]:
+def rdp_to_dp(orders: Sequence[float], rdp: Sequence[float] | np.ndarray,
+              delta: float) -> tuple[float, float]:
     """Convert an RDP curve to (ε, δ)-DP at the given δ; returns (ε, best order) (spec §3.0 B7).
 
     Uses the improved conversion of Canonne–Kamath–Steinke 2020 (arXiv:2004.00010, Proposition 12

@@ -462,7 +462,7 @@ class LinearView:
         return int(self.A.shape[0])
 
     @functools.cached_property
-    def pencil(self) -> "_Pencil":
+    def pencil(self) -> _Pencil:
         """The generalised eigendecomposition used by calibration (computed once per view)."""
         return _Pencil.of(self)
 
@@ -699,7 +699,7 @@ class _Pencil:
     C2: np.ndarray
 
     @classmethod
-    def of(cls, view: LinearView) -> "_Pencil":
+    def of(cls, view: LinearView) -> _Pencil:
         from scipy.linalg import eigh  # lazy: start-up cost
 
         if view.rank == 0:
@@ -879,7 +879,7 @@ def unseen_graph(ex: IncaExecution, **adversary: Any) -> Any:
     _, honest = _observed_from(ex, adversary.get("observed"), adversary.get("corrupted"))
     alphas, _ = ex.party_schemes()
     inside = honest & ex.online[ex.T] & (alphas.sum(axis=1) > 0)
-    G = nx.DiGraph()
+    G: nx.DiGraph[int] = nx.DiGraph()
     G.add_nodes_from(int(i) for i in np.flatnonzero(inside))
     for t, j in unseen_delivered(ex, **adversary):
         if not inside[j]:
@@ -1058,6 +1058,8 @@ def party_report(ex: IncaExecution, me: int, threat: dict[str, Any], *, sigma_et
         rank_ok.append(e["rank_condition"]["holds"])
         if worst is None or eps[-1] > eps[worst[0]]:
             worst = (len(eps) - 1, e)
+    if worst is None:
+        raise ValueError("no adversary to sample (samples must be >= 1)")
     w = worst[0]
     return {
         "party": me, "threat": {kind: value if kind in ("eavesdropper", "colluders")

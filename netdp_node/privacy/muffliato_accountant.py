@@ -59,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.graphs import complete_edges, hypercube_edges, metropolis_fractions, ring_edges
 from netdp_node.lazy import lazy_module
 from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.composition import DEFAULT_ORDERS, PrivacyLoss, gaussian_rdp, rdp_to_dp
@@ -93,15 +94,11 @@ def public_graph(params: Mapping[str, Any], n: int, public_seed: int, call: int,
     public parameters, so every node and every accountant compute the same graph."""
     kind = str(params.get("graph", "ring"))
     if kind == "ring":
-        return sorted({(min(i, (i + 1) % n), max(i, (i + 1) % n)) for i in range(n)
-                       if i != (i + 1) % n})
+        return ring_edges(n)
     if kind == "complete":
-        return [(i, j) for i in range(n) for j in range(i + 1, n)]
+        return complete_edges(n)
     if kind == "hypercube":
-        m = n.bit_length() - 1
-        if n != 1 << m:
-            raise ValueError(f"a hypercube needs a power-of-two number of nodes, got {n}")
-        return [(i, i ^ (1 << b)) for i in range(n) for b in range(m) if i < i ^ (1 << b)]
+        return hypercube_edges(n)
     if kind == "topology":
         return sorted({(min(a, b), max(a, b)) for a, b in topology if a != b})
     if kind == "er":
@@ -144,20 +141,7 @@ def _restricted_metropolis(n: int, planned: Sequence[tuple[int, int]],
                            realised: Iterable[tuple[int, int]]) -> dict[tuple[int, int], Fraction]:
     """The engine's weights: Metropolis weights of the planned (public) graph on the realised
     edges, the rest of each row on the diagonal (exact fractions)."""
-    d = [0] * n
-    for a, b in planned:
-        d[a] += 1
-        d[b] += 1
-    rat: dict[tuple[int, int], Fraction] = {}
-    diag = [Fraction(1)] * n
-    for a, b in realised:
-        w = Fraction(1, 1 + max(d[a], d[b]))
-        rat[(a, b)] = rat[(b, a)] = w
-        diag[a] -= w
-        diag[b] -= w
-    for i in range(n):
-        rat[(i, i)] = diag[i]
-    return rat
+    return metropolis_fractions(n, realised, degree_edges=planned)
 
 
 def _csr(n: int, rat: Mapping[tuple[int, int], Fraction]) -> Any:
@@ -267,10 +251,10 @@ def random_schedule(spec: Mapping[str, Any], entries: Iterable[Any],
     reported = {idx[v] for v in reports}
     if not any(e.event == "output" for e in entries):
         return None, "this node has not finished"
-    for a, b in call_graph(spec, 0):
-        if a not in reported and b not in reported:
-            return None, (f"no schedule from {spec['participants'][a]} nor "
-                          f"{spec['participants'][b]}")
+    for i, j in call_graph(spec, 0):
+        if i not in reported and j not in reported:
+            return None, (f"no schedule from {spec['participants'][i]} nor "
+                          f"{spec['participants'][j]}")
     try:
         seq = merge_activations(reports)
     except ValueError as e:

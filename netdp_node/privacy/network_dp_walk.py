@@ -989,7 +989,8 @@ def theorem4_closed(
     n: int, T_u: float, sigma_over_L: float, delta_c: float, *, colluders: int = 1
 ) -> SgdBound:
     """Theorem 4's closed form in σ (App. F step 6, Feldman et al. 2018 Thm 32; spec §3.5, E12):
-    `q = max(2T_u ln n/n, 2 ln(1/δ_c))`, `α = (σ/L) sqrt(ln(1/δ_c)/q)`, `ε_c = 4 sqrt(q ln(1/δ_c))/(σ/L)`.
+    `q = max(2T_u ln n/n, 2 ln(1/δ_c))`, `α = (σ/L) sqrt(ln(1/δ_c)/q)`,
+    `ε_c = 4 sqrt(q ln(1/δ_c))/(σ/L)`.
 
     The derivation needs α > 2 (erratum E12: holds iff ε_c < 2 ln(1/δ_c)); `constrained` is
     reported False and a ValueError is raised when α ≤ 2 — use `theorem4_numeric` then.
@@ -1024,7 +1025,8 @@ def theorem4(
     factor: float = 4.0,
 ) -> SgdBound:
     """Theorem 4 (spec §3.5): Algorithm 4 with per-step noise `σ = sqrt(8 ln(1.25/δ)) L/ε` (the paper
-    asks ε < 1 and δ < 1/2; only σ matters for the RDP proof, so any ε > 0 is accepted) is `(ε', δ + δ̂)`-network DP, with N_u the count bound of Bin(T, 1/n) and
+    asks ε < 1 and δ < 1/2; only σ matters for the RDP proof, so any ε > 0 is accepted) is
+    `(ε', δ + δ̂)`-network DP, with N_u the count bound of Bin(T, 1/n) and
     * `method="closed"`: Eq. 7, `ε' = sqrt(2q ln(1/δ))·ε/sqrt(ln(1.25/δ))`,
       `q = max(2N_u ln n/n, 2 ln(1/δ))`;
     * `method="numeric"`: Lemma 1 + Remark 5 at T_u = N_u (`theorem4_numeric`, δ_c = δ).

@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.graphs import metropolis_fractions
 from netdp_node.lazy import lazy_module
 from netdp_node.privacy.composition import (
     DEFAULT_ORDERS,
@@ -174,10 +175,7 @@ def _check_node(name: str, value: Any, n: int) -> int:
 
 def _node_set(name: str, nodes: int | Iterable[int], n: int) -> tuple[int, ...]:
     """A non-empty sorted tuple of distinct node indices (a single int is accepted)."""
-    if isinstance(nodes, (int, np.integer)) and not isinstance(nodes, bool):
-        items: list[Any] = [nodes]
-    else:
-        items = list(nodes)
+    items: list[Any] = list(nodes) if isinstance(nodes, Iterable) else [nodes]
     if not items:
         raise ValueError(f"{name} must contain at least one node")
     out = sorted({_check_node(name, x, n) for x in items})
@@ -230,18 +228,7 @@ def _degrees(n: int, edges: Iterable[Edge]) -> np.ndarray:
 
 def _metropolis_rational(n: int, edges: frozenset[Edge]) -> dict[tuple[int, int], Fraction]:
     """Exact Metropolis weights as {(i, j): Fraction}, both (i, j) and (j, i), plus the diagonal."""
-    deg = _degrees(n, edges)
-    entries: dict[tuple[int, int], Fraction] = {}
-    diag = [Fraction(1)] * n
-    for a, b in sorted(edges):
-        w = Fraction(1, 1 + int(max(deg[a], deg[b])))
-        entries[(a, b)] = w
-        entries[(b, a)] = w
-        diag[a] -= w
-        diag[b] -= w
-    for v in range(n):
-        entries[(v, v)] = diag[v]
-    return entries
+    return metropolis_fractions(n, sorted(edges))
 
 
 def metropolis_weights(n: int, edges: Iterable[Sequence[int]]) -> np.ndarray:
@@ -674,8 +661,8 @@ def realised_schedule(
     for edges in edges_per_round:
         E = _undirected_edges(nn, edges)
         if E not in cache:
-            rational = _metropolis_rational(nn, E)
-            cache[E] = (_csr_of_rational(nn, rational), rational)
+            fresh = _metropolis_rational(nn, E)
+            cache[E] = (_csr_of_rational(nn, fresh), fresh)
         M, rational = cache[E]
         Es.append(E)
         mats.append(M)
@@ -1686,9 +1673,9 @@ def _lift_null_space(
                 y[i] = y.get(i, Fraction(0)) + w * xj
         z: dict[int, Fraction] = {}
         for i, yi in y.items():
-            k = free_pos.get(i)
-            if k is not None and yi != 0:
-                for c, v in vecs[k].items():
+            pos = free_pos.get(i)
+            if pos is not None and yi != 0:
+                for c, v in vecs[pos].items():
                     z[c] = z.get(c, Fraction(0)) + yi * v
         if any(y.get(c, 0) != z.get(c, 0) for c in set(y) | set(z)):
             return None
@@ -2056,7 +2043,8 @@ def group_leakage(
     enumerated exactly for |U| ≤ 16; for larger groups, or vector inputs (dim > 1, each δ_u in an
     L2 ball, where the vertex argument does not apply), the upper bound
     `min(|U| λ_max(Π_UU), Σ_{u,u'} |Π_uu'|)` is returned. The float margin of `joint_view` is added
-    as `|U|·margin` (`|sᵀ(Π̂ − Π)s| ≤ margin·||s||²`); the result is capped at |U|. Can exceed 1 (up to |U|).
+    as `|U|·margin` (`|sᵀ(Π̂ − Π)s| ≤ margin·||s||²`); the result is capped at |U|. Can exceed 1
+    (up to |U|).
     """
     obs = _node_set("observers", observers, schedule.n)
     U = _node_set("group", group, schedule.n)

@@ -39,6 +39,15 @@ from netdp_node.privacy.composition import DEFAULT_ORDERS, gaussian_rdp, rdp_to_
 WeightRule = Literal["coded", "paper"]
 
 
+def weight_rule(value: object) -> WeightRule:
+    """A job's `weights` parameter as a WeightRule (ValueError for anything else)."""
+    if value == "coded":
+        return "coded"
+    if value == "paper":
+        return "paper"
+    raise ValueError(f"rule must be 'coded' or 'paper', got {value!r}")
+
+
 def transition_matrix(n: int, edges: Iterable[tuple[int, int]],
                       rule: WeightRule = "coded") -> np.ndarray:
     """Symmetric doubly-stochastic W on the undirected graph ({0..n−1}, edges): off-diagonal
@@ -404,7 +413,8 @@ def ring_closed_form(n: int, d: int, T: int | None, kappa: float = 1.0 / 3.0) ->
     """The corrected ring formula of spec §4.4 (the paper's Theorem 5 has the wrong index, a
     spurious factor 2 and cos(πak/n)): lazy ring W = κI + (1 − κ)(P + Pᵀ)/2,
     λ_k = κ + (1 − κ)cos(2πk/n), S_uv(T) = (1/n)[H_T + Σ_{k=1..n−1} cos(2πkd/n) s_T(λ_k)] for
-    ring distance d; with T=None the infinite-horizon L_uv = (1/n) Σ_k cos(2πkd/n)·(−ln((1 − κ)(1 − cos(2πk/n)))) (the code's logW).
+    ring distance d; with T=None the infinite-horizon
+    L_uv = (1/n) Σ_k cos(2πkd/n)·(−ln((1 − κ)(1 − cos(2πk/n)))) (the code's logW).
     Spec: n = 16, κ = 1/3, T = 1000: d = 1 → 1.053194, L_01 = 0.585352."""
     if not 0 <= kappa < 1 or n < 3:
         raise ValueError("kappa in [0, 1) and n >= 3 are required")

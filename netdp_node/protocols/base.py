@@ -35,7 +35,7 @@ import enum
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +84,7 @@ class Message:
         Computed once per message (a message is immutable; its payload is not written to)."""
         cached = self.__dict__.get("_digest")
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached
         h = hashlib.sha256()
         h.update(repr(self.key()).encode())
         h.update(repr(sorted(self.scalars.items())).encode() if self.scalars else b"[]")
@@ -148,7 +148,7 @@ class Flush:
     received (for an engine with `defer_receipts`: a receipt it must not keep waiting)."""
 
 
-Action = Union[Send, SetTimer, Record, Output, Keep, Drop, Flush]
+Action = Send | SetTimer | Record | Output | Keep | Drop | Flush
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,8 @@ A party with no counted exchange in iteration t < T (no MIX of its own counted, 
 is offline for t (it missed the deadline, or was down): it keeps y and ω and injects nothing (line
 17; α^(i)_t = 0, U^(i)_t = 0 by `inca_audit.party_scheme`). At T a party that is still running is
 online even if none of its exchanges counted: it cancels its outstanding terms and releases its
-final value (its column of W̃^T is e_i either way); a party that is down at T never sends a record. Rejoin after a temporary dropout (spec §9
+final value (its column of W̃^T is e_i either way); a party that is down at T never sends a record.
+Rejoin after a temporary dropout (spec §9
 item 5): the node's iteration timers keep running while it is unreachable (each missed iteration
 ends at its deadline, offline), so it comes back at the iteration its clock has reached with its
 stored y, ω and skips the missed shares (no catch-up injection). Nodes that are ahead refuse its
@@ -121,8 +122,9 @@ def record_length(dim: int, n: int, k: int, T: int) -> int:
 
 
 def encode_record(y: np.ndarray, omega: float, has_final: bool, data: bool,
-                  online: Sequence[bool], counted_out: Sequence[Sequence[bool]],
-                  counted_in: Sequence[Sequence[bool]]) -> np.ndarray:
+                  online: Sequence[bool] | np.ndarray,
+                  counted_out: Sequence[Sequence[bool]] | np.ndarray,
+                  counted_in: Sequence[Sequence[bool]] | np.ndarray) -> np.ndarray:
     return np.concatenate([np.asarray(y, float), [omega, float(has_final), float(data)],
                            np.asarray(online, float),
                            np.asarray(counted_out, float).ravel(),
@@ -216,8 +218,7 @@ def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
     counted_all: list[list[tuple[int, int]]] = []
     for t in range(1, T + 1):
         counted: set[tuple[int, int]] = set()
-        for i in np.flatnonzero(online[t]):
-            i = int(i)
+        for i in np.flatnonzero(online[t]).tolist():
             for slot, j in enumerate(nb[t - 1, i]):
                 j = int(j)
                 by_sender = hist[i]["counted_out"][t - 1, slot] if known.get(i, 0) >= t else None
@@ -426,9 +427,9 @@ class Inca(Engine):
         if what == "gossip":
             return self._gossip() + (self._send_proxies() if arg in ("1", "3") else [])
         if what == "hold":
-            t, _, s = arg.partition(":")
-            self.patience.add((int(t), int(s)))
-            return self._try_mix(int(t))
+            held, _, s = arg.partition(":")
+            self.patience.add((int(held), int(s)))
+            return self._try_mix(int(held))
         t = int(arg)
         if t != self.cur or t <= self.mixed:
             return []  # that step already happened early (or was skipped)
@@ -561,6 +562,8 @@ class Inca(Engine):
         origin, t = msg.seq - 1, msg.round
         if not (0 <= origin < self.n and 1 <= t <= self.T) or origin == self.me:
             raise Refused(RefusalCode.INVALID_ARGUMENT, f"PROXY of origin {msg.seq}, t = {t}")
+        if msg.payload is None:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, "PROXY without a history")
         try:
             h = decode_history(msg.payload, self.n, self.k, self.T)
         except ValueError as e:

@@ -121,8 +121,7 @@ from netdp_node.protocols.base import (
     SetTimer,
 )
 from netdp_node.protocols.ring import clip_l2
-from netdp_node.protocols.walk import logistic_accuracy
-from netdp_node.protocols.walk import logistic_gradient as g
+from netdp_node.protocols.walk import logistic_accuracy, logistic_gradient
 
 VALUE = "value"
 SCHEDULE = "schedule"
@@ -463,10 +462,6 @@ class MuffliatoSync(Engine):
 
 
 # -- Algorithm 3 --------------------------------------------------------------------------------
-def logistic_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return g(w, X, y)
-
-
 class MuffliatoGd(MuffliatoSync):
     """Algorithm 3 (spec §3.4, §6.4): Muffliato-GD for logistic regression. Per step c: the full
     local gradient g_v of ln(1 + exp(−y θᵀx)) at θ_v, clipped to L2 norm `lipschitz` L (so the
@@ -502,8 +497,9 @@ class MuffliatoGd(MuffliatoSync):
         real = self.has_data()
         g = (clip_l2(logistic_gradient(self.theta, self.X, self.y), self.L) if real
              else np.zeros(self.dim))
-        return self.theta - self.eta * gaussian_on_grid(self.rng, g, self.sigma, self.grid), {"mechanism": "gaussian", "sigma": self.sigma,
-                                                 "sensitivity": 2.0 * self.L}
+        step = gaussian_on_grid(self.rng, g, self.sigma, self.grid)
+        return self.theta - self.eta * step, {"mechanism": "gaussian", "sigma": self.sigma,
+                                              "sensitivity": 2.0 * self.L}
 
     def call_output(self, call: int, x: np.ndarray) -> None:
         self.theta = x

@@ -316,7 +316,7 @@ def prepare_histogram_params(params: dict[str, Any], n: int) -> dict[str, Any]:
                          f"{sorted(known)}")
     if n < 3:
         raise ValueError(f"the ring histogram needs at least 3 participants, got {n}")
-    out = {"rounds": int(params.get("rounds", 10)), "bins": int(params.get("bins", 4)),
+    out: dict[str, Any] = {"rounds": int(params.get("rounds", 10)), "bins": int(params.get("bins", 4)),
            "epsilon0": float(params.get("epsilon0", 1.0)),
            "delta": float(params.get("delta", 1e-6)),
            "delta_prime": float(params.get("delta_prime", 1e-6))}

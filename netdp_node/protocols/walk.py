@@ -356,8 +356,8 @@ class CompleteGraphWalk(Engine):
         ]
         came_from = tuple(meta["came_from"]) if meta["came_from"] else None
         if nxt == self.ctx.me:
-            return actions + self._hold(tau, int(meta["t"]), epoch, came_from)  # type: ignore[arg-type]
-        return actions + self._forward(tau, int(meta["t"]), epoch, nxt, came_from,  # type: ignore[arg-type]
+            return actions + self._hold(tau, int(meta["t"]), epoch, came_from)
+        return actions + self._forward(tau, int(meta["t"]), epoch, nxt, came_from,
                                        int(meta["contrib"]))
 
     def _new_epoch(self, old: int, upstream: bool) -> int:
@@ -653,10 +653,15 @@ class WalkHistogram(CompleteGraphWalk):
 
 
 # -- Algorithm 4: SGD -------------------------------------------------------------------------------
+def logistic_coefficients(margins: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """d/dm of ln(1 + exp(−m)) times y, elementwise: −y / (1 + exp(margins)), margins = y wᵀx (the
+    gradient of the logistic loss at x is this coefficient times x)."""
+    return -y / (1.0 + np.exp(np.clip(margins, -500, 500)))
+
+
 def logistic_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Gradient of (1/m) Σ ln(1 + exp(−y wᵀx)) (labels ±1)."""
-    margins = y * (X @ w)
-    coef = -y / (1.0 + np.exp(np.clip(margins, -500, 500)))
+    coef = logistic_coefficients(y * (X @ w), y)
     return (X * coef[:, None]).mean(axis=0)
 
 
@@ -903,7 +908,7 @@ class RandomWalkSgd(WalkSgd):
         if not edges:
             raise ValueError("rw-sgd needs the job's graph (edges)")
         cols, probs = transition_row(self.n, edges, index[ctx.me],
-                                     str(ctx.params.get("weights", "coded")))
+                                     weight_rule(ctx.params.get("weights", "coded")))
         self.row = [(self.ids[c], p) for c, p in zip(cols, probs) if p > 0]
 
     def _may_contribute(self, sender: str | None, nxt: str) -> bool:

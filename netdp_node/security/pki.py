@@ -193,7 +193,7 @@ def _san_hosts(hosts: Iterable[str]) -> tuple[list[str], list[x509.GeneralName]]
                 raise ConfigError(
                     f"invalid host {raw!r}: the .invalid domain is reserved (netdp puts the "
                     f"identity names, under {NAME_DOMAIN}, into every certificate itself)"
-                )
+                ) from None
             entry: x509.GeneralName = x509.DNSName(host)
         else:
             host = str(ip)

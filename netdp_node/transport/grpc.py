@@ -34,7 +34,7 @@ from google.protobuf.message import DecodeError
 from netdp.v1 import peer_pb2
 from netdp_node.errors import NodeUnavailable, SecurityError, UnknownJob
 from netdp_node.faults import FaultInjector
-from netdp_node.protocols.base import Message, Refused, RefusalCode
+from netdp_node.protocols.base import Message, RefusalCode, Refused
 from netdp_node.retry import Backoff
 from netdp_node.security.identity import PeerIdentity, peer_name
 from netdp_node.security.mtls import AccessPolicy, Unauthorized, secure_channel, wrong_server
@@ -352,6 +352,8 @@ class Link:
                 ack = await call.read()
                 if ack is grpc.aio.EOF:
                     raise ConnectionError("stream closed by peer")
+                if not isinstance(ack, peer_pb2.Ack):
+                    raise ConnectionError(f"unexpected {type(ack).__name__} on the ack stream")
                 self._on_ack(ack, loop)
 
         async def watchdog() -> None:
@@ -368,7 +370,7 @@ class Link:
                  asyncio.ensure_future(watchdog())}
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            errors = [t.exception() for t in done if not t.cancelled() and t.exception()]
+            errors = [e for t in done if not t.cancelled() and (e := t.exception()) is not None]
             # the reader's error carries the peer's status; prefer it to the writer's
             errors.sort(key=lambda e: not isinstance(e, grpc.aio.AioRpcError))
             if errors:

@@ -9,8 +9,8 @@ import pytest
 
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
-from netdp_node.faults import EXIT_CRASHED, FaultPlan, parse_offline, plan_from
 from netdp_node.errors import ConfigError
+from netdp_node.faults import EXIT_CRASHED, FaultPlan, parse_offline, plan_from
 
 VALUES = [0.1, 0.2, 0.3, 0.4]
 

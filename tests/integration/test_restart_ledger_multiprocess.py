@@ -106,7 +106,7 @@ async def test_a_node_back_on_an_empty_ledger_does_not_rerun_finished_jobs(clust
         # it stayed out of them: no new contribution anywhere; the peers recorded nothing new
         mine = _summary(nd, cluster.ledger(VICTIM), old_jobs)
         assert all(c == 0 for _, c in mine.values()), mine
-        for j, row in rows().items():
+        for row in rows().values():
             assert row is not None and row.state == "failed" and NOT_JOINED in row.detail, row
         for j in old_jobs:
             es = nd.entries(cluster.ledger(VICTIM), j)

@@ -29,6 +29,7 @@ def test_fig1a_matches_the_spec_table():
     assert all(b < a for a, b in zip(ndp, ndp[1:]))  # netdp's bound decreases with n
 
 
+@pytest.mark.slow  # a reproduction run
 def test_reproduce_fig1b_quick_and_fig2_quick(tmp_path, capsys):
     out = tmp_path / "res"
     assert main(["reproduce", "network-dp-fig1b", "--quick", "--runs", "3", "--out", str(out)]) == 0

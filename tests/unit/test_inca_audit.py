@@ -12,7 +12,6 @@ import pytest
 
 from netdp_node.privacy import inca_audit as ia
 
-
 # ------------------------------------------------------------------ schemes (Def. 3.4, Lemma 3.5)
 
 @pytest.mark.parametrize("name", ["early", "inc"])

@@ -20,7 +20,7 @@ from netdp_node.privacy import inca_audit
 from netdp_node.privacy.inca_audit import execution_from_info
 from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import JobContext, Message, RefusalCode, Refused
-from netdp_node.protocols.inca import CLOSE, MIX, Inca
+from netdp_node.protocols.inca import CLOSE, MIX, PROXY, Inca
 from netdp_node.simulate import Simulator
 
 pytestmark = pytest.mark.timeout(120)
@@ -349,3 +349,16 @@ async def test_a_node_over_budget_declines_and_the_job_completes(tmp_path):
     assert not engines[2].trace_x.any()  # no data, but its η and Δ were injected
     u = np.stack([e.trace_x + e.trace_eta for e in engines])
     np.testing.assert_allclose(out.value, u.mean(axis=0), atol=1e-9)
+
+
+def test_proxy_without_a_history_is_invalid_argument():
+    """A PROXY carries the origin's history as its payload; one without a payload is refused as
+    INVALID_ARGUMENT, naming the missing history."""
+    ids = _ids(5)
+    me = Inca(JobContext("j", "inca", "n0", tuple(ids), _params(5, T=3), 2), np.array([0.5, 0.5]),
+              np.random.default_rng(0))
+    me.start()
+    with pytest.raises(Refused) as r:
+        me.on_message("n1", Message(PROXY, seq=2, round=1))
+    assert r.value.code == RefusalCode.INVALID_ARGUMENT
+    assert "history" in str(r.value)

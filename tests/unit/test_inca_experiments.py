@@ -18,6 +18,7 @@ from netdp_node.privacy import inca_audit as ia
 pytestmark = pytest.mark.timeout(300)
 
 
+@pytest.mark.slow  # a reproduction run
 def test_reproduce_inca_quick(tmp_path):
     out = tmp_path / "res"
     for name in ("inca-fig2", "inca-fig3", "inca-fig4"):

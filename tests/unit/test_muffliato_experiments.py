@@ -297,6 +297,7 @@ def test_fig6_dropout_accounting_equals_a_brute_force_sum() -> None:
                                                       abs=1e-6)
 
 
+@pytest.mark.slow  # a reproduction run
 def test_reproduce_quick_runs_write_json_and_png(tmp_path) -> None:
     for name in ("muffliato-fig1a", "muffliato-fig6"):
         assert main(["reproduce", name, "--quick", "--out", str(tmp_path)]) == 0

@@ -14,7 +14,7 @@ from netdp_node.privacy.network_dp import (
     ring_release_noise_count,
     ring_sum_loss,
 )
-from netdp_node.protocols.base import JobContext, Message, Refused, RefusalCode
+from netdp_node.protocols.base import JobContext, Message, RefusalCode, Refused
 from netdp_node.protocols.ring import RingSum, prepare_params
 from netdp_node.runtime import Budget, spec_dict
 

@@ -15,6 +15,7 @@ from netdp_node.experiments import rw_fig1, rw_fig3
 pytestmark = pytest.mark.timeout(300)
 
 
+@pytest.mark.slow  # a reproduction run
 def test_fig1_fig4_hypercube_matches_the_spec():
     g = nx.convert_node_labels_to_integers(nx.hypercube_graph(11), ordering="sorted")
     out = rw_fig1.graph_losses(g)
@@ -43,6 +44,7 @@ def test_fig3_davis_matches_the_spec():
             assert r[key] == pytest.approx(want, abs=1e-3 if key != "N_u" else 1e-2), key
 
 
+@pytest.mark.slow  # a reproduction run
 def test_reproduce_fig2_and_table1_quick(tmp_path):
     out = tmp_path / "res"
     assert main(["reproduce", "random-walks-fig2", "--quick", "--runs", "2", "--out",

@@ -1,4 +1,4 @@
-"""Review of the `inca` accountant (privacy/accountant.py, privacy/inca_audit.py) against inca.md
+"""The `inca` accountant (privacy/accountant.py, privacy/inca_audit.py) against inca.md
 §2 and §7: C-DP / E-DP are worst-case over the adversary's placement, while the value in the
 guarantee slot is the worst of a few SAMPLED placements."""
 

@@ -1,4 +1,4 @@
-"""Review of the sound random-walk accountant (privacy/random_walk.py §4.9 machinery as used by
+"""The sound random-walk accountant (privacy/random_walk.py §4.9 machinery as used by
 `rw_sgd_pair_losses`, privacy/accountant.py) against random-walks.md §4.9, §7.1 item 1–2."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Review of the Muffliato ledger accountant (privacy/muffliato_accountant.py) against
+"""The Muffliato ledger accountant (privacy/muffliato_accountant.py) against
 muffliato.md §4.11, §7.1: executions the ledger does not determine, where a guessed schedule can
 give a value below the exact joint-view loss of the execution that really happened. (They were
 found when every node's output was published; outputs are now private to each node,
