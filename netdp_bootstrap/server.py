@@ -11,7 +11,6 @@ from pathlib import Path
 
 from netdp_bootstrap.service import BootstrapService, generic_handler
 from netdp_bootstrap.store import Store
-from netdp_node.errors import SecurityError
 from netdp_node.security.mtls import start_server
 from netdp_node.security.pki import check_role, check_server_names, load_identity
 

@@ -42,11 +42,14 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netdp_node.lazy import lazy_module
 
-nx = lazy_module("networkx")  # lazy: start-up cost
+if TYPE_CHECKING:
+    import networkx as nx
+else:
+    nx = lazy_module("networkx")  # lazy: start-up cost
 
 
 __all__ = ["KINDS", "TopologyGraph", "build"]

@@ -178,7 +178,7 @@ class LocalCluster:
                                 progress=self.progress(p.name))
         except TimeoutError as e:
             raise TimeoutError(f"{e}\n{p.log_text()[-3000:]}") from None
-        self.ports.update(got)
+        self.ports.update(got or {})
 
     def progress(self, *names: str) -> Callable[[], Hashable]:
         """A progress probe of these processes (all by default): their CPU time and log sizes."""

@@ -34,10 +34,7 @@ import numpy as np
 
 from netdp.v1 import peer_pb2
 from netdp_node import audit
-from netdp_node.privacy.accountant import INCA_AUDIT
-from netdp_node.privacy.muffliato_accountant import CONTINUOUS, JOINT_VIEW, PAPER
-from netdp_node.privacy.walk_accountant import LEMMA1
-from netdp_node.baselines import local_sgd_sigma, sgd_walk
+from netdp_node.baselines import Mode, local_sgd_sigma, sgd_walk
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
 from netdp_node.data import load_values
@@ -46,11 +43,12 @@ from netdp_node.errors import ConfigError
 from netdp_node.jobs import render_result, result_summary
 from netdp_node.ledger import Ledger
 from netdp_node.privacy import inca_audit
-from netdp_node.privacy.accountant import ring_sum_utility
+from netdp_node.privacy.accountant import INCA_AUDIT, ring_sum_utility
 from netdp_node.privacy.inca_audit import execution_from_info
+from netdp_node.privacy.muffliato_accountant import CONTINUOUS, JOINT_VIEW, PAPER
 from netdp_node.privacy.network_dp_walk import bassily_central_sigma
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note
-from netdp_node.privacy.walk_accountant import ldp_sum_sigma, prospective_count
+from netdp_node.privacy.walk_accountant import LEMMA1, ldp_sum_sigma, prospective_count
 from netdp_node.protocols.inca import central_dp_std
 from netdp_node.protocols.muffliato import ldp_sigma
 from netdp_node.protocols.walk import logistic_accuracy

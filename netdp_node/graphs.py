@@ -71,10 +71,10 @@ class CompleteEdges(Sequence[tuple[str, str]]):
     def __len__(self) -> int:
         return len(self.ids) * (len(self.ids) - 1)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[tuple[str, str]]:
         return ((a, b) for a in self.ids for b in self.ids if a != b)
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return list(self)[i]
         n = len(self.ids)
@@ -100,4 +100,4 @@ def spec_edges(spec: Mapping[str, Any]) -> Sequence[tuple[str, str]]:
     complete graph (spec "topology": "complete", no edges listed), every ordered pair."""
     if spec.get("topology") == COMPLETE and not spec.get("edges"):
         return CompleteEdges(spec["participants"])
-    return [tuple(e) for e in spec.get("edges", [])]  # type: ignore[misc]
+    return [(str(e[0]), str(e[1])) for e in spec.get("edges", [])]

@@ -34,8 +34,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from netdp_node.daemon import NodeConfig, NodeDaemon
-from netdp_node.security.pki import CERT_FILE, load_identity
 from netdp_node.errors import ConfigError
+from netdp_node.security.pki import CERT_FILE, load_identity
 
 log = logging.getLogger("netdp.host")
 
@@ -98,7 +98,7 @@ def node_configs(base: object, folders: Sequence[Path]) -> list[object]:
     if base.data is not None and not base.data.is_dir():
         raise ConfigError(f"--data {base.data}: with several identities, --data names a folder "
                           "holding NODE_ID.txt (or .npy) for each hosted node")
-    out = []
+    out: list[object] = []
     for i, (nid, folder) in enumerate(zip(ids, folders)):
         data = None
         if base.data is not None:

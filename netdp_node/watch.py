@@ -21,13 +21,13 @@ import grpc
 import grpc.aio
 
 from netdp.v1 import bootstrap_pb2, peer_pb2
-from netdp_node.privacy.accountant import ACCOUNTANTS
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.jobs import render_result, result_summary
+from netdp_node.privacy.accountant import ACCOUNTANTS
 from netdp_node.progress import is_tty, live
-from netdp_node.security.pki import Identity
 from netdp_node.security.identity import peer_name
 from netdp_node.security.mtls import secure_channel
+from netdp_node.security.pki import Identity
 
 #: how long one Status call may take before the node counts as unreachable for this refresh
 STATUS_TIMEOUT_S = 2.0

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from netdp_node.graphs import spec_edges
 from netdp_node.privacy import muffliato_accountant, walk_accountant
 from netdp_node.privacy.composition import (
     DEFAULT_ORDERS,
@@ -32,7 +33,6 @@ from netdp_node.privacy.composition import (
 from netdp_node.privacy.discrete_gaussian import charged_sensitivity, release_epsilon
 from netdp_node.privacy.inca_audit import (
     execution_from_info,
-    gaussian_epsilon,
     party_report,
     threat_dict,
 )
@@ -48,8 +48,8 @@ from netdp_node.privacy.random_walk import (
     sound_epsilon,
     sound_q,
     transition_matrix,
+    weight_rule,
 )
-from netdp_node.graphs import spec_edges
 
 
 class ViewEntry(Protocol):

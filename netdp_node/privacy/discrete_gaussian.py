@@ -17,10 +17,10 @@ drawn has parameter mγ ≥ std (never less noise than accounted).
 What the accountants charge (`accounted_sensitivity`, the one place where the correction enters):
 * rounding: ‖γ·round(x/γ) − γ·round(x'/γ)‖₂ ≤ ‖x − x'‖₂ + γ√d (each coordinate moves by at most
   γ/2 at each end), so Δ_γ = Δ + γ√d;
-* one discrete Gaussian (CKS Theorem 4, §3: the discrete Gaussian is ½(Δ/σ)²-concentrated DP exactly as the
-  continuous one, and, by additivity of Rényi divergence over independent coordinates, so is
-  the d-dimensional product): D_α(N_Z(μ, m²I) ‖ N_Z(μ', m²I)) ≤ α‖μ − μ'‖²/(2m²) for integer
-  vectors μ, μ';
+* one discrete Gaussian (CKS Theorem 4, §3: the discrete Gaussian is ½(Δ/σ)²-concentrated DP
+  exactly as the continuous one, and, by additivity of Rényi divergence over independent
+  coordinates, so is the d-dimensional product):
+  D_α(N_Z(μ, m²I) ‖ N_Z(μ', m²I)) ≤ α‖μ − μ'‖²/(2m²) for integer vectors μ, μ';
 * a sum of n independent ones, as an observer sees when several holders' noise lies between two of
   its views (Kairouz, Liu, Steinke, "The Distributed Discrete Gaussian Mechanism", ICML 2021,
   Proposition 14): D_α ≤ α‖μ − μ'‖²/(2nm²) + τd with τ = 10·Σ_{k=1}^{n−1} exp(−2π²m²·k/(k+1))

@@ -59,12 +59,17 @@ from typing import Any
 
 import numpy as np
 
-from netdp_node.graphs import complete_edges, hypercube_edges, metropolis_fractions, ring_edges
+from netdp_node.graphs import (
+    complete_edges,
+    hypercube_edges,
+    metropolis_fractions,
+    ring_edges,
+    spec_edges,
+)
 from netdp_node.lazy import lazy_module
 from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.composition import DEFAULT_ORDERS, PrivacyLoss, gaussian_rdp, rdp_to_dp
 from netdp_node.privacy.discrete_gaussian import charged_sensitivity
-from netdp_node.graphs import spec_edges
 
 sp = lazy_module("scipy.sparse")  # lazy: start-up cost
 

@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from netdp_node.privacy.composition import gaussian_sigma
 from netdp_node.privacy.discrete_gaussian import (
     calibrate_on_grid,
     discrete_gaussian_sigma,

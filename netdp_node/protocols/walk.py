@@ -74,7 +74,7 @@ from netdp_node.privacy.discrete_gaussian import (
     gaussian_on_grid,
     job_grid,
 )
-from netdp_node.privacy.random_walk import ldp_noise_multiplier, transition_row
+from netdp_node.privacy.random_walk import ldp_noise_multiplier, transition_row, weight_rule
 from netdp_node.privacy.walk_accountant import calibrate
 from netdp_node.protocols.base import (
     Action,

@@ -103,7 +103,7 @@ class Unauthorized(Exception):
 def caller_identity(context: grpc.aio.ServicerContext) -> PeerIdentity:
     """The verified identity of the caller, from the certificate of the TLS session."""
     auth = context.auth_context()
-    pems = auth.get("x509_pem_cert") or []
+    pems = list(auth.get("x509_pem_cert") or [])
     if not pems:
         raise Unauthorized(grpc.StatusCode.UNAUTHENTICATED, "no client certificate")
     try:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -32,7 +31,7 @@ import grpc.aio
 from google.protobuf.message import DecodeError
 
 from netdp.v1 import peer_pb2
-from netdp_node.errors import NodeUnavailable, SecurityError, UnknownJob
+from netdp_node.errors import NodeUnavailable, UnknownJob
 from netdp_node.faults import FaultInjector
 from netdp_node.protocols.base import Message, RefusalCode, Refused
 from netdp_node.retry import Backoff
