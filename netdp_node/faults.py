@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,6 +130,48 @@ def plan_from(values: Mapping[str, Any], env: Mapping[str, str] | None = None) -
         partition=frozenset(partition),
         seed=get("seed", "NETDP_FAULT_SEED", int) or 0,
     )
+
+
+#: The daemon's fault flags (`netdp node --fault-*`): flag -> (FaultPlan field, conversion).
+FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "--fault-crash-at-step": ("crash_at_step", int),
+    "--fault-crash-after": ("crash_after_s", float),
+    "--fault-offline": ("offline", parse_offline),  # repeatable
+    "--fault-leave-at-step": ("leave_at_step", int),
+    "--fault-drop": ("drop_prob", float),
+    "--fault-delay-ms": ("delay_ms", float),
+    "--fault-jitter-ms": ("jitter_ms", float),
+    "--fault-partition": ("partition", str),
+    "--fault-seed": ("seed", int),
+}
+
+
+def plan_from_flags(argv: Sequence[str]) -> FaultPlan:
+    """A plan from the daemon's --fault-* flags as words (`--fault-offline 3:2` or
+    `--fault-offline=3:2`; no environment fallback), e.g. for one simulated node."""
+    values: dict[str, Any] = {}
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        flag, eq, value = words[i].partition("=")
+        if flag not in FLAGS:
+            raise ConfigError(f"unknown fault flag {flag!r}; known: {', '.join(FLAGS)}")
+        if not eq:
+            i += 1
+            if i >= len(words):
+                raise ConfigError(f"{flag} needs a value")
+            value = words[i]
+        key, conv = FLAGS[flag]
+        try:
+            v = conv(value)
+        except ValueError:
+            raise ConfigError(f"{flag} {value!r} is not valid") from None
+        if key == "offline":
+            values.setdefault("offline", []).append(v)
+        else:
+            values[key] = v
+        i += 1
+    return plan_from(values, env={})
 
 
 class FaultInjector:

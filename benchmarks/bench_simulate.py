@@ -1,0 +1,138 @@
+"""`netdp simulate` benchmark: the daemon's runtime (NodeRuntime, in-memory ledgers, in-memory
+transport) for n simulated nodes on a virtual clock, walk-sum at n = 1,000 and 10,000 (and
+100,000 with --big), and Muffliato on an n = 2048 hypercube (--muffliato).
+
+    python benchmarks/bench_simulate.py                  # walk-sum n = 1,000 and 10,000
+    python benchmarks/bench_simulate.py --big            # ... and n = 100,000
+    python benchmarks/bench_simulate.py --muffliato      # ... and Muffliato, 2048-node hypercube
+    python benchmarks/bench_simulate.py --quick          # walk-sum n = 1,000 only
+
+Each case runs in a fresh child process, so that its peak memory (ru_maxrss: the resident set of
+that process, including the interpreter and NumPy) is its own; the wall time is the simulation's
+(`Simulator.run`). The load average of the machine is recorded before and after each case (the
+machine may be shared). Writes benchmarks/results/simulate.json (--quick: simulate-quick.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import resource
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def walk_sum(n: int, T: int, seed: int, q: mp.Queue) -> None:  # type: ignore[type-arg]
+    from netdp_node.protocols import get_algorithm
+    from netdp_node.simulate import Simulator, synthetic_data
+
+    ids = [f"node-{i}" for i in range(1, n + 1)]
+    params = get_algorithm("walk-sum").validate({"T": T}, n)
+    data, _ = synthetic_data("walk-sum", ids, params, seed)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    res = Simulator("walk-sum", ids, params, data, seed=seed, record="walk").run()
+    q.put({"algorithm": "walk-sum", "n": n, "T": T, "wall_s": res.wall_s,
+           "virtual_s": res.virtual_time, "messages": res.events, "steps": len(res.holders),
+           "outputs": len(res.outputs), "refused": res.refused,
+           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "rss_before_run_mb": rss_before})
+
+
+def muffliato(n: int, T: int, seed: int, q: mp.Queue) -> None:  # type: ignore[type-arg]
+    from netdp_node.protocols import get_algorithm
+    from netdp_node.simulate import Simulator, synthetic_data
+
+    ids = [f"node-{i}" for i in range(1, n + 1)]
+    params = get_algorithm("muffliato").validate({"graph": "hypercube", "T": T}, n)
+    data, _ = synthetic_data("muffliato", ids, params, seed)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    res = Simulator("muffliato", ids, params, data, seed=seed, record="none").run()
+    q.put({"algorithm": "muffliato", "graph": "hypercube", "n": n, "T": params["T"],
+           "wall_s": res.wall_s, "virtual_s": res.virtual_time, "messages": res.events,
+           "outputs": len(res.outputs), "refused": res.refused,
+           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "rss_before_run_mb": rss_before})
+
+
+def run_case(fn: Any, *args: Any, timeout: float = 3600) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    q: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
+    load_before = os.getloadavg()
+    p = ctx.Process(target=fn, args=(*args, q))
+    p.start()
+    try:
+        out: dict[str, Any] = q.get(timeout=timeout)
+    finally:
+        p.join(timeout=60)
+    out["load_avg_before"] = [round(x, 2) for x in load_before]
+    out["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
+    print(f"  {out['algorithm']} n={out['n']}: {out['wall_s']:.1f} s, peak RSS "
+          f"{out['peak_rss_mb']:.0f} MB, {out['messages']} messages, load "
+          f"{out['load_avg_before'][0]:.1f}->{out['load_avg_after'][0]:.1f}", flush=True)
+    return out
+
+
+def machine() -> dict[str, Any]:
+    mem_kb = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    except OSError:
+        pass
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, cwd=Path(__file__).parent, check=False).stdout.strip()
+    except OSError:
+        commit = ""
+    return {"python": platform.python_version(), "platform": platform.platform(),
+            "cpus": os.cpu_count(), "cpu_model": model, "mem_total_gb": round(mem_kb / 2**20, 1),
+            "commit": commit}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--big", action="store_true", help="also n = 100,000")
+    ap.add_argument("--muffliato", action="store_true", help="also Muffliato, 2048-node hypercube")
+    ap.add_argument("--steps-per-node", type=int, default=2,
+                    help="walk-sum T = this × n (default 2)")
+    ap.add_argument("--muffliato-T", type=int, default=0, help="Muffliato rounds (default: its "
+                    "calibrated T)")
+    a = ap.parse_args()
+    sizes = [1_000] if a.quick else [1_000, 10_000] + ([100_000] if a.big else [])
+    cases = []
+    for n in sizes:
+        cases.append(run_case(walk_sum, n, a.steps_per_node * n, 0))
+    if a.muffliato:
+        cases.append(run_case(muffliato, 2048, a.muffliato_T, 0))
+    out = {
+        "benchmark": "netdp simulate: the daemon's runtime per simulated node, virtual clock",
+        "cases": cases, "machine": machine(),
+        "targets": {"walk_sum_100k_wall_s": 300, "walk_sum_100k_peak_rss_gb": 8},
+        "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / ("simulate-quick.json" if a.quick else "simulate.json")
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
