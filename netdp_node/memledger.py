@@ -81,10 +81,10 @@ class MemoryLedger(Ledger):
     # -- writing ----------------------------------------------------------------------------------
     def _append(self, entries: Iterable[Entry], now: float) -> None:
         for e in entries:
-            e = replace(e, id=self._next_id, ts=e.ts or now,
-                        params=json.loads(_params_json(e.params)) if e.params else {})
             self._next_id += 1
-            if self.keep_entries:
+            if self.keep_entries:  # as the SQLite ledger reads it back: id, time, JSON params
+                e = replace(e, id=self._next_id - 1, ts=e.ts or now,
+                            params=json.loads(_params_json(e.params)) if e.params else {})
                 self._entries.append(e)
             if self.observe is not None:
                 self.observe(e)

@@ -94,15 +94,16 @@ class Budget:
 
 
 def spec_dict(ctx: JobContext) -> dict[str, Any]:
-    """The public job spec as stored in the ledger and read by the accountant."""
-    return {
+    """The public job spec as stored in the ledger and read by the accountant. Its participant
+    and edge lists are built once per job (`JobContext.shared`) and shared: read-only."""
+    return dict(ctx.shared.get("spec", lambda: {
         "job_id": ctx.job_id,
         "algorithm": ctx.algorithm,
         "participants": list(ctx.participants),
         "params": dict(ctx.params),
         "public_seed": ctx.public_seed,
         "edges": [list(e) for e in ctx.edges],
-    }
+    }))
 
 
 class NotRun(Engine):

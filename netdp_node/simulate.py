@@ -27,7 +27,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -144,14 +144,17 @@ class Simulator:
                  faults: Mapping[str, FaultPlan] | None = None,
                  edges: Sequence[tuple[str, str]] = (), ledger_dir: str | Path | None = None,
                  give_up_after: float = 10.0, retransmit_after: float = 0.5,
-                 job_deadline: float = 0.0, max_virtual_s: float = MAX_VIRTUAL_S) -> None:
+                 job_deadline: float = 0.0, max_virtual_s: float = MAX_VIRTUAL_S,
+                 after: Callable[[Simulator], Awaitable[None]] | None = None) -> None:
         """`down(node, now)`: the node is unreachable at virtual time `now` (a dropout, as
         --fault-offline makes one: it neither takes nor sends traffic; its senders retry, then
         give up after `give_up_after` virtual seconds; its timers still fire). `lose(sender, to,
         msg)`: "msg" loses that attempt of the message, "ack" its acknowledgement; the sender sends
         it again after `retransmit_after` (see `MemoryNetwork`). `faults`: per-node fault plans
         (the daemon's --fault-* flags). `contribute[node] = False`: the node takes part without
-        its data. `ledger_dir`: one SQLite ledger per node under it (default: in memory)."""
+        its data. `ledger_dir`: one SQLite ledger per node under it (default: in memory).
+        `after(sim)`: a coroutine run in the simulation once the job ended everywhere (a test's
+        extra traffic, e.g. through `sim.runtimes[node].transport`)."""
         self.down = down
         self.lose = lose
         self.algorithm = algorithm
@@ -172,6 +175,7 @@ class Simulator:
         self.retransmit_after = retransmit_after
         self.job_deadline = job_deadline
         self.max_virtual_s = max_virtual_s
+        self.after = after
         get_algorithm(algorithm)  # (an unknown algorithm is refused here, naming the known ones)
         self.context = JobContext(job_id, algorithm, self.ids[0], tuple(self.ids), self.params,
                                   public_seed, tuple(self.edges))
@@ -274,6 +278,8 @@ class Simulator:
                                        timeout=max(0.0, limit - loop.time()))
             except asyncio.TimeoutError:
                 pass
+        if self.after is not None:
+            await self.after(self)
         for rt in self.runtimes.values():
             rt.ledger.flush()
 
