@@ -29,6 +29,13 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def _cpu_s() -> float:
+    """CPU seconds (user + system) this process used: unlike the wall time, not stretched by
+    the other processes of a loaded machine."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def walk_sum(n: int, T: int, seed: int, q: mp.Queue) -> None:  # type: ignore[type-arg]
     from netdp_node.protocols import get_algorithm
     from netdp_node.simulate import Simulator, synthetic_data
@@ -41,7 +48,7 @@ def walk_sum(n: int, T: int, seed: int, q: mp.Queue) -> None:  # type: ignore[ty
     q.put({"algorithm": "walk-sum", "n": n, "T": T, "wall_s": res.wall_s,
            "virtual_s": res.virtual_time, "messages": res.events, "steps": len(res.holders),
            "outputs": len(res.outputs), "refused": res.refused,
-           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "cpu_s": _cpu_s(), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
            "rss_before_run_mb": rss_before})
 
 
@@ -57,7 +64,7 @@ def muffliato(n: int, T: int, seed: int, q: mp.Queue) -> None:  # type: ignore[t
     q.put({"algorithm": "muffliato", "graph": "hypercube", "n": n, "T": params["T"],
            "wall_s": res.wall_s, "virtual_s": res.virtual_time, "messages": res.events,
            "outputs": len(res.outputs), "refused": res.refused,
-           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "cpu_s": _cpu_s(), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
            "rss_before_run_mb": rss_before})
 
 
@@ -73,7 +80,8 @@ def run_case(fn: Any, *args: Any, timeout: float = 3600) -> dict[str, Any]:
         p.join(timeout=60)
     out["load_avg_before"] = [round(x, 2) for x in load_before]
     out["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
-    print(f"  {out['algorithm']} n={out['n']}: {out['wall_s']:.1f} s, peak RSS "
+    print(f"  {out['algorithm']} n={out['n']}: {out['wall_s']:.1f} s ({out['cpu_s']:.1f} s CPU), "
+          f"peak RSS "
           f"{out['peak_rss_mb']:.0f} MB, {out['messages']} messages, load "
           f"{out['load_avg_before'][0]:.1f}->{out['load_avg_after'][0]:.1f}", flush=True)
     return out
@@ -111,13 +119,20 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--big", action="store_true", help="also n = 100,000")
     ap.add_argument("--muffliato", action="store_true", help="also Muffliato, 2048-node hypercube")
+    ap.add_argument("--sizes", help="walk-sum sizes, comma-separated (overrides the defaults)")
+    ap.add_argument("--append", action="store_true",
+                    help="add the cases to the existing results file")
     ap.add_argument("--steps-per-node", type=int, default=2,
                     help="walk-sum T = this × n (default 2)")
     ap.add_argument("--muffliato-T", type=int, default=0, help="Muffliato rounds (default: its "
                     "calibrated T)")
     a = ap.parse_args()
     sizes = [1_000] if a.quick else [1_000, 10_000] + ([100_000] if a.big else [])
-    cases = []
+    if a.sizes:
+        sizes = [int(x) for x in a.sizes.split(",") if x.strip()]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / ("simulate-quick.json" if a.quick else "simulate.json")
+    cases = json.loads(path.read_text())["cases"] if a.append and path.exists() else []
     for n in sizes:
         cases.append(run_case(walk_sum, n, a.steps_per_node * n, 0))
     if a.muffliato:
@@ -128,8 +143,6 @@ def main() -> None:
         "targets": {"walk_sum_100k_wall_s": 300, "walk_sum_100k_peak_rss_gb": 8},
         "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / ("simulate-quick.json" if a.quick else "simulate.json")
     path.write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {path}")
 

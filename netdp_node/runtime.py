@@ -112,9 +112,9 @@ class NotRun(Engine):
 
     def __init__(self, ctx: JobContext) -> None:  # no Engine.__init__: nothing to set up
         self.ctx = ctx
-        self.ids = list(ctx.participants)
+        self.ids = ctx.ids
         self.n = len(self.ids)
-        self.position = {v: i for i, v in enumerate(self.ids)}
+        self.position = ctx.position
         self.data = None
         self.contribute = False
         self.done = False

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -45,6 +46,8 @@ from netdp_node.transport.memory import MemoryNetwork, MemoryTransport
 from netdp_node.vclock import run_virtual
 
 RecordMode = Literal["full", "walk", "none"]
+
+log = logging.getLogger("netdp.simulate")
 
 #: Virtual seconds a simulation may run at most by default (every wait is bounded).
 MAX_VIRTUAL_S = 1e6
@@ -258,8 +261,9 @@ class Simulator:
         for nid in reversed(self.ids):
             try:
                 await self.runtimes[nid].add_job(self.context.for_node(nid))
-            except Exception:  # noqa: BLE001 - a node that left at its first step (faults)
-                continue
+            except Exception as e:  # noqa: BLE001 - e.g. a node that left at its first step
+                log.warning("[node=%s job=%s] did not join the simulated job: %s", nid,
+                            self.job_id, e)
         limit = loop.time() + self.max_virtual_s
         runners = [rt.jobs[self.job_id] for rt in self.runtimes.values()
                    if self.job_id in rt.jobs]
@@ -385,7 +389,7 @@ def dropout_plans(algorithm: str, ids: Sequence[str], params: Mapping[str, Any],
     rng = np.random.default_rng([seed, 13])
     order = rng.permutation(len(ids))
     nl = int(round(leave * len(ids)))
-    return {ids[int(i)]: plan_from_flags(["--fault-leave-at-step", str(int(rng.integers(1, 3)))])
+    return {ids[int(i)]: plan_from_flags(["--fault-leave-at-step", str(rng.integers(1, 3))])
             for i in order[:nl]}
 
 

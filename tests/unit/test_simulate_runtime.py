@@ -17,8 +17,8 @@ from netdp_node.cli import main
 from netdp_node.faults import FaultPlan, plan_from_flags
 from netdp_node.ledger import Entry
 from netdp_node.memledger import MemoryLedger
-from netdp_node.protocols import ALGORITHMS, get_algorithm
 from netdp_node.privacy.walk_accountant import contributions_in_result
+from netdp_node.protocols import ALGORITHMS, get_algorithm
 from netdp_node.protocols.base import JobContext, Message
 from netdp_node.protocols.ring import clip_l2, ring_release_noise_count
 from netdp_node.protocols.walk import TOKEN, WALK
