@@ -124,6 +124,8 @@ def main() -> None:
                     help="add the cases to the existing results file")
     ap.add_argument("--steps-per-node", type=int, default=2,
                     help="walk-sum T = this × n (default 2)")
+    ap.add_argument("--muffliato-n", type=int, default=2048,
+                    help="Muffliato nodes (a power of two; default 2048)")
     ap.add_argument("--muffliato-T", type=int, default=0, help="Muffliato rounds (default: its "
                     "calibrated T)")
     a = ap.parse_args()
@@ -136,7 +138,7 @@ def main() -> None:
     for n in sizes:
         cases.append(run_case(walk_sum, n, a.steps_per_node * n, 0))
     if a.muffliato:
-        cases.append(run_case(muffliato, 2048, a.muffliato_T, 0))
+        cases.append(run_case(muffliato, a.muffliato_n, a.muffliato_T, 0))
     out = {
         "benchmark": "netdp simulate: the daemon's runtime per simulated node, virtual clock",
         "cases": cases, "machine": machine(),

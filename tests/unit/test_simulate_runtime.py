@@ -307,3 +307,21 @@ def test_fault_flags_act_in_the_simulator():
     drops = [e for e in res.entries[ids[5]] if e.event == "fault"]
     assert drops and all(e.params == {"fault": "drop"} for e in drops)
     assert FaultPlan(drop_prob=0.5, seed=2) == faults[ids[5]]
+
+
+def test_simulated_fault_flags_are_the_daemons():
+    """`netdp simulate --fault NODE:FLAGS` takes exactly the --fault-* flags of `netdp node`, and a
+    bad one is a clear error (exit 2), not a traceback."""
+    import argparse
+
+    from netdp_node.cli import build_parser
+    from netdp_node.faults import FLAGS
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    node_flags = {o for a in sub.choices["node"]._actions for o in a.option_strings
+                  if o.startswith("--fault-")}
+    assert node_flags == set(FLAGS)
+    assert plan_from_flags(["--fault-offline", "1:2", "--fault-offline=5:1"]).offline == (
+        (1.0, 2.0), (5.0, 1.0))
+    assert main(["simulate", "--nodes", "5", "--fault", "n9:--fault-drop 0.1"]) == 2
+    assert main(["simulate", "--nodes", "5", "--fault", "node-2:--fault-bogus 1"]) == 2
