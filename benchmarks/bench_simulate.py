@@ -57,7 +57,8 @@ def muffliato(n: int, T: int, seed: int, q: mp.Queue) -> None:  # type: ignore[t
     from netdp_node.simulate import Simulator, synthetic_data
 
     ids = [f"node-{i}" for i in range(1, n + 1)]
-    params = get_algorithm("muffliato").validate({"graph": "hypercube", "T": T}, n)
+    given: dict[str, Any] = {"graph": "hypercube", **({"T": T} if T > 0 else {})}
+    params = get_algorithm("muffliato").validate(given, n)
     data, _ = synthetic_data("muffliato", ids, params, seed)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     res = Simulator("muffliato", ids, params, data, seed=seed, record="none").run()
@@ -75,7 +76,15 @@ def run_case(fn: Any, *args: Any, timeout: float = 3600) -> dict[str, Any]:
     p = ctx.Process(target=fn, args=(*args, q))
     p.start()
     try:
-        out: dict[str, Any] = q.get(timeout=timeout)
+        while True:  # bounded: the child's own time, and its exit without a result
+            try:
+                out: dict[str, Any] = q.get(timeout=5)
+                break
+            except Exception:  # noqa: BLE001 - queue.Empty: still running?
+                timeout -= 5
+                if not p.is_alive() or timeout <= 0:
+                    raise RuntimeError(f"{fn.__name__}{args}: no result (exit code "
+                                       f"{p.exitcode})") from None
     finally:
         p.join(timeout=60)
     out["load_avg_before"] = [round(x, 2) for x in load_before]
