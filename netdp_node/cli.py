@@ -827,12 +827,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     si = sub.add_parser(
         "simulate", help="run a job's engines for many nodes in one process (virtual time)",
-        description="Run the same protocol engines the daemons run, for up to thousands of nodes "
-        "in one process: in-memory delivery, virtual time, one seeded generator per node. Prints "
-        "the result, the privacy every node's accountant reports from its simulated ledger (or, "
+        description="Run a job over up to 100,000 simulated nodes in one process, each the "
+        "daemon's own runtime (receipt checks, ledger staging, effects after durability, "
+        "refusals, fault flags) with its own ledger (in memory, or SQLite with --ledgers), over "
+        "in-memory delivery on a virtual clock, one seeded generator per node. Prints the "
+        "result, the privacy every node's accountant reports from its simulated ledger (or, "
         "with --audit, the walk-conditional audit of every ordered pair).")
     si.add_argument("--algorithm", default="walk-sum",
-                    help="walk-sum, walk-histogram, walk-sgd, ring-sum, inca, muffliato, "
+                    help="any algorithm of the registry: walk-sum, walk-histogram, walk-sgd, "
+                    "rw-sgd, ring-sum, ring-sum-r, ring-histogram, inca, muffliato, "
                     "muffliato-random or muffliato-gd (default walk-sum)")
     si.add_argument("--nodes", type=int, default=256, help="number of nodes (default 256)")
     si.add_argument("--param", action="append", type=_param, metavar="KEY=VALUE",
@@ -844,13 +847,21 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--record", choices=("full", "walk"), default=None,
                     help="keep every node's view (full, default for n <= 512) or only the walk")
     si.add_argument("--trace", help="write the walk (JSON lines) for `netdp audit --trace`")
-    si.add_argument("--ledgers", help="write one real ledger per node under this directory")
+    si.add_argument("--ledgers", help="run every node on a real SQLite ledger under this "
+                    "directory (default: ledgers in memory)")
+    si.add_argument("--topology", help="rw-sgd: the graph (a bootstrap topology kind; default "
+                    "exponential)")
+    si.add_argument("--fault", action="append", metavar="NODE:FLAGS",
+                    help="the daemon's --fault-* flags for one simulated node (repeat), e.g. "
+                    "'node-3:--fault-offline 0.5:2 --fault-drop 0.1' (times in virtual seconds)")
     si.add_argument("--audit", action="store_true",
                     help="run the walk-conditional audit of every ordered pair (global knowledge)")
     si.add_argument("--leave", type=float, default=0.0, metavar="FRAC",
-                    help="inca: this fraction of the nodes leaves for good at a random iteration")
+                    help="this fraction of the nodes leaves for good (--fault-leave-at-step; "
+                    "inca: at a random step of the mixing phase)")
     si.add_argument("--miss", type=float, default=0.0, metavar="FRAC",
-                    help="inca: this fraction of the nodes misses one random iteration")
+                    help="inca: this fraction of the nodes goes offline for two iterations "
+                    "every six (--fault-offline windows)")
     si.add_argument("--json", action="store_true", help="one JSON object on stdout")
     si.add_argument("--quiet", action="store_true", help="no progress bar")
     si.set_defaults(fn=cmd_simulate)

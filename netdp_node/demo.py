@@ -40,6 +40,7 @@ from netdp_node.cluster import LocalCluster
 from netdp_node.data import load_values
 from netdp_node.datasets import learning_split
 from netdp_node.errors import ConfigError
+from netdp_node.faults import inca_dropout_flags
 from netdp_node.jobs import render_result, result_summary
 from netdp_node.ledger import Ledger
 from netdp_node.privacy import inca_audit
@@ -301,31 +302,9 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
 
 
 def inca_fault_plan(a: argparse.Namespace, ids: list[str]) -> dict[str, list[str]]:
-    """Node fault flags for `--leave` / `--miss` (README "Fault injection"): round(leave·n) nodes
-    leave for good at a random protocol step of the mixing phase (about 2k steps, MIX and CLOSE,
-    per iteration: iterations 2..T-1), round(miss·n) others are offline for 2·round_s every
-    6·round_s from a random phase (each window outlasts an iteration's deadline, so they miss
-    iterations, and rejoin), seeded by --seed."""
-    if not (0 <= a.leave < 1 and 0 <= a.miss < 1 and a.leave + a.miss < 1):
-        raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
-    rng = np.random.default_rng([a.seed or 0, 21])
-    T, k, R = a.steps or 10, a.k, a.round_s
-    order = rng.permutation(len(ids))
-    nl, nm = int(round(a.leave * len(ids))), int(round(a.miss * len(ids)))
-    out: dict[str, list[str]] = {}
-    for i in order[:nl]:
-        d = int(rng.integers(2, max(3, T)))
-        out[ids[int(i)]] = ["--fault-leave-at-step",
-                            str(1 + 2 * k * (d - 1) + int(rng.integers(0, 2 * k)))]
-    for i in order[nl:nl + nm]:
-        phase = float(rng.uniform(0, 6 * R))
-        flags: list[str] = []
-        start = 2.0 + phase
-        while start < a.timeout + 60:
-            flags += ["--fault-offline", f"{start:.2f}:{2 * R:.2f}"]
-            start += 6 * R
-        out[ids[int(i)]] = flags
-    return out
+    """Node fault flags for `--leave` / `--miss` (`faults.inca_dropout_flags`), seeded by --seed."""
+    return inca_dropout_flags(ids, leave=a.leave, miss=a.miss, seed=a.seed or 0, T=a.steps or 10,
+                              k=a.k, round_s=a.round_s, horizon=a.timeout + 60)
 
 
 def _inca_outcome(cluster: LocalCluster, job_id: str, data: DemoData,

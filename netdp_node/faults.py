@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from netdp_node.errors import ConfigError
 
@@ -132,6 +134,48 @@ def plan_from(values: Mapping[str, Any], env: Mapping[str, str] | None = None) -
     )
 
 
+#: The daemon's fault flags (`netdp node --fault-*`): flag -> (FaultPlan field, conversion).
+FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "--fault-crash-at-step": ("crash_at_step", int),
+    "--fault-crash-after": ("crash_after_s", float),
+    "--fault-offline": ("offline", parse_offline),  # repeatable
+    "--fault-leave-at-step": ("leave_at_step", int),
+    "--fault-drop": ("drop_prob", float),
+    "--fault-delay-ms": ("delay_ms", float),
+    "--fault-jitter-ms": ("jitter_ms", float),
+    "--fault-partition": ("partition", str),
+    "--fault-seed": ("seed", int),
+}
+
+
+def plan_from_flags(argv: Sequence[str]) -> FaultPlan:
+    """A plan from the daemon's --fault-* flags as words (`--fault-offline 3:2` or
+    `--fault-offline=3:2`; no environment fallback), e.g. for one simulated node."""
+    values: dict[str, Any] = {}
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        flag, eq, value = words[i].partition("=")
+        if flag not in FLAGS:
+            raise ConfigError(f"unknown fault flag {flag!r}; known: {', '.join(FLAGS)}")
+        if not eq:
+            i += 1
+            if i >= len(words):
+                raise ConfigError(f"{flag} needs a value")
+            value = words[i]
+        key, conv = FLAGS[flag]
+        try:
+            v = conv(value)
+        except ValueError:
+            raise ConfigError(f"{flag} {value!r} is not valid") from None
+        if key == "offline":
+            values.setdefault("offline", []).append(v)
+        else:
+            values[key] = v
+        i += 1
+    return plan_from(values, env={})
+
+
 class FaultInjector:
     """The live side of a plan: answers the runtime's and the transport's questions.
 
@@ -176,3 +220,31 @@ class FaultInjector:
             return 0.0
         j = self.plan.jitter_ms
         return max(0.0, self.plan.delay_ms + (self.rng.uniform(-j, j) if j else 0.0)) / 1000.0
+
+
+def inca_dropout_flags(ids: Sequence[str], *, leave: float, miss: float, seed: int, T: int, k: int,
+                       round_s: float, horizon: float) -> dict[str, list[str]]:
+    """Node fault flags for an IncA job with dropouts (`netdp demo --leave/--miss`, `netdp simulate
+    --leave/--miss`): round(leave·n) nodes leave for good at a random protocol step of the mixing
+    phase (about 2k steps, MIX and CLOSE, per iteration: iterations 2..T-1), round(miss·n) others
+    are offline for 2·round_s every 6·round_s from a random phase until `horizon` seconds (each
+    window outlasts an iteration's deadline, so they miss iterations, and rejoin), seeded."""
+    if not (0 <= leave < 1 and 0 <= miss < 1 and leave + miss < 1):
+        raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
+    rng = np.random.default_rng([seed, 21])
+    order = rng.permutation(len(ids))
+    nl, nm = int(round(leave * len(ids))), int(round(miss * len(ids)))
+    out: dict[str, list[str]] = {}
+    for i in order[:nl]:
+        d = int(rng.integers(2, max(3, T)))
+        out[ids[int(i)]] = ["--fault-leave-at-step",
+                            str(1 + 2 * k * (d - 1) + int(rng.integers(0, 2 * k)))]
+    for i in order[nl:nl + nm]:
+        phase = float(rng.uniform(0, 6 * round_s))
+        flags: list[str] = []
+        start = 2.0 + phase
+        while start < horizon:
+            flags += ["--fault-offline", f"{start:.2f}:{2 * round_s:.2f}"]
+            start += 6 * round_s
+        out[ids[int(i)]] = flags
+    return out

@@ -87,7 +87,12 @@ class Budget:
 
 def spec_dict(ctx: JobContext) -> dict[str, Any]:
     """The public job spec as stored in the ledger and read by the accountant (the complete
-    graph's edges are not listed: "topology": "complete", `protocols.base.spec_edges`)."""
+    graph's edges are not listed: "topology": "complete", `graphs.spec_edges`). Built once per
+    job (`JobContext.shared`) and shared: read-only."""
+    return dict(ctx.shared.get("spec", lambda: _spec(ctx)))
+
+
+def _spec(ctx: JobContext) -> dict[str, Any]:
     spec = {
         "job_id": ctx.job_id,
         "algorithm": ctx.algorithm,
@@ -107,9 +112,9 @@ class NotRun(Engine):
 
     def __init__(self, ctx: JobContext) -> None:  # no Engine.__init__: nothing to set up
         self.ctx = ctx
-        self.ids = list(ctx.participants)
+        self.ids = ctx.ids
         self.n = len(self.ids)
-        self.position = {v: i for i, v in enumerate(self.ids)}
+        self.position = ctx.position
         self.data = None
         self.contribute = False
         self.done = False

@@ -1,55 +1,65 @@
-"""`netdp simulate`: the protocol engines for thousands of nodes in one process.
+"""`netdp simulate`: a job over thousands of nodes in one process, run by the daemon's runtime.
 
-The same sans-IO engines the daemons run (`netdp_node.protocols`), driven by a discrete-event loop
-in virtual time: a message arrives `latency` virtual seconds after it is sent and is acknowledged
-as long again later; timers fire in virtual time; every node has its own seeded generator (derived
-from `--seed` and its index), so a run is reproducible. There are no sockets and no SQLite in the
-loop: each node's view is collected as ledger `Entry` objects (so the accountants run on it
-unchanged), or only as the holder sequence (`record="walk"`) when n and T are large.
+Every simulated node is a `NodeRuntime` (netdp_node.runtime), the object the daemon runs: the same
+receipt checks (participant, payload shape, exact duplicate or conflict, job over), the same
+staging of each step in the ledger's group commit, the same effects after durability (sends,
+timers, output, Keep/Drop custody copies, Flush), the same refusals and the same fault injection
+(`NodeRuntime.faults`, built from the daemon's --fault-* flags). The nodes talk over the in-memory
+transport (`MemoryNetwork`, with a latency and the fault plans acting on the wire), and the whole
+run is asyncio on a VIRTUAL clock (`netdp_node.vclock`): the event queue is asyncio's own, its clock
+jumps to the next timer instead of sleeping, so a run is deterministic and takes no real sleep.
+Each node has its own ledger: in memory (`MemoryLedger`: the Ledger's own group commit over
+Python objects), or SQLite on request (`ledger_dir`, `netdp simulate --ledgers DIR`). Every node
+has its own seeded generator (from `--seed` and its index), so a run is reproducible.
 
-What it writes: `--trace FILE` (JSON lines, one per holding: t, holder, epoch, data) for
-`netdp audit --trace`, and `--ledgers DIR` (one real ledger per node, written at the end).
+The public job context (participants, positions, graph) is built once and shared by every node's
+engine (`JobContext.for_node`, `JobContext.shared`).
+
+What it writes: `--trace FILE` (JSON lines, one per holding: t, holder, data) for
+`netdp audit --trace`, and `--ledgers DIR` (one real SQLite ledger per node, written as the daemon
+writes it).
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
+import asyncio
 import json
+import logging
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
+from netdp_bootstrap.topology import build
 from netdp_node.datasets import learning_split
 from netdp_node.errors import ConfigError
+from netdp_node.faults import FaultInjector, FaultPlan, inca_dropout_flags, plan_from_flags
 from netdp_node.ledger import Entry, Ledger
+from netdp_node.memledger import MemoryLedger
 from netdp_node.privacy import inca_audit
 from netdp_node.privacy.accountant import JobView, per_job_losses
 from netdp_node.privacy.empirical import GLOBAL_KNOWLEDGE_NOTE, audit_walk
 from netdp_node.privacy.inca_audit import execution_from_info
 from netdp_node.protocols import get_algorithm
-from netdp_node.protocols.base import (
-    Action,
-    Engine,
-    JobContext,
-    Message,
-    Output,
-    Record,
-    Refused,
-    Send,
-    SetTimer,
-)
+from netdp_node.protocols.base import Engine, JobContext, Message, Output
 from netdp_node.protocols.inca import central_dp_std
 from netdp_node.protocols.ring import clip_l2
 from netdp_node.protocols.walk import HOLD_EVENTS, logistic_accuracy
-from netdp_node.runtime import _jsonable, _result_dict
+from netdp_node.runtime import NodeRuntime, _result_dict, spec_dict
+from netdp_node.transport.base import DeliveryError
+from netdp_node.transport.memory import MemoryNetwork, MemoryTransport
+from netdp_node.vclock import run_virtual
 
 RecordMode = Literal["full", "walk", "none"]
+
+log = logging.getLogger("netdp.simulate")
+
+#: Virtual seconds a simulation may run at most by default (every wait is bounded).
+MAX_VIRTUAL_S = 1e6
 
 
 @dataclass
@@ -61,10 +71,12 @@ class SimResult:
     holders: list[int]  # index of the holder at every step, in order (the walk)
     data_steps: list[bool]  # whether that step carried data
     entries: dict[str, list[Entry]] = field(default_factory=dict)
-    events: int = 0
+    events: int = 0  # messages delivered
     virtual_time: float = 0.0
     wall_s: float = 0.0
-    refused: int = 0
+    refused: int = 0  # sends that ended in a DeliveryError (refused, or given up on)
+    states: dict[str, str] = field(default_factory=dict)  # node -> job state (done / failed)
+    details: dict[str, str] = field(default_factory=dict)  # node -> why it failed, if it did
 
     @property
     def value(self) -> np.ndarray | None:
@@ -72,21 +84,91 @@ class SimResult:
         return None if out is None else out.value
 
 
+class _Engines(Mapping[str, Engine]):
+    """node -> its engine of the simulated job (as the runtime holds it)."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+
+    def __getitem__(self, nid: str) -> Engine:
+        return self.sim.runtimes[nid].jobs[self.sim.job_id].engine
+
+    def __iter__(self) -> Any:
+        return iter(self.sim.ids)
+
+    def __len__(self) -> int:
+        return len(self.sim.ids)
+
+
+class _Dropout(FaultInjector):
+    """A node's fault injector with the simulator's `down(node, now)` hook on top of its plan:
+    while `down` says so the node takes and sends no traffic, as an offline node (--fault-offline)
+    does."""
+
+    def __init__(self, sim: Simulator, nid: str, plan: FaultPlan) -> None:
+        super().__init__(plan, clock=lambda: asyncio.get_running_loop().time())
+        self.sim = sim
+        self.nid = nid
+
+    def blocked(self, peer: str) -> str | None:
+        if self.sim.down is not None:
+            try:
+                down = self.sim.down(self.nid, self.clock())
+            except KeyError:  # (the hook reads an engine that does not exist yet)
+                down = False
+            if down:
+                return "down (simulated dropout)"
+        return super().blocked(peer)
+
+
+class _SimTransport(MemoryTransport):
+    """The in-memory transport, counting what the simulation reports (deliveries, refusals) and
+    the sends under way (the run ends when none is left)."""
+
+    def __init__(self, sim: Simulator, network: MemoryNetwork, me: str) -> None:
+        super().__init__(network, me)
+        self.sim = sim
+
+    async def send(self, to: str, job_id: str, msg: Message) -> bool:
+        self.sim._inflight += 1
+        try:
+            return await super().send(to, job_id, msg)
+        except DeliveryError:
+            self.sim.result.refused += 1
+            raise
+        finally:
+            self.sim._inflight -= 1
+            self.sim.result.events += 1
+            if not self.sim._inflight and self.sim._idle is not None:
+                self.sim._idle.set()
+
+
 class Simulator:
-    """Runs one job of `algorithm` over participants `ids` with per-node `data`."""
+    """Runs one job of `algorithm` over participants `ids` with per-node `data`, every node a
+    `NodeRuntime` (see the module docstring)."""
 
     def __init__(self, algorithm: str, ids: Sequence[str], params: Mapping[str, Any],
                  data: Mapping[str, np.ndarray | None], *, seed: int = 0, public_seed: int = 0,
                  latency: float = 0.001, record: RecordMode = "full",
                  contribute: Mapping[str, bool] | None = None, job_id: str = "sim",
                  down: Callable[[str, float], bool] | None = None,
-                 lose: Callable[[str, str, Message], str | None] | None = None) -> None:
-        """`down(node, now)`: the node is unreachable at virtual time `now` (a dropout: messages
-        from or to it are lost, with no outcome for the sender; its timers still fire, as a
-        daemon's do). `lose(sender, to, msg)`: "msg" loses that message, "ack" its acknowledgement
-        (the receiver took it, the sender never learns), None delivers both."""
-        self.down = down or (lambda nid, now: False)
-        self.lose = lose or (lambda sender, to, msg: None)
+                 lose: Callable[[str, str, Message], str | None] | None = None,
+                 faults: Mapping[str, FaultPlan] | None = None,
+                 edges: Sequence[tuple[str, str]] = (), ledger_dir: str | Path | None = None,
+                 give_up_after: float = 10.0, retransmit_after: float = 0.5,
+                 job_deadline: float = 0.0, max_virtual_s: float = MAX_VIRTUAL_S,
+                 after: Callable[[Simulator], Awaitable[None]] | None = None) -> None:
+        """`down(node, now)`: the node is unreachable at virtual time `now` (a dropout, as
+        --fault-offline makes one: it neither takes nor sends traffic; its senders retry, then
+        give up after `give_up_after` virtual seconds; its timers still fire). `lose(sender, to,
+        msg)`: "msg" loses that attempt of the message, "ack" its acknowledgement; the sender sends
+        it again after `retransmit_after` (see `MemoryNetwork`). `faults`: per-node fault plans
+        (the daemon's --fault-* flags). `contribute[node] = False`: the node takes part without
+        its data. `ledger_dir`: one SQLite ledger per node under it (default: in memory).
+        `after(sim)`: a coroutine run in the simulation once the job ended everywhere (a test's
+        extra traffic, e.g. through `sim.runtimes[node].transport`)."""
+        self.down = down
+        self.lose = lose
         self.algorithm = algorithm
         self.ids = list(ids)
         self.index = {nid: i for i, nid in enumerate(self.ids)}
@@ -94,100 +176,178 @@ class Simulator:
         self.latency = latency
         self.record = record
         self.job_id = job_id
-        algo = get_algorithm(algorithm)
-        self.engines: dict[str, Engine] = {}
-        for i, nid in enumerate(self.ids):
-            ctx = JobContext(job_id, algorithm, nid, tuple(self.ids), self.params, public_seed)
-            self.engines[nid] = algo.engine(
-                ctx, data.get(nid), np.random.default_rng([seed, i]),
-                contribute=(contribute or {}).get(nid, data.get(nid) is not None))
+        self.seed = seed
+        self.public_seed = public_seed
+        self.data = data
+        self.contribute = dict(contribute or {})
+        self.faults = dict(faults or {})
+        self.edges = [(str(a), str(b)) for a, b in edges]
+        self.ledger_dir = None if ledger_dir is None else Path(ledger_dir)
+        self.give_up_after = give_up_after
+        self.retransmit_after = retransmit_after
+        self.job_deadline = job_deadline
+        self.max_virtual_s = max_virtual_s
+        self.after = after
+        get_algorithm(algorithm)  # (an unknown algorithm is refused here, naming the known ones)
+        self.context = JobContext(job_id, algorithm, self.ids[0], tuple(self.ids), self.params,
+                                  public_seed, tuple(self.edges))
+        self.runtimes: dict[str, Any] = {}
+        self.engines = _Engines(self)
         self.now = 0.0
-        self._inflight = 0  # messages and acknowledgements not yet delivered
-        self._heap: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
-        self._tick = itertools.count()
+        self._inflight = 0  # sends under way
+        self._idle: asyncio.Event | None = None  # set when no send is under way
         self.result = SimResult(algorithm, len(self.ids), self.params, {}, [], [])
-        if record == "full":
-            self.result.entries = {nid: [] for nid in self.ids}
+        self._progress: Callable[[int, int], None] | None = None
 
-    # -- event loop ----------------------------------------------------------------------------
-    def _at(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
-        if fn != self._timer:
-            self._inflight += 1
-        heapq.heappush(self._heap, (self.now + delay, next(self._tick), fn, args))
-
-    def _entry(self, nid: str, **kw: Any) -> None:
-        if self.record == "full":
-            self.result.entries[nid].append(Entry(job_id=self.job_id, **kw))
-
-    def _apply(self, nid: str, actions: list[Action]) -> None:
-        for a in actions:
-            if isinstance(a, Record):
-                if a.event in HOLD_EVENTS:
-                    self.result.holders.append(self.index[nid])
-                    self.result.data_steps.append(a.event == "contribute")
-                self._entry(nid, direction="local", event=a.event, peer=a.peer,
-                            params=dict(a.params))
-            elif isinstance(a, Send):
-                m = a.msg
-                self._entry(nid, direction="sent", event=m.kind, peer=a.to, kind=m.kind,
-                            walk=m.walk, epoch=m.epoch, seq=m.seq, round=m.round)
-                verdict = self.lose(nid, a.to, m)
-                if verdict != "msg" and not self.down(nid, self.now):
-                    self._at(self.latency, self._deliver, nid, a.to, m, verdict == "ack")
-            elif isinstance(a, SetTimer):
-                self._at(a.delay, self._timer, nid, a.name)
-            elif isinstance(a, Output):
-                self.result.outputs[nid] = a
-                self._entry(nid, direction="local", event="output",
-                            params={"info": _jsonable(a.info)})
-
-    def _deliver(self, sender: str, to: str, msg: Message, lose_ack: bool = False) -> None:
-        if self.down(to, self.now):
-            return
-        try:
-            actions = self.engines[to].on_message(sender, msg)
-        except Refused as e:
-            self.result.refused += 1
-            out = self.engines[sender].on_undeliverable(to, msg, e.code.name, e.reason)
-            self._apply(sender, out or [])
-            return
-        self._entry(to, direction="received", event=msg.kind, peer=sender, kind=msg.kind,
-                    walk=msg.walk, epoch=msg.epoch, seq=msg.seq, round=msg.round)
-        self._apply(to, actions)
-        if not lose_ack:
-            self._at(self.latency, self._ack, sender, to, msg)
-
-    def _ack(self, sender: str, to: str, msg: Message) -> None:
-        if self.down(sender, self.now):
-            return
-        self._apply(sender, self.engines[sender].on_delivered(to, msg))
-
-    def _timer(self, nid: str, name: str) -> None:
-        self._apply(nid, self.engines[nid].on_timer(name))
-
-    def run(self, *, max_events: int = 50_000_000,
-            progress: Callable[[int, int], None] | None = None) -> SimResult:
-        t0 = time.perf_counter()
-        for nid in self.ids:
-            self._apply(nid, self.engines[nid].start())
+    # -- the nodes -----------------------------------------------------------------------------
+    def _observe(self, nid: str) -> Callable[[Entry], None] | None:
+        i = self.index[nid]
+        holders, data_steps = self.result.holders, self.result.data_steps
         expected = int(self.params.get("T", 0))
-        events = 0
-        while self._heap and events < max_events:
-            self.now, _, fn, args = heapq.heappop(self._heap)
-            if fn != self._timer:
-                self._inflight -= 1
-            fn(*args)
-            events += 1
-            if progress is not None and events % 4096 == 0:
-                progress(len(self.result.holders), expected)
-            if len(self.result.outputs) == len(self.ids) and self._inflight == 0:
-                break  # done everywhere, the last handoffs delivered; only timers are left
+
+        def observe(e: Entry) -> None:
+            if e.direction == "local" and e.event in HOLD_EVENTS:
+                holders.append(i)
+                data_steps.append(e.event == "contribute")
+                if self._progress is not None and len(holders) % 4096 == 0:
+                    self._progress(len(holders), expected)
+        return observe
+
+    def _build(self) -> MemoryNetwork:
+
+        net = MemoryNetwork(give_up_after=self.give_up_after, retry_every=0.05,
+                            latency=self.latency, apply_faults=True,
+                            retransmit_after=self.retransmit_after, lose=self.lose,
+                            on_fault=self._on_fault)
+        loop = asyncio.get_running_loop()
+        spec = json.loads(json.dumps(spec_dict(self.context), sort_keys=True))
+        shared_specs = {self.job_id: spec}  # one copy of the public spec for every node
+        for i, nid in enumerate(self.ids):
+            if self.ledger_dir is not None:
+                ledger: Ledger = Ledger(self.ledger_dir / nid, nid)
+            else:
+                ledger = MemoryLedger(nid, clock=loop.time, keep_entries=self.record == "full",
+                                      shared_specs=shared_specs)
+            plan = self.faults.get(nid)
+            injector = None
+            if plan is not None or self.down is not None:
+                injector = _Dropout(self, nid, plan or FaultPlan())
+            data = self.data.get(nid)
+            if not self.contribute.get(nid, True):
+                data = None  # takes part, adds noise only (as a node with no --data)
+            rt = NodeRuntime(nid, ledger, _SimTransport(self, net, nid), data=data,
+                             rng_factory=self._rng_factory(i), faults=injector,
+                             crash=self._crasher(nid), job_deadline=self.job_deadline)
+            self.runtimes[nid] = rt
+            net.nodes[nid] = rt
+        return net
+
+    def _on_fault(self, nid: str, kind: str, peer: str, job_id: str) -> None:
+        """An injected fault on the wire, recorded in the node's ledger as the daemon records it
+        (`NodeDaemon._record_fault`)."""
+        self.runtimes[nid].ledger.commit([Entry(job_id=job_id, direction="local", event="fault",
+                                                peer=peer, params={"fault": kind})])
+
+    def _rng_factory(self, i: int) -> Callable[[str], np.random.Generator]:
+        """Node i's RNG for every job: seeded from the simulation's seed (reproducible runs)."""
+        def make(job: str) -> np.random.Generator:
+            return np.random.default_rng([self.seed, i])
+        return make
+
+    def _crasher(self, nid: str) -> Callable[[str], None]:
+        def crash(reason: str) -> None:
+            self._crash(nid)
+        return crash
+
+    def _crash(self, nid: str) -> None:
+        """--fault-crash-at-step: the node stops, as a machine losing power (its ledger stays)."""
+        rt = self.runtimes[nid]
+        self._network.nodes.pop(nid, None)  # unreachable from now on
+        for runner in rt.jobs.values():
+            for t in list(runner._tasks):
+                t.cancel()
+
+    # -- the run --------------------------------------------------------------------------------
+    async def _main(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._network = self._build()
+        if self.record != "none":
+            for nid, rt in self.runtimes.items():
+                rt.ledger.observe = self._observe(nid) if isinstance(rt.ledger, MemoryLedger) \
+                    else None
+        # every node joins; the starter (the first participant of a walk) last, as in the harness
+        for nid in reversed(self.ids):
+            try:
+                await self.runtimes[nid].add_job(self.context.for_node(nid))
+            except Exception as e:  # noqa: BLE001 - e.g. a node that left at its first step
+                log.warning("[node=%s job=%s] did not join the simulated job: %s", nid,
+                            self.job_id, e)
+        limit = loop.time() + self.max_virtual_s
+        runners = [rt.jobs[self.job_id] for rt in self.runtimes.values()
+                   if self.job_id in rt.jobs]
+        waits = [asyncio.ensure_future(r.finished.wait()) for r in runners]
+        try:
+            await asyncio.wait(waits, timeout=max(0.0, limit - loop.time()))
+        finally:
+            for w in waits:
+                w.cancel()
+        # the last sends of a finished job (releases, handoffs, schedules) are delivered or
+        # given up on (each within give_up_after of its last attempt)
+        if self._inflight:
+            self._idle = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._idle.wait(),
+                                       timeout=max(0.0, limit - loop.time()))
+            except asyncio.TimeoutError:
+                pass
+        if self.after is not None:
+            await self.after(self)
+        for rt in self.runtimes.values():
+            rt.ledger.flush()
+
+    def run(self, *, max_events: int = 0,
+            progress: Callable[[int, int], None] | None = None) -> SimResult:
+        """Run the job to its end everywhere (or `max_virtual_s`); `max_events` is ignored (kept
+        for callers of the previous simulator)."""
+        t0 = time.perf_counter()
+        self._progress = progress
+        _, self.now = run_virtual(self._main())
+        res = self.result
+        for nid, rt in self.runtimes.items():
+            runner = rt.jobs.get(self.job_id)
+            if runner is None:
+                res.states[nid] = "failed"
+                res.details[nid] = "never joined (left at its first step)"
+                continue
+            res.states[nid] = runner.state
+            if runner.detail:
+                res.details[nid] = runner.detail
+            if runner.output is not None:
+                res.outputs[nid] = runner.output
+            if self.record == "full":
+                res.entries[nid] = rt.ledger.entries(self.job_id)
+        if self.ledger_dir is not None and self.record != "none":
+            self._holders_from_entries(res)
+        for rt in self.runtimes.values():
+            if self.ledger_dir is not None:
+                rt.ledger.close()
         if progress is not None:
-            progress(len(self.result.holders), expected)
-        self.result.events = events
-        self.result.virtual_time = self.now
-        self.result.wall_s = time.perf_counter() - t0
-        return self.result
+            progress(len(res.holders), int(self.params.get("T", 0)))
+        res.virtual_time = self.now
+        res.wall_s = time.perf_counter() - t0
+        return res
+
+    def _holders_from_entries(self, res: SimResult) -> None:
+        """The walk from SQLite ledgers: their hold entries in time order (the step counter first,
+        when the walk records it)."""
+        seen: list[tuple[float, float, int, int, bool]] = []
+        for nid, rt in self.runtimes.items():
+            for e in rt.ledger.entries(self.job_id, events=HOLD_EVENTS):
+                seen.append((float(e.params.get("t", 0)), e.ts, e.id, self.index[nid],
+                             e.event == "contribute"))
+        seen.sort()
+        res.holders[:] = [h for _, _, _, h, _ in seen]
+        res.data_steps[:] = [d for _, _, _, _, d in seen]
 
 
 # -- inputs and outputs ------------------------------------------------------------------------------
@@ -199,54 +359,77 @@ def synthetic_data(algorithm: str, ids: Sequence[str], params: Mapping[str, Any]
     too, for test accuracy)."""
     rng = np.random.default_rng([seed, 7])
     n = len(ids)
-    if algorithm in ("walk-sum", "ring-sum", "muffliato", "muffliato-random"):
+    if algorithm in ("walk-sum", "ring-sum", "ring-sum-r", "muffliato", "muffliato-random") or (
+            algorithm == "rw-sgd" and params.get("objective") == "mean"):
         dim = int(params.get("dim", 1))
         clip = float(params.get("clip", 1.0))
         vals = rng.uniform(0.0, clip / np.sqrt(dim), size=(n, dim))
+        if algorithm == "rw-sgd":  # the averaging case: any vectors (the mean is the optimum)
+            vals = rng.normal(0.0, 1.0, size=(n, dim))
         return {nid: vals[i] for i, nid in enumerate(ids)}, None
     if algorithm == "inca":
         vals = rng.uniform(params["lo"], params["hi"], size=(n, int(params["dim"])))
         return {nid: vals[i] for i, nid in enumerate(ids)}, None
-    if algorithm == "walk-histogram":
+    if algorithm in ("walk-histogram", "ring-histogram"):
         L = int(params["bins"])
         cats = rng.choice(L, size=n, p=np.arange(1, L + 1) / (L * (L + 1) / 2))
         return {nid: np.array([float(c)]) for nid, c in zip(ids, cats)}, None
-    if algorithm in ("walk-sgd", "muffliato-gd"):
+    if algorithm in ("walk-sgd", "muffliato-gd", "rw-sgd"):
+
         split = learning_split(n, points_per_node, seed, data_dir)
         users = split.per_user(n, points_per_node)
         return dict(zip(ids, users)), split
     raise ValueError(f"no synthetic data for {algorithm!r}")
 
 
-def inca_dropouts(sim: Simulator, ids: Sequence[str], T: int, leave: float, miss: float,
-                  seed: int) -> Callable[[str, float], bool]:
-    """A dropout scenario for `netdp simulate --algorithm inca`: round(leave·n) nodes leave for good
-    at a uniform iteration 2..T, round(miss·n) others miss one uniform iteration 1..T-1 (defined on
-    each node's own iteration, as a daemon's fault plan is on its own steps)."""
+def dropout_plans(algorithm: str, ids: Sequence[str], params: Mapping[str, Any], leave: float,
+                  miss: float, seed: int) -> dict[str, FaultPlan]:
+    """Fault plans for `netdp simulate --leave/--miss`, made of the daemon's fault flags.
+
+    inca: the flags `netdp demo --algorithm inca --leave --miss` gives its node processes
+    (`faults.inca_dropout_flags`: leavers --fault-leave-at-step in the mixing phase, missers
+    --fault-offline windows of 2 iterations every 6). Other algorithms: round(leave·n) nodes leave
+    for good (--fault-leave-at-step) at their first or second step; --miss is for inca."""
+
     if not (0 <= leave < 1 and 0 <= miss < 1 and leave + miss < 1):
         raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
+    if algorithm == "inca":
+        round_s = float(params.get("round_s", 2.0))
+        flags = inca_dropout_flags(ids, leave=leave, miss=miss, seed=seed, T=int(params["T"]),
+                                   k=int(params["k"]), round_s=round_s,
+                                   horizon=float(params["T"]) * round_s * 4 + 60)
+        return {nid: plan_from_flags(f) for nid, f in flags.items()}
+    if miss:
+        raise ConfigError("--miss is for --algorithm inca (use --fault NODE:--fault-offline "
+                          "START:DURATION for the others)")
     rng = np.random.default_rng([seed, 13])
-    n = len(ids)
-    order = rng.permutation(n)
-    nl, nm = int(round(leave * n)), int(round(miss * n))
-    windows: dict[str, tuple[int, int]] = {}
-    for i in order[:nl]:
-        windows[ids[int(i)]] = (int(rng.integers(2, T + 1)) if T > 1 else 1, 10 ** 9)
-    for i in order[nl:nl + nm]:
-        t = int(rng.integers(1, T)) if T > 1 else 1
-        windows[ids[int(i)]] = (t, t)
+    order = rng.permutation(len(ids))
+    nl = int(round(leave * len(ids)))
+    return {ids[int(i)]: plan_from_flags(["--fault-leave-at-step", str(rng.integers(1, 3))])
+            for i in order[:nl]}
 
-    def down(nid: str, now: float) -> bool:
-        w = windows.get(nid)
-        return w is not None and w[0] <= getattr(sim.engines[nid], "cur", 0) <= w[1]
 
-    return down
+def parse_node_faults(specs: Sequence[str], ids: Sequence[str]) -> dict[str, FaultPlan]:
+    """`--fault NODE:FLAGS` (repeatable): the daemon's --fault-* flags for one simulated node,
+    e.g. `--fault "node-3:--fault-offline 0.5:2 --fault-drop 0.1"`."""
+
+    out: dict[str, FaultPlan] = {}
+    known = set(ids)
+    for spec in specs:
+        nid, sep, flags = spec.partition(":")
+        nid = nid.strip()
+        if not sep or nid not in known:
+            raise ConfigError(f"--fault takes NODE:FLAGS with NODE one of the simulated nodes "
+                              f"({ids[0]}..{ids[-1]}), got {spec!r}")
+        out[nid] = plan_from_flags(flags.split())
+    return out
 
 
 def inca_summary(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
                  data: Mapping[str, np.ndarray], spec: Mapping[str, Any]) -> dict[str, Any]:
     """Estimate vs true mean, the central-DP error at the job's target privacy, the finals, and
     the correlated noise left uncancelled by leavers (`inca_audit.estimate_terms`)."""
+
     outs = [o for o in res.outputs.values() if o.value is not None]
     first = max(outs, key=lambda o: len(o.info["final"])) if outs else None
     lo, hi = float(params["lo"]), float(params["hi"])
@@ -298,6 +481,7 @@ def write_ledgers(res: SimResult, spec: Mapping[str, Any], root: str | Path) -> 
             out = res.outputs.get(nid)
             update = None
             if out is not None:
+
                 update = {"job_id": spec["job_id"], "state": "done", "result": _result_dict(out)}
             led.commit(entries, job_update=update)
         finally:
@@ -323,6 +507,7 @@ def progress_printer(stream: Any = sys.stderr, width: int = 30) -> Callable[[int
 def walk_audit_dict(holders: np.ndarray, n: int, algorithm: str, params: Mapping[str, Any],
                     paper_compatible: bool = False) -> dict[str, Any]:
     """The walk-conditional audit (network-dp.md §4) of one walk, as a JSON-friendly summary."""
+
     if algorithm not in ("walk-sum", "walk-histogram"):
         raise ValueError(f"the walk-conditional audit covers walk-sum and walk-histogram, not "
                          f"{algorithm}")
@@ -341,6 +526,7 @@ def node_privacy(res: SimResult, ids: Sequence[str], spec: Mapping[str, Any]) ->
     """Every node's own accountant on its simulated view: worst and mean ε over nodes (worst peer),
     and the method. With record="walk" the view is rebuilt from the node's contribution count, the
     only part of it the walk accountants read."""
+
     counts = np.bincount(np.asarray(res.holders, dtype=np.int64)[np.asarray(res.data_steps,
                                                                              dtype=bool)],
                          minlength=len(ids)) if res.holders else np.zeros(len(ids), dtype=int)
@@ -371,6 +557,7 @@ def node_privacy(res: SimResult, ids: Sequence[str], spec: Mapping[str, Any]) ->
 
 def run_simulation(a: Any) -> int:
     """`netdp simulate` (see the CLI help)."""
+
     n = int(a.nodes)
     if not 3 <= n <= 100_000:
         raise ConfigError("--nodes must be between 3 and 100000")
@@ -385,26 +572,36 @@ def run_simulation(a: Any) -> int:
     except ValueError as e:
         raise ConfigError(str(e)) from e
     data, split = synthetic_data(a.algorithm, ids, params, a.seed, a.points, a.data_dir)
-    record: RecordMode = a.record or ("full" if n <= 512 else "walk")
-    if a.algorithm.startswith("muffliato"):
-        record = "full"  # the gossip accountants read the rounds and published schedules
+    record: RecordMode = a.record or ("full" if n <= 512 or a.ledgers else "walk")
+    if a.algorithm not in ("walk-sum", "walk-histogram", "walk-sgd"):
+        record = "full"  # their accountants read more than the contributions (rounds, schedules)
     if a.ledgers and record != "full":
         raise ConfigError("--ledgers needs --record full")
+    edges: list[tuple[str, str]] = []
+    if a.algorithm == "rw-sgd" or params.get("graph") == "topology":
+
+        kind = getattr(a, "topology", None) or get_algorithm(a.algorithm).topology
+        try:
+            edges = [(str(u), str(v)) for u, v in build(kind, ids, seed=a.seed).edges]
+        except ValueError as e:
+            raise ConfigError(f"--topology: {e}") from e
+    faults = dropout_plans(a.algorithm, ids, params, getattr(a, "leave", 0.0),
+                           getattr(a, "miss", 0.0), a.seed)
+    faults.update(parse_node_faults(getattr(a, "fault", None) or [], ids))
     sim = Simulator(a.algorithm, ids, params, data, seed=a.seed, public_seed=a.seed,
-                    record=record)
-    if a.algorithm == "inca":
-        sim.down = inca_dropouts(sim, ids, int(params["T"]), getattr(a, "leave", 0.0),
-                                 getattr(a, "miss", 0.0), a.seed)
-    elif getattr(a, "leave", 0.0) or getattr(a, "miss", 0.0):
-        raise ConfigError("--leave and --miss are for --algorithm inca")
+                    record=record, faults=faults, edges=edges, ledger_dir=a.ledgers or None,
+                    job_deadline=float(params.get("deadline_s", 0.0) or 0.0))
     show = None if (a.quiet or a.json) else progress_printer()
     if show is not None:
         print(f"simulating {a.algorithm} over {n} nodes (seed {a.seed})", file=sys.stderr)
     res = sim.run(progress=show)
-    if len(res.outputs) != n:
-        raise RuntimeError(f"the simulated job did not finish ({len(res.outputs)}/{n} outputs)")
+    failed = {nid: res.details.get(nid, "") for nid, st in res.states.items() if st != "done"}
+    if len(res.outputs) + len(faults) < n or not res.outputs:
+        why = "; ".join(f"{k}: {v}" for k, v in list(failed.items())[:3])
+        raise RuntimeError(f"the simulated job did not finish ({len(res.outputs)}/{n} outputs"
+                           f"{'; ' + why if why else ''})")
     spec = {"job_id": "sim", "algorithm": a.algorithm, "participants": ids, "params": params,
-            "public_seed": a.seed, "edges": []}
+            "public_seed": a.seed, "edges": [list(e) for e in edges]}
     out: dict[str, Any] = {
         "algorithm": a.algorithm, "nodes": n, "seed": a.seed, "steps": len(res.holders),
         "data_steps": int(np.sum(res.data_steps)), "events": res.events,
@@ -417,6 +614,7 @@ def run_simulation(a: Any) -> int:
     counts = np.bincount(np.asarray(res.holders)[np.asarray(res.data_steps, dtype=bool)],
                          minlength=n)
     if a.algorithm == "walk-sum":
+
         truth = sum(counts[i] * clip_l2(np.asarray(data[nid]), params["clip"])
                     for i, nid in enumerate(ids))
         out.update({"estimate": value.tolist(), "truth": np.asarray(truth).tolist(),
@@ -437,13 +635,23 @@ def run_simulation(a: Any) -> int:
     elif a.algorithm.startswith("muffliato"):
         out.update(gossip_outcome(res, ids, params, data, split,
                                   gd=a.algorithm == "muffliato-gd"))
+    elif a.algorithm.startswith("ring-"):
+        out.update(ring_outcome(res, ids, params, data))
+    elif a.algorithm == "rw-sgd":
+        if params.get("objective", "logistic") == "mean":
+            truth = np.mean([np.asarray(data[v], dtype=float) for v in ids], axis=0)
+            out.update({"estimate": value.tolist(), "truth": truth.tolist()})
+        else:
+            out.update({"test_accuracy": logistic_accuracy(value, split.X_test, split.y_test),
+                        "data": split.source, "model": value.tolist()})
+    if failed:
+        out["failed"] = failed
     if a.audit:
         out["audit"] = walk_audit_dict(np.asarray(res.holders), n, a.algorithm, params)
     if a.trace:
         write_trace(res, ids, a.trace)
         out["trace"] = a.trace
-    if a.ledgers:
-        write_ledgers(res, spec, a.ledgers)
+    if a.ledgers:  # the nodes ran on SQLite ledgers there (Simulator ledger_dir)
         out["ledgers"] = a.ledgers
     if a.json:
         print(json.dumps(out, indent=2))
@@ -452,10 +660,39 @@ def run_simulation(a: Any) -> int:
     return 0
 
 
+def recorded_noise_std(res: SimResult, ids: Sequence[str]) -> float:
+    """The std of all the noise the nodes' ledgers say they added (√ of the sum of the recorded
+    σ² of every step): read from the ledgers, not from the engines."""
+    var = 0.0
+    for v in ids:
+        for e in res.entries.get(v, []):
+            if e.direction == "local" and "sigma" in e.params:
+                var += float(e.params["sigma"]) ** 2
+    return float(np.sqrt(var))
+
+
+def ring_outcome(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
+                 data: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """Ring sums: the released estimate (the token over K) against the true sum of the clipped
+    inputs, with the std of the noise the ledgers recorded; the ring histogram: the debiased
+    counts against the true ones."""
+
+    out = res.outputs.get(ids[0]) or next(iter(res.outputs.values()))
+    est = np.asarray(out.value, dtype=float)
+    if "bins" in params:
+        truth = np.bincount([int(data[v][0]) for v in ids], minlength=int(params["bins"]))
+        return {"estimate": est.tolist(), "truth": truth.astype(float).tolist()}
+    truth = np.sum([clip_l2(np.asarray(data[v], dtype=float), params["clip"]) for v in ids],
+                   axis=0)
+    return {"estimate": est.tolist(), "truth": truth.tolist(),
+            "noise_std": recorded_noise_std(res, ids) / int(params["rounds"])}
+
+
 def gossip_outcome(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
                    data: Mapping[str, np.ndarray], split: Any, gd: bool) -> dict[str, Any]:
     """Muffliato: every node's estimate against the true mean of the (clipped) inputs, or the
     test accuracy of every node's model (GD)."""
+
     outs = np.array([np.asarray(res.outputs[v].value) for v in ids])
     if gd:
         accs = [logistic_accuracy(w, split.X_test, split.y_test) for w in outs]
@@ -491,7 +728,8 @@ def render_simulation(o: dict[str, Any]) -> str:
     if "test_accuracy" in o:
         lines.append(f"  test accuracy {o['test_accuracy']:.4f} on {o['data']}")
     pv = o["privacy"]
-    target = f"target ε={p['epsilon']:g}" if "epsilon" in p else f"σ={p['sigma']:g}"
+    target = (f"target ε={p['epsilon']:g}" if "epsilon" in p else f"σ={p['sigma']:g}"
+              if "sigma" in p else f"ε0={p.get('epsilon0', 0):g}")
     lines.append(f"  each node's accountant ({target}): worst ε="
                  f"{pv['epsilon_max']:.4g}, mean ε={pv['epsilon_mean']:.4g} ({pv['method']}); "
                  f"contributions per node: max {pv['contributions_max']}, mean "

@@ -168,10 +168,13 @@ def neighbour_lists(n: int, edges: Iterable[tuple[int, int]]) -> list[list[int]]
 
 
 def transition_row(n: int, edges: Iterable[tuple[int, int]], u: int,
-                   rule: WeightRule = "coded") -> tuple[list[int], list[float]]:
+                   rule: WeightRule = "coded",
+                   nb: Sequence[Sequence[int]] | None = None) -> tuple[list[int], list[float]]:
     """Row u of `transition_matrix` without building the matrix: (columns, probabilities), u's
-    neighbours in increasing order then u itself (the self-loop)."""
-    nb = neighbour_lists(n, edges)
+    neighbours in increasing order then u itself (the self-loop). `nb`: `neighbour_lists(n,
+    edges)` when the caller has it already (e.g. shared by the engines of a job)."""
+    if nb is None:
+        nb = neighbour_lists(n, edges)
     if not nb[u]:
         raise ValueError(f"node {u} has no neighbour")
     bump = 1 if rule == "coded" else 0

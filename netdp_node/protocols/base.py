@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,6 +151,30 @@ class Flush:
 Action = Send | SetTimer | Record | Output | Keep | Drop | Flush
 
 
+class PublicJob:
+    """What every engine of one job derives from the public job context alone (the participant
+    tuple, each participant's position, the graph's edges as indices, a protocol's public graph):
+    built once per job and shared, read-only, by the engines of every node that holds the same
+    context (`JobContext.for_node`), so that n simulated nodes do not hold n copies of it.
+
+    Only values that depend on the public context and not on `me` belong here."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
+
+    def get(self, key: str, build: Callable[[], Any]) -> Any:
+        """The value under `key`, built by `build()` the first time it is asked for."""
+        v = self._values.get(key, _MISSING)
+        if v is _MISSING:
+            v = self._values[key] = build()
+        return v
+
+
+_MISSING = object()
+
+
 @dataclass(frozen=True)
 class JobContext:
     """Public job parameters, identical at every participant and at the accountant."""
@@ -162,6 +186,30 @@ class JobContext:
     params: Mapping[str, Any]
     public_seed: int
     edges: Sequence[tuple[str, str]] = ()
+    #: derived public values, shared by the contexts made with `for_node` (not part of equality)
+    shared: PublicJob = field(default_factory=PublicJob, compare=False, repr=False)
+
+    def for_node(self, me: str) -> JobContext:
+        """The same job at participant `me`, sharing every public value derived from it."""
+        return dataclasses.replace(self, me=me)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The participants, in order, as a tuple (built once per job)."""
+        return self.shared.get("ids", lambda: tuple(self.participants))
+
+    @property
+    def position(self) -> Mapping[str, int]:
+        """Participant -> its index (built once per job)."""
+        return self.shared.get(
+            "position", lambda: {v: i for i, v in enumerate(self.ids)})
+
+    def edge_indices(self) -> list[tuple[int, int]]:
+        """The job's edges as pairs of participant indices (edges naming others are left out)."""
+        def build() -> list[tuple[int, int]]:
+            index = self.position
+            return [(index[a], index[b]) for a, b in self.edges if a in index and b in index]
+        return self.shared.get("edge_indices", build)
 
 
 class Engine:
@@ -186,9 +234,10 @@ class Engine:
     def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
                  contribute: bool = True) -> None:
         self.ctx = ctx
-        self.ids = list(ctx.participants)  # ordered (the ring order for a ring)
+        # ordered (the ring order for a ring); shared with the job's other engines: read-only
+        self.ids: tuple[str, ...] = ctx.ids
         self.n = len(self.ids)
-        self.position = {v: i for i, v in enumerate(self.ids)}  # participant -> its index
+        self.position: Mapping[str, int] = ctx.position  # participant -> its index (shared)
         if ctx.me not in self.position:
             raise ValueError(f"{ctx.me} is not a participant of job {ctx.job_id}")
         self.data = data

@@ -98,7 +98,7 @@ Algorithm 2 (`muffliato-random`): see `MuffliatoRandom`. Algorithm 3 (`muffliato
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -141,8 +141,19 @@ def degrees(n: int, edges: Sequence[tuple[int, int]]) -> np.ndarray:
 
 
 def _topology_indices(ctx: JobContext) -> list[tuple[int, int]]:
-    index = {v: i for i, v in enumerate(ctx.participants)}
-    return [(index[a], index[b]) for a, b in ctx.edges if a in index and b in index]
+    return ctx.edge_indices()  # built once per job, shared by its engines
+
+
+def _adjacency(n: int, edges: Iterable[tuple[int, int]]) -> list[list[int]]:
+    """Every node's neighbours (sorted) in an undirected edge list."""
+    adj: list[list[int]] = [[] for _ in range(n)]
+    for a, b in edges:
+        adj[a].append(b)
+        if a != b:
+            adj[b].append(a)
+    for row in adj:
+        row.sort()
+    return adj
 
 
 def _check_payload(x: np.ndarray) -> np.ndarray:
@@ -185,7 +196,9 @@ class MuffliatoSync(Engine):
         if self.total > _MAX_ROUNDS:
             raise ValueError(f"T × calls = {self.total} rounds is more than {_MAX_ROUNDS}")
         self._graphs: dict[int, tuple[list[int], dict[int, float]]] = {}
-        self._adjacency: dict[int, list[list[int]]] = {}  # every node's public neighbours, by call
+        # every node's public neighbours, by call: public, built once per job and shared by its
+        # engines (`JobContext.shared`)
+        self._adjacency: dict[int, list[list[int]]] = ctx.shared.get("muffliato-adjacency", dict)
         # -- state --
         self.r = -1  # current round (global over calls); -1 before start
         self.x = np.zeros(self.dim)  # x^t of the current round
@@ -554,8 +567,9 @@ class MuffliatoRandom(Engine):
         self.duration = float(p["duration_s"])
         self.grace = float(p.get("grace_s", 2.0))
         self.timeout = float(p.get("exchange_timeout_s", 5.0))
-        edges = public_graph(p, self.n, ctx.public_seed, 0, _topology_indices(ctx))
-        self.nb = sorted(b if a == self.me else a for a, b in edges if self.me in (a, b))
+        adjacency = ctx.shared.get("muffliato-random-adjacency", lambda: _adjacency(
+            self.n, public_graph(p, self.n, ctx.public_seed, 0, _topology_indices(ctx))))
+        self.nb = adjacency[self.me]  # sorted; shared, read-only
         self.x = np.zeros(self.dim)
         self.clock_on = False
         self.k = 0  # offers made

@@ -70,7 +70,7 @@ class RingSum(Engine):
         self.order = self.ids
         if self.n < 3:
             raise ValueError("the ring sum needs at least 3 participants")
-        self.pos = self.order.index(ctx.me) + 1  # 1-indexed, as in the paper
+        self.pos = self.position[ctx.me] + 1  # 1-indexed, as in the paper
         self.pred = self.order[self.pos - 2]  # position 1's predecessor is the last node
         self.succ = self.order[self.pos % self.n]
         self.rounds = int(p["rounds"])

@@ -74,7 +74,12 @@ from netdp_node.privacy.discrete_gaussian import (
     gaussian_on_grid,
     job_grid,
 )
-from netdp_node.privacy.random_walk import ldp_noise_multiplier, transition_row, weight_rule
+from netdp_node.privacy.random_walk import (
+    ldp_noise_multiplier,
+    neighbour_lists,
+    transition_row,
+    weight_rule,
+)
 from netdp_node.privacy.walk_accountant import calibrate
 from netdp_node.protocols.base import (
     Action,
@@ -166,7 +171,7 @@ class CompleteGraphWalk(Engine):
         # came_from (a fence from that sender still kills it), but it is never handed off twice
         # (the sender dropped its copy at the first; a second would be refused as stale)
         self.handed: set[tuple[str, int, int]] = set()
-        self._live_cache: list[str] = list(self.ids)
+        self._live_cache: Sequence[str] = self.ids  # (shared until a peer is found gone)
         self._live_for = 0  # len(self.dead) when _live_cache was computed (the set only grows)
         # copies this node keeps: key -> meta {to, epoch, seq, t, contrib, came_from, acked}
         self.custody: dict[str, dict[str, Any]] = {}
@@ -207,19 +212,19 @@ class CompleteGraphWalk(Engine):
             return all(self.edges[w] < self.edge_cap for w in adjacent)
         return True
 
-    def _live(self) -> list[str]:
+    def _live(self) -> Sequence[str]:
         """The participants not known to be gone (cached: recomputed when the set changes)."""
         if self._live_for != len(self.dead):
             self._live_cache = [v for v in self.ids if v not in self.dead or v == self.ctx.me]
             self._live_for = len(self.dead)
         return self._live_cache
 
-    def _draw_next(self, live: list[str]) -> str:
+    def _draw_next(self, live: Sequence[str]) -> str:
         """The next holder: uniform over the live participants (complete graph, spec §2.4)."""
         return live[int(self.rng.integers(len(live)))]
 
     def _dead_scalars(self) -> dict[str, float]:
-        return {f"dead:{self.ids.index(v)}": 1.0 for v in sorted(self.dead)}
+        return {f"dead:{self.position[v]}": 1.0 for v in sorted(self.dead)}
 
     def _learn_dead(self, msg: Message) -> None:
         for k in msg.scalars:
@@ -903,12 +908,12 @@ class RandomWalkSgd(WalkSgd):
         self.burn_in = int(ctx.params.get("burn_in", 0))
         self.T += self.burn_in  # the token walks burn_in steps, then T update steps
 
-        index = {v: i for i, v in enumerate(self.ids)}
-        edges = [(index[a], index[b]) for a, b in ctx.edges if a in index and b in index]
+        edges = ctx.edge_indices()  # the job's graph: built once per job, shared
         if not edges:
             raise ValueError("rw-sgd needs the job's graph (edges)")
-        cols, probs = transition_row(self.n, edges, index[ctx.me],
-                                     weight_rule(ctx.params.get("weights", "coded")))
+        nb = ctx.shared.get("neighbour-lists", lambda: neighbour_lists(self.n, edges))
+        cols, probs = transition_row(self.n, edges, self.position[ctx.me],
+                                     weight_rule(ctx.params.get("weights", "coded")), nb=nb)
         self.row = [(self.ids[c], p) for c, p in zip(cols, probs) if p > 0]
 
     def _may_contribute(self, sender: str | None, nxt: str) -> bool:
@@ -931,9 +936,12 @@ class RandomWalkSgd(WalkSgd):
             return super().result_info(tau)
         return tau, {"model": tau.tolist()}
 
-    def _draw_next(self, live: list[str]) -> str:
-        alive = set(live)
-        cand = [(v, p) for v, p in self.row if v in alive or v == self.ctx.me]
+    def _draw_next(self, live: Sequence[str]) -> str:
+        if self.dead:
+            alive = set(live)
+            cand = [(v, p) for v, p in self.row if v in alive or v == self.ctx.me]
+        else:  # nobody gone: the whole row (no set of every participant per hop)
+            cand = self.row
         total = sum(p for _, p in cand)
         x = float(self.rng.random()) * total
         for v, p in cand:

@@ -7,23 +7,54 @@ including validation, ledger writes and refusals, only without sockets.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Protocol
 
 from netdp_node.errors import NodeUnavailable, UnknownJob
+from netdp_node.faults import FaultInjector
 from netdp_node.protocols.base import Message, Refused
 from netdp_node.transport.base import DeliveryError, Receiver, Transport
 from netdp_node.wire import WireError
 
 
+class Node(Receiver, Protocol):
+    """A node on the in-memory network: a `Receiver` with its fault plan (`NodeRuntime`)."""
+
+    faults: FaultInjector | None
+
+
 class MemoryNetwork:
     """The set of nodes reachable in-process, by id. A node missing from `nodes` (stopped, not yet
     restarted) or answering NodeUnavailable is retried every `retry_every` seconds for up to
-    `give_up_after` seconds, as the gRPC links do; then the send fails with UNAVAILABLE."""
+    `give_up_after` seconds, as the gRPC links do; then the send fails with UNAVAILABLE.
 
-    def __init__(self, give_up_after: float = 10.0, retry_every: float = 0.05) -> None:
-        self.nodes: dict[str, Receiver] = {}
+    For the simulator (`netdp simulate`), all off by default:
+    `latency`: seconds a message takes to arrive, and its acknowledgement to come back (the loop's
+    seconds: virtual ones in the simulator).
+    `apply_faults`: each node's fault plan (`NodeRuntime.faults`, the daemon's --fault-* flags)
+    acts on the wire as over gRPC: a node that is offline, left or partitioned from the peer
+    neither sends nor takes the message (UNAVAILABLE, retried); `--fault-delay-ms` delays it;
+    `--fault-drop` loses it, and it is sent again `retransmit_after` seconds later; each drop is
+    reported to `on_fault(kind, peer, job_id)` of the sending node's network entry.
+    `lose(sender, to, msg)`: a test's hook, asked once per message: "msg" loses its first attempt
+    (sent again after `retransmit_after`), "ack" delivers it and loses its acknowledgement (the
+    sender sends it again; the receiver recognises the exact re-send), None delivers both."""
+
+    def __init__(self, give_up_after: float = 10.0, retry_every: float = 0.05, *,
+                 latency: float = 0.0, apply_faults: bool = False,
+                 retransmit_after: float = 0.5,
+                 lose: Callable[[str, str, Message], str | None] | None = None,
+                 on_fault: Callable[[str, str, str, str], None] | None = None) -> None:
+        self.nodes: dict[str, Node] = {}
         self.delivered = 0
         self.give_up_after = give_up_after
         self.retry_every = retry_every
+        self.latency = latency
+        self.apply_faults = apply_faults
+        self.retransmit_after = retransmit_after
+        self.lose = lose
+        # on_fault(node, kind, peer, job_id): an injected fault on the wire (a dropped message)
+        self.on_fault = on_fault
 
     def transport(self, me: str) -> MemoryTransport:
         return MemoryTransport(self, me)
@@ -36,17 +67,36 @@ class MemoryTransport(Transport):
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def send(self, to: str, job_id: str, msg: Message) -> bool:
+        net = self.network
         loop = asyncio.get_running_loop()
-        give_up = loop.time() + self.network.give_up_after
-        lock = self._locks.setdefault(to, asyncio.Lock())
+        give_up = loop.time() + net.give_up_after
+        lock = self._locks.get(to)
+        if lock is None:
+            lock = self._locks[to] = asyncio.Lock()
+        first = True
         async with lock:  # per-link ordering, as a stream gives it
             while True:
                 await asyncio.sleep(0)
-                node = self.network.nodes.get(to)
+                node = net.nodes.get(to)
+                lost = None
                 try:
+                    if net.apply_faults:
+                        lost = await self._wire(to, job_id, msg, node, first)
+                        first = False
+                        if lost == "msg":
+                            await asyncio.sleep(net.retransmit_after)
+                            continue
+                    elif net.latency:
+                        await asyncio.sleep(net.latency)
+                    node = net.nodes.get(to)
                     if node is None:
                         raise NodeUnavailable(f"no node {to!r} in this in-memory network")
                     dup = await node.handle(self.me, job_id, msg)
+                    if lost == "ack":  # taken there; the sender never learns: it sends again
+                        await asyncio.sleep(net.retransmit_after)
+                        continue
+                    if net.latency:
+                        await asyncio.sleep(net.latency)
                     break
                 except Refused as e:
                     raise DeliveryError(to, e.code.name, e.reason) from e
@@ -57,6 +107,37 @@ class MemoryTransport(Transport):
                 except NodeUnavailable as e:
                     if loop.time() >= give_up:
                         raise DeliveryError(to, "UNAVAILABLE", f"gave up on {to}: {e}") from e
-                    await asyncio.sleep(self.network.retry_every)
-        self.network.delivered += 1
+                    await asyncio.sleep(net.retry_every)
+        net.delivered += 1
         return dup
+
+    async def _wire(self, to: str, job_id: str, msg: Message, node: Node | None,
+                    first: bool) -> str | None:
+        """One attempt on the wire under the fault plans (`MemoryNetwork.apply_faults`): raises
+        NodeUnavailable when either end refuses traffic now, waits the delay and the latency;
+        returns "msg" if the attempt is lost, "ack" if its acknowledgement will be."""
+        net = self.network
+        me = net.nodes.get(self.me)
+        mine = None if me is None else me.faults
+        if mine is not None:
+            why = mine.blocked(to)
+            if why:
+                raise NodeUnavailable(f"{self.me} cannot reach {to}: {why}")
+            delay = mine.delay_s()
+            if delay:
+                await asyncio.sleep(delay)
+        if net.latency:
+            await asyncio.sleep(net.latency)
+        lost = None if net.lose is None or not first else net.lose(self.me, to, msg)
+        if mine is not None and lost is None and mine.drop():
+            if net.on_fault is not None:
+                net.on_fault(self.me, "drop", to, job_id)
+            lost = "msg"
+        if lost == "msg":
+            return lost
+        theirs = None if node is None else node.faults
+        if theirs is not None:
+            why = theirs.blocked(self.me)
+            if why:
+                raise NodeUnavailable(f"{to} is unavailable: {why}")
+        return lost

@@ -31,6 +31,8 @@ GROUP_OF = {
     "netdp_node.limits": "base",
     "netdp_node.lazy": "base",
     "netdp_node.graphs": "base",
+    "netdp_node.vclock": "base",
+    "netdp_node.memledger": "ledger",
     "netdp_node.privacy": "privacy",
     "netdp_node.ledger": "ledger",
     "netdp_node.security": "security",

@@ -1,0 +1,173 @@
+"""A node's ledger held in memory, for `netdp simulate`.
+
+`MemoryLedger` is a `Ledger` whose storage is Python objects instead of SQLite: the group commit
+(`stage`, `note`, `flush_soon`, deferred receipts, `staged_future`) is the Ledger's own code,
+inherited unchanged, and so are its rules: a received message is stored once per identity (a
+second one is refused with LedgerError, as the SQLite index refuses it), entries are append-only,
+custody copies are kept until dropped. What a step writes is what the SQLite ledger would hold:
+entry parameters go through the same JSON encoding (so the accountants read the same values).
+
+With `keep_entries=False` (large simulations that only need the walk) the entries are handed to
+`observe` and not kept; the duplicate index, the custody copies and the job rows are kept all the
+same (the runtime's checks read them).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from netdp_node.errors import LedgerError
+from netdp_node.ledger import Entry, JobRow, Ledger, _identity, _params_json, _Step
+
+
+class MemoryLedger(Ledger):
+    """A ledger in memory (see the module docstring). `clock` gives the entries' timestamps
+    (the simulator's virtual clock); `shared_specs` maps job ids to a spec kept once for every
+    node (the public job spec, with its participant list: not n copies of it)."""
+
+    def __init__(self, node_id: str, *, clock: Callable[[], float] = lambda: 0.0,
+                 keep_entries: bool = True, observe: Callable[[Entry], None] | None = None,
+                 shared_specs: dict[str, dict[str, Any]] | None = None) -> None:
+        # no super().__init__: there is no file; the group-commit state is the Ledger's
+        self.directory = None  # type: ignore[assignment]
+        self.path = f"memory:{node_id}"  # type: ignore[assignment]
+        self.readonly = False
+        self.node_id = node_id
+        self.clock = clock
+        self.keep_entries = keep_entries
+        self.observe = observe
+        self.shared_specs = shared_specs if shared_specs is not None else {}
+        self._received = {}
+        self._staged = []
+        self._staged_received = {}
+        self._flush_scheduled = False
+        self._deferred = None
+        self._entries: list[Entry] = []
+        self._jobs: dict[str, JobRow] = {}
+        self._custody: dict[str, dict[str, tuple[np.ndarray, dict[str, Any]]]] = {}
+        self._next_id = 1
+        self._ledger_id = secrets.token_hex(16)
+        self._meta_values: dict[str, str] = {}
+
+    # -- identity -------------------------------------------------------------------------------
+    @property
+    def ledger_id(self) -> str:
+        return self._ledger_id
+
+    @property
+    def created(self) -> float:
+        return 0.0
+
+    @property
+    def acks_from(self) -> int | None:
+        return 1
+
+    def join_after(self, store_id: str, job_seq: int) -> tuple[int, bool]:
+        key = f"join_after:{store_id}"
+        if key in self._meta_values:
+            return int(self._meta_values[key]), False
+        self._meta_values[key] = str(int(job_seq))
+        return int(job_seq), True
+
+    def close(self) -> None:
+        self.flush()
+
+    # -- writing ----------------------------------------------------------------------------------
+    def _append(self, entries: Iterable[Entry], now: float) -> None:
+        for e in entries:
+            self._next_id += 1
+            if self.keep_entries:  # as the SQLite ledger reads it back: id, time, JSON params
+                e = replace(e, id=self._next_id - 1, ts=e.ts or now,
+                            params=json.loads(_params_json(e.params)) if e.params else {})
+                self._entries.append(e)
+            if self.observe is not None:
+                self.observe(e)
+
+    def _write(self, steps: Sequence[_Step]) -> None:
+        """As `Ledger._write`: all of `steps` or nothing (a received message stored twice is
+        refused, as the SQLite index refuses it)."""
+        seen: set[tuple[str, str, str, str, int, int, int]] = set()
+        for step in steps:
+            for e in step.entries:
+                if e.direction != "received":
+                    continue
+                ident = (e.job_id, *_identity(e))
+                if ident in seen or _identity(e) in self._received.get(e.job_id, {}):
+                    raise LedgerError("ledger refused the entries: UNIQUE constraint failed: "
+                                      "a received message is stored once")
+                seen.add(ident)
+        now = self.clock()
+        for step in steps:
+            self._append(step.entries, now)
+            for e in step.entries:
+                if e.direction == "received":
+                    self._received.setdefault(e.job_id, {})[_identity(e)] = e.digest
+            if step.job_update:
+                self._update(**step.job_update)
+            for job_id, key in step.drop:
+                self._custody.get(job_id, {}).pop(key, None)
+            for job_id, key, arr, meta in step.keep:
+                self._custody.setdefault(job_id, {})[key] = (
+                    np.array(arr, dtype="<f8"), json.loads(json.dumps(meta, sort_keys=True)))
+
+    def begin_job(self, job_id: str, algorithm: str, spec: dict[str, Any], contributed: bool,
+                  entries: Iterable[Entry] = (), *, state: str = "running",
+                  detail: str = "") -> bool:
+        self.flush()
+        if job_id in self._jobs:
+            return False
+        now = self.clock()
+        spec = self.shared_specs.get(job_id) or json.loads(json.dumps(spec, sort_keys=True))
+        self._jobs[job_id] = JobRow(job_id=job_id, algorithm=algorithm, spec=spec, state=state,
+                                    contributed=contributed, started=now,
+                                    finished=now if state in ("done", "failed") else None,
+                                    result=None, detail=detail)
+        self._append(entries, now)
+        return True
+
+    def set_job_state(self, job_id: str, state: str, *, result: dict[str, Any] | None = None,
+                      detail: str = "") -> None:
+        self.flush()
+        self._update(job_id=job_id, state=state, result=result, detail=detail)
+
+    def _update(self, *, job_id: str, state: str, result: dict[str, Any] | None = None,
+                detail: str = "") -> None:
+        row = self._jobs.get(job_id)
+        if row is None:
+            return  # (as SQL's UPDATE of no row)
+        finished = self.clock() if state in ("done", "failed") else row.finished
+        self._jobs[job_id] = replace(
+            row, state=state, finished=finished, detail=detail,
+            result=json.loads(json.dumps(result)) if result is not None else row.result)
+
+    # -- reading ----------------------------------------------------------------------------------
+    def received_digest(self, job_id: str, peer: str,
+                        key: tuple[str, str, int, int, int]) -> str | None:
+        staged = self._staged_received.get((job_id, peer, *key))
+        if staged is not None:
+            return staged[0]
+        return self._received.get(job_id, {}).get((peer, *key))
+
+    def kept(self, job_id: str) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:
+        self.flush()
+        return {k: (a.copy(), dict(m)) for k, (a, m) in self._custody.get(job_id, {}).items()}
+
+    def entries(self, job_id: str | None = None, *,
+                events: Sequence[str] | None = None) -> list[Entry]:
+        self.flush()
+        return [e for e in self._entries if (job_id is None or e.job_id == job_id)
+                and (events is None or e.event in events)]
+
+    def jobs(self) -> list[JobRow]:
+        self.flush()
+        return sorted(self._jobs.values(), key=lambda r: r.started)
+
+    def job(self, job_id: str) -> JobRow | None:
+        self.flush()
+        return self._jobs.get(job_id)
