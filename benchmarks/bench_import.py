@@ -41,8 +41,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-HEAVY = ("scipy", "scipy.stats", "scipy.sparse", "matplotlib", "networkx", "randomgen", "grpc",
-         "cryptography", "numpy")
+HEAVY = (
+    "scipy",
+    "scipy.stats",
+    "scipy.sparse",
+    "matplotlib",
+    "networkx",
+    "randomgen",
+    "grpc",
+    "cryptography",
+    "numpy",
+)
 TARGET_CPU_S = 0.3  # issue 15: a node's import and `netdp --help` under 0.3 s of CPU
 
 
@@ -53,7 +62,10 @@ def commands() -> dict[str, list[str]]:
         "python (interpreter only)": [py, "-c", "pass"],
         # what a node cannot start without (numpy, gRPC, X.509, protobuf, asyncio): the floor
         "third-party floor (numpy, grpc, cryptography, protobuf, asyncio)": [
-            py, "-c", "import numpy, grpc, grpc.aio, cryptography.x509, google.protobuf, asyncio"],
+            py,
+            "-c",
+            "import numpy, grpc, grpc.aio, cryptography.x509, google.protobuf, asyncio",
+        ],
         "import netdp_node.daemon": [py, "-c", "import netdp_node.daemon"],
         "import netdp_bootstrap.server": [py, "-c", "import netdp_bootstrap.server"],
         "python -m netdp_node.cli node --help": [py, "-m", "netdp_node.cli", "node", "--help"],
@@ -77,8 +89,9 @@ def child_env(pycache: str | None) -> dict[str, str]:
 def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(CPU seconds, peak RSS in MiB) of one run of `argv`, from the kernel's account of the
     child."""
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                            cwd=ROOT)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode() if proc.stderr else ""
@@ -91,10 +104,12 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 
 def heavy_modules(module: str, env: dict[str, str]) -> list[str]:
-    code = (f"import sys, json, {module}; "
-            f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
-                         env=env, cwd=ROOT)
+    code = (
+        f"import sys, json, {module}; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env, cwd=ROOT
+    )
     return json.loads(out.stdout)
 
 
@@ -103,8 +118,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help="3 runs per command instead of 7")
     ap.add_argument("--runs", type=int, default=None, help="runs per command")
     ap.add_argument("--out", type=Path, default=None, help="the JSON file to write")
-    ap.add_argument("--no-bytecode-cache", action="store_true",
-                    help="compile the sources at every run (no .pyc)")
+    ap.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="compile the sources at every run (no .pyc)",
+    )
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="netdp-bench-import-") as pycache:
         measure(args, None if args.no_bytecode_cache else pycache)
@@ -123,14 +141,21 @@ def measure(args: argparse.Namespace, pycache: str | None) -> None:
         results[name] = {
             "argv": [Path(cmd[0]).name, *cmd[1:]],
             "runs": runs,
-            "cpu_s": {"min": round(min(cpu), 4), "median": round(statistics.median(cpu), 4),
-                      "max": round(max(cpu), 4)},
+            "cpu_s": {
+                "min": round(min(cpu), 4),
+                "median": round(statistics.median(cpu), 4),
+                "max": round(max(cpu), 4),
+            },
             "rss_mib": {"min": round(min(rss), 1), "median": round(statistics.median(rss), 1)},
         }
-        print(f"{name[:40]:40s} CPU min {min(cpu):.3f} s  median {statistics.median(cpu):.3f} s  "
-              f"RSS median {statistics.median(rss):.0f} MiB")
-    loaded = {m: heavy_modules(m, env) for m in ("netdp_node.daemon", "netdp_bootstrap.server",
-                                             "netdp_node.cli")}
+        print(
+            f"{name[:40]:40s} CPU min {min(cpu):.3f} s  median {statistics.median(cpu):.3f} s  "
+            f"RSS median {statistics.median(rss):.0f} MiB"
+        )
+    loaded = {
+        m: heavy_modules(m, env)
+        for m in ("netdp_node.daemon", "netdp_bootstrap.server", "netdp_node.cli")
+    }
     for m, mods in loaded.items():
         print(f"import {m} loads: {', '.join(mods) or 'none of ' + ', '.join(HEAVY)}")
     report = {

@@ -40,24 +40,34 @@ def one(n: int, T: int, k: int, seed: int, q: mp.Queue) -> None:
     rng = np.random.default_rng(seed)
     ex = ia.make_execution(n, k, T, seed=seed)
     out = {}
-    for label, adv in (("cdp30", {"corrupted": ia.sample_corrupted(n, int(0.3 * n), rng)}),
-                       ("edp50", {"observed": ia.sample_observed(ex, 0.5, rng)})):
+    for label, adv in (
+        ("cdp30", {"corrupted": ia.sample_corrupted(n, int(0.3 * n), rng)}),
+        ("edp50", {"observed": ia.sample_observed(ex, 0.5, rng)}),
+    ):
         t0 = time.perf_counter()
         view = ia.linear_view(ex, **adv)
         t1 = time.perf_counter()
         cal = ia.calibrate([view], epsilon=1.0, delta=1e-5, kappa=2.0)
         t2 = time.perf_counter()
-        audit = ia.account(ex, sigma_eta=cal.sigma_eta, sigma_delta=cal.sigma_delta, delta=1e-5,
-                           view=view)
+        audit = ia.account(
+            ex, sigma_eta=cal.sigma_eta, sigma_delta=cal.sigma_delta, delta=1e-5, view=view
+        )
         t3 = time.perf_counter()
         e = ia.explain(ex, **adv)
         t4 = time.perf_counter()
         out[label] = {
-            "view_s": t1 - t0, "calibrate_s": t2 - t1, "account_s": t3 - t2, "explain_s": t4 - t3,
-            "total_s": t4 - t0, "rows_observed": view.rows_observed,
-            "unknowns": int(view.A.shape[1] + view.B.shape[1]), "rank": view.rank,
-            "n_honest": int(view.honest.size), "sigma_eta": cal.sigma_eta,
-            "sigma_delta": cal.sigma_delta, "epsilon_paper_max": audit.epsilon_paper_max,
+            "view_s": t1 - t0,
+            "calibrate_s": t2 - t1,
+            "account_s": t3 - t2,
+            "explain_s": t4 - t3,
+            "total_s": t4 - t0,
+            "rows_observed": view.rows_observed,
+            "unknowns": int(view.A.shape[1] + view.B.shape[1]),
+            "rank": view.rank,
+            "n_honest": int(view.honest.size),
+            "sigma_eta": cal.sigma_eta,
+            "sigma_delta": cal.sigma_delta,
+            "epsilon_paper_max": audit.epsilon_paper_max,
             "epsilon_analytic_max": audit.epsilon_max,
             "rank_condition": e["rank_condition"]["holds"],
             "strongly_connected": e["strongly_connected"],
@@ -67,8 +77,9 @@ def one(n: int, T: int, k: int, seed: int, q: mp.Queue) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=0)
     a = ap.parse_args()
@@ -82,28 +93,47 @@ def main() -> None:
         p.start()
         runs.append(q.get(timeout=3600))
         p.join(timeout=60)
-        print(f"  rep {r + 1}: " + ", ".join(
-            f"{lbl} {runs[-1][lbl]['total_s']:.1f} s (rows {runs[-1][lbl]['rows_observed']}, "
-            f"rank {runs[-1][lbl]['rank']})" for lbl in ("cdp30", "edp50"))
-            + f", peak RSS {runs[-1]['peak_rss_mb']:.0f} MB", flush=True)
-    med = {lbl: {ph: statistics.median(x[lbl][ph] for x in runs) for ph in PHASES}
-           for lbl in ("cdp30", "edp50")}
+        print(
+            f"  rep {r + 1}: "
+            + ", ".join(
+                f"{lbl} {runs[-1][lbl]['total_s']:.1f} s (rows {runs[-1][lbl]['rows_observed']}, "
+                f"rank {runs[-1][lbl]['rank']})"
+                for lbl in ("cdp30", "edp50")
+            )
+            + f", peak RSS {runs[-1]['peak_rss_mb']:.0f} MB",
+            flush=True,
+        )
+    med = {
+        lbl: {ph: statistics.median(x[lbl][ph] for x in runs) for ph in PHASES}
+        for lbl in ("cdp30", "edp50")
+    }
     med["peak_rss_mb"] = statistics.median(x["peak_rss_mb"] for x in runs)
     out = {
         "benchmark": "IncA exact audit of one execution (linear system, Theorem 4.1, calibration,"
-                     " rank condition)",
-        "n": n, "T": T, "k": k, "repetitions": reps, "median": med, "runs": runs,
+        " rank condition)",
+        "n": n,
+        "T": T,
+        "k": k,
+        "repetitions": reps,
+        "median": med,
+        "runs": runs,
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "load_average_at_end": os.getloadavg(),
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "cpus": os.cpu_count(), "processor": platform.processor()},
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "processor": platform.processor(),
+        },
         "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / ("inca_audit-quick.json" if a.quick else "inca_audit.json")
     path.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"n={n} T={T} k={k}: median C-DP 30% {med['cdp30']['total_s']:.1f} s, E-DP 50% "
-          f"{med['edp50']['total_s']:.1f} s, peak RSS {med['peak_rss_mb']:.0f} MB; wrote {path}")
+    print(
+        f"n={n} T={T} k={k}: median C-DP 30% {med['cdp30']['total_s']:.1f} s, E-DP 50% "
+        f"{med['edp50']['total_s']:.1f} s, peak RSS {med['peak_rss_mb']:.0f} MB; wrote {path}"
+    )
 
 
 if __name__ == "__main__":

@@ -47,8 +47,9 @@ async def _jobs(c: LocalCluster, runs: int, T: int, k: int, timeout: float) -> l
     try:
         for r in range(runs):
             t0 = time.monotonic()
-            job = await client.submit("inca", {"T": T, "k": k, "round_s": 10.0},
-                                      participants=c.ids, seed=r + 1)
+            job = await client.submit(
+                "inca", {"T": T, "k": k, "round_s": 10.0}, participants=c.ids, seed=r + 1
+            )
             while True:
                 s = result_summary(await client.result(job.job_id))
                 if s["complete"] or s["failed"]:
@@ -63,19 +64,32 @@ async def _jobs(c: LocalCluster, runs: int, T: int, k: int, timeout: float) -> l
             for nid in c.ids:
                 led = Ledger.open_readonly(c.ledger(nid))
                 try:
-                    ts = {e.params["t"]: e.ts for e in led.entries(job.job_id)
-                          if e.event == "inca-iteration"}
+                    ts = {
+                        e.params["t"]: e.ts
+                        for e in led.entries(job.job_id)
+                        if e.event == "inca-iteration"
+                    }
                 finally:
                     led.close()
                 span = ts[T] - ts[1]
                 spans.append(span)
                 rates.append((T - 1) / span)
-            out.append({"job_id": job.job_id, "T": T, "k": k, "job_wall_s": wall,
-                        "iterations_per_s_median_node": statistics.median(rates),
-                        "iterations_per_s_min_node": min(rates),
-                        "mixing_span_s_median": statistics.median(spans)})
-            print(f"  job {r + 1}/{runs}: {out[-1]['iterations_per_s_median_node']:.1f} "
-                  f"iterations/s (median node), job {wall:.1f} s", file=sys.stderr)
+            out.append(
+                {
+                    "job_id": job.job_id,
+                    "T": T,
+                    "k": k,
+                    "job_wall_s": wall,
+                    "iterations_per_s_median_node": statistics.median(rates),
+                    "iterations_per_s_min_node": min(rates),
+                    "mixing_span_s_median": statistics.median(spans),
+                }
+            )
+            print(
+                f"  job {r + 1}/{runs}: {out[-1]['iterations_per_s_median_node']:.1f} "
+                f"iterations/s (median node), job {wall:.1f} s",
+                file=sys.stderr,
+            )
     finally:
         await client.close()
     return out
@@ -105,21 +119,31 @@ def main() -> int:
         c.stop()
         shutil.rmtree(work, ignore_errors=True)
     res = {
-        "benchmark": "inca_net", "nodes": a.nodes, "k": a.k, "T": T, "runs": runs,
+        "benchmark": "inca_net",
+        "nodes": a.nodes,
+        "k": a.k,
+        "T": T,
+        "runs": runs,
         "iterations_per_s": statistics.median(j["iterations_per_s_median_node"] for j in jobs),
         "job_wall_s_median": statistics.median(j["job_wall_s"] for j in jobs),
-        "startup_s": startup, "jobs": jobs,
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                    "python": platform.python_version()},
+        "startup_s": startup,
+        "jobs": jobs,
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+        },
         "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "note": "no faults, round_s = 10 s (never reached): iterations advance at the speed of "
-                "the MIX/ack/CLOSE exchanges, each a durable ledger commit; shared, loaded machine",
+        "the MIX/ack/CLOSE exchanges, each a durable ledger commit; shared, loaded machine",
     }
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / ("inca_net-quick.json" if a.quick else "inca_net.json")
     path.write_text(json.dumps(res, indent=2) + "\n")
-    print(f"{res['iterations_per_s']:.1f} IncA iterations/s with n = {a.nodes} processes, k = "
-          f"{a.k} (median over nodes and {runs} jobs); written to {path}")
+    print(
+        f"{res['iterations_per_s']:.1f} IncA iterations/s with n = {a.nodes} processes, k = "
+        f"{a.k} (median over nodes and {runs} jobs); written to {path}"
+    )
     return 0
 
 

@@ -49,16 +49,28 @@ def one(graph: str, quick: bool, q: mp.Queue) -> None:
     dt = time.perf_counter() - t0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    q.put({"graph": graph, "n": n, "T": T, "rows": jv.rows, "rank": jv.rank,
-           "method": jv.method, "resolved": jv.resolved, "margin": jv.margin, "seconds": dt,
-           "peak_traced_mb": peak / 2**20,
-           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-           "full_leak_nodes": int(np.sum(jv.full)) - 1})
+    q.put(
+        {
+            "graph": graph,
+            "n": n,
+            "T": T,
+            "rows": jv.rows,
+            "rank": jv.rank,
+            "method": jv.method,
+            "resolved": jv.resolved,
+            "margin": jv.margin,
+            "seconds": dt,
+            "peak_traced_mb": peak / 2**20,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "full_leak_nodes": int(np.sum(jv.full)) - 1,
+        }
+    )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--all", action="store_true", help="include the random geometric graph")
     ap.add_argument("--graphs", help="comma-separated subset (written to a file of its own)")
@@ -79,30 +91,45 @@ def main() -> None:
             runs.append(q.get(timeout=3600))
             p.join(timeout=60)
             x = runs[-1]
-            print(f"  {g} rep {r + 1}: n={x['n']} T={x['T']} rows={x['rows']} rank={x['rank']} "
-                  f"({x['method']}): {x['seconds']:.2f} s, traced peak "
-                  f"{x['peak_traced_mb']:.0f} MB, RSS {x['peak_rss_mb']:.0f} MB", flush=True)
-        med = {k: statistics.median(x[k] for x in runs)
-               for k in ("seconds", "peak_traced_mb", "peak_rss_mb")}
-        out_graphs[g] = {"median": med, "runs": runs,
-                         "meets_target": med["seconds"] < TARGET_S}
+            print(
+                f"  {g} rep {r + 1}: n={x['n']} T={x['T']} rows={x['rows']} rank={x['rank']} "
+                f"({x['method']}): {x['seconds']:.2f} s, traced peak "
+                f"{x['peak_traced_mb']:.0f} MB, RSS {x['peak_rss_mb']:.0f} MB",
+                flush=True,
+            )
+        med = {
+            k: statistics.median(x[k] for x in runs)
+            for k in ("seconds", "peak_traced_mb", "peak_rss_mb")
+        }
+        out_graphs[g] = {"median": med, "runs": runs, "meets_target": med["seconds"] < TARGET_S}
     out = {
         "benchmark": "exact joint-view accountant, one observer (node 0), Fig. 1(a) graphs",
-        "target_s": TARGET_S, "repetitions": reps, "graphs": out_graphs,
+        "target_s": TARGET_S,
+        "repetitions": reps,
+        "graphs": out_graphs,
         "load_average_at_end": os.getloadavg(),
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "cpus": os.cpu_count(), "processor": platform.processor()},
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "processor": platform.processor(),
+        },
         "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = "muffliato_accountant" + ("-quick" if a.quick else "") + (
-        "-" + "-".join(names) if a.graphs else "")
+    stem = (
+        "muffliato_accountant"
+        + ("-quick" if a.quick else "")
+        + ("-" + "-".join(names) if a.graphs else "")
+    )
     path = RESULTS / f"{stem}.json"
     path.write_text(json.dumps(out, indent=2) + "\n")
     for g, r in out_graphs.items():
-        print(f"{g}: median {r['median']['seconds']:.2f} s, traced peak "
-              f"{r['median']['peak_traced_mb']:.0f} MB; target < {TARGET_S:.0f} s: "
-              f"{'met' if r['meets_target'] else 'NOT met'}")
+        print(
+            f"{g}: median {r['median']['seconds']:.2f} s, traced peak "
+            f"{r['median']['peak_traced_mb']:.0f} MB; target < {TARGET_S:.0f} s: "
+            f"{'met' if r['meets_target'] else 'NOT met'}"
+        )
     print(f"wrote {path}")
 
 

@@ -93,8 +93,10 @@ def rate(times: list[float]) -> float:
 # ------------------------------------------------------------------------------------------------
 # netdp
 
-def start_cluster(workdir: Path, n: int, timeout: float, patch: str = "",
-                  poll_interval: float = 0.2) -> LocalCluster:
+
+def start_cluster(
+    workdir: Path, n: int, timeout: float, patch: str = "", poll_interval: float = 0.2
+) -> LocalCluster:
     """A LocalCluster (no data: every node adds noise only; the message pattern is the same), or,
     for a what-if variant, profile_hop's ProfiledCluster with `patch` run in each node first."""
     if patch:
@@ -110,8 +112,9 @@ def start_cluster(workdir: Path, n: int, timeout: float, patch: str = "",
     return c
 
 
-async def _netdp_job(c: LocalCluster, params: dict[str, Any], seed: int, job_id: str,
-                     timeout: float) -> dict[str, Any]:
+async def _netdp_job(
+    c: LocalCluster, params: dict[str, Any], seed: int, job_id: str, timeout: float
+) -> dict[str, Any]:
     await c.wait_registered(c.ids, timeout=timeout)
     client = BootstrapClient(c.bootstrap_address, c.operator)
     pids = {nid: c.procs[nid].popen.pid for nid in c.ids}  # type: ignore[union-attr]
@@ -119,8 +122,7 @@ async def _netdp_job(c: LocalCluster, params: dict[str, Any], seed: int, job_id:
         cpu0 = {nid: proc_cpu(pid) for nid, pid in pids.items()}
         with CpuMeter() as cpu:
             t0 = time.monotonic()
-            await client.submit("muffliato", params, participants=c.ids, seed=seed,
-                                job_id=job_id)
+            await client.submit("muffliato", params, participants=c.ids, seed=seed, job_id=job_id)
             while True:
                 s = result_summary(await client.result(job_id))
                 if s["complete"] or s["failed"]:
@@ -145,19 +147,34 @@ async def _netdp_job(c: LocalCluster, params: dict[str, Any], seed: int, job_id:
         finally:
             led.close()
         rates.append(rate([ts[r] for r in range(T)]))
-    return {"job_id": job_id, "rounds_per_s_median_node": statistics.median(rates),
-            "rounds_per_s_min_node": min(rates), "job_wall_s": wall,
-            "node_cpu_s_per_round": node_cpu / T, "cpu": cpu.result}
+    return {
+        "job_id": job_id,
+        "rounds_per_s_median_node": statistics.median(rates),
+        "rounds_per_s_min_node": min(rates),
+        "job_wall_s": wall,
+        "node_cpu_s_per_round": node_cpu / T,
+        "cpu": cpu.result,
+    }
 
 
-def run_netdp(workdir: Path, n: int, params: dict[str, Any], seed: int, jobs: int, timeout: float,
-              patch: str = "", poll_interval: float = 0.2) -> tuple[LocalCluster, list[dict]]:
+def run_netdp(
+    workdir: Path,
+    n: int,
+    params: dict[str, Any],
+    seed: int,
+    jobs: int,
+    timeout: float,
+    patch: str = "",
+    poll_interval: float = 0.2,
+) -> tuple[LocalCluster, list[dict]]:
     """Start a cluster, run `jobs` Muffliato jobs one after the other, stop it."""
     c = start_cluster(workdir, n, timeout, patch, poll_interval)
     try:
+
         async def all_jobs() -> list[dict[str, Any]]:
-            return [await _netdp_job(c, params, seed, f"bench-{k + 1}", timeout)
-                    for k in range(jobs)]
+            return [
+                await _netdp_job(c, params, seed, f"bench-{k + 1}", timeout) for k in range(jobs)
+            ]
 
         return c, asyncio.run(all_jobs())
     finally:
@@ -167,31 +184,61 @@ def run_netdp(workdir: Path, n: int, params: dict[str, Any], seed: int, jobs: in
 # ------------------------------------------------------------------------------------------------
 # bare grpc.aio
 
-def run_bare(c: LocalCluster, edges: list[tuple[int, int]], T: int, dim: int, rep: int,
-             timeout: float) -> dict[str, Any]:
+
+def run_bare(
+    c: LocalCluster, edges: list[tuple[int, int]], T: int, dim: int, rep: int, timeout: float
+) -> dict[str, Any]:
     """n bare processes, one per node id, with the nodes' certificates; returns the rate."""
     work = c.workdir / f"bare-{rep}"
     work.mkdir(parents=True)
-    cfg = {"ids": c.ids, "edges": edges, "T": T, "dim": dim, "pki": str(c.pki_dir),
-           "workdir": str(work), "job_id": f"bench-{rep}", "timeout": timeout, "linger": 10.0}
+    cfg = {
+        "ids": c.ids,
+        "edges": edges,
+        "T": T,
+        "dim": dim,
+        "pki": str(c.pki_dir),
+        "workdir": str(work),
+        "job_id": f"bench-{rep}",
+        "timeout": timeout,
+        "linger": 10.0,
+    }
     (work / "config.json").write_text(json.dumps(cfg))
     procs: list[subprocess.Popen[bytes]] = []
-    env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           **os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+    }
     try:
         with CpuMeter() as cpu:
             t0 = time.monotonic()
             for i in range(len(c.ids)):
                 with open(work / f"{c.ids[i]}.log", "ab") as log:
-                    procs.append(subprocess.Popen(
-                        [sys.executable, str(BARE), "--config", str(work / "config.json"),
-                         "--index", str(i)], stdout=log, stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL, env=env))
+                    procs.append(
+                        subprocess.Popen(
+                            [
+                                sys.executable,
+                                str(BARE),
+                                "--config",
+                                str(work / "config.json"),
+                                "--index",
+                                str(i),
+                            ],
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL,
+                            env=env,
+                        )
+                    )
             for i, p in enumerate(procs):
                 code = p.wait(timeout=max(1.0, timeout + 30 - (time.monotonic() - t0)))
                 if code != 0:
-                    raise RuntimeError(f"bare {c.ids[i]} exited {code}:\n"
-                                       + (work / f"{c.ids[i]}.log").read_text()[-3000:])
+                    raise RuntimeError(
+                        f"bare {c.ids[i]} exited {code}:\n"
+                        + (work / f"{c.ids[i]}.log").read_text()[-3000:]
+                    )
             wall = time.monotonic() - t0
     finally:
         for p in procs:
@@ -200,10 +247,14 @@ def run_bare(c: LocalCluster, edges: list[tuple[int, int]], T: int, dim: int, re
                 p.wait(5)
     got = [json.loads((work / "results" / f"{nid}.json").read_text()) for nid in c.ids]
     rates = [rate(g["round_done"]) for g in got]
-    return {"rounds_per_s_median_node": statistics.median(rates),
-            "rounds_per_s_min_node": min(rates), "processes_wall_s": wall,
-            "cpu_s_per_round": sum(g["cpu_s_rounds"] for g in got) / (T - 1),
-            "envelope_bytes": got[0]["envelope_bytes"], "cpu": cpu.result}
+    return {
+        "rounds_per_s_median_node": statistics.median(rates),
+        "rounds_per_s_min_node": min(rates),
+        "processes_wall_s": wall,
+        "cpu_s_per_round": sum(g["cpu_s_rounds"] for g in got) / (T - 1),
+        "envelope_bytes": got[0]["envelope_bytes"],
+        "cpu": cpu.result,
+    }
 
 
 # ------------------------------------------------------------------------------------------------
@@ -232,8 +283,9 @@ PROFILE_BUCKETS = {
 }
 
 
-def run_profile(workdir: Path, n: int, params: dict[str, Any], seed: int,
-                timeout: float) -> dict[str, Any]:
+def run_profile(
+    workdir: Path, n: int, params: dict[str, Any], seed: int, timeout: float
+) -> dict[str, Any]:
     pdir = workdir / "cprofile"
     pdir.mkdir(parents=True)
     c = ProfiledCluster(workdir / "cluster", n, poll_interval=0.2)
@@ -255,21 +307,31 @@ def run_profile(workdir: Path, n: int, params: dict[str, Any], seed: int,
             if file.endswith(f) and (not func or fn == func):
                 buckets[name] += ct
         if ("netdp_node" in file or "grpc" in file) and nc >= rounds:
-            top.append({"func": f"{fn} ({file.split('site-packages/')[-1].split('/netdp_node/')[-1]}"
-                                f":{line})", "calls_per_node_round": nc / rounds,
-                        "self_ms_per_node_round": tt / rounds * 1e3,
-                        "cum_ms_per_node_round": ct / rounds * 1e3})
+            top.append(
+                {
+                    "func": f"{fn} ({file.split('site-packages/')[-1].split('/netdp_node/')[-1]}"
+                    f":{line})",
+                    "calls_per_node_round": nc / rounds,
+                    "self_ms_per_node_round": tt / rounds * 1e3,
+                    "cum_ms_per_node_round": ct / rounds * 1e3,
+                }
+            )
     top.sort(key=lambda r: -r["cum_ms_per_node_round"])
-    return {**job, "profiles": len(files), "node_rounds": rounds,
-            "buckets_cum_ms_per_node_round": {k: v / rounds * 1e3 for k, v in buckets.items()},
-            "top_by_cumulative": top[:30],
-            "note": "cProfile over each node's whole life (start-up and polling included), divided "
-                    "by T x nodes; cProfile inflates Python-heavy code: read it for the relative "
-                    "weight of the parts, not for absolute time"}
+    return {
+        **job,
+        "profiles": len(files),
+        "node_rounds": rounds,
+        "buckets_cum_ms_per_node_round": {k: v / rounds * 1e3 for k, v in buckets.items()},
+        "top_by_cumulative": top[:30],
+        "note": "cProfile over each node's whole life (start-up and polling included), divided "
+        "by T x nodes; cProfile inflates Python-heavy code: read it for the relative "
+        "weight of the parts, not for absolute time",
+    }
 
 
 # ------------------------------------------------------------------------------------------------
 # main
+
 
 def run(cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
     n, T, reps, timeout = cfg["nodes"], cfg["T"], cfg["reps"], cfg["timeout"]
@@ -279,53 +341,77 @@ def run(cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
     lam = pg.spectral_gap(pg.metropolis_weights(n, edges))
     params = {"graph": "er", "p": p, "spectral_gap": lam, "T": T, "sigma": 0.1}
     res: dict[str, Any] = {
-        "benchmark": "muffliato_net", "machine": machine(workdir), "config": cfg,
-        "n": n, "T": T, "graph": {"kind": "er", "p": p, "public_seed": seed, "edges": len(edges),
-                                  "degree_mean": float(deg.mean()), "degree_min": int(deg.min()),
-                                  "degree_max": int(deg.max()), "spectral_gap": lam},
+        "benchmark": "muffliato_net",
+        "machine": machine(workdir),
+        "config": cfg,
+        "n": n,
+        "T": T,
+        "graph": {
+            "kind": "er",
+            "p": p,
+            "public_seed": seed,
+            "edges": len(edges),
+            "degree_mean": float(deg.mean()),
+            "degree_min": int(deg.min()),
+            "degree_max": int(deg.max()),
+            "spectral_gap": lam,
+        },
         "muffliato_params": params,
         "method": "repetition k: a fresh cluster runs one Muffliato job, stops; then the bare "
-                  "processes run with that cluster's certificates; rounds/s of a node = (T - 1 - w)"
-                  " / (completion of round T - 1 - completion of round w), w = min(10, T // 5) "
-                  "warm-up rounds, median over nodes; the result is the median over repetitions, "
-                  "the ratio the median of the paired ones",
+        "processes run with that cluster's certificates; rounds/s of a node = (T - 1 - w)"
+        " / (completion of round T - 1 - completion of round w), w = min(10, T // 5) "
+        "warm-up rounds, median over nodes; the result is the median over repetitions, "
+        "the ratio the median of the paired ones",
         "warmup_rounds": warmup_rounds(T),
     }
     pairs = []
     for k in range(reps):
-        print(f"rep {k + 1}/{reps}: netdp, {n} node processes, Muffliato ER(p={p:.3f}) T={T} ...",
-              file=sys.stderr, flush=True)
+        print(
+            f"rep {k + 1}/{reps}: netdp, {n} node processes, Muffliato ER(p={p:.3f}) T={T} ...",
+            file=sys.stderr,
+            flush=True,
+        )
         c, (job,) = run_netdp(workdir / f"rep-{k + 1}", n, params, seed, 1, timeout)
         bare = run_bare(c, edges, T, int(params.get("dim", 1)), k + 1, timeout)
-        pair = {"netdp": job, "bare": bare,
-                "ratio": job["rounds_per_s_median_node"] / bare["rounds_per_s_median_node"]}
+        pair = {
+            "netdp": job,
+            "bare": bare,
+            "ratio": job["rounds_per_s_median_node"] / bare["rounds_per_s_median_node"],
+        }
         pairs.append(pair)
-        print(f"  netdp {job['rounds_per_s_median_node']:.1f} rounds/s, bare "
-              f"{bare['rounds_per_s_median_node']:.1f} rounds/s, ratio {pair['ratio']:.3f}",
-              file=sys.stderr, flush=True)
+        print(
+            f"  netdp {job['rounds_per_s_median_node']:.1f} rounds/s, bare "
+            f"{bare['rounds_per_s_median_node']:.1f} rounds/s, ratio {pair['ratio']:.3f}",
+            file=sys.stderr,
+            flush=True,
+        )
     res["reps"] = pairs
     res["netdp"] = {
         "rounds_per_s": statistics.median(x["netdp"]["rounds_per_s_median_node"] for x in pairs),
         "job_wall_s_median": statistics.median(x["netdp"]["job_wall_s"] for x in pairs),
-        "node_cpu_s_per_round_median": statistics.median(x["netdp"]["node_cpu_s_per_round"]
-                                                         for x in pairs)}
+        "node_cpu_s_per_round_median": statistics.median(
+            x["netdp"]["node_cpu_s_per_round"] for x in pairs
+        ),
+    }
     res["bare"] = {
         "rounds_per_s": statistics.median(x["bare"]["rounds_per_s_median_node"] for x in pairs),
-        "cpu_s_per_round_median": statistics.median(x["bare"]["cpu_s_per_round"] for x in pairs)}
+        "cpu_s_per_round_median": statistics.median(x["bare"]["cpu_s_per_round"] for x in pairs),
+    }
     res["ratio"] = statistics.median(x["ratio"] for x in pairs)
     res["ratio_of_medians"] = res["netdp"]["rounds_per_s"] / res["bare"]["rounds_per_s"]
-    res["target"] = {"definition": f"netdp Muffliato rounds/s >= {TARGET_RATIO} x bare grpc.aio "
-                     "rounds/s of the same message pattern, same run (median of paired ratios)",
-                     "required_ratio": TARGET_RATIO, "target_met": res["ratio"] >= TARGET_RATIO}
+    res["target"] = {
+        "definition": f"netdp Muffliato rounds/s >= {TARGET_RATIO} x bare grpc.aio "
+        "rounds/s of the same message pattern, same run (median of paired ratios)",
+        "required_ratio": TARGET_RATIO,
+        "target_met": res["ratio"] >= TARGET_RATIO,
+    }
     if cfg.get("whatif"):
         res["whatif"] = []
         for i, (name, patch, poll) in enumerate(WHATIF):
             print(f"what-if: {name} ...", file=sys.stderr, flush=True)
-            _, (job,) = run_netdp(workdir / f"whatif-{i}", n, params, seed, 1, timeout, patch,
-                                  poll)
+            _, (job,) = run_netdp(workdir / f"whatif-{i}", n, params, seed, 1, timeout, patch, poll)
             res["whatif"].append({"variant": name, **job})
-            print(f"  {job['rounds_per_s_median_node']:.1f} rounds/s", file=sys.stderr,
-                  flush=True)
+            print(f"  {job['rounds_per_s_median_node']:.1f} rounds/s", file=sys.stderr, flush=True)
     if cfg.get("profile"):
         print("profile: node processes under cProfile ...", file=sys.stderr, flush=True)
         res["profile"] = run_profile(workdir / "profile", n, params, seed, timeout)
@@ -334,16 +420,20 @@ def run(cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="n = 4, T = 5, 1 repetition")
     ap.add_argument("--nodes", type=int)
     ap.add_argument("--T", type=int)
     ap.add_argument("--reps", type=int)
     ap.add_argument("--p", type=float, help="ER edge probability (default 2 ln n / n)")
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--profile", action="store_true",
-                    help="also run one job with every node under cProfile (where the time goes)")
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="also run one job with every node under cProfile (where the time goes)",
+    )
     ap.add_argument("--no-whatif", action="store_true", help="skip the what-if variants")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args(argv)
@@ -366,12 +456,14 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(_finite(res), indent=2, allow_nan=False) + "\n")
         g = res["graph"]
-        print(f"Muffliato over the network, n = {res['n']}, ER(p = {g['p']:.3f}, mean degree "
-              f"{g['degree_mean']:.2f}), T = {res['T']}:\n"
-              f"  netdp {res['netdp']['rounds_per_s']:.1f} rounds/s, bare grpc.aio "
-              f"{res['bare']['rounds_per_s']:.1f} rounds/s, ratio {res['ratio']:.3f} (target "
-              f"{TARGET_RATIO}: {'MET' if res['target']['target_met'] else 'NOT MET'})\n"
-              f"written to {out} ({res['elapsed_s']:.0f} s)")
+        print(
+            f"Muffliato over the network, n = {res['n']}, ER(p = {g['p']:.3f}, mean degree "
+            f"{g['degree_mean']:.2f}), T = {res['T']}:\n"
+            f"  netdp {res['netdp']['rounds_per_s']:.1f} rounds/s, bare grpc.aio "
+            f"{res['bare']['rounds_per_s']:.1f} rounds/s, ratio {res['ratio']:.3f} (target "
+            f"{TARGET_RATIO}: {'MET' if res['target']['target_met'] else 'NOT MET'})\n"
+            f"written to {out} ({res['elapsed_s']:.0f} s)"
+        )
         return 0
     finally:
         if a.keep:

@@ -43,7 +43,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    [str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+)
 
 from netdp_node.cluster import LocalCluster
 from netdp_node.waiting import cpu_ticks
@@ -74,13 +75,19 @@ def slope(xs: list[float], ys: list[float]) -> float:
 
 
 def machine() -> dict[str, Any]:
-    mem = {ln.split(":")[0]: ln.split()[1] for ln in
-           Path("/proc/meminfo").read_text().splitlines()[:3]}
+    mem = {
+        ln.split(":")[0]: ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines()[:3]
+    }
     import grpc
 
-    return {"cpus": os.cpu_count(), "mem_total_kb": int(mem.get("MemTotal", 0)),
-            "python": platform.python_version(), "grpcio": grpc.__version__,
-            "platform": platform.platform(), "loadavg_start": os.getloadavg()}
+    return {
+        "cpus": os.cpu_count(),
+        "mem_total_kb": int(mem.get("MemTotal", 0)),
+        "python": platform.python_version(),
+        "grpcio": grpc.__version__,
+        "platform": platform.platform(),
+        "loadavg_start": os.getloadavg(),
+    }
 
 
 def measure(c: LocalCluster, ids: list[str], idle: float) -> dict[str, Any]:
@@ -101,13 +108,20 @@ def measure(c: LocalCluster, ids: list[str], idle: float) -> dict[str, Any]:
     time.sleep(idle)
     b1 = cpu_ticks(boot) or 0
     roll = smaps_rollup(pid)
-    row = {"nodes": len(ids), "startup_s": round(startup, 3), "cpu_s": round(cpu, 3),
-           "rss_kb": roll["Rss"], "pss_kb": roll["Pss"],
-           "private_kb": roll.get("Private_Clean", 0) + roll.get("Private_Dirty", 0),
-           "fds": len(os.listdir(f"/proc/{pid}/fd")), "threads": threads(pid),
-           "cpu_idle_s": round(((cpu_ticks(pid) or 0) / TICK) - cpu, 3),
-           "bootstrap_cpu_idle_s": round((b1 - b0) / TICK, 3), "idle_s": idle,
-           "loadavg": os.getloadavg()}
+    row = {
+        "nodes": len(ids),
+        "startup_s": round(startup, 3),
+        "cpu_s": round(cpu, 3),
+        "rss_kb": roll["Rss"],
+        "pss_kb": roll["Pss"],
+        "private_kb": roll.get("Private_Clean", 0) + roll.get("Private_Dirty", 0),
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
+        "threads": threads(pid),
+        "cpu_idle_s": round(((cpu_ticks(pid) or 0) / TICK) - cpu, 3),
+        "bootstrap_cpu_idle_s": round((b1 - b0) / TICK, 3),
+        "idle_s": idle,
+        "loadavg": os.getloadavg(),
+    }
     t1 = time.monotonic()
     p.popen.send_signal(signal.SIGTERM)
     row["exit_code"] = p.popen.wait(timeout=60)
@@ -116,18 +130,24 @@ def measure(c: LocalCluster, ids: list[str], idle: float) -> dict[str, Any]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sizes", default="1,8,32,64,128,256")
-    ap.add_argument("--idle", type=float, default=10.0,
-                    help="seconds each host sits idle before it is measured (default 10)")
+    ap.add_argument(
+        "--idle",
+        type=float,
+        default=10.0,
+        help="seconds each host sits idle before it is measured (default 10)",
+    )
     ap.add_argument("--quick", action="store_true", help="N = 1, 4, short idle (smoke test)")
     ap.add_argument("--out", help="output file (default benchmarks/results/multihost.json)")
     a = ap.parse_args()
     sizes = [1, 4] if a.quick else [int(x) for x in a.sizes.split(",")]
     idle = 2.0 if a.quick else a.idle
-    out = Path(a.out or HERE / "results" / ("multihost-quick.json" if a.quick else
-                                             "multihost.json"))
+    out = Path(
+        a.out or HERE / "results" / ("multihost-quick.json" if a.quick else "multihost.json")
+    )
     work = Path(tempfile.mkdtemp(prefix="netdp-bench-multihost-"))
     c = LocalCluster(work, sum(sizes), log_level="warning", poll_interval=0.5)
     rows = []
@@ -137,14 +157,17 @@ def main() -> int:
         c.wait_port(c.start_bootstrap(), 60)
         used = 0
         for n in sizes:  # fresh identities each time: every ledger and registration is new
-            row = measure(c, c.ids[used:used + n], idle)
+            row = measure(c, c.ids[used : used + n], idle)
             used += n
             rows.append(row)
-            print(f"N={n:4d}  start {row['startup_s']:7.2f} s  cpu {row['cpu_s']:7.2f} s  "
-                  f"RSS {row['rss_kb'] / 1024:8.1f} MB  PSS {row['pss_kb'] / 1024:8.1f} MB  "
-                  f"fds {row['fds']:5d}  threads {row['threads']:3d}  bootstrap idle cpu "
-                  f"{row['bootstrap_cpu_idle_s']:.2f} s/{idle:g} s  exit {row['exit_code']} "
-                  f"in {row['shutdown_s']:.2f} s  load {row['loadavg'][0]:.2f}", flush=True)
+            print(
+                f"N={n:4d}  start {row['startup_s']:7.2f} s  cpu {row['cpu_s']:7.2f} s  "
+                f"RSS {row['rss_kb'] / 1024:8.1f} MB  PSS {row['pss_kb'] / 1024:8.1f} MB  "
+                f"fds {row['fds']:5d}  threads {row['threads']:3d}  bootstrap idle cpu "
+                f"{row['bootstrap_cpu_idle_s']:.2f} s/{idle:g} s  exit {row['exit_code']} "
+                f"in {row['shutdown_s']:.2f} s  load {row['loadavg'][0]:.2f}",
+                flush=True,
+            )
     finally:
         c.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -156,20 +179,28 @@ def main() -> int:
         "startup_s_per_node": round(slope(ns, [r["startup_s"] for r in rows]), 4),
         "fds_per_node": round(slope(ns, [r["fds"] for r in rows]), 2),
         "bootstrap_idle_cpu_s_per_node": round(
-            slope(ns, [r["bootstrap_cpu_idle_s"] / idle for r in rows]), 5),
+            slope(ns, [r["bootstrap_cpu_idle_s"] / idle for r in rows]), 5
+        ),
     }
     facts["loadavg_end"] = os.getloadavg()
-    res = {"benchmark": "multihost", "date": dt.datetime.now(dt.timezone.utc).isoformat(),
-           "machine": facts, "rows": rows, "marginal": marginal,
-           "note": "one process hosting N node daemons (own certificate, mTLS server, port, "
-                   "ledger each), idle and registered; marginal = least-squares slope over N; "
-                   "the machine is shared (see loadavg)"}
+    res = {
+        "benchmark": "multihost",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "machine": facts,
+        "rows": rows,
+        "marginal": marginal,
+        "note": "one process hosting N node daemons (own certificate, mTLS server, port, "
+        "ledger each), idle and registered; marginal = least-squares slope over N; "
+        "the machine is shared (see loadavg)",
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2) + "\n")
-    print(f"marginal per hosted node: RSS {marginal['rss_kb_per_node'] / 1024:.2f} MB, PSS "
-          f"{marginal['pss_kb_per_node'] / 1024:.2f} MB, start-up CPU "
-          f"{marginal['startup_cpu_s_per_node']:.3f} s, fds {marginal['fds_per_node']:.1f}; "
-          f"wrote {out}")
+    print(
+        f"marginal per hosted node: RSS {marginal['rss_kb_per_node'] / 1024:.2f} MB, PSS "
+        f"{marginal['pss_kb_per_node'] / 1024:.2f} MB, start-up CPU "
+        f"{marginal['startup_cpu_s_per_node']:.3f} s, fds {marginal['fds_per_node']:.1f}; "
+        f"wrote {out}"
+    )
     return 0
 
 

@@ -58,15 +58,27 @@ def main() -> None:
             rng_d, rng_f = private_rng(), private_rng()
             x = np.linspace(-1.0, 1.0, size)
             disc = per_sample(
-                lambda s, r=rng_d, x=x, sd=sigma, g=grid: gaussian_on_grid(r, x, sd, g), size, reps)
-            flt = per_sample(lambda s, r=rng_f, x=x, sd=sigma: x + r.normal(0.0, sd, size=s),
-                             size, reps)
-            rows.append({"sigma": sigma, "grid": grid, "scale_sigma_over_grid": sigma / grid,
-                         "batch": size, "discrete_us_per_sample": disc * 1e6,
-                         "float_normal_us_per_sample": flt * 1e6, "ratio": disc / flt})
-            print(f"σ={sigma:<8g} σ/γ={sigma / grid:<12.6g} batch={size:<6d} "
-                  f"discrete {disc * 1e6:8.3f} µs  normal {flt * 1e6:8.4f} µs  ×{disc / flt:7.1f}",
-                  flush=True)
+                lambda s, r=rng_d, x=x, sd=sigma, g=grid: gaussian_on_grid(r, x, sd, g), size, reps
+            )
+            flt = per_sample(
+                lambda s, r=rng_f, x=x, sd=sigma: x + r.normal(0.0, sd, size=s), size, reps
+            )
+            rows.append(
+                {
+                    "sigma": sigma,
+                    "grid": grid,
+                    "scale_sigma_over_grid": sigma / grid,
+                    "batch": size,
+                    "discrete_us_per_sample": disc * 1e6,
+                    "float_normal_us_per_sample": flt * 1e6,
+                    "ratio": disc / flt,
+                }
+            )
+            print(
+                f"σ={sigma:<8g} σ/γ={sigma / grid:<12.6g} batch={size:<6d} "
+                f"discrete {disc * 1e6:8.3f} µs  normal {flt * 1e6:8.4f} µs  ×{disc / flt:7.1f}",
+                flush=True,
+            )
     out = {
         "benchmark": "noise",
         "command": "python benchmarks/bench_noise.py" + (" --quick" if args.quick else ""),
@@ -75,9 +87,13 @@ def main() -> None:
         "rows": rows,
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
-        "machine": {"python": platform.python_version(), "numpy": np.__version__,
-                    "platform": platform.platform(), "cpus": os.cpu_count(),
-                    "processor": platform.processor()},
+        "machine": {
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "processor": platform.processor(),
+        },
     }
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / ("noise-quick.json" if args.quick else "noise.json")

@@ -49,12 +49,19 @@ def paper_part(dim: int, T: int, q: mp.Queue) -> None:
     t0 = time.perf_counter()
     S = pairwise_matrix(W, T)
     dt = time.perf_counter() - t0
-    q.put({"seconds": dt, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-           "rss_before_mb": base, "S_01": float(S[0, 1]),
-           "S_01_closed_form": hypercube_closed_form(dim, 1, T),
-           "max_abs_error_vs_closed_form": max(
-               abs(float(S[0, (1 << j) - 1]) - hypercube_closed_form(dim, j, T))
-               for j in range(dim + 1))})
+    q.put(
+        {
+            "seconds": dt,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "rss_before_mb": base,
+            "S_01": float(S[0, 1]),
+            "S_01_closed_form": hypercube_closed_form(dim, 1, T),
+            "max_abs_error_vs_closed_form": max(
+                abs(float(S[0, (1 << j) - 1]) - hypercube_closed_form(dim, j, T))
+                for j in range(dim + 1)
+            ),
+        }
+    )
 
 
 def sound_part(dim: int, T: int, walks: int, q: mp.Queue) -> None:
@@ -70,13 +77,22 @@ def sound_part(dim: int, T: int, walks: int, q: mp.Queue) -> None:
     qs = sound_q(W, 0, [1], T, cap, walks, np.random.default_rng(0), release=True)[1]
     eps, delta, _ = sound_epsilon(qs, 5.0, cap, 1e-6)
     dt = time.perf_counter() - t0
-    q_nocap = sound_q(W, 0, [1], T, 0, min(walks, 300), np.random.default_rng(1),
-                      release=False)[1]
-    q.put({"seconds": dt, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-           "rss_before_mb": base, "walks": walks, "cap": cap, "sigma": 5.0, "epsilon": eps,
-           "delta": delta, "ldp_epsilon_at_cap": ldp_epsilon(cap, 5.0, 1e-6),
-           "mean_D_alpha2_sigma5_nocap_nopublication": float(2 / 50 * q_nocap.mean()),
-           "spec_mean_D": 0.0428 if dim == 11 else None})
+    q_nocap = sound_q(W, 0, [1], T, 0, min(walks, 300), np.random.default_rng(1), release=False)[1]
+    q.put(
+        {
+            "seconds": dt,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "rss_before_mb": base,
+            "walks": walks,
+            "cap": cap,
+            "sigma": 5.0,
+            "epsilon": eps,
+            "delta": delta,
+            "ldp_epsilon_at_cap": ldp_epsilon(cap, 5.0, 1e-6),
+            "mean_D_alpha2_sigma5_nocap_nopublication": float(2 / 50 * q_nocap.mean()),
+            "spec_mean_D": 0.0428 if dim == 11 else None,
+        }
+    )
 
 
 def _child(target, args):  # noqa: ANN001, ANN202
@@ -90,8 +106,9 @@ def _child(target, args):  # noqa: ANN001, ANN202
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads of the children")
@@ -104,31 +121,48 @@ def main() -> None:
     for r in range(reps):
         paper.append(_child(paper_part, (dim, T)))
         sound.append(_child(sound_part, (dim, T, walks)))
-        print(f"  rep {r + 1}: pairwise matrix {paper[-1]['seconds']:.2f} s "
-              f"({paper[-1]['peak_rss_mb']:.0f} MB peak RSS); sound accountant "
-              f"{sound[-1]['seconds']:.2f} s ({sound[-1]['peak_rss_mb']:.0f} MB)", flush=True)
-    med = {"paper_s": statistics.median(x["seconds"] for x in paper),
-           "paper_peak_rss_mb": statistics.median(x["peak_rss_mb"] for x in paper),
-           "sound_s": statistics.median(x["seconds"] for x in sound),
-           "sound_peak_rss_mb": statistics.median(x["peak_rss_mb"] for x in sound)}
+        print(
+            f"  rep {r + 1}: pairwise matrix {paper[-1]['seconds']:.2f} s "
+            f"({paper[-1]['peak_rss_mb']:.0f} MB peak RSS); sound accountant "
+            f"{sound[-1]['seconds']:.2f} s ({sound[-1]['peak_rss_mb']:.0f} MB)",
+            flush=True,
+        )
+    med = {
+        "paper_s": statistics.median(x["seconds"] for x in paper),
+        "paper_peak_rss_mb": statistics.median(x["peak_rss_mb"] for x in paper),
+        "sound_s": statistics.median(x["seconds"] for x in sound),
+        "sound_peak_rss_mb": statistics.median(x["peak_rss_mb"] for x in sound),
+    }
     out = {
         "benchmark": "random-walk accountants: paper-form pairwise matrix (one eigh) and the "
-                     "§4.9 sound accountant for one pair",
-        "graph": f"hypercube Q_{dim}, coded Hamilton W", "n": 2**dim, "T": T, "walks": walks,
-        "repetitions": reps, "blas_threads": a.threads, "median": med, "paper_runs": paper,
+        "§4.9 sound accountant for one pair",
+        "graph": f"hypercube Q_{dim}, coded Hamilton W",
+        "n": 2**dim,
+        "T": T,
+        "walks": walks,
+        "repetitions": reps,
+        "blas_threads": a.threads,
+        "median": med,
+        "paper_runs": paper,
         "sound_runs": sound,
         "targets_s": {"paper": 10.0, "sound": 60.0},
         "meets_targets": {"paper": med["paper_s"] < 10.0, "sound": med["sound_s"] < 60.0},
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "cpus": os.cpu_count(), "processor": platform.processor(),
-                    "load_average": os.getloadavg()},
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "processor": platform.processor(),
+            "load_average": os.getloadavg(),
+        },
         "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / ("rw_accountant-quick.json" if a.quick else "rw_accountant.json")
     path.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"n={2**dim} T={T}: pairwise matrix {med['paper_s']:.2f} s (target < 10 s), sound "
-          f"accountant {med['sound_s']:.2f} s for {walks} walks (target < 60 s); wrote {path}")
+    print(
+        f"n={2**dim} T={T}: pairwise matrix {med['paper_s']:.2f} s (target < 10 s), sound "
+        f"accountant {med['sound_s']:.2f} s for {walks} walks (target < 60 s); wrote {path}"
+    )
 
 
 if __name__ == "__main__":

@@ -45,11 +45,22 @@ def walk_sum(n: int, T: int, seed: int, q: mp.Queue) -> None:  # type: ignore[ty
     data, _ = synthetic_data("walk-sum", ids, params, seed)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     res = Simulator("walk-sum", ids, params, data, seed=seed, record="walk").run()
-    q.put({"algorithm": "walk-sum", "n": n, "T": T, "wall_s": res.wall_s,
-           "virtual_s": res.virtual_time, "messages": res.events, "steps": len(res.holders),
-           "outputs": len(res.outputs), "refused": res.refused,
-           "cpu_s": _cpu_s(), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-           "rss_before_run_mb": rss_before})
+    q.put(
+        {
+            "algorithm": "walk-sum",
+            "n": n,
+            "T": T,
+            "wall_s": res.wall_s,
+            "virtual_s": res.virtual_time,
+            "messages": res.events,
+            "steps": len(res.holders),
+            "outputs": len(res.outputs),
+            "refused": res.refused,
+            "cpu_s": _cpu_s(),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "rss_before_run_mb": rss_before,
+        }
+    )
 
 
 def muffliato(n: int, T: int, seed: int, q: mp.Queue) -> None:  # type: ignore[type-arg]
@@ -62,11 +73,22 @@ def muffliato(n: int, T: int, seed: int, q: mp.Queue) -> None:  # type: ignore[t
     data, _ = synthetic_data("muffliato", ids, params, seed)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     res = Simulator("muffliato", ids, params, data, seed=seed, record="none").run()
-    q.put({"algorithm": "muffliato", "graph": "hypercube", "n": n, "T": params["T"],
-           "wall_s": res.wall_s, "virtual_s": res.virtual_time, "messages": res.events,
-           "outputs": len(res.outputs), "refused": res.refused,
-           "cpu_s": _cpu_s(), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-           "rss_before_run_mb": rss_before})
+    q.put(
+        {
+            "algorithm": "muffliato",
+            "graph": "hypercube",
+            "n": n,
+            "T": params["T"],
+            "wall_s": res.wall_s,
+            "virtual_s": res.virtual_time,
+            "messages": res.events,
+            "outputs": len(res.outputs),
+            "refused": res.refused,
+            "cpu_s": _cpu_s(),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "rss_before_run_mb": rss_before,
+        }
+    )
 
 
 def run_case(fn: Any, *args: Any, timeout: float = 3600) -> dict[str, Any]:
@@ -83,16 +105,20 @@ def run_case(fn: Any, *args: Any, timeout: float = 3600) -> dict[str, Any]:
             except Exception:  # noqa: BLE001 - queue.Empty: still running?
                 timeout -= 5
                 if not p.is_alive() or timeout <= 0:
-                    raise RuntimeError(f"{fn.__name__}{args}: no result (exit code "
-                                       f"{p.exitcode})") from None
+                    raise RuntimeError(
+                        f"{fn.__name__}{args}: no result (exit code {p.exitcode})"
+                    ) from None
     finally:
         p.join(timeout=60)
     out["load_avg_before"] = [round(x, 2) for x in load_before]
     out["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
-    print(f"  {out['algorithm']} n={out['n']}: {out['wall_s']:.1f} s ({out['cpu_s']:.1f} s CPU), "
-          f"peak RSS "
-          f"{out['peak_rss_mb']:.0f} MB, {out['messages']} messages, load "
-          f"{out['load_avg_before'][0]:.1f}->{out['load_avg_after'][0]:.1f}", flush=True)
+    print(
+        f"  {out['algorithm']} n={out['n']}: {out['wall_s']:.1f} s ({out['cpu_s']:.1f} s CPU), "
+        f"peak RSS "
+        f"{out['peak_rss_mb']:.0f} MB, {out['messages']} messages, load "
+        f"{out['load_avg_before'][0]:.1f}->{out['load_avg_after'][0]:.1f}",
+        flush=True,
+    )
     return out
 
 
@@ -113,30 +139,48 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, cwd=Path(__file__).parent, check=False).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+            check=False,
+        ).stdout.strip()
     except OSError:
         commit = ""
-    return {"python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count(), "cpu_model": model, "mem_total_gb": round(mem_kb / 2**20, 1),
-            "commit": commit}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "mem_total_gb": round(mem_kb / 2**20, 1),
+        "commit": commit,
+    }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--big", action="store_true", help="also n = 100,000")
     ap.add_argument("--muffliato", action="store_true", help="also Muffliato, 2048-node hypercube")
     ap.add_argument("--sizes", help="walk-sum sizes, comma-separated (overrides the defaults)")
-    ap.add_argument("--append", action="store_true",
-                    help="add the cases to the existing results file")
-    ap.add_argument("--steps-per-node", type=int, default=2,
-                    help="walk-sum T = this × n (default 2)")
-    ap.add_argument("--muffliato-n", type=int, default=2048,
-                    help="Muffliato nodes (a power of two; default 2048)")
-    ap.add_argument("--muffliato-T", type=int, default=0, help="Muffliato rounds (default: its "
-                    "calibrated T)")
+    ap.add_argument(
+        "--append", action="store_true", help="add the cases to the existing results file"
+    )
+    ap.add_argument(
+        "--steps-per-node", type=int, default=2, help="walk-sum T = this × n (default 2)"
+    )
+    ap.add_argument(
+        "--muffliato-n",
+        type=int,
+        default=2048,
+        help="Muffliato nodes (a power of two; default 2048)",
+    )
+    ap.add_argument(
+        "--muffliato-T", type=int, default=0, help="Muffliato rounds (default: its calibrated T)"
+    )
     a = ap.parse_args()
     sizes = [1_000] if a.quick else [1_000, 10_000] + ([100_000] if a.big else [])
     if a.sizes:
@@ -150,7 +194,8 @@ def main() -> None:
         cases.append(run_case(muffliato, a.muffliato_n, a.muffliato_T, 0))
     out = {
         "benchmark": "netdp simulate: the daemon's runtime per simulated node, virtual clock",
-        "cases": cases, "machine": machine(),
+        "cases": cases,
+        "machine": machine(),
         "targets": {"walk_sum_100k_wall_s": 300, "walk_sum_100k_peak_rss_gb": 8},
         "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }

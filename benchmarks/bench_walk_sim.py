@@ -41,16 +41,26 @@ def one(n: int, T: int, seed: int, q: mp.Queue) -> None:
     t1 = time.perf_counter()
     audit = audit_walk(np.asarray(res.holders), n, params["epsilon0"], params["delta"])
     t_audit = time.perf_counter() - t1
-    q.put({"sim_s": t_sim, "audit_s": t_audit, "total_s": t_sim + t_audit,
-           "events": res.events, "steps": len(res.holders),
-           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-           "ndp_mean": audit.ndp_mean, "ndp_max": audit.ndp_max, "ldp_mean": audit.ldp_mean,
-           "pairs": n * (n - 1)})
+    q.put(
+        {
+            "sim_s": t_sim,
+            "audit_s": t_audit,
+            "total_s": t_sim + t_audit,
+            "events": res.events,
+            "steps": len(res.holders),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "ndp_mean": audit.ndp_mean,
+            "ndp_max": audit.ndp_max,
+            "ldp_mean": audit.ldp_mean,
+            "pairs": n * (n - 1),
+        }
+    )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=0)
     a = ap.parse_args()
@@ -64,24 +74,40 @@ def main() -> None:
         p.start()
         runs.append(q.get(timeout=1800))
         p.join(timeout=60)
-        print(f"  rep {r + 1}: simulate {runs[-1]['sim_s']:.1f} s + audit {runs[-1]['audit_s']:.2f} s"
-              f", peak RSS {runs[-1]['peak_rss_mb']:.0f} MB", flush=True)
-    med = {k: statistics.median(x[k] for x in runs)
-           for k in ("sim_s", "audit_s", "total_s", "peak_rss_mb")}
+        print(
+            f"  rep {r + 1}: simulate {runs[-1]['sim_s']:.1f} s + audit {runs[-1]['audit_s']:.2f} s"
+            f", peak RSS {runs[-1]['peak_rss_mb']:.0f} MB",
+            flush=True,
+        )
+    med = {
+        k: statistics.median(x[k] for x in runs)
+        for k in ("sim_s", "audit_s", "total_s", "peak_rss_mb")
+    }
     out = {
         "benchmark": "walk-sum simulation + full per-pair walk audit",
-        "n": n, "T": T, "repetitions": reps, "median": med, "runs": runs,
-        "target_total_s": 60.0, "meets_target": med["total_s"] < 60.0,
-        "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "cpus": os.cpu_count(), "processor": platform.processor()},
+        "n": n,
+        "T": T,
+        "repetitions": reps,
+        "median": med,
+        "runs": runs,
+        "target_total_s": 60.0,
+        "meets_target": med["total_s"] < 60.0,
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "processor": platform.processor(),
+        },
         "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / ("walk_sim-quick.json" if a.quick else "walk_sim.json")
     path.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"n={n} T={T}: median {med['total_s']:.1f} s (simulate {med['sim_s']:.1f} s, audit "
-          f"{med['audit_s']:.2f} s), peak RSS {med['peak_rss_mb']:.0f} MB; target < 60 s: "
-          f"{'met' if out['meets_target'] else 'NOT met'}; wrote {path}")
+    print(
+        f"n={n} T={T}: median {med['total_s']:.1f} s (simulate {med['sim_s']:.1f} s, audit "
+        f"{med['audit_s']:.2f} s), peak RSS {med['peak_rss_mb']:.0f} MB; target < 60 s: "
+        f"{'met' if out['meets_target'] else 'NOT met'}; wrote {path}"
+    )
 
 
 if __name__ == "__main__":

@@ -45,8 +45,11 @@ SERVICE = "bench.BareGossip"  # the node's own channel/server options: links ali
 
 
 def _ident(folder: Path) -> tuple[bytes, bytes, bytes]:
-    return ((folder / "ca.pem").read_bytes(), (folder / "cert.pem").read_bytes(),
-            (folder / "key.pem").read_bytes())
+    return (
+        (folder / "ca.pem").read_bytes(),
+        (folder / "cert.pem").read_bytes(),
+        (folder / "key.pem").read_bytes(),
+    )
 
 
 class Node:
@@ -64,13 +67,15 @@ class Node:
         self.changed = asyncio.Event()
         self.index_of = {v: i for i, v in enumerate(self.ids)}
         payload = np.zeros(int(cfg["dim"]))
-        self.envelopes = [message_to_envelope(cfg["job_id"], Message(VALUE, payload=payload,
-                                                                     round=r))
-                          for r in range(self.T)]
+        self.envelopes = [
+            message_to_envelope(cfg["job_id"], Message(VALUE, payload=payload, round=r))
+            for r in range(self.T)
+        ]
 
     # -- server: take values, acknowledge each one ------------------------------------------------
-    async def link(self, requests: AsyncIterator[bytes],
-                   context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+    async def link(
+        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
         cn = context.auth_context().get("x509_common_name") or [b""]
         sender = self.index_of[cn[0].decode()]
         async for raw in requests:
@@ -83,10 +88,19 @@ class Node:
     async def run(self) -> dict[str, Any]:
         ca, cert, key = _ident(self.certs)
         server = grpc.aio.server(options=SERVER_OPTIONS)
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {
-            "Link": grpc.stream_stream_rpc_method_handler(self.link)}),))
-        port = server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials(
-            [(key, cert)], root_certificates=ca, require_client_auth=True))
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    SERVICE, {"Link": grpc.stream_stream_rpc_method_handler(self.link)}
+                ),
+            )
+        )
+        port = server.add_secure_port(
+            "127.0.0.1:0",
+            grpc.ssl_server_credentials(
+                [(key, cert)], root_certificates=ca, require_client_auth=True
+            ),
+        )
         await server.start()
         ports = self.work / "ports"
         ports.mkdir(parents=True, exist_ok=True)
@@ -101,12 +115,15 @@ class Node:
                 raise TimeoutError(f"{self.nid}: not every process started")
             await asyncio.sleep(0.05)
         addr = {w: f"127.0.0.1:{(ports / self.ids[w]).read_text()}" for w in self.nb}
-        creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key,
-                                             certificate_chain=cert)
-        channels = {w: grpc.aio.secure_channel(addr[w], creds, options=CHANNEL_OPTIONS)
-                    for w in self.nb}
-        calls = {w: channels[w].stream_stream(f"/{SERVICE}/Link")(wait_for_ready=True)
-                 for w in self.nb}
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=ca, private_key=key, certificate_chain=cert
+        )
+        channels = {
+            w: grpc.aio.secure_channel(addr[w], creds, options=CHANNEL_OPTIONS) for w in self.nb
+        }
+        calls = {
+            w: channels[w].stream_stream(f"/{SERVICE}/Link")(wait_for_ready=True) for w in self.nb
+        }
 
         async def reader(w: int) -> None:
             call = calls[w]
@@ -138,17 +155,23 @@ class Node:
                 self.acked.pop(r, None)
                 done_at.append(time.time())
                 cpu_at.append(time.process_time())
-            out = {"node": self.nid, "degree": len(self.nb), "T": self.T, "round_done": done_at,
-                   "cpu_s_rounds": cpu_at[-1] - cpu_at[0],
-                   "envelope_bytes": len(data)}
+            out = {
+                "node": self.nid,
+                "degree": len(self.nb),
+                "T": self.T,
+                "round_done": done_at,
+                "cpu_s_rounds": cpu_at[-1] - cpu_at[0],
+                "envelope_bytes": len(data),
+            }
             res = self.work / "results"
             res.mkdir(parents=True, exist_ok=True)
             (res / f".{self.nid}").write_text(json.dumps(out))
             (res / f".{self.nid}").replace(res / f"{self.nid}.json")
             # keep serving (acks still in flight) until everybody has finished, bounded
             linger = time.monotonic() + float(self.cfg["linger"])
-            while (len(list(res.glob("*.json"))) < len(self.ids)
-                   and time.monotonic() < min(linger, deadline)):
+            while len(list(res.glob("*.json"))) < len(self.ids) and time.monotonic() < min(
+                linger, deadline
+            ):
                 await asyncio.sleep(0.05)
             return out
         finally:

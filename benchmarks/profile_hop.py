@@ -60,12 +60,13 @@ def say(msg: str) -> None:
 def proc_cpu(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as fh:
         data = fh.read()
-    rest = data[data.rindex(")") + 2:].split()
+    rest = data[data.rindex(")") + 2 :].split()
     return (int(rest[11]) + int(rest[12])) / _TICK
 
 
 # ------------------------------------------------------------------------------------------------
 # a cluster whose node processes may run under cProfile
+
 
 class ProfiledCluster(LocalCluster):
     """LocalCluster whose node processes may run under cProfile, or with a what-if patch applied
@@ -83,23 +84,42 @@ class ProfiledCluster(LocalCluster):
         log = self.logs / f"{name}.log"
         tail = [*args, "--port-file", str(port_file), "--log-level", self.log_level]
         if self.cprofile_dir is not None:
-            full = [sys.executable, "-m", "cProfile", "-o",
-                    str(self.cprofile_dir / f"{name}.prof"), "-m", "netdp_node.cli", *tail]
+            full = [
+                sys.executable,
+                "-m",
+                "cProfile",
+                "-o",
+                str(self.cprofile_dir / f"{name}.prof"),
+                "-m",
+                "netdp_node.cli",
+                *tail,
+            ]
         else:
-            code = (self.patch + "\nimport sys\nfrom netdp_node.cli import main\n"
-                    "sys.exit(main(sys.argv[1:]))\n")
+            code = (
+                self.patch + "\nimport sys\nfrom netdp_node.cli import main\n"
+                "sys.exit(main(sys.argv[1:]))\n"
+            )
             full = [sys.executable, "-c", code, *tail]
         with open(log, "ab") as fh:
-            popen = subprocess.Popen(full, stdout=fh, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL,
-                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            popen = subprocess.Popen(
+                full,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            )
         p = Proc(name, full, log, port_file, popen)
         self.procs[name] = p
         return p
 
 
-def start_cluster(workdir: Path, n: int, cprofile_dir: Path | None = None, patch: str = "",
-                  poll_interval: float = 0.2) -> ProfiledCluster:
+def start_cluster(
+    workdir: Path,
+    n: int,
+    cprofile_dir: Path | None = None,
+    patch: str = "",
+    poll_interval: float = 0.2,
+) -> ProfiledCluster:
     c = ProfiledCluster(workdir, n, log_level="info", poll_interval=poll_interval)
     c.cprofile_dir = cprofile_dir
     c.patch = patch
@@ -140,9 +160,11 @@ async def ready(c: LocalCluster) -> None:
 # ------------------------------------------------------------------------------------------------
 # cpu: CPU per hop of every process
 
+
 def part_cpu(workdir: Path, rounds: int) -> dict[str, Any]:
     c = start_cluster(workdir / "cpu", 8)
     try:
+
         async def run() -> dict[str, Any]:
             await ready(c)
             pids = {name: p.popen.pid for name, p in c.procs.items() if p.popen}
@@ -159,13 +181,18 @@ def part_cpu(workdir: Path, rounds: int) -> dict[str, Any]:
             per = {}
             for k in pids:
                 busy, idle = after[k] - before[k], a2[k] - b2[k]
-                per[k] = {"cpu_s": busy, "idle_cpu_s_same_interval": idle,
-                          "net_cpu_ms_per_hop_at_node": (busy - idle) / (msgs / c.n) * 1e3}
+                per[k] = {
+                    "cpu_s": busy,
+                    "idle_cpu_s_same_interval": idle,
+                    "net_cpu_ms_per_hop_at_node": (busy - idle) / (msgs / c.n) * 1e3,
+                }
             nodes = [k for k in pids if k.startswith("node-")]
             total = sum(after[k] - before[k] for k in nodes)
             idle_total = sum(a2[k] - b2[k] for k in nodes)
             return {
-                "rounds": rounds, "messages": msgs, "job_seconds": secs,
+                "rounds": rounds,
+                "messages": msgs,
+                "job_seconds": secs,
                 "hops_per_s": a.get("steady_hops_per_s"),
                 "wall_ms_per_hop": 1e3 / a["steady_hops_per_s"],
                 "node_cpu_ms_per_hop_total": total / msgs * 1e3,
@@ -174,7 +201,7 @@ def part_cpu(workdir: Path, rounds: int) -> dict[str, Any]:
                 "bootstrap_cpu_s_idle_same_interval": a2["bootstrap"] - b2["bootstrap"],
                 "per_process": per,
                 "note": "each hop's work is done by the receiver (handle+commit+send) and, for "
-                        "the ack and stream teardown, the sender: node CPU per hop sums both",
+                "the ack and stream teardown, the sender: node CPU per hop sums both",
             }
 
         return asyncio.run(run())
@@ -197,8 +224,12 @@ _L.Ledger.__init__ = _patched
 
 WHATIF: list[tuple[str, str, float]] = [
     ("as is (synchronous=FULL, poll 0.2 s)", "", 0.2),
-    ("ledger synchronous=NORMAL (WAL: no fsync per commit; survives a process kill, not power "
-     "loss)", _LEDGER_SYNC.format(mode="NORMAL"), 0.2),
+    (
+        "ledger synchronous=NORMAL (WAL: no fsync per commit; survives a process kill, not power "
+        "loss)",
+        _LEDGER_SYNC.format(mode="NORMAL"),
+        0.2,
+    ),
     ("bootstrap poll every 5 s instead of 0.2 s", "", 5.0),
     ("both", _LEDGER_SYNC.format(mode="NORMAL"), 5.0),
 ]
@@ -214,6 +245,7 @@ def part_whatif(workdir: Path, rounds: int, reps: int = 4) -> dict[str, Any]:
         for i, (name, patch, poll) in enumerate(WHATIF):
             c = start_cluster(workdir / f"whatif-{rep}-{i}", 8, patch=patch, poll_interval=poll)
             try:
+
                 async def run(c: ProfiledCluster = c) -> dict[str, Any]:
                     await ready(c)
                     jid, _ = await submit_and_wait(c, rounds)
@@ -226,18 +258,30 @@ def part_whatif(workdir: Path, rounds: int, reps: int = 4) -> dict[str, Any]:
                 foreign[name].append(m.result["foreign_share_of_machine"])
             finally:
                 c.stop()
-            say(f"  rep {rep + 1}: {rates[name][-1]:7.1f} hops/s, p50 hop {p50[name][-1]:.3f} ms, "
-                f"others used {foreign[name][-1]:.0%} of the machine  {name}")
-    return {"rounds": rounds, "reps": reps,
-            "variants": [{"variant": name, "hops_per_s": float(np.median(rates[name])),
-                          "p50_hop_ms": float(np.median(p50[name])),
-                          "runs_hops_per_s": rates[name], "runs_p50_hop_ms": p50[name],
-                          "foreign_share_of_machine": foreign[name]}
-                         for name, _, _ in WHATIF]}
+            say(
+                f"  rep {rep + 1}: {rates[name][-1]:7.1f} hops/s, p50 hop {p50[name][-1]:.3f} ms, "
+                f"others used {foreign[name][-1]:.0%} of the machine  {name}"
+            )
+    return {
+        "rounds": rounds,
+        "reps": reps,
+        "variants": [
+            {
+                "variant": name,
+                "hops_per_s": float(np.median(rates[name])),
+                "p50_hop_ms": float(np.median(p50[name])),
+                "runs_hops_per_s": rates[name],
+                "runs_p50_hop_ms": p50[name],
+                "foreign_share_of_machine": foreign[name],
+            }
+            for name, _, _ in WHATIF
+        ],
+    }
 
 
 # ------------------------------------------------------------------------------------------------
 # transport: GrpcTransport -> PeerService, nothing else
+
 
 def _transport_server_child(certs: str, conn: Any) -> None:
     asyncio.run(_transport_server(Path(certs), conn))
@@ -255,8 +299,9 @@ async def _transport_server(certs: Path, conn: Any) -> None:
         return False
 
     svc = PeerService(ident.node_id, handle, lambda: peer_pb2.StatusReply(), AccessPolicy())
-    server, port = await start_server(ident, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers(
-        (svc.generic_handler(),)))
+    server, port = await start_server(
+        ident, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers((svc.generic_handler(),))
+    )
     conn.send(port)
     await asyncio.get_running_loop().run_in_executor(None, bt._wait_stop, conn)
     await server.stop(0.5)
@@ -287,8 +332,11 @@ def part_transport(workdir: Path, count: int, seconds: float) -> dict[str, Any]:
 
             async def one() -> None:
                 seq[0] += 1
-                await t.send("bench-server", "job", Message("token", payload=payload, walk="ring",
-                                                            seq=seq[0]))
+                await t.send(
+                    "bench-server",
+                    "job",
+                    Message("token", payload=payload, walk="ring", seq=seq[0]),
+                )
 
             try:
                 reps = [await bt.timed_loop(one, 50, count, seconds) for _ in range(3)]
@@ -296,10 +344,12 @@ def part_transport(workdir: Path, count: int, seconds: float) -> dict[str, Any]:
                 await t.close()
             return bt.summarize_reps(reps)
 
-        return {"netdp_grpc_transport_one_at_a_time": asyncio.run(run()),
-                "definition": "GrpcTransport.send of a 1-element token, awaited until acked, one "
-                              "at a time; the server's handler does nothing (no ledger, no "
-                              "engine)"}
+        return {
+            "netdp_grpc_transport_one_at_a_time": asyncio.run(run()),
+            "definition": "GrpcTransport.send of a 1-element token, awaited until acked, one "
+            "at a time; the server's handler does nothing (no ledger, no "
+            "engine)",
+        }
     finally:
         try:
             parent.send("stop")
@@ -313,6 +363,7 @@ def part_transport(workdir: Path, count: int, seconds: float) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------------
 # micro: the Python steps of one hop, in-process
+
 
 def _time(fn: Any, n: int) -> float:
     for _ in range(min(200, n)):
@@ -336,22 +387,32 @@ def part_micro(workdir: Path) -> dict[str, Any]:
 
     ids = [f"node-{i}" for i in range(1, 9)]
     params = prepare_params(bt._ring_params(10**9), 8)
-    ctx = JobContext(job_id="job-x", algorithm="ring-sum", me="node-2", participants=tuple(ids),
-                     params=params, public_seed=1, edges=())
+    ctx = JobContext(
+        job_id="job-x",
+        algorithm="ring-sum",
+        me="node-2",
+        participants=tuple(ids),
+        params=params,
+        public_seed=1,
+        edges=(),
+    )
     msg = Message("token", payload=np.array([0.25]), walk="ring", seq=1)
     raw = message_to_envelope("job-x", msg, 7).SerializeToString()
     out: dict[str, float] = {}
     out["message_to_envelope+serialize"] = _time(
-        lambda: message_to_envelope("job-x", msg, 7).SerializeToString(), 20000)
+        lambda: message_to_envelope("job-x", msg, 7).SerializeToString(), 20000
+    )
 
     def decode() -> None:
         env = peer_pb2.Envelope()
         env.ParseFromString(raw)
         envelope_to_message(env)
+
     out["parse+envelope_to_message"] = _time(decode, 20000)
     out["Message.digest"] = _time(msg.digest, 20000)
     out["Ack serialize+parse"] = _time(
-        lambda: peer_pb2.Ack.FromString(peer_pb2.Ack(msg_id=7).SerializeToString()), 20000)
+        lambda: peer_pb2.Ack.FromString(peer_pb2.Ack(msg_id=7).SerializeToString()), 20000
+    )
 
     eng = RingSum(ctx, np.array([0.3]), np.random.default_rng(1))
     k = [0]
@@ -359,19 +420,32 @@ def part_micro(workdir: Path) -> dict[str, Any]:
     def step() -> None:
         k[0] += 1
         eng.received = k[0] - 1
-        eng.on_message("node-1", Message("token", payload=np.array([0.25]), walk="ring",
-                                         seq=k[0]))
+        eng.on_message("node-1", Message("token", payload=np.array([0.25]), walk="ring", seq=k[0]))
+
     out["RingSum.on_message"] = _time(step, 20000)
 
     srv, _ = bt.issue_pair(workdir / "micro-pki")
     pem = (srv / "cert.pem").read_bytes()
     from cryptography import x509
+
     out["x509 parse of the peer certificate (uncached)"] = _time(
-        lambda: x509.load_pem_x509_certificate(pem), 2000)
+        lambda: x509.load_pem_x509_certificate(pem), 2000
+    )
     out["identity_from_pem (as called per stream)"] = _time(lambda: identity_from_pem(pem), 2000)
-    out["json.dumps(params, sort_keys)"] = _time(lambda: json.dumps(
-        {"round": 1, "data": True, "mechanism": "none", "sigma": 0.0, "sensitivity": 2.0,
-         "clip": 1.0}, sort_keys=True), 20000)
+    out["json.dumps(params, sort_keys)"] = _time(
+        lambda: json.dumps(
+            {
+                "round": 1,
+                "data": True,
+                "mechanism": "none",
+                "sigma": 0.0,
+                "sensitivity": 2.0,
+                "clip": 1.0,
+            },
+            sort_keys=True,
+        ),
+        20000,
+    )
 
     for sync in ("FULL", "NORMAL"):
         led = Ledger(workdir / f"micro-ledger-{sync}", "node-2")
@@ -381,14 +455,44 @@ def part_micro(workdir: Path) -> dict[str, Any]:
         def hop(led: Ledger = led, s: list[int] = s) -> None:
             s[0] += 1
             led.received_digest("job-x", "node-1", ("token", "ring", 0, s[0], 0))
-            led.commit([
-                Entry(job_id="job-x", direction="received", event="token", peer="node-1",
-                      kind="token", walk="ring", seq=s[0], digest="ab" * 32),
-                Entry(job_id="job-x", direction="local", event="contribute",
-                      params={"round": s[0], "data": True, "mechanism": "none", "sigma": 0.0,
-                              "sensitivity": 2.0, "clip": 1.0}),
-                Entry(job_id="job-x", direction="sent", event="token", peer="node-3",
-                      kind="token", walk="ring", seq=s[0], digest="cd" * 32)])
+            led.commit(
+                [
+                    Entry(
+                        job_id="job-x",
+                        direction="received",
+                        event="token",
+                        peer="node-1",
+                        kind="token",
+                        walk="ring",
+                        seq=s[0],
+                        digest="ab" * 32,
+                    ),
+                    Entry(
+                        job_id="job-x",
+                        direction="local",
+                        event="contribute",
+                        params={
+                            "round": s[0],
+                            "data": True,
+                            "mechanism": "none",
+                            "sigma": 0.0,
+                            "sensitivity": 2.0,
+                            "clip": 1.0,
+                        },
+                    ),
+                    Entry(
+                        job_id="job-x",
+                        direction="sent",
+                        event="token",
+                        peer="node-3",
+                        kind="token",
+                        walk="ring",
+                        seq=s[0],
+                        digest="cd" * 32,
+                    ),
+                ]
+            )
+
         out[f"Ledger lookup+commit of one hop, synchronous={sync}"] = _time(hop, 500)
         led.close()
     return {"us": out}
@@ -396,6 +500,7 @@ def part_micro(workdir: Path) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------------
 # pyspy: sample one node
+
 
 def _poll_line() -> int:
     """The line of selectors.EpollSelector.select that blocks in epoll (the idle event loop)."""
@@ -409,20 +514,26 @@ def _poll_line() -> int:
 # Exclusive attribution of a busy main-thread sample: the first category with a matching frame.
 CATEGORIES = [
     ("ledger COMMIT (sqlite commit + WAL fsync)", r"__exit__ \(netdp_node/ledger"),
-    ("ledger commit: BEGIN + inserts + json", r"(commit|__enter__|_update_job) \(netdp_node/ledger"),
+    (
+        "ledger commit: BEGIN + inserts + json",
+        r"(commit|__enter__|_update_job) \(netdp_node/ledger",
+    ),
     ("ledger lookup (received_digest)", r"received_digest \(netdp_node/ledger"),
-    ("wire decode (Envelope parse, tensor checks)",
-     r"(envelope_to_message|tensor_to_ndarray|ParseFromString) \("),
+    (
+        "wire decode (Envelope parse, tensor checks)",
+        r"(envelope_to_message|tensor_to_ndarray|ParseFromString) \(",
+    ),
     ("wire encode (Envelope build)", r"(message_to_envelope|ndarray_to_tensor) \("),
     ("Message.digest (sha256)", r"digest \(netdp_node/protocols"),
     ("engine (RingSum, noise)", r"netdp_node/protocols/ring|netdp_node/privacy"),
     ("fault-injection hooks", r"netdp_node/faults"),
     ("logging", r"\(logging/"),
-    ("grpc aio call.write (C-core: HTTP/2 + TLS + sendmsg, inline)",
-     r"_?write \(grpc/aio/_call"),
+    ("grpc aio call.write (C-core: HTTP/2 + TLS + sendmsg, inline)", r"_?write \(grpc/aio/_call"),
     ("grpc aio call.read", r"_?read \(grpc/aio/_call"),
-    ("bootstrap polling (daemon._poll, bootstrap client)",
-     r"_poll \(netdp_node/daemon|netdp_node/bootstrap_client|_report \(netdp_node/daemon"),
+    (
+        "bootstrap polling (daemon._poll, bootstrap client)",
+        r"_poll \(netdp_node/daemon|netdp_node/bootstrap_client|_report \(netdp_node/daemon",
+    ),
     ("runtime (handle, deliver, _apply, _send: the rest)", r"netdp_node/runtime"),
     ("netdp transport (PeerService, Link: the rest)", r"netdp_node/transport"),
     ("grpc (other: server streaming, cython callbacks)", r"grpc/|cygrpc"),
@@ -465,8 +576,11 @@ def summarise_collapsed(paths: list[Path], rate: int, hops: int) -> dict[str, An
 
     busy = total - idle
     return {
-        "rate_hz": rate, "hops_at_profiled_nodes": hops, "main_thread_samples": total,
-        "idle_samples": idle, "other_thread_samples": other_threads,
+        "rate_hz": rate,
+        "hops_at_profiled_nodes": hops,
+        "main_thread_samples": total,
+        "idle_samples": idle,
+        "other_thread_samples": other_threads,
         "main_thread_busy_ms_per_hop": ms(busy),
         "main_thread_idle_ms_per_hop": ms(idle),
         "busy_ms_per_hop_by_category": {k: ms(v) for k, v in by_cat.most_common()},
@@ -475,8 +589,9 @@ def summarise_collapsed(paths: list[Path], rate: int, hops: int) -> dict[str, An
     }
 
 
-def part_pyspy(workdir: Path, rounds: int, nodes: tuple[str, ...] = ("node-3", "node-6"),
-               rate: int = 1000) -> dict[str, Any]:
+def part_pyspy(
+    workdir: Path, rounds: int, nodes: tuple[str, ...] = ("node-3", "node-6"), rate: int = 1000
+) -> dict[str, Any]:
     exe = shutil.which("py-spy")
     if exe is None:
         return {"skipped": "py-spy is not installed (pip install py-spy)"}
@@ -485,14 +600,32 @@ def part_pyspy(workdir: Path, rounds: int, nodes: tuple[str, ...] = ("node-3", "
     outs = [RAW / f"pyspy-{n}.txt" for n in nodes]
     spies: list[subprocess.Popen[bytes]] = []
     try:
+
         async def run() -> dict[str, Any]:
             await ready(c)
             for n, out in zip(nodes, outs):
                 pid = c.procs[n].popen.pid  # type: ignore[union-attr]
-                spies.append(subprocess.Popen(
-                    [exe, "record", "--pid", str(pid), "--idle", "--nonblocking", "--threads",
-                     "--rate", str(rate), "--format", "raw", "--output", str(out)],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                spies.append(
+                    subprocess.Popen(
+                        [
+                            exe,
+                            "record",
+                            "--pid",
+                            str(pid),
+                            "--idle",
+                            "--nonblocking",
+                            "--threads",
+                            "--rate",
+                            str(rate),
+                            "--format",
+                            "raw",
+                            "--output",
+                            str(out),
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
             await asyncio.sleep(1.5)  # attached
             jid, secs = await submit_and_wait(c, rounds)
             for spy in spies:
@@ -501,13 +634,19 @@ def part_pyspy(workdir: Path, rounds: int, nodes: tuple[str, ...] = ("node-3", "
                 spy.wait(60)
             a = bt.analyse_job(c, jid, c.ids, rounds)
             res = summarise_collapsed(outs, rate, (rounds + 1) * len(nodes))
-            res.update({"nodes": list(nodes), "rounds": rounds, "job_seconds": secs,
-                        "hops_per_s_while_sampled": a["steady_hops_per_s"],
-                        "wall_ms_per_hop_while_sampled": 1e3 / a["steady_hops_per_s"],
-                        "raw": [str(o) for o in outs],
-                        "note": "wall time of the profiled nodes' event-loop thread per token "
-                                "they received (py-spy --idle --nonblocking, Python frames: "
-                                "native time shows under the Python caller)"})
+            res.update(
+                {
+                    "nodes": list(nodes),
+                    "rounds": rounds,
+                    "job_seconds": secs,
+                    "hops_per_s_while_sampled": a["steady_hops_per_s"],
+                    "wall_ms_per_hop_while_sampled": 1e3 / a["steady_hops_per_s"],
+                    "raw": [str(o) for o in outs],
+                    "note": "wall time of the profiled nodes' event-loop thread per token "
+                    "they received (py-spy --idle --nonblocking, Python frames: "
+                    "native time shows under the Python caller)",
+                }
+            )
             return res
 
         return asyncio.run(run())
@@ -530,11 +669,14 @@ def part_cprofile(workdir: Path, rounds: int) -> dict[str, Any]:
     pdir.mkdir(parents=True)
     c = start_cluster(workdir / "cprofile", 8, cprofile_dir=pdir)
     try:
+
         async def run() -> dict[str, Any]:
             await ready(c)
             jid, secs = await submit_and_wait(c, rounds)
-            return {"job_seconds": secs,
-                    "hops_per_s": bt.analyse_job(c, jid, c.ids, rounds)["steady_hops_per_s"]}
+            return {
+                "job_seconds": secs,
+                "hops_per_s": bt.analyse_job(c, jid, c.ids, rounds)["steady_hops_per_s"],
+            }
 
         res = asyncio.run(run())
     finally:
@@ -547,71 +689,107 @@ def part_cprofile(workdir: Path, rounds: int) -> dict[str, Any]:
     msgs = (8 * (rounds + 5) + 2 * 7) * len(files) / 8
     rows = []
     for (file, line, fn), (_cc, nc, tt, ct, _) in st.stats.items():  # type: ignore[attr-defined]
-        if ("netdp_node" in file or "netdp_bootstrap" in file or "grpc" in file) \
-                and nc / msgs >= 0.3:  # per-message code, not start-up
-            rows.append({"func": f"{fn} ({file.split('site-packages/')[-1].split('/work/main/')[-1]}"
-                                 f":{line})", "calls": nc, "calls_per_msg": nc / msgs,
-                         "self_us_per_msg": tt / msgs * 1e6, "cum_us_per_msg": ct / msgs * 1e6})
+        if (
+            "netdp_node" in file or "netdp_bootstrap" in file or "grpc" in file
+        ) and nc / msgs >= 0.3:  # per-message code, not start-up
+            rows.append(
+                {
+                    "func": f"{fn} ({file.split('site-packages/')[-1].split('/work/main/')[-1]}"
+                    f":{line})",
+                    "calls": nc,
+                    "calls_per_msg": nc / msgs,
+                    "self_us_per_msg": tt / msgs * 1e6,
+                    "cum_us_per_msg": ct / msgs * 1e6,
+                }
+            )
     builtins = []
     for (file, _line, fn), (_cc, nc, tt, _ct, _) in st.stats.items():  # type: ignore[attr-defined]
         if file == "~" and nc / msgs >= 0.3:
-            builtins.append({"func": fn, "calls_per_msg": nc / msgs,
-                             "self_us_per_msg": tt / msgs * 1e6})
+            builtins.append(
+                {"func": fn, "calls_per_msg": nc / msgs, "self_us_per_msg": tt / msgs * 1e6}
+            )
     rows.sort(key=lambda r: -r["cum_us_per_msg"])
     builtins.sort(key=lambda r: -r["self_us_per_msg"])
     missing = sorted(set(c.ids) - {Path(f).stem for f in files})
-    res.update({"messages_profiled": msgs, "profiles": files,
-                "nodes_without_profile": missing,  # killed before they could write it
-                "netdp_and_grpc_by_cumulative": rows[:45],
-                "builtins_by_self": builtins[:20],
-                "note": "totals over all 8 nodes for the whole process life (start-up, warm-up "
-                        "job, polling included), divided by the messages of both jobs"})
+    res.update(
+        {
+            "messages_profiled": msgs,
+            "profiles": files,
+            "nodes_without_profile": missing,  # killed before they could write it
+            "netdp_and_grpc_by_cumulative": rows[:45],
+            "builtins_by_self": builtins[:20],
+            "note": "totals over all 8 nodes for the whole process life (start-up, warm-up "
+            "job, polling included), divided by the messages of both jobs",
+        }
+    )
     return res
 
 
 # ------------------------------------------------------------------------------------------------
 
+
 def render(r: dict[str, Any]) -> str:
-    L: list[str] = [f"netdp hop profile, {r['machine']['date']}, {r['machine']['nproc']} CPU(s) "
-                    f"{r['machine']['cpu_model']}"]
+    L: list[str] = [
+        f"netdp hop profile, {r['machine']['date']}, {r['machine']['nproc']} CPU(s) "
+        f"{r['machine']['cpu_model']}"
+    ]
     if "cpu" in r:
         c = r["cpu"]
-        L += ["", f"[cpu] single walk K={c['rounds']}: {c['hops_per_s']:.0f} hops/s = "
-              f"{c['wall_ms_per_hop']:.2f} ms wall per hop; node CPU per hop (all nodes) "
-              f"{c['node_cpu_ms_per_hop_total']:.2f} ms, net of idle "
-              f"{c['node_cpu_ms_per_hop_net_of_idle']:.2f} ms; bootstrap "
-              f"{c['bootstrap_cpu_s_during_job']:.2f} s CPU during the job "
-              f"({c['bootstrap_cpu_s_idle_same_interval']:.2f} s idle)"]
+        L += [
+            "",
+            f"[cpu] single walk K={c['rounds']}: {c['hops_per_s']:.0f} hops/s = "
+            f"{c['wall_ms_per_hop']:.2f} ms wall per hop; node CPU per hop (all nodes) "
+            f"{c['node_cpu_ms_per_hop_total']:.2f} ms, net of idle "
+            f"{c['node_cpu_ms_per_hop_net_of_idle']:.2f} ms; bootstrap "
+            f"{c['bootstrap_cpu_s_during_job']:.2f} s CPU during the job "
+            f"({c['bootstrap_cpu_s_idle_same_interval']:.2f} s idle)",
+        ]
     if "transport" in r:
         t = r["transport"]["netdp_grpc_transport_one_at_a_time"]
-        L += [f"[transport] GrpcTransport alone, one message at a time: "
-              f"{t['median_per_s']:.0f} msg/s ({t['median_us_per_op']:.0f} us per message)"]
+        L += [
+            f"[transport] GrpcTransport alone, one message at a time: "
+            f"{t['median_per_s']:.0f} msg/s ({t['median_us_per_op']:.0f} us per message)"
+        ]
     if "whatif" in r:
-        L += ["[what-if] single walk, hops/s (median of reps), one cost removed by a patch applied "
-              "at process start:"]
-        L += [f"    {v['hops_per_s']:7.1f} hops/s, p50 hop {v['p50_hop_ms']:.3f} ms  {v['variant']}"
-              for v in r["whatif"]["variants"]]
+        L += [
+            "[what-if] single walk, hops/s (median of reps), one cost removed by a patch applied "
+            "at process start:"
+        ]
+        L += [
+            f"    {v['hops_per_s']:7.1f} hops/s, p50 hop {v['p50_hop_ms']:.3f} ms  {v['variant']}"
+            for v in r["whatif"]["variants"]
+        ]
     if "micro" in r:
         L += ["[micro] in-process, us per call:"]
         L += [f"    {v:9.1f}  {k}" for k, v in r["micro"]["us"].items()]
     if "pyspy" in r and "skipped" not in r["pyspy"]:
         p = r["pyspy"]
-        L += ["", f"[py-spy] {', '.join(p['nodes'])}, K={p['rounds']}: "
-              f"{p['hops_per_s_while_sampled']:.0f} hops/s while sampled "
-              f"({p['wall_ms_per_hop_while_sampled']:.2f} ms wall per hop). Event-loop thread, per "
-              f"token received: busy {p['main_thread_busy_ms_per_hop']:.3f} ms, idle "
-              f"{p['main_thread_idle_ms_per_hop']:.3f} ms; busy time by category:"]
-        L += [f"    {v:7.3f} ms {p['busy_share_by_category'][k]:5.1%}  {k}"
-              for k, v in p["busy_ms_per_hop_by_category"].items()]
+        L += [
+            "",
+            f"[py-spy] {', '.join(p['nodes'])}, K={p['rounds']}: "
+            f"{p['hops_per_s_while_sampled']:.0f} hops/s while sampled "
+            f"({p['wall_ms_per_hop_while_sampled']:.2f} ms wall per hop). Event-loop thread, per "
+            f"token received: busy {p['main_thread_busy_ms_per_hop']:.3f} ms, idle "
+            f"{p['main_thread_idle_ms_per_hop']:.3f} ms; busy time by category:",
+        ]
+        L += [
+            f"    {v:7.3f} ms {p['busy_share_by_category'][k]:5.1%}  {k}"
+            for k, v in p["busy_ms_per_hop_by_category"].items()
+        ]
         L += ["  busy leaf frames (ms per hop):"]
         L += [f"    {v:7.3f}  {k[:110]}" for k, v in p["busy_leaf_frames_ms_per_hop"][:15]]
     if "cprofile" in r and "skipped" not in r["cprofile"]:
         p = r["cprofile"]
-        L += ["", f"[cProfile] all nodes ({p['hops_per_s']:.0f} hops/s under the profiler), "
-              "per message: calls, self us, cumulative us"]
-        L += [f"    {x['calls_per_msg']:6.2f} {x['self_us_per_msg']:8.1f} "
-              f"{x['cum_us_per_msg']:9.1f}  {x['func'][:100]}"
-              for x in p["netdp_and_grpc_by_cumulative"][:35]]
+        L += [
+            "",
+            f"[cProfile] all nodes ({p['hops_per_s']:.0f} hops/s under the profiler), "
+            "per message: calls, self us, cumulative us",
+        ]
+        L += [
+            f"    {x['calls_per_msg']:6.2f} {x['self_us_per_msg']:8.1f} "
+            f"{x['cum_us_per_msg']:9.1f}  {x['func'][:100]}"
+            for x in p["netdp_and_grpc_by_cumulative"][:35]
+        ]
     return "\n".join(L)
 
 
@@ -619,8 +797,9 @@ ALL_PARTS = ("cpu", "transport", "micro", "whatif", "pyspy", "cprofile")
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--only", default=",".join(ALL_PARTS))
     a = ap.parse_args()
@@ -657,7 +836,8 @@ def main() -> int:
             old.update(r)
             r = old
         (RESULTS / "profile_hop.json").write_text(
-            json.dumps(bt._finite(r), indent=2, allow_nan=False) + "\n")
+            json.dumps(bt._finite(r), indent=2, allow_nan=False) + "\n"
+        )
         text = render(r)
         (RESULTS / "profile_hop.txt").write_text(text + "\n")
         print(text)

@@ -26,22 +26,31 @@ class BootstrapConfig:
     grace: float = 2.0
 
 
-async def run_bootstrap(cfg: BootstrapConfig, ready: asyncio.Future[int] | None = None,
-                        stop: asyncio.Event | None = None) -> int:
+async def run_bootstrap(
+    cfg: BootstrapConfig,
+    ready: asyncio.Future[int] | None = None,
+    stop: asyncio.Event | None = None,
+) -> int:
     identity = load_identity(cfg.certs)
     check_role(identity, cfg.certs, "bootstrap", "netdp bootstrap")
     check_server_names(identity, cfg.certs)  # nodes and operators verify the bootstrap by them
     store = Store(cfg.state)
     service = BootstrapService(store, identity.ca_pem, cfg.crl)
     server, port = await start_server(
-        identity, cfg.listen, lambda srv: srv.add_generic_rpc_handlers((generic_handler(service),)))
+        identity, cfg.listen, lambda srv: srv.add_generic_rpc_handlers((generic_handler(service),))
+    )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    log.info("bootstrap %s serving mTLS on %s:%d, state in %s", identity.node_id,
-             cfg.listen.rsplit(":", 1)[0], port, cfg.state)
+    log.info(
+        "bootstrap %s serving mTLS on %s:%d, state in %s",
+        identity.node_id,
+        cfg.listen.rsplit(":", 1)[0],
+        port,
+        cfg.state,
+    )
     if ready is not None:
         ready.set_result(port)
     watcher = asyncio.ensure_future(service.watch_crl()) if cfg.crl is not None else None

@@ -74,7 +74,8 @@ def generic_handler(service: BootstrapService) -> grpc.GenericRpcHandler:
         handlers[m.name] = grpc.unary_unary_rpc_method_handler(
             _decoding(getattr(service, m.name), message_factory.GetMessageClass(m.input_type)),
             request_deserializer=None,  # raw bytes in
-            response_serializer=message_factory.GetMessageClass(m.output_type).SerializeToString)
+            response_serializer=message_factory.GetMessageClass(m.output_type).SerializeToString,
+        )
     return grpc.method_handlers_generic_handler(desc.full_name, handlers)
 
 
@@ -84,10 +85,12 @@ def _decoding(method: Any, request_type: Any) -> Any:
         try:
             request.ParseFromString(raw)
         except DecodeError as e:
-            log.warning("refused malformed %s bytes from %s: %s", request_type.__name__,
-                        context.peer(), e)
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"malformed {request_type.__name__}: {e}")
+            log.warning(
+                "refused malformed %s bytes from %s: %s", request_type.__name__, context.peer(), e
+            )
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"malformed {request_type.__name__}: {e}"
+            )
         return await method(request, context)
 
     return handle
@@ -108,8 +111,9 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         if stored:
             self.revocations = RevocationList.from_pem(stored, ca_pem)
         self.reload_crl_file()
-        self.policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s),
-                                   owner="bootstrap")
+        self.policy = AccessPolicy(
+            is_revoked=lambda s: self.revocations.is_revoked(s), owner="bootstrap"
+        )
 
     def stop(self) -> None:
         """The server is stopping: answer every held long poll now (with what there is), so that
@@ -129,8 +133,12 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         self.revocations = new
         self.store.put_crl(new.number, pem)
         self._announce()
-        log.info("revocation list #%d from %s: %d revoked certificate(s)", new.number, source,
-                 len(new.serials))
+        log.info(
+            "revocation list #%d from %s: %d revoked certificate(s)",
+            new.number,
+            source,
+            len(new.serials),
+        )
         return True
 
     def reload_crl_file(self) -> None:
@@ -153,8 +161,9 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             self.reload_crl_file()
 
     # -- helpers -------------------------------------------------------------------------------
-    async def _auth(self, context: grpc.aio.ServicerContext, roles: tuple[str, ...],
-                    what: str) -> PeerIdentity:
+    async def _auth(
+        self, context: grpc.aio.ServicerContext, roles: tuple[str, ...], what: str
+    ) -> PeerIdentity:
         self.reload_crl_file()
         try:
             return self.policy.check(context, roles, what, log)
@@ -163,60 +172,83 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             raise  # unreachable: abort raises
 
     def _active_nodes(self) -> list[common_pb2.NodeInfo]:
-        return sorted((info for info, serial in self.store.nodes()
-                       if not self.revocations.is_revoked(serial)),
-                      key=lambda i: natural_key(i.node_id))
+        return sorted(
+            (
+                info
+                for info, serial in self.store.nodes()
+                if not self.revocations.is_revoked(serial)
+            ),
+            key=lambda i: natural_key(i.node_id),
+        )
 
-    async def _job_for(self, job_id: str, who: PeerIdentity,
-                       context: grpc.aio.ServicerContext) -> common_pb2.JobSpec:
+    async def _job_for(
+        self, job_id: str, who: PeerIdentity, context: grpc.aio.ServicerContext
+    ) -> common_pb2.JobSpec:
         job = self.store.job(job_id)
         if job is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown job {job_id!r}")
         assert job is not None
         if who.role == "node" and who.node_id not in {p.node_id for p in job.participants}:
             log.warning("refused job %s to %s: not a participant", job_id, who.node_id)
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"{who.node_id} is not a participant of job {job_id}")
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{who.node_id} is not a participant of job {job_id}",
+            )
         return job
 
     # -- RPCs ----------------------------------------------------------------------------------
-    async def Register(self, request: bootstrap_pb2.RegisterRequest,
-                       context: grpc.aio.ServicerContext) -> bootstrap_pb2.RegisterReply:
+    async def Register(
+        self, request: bootstrap_pb2.RegisterRequest, context: grpc.aio.ServicerContext
+    ) -> bootstrap_pb2.RegisterReply:
         who = await self._auth(context, ("node",), "Register")
         if request.node_id != who.node_id:
-            log.warning("refused registration of %r by %s: a node may only register its own id",
-                        request.node_id, who.node_id)
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"certificate of {who.node_id} cannot register node "
-                                f"{request.node_id!r}")
+            log.warning(
+                "refused registration of %r by %s: a node may only register its own id",
+                request.node_id,
+                who.node_id,
+            )
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"certificate of {who.node_id} cannot register node {request.node_id!r}",
+            )
         if not _ADDRESS.match(request.address):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"address {request.address!r} is not host:port")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"address {request.address!r} is not host:port"
+            )
         if request.ledger_id and not _LEDGER_ID.match(request.ledger_id):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"ledger_id {request.ledger_id[:80]!r} is not 8 to 64 hex digits")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"ledger_id {request.ledger_id[:80]!r} is not 8 to 64 hex digits",
+            )
         if not (math.isfinite(request.ledger_created_unix) and request.ledger_created_unix >= 0):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                "ledger_created_unix must be a finite time >= 0")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "ledger_created_unix must be a finite time >= 0"
+            )
         info = self.store.register(who.node_id, request.address, who.serial)
         if request.ledger_id:
-            change = self.store.record_ledger(who.node_id, request.ledger_id,
-                                              request.ledger_created_unix)
+            change = self.store.record_ledger(
+                who.node_id, request.ledger_id, request.ledger_created_unix
+            )
             if change is not None:
-                log.warning("LEDGER CHANGED: %s; if its ledger was lost, it may have forgotten "
-                            "privacy it spent (see `netdp job result` of those jobs)",
-                            change.describe())
+                log.warning(
+                    "LEDGER CHANGED: %s; if its ledger was lost, it may have forgotten "
+                    "privacy it spent (see `netdp job result` of those jobs)",
+                    change.describe(),
+                )
         log.info("registered %s at %s", who.node_id, request.address)
-        return bootstrap_pb2.RegisterReply(node=info, job_seq=self.store.current_seq(),
-                                           store_id=self.store.store_id)
+        return bootstrap_pb2.RegisterReply(
+            node=info, job_seq=self.store.current_seq(), store_id=self.store.store_id
+        )
 
-    async def ListNodes(self, request: bootstrap_pb2.ListNodesRequest,
-                        context: grpc.aio.ServicerContext) -> bootstrap_pb2.ListNodesReply:
+    async def ListNodes(
+        self, request: bootstrap_pb2.ListNodesRequest, context: grpc.aio.ServicerContext
+    ) -> bootstrap_pb2.ListNodesReply:
         await self._auth(context, ("node", "operator"), "ListNodes")
         return bootstrap_pb2.ListNodesReply(nodes=self._active_nodes())
 
-    async def SubmitJob(self, request: bootstrap_pb2.SubmitJobRequest,
-                        context: grpc.aio.ServicerContext) -> bootstrap_pb2.SubmitJobReply:
+    async def SubmitJob(
+        self, request: bootstrap_pb2.SubmitJobRequest, context: grpc.aio.ServicerContext
+    ) -> bootstrap_pb2.SubmitJobReply:
         await self._auth(context, ("operator",), "SubmitJob")
         existing = self.store.job(request.job_id) if request.job_id else None
         if existing is not None:
@@ -231,9 +263,12 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
                 await context.abort(
                     grpc.StatusCode.ALREADY_EXISTS,
                     f"job {request.job_id} exists with another spec ({'; '.join(diff)}); "
-                    f"choose another job id")
-            log.info("job %s submitted again with the same spec: the existing job is returned",
-                     existing.job_id)
+                    f"choose another job id",
+                )
+            log.info(
+                "job %s submitted again with the same spec: the existing job is returned",
+                existing.job_id,
+            )
             return bootstrap_pb2.SubmitJobReply(job=existing)
         try:
             job = self.make_job(request)
@@ -244,8 +279,13 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"job {job.job_id} exists")
         self.store.add_job(job)
         self._announce()
-        log.info("job %s (%s) submitted with %d participants on %s", job.job_id, job.algorithm,
-                 len(job.participants), job.topology.topology_id)
+        log.info(
+            "job %s (%s) submitted with %d participants on %s",
+            job.job_id,
+            job.algorithm,
+            len(job.participants),
+            job.topology.topology_id,
+        )
         return bootstrap_pb2.SubmitJobReply(job=job)
 
     def make_job(self, request: bootstrap_pb2.SubmitJobRequest) -> common_pb2.JobSpec:
@@ -264,11 +304,13 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         kind = request.topology_kind or algo.topology
         tparams = json_object("topology_params_json", request.topology_params_json)
         if "path" in tparams:  # a request must not make the bootstrap read (and echo) its files
-            raise ValueError("topology_params_json: the bootstrap reads no file a request names; "
-                             "give an edgelist its edges inline (edges: [[src, dst], ...])")
+            raise ValueError(
+                "topology_params_json: the bootstrap reads no file a request names; "
+                "give an edgelist its edges inline (edges: [[src, dst], ...])"
+            )
         seed = request.public_seed or secrets.randbits(63)
         # the complete graph is not built: its edges are not listed (see below)
-        graph = (None if kind == COMPLETE else topo.build(kind, ids, tparams, seed=seed % (2**32)))
+        graph = None if kind == COMPLETE else topo.build(kind, ids, tparams, seed=seed % (2**32))
         gparams = topo.complete_params(ids, tparams) if graph is None else graph.params
         if algo.topology == "ring" and kind != "ring":
             raise ValueError(f"{algo.name} runs on a ring, not on {kind}")
@@ -283,18 +325,24 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             public_seed=seed,
             participants=[active[i] for i in ids],
             topology=common_pb2.Topology(
-                topology_id=f"{kind}-v{version}", version=version, kind=kind, nodes=ids,
+                topology_id=f"{kind}-v{version}",
+                version=version,
+                kind=kind,
+                nodes=ids,
                 # the complete graph's n(n-1) edges are implied by its kind, not listed (1,000
                 # nodes: a spec of tens of MB, over the 4 MiB message limit)
-                edges=[] if graph is None else [common_pb2.Edge(src=a, dst=b)
-                                                for a, b in graph.edges],
-                params_json=json.dumps(gparams, sort_keys=True, default=str)),
+                edges=[]
+                if graph is None
+                else [common_pb2.Edge(src=a, dst=b) for a, b in graph.edges],
+                params_json=json.dumps(gparams, sort_keys=True, default=str),
+            ),
             created_unix=int(time.time()),
         )
 
     @staticmethod
-    def spec_differences(request: bootstrap_pb2.SubmitJobRequest,
-                         job: common_pb2.JobSpec) -> list[str]:
+    def spec_differences(
+        request: bootstrap_pb2.SubmitJobRequest, job: common_pb2.JobSpec
+    ) -> list[str]:
         """How a submission differs from the stored job of the same id (empty: the same spec).
 
         What the request left to the bootstrap is not compared: the participants when none are
@@ -322,18 +370,24 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             out.append(f"public seed {request.public_seed}, not {job.public_seed}")
         if kind == job.topology.kind:
             tparams = json.loads(request.topology_params_json or "{}")
-            graph = (None if kind == COMPLETE
-                     else topo.build(kind, ids, tparams, seed=job.public_seed % (2**32)))
+            graph = (
+                None
+                if kind == COMPLETE
+                else topo.build(kind, ids, tparams, seed=job.public_seed % (2**32))
+            )
             gparams = topo.complete_params(ids, tparams) if graph is None else graph.params
-            if (json.dumps(gparams, sort_keys=True, default=str) != job.topology.params_json
-                    or (graph is not None and [(e.src, e.dst) for e in job.topology.edges]
-                        != list(graph.edges))):
-                out.append(f"topology parameters {json.dumps(tparams, sort_keys=True)} give "
-                           f"another graph")
+            if json.dumps(gparams, sort_keys=True, default=str) != job.topology.params_json or (
+                graph is not None
+                and [(e.src, e.dst) for e in job.topology.edges] != list(graph.edges)
+            ):
+                out.append(
+                    f"topology parameters {json.dumps(tparams, sort_keys=True)} give another graph"
+                )
         return out
 
-    async def ListJobs(self, request: bootstrap_pb2.ListJobsRequest,
-                       context: grpc.aio.ServicerContext) -> bootstrap_pb2.ListJobsReply:
+    async def ListJobs(
+        self, request: bootstrap_pb2.ListJobsRequest, context: grpc.aio.ServicerContext
+    ) -> bootstrap_pb2.ListJobsReply:
         who = await self._auth(context, ("node", "operator"), "ListJobs")
         loop = asyncio.get_running_loop()
         until = loop.time() + min(request.wait_ms, LONG_POLL_MAX_MS) / 1000.0
@@ -354,56 +408,82 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(news.wait(), left)
 
-    async def GetJob(self, request: bootstrap_pb2.GetJobRequest,
-                     context: grpc.aio.ServicerContext) -> bootstrap_pb2.GetJobReply:
+    async def GetJob(
+        self, request: bootstrap_pb2.GetJobRequest, context: grpc.aio.ServicerContext
+    ) -> bootstrap_pb2.GetJobReply:
         who = await self._auth(context, ("node", "operator"), "GetJob")
         job = await self._job_for(request.job_id, who, context)
         return bootstrap_pb2.GetJobReply(job=job, seq=self.store.job_seq(job.job_id))
 
-    async def ReportResult(self, request: bootstrap_pb2.NodeResult,
-                           context: grpc.aio.ServicerContext) -> bootstrap_pb2.ReportResultReply:
+    async def ReportResult(
+        self, request: bootstrap_pb2.NodeResult, context: grpc.aio.ServicerContext
+    ) -> bootstrap_pb2.ReportResultReply:
         who = await self._auth(context, ("node",), "ReportResult")
         await self._job_for(request.job_id, who, context)
         if request.node_id != who.node_id:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"{who.node_id} cannot report for {request.node_id}")
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{who.node_id} cannot report for {request.node_id}",
+            )
         if request.HasField("output"):
             try:
                 tensor_to_ndarray(request.output)
             except WireError as e:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"output: {e}")
         before = self.store.result(request.job_id, who.node_id)
-        if before is not None and before.state in ("done", "declined") and \
-                request.state == "failed":
+        if (
+            before is not None
+            and before.state in ("done", "declined")
+            and request.state == "failed"
+        ):
             # A node never fails a job it finished; this one forgot it did (it came back with a
             # new ledger and stays out of the job): its first report stands.
-            log.warning("job %s: %s reports it failed (%s) after it reported it %s; the first "
-                        "report stands", request.job_id, who.node_id, request.detail[:200],
-                        before.state)
+            log.warning(
+                "job %s: %s reports it failed (%s) after it reported it %s; the first "
+                "report stands",
+                request.job_id,
+                who.node_id,
+                request.detail[:200],
+                before.state,
+            )
             return bootstrap_pb2.ReportResultReply()
-        if before is not None and before.state in ("done", "declined") and \
-                request.state in ("done", "declined"):
+        if (
+            before is not None
+            and before.state in ("done", "declined")
+            and request.state in ("done", "declined")
+        ):
             # the same job reported finished again (a restarted node reports what its ledger
             # holds, in case its first report was lost): the first report stands
-            log.info("job %s: %s reported %s again; the first report (%s) stands",
-                     request.job_id, who.node_id, request.state, before.state)
+            log.info(
+                "job %s: %s reported %s again; the first report (%s) stands",
+                request.job_id,
+                who.node_id,
+                request.state,
+                before.state,
+            )
             return bootstrap_pb2.ReportResultReply()
         self.store.put_result(request)
         log.info("job %s: %s reported %s", request.job_id, who.node_id, request.state)
         return bootstrap_pb2.ReportResultReply()
 
-    async def GetResult(self, request: bootstrap_pb2.GetResultRequest,
-                        context: grpc.aio.ServicerContext) -> bootstrap_pb2.GetResultReply:
+    async def GetResult(
+        self, request: bootstrap_pb2.GetResultRequest, context: grpc.aio.ServicerContext
+    ) -> bootstrap_pb2.GetResultReply:
         who = await self._auth(context, ("node", "operator"), "GetResult")
         job = await self._job_for(request.job_id, who, context)
         # participants that came back with a new ledger after this job was submitted
-        changes = self.store.ledger_changes([p.node_id for p in job.participants],
-                                            from_seq=self.store.job_seq(job.job_id))
-        return bootstrap_pb2.GetResultReply(job=job, results=self.store.results(request.job_id),
-                                            warnings=[c.describe() for c in changes])
+        changes = self.store.ledger_changes(
+            [p.node_id for p in job.participants], from_seq=self.store.job_seq(job.job_id)
+        )
+        return bootstrap_pb2.GetResultReply(
+            job=job,
+            results=self.store.results(request.job_id),
+            warnings=[c.describe() for c in changes],
+        )
 
-    async def PublishRevocations(self, request: bootstrap_pb2.Revocations,
-                                 context: grpc.aio.ServicerContext) -> bootstrap_pb2.Revocations:
+    async def PublishRevocations(
+        self, request: bootstrap_pb2.Revocations, context: grpc.aio.ServicerContext
+    ) -> bootstrap_pb2.Revocations:
         await self._auth(context, ("operator",), "PublishRevocations")
         try:
             self._accept_crl(request.crl_pem, "an operator")
@@ -411,8 +491,8 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         return bootstrap_pb2.Revocations(crl_pem=self.revocations.pem)
 
-    async def GetRevocations(self, request: bootstrap_pb2.GetRevocationsRequest,
-                             context: grpc.aio.ServicerContext) -> bootstrap_pb2.Revocations:
+    async def GetRevocations(
+        self, request: bootstrap_pb2.GetRevocationsRequest, context: grpc.aio.ServicerContext
+    ) -> bootstrap_pb2.Revocations:
         await self._auth(context, ("node", "operator", "bootstrap"), "GetRevocations")
         return bootstrap_pb2.Revocations(crl_pem=self.revocations.pem)
-

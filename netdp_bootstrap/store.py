@@ -50,9 +50,11 @@ class LedgerChange:
             return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
         created = f", created {when(self.new_created)}" if self.new_created > 0 else ""
-        return (f"{self.node_id} came back at {when(self.at)} with a new ledger {self.new_id}"
-                f"{created} (it had ledger {self.old_id}): what it recorded before is gone; it "
-                f"does not take part in jobs up to #{self.job_seq}")
+        return (
+            f"{self.node_id} came back at {when(self.at)} with a new ledger {self.new_id}"
+            f"{created} (it had ledger {self.old_id}): what it recorded before is gone; it "
+            f"does not take part in jobs up to #{self.job_seq}"
+        )
 
 
 class Store:
@@ -65,8 +67,9 @@ class Store:
         self.db.executescript(_SCHEMA)
         row = self.db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
         if row is None:
-            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', ?)",
-                            (secrets.token_hex(8),))
+            self.db.execute(
+                "INSERT OR IGNORE INTO meta VALUES ('store_id', ?)", (secrets.token_hex(8),)
+            )
             row = self.db.execute("SELECT value FROM meta WHERE key='store_id'").fetchone()
         #: A random id of this store: job sequence numbers are per store (a node's ledger records
         #: from which number on it joins, per store id).
@@ -87,8 +90,10 @@ class Store:
 
     def nodes(self) -> list[tuple[common_pb2.NodeInfo, int]]:
         rows = self.db.execute("SELECT node_id, address, serial, registered FROM nodes").fetchall()
-        return [(common_pb2.NodeInfo(node_id=r[0], address=r[1], registered_unix=int(r[3])),
-                 int(r[2])) for r in rows]
+        return [
+            (common_pb2.NodeInfo(node_id=r[0], address=r[1], registered_unix=int(r[3])), int(r[2]))
+            for r in rows
+        ]
 
     def record_ledger(self, node_id: str, ledger_id: str, created: float) -> LedgerChange | None:
         """Remember the ledger `node_id` registered with; a change from the one it had (a wiped or
@@ -96,32 +101,42 @@ class Store:
         now = time.time()
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            row = self.db.execute("SELECT ledger_id FROM ledgers WHERE node_id=?",
-                                  (node_id,)).fetchone()
+            row = self.db.execute(
+                "SELECT ledger_id FROM ledgers WHERE node_id=?", (node_id,)
+            ).fetchone()
             change = None
             if row is not None and row[0] != ledger_id:
-                change = LedgerChange(node_id, str(row[0]), ledger_id, created, now,
-                                      self.current_seq())
-                self.db.execute("INSERT INTO ledger_changes VALUES (?,?,?,?,?,?)",
-                                (node_id, change.old_id, ledger_id, created, now, change.job_seq))
+                change = LedgerChange(
+                    node_id, str(row[0]), ledger_id, created, now, self.current_seq()
+                )
+                self.db.execute(
+                    "INSERT INTO ledger_changes VALUES (?,?,?,?,?,?)",
+                    (node_id, change.old_id, ledger_id, created, now, change.job_seq),
+                )
             self.db.execute(
                 "INSERT INTO ledgers VALUES (?,?,?,?) ON CONFLICT(node_id) DO UPDATE SET"
                 " ledger_id=excluded.ledger_id, created=excluded.created, seen=excluded.seen",
-                (node_id, ledger_id, created, now))
+                (node_id, ledger_id, created, now),
+            )
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
         return change
 
-    def ledger_changes(self, node_ids: list[str] | None = None,
-                       from_seq: int = 0) -> list[LedgerChange]:
+    def ledger_changes(
+        self, node_ids: list[str] | None = None, from_seq: int = 0
+    ) -> list[LedgerChange]:
         """Ledger changes (of these nodes), those at or after job `from_seq`, oldest first."""
-        rows = self.db.execute("SELECT node_id, old_id, new_id, new_created, at, job_seq FROM"
-                               " ledger_changes WHERE job_seq >= ? ORDER BY at",
-                               (from_seq,)).fetchall()
-        out = [LedgerChange(str(r[0]), str(r[1]), str(r[2]), float(r[3]), float(r[4]), int(r[5]))
-               for r in rows]
+        rows = self.db.execute(
+            "SELECT node_id, old_id, new_id, new_created, at, job_seq FROM"
+            " ledger_changes WHERE job_seq >= ? ORDER BY at",
+            (from_seq,),
+        ).fetchall()
+        out = [
+            LedgerChange(str(r[0]), str(r[1]), str(r[2]), float(r[3]), float(r[4]), int(r[5]))
+            for r in rows
+        ]
         return out if node_ids is None else [c for c in out if c.node_id in node_ids]
 
     # -- topologies and jobs -------------------------------------------------------------------
@@ -140,11 +155,14 @@ class Store:
     def add_job(self, job: common_pb2.JobSpec) -> int:
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            self.db.execute("INSERT INTO topologies (version, topology_id, body) VALUES (?,?,?)",
-                            (job.topology.version, job.topology.topology_id,
-                             job.topology.SerializeToString()))
-            cur = self.db.execute("INSERT INTO jobs (job_id, body, created) VALUES (?,?,?)",
-                                  (job.job_id, job.SerializeToString(), time.time()))
+            self.db.execute(
+                "INSERT INTO topologies (version, topology_id, body) VALUES (?,?,?)",
+                (job.topology.version, job.topology.topology_id, job.topology.SerializeToString()),
+            )
+            cur = self.db.execute(
+                "INSERT INTO jobs (job_id, body, created) VALUES (?,?,?)",
+                (job.job_id, job.SerializeToString(), time.time()),
+            )
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -152,8 +170,9 @@ class Store:
         return int(cur.lastrowid or 0)
 
     def jobs_after(self, after: int) -> list[tuple[int, common_pb2.JobSpec]]:
-        rows = self.db.execute("SELECT seq, body FROM jobs WHERE seq > ? ORDER BY seq",
-                               (after,)).fetchall()
+        rows = self.db.execute(
+            "SELECT seq, body FROM jobs WHERE seq > ? ORDER BY seq", (after,)
+        ).fetchall()
         return [(int(r[0]), common_pb2.JobSpec.FromString(r[1])) for r in rows]
 
     def job(self, job_id: str) -> common_pb2.JobSpec | None:
@@ -164,16 +183,20 @@ class Store:
     def put_result(self, r: bootstrap_pb2.NodeResult) -> None:
         self.db.execute(
             "INSERT INTO results VALUES (?,?,?) ON CONFLICT(job_id, node_id) DO UPDATE SET"
-            " body=excluded.body", (r.job_id, r.node_id, r.SerializeToString()))
+            " body=excluded.body",
+            (r.job_id, r.node_id, r.SerializeToString()),
+        )
 
     def result(self, job_id: str, node_id: str) -> bootstrap_pb2.NodeResult | None:
-        row = self.db.execute("SELECT body FROM results WHERE job_id=? AND node_id=?",
-                              (job_id, node_id)).fetchone()
+        row = self.db.execute(
+            "SELECT body FROM results WHERE job_id=? AND node_id=?", (job_id, node_id)
+        ).fetchone()
         return None if row is None else bootstrap_pb2.NodeResult.FromString(row[0])
 
     def results(self, job_id: str) -> list[bootstrap_pb2.NodeResult]:
-        rows = self.db.execute("SELECT body FROM results WHERE job_id=? ORDER BY node_id",
-                               (job_id,)).fetchall()
+        rows = self.db.execute(
+            "SELECT body FROM results WHERE job_id=? ORDER BY node_id", (job_id,)
+        ).fetchall()
         return [bootstrap_pb2.NodeResult.FromString(r[0]) for r in rows]
 
     # -- revocations ---------------------------------------------------------------------------

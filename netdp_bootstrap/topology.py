@@ -272,16 +272,18 @@ def build(
     return _build_other(kind, ids, params, seed)
 
 
-def complete_params(nodes: Sequence[str], params: Mapping[str, Any] | None = None
-                    ) -> dict[str, Any]:
+def complete_params(
+    nodes: Sequence[str], params: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The checked params of the complete graph over `nodes` (what `build("complete", ...)`
     checks: ids, node count, params), without listing its n(n-1) edges (the bootstrap does not
     send them: `netdp_node.protocols.base.CompleteEdges`)."""
     return _checked("complete", nodes, params, 0)[1]
 
 
-def _checked(kind: str, nodes: Sequence[str], params: Mapping[str, Any] | None,
-             seed: int) -> tuple[tuple[str, ...], dict[str, Any], int]:
+def _checked(
+    kind: str, nodes: Sequence[str], params: Mapping[str, Any] | None, seed: int
+) -> tuple[tuple[str, ...], dict[str, Any], int]:
     if kind not in KINDS:
         raise ValueError(_unknown_kind_message(kind))
     ids = _check_nodes(nodes)
@@ -303,8 +305,9 @@ def _checked(kind: str, nodes: Sequence[str], params: Mapping[str, Any] | None,
     return ids, params, int(seed)
 
 
-def _build_other(kind: str, ids: tuple[str, ...], params: dict[str, Any],
-                 seed: int) -> TopologyGraph:
+def _build_other(
+    kind: str, ids: tuple[str, ...], params: dict[str, Any], seed: int
+) -> TopologyGraph:
     n = len(ids)
     if kind == "erdos_renyi":
         return _erdos_renyi(ids, params, seed)
@@ -405,13 +408,16 @@ def _edgelist(ids: tuple[str, ...], params: dict[str, Any]) -> TopologyGraph:
     if not isinstance(directed, bool):
         raise ValueError(f"edgelist param directed must be true or false, got {directed!r}")
     if ("path" in params) == ("edges" in params):
-        raise ValueError("edgelist needs exactly one of params edges (a list of [src, dst] pairs) "
-                         "and path (a file of `src dst` lines)")
+        raise ValueError(
+            "edgelist needs exactly one of params edges (a list of [src, dst] pairs) "
+            "and path (a file of `src dst` lines)"
+        )
     if "edges" in params:
         pairs = params["edges"]
         if not isinstance(pairs, list) or not all(
-                isinstance(e, (list, tuple)) and len(e) == 2 and all(isinstance(x, str) for x in e)
-                for e in pairs):
+            isinstance(e, (list, tuple)) and len(e) == 2 and all(isinstance(x, str) for x in e)
+            for e in pairs
+        ):
             raise ValueError("edgelist param edges must be a list of [src, dst] pairs of node ids")
         lines = [f"{a} {b}" for a, b in pairs]
         path = "edges"
@@ -455,9 +461,7 @@ def _edgelist(ids: tuple[str, ...], params: dict[str, Any]) -> TopologyGraph:
 # -- helpers --------------------------------------------------------------------------------------
 
 
-def _from_nx(
-    kind: str, ids: tuple[str, ...], g: nx.Graph, params: dict[str, Any]
-) -> TopologyGraph:
+def _from_nx(kind: str, ids: tuple[str, ...], g: nx.Graph, params: dict[str, Any]) -> TopologyGraph:
     """Relabel an integer-labelled graph (0..n-1 = positions in `ids`) and check it."""
     n = len(ids)
     if set(g.nodes) != set(range(n)):  # pragma: no cover - guards the generators above

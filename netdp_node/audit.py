@@ -68,8 +68,10 @@ from netdp_node.privacy.accountant import JobView, total_losses
 from netdp_node.privacy.inca_audit import execution_from_info
 from netdp_node.simulate import read_trace, walk_audit_dict
 
-GLOBAL_KNOWLEDGE = ("this audit merges the ledgers of several nodes: it uses global knowledge, which no "
-                    "single participant has")
+GLOBAL_KNOWLEDGE = (
+    "this audit merges the ledgers of several nodes: it uses global knowledge, which no "
+    "single participant has"
+)
 
 
 @dataclass
@@ -123,8 +125,10 @@ def check_privacy_monotone(nodes: Sequence[NodeLedger], delta: float) -> Check:
             now = {p: loss.epsilon for p, loss in total_losses(views, n.node, delta).items()}
             for peer, eps in now.items():
                 if eps + 1e-12 < prev.get(peer, 0.0):
-                    c.fail(f"{n.node}: loss towards {peer} decreased from {prev[peer]:.6g} to "
-                           f"{eps:.6g} at ledger entry {e.id}")
+                    c.fail(
+                        f"{n.node}: loss towards {peer} decreased from {prev[peer]:.6g} to "
+                        f"{eps:.6g} at ledger entry {e.id}"
+                    )
             prev = now
     return c
 
@@ -158,22 +162,32 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
         if src not in by_node:
             continue  # the sender's ledger is not part of this audit
         if k not in sent:
-            conserved.fail(f"{dst} received {k[3]} seq={k[6]} of job {job} from {src}, which "
-                           f"{src}'s ledger does not show as sent")
+            conserved.fail(
+                f"{dst} received {k[3]} seq={k[6]} of job {job} from {src}, which "
+                f"{src}'s ledger does not show as sent"
+            )
         elif sent[k] != digest:
-            conserved.fail(f"{dst} received {k[3]} seq={k[6]} of job {job} from {src} with other "
-                           f"content than {src} sent")
-    recovered = {(e.job_id, n.node, e.peer) for n in nodes for e in n.entries
-                 if e.event in ("reroute", "fenced", "abandoned")}
+            conserved.fail(
+                f"{dst} received {k[3]} seq={k[6]} of job {job} from {src} with other "
+                f"content than {src} sent"
+            )
+    recovered = {
+        (e.job_id, n.node, e.peer)
+        for n in nodes
+        for e in n.entries
+        if e.event in ("reroute", "fenced", "abandoned")
+    }
     gossip_used = _gossip_used(nodes)
     for k in sent:
         job, src, dst = k[:3]
         if dst not in by_node or k in received:
             continue
         if k in acked:
-            conserved.fail(f"{src} sent {k[3]} seq={k[6]} of job {job} to {dst}, which "
-                           f"acknowledged it but never recorded it (lost after its "
-                           "acknowledgement)")
+            conserved.fail(
+                f"{src} sent {k[3]} seq={k[6]} of job {job} to {dst}, which "
+                f"acknowledged it but never recorded it (lost after its "
+                "acknowledgement)"
+            )
             continue
         if k in tracked:
             continue  # attempted, never acknowledged: the sender crashed, or it was refused
@@ -193,11 +207,14 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
         if not src_done and routed_around_src:
             continue  # src died with it unsent; upstream custody re-routed around src
         if k[3] in ("release", "handoff", "fence") and (
-                not src_done or dst_row is None or dst_row.state != "done"):
+            not src_done or dst_row is None or dst_row.state != "done"
+        ):
             continue  # control message to or from a node that never finished (missing from the
             # result)
-        conserved.fail(f"{src} sent {k[3]} seq={k[6]} of job {job} to {dst}, which never recorded "
-                       f"it, and {src}'s result does not report the failure")
+        conserved.fail(
+            f"{src} sent {k[3]} seq={k[6]} of job {job} to {dst}, which never recorded "
+            f"it, and {src}'s result does not report the failure"
+        )
     return conserved, once
 
 
@@ -211,7 +228,8 @@ def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
                 continue
             info = j.result.get("info", {})
             if j.job_id not in jobs or len(info.get("final", [])) > len(
-                    jobs[j.job_id][1].get("final", [])):
+                jobs[j.job_id][1].get("final", [])
+            ):
                 jobs[j.job_id] = (j, info)
     if not any(j.algorithm == "inca" for n in nodes for j in n.jobs):
         check.not_applicable = "no IncA job in these ledgers"
@@ -237,19 +255,25 @@ def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
             if node not in info.get("final", []):
                 continue  # did not stay to the end (its value is not in the result)
             if len(mine) != T + 1 or not mine[T]["online"]:
-                check.fail(f"{node} in job {job_id} is in the result but its ledgers do not "
-                           "show it online at T")
+                check.fail(
+                    f"{node} in job {job_id} is in the result but its ledgers do not "
+                    "show it online at T"
+                )
                 continue
             online = [True] + [bool(mine[t]["online"]) for t in range(1, T + 1)]
             gamma = float(alpha[np.asarray(online)].sum())
             got_alpha = sum(float(c["alpha"]) for c in mine.values())
             u_sum = np.abs(np.sum([mine[t]["u_row"] for t in range(T + 1)], axis=0)).max()
             if abs(got_alpha - gamma) > 1e-12 or u_sum > 1e-12:
-                check.fail(f"{node} in job {job_id} injected Σα = {got_alpha:.6g} (share "
-                           f"{gamma:.6g}) with Σ U rows off zero by {u_sum:.3g}")
+                check.fail(
+                    f"{node} in job {job_id} injected Σα = {got_alpha:.6g} (share "
+                    f"{gamma:.6g}) with Σ U rows off zero by {u_sum:.3g}"
+                )
             if online != ex.online[:, i].tolist():
-                check.fail(f"{node} in job {job_id}: its online history differs from the one "
-                           "the result states")
+                check.fail(
+                    f"{node} in job {job_id}: its online history differs from the one "
+                    "the result states"
+                )
             for t in range(1, T + 1):
                 c = mine[t]
                 if not c["online"]:
@@ -259,15 +283,22 @@ def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
                     omegas = [s["omega"] for s in senders if s is not None]
                     if len(omegas) < len(senders):
                         continue  # a sender's ledger is not part of this audit
-                    expect = ((1 - w * len(c["counted_out"])) * mine[t - 1]["omega"]
-                              + w * sum(omegas) + c["alpha"])
+                    expect = (
+                        (1 - w * len(c["counted_out"])) * mine[t - 1]["omega"]
+                        + w * sum(omegas)
+                        + c["alpha"]
+                    )
                 if abs(c["omega"] - expect) > 1e-9:
-                    check.fail(f"{node} in job {job_id}: ω^({t}) = {c['omega']:.9g}, the "
-                               f"public messages and weights give {expect:.9g}")
+                    check.fail(
+                        f"{node} in job {job_id}: ω^({t}) = {c['omega']:.9g}, the "
+                        f"public messages and weights give {expect:.9g}"
+                    )
             released = info.get("omega_final", {}).get(node)
             if released is not None and abs(released - mine[T]["omega"]) > 1e-12:
-                check.fail(f"{node} in job {job_id}: released ω^(T) = {released:.9g}, its "
-                           f"ledger shows {mine[T]['omega']:.9g}")
+                check.fail(
+                    f"{node} in job {job_id}: released ω^(T) = {released:.9g}, its "
+                    f"ledger shows {mine[T]['omega']:.9g}"
+                )
     return check
 
 
@@ -299,15 +330,21 @@ def check_gossip_mass(nodes: Sequence[NodeLedger]) -> Check:
         check.not_applicable = "no Muffliato job in these ledgers"
     rounds: dict[tuple[str, str, int], tuple[set[str], str]] = {}
     acts: dict[tuple[str, str, int], dict[str, bool]] = {}
-    accelerated = {j.job_id for n in nodes for j in n.jobs
-                   if j.algorithm.startswith("muffliato") and j.spec["params"].get("accelerated")}
+    accelerated = {
+        j.job_id
+        for n in nodes
+        for j in n.jobs
+        if j.algorithm.startswith("muffliato") and j.spec["params"].get("accelerated")
+    }
     for n in nodes:
         for e in n.entries:
             if e.direction != "local":
                 continue
             if e.event == "round":
                 rounds[(e.job_id, n.node, int(e.params["round"]))] = (
-                    set(e.params.get("realised", [])), str(e.params.get("step", "plain")))
+                    set(e.params.get("realised", [])),
+                    str(e.params.get("step", "plain")),
+                )
             elif e.event == "activation":
                 key = (e.job_id, str(e.params["initiator"]), int(e.params["id"]))
                 acts.setdefault(key, {})[n.node] = e.params.get("status") == "committed"
@@ -327,21 +364,28 @@ def check_gossip_mass(nodes: Sequence[NodeLedger]) -> Check:
                     # v left the job after this round (it crashed before w heard that it took
                     # w's value) and nobody took a later value of v's: what v took left with it
                     continue
-                check.fail(f"job {job} round {r}: {v} used its edge with {w}, {w} did not "
-                           "(one-sided edge: mass is not conserved)")
+                check.fail(
+                    f"job {job} round {r}: {v} used its edge with {w}, {w} did not "
+                    "(one-sided edge: mass is not conserved)"
+                )
     for (job, r), kinds in sorted(steps.items()):
         if job in accelerated and len(kinds) > 1:
-            check.fail(f"job {job} round {r}: some nodes took a Chebyshev step, others restarted "
-                       "(accelerated run with drops: mass is not conserved exactly)")
+            check.fail(
+                f"job {job} round {r}: some nodes took a Chebyshev step, others restarted "
+                "(accelerated run with drops: mass is not conserved exactly)"
+            )
     for (job, init, k), ends in acts.items():
         if len(set(ends.values())) > 1:
-            check.fail(f"job {job}: exchange {init}#{k} committed at "
-                       f"{[v for v, c in ends.items() if c]} only")
+            check.fail(
+                f"job {job}: exchange {init}#{k} committed at "
+                f"{[v for v, c in ends.items() if c]} only"
+            )
     return check
 
 
-def walk_of_job(nodes: Sequence[NodeLedger], job_id: str, participants: Sequence[str]
-                ) -> list[int] | None:
+def walk_of_job(
+    nodes: Sequence[NodeLedger], job_id: str, participants: Sequence[str]
+) -> list[int] | None:
     """The holder of every step 1..T of a walk job with a hop counter, from the merged ledgers:
     the node whose ledger records step t (the latest epoch's, after a re-route), or None if a
     step is missing (a ledger not given, no counter)."""
@@ -349,8 +393,12 @@ def walk_of_job(nodes: Sequence[NodeLedger], job_id: str, participants: Sequence
     at: dict[int, tuple[int, int]] = {}  # t -> (epoch, holder index)
     for n in nodes:
         for e in n.entries:
-            if e.job_id == job_id and e.direction == "local" and "t" in e.params \
-                    and e.event in ("contribute", "noise-only", "pass"):
+            if (
+                e.job_id == job_id
+                and e.direction == "local"
+                and "t" in e.params
+                and e.event in ("contribute", "noise-only", "pass")
+            ):
                 t, ep = int(e.params["t"]), int(e.params.get("epoch", 0))
                 if t not in at or ep >= at[t][0]:
                     at[t] = (ep, index[n.node])
@@ -372,8 +420,13 @@ def walk_audits(nodes: Sequence[NodeLedger]) -> list[dict[str, Any]]:
             parts = list(j.spec["participants"])
             walk = walk_of_job(nodes, j.job_id, parts)
             if walk is None:
-                out.append({"job_id": j.job_id, "algorithm": j.algorithm,
-                            "skipped": "the merged ledgers do not show every step of the walk"})
+                out.append(
+                    {
+                        "job_id": j.job_id,
+                        "algorithm": j.algorithm,
+                        "skipped": "the merged ledgers do not show every step of the walk",
+                    }
+                )
                 continue
 
             r = walk_audit_dict(np.asarray(walk), len(parts), j.algorithm, j.spec["params"])
@@ -383,17 +436,26 @@ def walk_audits(nodes: Sequence[NodeLedger]) -> list[dict[str, Any]]:
 
 def audit(dirs: Sequence[str | Path], delta: float = 1e-5) -> dict[str, Any]:
     nodes = load(dirs)
-    checks = [check_privacy_monotone(nodes, delta), *check_messages(nodes),
-              check_inca_shares(nodes),
-              check_gossip_mass(nodes)]
+    checks = [
+        check_privacy_monotone(nodes, delta),
+        *check_messages(nodes),
+        check_inca_shares(nodes),
+        check_gossip_mass(nodes),
+    ]
     return {
         "note": GLOBAL_KNOWLEDGE,
         "nodes": [n.node for n in nodes],
         "ok": all(c.ok for c in checks),
-        "checks": [{"name": c.name, "ok": c.ok, "details": c.details,
-                    "status": "n/a" if c.not_applicable else ("ok" if c.ok else "FAIL"),
-                    **({"not_applicable": c.not_applicable} if c.not_applicable else {})}
-                   for c in checks],
+        "checks": [
+            {
+                "name": c.name,
+                "ok": c.ok,
+                "details": c.details,
+                "status": "n/a" if c.not_applicable else ("ok" if c.ok else "FAIL"),
+                **({"not_applicable": c.not_applicable} if c.not_applicable else {}),
+            }
+            for c in checks
+        ],
         "walk_audits": walk_audits(nodes),
     }
 
@@ -402,5 +464,6 @@ def audit_trace(path: str | Path, *, paper_compatible: bool = False) -> dict[str
     """The walk-conditional audit (network-dp.md §4, Fig. 1(b)) of a simulated walk's trace: the
     loss of every ordered pair (observer, protected) given the whole walk. Global knowledge."""
     header, holders = read_trace(path)
-    return walk_audit_dict(holders, int(header["n"]), header["algorithm"], header["params"],
-                           paper_compatible)
+    return walk_audit_dict(
+        holders, int(header["n"]), header["algorithm"], header["params"], paper_compatible
+    )

@@ -51,12 +51,24 @@ def logistic_objective(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(np.logaddexp(0.0, -y * (X @ w))))
 
 
-def sgd_walk(users: Sequence[tuple[np.ndarray, np.ndarray]], T: int, sigma: float, eta: float,
-             lipschitz: float, mode: Mode, rng: np.random.Generator, *, cap: int = 0,
-             order: Order = "theorem", X_test: np.ndarray | None = None,
-             y_test: np.ndarray | None = None, X_obj: np.ndarray | None = None,
-             y_obj: np.ndarray | None = None, every: int = 0,
-             per_example: bool = False) -> SgdRun:
+def sgd_walk(
+    users: Sequence[tuple[np.ndarray, np.ndarray]],
+    T: int,
+    sigma: float,
+    eta: float,
+    lipschitz: float,
+    mode: Mode,
+    rng: np.random.Generator,
+    *,
+    cap: int = 0,
+    order: Order = "theorem",
+    X_test: np.ndarray | None = None,
+    y_test: np.ndarray | None = None,
+    X_obj: np.ndarray | None = None,
+    y_obj: np.ndarray | None = None,
+    every: int = 0,
+    per_example: bool = False,
+) -> SgdRun:
     n = len(users)
     if per_example:
         users = [(bound_rows(X, sgd_row_bound(eta)), y) for X, y in users]

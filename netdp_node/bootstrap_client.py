@@ -30,14 +30,16 @@ class RetryingCall(Exception):
 
     def __init__(self, method: str, address: str, error: BaseException) -> None:
         self.method, self.address, self.error = method, address, error
-        why = (f"{error.code().name}: {error.details()}" if isinstance(error, grpc.aio.AioRpcError)
-               else f"{type(error).__name__}: {error}")
+        why = (
+            f"{error.code().name}: {error.details()}"
+            if isinstance(error, grpc.aio.AioRpcError)
+            else f"{type(error).__name__}: {error}"
+        )
         super().__init__(f"{method} to the bootstrap at {address} failed ({why})")
 
 
 def is_transient(e: BaseException) -> bool:
-    return (isinstance(e, grpc.aio.AioRpcError) and e.code() in TRANSIENT
-            and not wrong_server(e))
+    return isinstance(e, grpc.aio.AioRpcError) and e.code() in TRANSIENT and not wrong_server(e)
 
 
 def job_context(job: common_pb2.JobSpec, me: str) -> JobContext:
@@ -49,9 +51,11 @@ def job_context(job: common_pb2.JobSpec, me: str) -> JobContext:
         params=json.loads(job.params_json or "{}"),
         public_seed=job.public_seed,
         # the complete graph's edges are not listed (`CompleteEdges`: every ordered pair)
-        edges=(CompleteEdges(tuple(p.node_id for p in job.participants))
-               if job.topology.kind == COMPLETE and not job.topology.edges
-               else tuple((e.src, e.dst) for e in job.topology.edges)),
+        edges=(
+            CompleteEdges(tuple(p.node_id for p in job.participants))
+            if job.topology.kind == COMPLETE and not job.topology.edges
+            else tuple((e.src, e.dst) for e in job.topology.edges)
+        ),
     )
 
 
@@ -60,9 +64,16 @@ def addresses(job: common_pb2.JobSpec) -> dict[str, str]:
 
 
 class BootstrapClient:
-    def __init__(self, address: str, identity: Identity, *, timeout: float = 10.0,
-                 backoff: Backoff | None = None, server_name: str = BOOTSTRAP_NAME,
-                 on_retry: OnRetry | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        identity: Identity,
+        *,
+        timeout: float = 10.0,
+        backoff: Backoff | None = None,
+        server_name: str = BOOTSTRAP_NAME,
+        on_retry: OnRetry | None = None,
+    ) -> None:
         """`on_retry(error, attempt, delay)`: told of every retry of a transient failure (the node
         daemon logs them)."""
         self.address = address
@@ -76,8 +87,15 @@ class BootstrapClient:
     async def close(self) -> None:
         await self.channel.close()
 
-    async def call(self, method: str, request: Any, *, retry_transient: bool = True,
-                   extra_time: float = 0.0, idempotent: bool = False) -> Any:
+    async def call(
+        self,
+        method: str,
+        request: Any,
+        *,
+        retry_transient: bool = True,
+        extra_time: float = 0.0,
+        idempotent: bool = False,
+    ) -> Any:
         """`extra_time`: seconds the bootstrap may legitimately hold the call (a long poll).
         `idempotent`: also retry a call that came back CANCELLED (seen under a registration storm
         of hundreds of nodes: the call never reached the service; doing it again is harmless)."""
@@ -89,15 +107,29 @@ class BootstrapClient:
         try:
             if not retry_transient:
                 return await once()
-            return await retry(once, self.backoff, (lambda e: is_transient(e) or (
-                isinstance(e, grpc.aio.AioRpcError) and e.code() == grpc.StatusCode.CANCELLED))
-                if idempotent else is_transient, self._retrying(method))
+            return await retry(
+                once,
+                self.backoff,
+                (
+                    lambda e: (
+                        is_transient(e)
+                        or (
+                            isinstance(e, grpc.aio.AioRpcError)
+                            and e.code() == grpc.StatusCode.CANCELLED
+                        )
+                    )
+                )
+                if idempotent
+                else is_transient,
+                self._retrying(method),
+            )
         except grpc.aio.AioRpcError as e:
             if wrong_server(e):
                 raise ServerIdentityError(
                     f"refused the server at {self.address}: expected the bootstrap, the server's "
                     f"certificate does not name it (every bootstrap certificate of the CA carries "
-                    f"{self.server_name}; {method} not sent)") from e
+                    f"{self.server_name}; {method} not sent)"
+                ) from e
             raise
 
     def _retrying(self, method: str) -> OnRetry | None:
@@ -110,35 +142,66 @@ class BootstrapClient:
 
         return tell
 
-    async def register(self, node_id: str, address: str, *, ledger_id: str = "",
-                       ledger_created: float = 0.0,
-                       retry_transient: bool = True) -> bootstrap_pb2.RegisterReply:
+    async def register(
+        self,
+        node_id: str,
+        address: str,
+        *,
+        ledger_id: str = "",
+        ledger_created: float = 0.0,
+        retry_transient: bool = True,
+    ) -> bootstrap_pb2.RegisterReply:
         """Register (or re-register) this node; `ledger_id`/`ledger_created` name its ledger. The
         reply holds the latest job sequence number and the store's id (`Ledger.join_after`).
         `retry_transient=False`: one try (the node daemon retries registration itself, bounded)."""
-        return await self.call("Register", bootstrap_pb2.RegisterRequest(
-            node_id=node_id, address=address, ledger_id=ledger_id,
-            ledger_created_unix=ledger_created), retry_transient=retry_transient, idempotent=True)
+        return await self.call(
+            "Register",
+            bootstrap_pb2.RegisterRequest(
+                node_id=node_id,
+                address=address,
+                ledger_id=ledger_id,
+                ledger_created_unix=ledger_created,
+            ),
+            retry_transient=retry_transient,
+            idempotent=True,
+        )
 
     async def list_nodes(self) -> list[common_pb2.NodeInfo]:
         return list((await self.call("ListNodes", bootstrap_pb2.ListNodesRequest())).nodes)
 
-    async def submit(self, algorithm: str, params: dict[str, Any], *, participants: list[str] | None
-                     = None, topology: str = "", topology_params: dict[str, Any] | None = None,
-                     seed: int = 0, job_id: str = "") -> common_pb2.JobSpec:
+    async def submit(
+        self,
+        algorithm: str,
+        params: dict[str, Any],
+        *,
+        participants: list[str] | None = None,
+        topology: str = "",
+        topology_params: dict[str, Any] | None = None,
+        seed: int = 0,
+        job_id: str = "",
+    ) -> common_pb2.JobSpec:
         req = bootstrap_pb2.SubmitJobRequest(
-            algorithm=algorithm, params_json=json.dumps(params), participants=participants or [],
-            topology_kind=topology, topology_params_json=json.dumps(topology_params or {}),
-            public_seed=seed, job_id=job_id)
+            algorithm=algorithm,
+            params_json=json.dumps(params),
+            participants=participants or [],
+            topology_kind=topology,
+            topology_params_json=json.dumps(topology_params or {}),
+            public_seed=seed,
+            job_id=job_id,
+        )
         return (await self.call("SubmitJob", req)).job
 
-    async def list_jobs(self, after: int = 0, *,
-                        wait: float = 0.0) -> list[tuple[int, common_pb2.JobSpec]]:
+    async def list_jobs(
+        self, after: int = 0, *, wait: float = 0.0
+    ) -> list[tuple[int, common_pb2.JobSpec]]:
         """Jobs with sequence number > after (this node's, or all for an operator). `wait` > 0:
         long poll, the bootstrap answers as soon as there is one, or a new revocation list, or
         after `wait` seconds (at most 30) with none."""
-        r = await self.call("ListJobs", bootstrap_pb2.ListJobsRequest(
-            after=after, wait_ms=int(wait * 1000)), extra_time=wait)
+        r = await self.call(
+            "ListJobs",
+            bootstrap_pb2.ListJobsRequest(after=after, wait_ms=int(wait * 1000)),
+            extra_time=wait,
+        )
         return list(zip(r.seqs, r.jobs))
 
     async def get_job(self, job_id: str) -> common_pb2.JobSpec:
@@ -149,8 +212,9 @@ class BootstrapClient:
         r = await self.call("GetJob", bootstrap_pb2.GetJobRequest(job_id=job_id))
         return int(r.seq), r.job
 
-    async def report(self, result: bootstrap_pb2.NodeResult, *,
-                     retry_transient: bool = True) -> None:
+    async def report(
+        self, result: bootstrap_pb2.NodeResult, *, retry_transient: bool = True
+    ) -> None:
         """`retry_transient=False`: one try (the node daemon retries reports itself, bounded)."""
         await self.call("ReportResult", result, retry_transient=retry_transient)
 
@@ -158,8 +222,9 @@ class BootstrapClient:
         return await self.call("GetResult", bootstrap_pb2.GetResultRequest(job_id=job_id))
 
     async def revocations(self) -> bytes:
-        return bytes((await self.call("GetRevocations",
-                                      bootstrap_pb2.GetRevocationsRequest())).crl_pem)
+        return bytes(
+            (await self.call("GetRevocations", bootstrap_pb2.GetRevocationsRequest())).crl_pem
+        )
 
     async def publish_revocations(self, crl_pem: bytes) -> bytes:
         r = await self.call("PublishRevocations", bootstrap_pb2.Revocations(crl_pem=crl_pem))

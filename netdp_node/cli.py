@@ -34,10 +34,19 @@ from netdp_node import __version__
 from netdp_node.errors import ConfigError, LedgerError, NetdpError, SecurityError
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
-GRACE_HELP = ("on SIGTERM/SIGINT, calls in progress get up to S seconds to finish before they are "
-              "cut off (default 2); idle links and held long polls end at once")
+GRACE_HELP = (
+    "on SIGTERM/SIGINT, calls in progress get up to S seconds to finish before they are "
+    "cut off (default 2); idle links and held long polls end at once"
+)
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SECURITY, EXIT_LEDGER, EXIT_TIMEOUT, EXIT_INTERRUPTED = (
-    0, 1, 2, 3, 4, 5, 130)
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    130,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -78,8 +87,10 @@ def _addr(s: str) -> str:
 
 def _job_id(s: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", s):
-        raise argparse.ArgumentTypeError(f"{s!r}: a job id is 1-64 letters, digits, '.', '_' or "
-                                         f"'-', starting with a letter or digit")
+        raise argparse.ArgumentTypeError(
+            f"{s!r}: a job id is 1-64 letters, digits, '.', '_' or "
+            f"'-', starting with a letter or digit"
+        )
     return s
 
 
@@ -140,26 +151,37 @@ def cmd_pki(a: argparse.Namespace) -> int:
     if a.pki_cmd == "issue":
         hosts = tuple(a.host) or (() if a.role == "operator" else ("127.0.0.1", "localhost"))
         out = pki.issue(a.dir, a.node_id, hosts=hosts, role=a.role, days=a.days, force=a.force)
-        print(f"{a.role} certificate for {a.node_id} ({', '.join(hosts) or 'no hosts'}) in {out}",
-              file=sys.stderr)
+        print(
+            f"{a.role} certificate for {a.node_id} ({', '.join(hosts) or 'no hosts'}) in {out}",
+            file=sys.stderr,
+        )
         print(out)
         return EXIT_OK
     if a.pki_cmd == "setup":
         if a.check:
             print(f"ok: would set up {a.nodes} node certificates in {a.dir}", file=sys.stderr)
             return EXIT_OK
-        made = pki.setup(a.dir, nodes=[f"{a.node_prefix}{i}" for i in range(1, a.nodes + 1)],
-                         bootstrap_hosts=a.bootstrap_host, operator="operator",
-                         node_host_suffix=a.node_host_suffix)
-        print(f"pki in {a.dir}: {len(made)} new certificate(s) "
-              f"({', '.join(made) or 'everything existed already'})", file=sys.stderr)
+        made = pki.setup(
+            a.dir,
+            nodes=[f"{a.node_prefix}{i}" for i in range(1, a.nodes + 1)],
+            bootstrap_hosts=a.bootstrap_host,
+            operator="operator",
+            node_host_suffix=a.node_host_suffix,
+        )
+        print(
+            f"pki in {a.dir}: {len(made)} new certificate(s) "
+            f"({', '.join(made) or 'everything existed already'})",
+            file=sys.stderr,
+        )
         return EXIT_OK
     if a.pki_cmd == "revoke":
         if a.bootstrap and not a.certs:
             raise ConfigError("--bootstrap needs --certs (an operator identity folder) to publish")
         crl = pki.revoke(a.dir, a.node_id)
-        print(f"revoked {a.node_id}; revocation list written to {Path(a.dir) / 'crl.pem'}",
-              file=sys.stderr)
+        print(
+            f"revoked {a.node_id}; revocation list written to {Path(a.dir) / 'crl.pem'}",
+            file=sys.stderr,
+        )
         if a.bootstrap:
             from netdp_node.bootstrap_client import BootstrapClient  # lazy: start-up cost
 
@@ -197,15 +219,23 @@ def _check_certs(folder: Path, *, serve: bool = False, role: str = "", command: 
         check_server_names(ident, folder)
     return f"{ident.role} certificate of {ident.node_id} valid until {ident.not_after:%Y-%m-%d}"
 
+
 def cmd_bootstrap(a: argparse.Namespace) -> int:
     from netdp_bootstrap.server import BootstrapConfig, run_bootstrap  # lazy: start-up cost
 
-    cfg = BootstrapConfig(certs=Path(a.certs), state=Path(a.state), listen=a.listen,
-                          crl=Path(a.crl) if a.crl else None, grace=a.shutdown_grace)
+    cfg = BootstrapConfig(
+        certs=Path(a.certs),
+        state=Path(a.state),
+        listen=a.listen,
+        crl=Path(a.crl) if a.crl else None,
+        grace=a.shutdown_grace,
+    )
     if a.check:
-        print(f"ok: bootstrap would listen on {cfg.listen}, state {cfg.state}; "
-              f"{_check_certs(cfg.certs, serve=True, role='bootstrap', command='netdp bootstrap')}",
-              file=sys.stderr)
+        print(
+            f"ok: bootstrap would listen on {cfg.listen}, state {cfg.state}; "
+            f"{_check_certs(cfg.certs, serve=True, role='bootstrap', command='netdp bootstrap')}",
+            file=sys.stderr,
+        )
         return EXIT_OK
     _setup_logging(a.log_level, "bootstrap")
 
@@ -228,21 +258,37 @@ def _node_config(a: argparse.Namespace) -> Any:
         raise ConfigError("--budget-delta must be in (0, 1)")
     from netdp_node.faults import parse_offline, plan_from  # lazy: start-up cost
 
-    faults = plan_from({
-        "crash_at_step": a.fault_crash_at_step, "crash_after_s": a.fault_crash_after,
-        "offline": [parse_offline(x) for x in a.fault_offline] if a.fault_offline else None,
-        "leave_at_step": a.fault_leave_at_step, "drop_prob": a.fault_drop,
-        "delay_ms": a.fault_delay_ms, "jitter_ms": a.fault_jitter_ms,
-        "partition": a.fault_partition, "seed": a.fault_seed,
-    })
+    faults = plan_from(
+        {
+            "crash_at_step": a.fault_crash_at_step,
+            "crash_after_s": a.fault_crash_after,
+            "offline": [parse_offline(x) for x in a.fault_offline] if a.fault_offline else None,
+            "leave_at_step": a.fault_leave_at_step,
+            "drop_prob": a.fault_drop,
+            "delay_ms": a.fault_delay_ms,
+            "jitter_ms": a.fault_jitter_ms,
+            "partition": a.fault_partition,
+            "seed": a.fault_seed,
+        }
+    )
     return NodeConfig(
-        certs=Path(a.certs[0] if a.certs else "."), bootstrap=a.bootstrap, ledger=Path(a.ledger),
+        certs=Path(a.certs[0] if a.certs else "."),
+        bootstrap=a.bootstrap,
+        ledger=Path(a.ledger),
         listen=a.listen,
-        advertise=a.advertise, data=Path(a.data) if a.data else None,
-        budget_epsilon=a.budget_epsilon, budget_delta=a.budget_delta,
-        poll_interval=a.poll_interval, crl=Path(a.crl) if a.crl else None, seed=a.seed,
-        faults=faults, peer_timeout=a.peer_timeout, job_deadline=a.job_deadline,
-        bootstrap_timeout=a.bootstrap_timeout, grace=a.shutdown_grace)
+        advertise=a.advertise,
+        data=Path(a.data) if a.data else None,
+        budget_epsilon=a.budget_epsilon,
+        budget_delta=a.budget_delta,
+        poll_interval=a.poll_interval,
+        crl=Path(a.crl) if a.crl else None,
+        seed=a.seed,
+        faults=faults,
+        peer_timeout=a.peer_timeout,
+        job_deadline=a.job_deadline,
+        bootstrap_timeout=a.bootstrap_timeout,
+        grace=a.shutdown_grace,
+    )
 
 
 def _hosted_configs(a: argparse.Namespace) -> list[Any]:
@@ -263,10 +309,12 @@ def cmd_node(a: argparse.Namespace) -> int:
 
         for cfg in cfgs:
             n = len(load_values(cfg.data)) if cfg.data else 0
-            print(f"ok: node with bootstrap {cfg.bootstrap}, ledger {cfg.ledger}, {n} value(s), "
-                  f"faults {cfg.faults.describe() or 'none'}; "
-                  f"{_check_certs(cfg.certs, serve=True, role='node', command='netdp node')}",
-                  file=sys.stderr)
+            print(
+                f"ok: node with bootstrap {cfg.bootstrap}, ledger {cfg.ledger}, {n} value(s), "
+                f"faults {cfg.faults.describe() or 'none'}; "
+                f"{_check_certs(cfg.certs, serve=True, role='node', command='netdp node')}",
+                file=sys.stderr,
+            )
         if len(cfgs) > 1:
             print(f"ok: {len(cfgs)} nodes in one process", file=sys.stderr)
         return EXIT_OK
@@ -295,8 +343,11 @@ def cmd_job(a: argparse.Namespace) -> int:
             parts = a.participants.split(",") if a.participants else None
             _check_job_params(a.algorithm, dict(a.param or []), len(parts) if parts else None)
         if a.job_cmd == "submit" and a.check:
-            print(f"ok: would submit {a.algorithm} with {dict(a.param or [])} to "
-                  f"{a.bootstrap}; {_check_certs(Path(a.certs))}", file=sys.stderr)
+            print(
+                f"ok: would submit {a.algorithm} with {dict(a.param or [])} to "
+                f"{a.bootstrap}; {_check_certs(Path(a.certs))}",
+                file=sys.stderr,
+            )
             return EXIT_OK
         c = BootstrapClient(a.bootstrap, load_identity(a.certs))
         try:
@@ -306,18 +357,24 @@ def cmd_job(a: argparse.Namespace) -> int:
                 import grpc  # lazy: start-up cost
 
                 try:
-                    job = await c.submit(a.algorithm, dict(a.param or []),
-                                         participants=a.participants.split(",") if a.participants
-                                         else None, topology=a.topology or "", seed=a.seed,
-                                         job_id=a.job_id or "")
+                    job = await c.submit(
+                        a.algorithm,
+                        dict(a.param or []),
+                        participants=a.participants.split(",") if a.participants else None,
+                        topology=a.topology or "",
+                        seed=a.seed,
+                        job_id=a.job_id or "",
+                    )
                 except grpc.aio.AioRpcError as e:  # a bad --param: a usage error (exit 2)
                     if e.code() != grpc.StatusCode.INVALID_ARGUMENT:
                         raise
                     raise ConfigError(f"the bootstrap refused the job: {e.details()}") from None
                 print(job.job_id)
-                print(f"submitted {job.job_id} ({job.algorithm}) to {len(job.participants)} "
-                      f"participants: {', '.join(p.node_id for p in job.participants)}",
-                      file=sys.stderr)
+                print(
+                    f"submitted {job.job_id} ({job.algorithm}) to {len(job.participants)} "
+                    f"participants: {', '.join(p.node_id for p in job.participants)}",
+                    file=sys.stderr,
+                )
                 if not a.wait:
                     return EXIT_OK
                 summary = result_summary(await wait_result(c, job.job_id, a.wait))
@@ -340,8 +397,10 @@ def cmd_job(a: argparse.Namespace) -> int:
                 except grpc.aio.AioRpcError as e:  # a job id the bootstrap does not know: exit 2
                     if e.code() != grpc.StatusCode.NOT_FOUND:
                         raise
-                    raise ConfigError(f"no job {a.job_id!r} at the bootstrap {a.bootstrap} "
-                                      f"({e.details()}; `netdp job list` lists them)") from None
+                    raise ConfigError(
+                        f"no job {a.job_id!r} at the bootstrap {a.bootstrap} "
+                        f"({e.details()}; `netdp job list` lists them)"
+                    ) from None
                 summary = result_summary(reply)
                 if a.json:
                     print(json.dumps(summary, indent=2))
@@ -414,10 +473,15 @@ def cmd_privacy(a: argparse.Namespace) -> int:
             finally:
                 led.close()
         shown = ", ".join(have[-10:]) + (f" and {len(have) - 10} more" if len(have) > 10 else "")
-        where = (f"the ledger {dirs[0]} of {reps[0]['node']}" if len(reps) == 1
-                 else f"the {len(reps)} ledgers given")
-        raise ConfigError(f"--job {a.job}: no such job in {where} "
-                          f"({f'their jobs: {shown}' if have else 'no job at all'})")
+        where = (
+            f"the ledger {dirs[0]} of {reps[0]['node']}"
+            if len(reps) == 1
+            else f"the {len(reps)} ledgers given"
+        )
+        raise ConfigError(
+            f"--job {a.job}: no such job in {where} "
+            f"({f'their jobs: {shown}' if have else 'no job at all'})"
+        )
     if a.plot:
         if len({r["delta_target"] for r in reps}) > 1:
             # one δ for the whole picture: the nodes' budgets differ in δ, so take the smallest
@@ -426,9 +490,12 @@ def cmd_privacy(a: argparse.Namespace) -> int:
         from netdp_node.report import plot_heatmap  # lazy: start-up cost
 
         out = plot_heatmap(reps, a.plot)
-        print(f"wrote {a.plot}: ε of {len(out['nodes'])} nodes towards each other at "
-              f"δ = {out['delta']:g}" + (f", {out['over_budget']} pair(s) over budget"
-                                          if out["budgets"] else ""), file=sys.stderr)
+        print(
+            f"wrote {a.plot}: ε of {len(out['nodes'])} nodes towards each other at "
+            f"δ = {out['delta']:g}"
+            + (f", {out['over_budget']} pair(s) over budget" if out["budgets"] else ""),
+            file=sys.stderr,
+        )
     if a.json:
         print(json.dumps(reps[0] if len(reps) == 1 else {"reports": reps}, indent=2))
     else:
@@ -439,21 +506,33 @@ def cmd_privacy(a: argparse.Namespace) -> int:
 def cmd_compose(a: argparse.Namespace) -> int:
     from netdp_node.compose import ensure_data, generate  # lazy: start-up cost
 
-    text = generate(nodes=a.nodes, topology=a.topology, rounds=a.rounds, faults=a.fault or [],
-                    image=a.image, data_dir=a.data_dir, algorithm=a.algorithm)
+    text = generate(
+        nodes=a.nodes,
+        topology=a.topology,
+        rounds=a.rounds,
+        faults=a.fault or [],
+        image=a.image,
+        data_dir=a.data_dir,
+        algorithm=a.algorithm,
+    )
     # Compose resolves a relative bind-mount path against the compose file's folder.
     base = Path.cwd() if a.output == "-" else Path(a.output).resolve().parent
     data = base / a.data_dir
     made = ensure_data(data, a.nodes)
     if made:
-        print(f"wrote {len(made)} missing value file(s) in {data}: "
-              f"{', '.join(f.name for f in made)}", file=sys.stderr)
+        print(
+            f"wrote {len(made)} missing value file(s) in {data}: {', '.join(f.name for f in made)}",
+            file=sys.stderr,
+        )
     if a.output == "-":
         sys.stdout.write(text)
     else:
         Path(a.output).write_text(text)
-        print(f"wrote {a.output}: docker compose -f {a.output} up -d --build && "
-              f"docker compose -f {a.output} wait submit", file=sys.stderr)
+        print(
+            f"wrote {a.output}: docker compose -f {a.output} up -d --build && "
+            f"docker compose -f {a.output} wait submit",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
@@ -503,16 +582,18 @@ def cmd_audit(a: argparse.Namespace) -> int:
 
 
 def render_walk_audit(r: dict[str, Any]) -> str:
-    return "\n".join([
-        f"walk-conditional audit of a {r['algorithm']} walk: n={r['n']}, T={r['T']} "
-        f"({'paper-compatible' if r['paper_compatible'] else 'default: quirk (ii) fixed'}; "
-        f"{r['note']})",
-        f"  ε0={r['epsilon0']:.4g} per contribution, δ={r['delta']:g}",
-        f"  network DP over all ordered pairs: mean ε={r['ndp_mean']:.4g}, min {r['ndp_min']:.4g}, "
-        f"max {r['ndp_max']:.4g}",
-        f"  local DP of the same contributions: mean ε={r['ldp_mean']:.4g}, min "
-        f"{r['ldp_min']:.4g}, max {r['ldp_max']:.4g}",
-    ])
+    return "\n".join(
+        [
+            f"walk-conditional audit of a {r['algorithm']} walk: n={r['n']}, T={r['T']} "
+            f"({'paper-compatible' if r['paper_compatible'] else 'default: quirk (ii) fixed'}; "
+            f"{r['note']})",
+            f"  ε0={r['epsilon0']:.4g} per contribution, δ={r['delta']:g}",
+            f"  network DP over all ordered pairs: mean ε={r['ndp_mean']:.4g}, min {r['ndp_min']:.4g}, "
+            f"max {r['ndp_max']:.4g}",
+            f"  local DP of the same contributions: mean ε={r['ldp_mean']:.4g}, min "
+            f"{r['ldp_min']:.4g}, max {r['ldp_max']:.4g}",
+        ]
+    )
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
@@ -536,99 +617,191 @@ def cmd_demo(a: argparse.Namespace) -> int:
 # -- parser -------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog="netdp", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog="netdp", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--version", action="version", version=f"netdp {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
-    d = sub.add_parser("demo", help="run a private job on loopback processes and report",
-                       description="Create a throwaway CA, start a bootstrap and N node daemons as "
-                       "separate processes on 127.0.0.1, run a private job (a ring sum by "
-                       "default; --algorithm walk-sum, walk-histogram or walk-sgd), print the "
-                       "result beside the truth or the baselines and every node's privacy report, "
-                       "then stop them all.")
-    d.add_argument("--algorithm", default="ring-sum",
-                   help="ring-sum (default), walk-sum, walk-histogram, walk-sgd, rw-sgd, inca, "
-                   "muffliato or muffliato-random")
+    d = sub.add_parser(
+        "demo",
+        help="run a private job on loopback processes and report",
+        description="Create a throwaway CA, start a bootstrap and N node daemons as "
+        "separate processes on 127.0.0.1, run a private job (a ring sum by "
+        "default; --algorithm walk-sum, walk-histogram or walk-sgd), print the "
+        "result beside the truth or the baselines and every node's privacy report, "
+        "then stop them all.",
+    )
+    d.add_argument(
+        "--algorithm",
+        default="ring-sum",
+        help="ring-sum (default), walk-sum, walk-histogram, walk-sgd, rw-sgd, inca, "
+        "muffliato or muffliato-random",
+    )
     d.add_argument("--k", type=int, default=3, help="inca: out-neighbours per iteration (3)")
-    d.add_argument("--scheme", default="inc", choices=("inc", "early"),
-                   help="inca: incremental (default) or early injection")
-    d.add_argument("--threat", default="collude:0.3",
-                   help="inca: threat model of the calibration and the reports, eavesdrop:P or "
-                   "collude:RHO (default collude:0.3)")
-    d.add_argument("--round-s", type=_positive, default=2.0,
-                   help="inca: deadline of one iteration in seconds (default 2)")
-    d.add_argument("--leave", type=float, default=0.0, metavar="FRAC",
-                   help="inca: this fraction of the nodes leaves for good at a random iteration "
-                   "(--fault-leave-at-step)")
-    d.add_argument("--miss", type=float, default=0.0, metavar="FRAC",
-                   help="inca: this fraction of the nodes drops out for short periods "
-                   "(--fault-offline windows) and misses some iterations")
-    d.add_argument("--nodes", type=int, default=8,
-                   help="number of node daemons (default 8; 3..2000, or 3..64 with --workers 0)")
-    d.add_argument("--workers", type=int, default=None, metavar="W",
-                   help="pack the nodes into W host processes, each running its share of the "
-                   "node daemons (own certificate, port, ledger, RNG each) on one event loop "
-                   "(default: one per core); 0: one process per node. Nodes given fault flags "
-                   "(inca --leave/--miss) get a process each. A crash of a host process takes "
-                   "down the nodes it hosts")
-    d.add_argument("--rounds", type=int, default=10, help="ring-sum: rounds K of the token "
-                   "(default 10)")
-    d.add_argument("--steps", type=int, default=0, help="walks: steps T of the token (default 10 "
-                   "per node, 25 for walk-sgd); inca: iterations T (default 10); muffliato: "
-                   "gossip rounds T (default from the public spectral gap)")
-    d.add_argument("--epsilon", type=float, default=None,
-                   help="ring-sum: per-window ε of the Gaussian noise, > 0 (default 0.5); "
-                   "walks: the ε each node may lose towards any other (default 1, 10 for walk-sgd)")
+    d.add_argument(
+        "--scheme",
+        default="inc",
+        choices=("inc", "early"),
+        help="inca: incremental (default) or early injection",
+    )
+    d.add_argument(
+        "--threat",
+        default="collude:0.3",
+        help="inca: threat model of the calibration and the reports, eavesdrop:P or "
+        "collude:RHO (default collude:0.3)",
+    )
+    d.add_argument(
+        "--round-s",
+        type=_positive,
+        default=2.0,
+        help="inca: deadline of one iteration in seconds (default 2)",
+    )
+    d.add_argument(
+        "--leave",
+        type=float,
+        default=0.0,
+        metavar="FRAC",
+        help="inca: this fraction of the nodes leaves for good at a random iteration "
+        "(--fault-leave-at-step)",
+    )
+    d.add_argument(
+        "--miss",
+        type=float,
+        default=0.0,
+        metavar="FRAC",
+        help="inca: this fraction of the nodes drops out for short periods "
+        "(--fault-offline windows) and misses some iterations",
+    )
+    d.add_argument(
+        "--nodes",
+        type=int,
+        default=8,
+        help="number of node daemons (default 8; 3..2000, or 3..64 with --workers 0)",
+    )
+    d.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="W",
+        help="pack the nodes into W host processes, each running its share of the "
+        "node daemons (own certificate, port, ledger, RNG each) on one event loop "
+        "(default: one per core); 0: one process per node. Nodes given fault flags "
+        "(inca --leave/--miss) get a process each. A crash of a host process takes "
+        "down the nodes it hosts",
+    )
+    d.add_argument(
+        "--rounds", type=int, default=10, help="ring-sum: rounds K of the token (default 10)"
+    )
+    d.add_argument(
+        "--steps",
+        type=int,
+        default=0,
+        help="walks: steps T of the token (default 10 "
+        "per node, 25 for walk-sgd); inca: iterations T (default 10); muffliato: "
+        "gossip rounds T (default from the public spectral gap)",
+    )
+    d.add_argument(
+        "--epsilon",
+        type=float,
+        default=None,
+        help="ring-sum: per-window ε of the Gaussian noise, > 0 (default 0.5); "
+        "walks: the ε each node may lose towards any other (default 1, 10 for walk-sgd)",
+    )
     d.add_argument("--bins", type=int, default=4, help="walk-histogram: number of categories")
-    d.add_argument("--topology", default="", help="rw-sgd: the job's graph (a kind the bootstrap "
-                   "serves: exponential (default), hypercube, grid, erdos-renyi, ring, complete, "
-                   "...); the other algorithms use their own")
+    d.add_argument(
+        "--topology",
+        default="",
+        help="rw-sgd: the job's graph (a kind the bootstrap "
+        "serves: exponential (default), hypercube, grid, erdos-renyi, ring, complete, "
+        "...); the other algorithms use their own",
+    )
     d.add_argument("--points", type=int, default=8, help="walk-sgd: data points per node")
-    d.add_argument("--data-dir", help="walk-sgd: where cal_housing.data is (default "
-                   "$NETDP_DATA_DIR, then ../shared/data; synthetic data if absent)")
+    d.add_argument(
+        "--data-dir",
+        help="walk-sgd: where cal_housing.data is (default "
+        "$NETDP_DATA_DIR, then ../shared/data; synthetic data if absent)",
+    )
     d.add_argument("--delta", type=float, default=1e-6, help="per-window δ (default 1e-6)")
-    d.add_argument("--clip", type=_positive, default=1.0,
-                   help="values are clipped to this absolute bound (default 1)")
-    d.add_argument("--data", help="a file with one value per node (text or .npy), instead of "
-                   "synthetic values")
+    d.add_argument(
+        "--clip",
+        type=_positive,
+        default=1.0,
+        help="values are clipped to this absolute bound (default 1)",
+    )
+    d.add_argument(
+        "--data", help="a file with one value per node (text or .npy), instead of synthetic values"
+    )
     d.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    d.add_argument("--workdir", help="keep certificates, ledgers and logs here (default: a "
-                   "temporary directory, removed at the end)")
-    d.add_argument("--timeout", type=_positive, default=120.0,
-                   help="give up on the job this many seconds after it was submitted (default "
-                   "120; start-up is not counted: it fails only when the processes stop making "
-                   "progress for this long)")
-    d.add_argument("--seed", type=int, default=None, help="seed the synthetic data and the nodes' "
-                   "private RNGs (reproducible tests only: NOT PRIVATE, and the output says so)")
+    d.add_argument(
+        "--workdir",
+        help="keep certificates, ledgers and logs here (default: a "
+        "temporary directory, removed at the end)",
+    )
+    d.add_argument(
+        "--timeout",
+        type=_positive,
+        default=120.0,
+        help="give up on the job this many seconds after it was submitted (default "
+        "120; start-up is not counted: it fails only when the processes stop making "
+        "progress for this long)",
+    )
+    d.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed the synthetic data and the nodes' "
+        "private RNGs (reproducible tests only: NOT PRIVATE, and the output says so)",
+    )
     d.set_defaults(fn=cmd_demo)
 
-    c = sub.add_parser("compose", help="generate a docker-compose.yml for N nodes",
-                       description="Write a docker compose file: a one-shot certificate service, "
-                       "the bootstrap, N nodes (each with its own certificate and ledger volume, "
-                       "fault flags as NETDP_FAULT_* variables), and a one-shot job submitter "
-                       "writing the result to the `results` volume.")
+    c = sub.add_parser(
+        "compose",
+        help="generate a docker-compose.yml for N nodes",
+        description="Write a docker compose file: a one-shot certificate service, "
+        "the bootstrap, N nodes (each with its own certificate and ledger volume, "
+        "fault flags as NETDP_FAULT_* variables), and a one-shot job submitter "
+        "writing the result to the `results` volume.",
+    )
     c.add_argument("--nodes", type=int, default=8, help="number of nodes (default 8)")
     c.add_argument("--topology", default="ring", help="topology of the job (default ring)")
-    c.add_argument("--rounds", type=int, default=10, help="rounds of the ring sum (default 10; "
-                   "a walk-sum takes rounds × nodes steps; muffliato: gossip rounds T; inca: "
-                   "iterations T)")
-    c.add_argument("--algorithm", default="ring-sum",
-                   help="ring-sum (default), ring-sum-r, walk-sum (use --topology complete), "
-                   "muffliato (on --topology) or inca (k random out-neighbours per iteration)")
-    c.add_argument("--fault", action="append", metavar="NODE:KEY=VALUE[,KEY=VALUE]",
-                   help="fault flags of one node, e.g. node-3:drop=0.2,delay_ms=50 or "
-                   "node-5:crash_at_step=4 (keys: crash_at_step, crash_after, offline, "
-                   "leave_at_step, drop, delay_ms, jitter_ms, partition, seed)")
+    c.add_argument(
+        "--rounds",
+        type=int,
+        default=10,
+        help="rounds of the ring sum (default 10; "
+        "a walk-sum takes rounds × nodes steps; muffliato: gossip rounds T; inca: "
+        "iterations T)",
+    )
+    c.add_argument(
+        "--algorithm",
+        default="ring-sum",
+        help="ring-sum (default), ring-sum-r, walk-sum (use --topology complete), "
+        "muffliato (on --topology) or inca (k random out-neighbours per iteration)",
+    )
+    c.add_argument(
+        "--fault",
+        action="append",
+        metavar="NODE:KEY=VALUE[,KEY=VALUE]",
+        help="fault flags of one node, e.g. node-3:drop=0.2,delay_ms=50 or "
+        "node-5:crash_at_step=4 (keys: crash_at_step, crash_after, offline, "
+        "leave_at_step, drop, delay_ms, jitter_ms, partition, seed)",
+    )
     c.add_argument("--image", default="netdp:latest")
-    c.add_argument("--data-dir", default="./deploy/compose/data",
-                   help="host folder with NODE.txt value files, mounted at /data")
+    c.add_argument(
+        "--data-dir",
+        default="./deploy/compose/data",
+        help="host folder with NODE.txt value files, mounted at /data",
+    )
     c.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
     c.set_defaults(fn=cmd_compose)
 
-    pb = sub.add_parser("probe", help="health check: is HOST:PORT served (TCP connect)",
-                        description="Exit 0 if HOST:PORT accepts a TCP connection within "
-                        "--timeout seconds, 1 otherwise (no TLS handshake). The health check of "
-                        "the docker compose file's bootstrap and nodes.")
+    pb = sub.add_parser(
+        "probe",
+        help="health check: is HOST:PORT served (TCP connect)",
+        description="Exit 0 if HOST:PORT accepts a TCP connection within "
+        "--timeout seconds, 1 otherwise (no TLS handshake). The health check of "
+        "the docker compose file's bootstrap and nodes.",
+    )
     pb.add_argument("address", type=_addr, help="HOST:PORT")
     pb.add_argument("--timeout", type=_positive, default=3.0, help="seconds (default 3)")
     pb.set_defaults(fn=cmd_probe)
@@ -642,23 +815,37 @@ def build_parser() -> argparse.ArgumentParser:
     kis = ksub.add_parser("issue", help="issue a certificate; writes DIR/ID/{ca,cert,key}.pem")
     kis.add_argument("dir")
     kis.add_argument("node_id")
-    kis.add_argument("--host", action="append", default=[],
-                     help="a DNS name or IP the holder is reached at (repeat), for TLS clients "
-                     "other than netdp (netdp callers verify the identity name "
-                     "ID.ROLE.netdp.invalid every certificate carries, not the address); default "
-                     "127.0.0.1 and localhost (none for an operator)")
+    kis.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        help="a DNS name or IP the holder is reached at (repeat), for TLS clients "
+        "other than netdp (netdp callers verify the identity name "
+        "ID.ROLE.netdp.invalid every certificate carries, not the address); default "
+        "127.0.0.1 and localhost (none for an operator)",
+    )
     kis.add_argument("--role", default="node", choices=["node", "bootstrap", "operator"])
     kis.add_argument("--days", type=int, default=365)
     kis.add_argument("--force", action="store_true", help="re-issue an existing id")
-    kss = ksub.add_parser("setup", help="idempotent one-shot: CA, operator, bootstrap and node "
-                          "certificates (for docker compose)")
+    kss = ksub.add_parser(
+        "setup",
+        help="idempotent one-shot: CA, operator, bootstrap and node "
+        "certificates (for docker compose)",
+    )
     kss.add_argument("dir")
     kss.add_argument("--nodes", type=int, required=True, help="issue NODE_PREFIX1..NODE_PREFIXN")
     kss.add_argument("--node-prefix", default="node-")
-    kss.add_argument("--node-host-suffix", default="",
-                     help="each node's certificate names host ID+SUFFIX (default: its id)")
-    kss.add_argument("--bootstrap-host", action="append", default=[],
-                     help="name/IP of the bootstrap (repeat); default: bootstrap")
+    kss.add_argument(
+        "--node-host-suffix",
+        default="",
+        help="each node's certificate names host ID+SUFFIX (default: its id)",
+    )
+    kss.add_argument(
+        "--bootstrap-host",
+        action="append",
+        default=[],
+        help="name/IP of the bootstrap (repeat); default: bootstrap",
+    )
     kss.add_argument("--check", action="store_true", help="validate the flags and exit")
     kr = ksub.add_parser("revoke", help="revoke every certificate of an id and write crl.pem")
     kr.add_argument("dir")
@@ -668,10 +855,14 @@ def build_parser() -> argparse.ArgumentParser:
     k.set_defaults(fn=cmd_pki)
 
     b = sub.add_parser("bootstrap", help="run the bootstrap service")
-    b.add_argument("--certs", required=True, help="identity folder of a --role bootstrap certificate")
+    b.add_argument(
+        "--certs", required=True, help="identity folder of a --role bootstrap certificate"
+    )
     b.add_argument("--state", required=True, help="directory of its durable store")
     b.add_argument("--listen", type=_addr, default="127.0.0.1:7600", help="HOST:PORT (port 0: any)")
-    b.add_argument("--crl", help="revocation list file to load and watch (netdp pki revoke writes it)")
+    b.add_argument(
+        "--crl", help="revocation list file to load and watch (netdp pki revoke writes it)"
+    )
     b.add_argument("--port-file", help="write the bound port here once listening")
     b.add_argument("--check", action="store_true", help="validate the configuration and exit")
     b.add_argument("--shutdown-grace", type=_nonneg, default=2.0, metavar="S", help=GRACE_HELP)
@@ -679,7 +870,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(fn=cmd_bootstrap)
 
     n = sub.add_parser(
-        "node", help="run a node daemon (or several in one process)",
+        "node",
+        help="run a node daemon (or several in one process)",
         description="Run a node daemon: serve peers over mTLS, register with the bootstrap, run "
         "its jobs. One process can host several nodes (--certs given several times, or "
         "--identities): each is a full node to its peers and to the bootstrap, with its own "
@@ -693,175 +885,332 @@ def build_parser() -> argparse.ArgumentParser:
         "gives DIR/NODE_ID.txt (or .npy), --listen/--advertise HOST:P give port P+i to the i-th "
         "node (i from 0; port 0: any), --seed S and --fault-seed F give S+i and F+i; the other "
         "flags (budget, faults, timeouts) apply to every hosted node. --port-file then receives "
-        "a JSON object {node id: port} once all of them registered.")
-    n.add_argument("--certs", action="append", metavar="DIR",
-                   help="identity folder (ca.pem, cert.pem, key.pem); repeat to host several "
-                   "nodes in this process")
-    n.add_argument("--identities", action="append", metavar="DIR",
-                   help="host every node identity folder under DIR (a CA folder as `netdp pki` "
-                   "writes it: DIR/NODE_ID/{ca,cert,key}.pem; operator and bootstrap folders are "
-                   "skipped); repeatable")
+        "a JSON object {node id: port} once all of them registered.",
+    )
+    n.add_argument(
+        "--certs",
+        action="append",
+        metavar="DIR",
+        help="identity folder (ca.pem, cert.pem, key.pem); repeat to host several "
+        "nodes in this process",
+    )
+    n.add_argument(
+        "--identities",
+        action="append",
+        metavar="DIR",
+        help="host every node identity folder under DIR (a CA folder as `netdp pki` "
+        "writes it: DIR/NODE_ID/{ca,cert,key}.pem; operator and bootstrap folders are "
+        "skipped); repeatable",
+    )
     n.add_argument("--bootstrap", required=True, type=_addr, help="bootstrap HOST:PORT")
-    n.add_argument("--ledger", required=True,
-                   help="ledger directory (created if missing); with several nodes, the folder "
-                   "of their ledgers (DIR/NODE_ID)")
-    n.add_argument("--listen", type=_addr, default="127.0.0.1:0",
-                   help="HOST:PORT to serve peers on (several nodes: ports PORT, PORT+1, ...)")
+    n.add_argument(
+        "--ledger",
+        required=True,
+        help="ledger directory (created if missing); with several nodes, the folder "
+        "of their ledgers (DIR/NODE_ID)",
+    )
+    n.add_argument(
+        "--listen",
+        type=_addr,
+        default="127.0.0.1:0",
+        help="HOST:PORT to serve peers on (several nodes: ports PORT, PORT+1, ...)",
+    )
     n.add_argument("--advertise", type=_addr, help="HOST:PORT peers should dial (default: listen)")
-    n.add_argument("--data", help="this node's private values (text or .npy); with several "
-                   "nodes, a folder of NODE_ID.txt or NODE_ID.npy files")
-    n.add_argument("--budget-epsilon", type=_positive,
-                   help="privacy budget ε across all jobs, towards every other node")
+    n.add_argument(
+        "--data",
+        help="this node's private values (text or .npy); with several "
+        "nodes, a folder of NODE_ID.txt or NODE_ID.npy files",
+    )
+    n.add_argument(
+        "--budget-epsilon",
+        type=_positive,
+        help="privacy budget ε across all jobs, towards every other node",
+    )
     n.add_argument("--budget-delta", type=float, default=1e-5, help="budget δ (default 1e-5)")
-    n.add_argument("--poll-interval", type=_positive, default=0.5,
-                   help="jobs come by long poll (the bootstrap holds the call until one is "
-                        "submitted); this is the pause before asking again when it answered at "
-                        "once with nothing new, and the first retry delay (default 0.5)")
+    n.add_argument(
+        "--poll-interval",
+        type=_positive,
+        default=0.5,
+        help="jobs come by long poll (the bootstrap holds the call until one is "
+        "submitted); this is the pause before asking again when it answered at "
+        "once with nothing new, and the first retry delay (default 0.5)",
+    )
     n.add_argument("--crl", help="a revocation list file to enforce from the start")
-    n.add_argument("--seed", type=int, help="seed the private RNG (tests only: NOT PRIVATE; the "
-                   "ledger, privacy reports and job results say so)")
-    n.add_argument("--peer-timeout", type=_positive, default=60.0,
-                   help="give up on a peer that does not acknowledge for this many seconds (60)")
-    n.add_argument("--job-deadline", type=_nonneg, default=600.0,
-                   help="fail a job not finished this many seconds after joining (600; 0: never)")
-    n.add_argument("--bootstrap-timeout", type=_nonneg, default=120.0, metavar="S",
-                   help="at start, give up (exit 5) when the bootstrap could not be reached to "
-                   "register for S seconds; every retry is logged (120; 0: never). Once "
-                   "registered, the node outlives a bootstrap outage: jobs already fetched keep "
-                   "running and every retry is logged")
-    n.add_argument("--port-file", help="write the bound port here once registered (several "
-                   "nodes: a JSON object {node id: port} once all registered)")
+    n.add_argument(
+        "--seed",
+        type=int,
+        help="seed the private RNG (tests only: NOT PRIVATE; the "
+        "ledger, privacy reports and job results say so)",
+    )
+    n.add_argument(
+        "--peer-timeout",
+        type=_positive,
+        default=60.0,
+        help="give up on a peer that does not acknowledge for this many seconds (60)",
+    )
+    n.add_argument(
+        "--job-deadline",
+        type=_nonneg,
+        default=600.0,
+        help="fail a job not finished this many seconds after joining (600; 0: never)",
+    )
+    n.add_argument(
+        "--bootstrap-timeout",
+        type=_nonneg,
+        default=120.0,
+        metavar="S",
+        help="at start, give up (exit 5) when the bootstrap could not be reached to "
+        "register for S seconds; every retry is logged (120; 0: never). Once "
+        "registered, the node outlives a bootstrap outage: jobs already fetched keep "
+        "running and every retry is logged",
+    )
+    n.add_argument(
+        "--port-file",
+        help="write the bound port here once registered (several "
+        "nodes: a JSON object {node id: port} once all registered)",
+    )
     n.add_argument("--shutdown-grace", type=_nonneg, default=2.0, metavar="S", help=GRACE_HELP)
     n.add_argument("--check", action="store_true", help="validate the configuration and exit")
     f = n.add_argument_group(
-        "fault injection", "Make this node misbehave as a real machine would, reproducibly. Each "
+        "fault injection",
+        "Make this node misbehave as a real machine would, reproducibly. Each "
         "fault is recorded in the ledger (event 'fault') and the log; mTLS, the ledger and the "
         "accountant are never bypassed. Every flag also reads an environment variable "
         "(NETDP_FAULT_CRASH_AT_STEP, _CRASH_AFTER, _OFFLINE, _LEAVE_AT_STEP, _DROP, _DELAY_MS, "
         "_JITTER_MS, _PARTITION, _SEED), for docker compose. In a process hosting several nodes "
         "the flags apply to each of them (--fault-seed F gives the i-th F+i), and a crash fault "
-        "ends the whole process: every node it hosts.")
-    f.add_argument("--fault-crash-at-step", type=int, metavar="N",
-                   help="exit with code 70 when about to take protocol step N of a job")
-    f.add_argument("--fault-crash-after", type=float, metavar="S",
-                   help="exit with code 70 S seconds after start")
-    f.add_argument("--fault-offline", action="append", metavar="START:DURATION",
-                   help="refuse all traffic from START to START+DURATION seconds after start, then "
-                   "come back (temporary dropout; repeatable)")
-    f.add_argument("--fault-leave-at-step", type=int, metavar="N",
-                   help="from protocol step N of a job on, refuse all traffic for good "
-                   "(permanent dropout)")
-    f.add_argument("--fault-drop", type=float, metavar="P",
-                   help="drop each outgoing message with probability P (it is retransmitted after "
-                   "a timeout, as over a lossy link)")
-    f.add_argument("--fault-delay-ms", type=float, metavar="D", help="delay each outgoing message "
-                   "by D milliseconds")
+        "ends the whole process: every node it hosts.",
+    )
+    f.add_argument(
+        "--fault-crash-at-step",
+        type=int,
+        metavar="N",
+        help="exit with code 70 when about to take protocol step N of a job",
+    )
+    f.add_argument(
+        "--fault-crash-after",
+        type=float,
+        metavar="S",
+        help="exit with code 70 S seconds after start",
+    )
+    f.add_argument(
+        "--fault-offline",
+        action="append",
+        metavar="START:DURATION",
+        help="refuse all traffic from START to START+DURATION seconds after start, then "
+        "come back (temporary dropout; repeatable)",
+    )
+    f.add_argument(
+        "--fault-leave-at-step",
+        type=int,
+        metavar="N",
+        help="from protocol step N of a job on, refuse all traffic for good (permanent dropout)",
+    )
+    f.add_argument(
+        "--fault-drop",
+        type=float,
+        metavar="P",
+        help="drop each outgoing message with probability P (it is retransmitted after "
+        "a timeout, as over a lossy link)",
+    )
+    f.add_argument(
+        "--fault-delay-ms",
+        type=float,
+        metavar="D",
+        help="delay each outgoing message by D milliseconds",
+    )
     f.add_argument("--fault-jitter-ms", type=float, metavar="J", help="... plus or minus J ms")
-    f.add_argument("--fault-partition", metavar="PEERS",
-                   help="comma-separated peer ids: refuse traffic to and from them")
+    f.add_argument(
+        "--fault-partition",
+        metavar="PEERS",
+        help="comma-separated peer ids: refuse traffic to and from them",
+    )
     f.add_argument("--fault-seed", type=int, metavar="S", help="seed of the random faults (0)")
     n.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     n.set_defaults(fn=cmd_node)
 
     j = sub.add_parser("job", help="submit jobs and read results (operator certificate)")
     jsub = j.add_subparsers(dest="job_cmd", required=True, metavar="JOB_COMMAND")
-    for name, hlp in (("submit", "submit a job"), ("result", "show a job's released result"),
-                      ("list", "list jobs")):
+    for name, hlp in (
+        ("submit", "submit a job"),
+        ("result", "show a job's released result"),
+        ("list", "list jobs"),
+    ):
         jp = jsub.add_parser(name, help=hlp)
         jp.add_argument("--bootstrap", required=True, type=_addr)
         jp.add_argument("--certs", required=True, help="operator identity folder")
         if name == "submit":
-            jp.add_argument("--algorithm", default="ring-sum",
-                            help="ring-sum (default), ring-sum-r, ring-histogram, walk-sum, "
-                            "walk-histogram, walk-sgd or rw-sgd")
-            jp.add_argument("--param", action="append", type=_param, metavar="KEY=VALUE",
-                            help="algorithm parameter (repeat), e.g. rounds=10 epsilon=0.5")
+            jp.add_argument(
+                "--algorithm",
+                default="ring-sum",
+                help="ring-sum (default), ring-sum-r, ring-histogram, walk-sum, "
+                "walk-histogram, walk-sgd or rw-sgd",
+            )
+            jp.add_argument(
+                "--param",
+                action="append",
+                type=_param,
+                metavar="KEY=VALUE",
+                help="algorithm parameter (repeat), e.g. rounds=10 epsilon=0.5",
+            )
             jp.add_argument("--participants", help="comma-separated ids (default: all registered)")
             jp.add_argument("--topology", help="topology kind (default: the algorithm's)")
             jp.add_argument("--seed", type=int, default=0, help="public seed (default: random)")
-            jp.add_argument("--job-id", type=_job_id,
-                            help="choose the job id (default: the bootstrap picks one). It is an "
-                            "idempotency key: submitting the same spec again under the same id "
-                            "re-attaches to that job (nothing is run or spent twice); another "
-                            "spec under an existing id is refused (ALREADY_EXISTS)")
-            jp.add_argument("--wait-nodes", type=int, default=0, metavar="N",
-                            help="first wait until N nodes are registered")
-            jp.add_argument("--wait", type=float, default=0.0, metavar="S",
-                            help="then wait up to S seconds for the result and print it")
+            jp.add_argument(
+                "--job-id",
+                type=_job_id,
+                help="choose the job id (default: the bootstrap picks one). It is an "
+                "idempotency key: submitting the same spec again under the same id "
+                "re-attaches to that job (nothing is run or spent twice); another "
+                "spec under an existing id is refused (ALREADY_EXISTS)",
+            )
+            jp.add_argument(
+                "--wait-nodes",
+                type=int,
+                default=0,
+                metavar="N",
+                help="first wait until N nodes are registered",
+            )
+            jp.add_argument(
+                "--wait",
+                type=float,
+                default=0.0,
+                metavar="S",
+                help="then wait up to S seconds for the result and print it",
+            )
             jp.add_argument("--out", help="with --wait: also write the result as JSON to this file")
-            jp.add_argument("--check", action="store_true",
-                            help="validate the flags and exit without contacting the bootstrap")
+            jp.add_argument(
+                "--check",
+                action="store_true",
+                help="validate the flags and exit without contacting the bootstrap",
+            )
         if name == "result":
             jp.add_argument("job_id")
-            jp.add_argument("--wait", type=float, default=0.0,
-                            help="wait up to this many seconds for every participant")
+            jp.add_argument(
+                "--wait",
+                type=float,
+                default=0.0,
+                help="wait up to this many seconds for every participant",
+            )
             jp.add_argument("--json", action="store_true")
     j.set_defaults(fn=cmd_job)
 
-    w = sub.add_parser("watch", help="follow a running job live (operator certificate)",
-                       description="A live view of a job: per node its state, protocol steps done "
-                       "of expected, whether it contributes, failures and dropouts, from the "
-                       "bootstrap (GetResult) and the nodes' Status RPC. Refreshes in place on a "
-                       "terminal, prints a line per change otherwise. Exits 0 when the job is "
-                       "done, 1 when it failed, 5 after --timeout, 130 on Ctrl-C.")
+    w = sub.add_parser(
+        "watch",
+        help="follow a running job live (operator certificate)",
+        description="A live view of a job: per node its state, protocol steps done "
+        "of expected, whether it contributes, failures and dropouts, from the "
+        "bootstrap (GetResult) and the nodes' Status RPC. Refreshes in place on a "
+        "terminal, prints a line per change otherwise. Exits 0 when the job is "
+        "done, 1 when it failed, 5 after --timeout, 130 on Ctrl-C.",
+    )
     w.add_argument("job_id")
     w.add_argument("--bootstrap", required=True, type=_addr)
     w.add_argument("--certs", required=True, help="operator identity folder")
-    w.add_argument("--interval", type=_positive, default=1.0,
-                   help="seconds between two looks (default 1)")
-    w.add_argument("--timeout", type=_positive, default=3600.0,
-                   help="give up after this many seconds (default 3600)")
+    w.add_argument(
+        "--interval", type=_positive, default=1.0, help="seconds between two looks (default 1)"
+    )
+    w.add_argument(
+        "--timeout",
+        type=_positive,
+        default=3600.0,
+        help="give up after this many seconds (default 3600)",
+    )
     w.set_defaults(fn=cmd_watch)
 
-    au = sub.add_parser("audit", help="invariants over the merged ledgers of several nodes "
-                        "(uses global knowledge)")
-    au.add_argument("--ledger", action="append", default=[],
-                    help="a ledger directory (repeat)")
-    au.add_argument("--trace", help="a walk trace written by `netdp simulate --trace`: run the "
-                    "walk-conditional audit (network-dp.md §4) over every ordered pair")
-    au.add_argument("--paper-compatible", action="store_true",
-                    help="with --trace: reproduce the authors' code exactly (spec §4.2 quirks)")
+    au = sub.add_parser(
+        "audit", help="invariants over the merged ledgers of several nodes (uses global knowledge)"
+    )
+    au.add_argument("--ledger", action="append", default=[], help="a ledger directory (repeat)")
+    au.add_argument(
+        "--trace",
+        help="a walk trace written by `netdp simulate --trace`: run the "
+        "walk-conditional audit (network-dp.md §4) over every ordered pair",
+    )
+    au.add_argument(
+        "--paper-compatible",
+        action="store_true",
+        help="with --trace: reproduce the authors' code exactly (spec §4.2 quirks)",
+    )
     au.add_argument("--delta", type=float, default=1e-5)
     au.add_argument("--json", action="store_true")
     au.set_defaults(fn=cmd_audit)
 
     si = sub.add_parser(
-        "simulate", help="run a job's engines for many nodes in one process (virtual time)",
+        "simulate",
+        help="run a job's engines for many nodes in one process (virtual time)",
         description="Run a job over up to 100,000 simulated nodes in one process, each the "
         "daemon's own runtime (receipt checks, ledger staging, effects after durability, "
         "refusals, fault flags) with its own ledger (in memory, or SQLite with --ledgers), over "
         "in-memory delivery on a virtual clock, one seeded generator per node. Prints the "
         "result, the privacy every node's accountant reports from its simulated ledger (or, "
-        "with --audit, the walk-conditional audit of every ordered pair).")
-    si.add_argument("--algorithm", default="walk-sum",
-                    help="any algorithm of the registry: walk-sum, walk-histogram, walk-sgd, "
-                    "rw-sgd, ring-sum, ring-sum-r, ring-histogram, inca, muffliato, "
-                    "muffliato-random or muffliato-gd (default walk-sum)")
+        "with --audit, the walk-conditional audit of every ordered pair).",
+    )
+    si.add_argument(
+        "--algorithm",
+        default="walk-sum",
+        help="any algorithm of the registry: walk-sum, walk-histogram, walk-sgd, "
+        "rw-sgd, ring-sum, ring-sum-r, ring-histogram, inca, muffliato, "
+        "muffliato-random or muffliato-gd (default walk-sum)",
+    )
     si.add_argument("--nodes", type=int, default=256, help="number of nodes (default 256)")
-    si.add_argument("--param", action="append", type=_param, metavar="KEY=VALUE",
-                    help="algorithm parameter (repeat), e.g. T=20000 epsilon=1")
+    si.add_argument(
+        "--param",
+        action="append",
+        type=_param,
+        metavar="KEY=VALUE",
+        help="algorithm parameter (repeat), e.g. T=20000 epsilon=1",
+    )
     si.add_argument("--seed", type=int, default=0, help="seed of data, noise and walk (default 0)")
     si.add_argument("--points", type=int, default=8, help="data points per node (walk-sgd)")
-    si.add_argument("--data-dir", help="where cal_housing.data is (walk-sgd; default "
-                    "$NETDP_DATA_DIR, then ../shared/data; synthetic data if absent)")
-    si.add_argument("--record", choices=("full", "walk"), default=None,
-                    help="keep every node's view (full, default for n <= 512) or only the walk")
+    si.add_argument(
+        "--data-dir",
+        help="where cal_housing.data is (walk-sgd; default "
+        "$NETDP_DATA_DIR, then ../shared/data; synthetic data if absent)",
+    )
+    si.add_argument(
+        "--record",
+        choices=("full", "walk"),
+        default=None,
+        help="keep every node's view (full, default for n <= 512) or only the walk",
+    )
     si.add_argument("--trace", help="write the walk (JSON lines) for `netdp audit --trace`")
-    si.add_argument("--ledgers", help="run every node on a real SQLite ledger under this "
-                    "directory (default: ledgers in memory)")
-    si.add_argument("--topology", help="rw-sgd: the graph (a bootstrap topology kind; default "
-                    "exponential)")
-    si.add_argument("--fault", action="append", metavar="NODE:FLAGS",
-                    help="the daemon's --fault-* flags for one simulated node (repeat), e.g. "
-                    "'node-3:--fault-offline 0.5:2 --fault-drop 0.1' (times in virtual seconds)")
-    si.add_argument("--audit", action="store_true",
-                    help="run the walk-conditional audit of every ordered pair (global knowledge)")
-    si.add_argument("--leave", type=float, default=0.0, metavar="FRAC",
-                    help="this fraction of the nodes leaves for good (--fault-leave-at-step; "
-                    "inca: at a random step of the mixing phase)")
-    si.add_argument("--miss", type=float, default=0.0, metavar="FRAC",
-                    help="inca: this fraction of the nodes goes offline for two iterations "
-                    "every six (--fault-offline windows)")
+    si.add_argument(
+        "--ledgers",
+        help="run every node on a real SQLite ledger under this "
+        "directory (default: ledgers in memory)",
+    )
+    si.add_argument(
+        "--topology", help="rw-sgd: the graph (a bootstrap topology kind; default exponential)"
+    )
+    si.add_argument(
+        "--fault",
+        action="append",
+        metavar="NODE:FLAGS",
+        help="the daemon's --fault-* flags for one simulated node (repeat), e.g. "
+        "'node-3:--fault-offline 0.5:2 --fault-drop 0.1' (times in virtual seconds)",
+    )
+    si.add_argument(
+        "--audit",
+        action="store_true",
+        help="run the walk-conditional audit of every ordered pair (global knowledge)",
+    )
+    si.add_argument(
+        "--leave",
+        type=float,
+        default=0.0,
+        metavar="FRAC",
+        help="this fraction of the nodes leaves for good (--fault-leave-at-step; "
+        "inca: at a random step of the mixing phase)",
+    )
+    si.add_argument(
+        "--miss",
+        type=float,
+        default=0.0,
+        metavar="FRAC",
+        help="inca: this fraction of the nodes goes offline for two iterations "
+        "every six (--fault-offline windows)",
+    )
     si.add_argument("--json", action="store_true", help="one JSON object on stdout")
     si.add_argument("--quiet", action="store_true", help="no progress bar")
     si.set_defaults(fn=cmd_simulate)
@@ -869,37 +1218,62 @@ def build_parser() -> argparse.ArgumentParser:
     from netdp_node.experiments import EXPERIMENTS  # lazy: start-up cost
 
     re_ = sub.add_parser(
-        "reproduce", help="run one of the papers' experiments (JSON + PNG)",
+        "reproduce",
+        help="run one of the papers' experiments (JSON + PNG)",
         description="Reproduce an experiment of the papers; writes NAME.json and NAME.png under "
-        "--out and prints a summary. Experiments:\n" + "\n".join(
-            f"  {k:<20} {d}" for k, (_, d) in EXPERIMENTS.items()),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "--out and prints a summary. Experiments:\n"
+        + "\n".join(f"  {k:<20} {d}" for k, (_, d) in EXPERIMENTS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     re_.add_argument("name", help="experiment name, or `list`")
-    re_.add_argument("--out", default="experiments/results",
-                     help="output directory (default experiments/results)")
-    re_.add_argument("--runs", type=int, default=0,
-                     help="runs per point (default: the experiment's; the papers used more)")
+    re_.add_argument(
+        "--out",
+        default="experiments/results",
+        help="output directory (default experiments/results)",
+    )
+    re_.add_argument(
+        "--runs",
+        type=int,
+        default=0,
+        help="runs per point (default: the experiment's; the papers used more)",
+    )
     re_.add_argument("--quick", action="store_true", help="a small version, for a smoke test")
-    re_.add_argument("--data-dir", help="where cal_housing.data is (default $NETDP_DATA_DIR, "
-                     "then ../shared/data)")
+    re_.add_argument(
+        "--data-dir",
+        help="where cal_housing.data is (default $NETDP_DATA_DIR, then ../shared/data)",
+    )
     re_.set_defaults(fn=cmd_reproduce)
 
     pr = sub.add_parser("privacy", help="privacy reports")
     prs = pr.add_subparsers(dest="privacy_cmd", required=True, metavar="PRIVACY_COMMAND")
     rp = prs.add_parser("report", help="the loss a node has incurred towards every other node")
-    rp.add_argument("--ledger", required=True, action="append",
-                    help="a node's ledger directory, or a folder of them (e.g. `netdp simulate "
-                    "--ledgers DIR`); repeat for several nodes")
+    rp.add_argument(
+        "--ledger",
+        required=True,
+        action="append",
+        help="a node's ledger directory, or a folder of them (e.g. `netdp simulate "
+        "--ledgers DIR`); repeat for several nodes",
+    )
     rp.add_argument("--job", help="only this job")
-    rp.add_argument("--delta", type=float, default=None,
-                    help="the one δ at which every ε is stated, per job, baselines and total "
-                    "(default: the δ of the node's budget, else 1e-5)")
-    rp.add_argument("--budget-epsilon", type=_positive,
-                    help="compare with this budget ε (default: the one the node recorded in its "
-                    "ledger at its last start, netdp node --budget-epsilon)")
+    rp.add_argument(
+        "--delta",
+        type=float,
+        default=None,
+        help="the one δ at which every ε is stated, per job, baselines and total "
+        "(default: the δ of the node's budget, else 1e-5)",
+    )
+    rp.add_argument(
+        "--budget-epsilon",
+        type=_positive,
+        help="compare with this budget ε (default: the one the node recorded in its "
+        "ledger at its last start, netdp node --budget-epsilon)",
+    )
     rp.add_argument("--budget-delta", type=float, help="... at this δ (default 1e-5)")
-    rp.add_argument("--plot", metavar="FILE",
-                    help="also draw the node × peer heatmap of ε as a PNG (needs matplotlib)")
+    rp.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also draw the node × peer heatmap of ε as a PNG (needs matplotlib)",
+    )
     rp.add_argument("--json", action="store_true")
     pr.set_defaults(fn=cmd_privacy)
     return p

@@ -100,51 +100,107 @@ class LocalCluster:
         port_file.parent.mkdir(parents=True, exist_ok=True)
         port_file.unlink(missing_ok=True)
         log = self.logs / f"{name}.log"
-        full = [sys.executable, "-m", "netdp_node.cli", *args, "--port-file", str(port_file),
-                "--log-level", self.log_level]
+        full = [
+            sys.executable,
+            "-m",
+            "netdp_node.cli",
+            *args,
+            "--port-file",
+            str(port_file),
+            "--log-level",
+            self.log_level,
+        ]
         # Many node processes share this machine: one BLAS thread each (the IncA audit's SVDs
         # ran 100x slower with OpenBLAS's default threads on a loaded 2-core machine).
-        env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               **os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+        }
         with open(log, "ab") as fh:
-            popen = subprocess.Popen(full, stdout=fh, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env)
+            popen = subprocess.Popen(
+                full, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            )
         p = Proc(name, full, log, port_file, popen)
         self.procs[name] = p
         return p
 
     def start_bootstrap(self, listen: str = "127.0.0.1:0", extra: list[str] | None = None) -> Proc:
         crl = self.pki_dir / "crl.pem"
-        args = ["bootstrap", "--certs", str(self.certs("bootstrap")), "--state",
-                str(self.workdir / "bootstrap-state"), "--listen", listen, "--crl", str(crl),
-                *(extra or [])]
+        args = [
+            "bootstrap",
+            "--certs",
+            str(self.certs("bootstrap")),
+            "--state",
+            str(self.workdir / "bootstrap-state"),
+            "--listen",
+            listen,
+            "--crl",
+            str(crl),
+            *(extra or []),
+        ]
         return self._spawn("bootstrap", args)
 
     @property
     def bootstrap_address(self) -> str:
         return self.procs["bootstrap"].address
 
-    def start_node(self, nid: str, *, data: Path | None = None, extra: list[str] | None = None,
-                   certs: Path | None = None) -> Proc:
-        args = ["node", "--certs", str(certs or self.certs(nid)), "--bootstrap",
-                self.bootstrap_address, "--ledger", str(self.ledger(nid)), "--listen",
-                "127.0.0.1:0", "--poll-interval", str(self.poll_interval), *(extra or [])]
+    def start_node(
+        self,
+        nid: str,
+        *,
+        data: Path | None = None,
+        extra: list[str] | None = None,
+        certs: Path | None = None,
+    ) -> Proc:
+        args = [
+            "node",
+            "--certs",
+            str(certs or self.certs(nid)),
+            "--bootstrap",
+            self.bootstrap_address,
+            "--ledger",
+            str(self.ledger(nid)),
+            "--listen",
+            "127.0.0.1:0",
+            "--poll-interval",
+            str(self.poll_interval),
+            *(extra or []),
+        ]
         if data is not None:
             args += ["--data", str(data)]
         self.host_of[nid] = nid
         return self._spawn(nid, args)
 
-    def start_host(self, name: str, nids: list[str], *, data_dir: Path | None = None,
-                   extra: list[str] | None = None) -> Proc:
+    def start_host(
+        self,
+        name: str,
+        nids: list[str],
+        *,
+        data_dir: Path | None = None,
+        extra: list[str] | None = None,
+    ) -> Proc:
         """One process hosting the nodes `nids` (`netdp node --certs A --certs B ...`): ledgers
         under workdir/ledgers/NODE_ID, values from data_dir/NODE_ID.txt, `extra` flags for all
         (a `--seed S` gives the i-th node S+i). Its port file is {node id: port}."""
         if len(nids) < 2:
             raise ValueError("a host process runs at least 2 nodes (else use start_node)")
         certs = [x for nid in nids for x in ("--certs", str(self.certs(nid)))]
-        args = ["node", *certs, "--bootstrap", self.bootstrap_address, "--ledger",
-                str(self.workdir / "ledgers"), "--listen", "127.0.0.1:0", "--poll-interval",
-                str(self.poll_interval), *(extra or [])]
+        args = [
+            "node",
+            *certs,
+            "--bootstrap",
+            self.bootstrap_address,
+            "--ledger",
+            str(self.workdir / "ledgers"),
+            "--listen",
+            "127.0.0.1:0",
+            "--poll-interval",
+            str(self.poll_interval),
+            *(extra or []),
+        ]
         if data_dir is not None:
             args += ["--data", str(data_dir)]
         for nid in nids:
@@ -169,13 +225,16 @@ class LocalCluster:
                 if text:
                     return {k: int(v) for k, v in json.loads(text).items()}
             if not p.alive():
-                raise RuntimeError(f"{p.name} exited with {p.popen.returncode if p.popen else '?'}"
-                                   f" before it was ready:\n{p.log_text()[-3000:]}")
+                raise RuntimeError(
+                    f"{p.name} exited with {p.popen.returncode if p.popen else '?'}"
+                    f" before it was ready:\n{p.log_text()[-3000:]}"
+                )
             return None
 
         try:
-            got = wait_progress(ready, f"{p.name} ready", stall=timeout, limit=limit,
-                                progress=self.progress(p.name))
+            got = wait_progress(
+                ready, f"{p.name} ready", stall=timeout, limit=limit, progress=self.progress(p.name)
+            )
         except TimeoutError as e:
             raise TimeoutError(f"{e}\n{p.log_text()[-3000:]}") from None
         self.ports.update(got or {})
@@ -183,8 +242,10 @@ class LocalCluster:
     def progress(self, *names: str) -> Callable[[], Hashable]:
         """A progress probe of these processes (all by default): their CPU time and log sizes."""
         procs = [self.procs[n] for n in names] if names else list(self.procs.values())
-        return probes(*[lambda p=p: cpu_ticks(p.popen.pid) if p.popen else None for p in procs],
-                      *[lambda p=p: file_size(p.log) for p in procs])
+        return probes(
+            *[lambda p=p: cpu_ticks(p.popen.pid) if p.popen else None for p in procs],
+            *[lambda p=p: file_size(p.log) for p in procs],
+        )
 
     def wait_port(self, p: Proc, timeout: float = 30.0, limit: float | None = None) -> int:
         """Until `p` wrote its port file (a node: once registered). Start-up is CPU-bound: the
@@ -195,21 +256,31 @@ class LocalCluster:
             if p.port_file.exists() and p.port_file.read_text().strip():
                 return int(p.port_file.read_text())
             if not p.alive():
-                raise RuntimeError(f"{p.name} exited with {p.popen.returncode if p.popen else '?'}"
-                                   f" before it was ready:\n{p.log_text()[-3000:]}")
+                raise RuntimeError(
+                    f"{p.name} exited with {p.popen.returncode if p.popen else '?'}"
+                    f" before it was ready:\n{p.log_text()[-3000:]}"
+                )
             return 0
 
         try:
-            p.port = wait_progress(ready, f"{p.name} ready", stall=timeout, limit=limit,
-                                   progress=self.progress(p.name))
+            p.port = wait_progress(
+                ready, f"{p.name} ready", stall=timeout, limit=limit, progress=self.progress(p.name)
+            )
         except TimeoutError as e:
             raise TimeoutError(f"{e}\n{p.log_text()[-3000:]}") from None
         return p.port
 
-    def start(self, data: dict[str, Path] | None = None,
-              extra: dict[str, list[str]] | None = None, timeout: float = 60.0, *,
-              workers: int = 0, seeds: dict[str, int] | None = None, wait: bool = True,
-              common: list[str] | None = None) -> None:
+    def start(
+        self,
+        data: dict[str, Path] | None = None,
+        extra: dict[str, list[str]] | None = None,
+        timeout: float = 60.0,
+        *,
+        workers: int = 0,
+        seeds: dict[str, int] | None = None,
+        wait: bool = True,
+        common: list[str] | None = None,
+    ) -> None:
         """PKI, bootstrap, then every node; returns once each node registered (`wait`; else call
         `wait_ready`). `workers` = 0: one process per node. `workers` = W: the nodes are packed
         into W host processes (contiguous slices of the ids), except nodes with `extra` flags of
@@ -226,22 +297,23 @@ class LocalCluster:
         packed = [nid for nid in self.ids if not extra.get(nid)] if workers > 0 else []
         for nid in self.ids:
             if nid not in packed:
-                self.start_node(nid, data=(data or {}).get(nid),
-                                extra=[*extra.get(nid, []), *seed_flags(nid)])
+                self.start_node(
+                    nid, data=(data or {}).get(nid), extra=[*extra.get(nid, []), *seed_flags(nid)]
+                )
         w = min(workers, len(packed))
-        parts = [packed[k * len(packed) // w:(k + 1) * len(packed) // w] for k in range(w)]
+        parts = [packed[k * len(packed) // w : (k + 1) * len(packed) // w] for k in range(w)]
         if seeds:  # a host gives its i-th node --seed S+i: split where the seeds are not
             parts = [run for part in parts for run in _runs(part, seeds)]
         for k, part in enumerate(parts):
             if len(part) == 1:
-                self.start_node(part[0], data=(data or {}).get(part[0]),
-                                extra=seed_flags(part[0]))
+                self.start_node(part[0], data=(data or {}).get(part[0]), extra=seed_flags(part[0]))
                 continue
             dirs = {Path(data[x]).parent for x in part} if data else set()
             if len(dirs) > 1 or (data and any(Path(data[x]).stem != x for x in part)):
                 raise ValueError("hosted nodes read DIR/NODE_ID.txt from one folder")
-            self.start_host(f"host-{k + 1}", part, data_dir=next(iter(dirs), None),
-                            extra=seed_flags(part[0]))
+            self.start_host(
+                f"host-{k + 1}", part, data_dir=next(iter(dirs), None), extra=seed_flags(part[0])
+            )
         if wait:
             self.wait_ready(timeout)
 
@@ -254,8 +326,12 @@ class LocalCluster:
             else:
                 self.wait_host(p, timeout)
 
-    async def wait_registered(self, ids: list[str], timeout: float = 30.0,
-                              on_progress: Callable[[int, int], None] | None = None) -> None:
+    async def wait_registered(
+        self,
+        ids: list[str],
+        timeout: float = 30.0,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> None:
         """Until every node of `ids` is registered; fails when no process of the cluster used CPU
         or logged for `timeout` seconds (see `wait_port`). `on_progress(registered, total)` is
         called whenever the count changes."""
@@ -269,17 +345,24 @@ class LocalCluster:
             for name in dict.fromkeys(self.host_of.get(nid, nid) for nid in missing):
                 p = self.procs.get(name)
                 if p is not None and p.popen is not None and not p.alive():
-                    raise RuntimeError(f"{name} exited with {p.popen.returncode} before "
-                                       f"{'its nodes' if name not in self.ids else 'it'} "
-                                       f"registered:\n{p.log_text()[-3000:]}")
+                    raise RuntimeError(
+                        f"{name} exited with {p.popen.returncode} before "
+                        f"{'its nodes' if name not in self.ids else 'it'} "
+                        f"registered:\n{p.log_text()[-3000:]}"
+                    )
             if on_progress is not None and len(ids) - len(missing) != seen[0]:
                 seen[0] = len(ids) - len(missing)
                 on_progress(seen[0], len(ids))
             return not missing
 
         try:
-            await await_progress(registered, f"{len(ids)} nodes to register", stall=timeout,
-                                 progress=self.progress(), interval=0.1 if len(ids) <= 64 else 1.0)
+            await await_progress(
+                registered,
+                f"{len(ids)} nodes to register",
+                stall=timeout,
+                progress=self.progress(),
+                interval=0.1 if len(ids) <= 64 else 1.0,
+            )
         except TimeoutError as e:
             raise TimeoutError(f"{e} (not registered: {missing})") from None
         finally:

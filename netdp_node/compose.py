@@ -51,8 +51,14 @@ MIN_COMPOSE = "2.26"
 def healthcheck(port: int) -> dict[str, Any]:
     """`netdp probe` (a TCP connect to the service's own port, no TLS handshake): checked every
     second while starting (start_interval), every 30 s after."""
-    return {"test": ["CMD", "netdp", "probe", f"127.0.0.1:{port}"], "interval": "30s",
-            "timeout": "5s", "retries": 3, "start_period": "300s", "start_interval": "1s"}
+    return {
+        "test": ["CMD", "netdp", "probe", f"127.0.0.1:{port}"],
+        "interval": "30s",
+        "timeout": "5s",
+        "retries": 3,
+        "start_period": "300s",
+        "start_interval": "1s",
+    }
 
 
 def job_id_for(command: list[str]) -> str:
@@ -89,16 +95,18 @@ def parse_faults(specs: list[str], ids: list[str]) -> dict[str, dict[str, str]]:
     for spec in specs:
         node, sep, rest = spec.partition(":")
         if not sep or node not in ids:
-            raise ConfigError(f"--fault {spec!r}: expected NODE:KEY=VALUE with NODE in "
-                              f"{ids[0]}..{ids[-1]}")
+            raise ConfigError(
+                f"--fault {spec!r}: expected NODE:KEY=VALUE with NODE in {ids[0]}..{ids[-1]}"
+            )
         env = out.setdefault(node, {})
         # values of offline/partition may hold commas: KEY=VALUE pairs are split on ',' only
         # before a known key
         for item in _split_pairs(rest):
             k, eq, v = item.partition("=")
             if not eq or k not in FAULT_KEYS:
-                raise ConfigError(f"--fault {spec!r}: unknown key {k!r}; known: "
-                                  f"{', '.join(FAULT_KEYS)}")
+                raise ConfigError(
+                    f"--fault {spec!r}: unknown key {k!r}; known: {', '.join(FAULT_KEYS)}"
+                )
             env[FAULT_KEYS[k]] = v
     return out
 
@@ -113,30 +121,59 @@ def _split_pairs(text: str) -> list[str]:
     return parts
 
 
-def services(nodes: int, topology: str, rounds: int, faults: list[str], image: str,
-             data_dir: str, algorithm: str = "ring-sum") -> dict[str, Any]:
+def services(
+    nodes: int,
+    topology: str,
+    rounds: int,
+    faults: list[str],
+    image: str,
+    data_dir: str,
+    algorithm: str = "ring-sum",
+) -> dict[str, Any]:
     if not 3 <= nodes <= 256:
         raise ConfigError("--nodes must be between 3 and 256")
     ids = [f"node-{i}" for i in range(1, nodes + 1)]
     envs = parse_faults(faults, ids)
 
     def identity(name: str) -> dict[str, Any]:
-        return {"type": "volume", "source": "pki", "target": "/certs", "read_only": True,
-                "volume": {"subpath": name}}
+        return {
+            "type": "volume",
+            "source": "pki",
+            "target": "/certs",
+            "read_only": True,
+            "volume": {"subpath": name},
+        }
 
     after_pki = {"pki": {"condition": "service_completed_successfully"}}
     bootstrap_healthy = {"bootstrap": {"condition": "service_healthy"}}
     svc: dict[str, Any] = {
         "pki": {
-            "image": image, "build": ".", "pull_policy": "build",
-            "command": ["pki", "setup", "/pki", "--nodes", str(nodes), "--bootstrap-host",
-                        "bootstrap"],
+            "image": image,
+            "build": ".",
+            "pull_policy": "build",
+            "command": [
+                "pki",
+                "setup",
+                "/pki",
+                "--nodes",
+                str(nodes),
+                "--bootstrap-host",
+                "bootstrap",
+            ],
             "volumes": ["pki:/pki"],
         },
         "bootstrap": {
-            "image": image, "pull_policy": "build",
-            "command": ["bootstrap", "--certs", "/certs", "--state", "/state", "--listen",
-                        f"0.0.0.0:{BOOTSTRAP_PORT}"],
+            "image": image,
+            "pull_policy": "build",
+            "command": [
+                "bootstrap",
+                "--certs",
+                "/certs",
+                "--state",
+                "/state",
+                "--listen",
+                f"0.0.0.0:{BOOTSTRAP_PORT}",
+            ],
             "volumes": [identity("bootstrap"), "bootstrap-state:/state"],
             "depends_on": after_pki,
             "healthcheck": healthcheck(BOOTSTRAP_PORT),
@@ -146,10 +183,23 @@ def services(nodes: int, topology: str, rounds: int, faults: list[str], image: s
     }
     for nid in ids:
         node: dict[str, Any] = {
-            "image": image, "pull_policy": "build",
-            "command": ["node", "--certs", "/certs", "--bootstrap", f"bootstrap:{BOOTSTRAP_PORT}",
-                        "--ledger", "/ledger", "--listen", f"0.0.0.0:{PEER_PORT}", "--advertise",
-                        f"{nid}:{PEER_PORT}", "--data", f"/data/{nid}.txt"],
+            "image": image,
+            "pull_policy": "build",
+            "command": [
+                "node",
+                "--certs",
+                "/certs",
+                "--bootstrap",
+                f"bootstrap:{BOOTSTRAP_PORT}",
+                "--ledger",
+                "/ledger",
+                "--listen",
+                f"0.0.0.0:{PEER_PORT}",
+                "--advertise",
+                f"{nid}:{PEER_PORT}",
+                "--data",
+                f"/data/{nid}.txt",
+            ],
             "volumes": [identity(nid), f"ledger-{nid}:/ledger", f"{data_dir}:/data:ro"],
             "depends_on": {**after_pki, **bootstrap_healthy},
             "healthcheck": healthcheck(PEER_PORT),
@@ -171,46 +221,75 @@ def services(nodes: int, topology: str, rounds: int, faults: list[str], image: s
     elif algorithm == "inca":
         job = ["--param", f"T={rounds}"]  # IncA iterations
     else:
-        raise ConfigError("compose runs ring-sum, ring-sum-r, walk-sum, muffliato or inca (one "
-                          "value per node)")
+        raise ConfigError(
+            "compose runs ring-sum, ring-sum-r, walk-sum, muffliato or inca (one value per node)"
+        )
     if algorithm != "ring-sum":
         job = ["--algorithm", algorithm, *job]
     if algorithm != "muffliato":
         job = ["--topology", topology, *job]
     job = [*job, "--wait-nodes", str(nodes)]
     svc["submit"] = {
-        "image": image, "pull_policy": "build",
-        "command": ["job", "submit", "--bootstrap", f"bootstrap:{BOOTSTRAP_PORT}", "--certs",
-                    "/certs", "--job-id", job_id_for(job), *job, "--wait", "600", "--out",
-                    "/results/result.json"],
+        "image": image,
+        "pull_policy": "build",
+        "command": [
+            "job",
+            "submit",
+            "--bootstrap",
+            f"bootstrap:{BOOTSTRAP_PORT}",
+            "--certs",
+            "/certs",
+            "--job-id",
+            job_id_for(job),
+            *job,
+            "--wait",
+            "600",
+            "--out",
+            "/results/result.json",
+        ],
         "volumes": [identity("operator"), "results:/results"],
         "depends_on": bootstrap_healthy,
         # a restart re-attaches to the same job (fixed --job-id): it never spends budget again
         "restart": "on-failure:3",
     }
-    volumes: dict[str, dict[str, Any]] = {"pki": {}, "bootstrap-state": {}, "results": {},
-               **{f"ledger-{nid}": {} for nid in ids}}
+    volumes: dict[str, dict[str, Any]] = {
+        "pki": {},
+        "bootstrap-state": {},
+        "results": {},
+        **{f"ledger-{nid}": {} for nid in ids},
+    }
     return {"name": "netdp", "services": svc, "volumes": volumes}
 
 
-def generate(*, nodes: int = 8, topology: str = "ring", rounds: int = 10,
-             faults: list[str] | None = None, image: str = "netdp:latest",
-             data_dir: str = "./deploy/compose/data", algorithm: str = "ring-sum") -> str:
+def generate(
+    *,
+    nodes: int = 8,
+    topology: str = "ring",
+    rounds: int = 10,
+    faults: list[str] | None = None,
+    image: str = "netdp:latest",
+    data_dir: str = "./deploy/compose/data",
+    algorithm: str = "ring-sum",
+) -> str:
     """The compose file as YAML text (block style, every value quoted as JSON, so that no value is
     reinterpreted by a YAML parser)."""
     doc = services(nodes, topology, rounds, faults or [], image, data_dir, algorithm)
-    args = (f"--nodes {nodes} --topology {topology} --rounds {rounds}"
-            + (f" --algorithm {algorithm}" if algorithm != "ring-sum" else "")
-            + "".join(f" --fault {f}" for f in faults or []))
-    header = (f"# Generated by `netdp compose {args}`; regenerate rather than edit.\n"
-              f"# Needs Docker Engine >= {MIN_ENGINE} and Compose >= {MIN_COMPOSE} (volume "
-              "subpaths, health check start_interval).\n"
-              "# Run and wait for the result (the exit code is submit's: 0 released, 1 failed, "
-              "5 timed out):\n"
-              "#   docker compose up -d --build && docker compose wait submit\n"
-              "#   docker compose logs submit      # the released result; also "
-              "/results/result.json in the `results` volume\n"
-              "# Fault injection per node: NETDP_FAULT_* variables (see `netdp node --help`).\n")
+    args = (
+        f"--nodes {nodes} --topology {topology} --rounds {rounds}"
+        + (f" --algorithm {algorithm}" if algorithm != "ring-sum" else "")
+        + "".join(f" --fault {f}" for f in faults or [])
+    )
+    header = (
+        f"# Generated by `netdp compose {args}`; regenerate rather than edit.\n"
+        f"# Needs Docker Engine >= {MIN_ENGINE} and Compose >= {MIN_COMPOSE} (volume "
+        "subpaths, health check start_interval).\n"
+        "# Run and wait for the result (the exit code is submit's: 0 released, 1 failed, "
+        "5 timed out):\n"
+        "#   docker compose up -d --build && docker compose wait submit\n"
+        "#   docker compose logs submit      # the released result; also "
+        "/results/result.json in the `results` volume\n"
+        "# Fault injection per node: NETDP_FAULT_* variables (see `netdp node --help`).\n"
+    )
     return header + _yaml(doc, 0) + "\n"
 
 

@@ -82,8 +82,9 @@ class NodeDaemon:
         self.data = load_values(config.data) if config.data else None
         self.revocations = RevocationList.empty()
         if config.crl is not None and config.crl.exists():
-            self.revocations = RevocationList.from_pem(config.crl.read_bytes(),
-                                                       self.identity.ca_pem)
+            self.revocations = RevocationList.from_pem(
+                config.crl.read_bytes(), self.identity.ca_pem
+            )
         self.stop_event = asyncio.Event()
         self.port = 0
         self.exit_code = 0
@@ -95,10 +96,22 @@ class NodeDaemon:
             return private_rng()
         # Seeded: NOT PRIVATE. Say so in the job's ledger (every report of the job reads it); the
         # seed itself is not written (a stolen ledger must not give the noise away).
-        self.ledger.commit([Entry(job_id=job_id, direction="local", event=SEEDED_RNG_EVENT,
-                                  params={"generator": "PCG64", "private": False})])
-        log.warning("[node=%s job=%s] %s: this job's noise and draws come from the seeded RNG",
-                    self.node_id, job_id, NOT_PRIVATE)
+        self.ledger.commit(
+            [
+                Entry(
+                    job_id=job_id,
+                    direction="local",
+                    event=SEEDED_RNG_EVENT,
+                    params={"generator": "PCG64", "private": False},
+                )
+            ]
+        )
+        log.warning(
+            "[node=%s job=%s] %s: this job's noise and draws come from the seeded RNG",
+            self.node_id,
+            job_id,
+            NOT_PRIVATE,
+        )
         return np.random.default_rng([self.cfg.seed, zlib.crc32(job_id.encode())])
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
@@ -109,10 +122,17 @@ class NodeDaemon:
     def _status(self) -> peer_pb2.StatusReply:
         reply = peer_pb2.StatusReply(node_id=self.node_id)
         for r in self.runtime.jobs.values():
-            reply.jobs.append(peer_pb2.JobStatus(
-                job_id=r.ctx.job_id, algorithm=r.ctx.algorithm, state=r.state,
-                progress=r.engine.progress(), expected=r.engine.expected_steps(),
-                detail=r.detail, contributed=r.contributed))
+            reply.jobs.append(
+                peer_pb2.JobStatus(
+                    job_id=r.ctx.job_id,
+                    algorithm=r.ctx.algorithm,
+                    state=r.state,
+                    progress=r.engine.progress(),
+                    expected=r.engine.expected_steps(),
+                    detail=r.detail,
+                    contributed=r.contributed,
+                )
+            )
         return reply
 
     def _accept_crl(self, pem: bytes) -> None:
@@ -121,19 +141,26 @@ class NodeDaemon:
         try:
             new = RevocationList.from_pem(pem, self.identity.ca_pem)
         except SecurityError as e:
-            log.error("[node=%s] ignoring a revocation list from the bootstrap: %s", self.node_id, e)
+            log.error(
+                "[node=%s] ignoring a revocation list from the bootstrap: %s", self.node_id, e
+            )
             return
         if new.newer_than(self.revocations):
             self.revocations = new
-            log.info("[node=%s] revocation list #%d: %d revoked certificate(s)", self.node_id,
-                     new.number, len(new.serials))
+            log.info(
+                "[node=%s] revocation list #%d: %d revoked certificate(s)",
+                self.node_id,
+                new.number,
+                len(new.serials),
+            )
 
     async def _fetch_job(self, job_id: str) -> tuple[JobContext, int] | None:
         try:
             seq, job = await self.bootstrap.get_job_seq(job_id)
         except grpc.aio.AioRpcError as e:
-            log.info("[node=%s] bootstrap does not give job %s: %s", self.node_id, job_id,
-                     e.details())
+            log.info(
+                "[node=%s] bootstrap does not give job %s: %s", self.node_id, job_id, e.details()
+            )
             return None
         except ServerIdentityError as e:
             log.error("[node=%s job=%s] %s", self.node_id, job_id, e)
@@ -143,16 +170,37 @@ class NodeDaemon:
 
     def _record_fault(self, kind: str, peer: str, job_id: str) -> None:
         """An injected fault on the wire (a dropped message): in the ledger and the log."""
-        self.ledger.commit([Entry(job_id=job_id, direction="local", event="fault", peer=peer,
-                                  params={"fault": kind})])
-        log.info("[node=%s job=%s] fault injection: %s of a message to %s", self.node_id, job_id,
-                 kind, peer)
+        self.ledger.commit(
+            [
+                Entry(
+                    job_id=job_id,
+                    direction="local",
+                    event="fault",
+                    peer=peer,
+                    params={"fault": kind},
+                )
+            ]
+        )
+        log.info(
+            "[node=%s job=%s] fault injection: %s of a message to %s",
+            self.node_id,
+            job_id,
+            kind,
+            peer,
+        )
 
     def _crash_after(self) -> None:
         reason = f"fault injection: crash after {self.cfg.faults.crash_after_s:g}s"
-        self.ledger.commit([Entry(job_id="", direction="local", event="fault",
-                                  params={"fault": "crash",
-                                          "after_s": self.cfg.faults.crash_after_s})])
+        self.ledger.commit(
+            [
+                Entry(
+                    job_id="",
+                    direction="local",
+                    event="fault",
+                    params={"fault": "crash", "after_s": self.cfg.faults.crash_after_s},
+                )
+            ]
+        )
         log.error("[node=%s] %s", self.node_id, reason)
         self.runtime.crash(reason)
 
@@ -161,18 +209,26 @@ class NodeDaemon:
 
     async def _report(self, runner: JobRunner) -> None:
         # the contributions the released result contains (a walk discounts fenced-off branches)
-        contributions = contributions_in_result(self.ledger.entries(
-            runner.ctx.job_id, events=CONTRIBUTION_EVENTS))
+        contributions = contributions_in_result(
+            self.ledger.entries(runner.ctx.job_id, events=CONTRIBUTION_EVENTS)
+        )
         res = bootstrap_pb2.NodeResult(
-            job_id=runner.ctx.job_id, node_id=self.node_id,
+            job_id=runner.ctx.job_id,
+            node_id=self.node_id,
             state=runner.state if runner.contributed or runner.state != "done" else "declined",
-            contributed=runner.contributed, contributions=contributions, detail=runner.detail,
+            contributed=runner.contributed,
+            contributions=contributions,
+            detail=runner.detail,
             reported_unix=int(time.time()),
             # seeded for any part of the job (this run, or one before a restart)
-            seeded_rng=self.cfg.seed is not None or bool(self.ledger.entries(
-                runner.ctx.job_id, events=(SEEDED_RNG_EVENT,))))
-        if (runner.output is not None and runner.output.value is not None
-                and not get_algorithm(runner.ctx.algorithm).private_output):
+            seeded_rng=self.cfg.seed is not None
+            or bool(self.ledger.entries(runner.ctx.job_id, events=(SEEDED_RNG_EVENT,))),
+        )
+        if (
+            runner.output is not None
+            and runner.output.value is not None
+            and not get_algorithm(runner.ctx.algorithm).private_output
+        ):
             res.output.CopyFrom(ndarray_to_tensor(np.asarray(runner.output.value)))
         await self._send_report(res, "the result")
 
@@ -180,31 +236,57 @@ class NodeDaemon:
         """Report to the bootstrap, retried with backoff while it is unreachable, for at most
         REPORT_RETRY_S (a node that restarts reports its finished jobs again: `_create`). The
         daemon cancels the retry when it shuts down: shutdown never waits for the bootstrap."""
-        delays = Backoff(initial=self.cfg.poll_interval, maximum=10.0,
-                         give_up_after=REPORT_RETRY_S).delays()
+        delays = Backoff(
+            initial=self.cfg.poll_interval, maximum=10.0, give_up_after=REPORT_RETRY_S
+        ).delays()
         while True:
             try:
                 await self.bootstrap.report(res, retry_transient=False)
                 if delays.attempt:
-                    log.info("[node=%s job=%s] reported %s (%s) after %d retries", self.node_id,
-                             res.job_id, what, res.state, delays.attempt)
+                    log.info(
+                        "[node=%s job=%s] reported %s (%s) after %d retries",
+                        self.node_id,
+                        res.job_id,
+                        what,
+                        res.state,
+                        delays.attempt,
+                    )
                 return True
             except grpc.aio.AioRpcError as e:
                 if not is_transient(e):
-                    log.error("[node=%s job=%s] the bootstrap refused %s: %s: %s", self.node_id,
-                              res.job_id, what, e.code().name, e.details())
+                    log.error(
+                        "[node=%s job=%s] the bootstrap refused %s: %s: %s",
+                        self.node_id,
+                        res.job_id,
+                        what,
+                        e.code().name,
+                        e.details(),
+                    )
                     return False
                 why = f"{e.code().name}: {e.details()}"
             except ServerIdentityError as e:  # someone else at its address: it may come back
                 why = str(e)
             if delays.expired():
-                log.error("[node=%s job=%s] could not report %s (%s) to the bootstrap for %.0fs, "
-                          "giving up until this node restarts: %s", self.node_id, res.job_id,
-                          what, res.state, REPORT_RETRY_S, why)
+                log.error(
+                    "[node=%s job=%s] could not report %s (%s) to the bootstrap for %.0fs, "
+                    "giving up until this node restarts: %s",
+                    self.node_id,
+                    res.job_id,
+                    what,
+                    res.state,
+                    REPORT_RETRY_S,
+                    why,
+                )
                 return False
             if delays.attempt == 0:
-                log.warning("[node=%s job=%s] could not report %s (%s) to the bootstrap, "
-                            "retrying: %s", self.node_id, res.job_id, what, res.state, why)
+                log.warning(
+                    "[node=%s job=%s] could not report %s (%s) to the bootstrap, retrying: %s",
+                    self.node_id,
+                    res.job_id,
+                    what,
+                    res.state,
+                    why,
+                )
             await delays.sleep()
 
     # -- main loop -----------------------------------------------------------------------------
@@ -234,26 +316,39 @@ class NodeDaemon:
                 # (a new revocation list, or one that does not hold calls) is asked again after
                 # poll_interval
                 delay = self.cfg.poll_interval if quick and not jobs else 0.0
-                backoff = Backoff(initial=self.cfg.poll_interval, maximum=10.0,
-                                  give_up_after=0).delays()
+                backoff = Backoff(
+                    initial=self.cfg.poll_interval, maximum=10.0, give_up_after=0
+                ).delays()
             except grpc.aio.AioRpcError as e:
-                if e.code() in (grpc.StatusCode.PERMISSION_DENIED,
-                                grpc.StatusCode.UNAUTHENTICATED):
-                    log.error("[node=%s] the bootstrap refuses this node (%s: %s); is its "
-                              "certificate revoked? stopping", self.node_id, e.code().name,
-                              e.details())
+                if e.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+                    log.error(
+                        "[node=%s] the bootstrap refuses this node (%s: %s); is its "
+                        "certificate revoked? stopping",
+                        self.node_id,
+                        e.code().name,
+                        e.details(),
+                    )
                     self.exit_code = 3
                     self.stop_event.set()
                     return
                 delay = backoff.next_delay()
-                log.warning("[node=%s] bootstrap unreachable (%s); jobs already fetched keep "
-                            "running; retrying in %.1fs", self.node_id, e.code().name, delay)
+                log.warning(
+                    "[node=%s] bootstrap unreachable (%s); jobs already fetched keep "
+                    "running; retrying in %.1fs",
+                    self.node_id,
+                    e.code().name,
+                    delay,
+                )
             except ServerIdentityError as e:
                 # somebody else answers at the bootstrap's address: tell it nothing, keep running
                 # the jobs already fetched, and ask again later (the bootstrap may come back)
                 delay = backoff.next_delay()
-                log.error("[node=%s] %s; jobs already fetched keep running; retrying in %.1fs",
-                          self.node_id, e, delay)
+                log.error(
+                    "[node=%s] %s; jobs already fetched keep running; retrying in %.1fs",
+                    self.node_id,
+                    e,
+                    delay,
+                )
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stop_event.wait(), timeout=delay)
 
@@ -261,8 +356,10 @@ class NodeDaemon:
         """The revocation list, then this node's jobs after `after`: a long poll, which the
         bootstrap answers at once when there is a job or a new revocation list (so a node learns a
         job as soon as it is submitted, and an idle node costs one call every LONG_POLL_S)."""
-        return (await self.bootstrap.revocations(),
-                await self.bootstrap.list_jobs(after, wait=LONG_POLL_S))
+        return (
+            await self.bootstrap.revocations(),
+            await self.bootstrap.list_jobs(after, wait=LONG_POLL_S),
+        )
 
     async def _unless_stopped(self, coro: Any) -> Any:
         """Await coro unless the daemon is asked to stop first (then cancel it, return None)."""
@@ -289,27 +386,48 @@ class NodeDaemon:
             await self._report_failure(ctx.job_id, reason)
 
     async def _report_failure(self, job_id: str, reason: str) -> None:
-        await self._send_report(bootstrap_pb2.NodeResult(
-            job_id=job_id, node_id=self.node_id, state="failed", contributed=False,
-            detail=reason, reported_unix=int(time.time())), "the failure")
+        await self._send_report(
+            bootstrap_pb2.NodeResult(
+                job_id=job_id,
+                node_id=self.node_id,
+                state="failed",
+                contributed=False,
+                detail=reason,
+                reported_unix=int(time.time()),
+            ),
+            "the failure",
+        )
 
     def _set_join_rule(self, registered: bootstrap_pb2.RegisterReply) -> None:
         """Which of the bootstrap's jobs this node may take part in (`NodeRuntime.may_join`): those
         after the latest job at this ledger's first registration with this bootstrap store."""
         if not registered.store_id:  # a bootstrap without store ids: every job, as before
-            log.warning("[node=%s] the bootstrap does not number its store: this node cannot tell "
-                        "the jobs its ledger started after", self.node_id)
+            log.warning(
+                "[node=%s] the bootstrap does not number its store: this node cannot tell "
+                "the jobs its ledger started after",
+                self.node_id,
+            )
             self.runtime.set_join_after(None)
             return
         after, new = self.ledger.join_after(registered.store_id, registered.job_seq)
         self.runtime.set_join_after(after)
         if new and after > 0:
-            log.warning("[node=%s] ledger %s is new to this bootstrap: it does not take part in "
-                        "the %d job(s) submitted before it (jobs #1-#%d; those that list this "
-                        "node end failed here)", self.node_id, self.ledger.ledger_id, after, after)
+            log.warning(
+                "[node=%s] ledger %s is new to this bootstrap: it does not take part in "
+                "the %d job(s) submitted before it (jobs #1-#%d; those that list this "
+                "node end failed here)",
+                self.node_id,
+                self.ledger.ledger_id,
+                after,
+                after,
+            )
         else:
-            log.info("[node=%s] ledger %s joins the bootstrap's jobs after #%d", self.node_id,
-                     self.ledger.ledger_id, after)
+            log.info(
+                "[node=%s] ledger %s joins the bootstrap's jobs after #%d",
+                self.node_id,
+                self.ledger.ledger_id,
+                after,
+            )
 
     def _log_retry(self, e: BaseException, attempt: int, delay: float) -> None:
         """Every retry of a call to the bootstrap, with its address (`BootstrapClient.on_retry`)."""
@@ -320,28 +438,41 @@ class NodeDaemon:
         with its address; gives up (TimeoutError: exit 5) when it could not be reached for
         cfg.bootstrap_timeout seconds (0: never)."""
         limit = self.cfg.bootstrap_timeout
-        delays = Backoff(initial=min(self.cfg.poll_interval, 1.0), maximum=5.0,
-                         give_up_after=limit).delays()
+        delays = Backoff(
+            initial=min(self.cfg.poll_interval, 1.0), maximum=5.0, give_up_after=limit
+        ).delays()
         while True:
             try:
                 return await self.bootstrap.register(
-                    self.node_id, advertise, ledger_id=self.ledger.ledger_id,
-                    ledger_created=self.ledger.created, retry_transient=False)
+                    self.node_id,
+                    advertise,
+                    ledger_id=self.ledger.ledger_id,
+                    ledger_created=self.ledger.created,
+                    retry_transient=False,
+                )
             except grpc.aio.AioRpcError as e:
                 if not (is_transient(e) or e.code() == grpc.StatusCode.CANCELLED):
                     raise  # CANCELLED: seen under a registration storm, the call never arrived
                 why = f"{e.code().name}: {e.details()}"
             delay = delays.next_sleep()
             if delay is None:
-                msg = (f"could not reach the bootstrap at {self.cfg.bootstrap} to register for "
-                       f"{limit:g}s ({delays.attempt + 1} attempts; last: {why}); is it running "
-                       f"there? (--bootstrap-timeout)")
+                msg = (
+                    f"could not reach the bootstrap at {self.cfg.bootstrap} to register for "
+                    f"{limit:g}s ({delays.attempt + 1} attempts; last: {why}); is it running "
+                    f"there? (--bootstrap-timeout)"
+                )
                 log.error("[node=%s] %s; stopping", self.node_id, msg)
                 raise TimeoutError(msg)
-            log.warning("[node=%s] cannot reach the bootstrap at %s to register (%s); attempt %d, "
-                        "retrying in %.1fs (giving up after %s: --bootstrap-timeout)",
-                        self.node_id, self.cfg.bootstrap, why, delays.attempt, delay,
-                        f"{limit:g}s" if limit > 0 else "never")
+            log.warning(
+                "[node=%s] cannot reach the bootstrap at %s to register (%s); attempt %d, "
+                "retrying in %.1fs (giving up after %s: --bootstrap-timeout)",
+                self.node_id,
+                self.cfg.bootstrap,
+                why,
+                delays.attempt,
+                delay,
+                f"{limit:g}s" if limit > 0 else "never",
+            )
             await asyncio.sleep(delay)
 
     async def run(self, ready: asyncio.Future[int] | None = None, *, signals: bool = True) -> int:
@@ -355,40 +486,77 @@ class NodeDaemon:
         self.ledger = Ledger(self.cfg.ledger, self.node_id)
         self.ledger.record_budget(self.cfg.budget_epsilon, self.cfg.budget_delta)
         if self.cfg.seed is not None:
-            log.warning("[node=%s] %s: --seed makes the private RNG a seeded PCG64; noise and next "
-                        "hops are predictable (tests only); every job's ledger, privacy report "
-                        "and result say so", self.node_id, NOT_PRIVATE)
+            log.warning(
+                "[node=%s] %s: --seed makes the private RNG a seeded PCG64; noise and next "
+                "hops are predictable (tests only); every job's ledger, privacy report "
+                "and result say so",
+                self.node_id,
+                NOT_PRIVATE,
+            )
         started = time.monotonic()
         self.faults = FaultInjector(self.cfg.faults, clock=lambda: time.monotonic() - started)
         if self.cfg.faults.active:
-            log.warning("[node=%s] fault injection on: %s", self.node_id, self.cfg.faults.describe())
+            log.warning(
+                "[node=%s] fault injection on: %s", self.node_id, self.cfg.faults.describe()
+            )
             if self.cfg.faults.crash_after_s is not None:
                 loop.call_later(self.cfg.faults.crash_after_s, self._crash_after)
         # no fault flags: no fault checks on the message path at all
         faults = self.faults if self.cfg.faults.active else None
-        self.transport = GrpcTransport(self.identity, faults=faults, on_fault=self._record_fault,
-                                       backoff=Backoff(give_up_after=self.cfg.peer_timeout))
-        budget = (Budget(self.cfg.budget_epsilon, self.cfg.budget_delta)
-                  if self.cfg.budget_epsilon is not None else None)
-        self.runtime = NodeRuntime(self.node_id, self.ledger, self.transport, data=self.data,
-                                   budget=budget, rng_factory=self._rng,
-                                   job_fetcher=self._fetch_job, on_finished=self._on_finished,
-                                   faults=faults, job_deadline=self.cfg.job_deadline,
-                                   join_pending=True)
-        policy = AccessPolicy(is_revoked=lambda s: self.revocations.is_revoked(s),
-                              owner=f"node={self.node_id}")
-        service = PeerService(self.node_id, self.runtime.handle, self._status, policy,
-                              gate=faults.blocked if faults is not None else None)
-        server, self.port = await start_server(self.identity, self.cfg.listen,
-                                               lambda srv: srv.add_generic_rpc_handlers(
-                                                   (service.generic_handler(),)))
+        self.transport = GrpcTransport(
+            self.identity,
+            faults=faults,
+            on_fault=self._record_fault,
+            backoff=Backoff(give_up_after=self.cfg.peer_timeout),
+        )
+        budget = (
+            Budget(self.cfg.budget_epsilon, self.cfg.budget_delta)
+            if self.cfg.budget_epsilon is not None
+            else None
+        )
+        self.runtime = NodeRuntime(
+            self.node_id,
+            self.ledger,
+            self.transport,
+            data=self.data,
+            budget=budget,
+            rng_factory=self._rng,
+            job_fetcher=self._fetch_job,
+            on_finished=self._on_finished,
+            faults=faults,
+            job_deadline=self.cfg.job_deadline,
+            join_pending=True,
+        )
+        policy = AccessPolicy(
+            is_revoked=lambda s: self.revocations.is_revoked(s), owner=f"node={self.node_id}"
+        )
+        service = PeerService(
+            self.node_id,
+            self.runtime.handle,
+            self._status,
+            policy,
+            gate=faults.blocked if faults is not None else None,
+        )
+        server, self.port = await start_server(
+            self.identity,
+            self.cfg.listen,
+            lambda srv: srv.add_generic_rpc_handlers((service.generic_handler(),)),
+        )
         host = self.cfg.listen.rsplit(":", 1)[0]
         advertise = self.cfg.advertise or f"{host}:{self.port}"
-        log.info("[node=%s] serving mTLS on %s (advertised %s), ledger %s", self.node_id,
-                 self.cfg.listen.rsplit(":", 1)[0] + f":{self.port}", advertise, self.ledger.path)
-        self.bootstrap = BootstrapClient(self.cfg.bootstrap, self.identity,
-                                         backoff=Backoff(give_up_after=0),
-                                         on_retry=self._log_retry)
+        log.info(
+            "[node=%s] serving mTLS on %s (advertised %s), ledger %s",
+            self.node_id,
+            self.cfg.listen.rsplit(":", 1)[0] + f":{self.port}",
+            advertise,
+            self.ledger.path,
+        )
+        self.bootstrap = BootstrapClient(
+            self.cfg.bootstrap,
+            self.identity,
+            backoff=Backoff(give_up_after=0),
+            on_retry=self._log_retry,
+        )
         try:
             reg = asyncio.ensure_future(self._register(advertise))
             stop = asyncio.ensure_future(self.stop_event.wait())
@@ -400,14 +568,20 @@ class NodeDaemon:
                     log.error("[node=%s] %s; stopping", self.node_id, e)
                     raise
                 except grpc.aio.AioRpcError as e:
-                    if e.code() in (grpc.StatusCode.PERMISSION_DENIED,
-                                    grpc.StatusCode.UNAUTHENTICATED):
-                        raise SecurityError(f"the bootstrap refused to register {self.node_id}: "
-                                            f"{e.details()}") from e
+                    if e.code() in (
+                        grpc.StatusCode.PERMISSION_DENIED,
+                        grpc.StatusCode.UNAUTHENTICATED,
+                    ):
+                        raise SecurityError(
+                            f"the bootstrap refused to register {self.node_id}: {e.details()}"
+                        ) from e
                     raise
                 self._set_join_rule(registered)
-                log.info("[node=%s] registered with the bootstrap at %s", self.node_id,
-                         self.cfg.bootstrap)
+                log.info(
+                    "[node=%s] registered with the bootstrap at %s",
+                    self.node_id,
+                    self.cfg.bootstrap,
+                )
                 if ready is not None and not ready.done():
                     ready.set_result(self.port)
                 await self._poll()

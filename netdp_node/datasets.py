@@ -42,14 +42,22 @@ class Split:
         """Users i = 0..n−1 get training rows [m·i, m·i + m) (spec §5.3), as flat rows of
         features then label, the layout `netdp node --data` files use for walk-sgd."""
         if n * m > len(self.y_train):
-            raise ConfigError(f"{n} users × {m} points need {n * m} training rows; "
-                              f"{self.source} has {len(self.y_train)}")
-        return [np.hstack([self.X_train[m * i:m * i + m],
-                           self.y_train[m * i:m * i + m, None]]).reshape(-1) for i in range(n)]
+            raise ConfigError(
+                f"{n} users × {m} points need {n * m} training rows; "
+                f"{self.source} has {len(self.y_train)}"
+            )
+        return [
+            np.hstack(
+                [self.X_train[m * i : m * i + m], self.y_train[m * i : m * i + m, None]]
+            ).reshape(-1)
+            for i in range(n)
+        ]
 
     def user_arrays(self, n: int, m: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """The same users as `per_user`, as (features, labels) pairs."""
-        return [(self.X_train[m * i:m * i + m], self.y_train[m * i:m * i + m]) for i in range(n)]
+        return [
+            (self.X_train[m * i : m * i + m], self.y_train[m * i : m * i + m]) for i in range(n)
+        ]
 
 
 def data_dirs(flag: str | None = None) -> list[Path]:
@@ -84,8 +92,9 @@ def download_housing(dest_dir: str | Path) -> Path:
         content = f.read()
     digest = hashlib.sha256(content).hexdigest()
     if digest != HOUSING_SHA256:
-        raise ConfigError(f"downloaded {HOUSING_FILE} has sha256 {digest}, expected "
-                          f"{HOUSING_SHA256}")
+        raise ConfigError(
+            f"downloaded {HOUSING_FILE} has sha256 {digest}, expected {HOUSING_SHA256}"
+        )
     (dest / HOUSING_FILE).write_bytes(content)
     return dest / HOUSING_FILE
 
@@ -116,15 +125,15 @@ def load_housing(flag: str | None = None, seed: int = 42) -> Split:
     if path is None:
         raise ConfigError(
             f"{HOUSING_FILE} not found in {', '.join(str(d) for d in data_dirs(flag))}; pass "
-            "--data-dir, set NETDP_DATA_DIR, or download it (netdp_node.datasets.download_housing)")
+            "--data-dir, set NETDP_DATA_DIR, or download it (netdp_node.datasets.download_housing)"
+        )
     raw = np.loadtxt(path, delimiter=",")
     if raw.ndim != 2 or raw.shape[1] != 9:
         raise ConfigError(f"{path} should have 9 comma-separated columns, has shape {raw.shape}")
     return preprocess(raw, str(path), seed)
 
 
-def learning_split(n_users: int, points: int, seed: int = 0,
-                   data_dir: str | None = None) -> Split:
+def learning_split(n_users: int, points: int, seed: int = 0, data_dir: str | None = None) -> Split:
     """The data of an SGD job or experiment: the housing split when the file is found and has
     `points` training rows for each of `n_users` users, else synthetic data of the same layout (and
     the Split says which, in `source`)."""

@@ -77,8 +77,10 @@ async def _progress(channels: dict[str, grpc.aio.Channel], job_id: str) -> tuple
                 )(peer_pb2.StatusRequest(), timeout=5)
             except grpc.aio.AioRpcError:
                 return 0, 0
-        return (sum(j.progress for j in reply.jobs if j.job_id == job_id),
-                sum(j.expected for j in reply.jobs if j.job_id == job_id))
+        return (
+            sum(j.progress for j in reply.jobs if j.job_id == job_id),
+            sum(j.expected for j in reply.jobs if j.job_id == job_id),
+        )
 
     got = await asyncio.gather(*(one(ch) for ch in channels.values()))
     return sum(g[0] for g in got), sum(g[1] for g in got)
@@ -91,8 +93,16 @@ def _bar(done: int, total: int, width: int = 30) -> str:
     return "[" + "#" * int(frac * width) + "." * (width - int(frac * width)) + f"] {done}/{total}"
 
 
-ALGORITHMS = ("ring-sum", "walk-sum", "walk-histogram", "walk-sgd", "rw-sgd", "inca",
-              "muffliato", "muffliato-random")
+ALGORITHMS = (
+    "ring-sum",
+    "walk-sum",
+    "walk-histogram",
+    "walk-sgd",
+    "rw-sgd",
+    "inca",
+    "muffliato",
+    "muffliato-random",
+)
 
 
 @dataclass
@@ -104,7 +114,9 @@ class DemoData:
     split: Any = None  # walk-sgd: the train/test split (test accuracy, baselines)
 
 
-def _write_data(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray | None) -> DemoData:
+def _write_data(
+    a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray | None
+) -> DemoData:
     out: dict[str, np.ndarray] = {}
     split = None
     rng = np.random.default_rng(a.seed)
@@ -130,8 +142,12 @@ def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
     if a.algorithm.startswith("muffliato"):
         # a ring (hypercube when n is a power of two); σ for a mean loss (eq. 7) of ε at δ
         graph = "hypercube" if n & (n - 1) == 0 and n >= 4 else "ring"
-        params: dict[str, Any] = {"graph": graph, "clip": a.clip, "delta": a.delta,
-                  "epsilon": 1.0 if a.epsilon is None else a.epsilon}
+        params: dict[str, Any] = {
+            "graph": graph,
+            "clip": a.clip,
+            "delta": a.delta,
+            "epsilon": 1.0 if a.epsilon is None else a.epsilon,
+        }
         if a.algorithm == "muffliato" and a.steps:
             params["T"] = a.steps
         if a.algorithm == "muffliato-random":
@@ -139,14 +155,27 @@ def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
         return params
     if a.algorithm == "ring-sum":
         eps = 0.5 if a.epsilon is None else a.epsilon
-        return {"rounds": a.rounds, "epsilon": eps, "delta": a.delta, "clip": a.clip,
-                "delta_prime": a.delta}
+        return {
+            "rounds": a.rounds,
+            "epsilon": eps,
+            "delta": a.delta,
+            "clip": a.clip,
+            "delta_prime": a.delta,
+        }
     if a.algorithm == "inca":
         # σ_Δ is calibrated for the dropouts the flags will cause: --leave parties leave for
         # good, --miss parties are offline about a third of the time (2·round_s every 6·round_s)
-        params = {"T": a.steps or 10, "k": a.k, "scheme": a.scheme, "threat": a.threat,
-                  "delta": a.delta, "hi": a.clip, "round_s": a.round_s, "expect_leave": a.leave,
-                  "expect_miss": a.miss / 3}
+        params = {
+            "T": a.steps or 10,
+            "k": a.k,
+            "scheme": a.scheme,
+            "threat": a.threat,
+            "delta": a.delta,
+            "hi": a.clip,
+            "round_s": a.round_s,
+            "expect_leave": a.leave,
+            "expect_miss": a.miss / 3,
+        }
         if a.epsilon is not None:
             params["epsilon"] = a.epsilon
         return params
@@ -167,42 +196,63 @@ def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
 def _describe(algorithm: str, p: dict[str, Any], topology: str = "exponential") -> str:
     """The submitted job, from the parameters the bootstrap validated and calibrated."""
     if algorithm.startswith("muffliato"):
-        rounds = (f"T={p['T']} rounds{' (Chebyshev)' if p.get('accelerated') else ''}"
-                  if "T" in p else f"{p['duration_s']:g} s of Poisson clocks")
-        return (f"{algorithm} gossip averaging on a {p['graph']}, {rounds}, σ={p['sigma']:.4g} "
-                f"(mean loss ε={p.get('epsilon', 0):g} at δ={p['delta']:g})")
+        rounds = (
+            f"T={p['T']} rounds{' (Chebyshev)' if p.get('accelerated') else ''}"
+            if "T" in p
+            else f"{p['duration_s']:g} s of Poisson clocks"
+        )
+        return (
+            f"{algorithm} gossip averaging on a {p['graph']}, {rounds}, σ={p['sigma']:.4g} "
+            f"(mean loss ε={p.get('epsilon', 0):g} at δ={p['delta']:g})"
+        )
     if algorithm == "ring-sum":
-        return (f"ring sum, K={p['rounds']} rounds, per-window ε={p['epsilon']}, "
-                f"δ={p['delta']}")
+        return f"ring sum, K={p['rounds']} rounds, per-window ε={p['epsilon']}, δ={p['delta']}"
     if algorithm == "inca":
-        return (f"IncA mean, T={p['T']} iterations, k={p['k']}, scheme {p['scheme']}, target "
-                f"ε={p['epsilon']:g} at δ={p['delta']} against {p['threat']}, σ_η="
-                f"{p['sigma_eta']:.3g}, σ_Δ={p['sigma_delta']:.3g} ({p['sigma_delta_source']})")
+        return (
+            f"IncA mean, T={p['T']} iterations, k={p['k']}, scheme {p['scheme']}, target "
+            f"ε={p['epsilon']:g} at δ={p['delta']} against {p['threat']}, σ_η="
+            f"{p['sigma_eta']:.3g}, σ_Δ={p['sigma_delta']:.3g} ({p['sigma_delta_source']})"
+        )
     where = f"the {topology} graph" if algorithm == "rw-sgd" else "the complete graph"
-    return (f"{algorithm} on {where}, T={p['T']} steps, target ε={p['epsilon']:g} per peer, "
-            f"δ={p['delta']}, {p['regime']} regime")
+    return (
+        f"{algorithm} on {where}, T={p['T']} steps, target ε={p['epsilon']:g} per peer, "
+        f"δ={p['delta']}, {p['regime']} regime"
+    )
 
 
-async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray | None
-               ) -> dict[str, Any]:
+async def _run(
+    a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray | None
+) -> dict[str, Any]:
     t0 = time.monotonic()
     data = _write_data(a, cluster, values)
-    seeds = ({nid: a.seed * 1000 + i for i, nid in enumerate(cluster.ids)}
-             if a.seed is not None else {})
+    seeds = (
+        {nid: a.seed * 1000 + i for i, nid in enumerate(cluster.ids)} if a.seed is not None else {}
+    )
     faults = inca_fault_plan(a, cluster.ids) if a.algorithm == "inca" else {}
     workers = a.workers
     if workers:
         alone = f" (+{len(faults)} with fault flags, one process each)" if faults else ""
-        _say(f"starting a bootstrap and {cluster.n} nodes in {min(workers, cluster.n)} host "
-             f"process(es){alone} on 127.0.0.1 (work directory {cluster.workdir})")
+        _say(
+            f"starting a bootstrap and {cluster.n} nodes in {min(workers, cluster.n)} host "
+            f"process(es){alone} on 127.0.0.1 (work directory {cluster.workdir})"
+        )
     else:
-        _say(f"starting a bootstrap and {cluster.n} node processes on 127.0.0.1 "
-             f"(work directory {cluster.workdir})")
+        _say(
+            f"starting a bootstrap and {cluster.n} node processes on 127.0.0.1 "
+            f"(work directory {cluster.workdir})"
+        )
     # start-up is not part of --timeout: its waits fail only when the processes stop progressing
     # the nodes give up on the job a minute after the demo would (their default, 600 s, is too
     # short for 10,000 walk steps on a loaded machine)
-    cluster.start(data=data.files, extra=faults, timeout=a.timeout, workers=workers, seeds=seeds,
-                  wait=False, common=["--job-deadline", f"{a.timeout + 60:g}"])
+    cluster.start(
+        data=data.files,
+        extra=faults,
+        timeout=a.timeout,
+        workers=workers,
+        seeds=seeds,
+        wait=False,
+        common=["--job-deadline", f"{a.timeout + 60:g}"],
+    )
     shown = [0.0]
 
     def registered(k: int, n: int) -> None:
@@ -217,15 +267,22 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
     startup = time.monotonic() - t0
     client = BootstrapClient(cluster.bootstrap_address, cluster.operator)
     op = cluster.operator
-    channels = {nid: secure_channel(cluster.address(nid), op, peer_name(nid))
-                for nid in cluster.ids}
+    channels = {
+        nid: secure_channel(cluster.address(nid), op, peer_name(nid)) for nid in cluster.ids
+    }
     try:
-        job = await client.submit(a.algorithm, _job_params(a, cluster.n),
-                                  participants=cluster.ids, seed=a.seed or 0,
-                                  topology=getattr(a, "topology", "") or "")
+        job = await client.submit(
+            a.algorithm,
+            _job_params(a, cluster.n),
+            participants=cluster.ids,
+            seed=a.seed or 0,
+            topology=getattr(a, "topology", "") or "",
+        )
         graph = getattr(a, "topology", "") or "exponential"
-        _say(f"submitted job {job.job_id}: "
-             f"{_describe(a.algorithm, json.loads(job.params_json), graph)}")
+        _say(
+            f"submitted job {job.job_id}: "
+            f"{_describe(a.algorithm, json.loads(job.params_json), graph)}"
+        )
         t_job = time.monotonic()
         deadline = t_job + a.timeout
         last = ""
@@ -247,8 +304,9 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
                     _say(f"  progress {line} ({time.monotonic() - t_job:.0f} s)")
                     last = line
             if time.monotonic() > deadline:
-                raise TimeoutError(f"job {job.job_id} did not finish in {a.timeout:g}s after "
-                                   "start-up")
+                raise TimeoutError(
+                    f"job {job.job_id} did not finish in {a.timeout:g}s after start-up"
+                )
             await asyncio.sleep(0.2 if cluster.n <= 64 else 0.5)
         elapsed = time.monotonic() - t_job
     finally:
@@ -262,11 +320,19 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
     for nid in cluster.ids:
         rep = ledger_report(cluster.ledger(nid), delta_target=1e-5, job_id=job.job_id)
         j = rep["jobs"][0]
-        privacy.append({"node": nid, "epsilon": j["epsilon"], "delta": j["delta"],
-                        "contributed": j["contributed"], "contributions": j["contributions"],
-                        "peers": j["peers"], "baselines": j["baselines"],
-                        "seeded_rng": j["seeded_rng"],
-                        **({"incoming": j["incoming"]} if "incoming" in j else {})})
+        privacy.append(
+            {
+                "node": nid,
+                "epsilon": j["epsilon"],
+                "delta": j["delta"],
+                "contributed": j["contributed"],
+                "contributions": j["contributions"],
+                "peers": j["peers"],
+                "baselines": j["baselines"],
+                "seeded_rng": j["seeded_rng"],
+                **({"incoming": j["incoming"]} if "incoming" in j else {}),
+            }
+        )
     seeded = sorted(set(summary["seeded_rng"]) | {r["node"] for r in privacy if r["seeded_rng"]})
     res: dict[str, Any] = {
         "algorithm": a.algorithm,
@@ -294,8 +360,7 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
     elif a.algorithm == "inca":
         res.update(_inca_outcome(cluster, job.job_id, data, faults, privacy))
     elif a.algorithm.startswith("muffliato"):
-        res.update(_gossip_outcome(a, cluster, job.job_id, summary, spec_params, data,
-                                   privacy))
+        res.update(_gossip_outcome(a, cluster, job.job_id, summary, spec_params, data, privacy))
     else:  # walk-sgd, rw-sgd
         res.update(_walk_sgd_outcome(a, cluster.n, spec_params, data, value))
     return res
@@ -303,12 +368,25 @@ async def _run(a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray 
 
 def inca_fault_plan(a: argparse.Namespace, ids: list[str]) -> dict[str, list[str]]:
     """Node fault flags for `--leave` / `--miss` (`faults.inca_dropout_flags`), seeded by --seed."""
-    return inca_dropout_flags(ids, leave=a.leave, miss=a.miss, seed=a.seed or 0, T=a.steps or 10,
-                              k=a.k, round_s=a.round_s, horizon=a.timeout + 60)
+    return inca_dropout_flags(
+        ids,
+        leave=a.leave,
+        miss=a.miss,
+        seed=a.seed or 0,
+        T=a.steps or 10,
+        k=a.k,
+        round_s=a.round_s,
+        horizon=a.timeout + 60,
+    )
 
 
-def _inca_outcome(cluster: LocalCluster, job_id: str, data: DemoData,
-                  faults: dict[str, list[str]], privacy: list[dict[str, Any]]) -> dict[str, Any]:
+def _inca_outcome(
+    cluster: LocalCluster,
+    job_id: str,
+    data: DemoData,
+    faults: dict[str, list[str]],
+    privacy: list[dict[str, Any]],
+) -> dict[str, Any]:
     """The result the stayers released (read from their ledgers), the true mean, the central-DP
     error at the privacy the execution achieved, the share check (Eq. 8) over the merged ledgers,
     and what the leavers took away (`inca_audit.estimate_terms`)."""
@@ -330,77 +408,136 @@ def _inca_outcome(cluster: LocalCluster, job_id: str, data: DemoData,
     finals = set(info["final"])
     # the audit of this execution against sampled adversaries (labelled, not a guarantee: the
     # guarantee the nodes report is the local-DP level of η, inca.md §2)
-    stayer_eps = [row["baselines"][INCA_AUDIT]["epsilon"] for row in privacy
-                  if row["node"] in finals and INCA_AUDIT in row["baselines"]]
+    stayer_eps = [
+        row["baselines"][INCA_AUDIT]["epsilon"]
+        for row in privacy
+        if row["node"] in finals and INCA_AUDIT in row["baselines"]
+    ]
     eps_exec = max(stayer_eps) if stayer_eps else float("nan")
     shares = audit.check_inca_shares(nodes)
     leavers = sorted(nid for nid, f in faults.items() if "--fault-leave-at-step" in f)
     missers = sorted(nid for nid, f in faults.items() if "--fault-offline" in f)
-    agree = all(np.allclose(results[nid]["value"], est, atol=1e-12) for nid in results
-                if set(results[nid]["info"]["final"]) == finals)
+    agree = all(
+        np.allclose(results[nid]["value"], est, atol=1e-12)
+        for nid in results
+        if set(results[nid]["info"]["final"]) == finals
+    )
     return {
-        "estimate": est.tolist(), "truth": truth.tolist(),
+        "estimate": est.tolist(),
+        "truth": truth.tolist(),
         # what Σy/Σω estimates without noise: the values weighted by their share in the finals
-        "truth_weighted": (terms["c_u"] @ np.stack([np.clip(data.values[nid], lo, hi)
-                                                    for nid in cluster.ids]) / w).tolist(),
-        "abs_error": float(np.abs(est - truth).max()), "final": sorted(finals),
-        "missing": info["missing"], "lost_messages": info["lost"], "stayers_agree": agree,
-        "leavers": leavers, "missers": missers,
-        "missed_iterations": {nid: int((~ex.online[:, cluster.ids.index(nid)]).sum())
-                              for nid in missers},
-        "epsilon_execution": eps_exec, "epsilon_target": float(p["epsilon"]),
+        "truth_weighted": (
+            terms["c_u"] @ np.stack([np.clip(data.values[nid], lo, hi) for nid in cluster.ids]) / w
+        ).tolist(),
+        "abs_error": float(np.abs(est - truth).max()),
+        "final": sorted(finals),
+        "missing": info["missing"],
+        "lost_messages": info["lost"],
+        "stayers_agree": agree,
+        "leavers": leavers,
+        "missers": missers,
+        "missed_iterations": {
+            nid: int((~ex.online[:, cluster.ids.index(nid)]).sum()) for nid in missers
+        },
+        "epsilon_execution": eps_exec,
+        "epsilon_target": float(p["epsilon"]),
         "central_dp_std": central_dp_std(eps_exec, float(p["delta"]), float(p["sensitivity"]), n)
-        if stayer_eps else None,
-        "central_dp_std_target": central_dp_std(float(p["epsilon"]), float(p["delta"]),
-                                                float(p["sensitivity"]), n),
+        if stayer_eps
+        else None,
+        "central_dp_std_target": central_dp_std(
+            float(p["epsilon"]), float(p["delta"]), float(p["sensitivity"]), n
+        ),
         "std_from_eta": float(p["sigma_eta"]) * float(np.linalg.norm(terms["c_u"])) / w,
         "uncancelled_noise_std": drop["uncancelled_noise_std"],
         "uncancelled_terms": int(np.count_nonzero(np.abs(terms["c_delta"]) > 1e-12)),
         "value_share_released": drop["value_share_released"],
-        "values_lost": float(n - terms["c_u"].sum()), "sum_omega": info["sum_omega"],
-        "shares_ok": shares.ok, "shares_details": shares.details,
-        "sigma_eta": float(p["sigma_eta"]), "sigma_delta": float(p["sigma_delta"]),
-        "T": int(p["T"]), "k": int(p["k"]), "threat": p["threat"],
+        "values_lost": float(n - terms["c_u"].sum()),
+        "sum_omega": info["sum_omega"],
+        "shares_ok": shares.ok,
+        "shares_details": shares.details,
+        "sigma_eta": float(p["sigma_eta"]),
+        "sigma_delta": float(p["sigma_delta"]),
+        "T": int(p["T"]),
+        "k": int(p["k"]),
+        "threat": p["threat"],
     }
 
 
-def _ring_outcome(a: argparse.Namespace, cluster: LocalCluster, summary: dict[str, Any],
-                  p: dict[str, Any], data: DemoData, value: np.ndarray) -> dict[str, Any]:
+def _ring_outcome(
+    a: argparse.Namespace,
+    cluster: LocalCluster,
+    summary: dict[str, Any],
+    p: dict[str, Any],
+    data: DemoData,
+    value: np.ndarray,
+) -> dict[str, Any]:
     util = ring_sum_utility({"participants": summary["participants"], "params": p})
     contributors = set(summary["contributors"])
     clipped = {nid: float(np.clip(v[0], -a.clip, a.clip)) for nid, v in data.values.items()}
     truth = sum(clipped[n] for n in cluster.ids if n in contributors)
     estimate = float(value[0])
-    return {"rounds": a.rounds, "epsilon_per_window": p["epsilon"], "delta_per_window": a.delta,
-            "sigma": p["sigma"], "estimate": estimate, "truth": truth,
-            "abs_error": abs(estimate - truth), "netdp_std": util["netdp_std"],
-            "ldp_std": util["ldp_std"], "noise_additions": int(util["noise_additions"])}
+    return {
+        "rounds": a.rounds,
+        "epsilon_per_window": p["epsilon"],
+        "delta_per_window": a.delta,
+        "sigma": p["sigma"],
+        "estimate": estimate,
+        "truth": truth,
+        "abs_error": abs(estimate - truth),
+        "netdp_std": util["netdp_std"],
+        "ldp_std": util["ldp_std"],
+        "noise_additions": int(util["noise_additions"]),
+    }
 
 
-def _walk_sum_outcome(a: argparse.Namespace, summary: dict[str, Any], p: dict[str, Any],
-                      data: DemoData, value: np.ndarray) -> dict[str, Any]:
+def _walk_sum_outcome(
+    a: argparse.Namespace,
+    summary: dict[str, Any],
+    p: dict[str, Any],
+    data: DemoData,
+    value: np.ndarray,
+) -> dict[str, Any]:
     counts = summary["contributions"]
-    truth = sum(counts.get(nid, 0) * float(np.clip(v[0], -a.clip, a.clip))
-                for nid, v in data.values.items())
+    truth = sum(
+        counts.get(nid, 0) * float(np.clip(v[0], -a.clip, a.clip)) for nid, v in data.values.items()
+    )
     steps = int(p["T"])
     sigma_ldp = ldp_sum_sigma(p, prospective_count(p, len(data.values)))
-    return {"sigma": p["sigma"], "epsilon0": p["epsilon0"], "estimate": float(value[0]),
-            "truth": truth, "abs_error": abs(float(value[0]) - truth),
-            "netdp_std": steps ** 0.5 * p["sigma"], "ldp_std": steps ** 0.5 * sigma_ldp,
-            "steps": steps}
+    return {
+        "sigma": p["sigma"],
+        "epsilon0": p["epsilon0"],
+        "estimate": float(value[0]),
+        "truth": truth,
+        "abs_error": abs(float(value[0]) - truth),
+        "netdp_std": steps**0.5 * p["sigma"],
+        "ldp_std": steps**0.5 * sigma_ldp,
+        "steps": steps,
+    }
 
 
-def _gossip_outcome(a: argparse.Namespace, cluster: LocalCluster, job_id: str,
-                    summary: dict[str, Any], p: dict[str, Any], data: DemoData,
-                    privacy: list[dict[str, Any]]) -> dict[str, Any]:
+def _gossip_outcome(
+    a: argparse.Namespace,
+    cluster: LocalCluster,
+    job_id: str,
+    summary: dict[str, Any],
+    p: dict[str, Any],
+    data: DemoData,
+    privacy: list[dict[str, Any]],
+) -> dict[str, Any]:
     """Every node's estimate against the true mean of the contributors' clipped values, and the
     noise std of the mean beside local DP and a trusted curator for the guarantee the nodes
     report (the worst pair; spec §1.1 baselines). The estimates are private to each node (never
     reported to the bootstrap): the demo, which runs every node, reads them from their ledgers."""
     n = len(summary["participants"])
     contributors = set(summary["contributors"])
-    truth = sum(float(np.clip(v[0], -a.clip, a.clip)) for nid, v in data.values.items()
-                if nid in contributors) / n
+    truth = (
+        sum(
+            float(np.clip(v[0], -a.clip, a.clip))
+            for nid, v in data.values.items()
+            if nid in contributors
+        )
+        / n
+    )
     est = {}
     for nid in cluster.ids:
         led = Ledger.open_readonly(cluster.ledger(nid))
@@ -412,11 +549,16 @@ def _gossip_outcome(a: argparse.Namespace, cluster: LocalCluster, job_id: str,
             est[nid] = float(row.result["value"][0])
     err = {k: abs(v - truth) for k, v in est.items()}
     worst = max((row["epsilon"] for row in privacy), default=0.0)
-    out: dict[str, Any] = {"sigma": p["sigma"], "truth": truth, "estimates": est,
-                           "estimate": float(np.mean(list(est.values()))),
-                           "abs_error_max": max(err.values()), "abs_error_mean":
-                           float(np.mean(list(err.values()))),
-                           "netdp_std": p["sigma"] / np.sqrt(n), "guarantee_epsilon": worst}
+    out: dict[str, Any] = {
+        "sigma": p["sigma"],
+        "truth": truth,
+        "estimates": est,
+        "estimate": float(np.mean(list(est.values()))),
+        "abs_error_max": max(err.values()),
+        "abs_error_mean": float(np.mean(list(err.values()))),
+        "netdp_std": p["sigma"] / np.sqrt(n),
+        "guarantee_epsilon": worst,
+    }
     if worst > 0:
         s_ldp = ldp_sigma(worst, p["delta"], p["sensitivity"], 1)
         out["ldp_std"] = s_ldp / np.sqrt(n)  # everyone publishes x + N(0, σ²), average
@@ -424,18 +566,23 @@ def _gossip_outcome(a: argparse.Namespace, cluster: LocalCluster, job_id: str,
     return out
 
 
-def _walk_histogram_outcome(summary: dict[str, Any], data: DemoData,
-                            value: np.ndarray) -> dict[str, Any]:
+def _walk_histogram_outcome(
+    summary: dict[str, Any], data: DemoData, value: np.ndarray
+) -> dict[str, Any]:
     counts = summary["contributions"]
     truth = np.zeros(len(value))
     for nid, v in data.values.items():
         truth[int(v[0])] += counts.get(nid, 0)
-    return {"estimate": value.tolist(), "truth": truth.tolist(),
-            "abs_error": float(np.abs(value - truth).max())}
+    return {
+        "estimate": value.tolist(),
+        "truth": truth.tolist(),
+        "abs_error": float(np.abs(value - truth).max()),
+    }
 
 
-def _walk_sgd_outcome(a: argparse.Namespace, n: int, p: dict[str, Any], data: DemoData,
-                      value: np.ndarray) -> dict[str, Any]:
+def _walk_sgd_outcome(
+    a: argparse.Namespace, n: int, p: dict[str, Any], data: DemoData, value: np.ndarray
+) -> dict[str, Any]:
     split = data.split
     users = split.user_arrays(n, a.points)
     acc = logistic_accuracy(value, split.X_test, split.y_test)
@@ -445,21 +592,41 @@ def _walk_sgd_outcome(a: argparse.Namespace, n: int, p: dict[str, Any], data: De
     base = {}
     by_mode: tuple[tuple[Mode, float], ...] = (("local", sig_loc), ("central", sig_cen))
     for mode, sig in by_mode:
-        accs = [logistic_accuracy(sgd_walk(users, T, sig, p["eta"], lip, mode,
-                                           np.random.default_rng([a.seed or 0, r]),
-                                           cap=p["cap"], per_example=True).w,
-                                  split.X_test, split.y_test)
-                for r in range(5)]
+        accs = [
+            logistic_accuracy(
+                sgd_walk(
+                    users,
+                    T,
+                    sig,
+                    p["eta"],
+                    lip,
+                    mode,
+                    np.random.default_rng([a.seed or 0, r]),
+                    cap=p["cap"],
+                    per_example=True,
+                ).w,
+                split.X_test,
+                split.y_test,
+            )
+            for r in range(5)
+        ]
         base[mode] = {"sigma": sig, "test_accuracy": float(np.mean(accs))}
-    return {"sigma": p["sigma"], "test_accuracy": acc, "data": split.source,
-            "baselines": base, "model": value.tolist()}
+    return {
+        "sigma": p["sigma"],
+        "test_accuracy": acc,
+        "data": split.source,
+        "baselines": base,
+        "model": value.tolist(),
+    }
 
 
 def render(res: dict[str, Any]) -> str:
     lines = [""]
     alg = res["algorithm"]
-    head = (f"(job {res['job_id']}: {res['elapsed_s']:.2f} s after {res['startup_s']:.1f} s of "
-            "start-up)")
+    head = (
+        f"(job {res['job_id']}: {res['elapsed_s']:.2f} s after {res['startup_s']:.1f} s of "
+        "start-up)"
+    )
     if alg == "ring-sum":
         lines += [
             f"private ring sum over {res['nodes']} {_where(res)}, {res['rounds']} rounds {head}",
@@ -484,9 +651,11 @@ def render(res: dict[str, Any]) -> str:
             f"({res['ldp_std'] / res['netdp_std']:.2f}x)",
         ]
         if res["ldp_std"] <= res["netdp_std"] * 1.001:
-            lines.append("  (with this few nodes the walk amplifies less than the exact local-DP "
-                         "composition gains; the accountant uses the better bound, so the walk "
-                         "needs as much noise as local DP; try `netdp simulate --nodes 2048`)")
+            lines.append(
+                "  (with this few nodes the walk amplifies less than the exact local-DP "
+                "composition gains; the accountant uses the better bound, so the walk "
+                "needs as much noise as local DP; try `netdp simulate --nodes 2048`)"
+            )
     elif alg.startswith("muffliato"):
         lines += [
             f"private gossip averaging ({alg}) over {res['nodes']} {_where(res)} {head}",
@@ -499,20 +668,31 @@ def render(res: dict[str, Any]) -> str:
             lines.append(
                 f"  noise std of the mean: netdp {res['netdp_std']:.4f}  vs  local DP "
                 f"{res['ldp_std']:.4f} and a trusted curator {res['central_std']:.4f} for the "
-                f"guarantee the nodes report (worst pair ε={res['guarantee_epsilon']:.3g})")
+                f"guarantee the nodes report (worst pair ε={res['guarantee_epsilon']:.3g})"
+            )
             if res["ldp_std"] <= res["netdp_std"] * 1.001:
-                lines.append("  (with this few nodes every node can solve its view for the others' "
-                             "noisy values: no gain over local DP; try `netdp simulate "
-                             "--algorithm muffliato --nodes 1024 --param graph=hypercube`)")
-        lines.append("  the guarantee below is the local-DP level of each node's discrete-Gaussian "
-                     "release (proven for the noise sampled)")
-        for key, what in ((JOINT_VIEW, "joint view on the realised schedule"),
-                          (PAPER, "paper bound eq. (6)")):
-            vals = [row["baselines"][key]["epsilon"] for row in res["privacy"]
-                    if key in row["baselines"]]
+                lines.append(
+                    "  (with this few nodes every node can solve its view for the others' "
+                    "noisy values: no gain over local DP; try `netdp simulate "
+                    "--algorithm muffliato --nodes 1024 --param graph=hypercube`)"
+                )
+        lines.append(
+            "  the guarantee below is the local-DP level of each node's discrete-Gaussian "
+            "release (proven for the noise sampled)"
+        )
+        for key, what in (
+            (JOINT_VIEW, "joint view on the realised schedule"),
+            (PAPER, "paper bound eq. (6)"),
+        ):
+            vals = [
+                row["baselines"][key]["epsilon"]
+                for row in res["privacy"]
+                if key in row["baselines"]
+            ]
             if vals:
-                lines.append(f"  {what}, worst pair: ε={max(vals):.4g} ({CONTINUOUS}; NOT a "
-                             "guarantee)")
+                lines.append(
+                    f"  {what}, worst pair: ε={max(vals):.4g} ({CONTINUOUS}; NOT a guarantee)"
+                )
     elif alg == "walk-histogram":
         lines += [
             f"private histogram by a token walk over {res['nodes']} {_where(res)} {head}",
@@ -536,12 +716,21 @@ def render(res: dict[str, Any]) -> str:
             f"{res['values_lost']:.2f} of {res['nodes']}",
         ]
         if res["leavers"] or res["missers"]:
-            lines.append(f"  left for good: {', '.join(res['leavers']) or '-'}; dropped out for "
-                         f"a while: " + (", ".join(f"{k} ({v} iterations missed)" for k, v in
-                                                   res["missed_iterations"].items()) or "-"))
+            lines.append(
+                f"  left for good: {', '.join(res['leavers']) or '-'}; dropped out for "
+                f"a while: "
+                + (
+                    ", ".join(
+                        f"{k} ({v} iterations missed)" for k, v in res["missed_iterations"].items()
+                    )
+                    or "-"
+                )
+            )
         verdict = "yes" if res["shares_ok"] else "NO: " + "; ".join(res["shares_details"])
-        lines.append(f"  every party that stayed to the end injected exactly its share (Eq. 8, "
-                     f"merged ledgers): {verdict}")
+        lines.append(
+            f"  every party that stayed to the end injected exactly its share (Eq. 8, "
+            f"merged ledgers): {verdict}"
+        )
     else:
         b = res["baselines"]
         lines += [
@@ -553,29 +742,42 @@ def render(res: dict[str, Any]) -> str:
             "curator)   [baselines: same data, steps and ε, mean of 5 in-process runs]",
         ]
         if alg == "walk-sgd":
-            lines.append("  walk-sgd's amplification (Lemma 1, by iteration) is proven for "
-                         "continuous noise only; netdp charges the local-DP level of each node's "
-                         "discrete-Gaussian releases (so no gain over local DP is claimed)")
-            vals = [row["baselines"][LEMMA1]["epsilon"] for row in res["privacy"]
-                    if LEMMA1 in row["baselines"]]
+            lines.append(
+                "  walk-sgd's amplification (Lemma 1, by iteration) is proven for "
+                "continuous noise only; netdp charges the local-DP level of each node's "
+                "discrete-Gaussian releases (so no gain over local DP is claimed)"
+            )
+            vals = [
+                row["baselines"][LEMMA1]["epsilon"]
+                for row in res["privacy"]
+                if LEMMA1 in row["baselines"]
+            ]
             if vals:
-                lines.append(f"  Lemma 1 figure, worst pair: ε={max(vals):.4g} (continuous-noise "
-                             "analysis; not proven for discrete noise; NOT a guarantee)")
+                lines.append(
+                    f"  Lemma 1 figure, worst pair: ε={max(vals):.4g} (continuous-noise "
+                    "analysis; not proven for discrete noise; NOT a guarantee)"
+                )
     lines += [""]
     if res.get("not_private"):
         lines += wrap(res["not_private"], "")
-    lines += ["privacy each node has incurred towards each other node, from its own ledger"
-              + (f" ({NOT_PRIVATE})" if res.get("not_private") else "") + ":"]
+    lines += [
+        "privacy each node has incurred towards each other node, from its own ledger"
+        + (f" ({NOT_PRIVATE})" if res.get("not_private") else "")
+        + ":"
+    ]
     peers = [p["node"] for p in res["privacy"]]
     w = max(len(x) for x in peers)
     show = peers if len(peers) <= 10 else []
-    lines.append(f"  {'node':<{w}}  {'ε (worst)':>10}  {'δ':>9}  " + "  ".join(
-        f"{p:>{w}}" for p in show))
+    lines.append(
+        f"  {'node':<{w}}  {'ε (worst)':>10}  {'δ':>9}  " + "  ".join(f"{p:>{w}}" for p in show)
+    )
     for row in res["privacy"]:
         eps = {p["peer"]: p["epsilon"] for p in row["peers"]}
         cells = "  ".join(f"{(f'{eps[p]:.3f}' if p in eps else '-'):>{w}}" for p in show)
-        lines.append(f"  {row['node']:<{w}}  {row['epsilon']:>10.4f}  {row['delta']:>9.2g}  {cells}"
-                     + (f"  {NOT_PRIVATE}" if row.get("seeded_rng") else ""))
+        lines.append(
+            f"  {row['node']:<{w}}  {row['epsilon']:>10.4f}  {row['delta']:>9.2g}  {cells}"
+            + (f"  {NOT_PRIVATE}" if row.get("seeded_rng") else "")
+        )
     methods = sorted({p["method"] for row in res["privacy"] for p in row["peers"]})
     lines.append(f"  (method: {'; '.join(methods)}; see `netdp privacy report`)")
     if res.get("threat_model"):
@@ -603,10 +805,22 @@ def default_workers() -> int:
 
 
 #: The demo flag each job parameter comes from (to name it in an error).
-PARAM_FLAGS = {"delta": "--delta", "delta_prime": "--delta", "epsilon": "--epsilon",
-               "rounds": "--rounds", "T": "--steps", "clip": "--clip", "hi": "--clip",
-               "bins": "--bins", "k": "--k", "scheme": "--scheme", "threat": "--threat",
-               "round_s": "--round-s", "expect_leave": "--leave", "expect_miss": "--miss"}
+PARAM_FLAGS = {
+    "delta": "--delta",
+    "delta_prime": "--delta",
+    "epsilon": "--epsilon",
+    "rounds": "--rounds",
+    "T": "--steps",
+    "clip": "--clip",
+    "hi": "--clip",
+    "bins": "--bins",
+    "k": "--k",
+    "scheme": "--scheme",
+    "threat": "--threat",
+    "round_s": "--round-s",
+    "expect_leave": "--leave",
+    "expect_miss": "--miss",
+}
 
 
 def check_args(a: argparse.Namespace) -> dict[str, Any]:
@@ -617,17 +831,20 @@ def check_args(a: argparse.Namespace) -> dict[str, Any]:
     from netdp_node.protocols import get_algorithm  # lazy: start-up cost
 
     if a.algorithm not in ALGORITHMS:
-        raise ConfigError(f"--algorithm must be one of {', '.join(ALGORITHMS)}, not "
-                          f"{a.algorithm!r}")
+        raise ConfigError(
+            f"--algorithm must be one of {', '.join(ALGORITHMS)}, not {a.algorithm!r}"
+        )
     if getattr(a, "workers", None) is None:
         a.workers = default_workers()
     if a.workers < 0:
         raise ConfigError(f"--workers must be >= 0 (0: one process per node), not {a.workers}")
     most = MAX_HOSTED_NODES if a.workers else MAX_PROCESS_NODES
     if not 3 <= a.nodes <= most:
-        raise ConfigError(f"--nodes must be between 3 and {most}"
-                          + ("" if a.workers else " with --workers 0 (one process per node)")
-                          + f", not {a.nodes}")
+        raise ConfigError(
+            f"--nodes must be between 3 and {most}"
+            + ("" if a.workers else " with --workers 0 (one process per node)")
+            + f", not {a.nodes}"
+        )
     if a.rounds < 1:
         raise ConfigError(f"--rounds must be at least 1, not {a.rounds}")
     if a.steps < 0:
@@ -649,17 +866,24 @@ def check_args(a: argparse.Namespace) -> dict[str, Any]:
         from netdp_bootstrap.topology import KINDS  # lazy: start-up cost
 
         if a.topology not in KINDS:
-            raise ConfigError(f"--topology {a.topology!r} is not a kind the bootstrap serves: "
-                              f"{', '.join(KINDS)}")
+            raise ConfigError(
+                f"--topology {a.topology!r} is not a kind the bootstrap serves: {', '.join(KINDS)}"
+            )
     try:
         return get_algorithm(a.algorithm).validate(_job_params(a, a.nodes), a.nodes)
     except (ValueError, KeyError, TypeError) as e:
         text = str(e)
-        flags = sorted({f for k, f in PARAM_FLAGS.items()
-                        if re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", text)})
+        flags = sorted(
+            {
+                f
+                for k, f in PARAM_FLAGS.items()
+                if re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", text)
+            }
+        )
         named = f" (set by {', '.join(flags)})" if flags else ""
-        raise ConfigError(f"the {a.algorithm} job these flags make is invalid: {text}{named}"
-                          ) from None
+        raise ConfigError(
+            f"the {a.algorithm} job these flags make is invalid: {text}{named}"
+        ) from None
 
 
 #: Seconds every process gets to stop after SIGTERM before it is SIGKILLed (it needs its
@@ -675,8 +899,9 @@ def run_demo(a: argparse.Namespace) -> int:
             raise ConfigError("SGD reads the housing data (--data-dir) or makes synthetic data")
         values = load_values(a.data)
         if values.size != a.nodes:
-            raise ConfigError(f"{a.data} holds {values.size} values; --nodes is {a.nodes} "
-                              "(one value per node)")
+            raise ConfigError(
+                f"{a.data} holds {values.size} values; --nodes is {a.nodes} (one value per node)"
+            )
     keep = a.workdir is not None
     workdir = Path(a.workdir) if keep else Path(tempfile.mkdtemp(prefix="netdp-demo-"))
     if keep:
@@ -705,8 +930,10 @@ def run_demo(a: argparse.Namespace) -> int:
         codes = cluster.stop(grace=grace)
         killed = sorted(k for k, v in codes.items() if v == -signal.SIGKILL)
         if killed:  # a healthy process stops well within the grace: never expected
-            _say(f"warning: {', '.join(killed)} did not stop within {grace:g} s of SIGTERM "
-                 f"and had to be killed (SIGKILL); see {workdir / 'logs'}")
+            _say(
+                f"warning: {', '.join(killed)} did not stop within {grace:g} s of SIGTERM "
+                f"and had to be killed (SIGKILL); see {workdir / 'logs'}"
+            )
             keep = True
         bad = {k: v for k, v in codes.items() if v not in (0, None) and k not in killed}
         if bad:

@@ -51,11 +51,19 @@ class FaultPlan:
     def __post_init__(self) -> None:
         if not 0.0 <= self.drop_prob < 1.0:
             raise ConfigError("--fault-drop must be in [0, 1)")
-        if self.delay_ms < 0 or self.jitter_ms < 0 or self.jitter_ms > self.delay_ms + 1e-9 and \
-                self.delay_ms > 0:
-            raise ConfigError("--fault-delay-ms and --fault-jitter-ms must be >= 0, jitter <= delay")
-        for n, v in (("--fault-crash-at-step", self.crash_at_step),
-                     ("--fault-leave-at-step", self.leave_at_step)):
+        if (
+            self.delay_ms < 0
+            or self.jitter_ms < 0
+            or self.jitter_ms > self.delay_ms + 1e-9
+            and self.delay_ms > 0
+        ):
+            raise ConfigError(
+                "--fault-delay-ms and --fault-jitter-ms must be >= 0, jitter <= delay"
+            )
+        for n, v in (
+            ("--fault-crash-at-step", self.crash_at_step),
+            ("--fault-leave-at-step", self.leave_at_step),
+        ):
             if v is not None and v < 1:
                 raise ConfigError(f"{n} must be >= 1")
         if self.crash_after_s is not None and self.crash_after_s < 0:
@@ -92,7 +100,9 @@ def parse_offline(spec: str) -> tuple[float, float]:
             raise ValueError
         return float(start), float(dur)
     except ValueError:
-        raise ConfigError(f"--fault-offline takes START:DURATION in seconds, got {spec!r}") from None
+        raise ConfigError(
+            f"--fault-offline takes START:DURATION in seconds, got {spec!r}"
+        ) from None
 
 
 def plan_from(values: Mapping[str, Any], env: Mapping[str, str] | None = None) -> FaultPlan:
@@ -115,7 +125,8 @@ def plan_from(values: Mapping[str, Any], env: Mapping[str, str] | None = None) -
             raise ConfigError(f"{envname}={raw!r} is not valid") from None
 
     offline = values.get("offline") or [
-        parse_offline(s) for s in env.get("NETDP_FAULT_OFFLINE", "").split(",") if s.strip()]
+        parse_offline(s) for s in env.get("NETDP_FAULT_OFFLINE", "").split(",") if s.strip()
+    ]
     partition = values.get("partition")
     if partition is None:
         partition = env.get("NETDP_FAULT_PARTITION", "")
@@ -222,8 +233,17 @@ class FaultInjector:
         return max(0.0, self.plan.delay_ms + (self.rng.uniform(-j, j) if j else 0.0)) / 1000.0
 
 
-def inca_dropout_flags(ids: Sequence[str], *, leave: float, miss: float, seed: int, T: int, k: int,
-                       round_s: float, horizon: float) -> dict[str, list[str]]:
+def inca_dropout_flags(
+    ids: Sequence[str],
+    *,
+    leave: float,
+    miss: float,
+    seed: int,
+    T: int,
+    k: int,
+    round_s: float,
+    horizon: float,
+) -> dict[str, list[str]]:
     """Node fault flags for an IncA job with dropouts (`netdp demo --leave/--miss`, `netdp simulate
     --leave/--miss`): round(leave·n) nodes leave for good at a random protocol step of the mixing
     phase (about 2k steps, MIX and CLOSE, per iteration: iterations 2..T-1), round(miss·n) others
@@ -237,9 +257,11 @@ def inca_dropout_flags(ids: Sequence[str], *, leave: float, miss: float, seed: i
     out: dict[str, list[str]] = {}
     for i in order[:nl]:
         d = int(rng.integers(2, max(3, T)))
-        out[ids[int(i)]] = ["--fault-leave-at-step",
-                            str(1 + 2 * k * (d - 1) + int(rng.integers(0, 2 * k)))]
-    for i in order[nl:nl + nm]:
+        out[ids[int(i)]] = [
+            "--fault-leave-at-step",
+            str(1 + 2 * k * (d - 1) + int(rng.integers(0, 2 * k))),
+        ]
+    for i in order[nl : nl + nm]:
         phase = float(rng.uniform(0, 6 * round_s))
         flags: list[str] = []
         start = 2.0 + phase

@@ -11,8 +11,9 @@ from typing import Any
 
 def ring_edges(n: int) -> list[tuple[int, int]]:
     """The cycle 0 − 1 − … − (n−1) − 0, sorted (one edge for n = 2, none for n = 1)."""
-    return sorted({(min(i, (i + 1) % n), max(i, (i + 1) % n)) for i in range(n)
-                   if i != (i + 1) % n})
+    return sorted(
+        {(min(i, (i + 1) % n), max(i, (i + 1) % n)) for i in range(n) if i != (i + 1) % n}
+    )
 
 
 def complete_edges(n: int) -> list[tuple[int, int]]:
@@ -33,9 +34,11 @@ def hypercube_edges(n: int) -> list[tuple[int, int]]:
     return [(i, i ^ (1 << b)) for i in range(n) for b in range(m) if i < i ^ (1 << b)]
 
 
-def metropolis_fractions(n: int, edges: Iterable[tuple[int, int]],
-                         degree_edges: Iterable[tuple[int, int]] | None = None,
-                         ) -> dict[tuple[int, int], Fraction]:
+def metropolis_fractions(
+    n: int,
+    edges: Iterable[tuple[int, int]],
+    degree_edges: Iterable[tuple[int, int]] | None = None,
+) -> dict[tuple[int, int], Fraction]:
     """Exact Metropolis weights `W_vw = 1/(1 + max(d_v, d_w))` on `edges` (both (v, w) and
     (w, v)), and `W_vv = 1 − Σ_w W_vw` on the diagonal, as {(i, j): Fraction}.
 
@@ -44,7 +47,7 @@ def metropolis_fractions(n: int, edges: Iterable[tuple[int, int]],
     listed once (in either orientation)."""
     edge_list = list(edges)
     d = [0] * n
-    for a, b in (edge_list if degree_edges is None else degree_edges):
+    for a, b in edge_list if degree_edges is None else degree_edges:
         d[a] += 1
         d[b] += 1
     weights: dict[tuple[int, int], Fraction] = {}

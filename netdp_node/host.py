@@ -59,14 +59,17 @@ def identity_folders(certs: Sequence[str], identities: Sequence[str]) -> list[Pa
         if not root.is_dir():
             raise ConfigError(f"--identities {root}: not a folder")
         found = []
-        for sub in sorted((p for p in root.iterdir() if (p / CERT_FILE).is_file()),
-                          key=lambda p: _natural(p.name)):
+        for sub in sorted(
+            (p for p in root.iterdir() if (p / CERT_FILE).is_file()), key=lambda p: _natural(p.name)
+        ):
             if load_identity(sub).role == "node":
                 found.append(sub)
         if not found:
-            raise ConfigError(f"--identities {root}: no node identity folder in it (each is a "
-                              f"subfolder with ca.pem, cert.pem and key.pem, as `netdp pki issue` "
-                              f"writes them)")
+            raise ConfigError(
+                f"--identities {root}: no node identity folder in it (each is a "
+                f"subfolder with ca.pem, cert.pem and key.pem, as `netdp pki issue` "
+                f"writes them)"
+            )
         out += found
     return out
 
@@ -96,30 +99,47 @@ def node_configs(base: object, folders: Sequence[Path]) -> list[object]:
             raise ConfigError(f"node {nid} is given twice: {seen[nid]} and {f}")
         seen[nid] = f
     if base.data is not None and not base.data.is_dir():
-        raise ConfigError(f"--data {base.data}: with several identities, --data names a folder "
-                          "holding NODE_ID.txt (or .npy) for each hosted node")
+        raise ConfigError(
+            f"--data {base.data}: with several identities, --data names a folder "
+            "holding NODE_ID.txt (or .npy) for each hosted node"
+        )
     out: list[object] = []
     for i, (nid, folder) in enumerate(zip(ids, folders)):
         data = None
         if base.data is not None:
-            data = next((base.data / f"{nid}{ext}" for ext in (".txt", ".npy")
-                         if (base.data / f"{nid}{ext}").is_file()), None)
+            data = next(
+                (
+                    base.data / f"{nid}{ext}"
+                    for ext in (".txt", ".npy")
+                    if (base.data / f"{nid}{ext}").is_file()
+                ),
+                None,
+            )
             if data is None:
-                raise ConfigError(f"--data {base.data}: no {nid}.txt or {nid}.npy for hosted "
-                                  f"node {nid}")
+                raise ConfigError(
+                    f"--data {base.data}: no {nid}.txt or {nid}.npy for hosted node {nid}"
+                )
         faults = base.faults
         if faults.active:
             faults = dataclasses.replace(faults, seed=faults.seed + i)
-        out.append(dataclasses.replace(
-            base, certs=folder, ledger=base.ledger / nid, data=data,
-            listen=_shift_port(base.listen, i) or base.listen,
-            advertise=_shift_port(base.advertise, i),
-            seed=None if base.seed is None else base.seed + i, faults=faults))
+        out.append(
+            dataclasses.replace(
+                base,
+                certs=folder,
+                ledger=base.ledger / nid,
+                data=data,
+                listen=_shift_port(base.listen, i) or base.listen,
+                advertise=_shift_port(base.advertise, i),
+                seed=None if base.seed is None else base.seed + i,
+                faults=faults,
+            )
+        )
     return out
 
 
-async def run_host(configs: Sequence[object],
-                   on_ready: Callable[[dict[str, int]], None] | None = None) -> int:
+async def run_host(
+    configs: Sequence[object], on_ready: Callable[[dict[str, int]], None] | None = None
+) -> int:
     """Run every node of `configs` on this loop until SIGTERM/SIGINT (one handler for all).
 
     `on_ready({node id: port})` is called once every node has registered. A node that cannot start
@@ -152,8 +172,11 @@ async def run_host(configs: Sequence[object],
 
     tasks = [asyncio.ensure_future(run_one(d, r)) for d, r in zip(daemons, readies)]
     if len(daemons) > 1:
-        log.info("hosting %d nodes in this process: %s", len(daemons),
-                 ", ".join(d.node_id for d in daemons))
+        log.info(
+            "hosting %d nodes in this process: %s",
+            len(daemons),
+            ", ".join(d.node_id for d in daemons),
+        )
 
     async def announce() -> None:
         await asyncio.gather(*readies)
@@ -177,13 +200,21 @@ async def run_host(configs: Sequence[object],
                     if first_error is None:
                         first_error = err
                         if len(daemons) > 1:
-                            log.error("[node=%s] could not run (%s: %s); stopping the %d other "
-                                      "hosted node(s)", d.node_id, type(err).__name__, err,
-                                      len(pending))
+                            log.error(
+                                "[node=%s] could not run (%s: %s); stopping the %d other "
+                                "hosted node(s)",
+                                d.node_id,
+                                type(err).__name__,
+                                err,
+                                len(pending),
+                            )
                     stop_all()
                 elif len(daemons) > 1 and pending and t.result() != 0:
-                    log.error("[node=%s] stopped with code %d; the other hosted nodes keep "
-                              "running", d.node_id, t.result())
+                    log.error(
+                        "[node=%s] stopped with code %d; the other hosted nodes keep running",
+                        d.node_id,
+                        t.result(),
+                    )
     finally:
         announcer.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -59,9 +59,13 @@ def _std(job: common_pb2.JobSpec) -> dict[str, Any] | None:
     """{std, how}: the released value's noise std from the job's public parameters, or None."""
     try:
         params = json.loads(job.params_json) if job.params_json else {}
-        got = estimate_std({"algorithm": job.algorithm,
-                            "participants": [p.node_id for p in job.participants],
-                            "params": params})
+        got = estimate_std(
+            {
+                "algorithm": job.algorithm,
+                "participants": [p.node_id for p in job.participants],
+                "params": params,
+            }
+        )
     except (ValueError, KeyError, TypeError):
         return None
     return None if got is None else {"std": got[0], "how": got[1]}
@@ -70,30 +74,37 @@ def _std(job: common_pb2.JobSpec) -> dict[str, Any] | None:
 def _threat(job: common_pb2.JobSpec) -> dict[str, Any] | None:
     try:
         params = json.loads(job.params_json) if job.params_json else {}
-        spec = {"algorithm": job.algorithm, "participants": [p.node_id for p in job.participants],
-                "params": params}
+        spec = {
+            "algorithm": job.algorithm,
+            "participants": [p.node_id for p in job.participants],
+            "params": params,
+        }
         return threat_model(spec).as_dict()
     except (ValueError, KeyError, TypeError):
         return None  # a job the bootstrap does not know (empty spec) or an unknown algorithm
 
 
-async def wait_result(client: BootstrapClient, job_id: str, wait: float,
-                      poll: float = 0.25) -> bootstrap_pb2.GetResultReply:
+async def wait_result(
+    client: BootstrapClient, job_id: str, wait: float, poll: float = 0.25
+) -> bootstrap_pb2.GetResultReply:
     """Poll the bootstrap until every participant reported, one reported a failure (a failed job
     is over), or `wait` seconds passed."""
     deadline = time.monotonic() + wait
     while True:
         reply = await client.result(job_id)
         done = {r.node_id for r in reply.results}
-        if (all(p.node_id in done for p in reply.job.participants)
-                or any(r.state == "failed" for r in reply.results)
-                or time.monotonic() >= deadline):
+        if (
+            all(p.node_id in done for p in reply.job.participants)
+            or any(r.state == "failed" for r in reply.results)
+            or time.monotonic() >= deadline
+        ):
             return reply
         await asyncio.sleep(poll)
 
 
-async def wait_nodes(client: BootstrapClient, count: int, wait: float,
-                     poll: float = 0.5) -> list[str]:
+async def wait_nodes(
+    client: BootstrapClient, count: int, wait: float, poll: float = 0.5
+) -> list[str]:
     """Wait until at least `count` nodes are registered (bounded by `wait` seconds)."""
     deadline = time.monotonic() + wait
     while True:
@@ -106,25 +117,38 @@ async def wait_nodes(client: BootstrapClient, count: int, wait: float,
 
 
 def render_result(s: dict[str, Any]) -> str:
-    lines = [f"job {s['job_id']} ({s['algorithm']}): {s['state']}"
-             + (f"  {NOT_PRIVATE}" if s.get("not_private") else "")]
+    lines = [
+        f"job {s['job_id']} ({s['algorithm']}): {s['state']}"
+        + (f"  {NOT_PRIVATE}" if s.get("not_private") else "")
+    ]
     if s.get("not_private"):
         lines += wrap(s["not_private"], "  ")
     if s["value"] is not None:
         std = s.get("std")
-        shown = ", ".join(f"{v:.6g}" for v in s["value"]) if isinstance(s["value"], list) \
-            and len(s["value"]) <= 8 else str(s["value"])
-        lines.append(f"  released result: {shown}"
-                     + (f" ± {std['std']:.4g} (noise std)" if std else "")
-                     + ("" if s["outputs_agree"] else "  (WARNING: participants disagree)"))
+        shown = (
+            ", ".join(f"{v:.6g}" for v in s["value"])
+            if isinstance(s["value"], list) and len(s["value"]) <= 8
+            else str(s["value"])
+        )
+        lines.append(
+            f"  released result: {shown}"
+            + (f" ± {std['std']:.4g} (noise std)" if std else "")
+            + ("" if s["outputs_agree"] else "  (WARNING: participants disagree)")
+        )
         if std:
-            lines.append(f"    noise std {std['std']:.4g} per coordinate, from the public "
-                         f"parameters: {std['how']}")
+            lines.append(
+                f"    noise std {std['std']:.4g} per coordinate, from the public "
+                f"parameters: {std['how']}"
+            )
         else:
-            lines.append(f"    noise std: no closed form for {s['algorithm']} from the public "
-                         "parameters (see the nodes' privacy reports)")
-    lines.append(f"  contributors ({len(s['contributors'])}/{len(s['participants'])}): "
-                 f"{', '.join(s['contributors']) or '-'}")
+            lines.append(
+                f"    noise std: no closed form for {s['algorithm']} from the public "
+                "parameters (see the nodes' privacy reports)"
+            )
+    lines.append(
+        f"  contributors ({len(s['contributors'])}/{len(s['participants'])}): "
+        f"{', '.join(s['contributors']) or '-'}"
+    )
     for n, why in s["declined"].items():
         lines.append(f"  declined: {n}: {why}")
     for n, why in s["failed"].items():

@@ -167,8 +167,9 @@ class Ledger:
             if readonly:
                 if not self.path.exists():
                     raise LedgerError(f"no ledger at {self.path}")
-                self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
-                                           isolation_level=None)
+                self._db = sqlite3.connect(
+                    f"file:{self.path}?mode=ro", uri=True, isolation_level=None
+                )
             else:
                 self.directory.mkdir(parents=True, exist_ok=True)
                 self._db = sqlite3.connect(self.path, isolation_level=None)
@@ -187,8 +188,9 @@ class Ledger:
         # received message not yet written: (job, peer, kind, walk, epoch, seq, round) -> (digest,
         # step)
         self._staged: list[_Step] = []
-        self._staged_received: dict[tuple[str, str, str, str, int, int, int],
-                                    tuple[str, _Step]] = {}
+        self._staged_received: dict[
+            tuple[str, str, str, str, int, int, int], tuple[str, _Step]
+        ] = {}
         self._flush_scheduled = False
         self._deferred: asyncio.TimerHandle | None = None
 
@@ -199,11 +201,13 @@ class Ledger:
                 raise LedgerError(f"ledger {self.path} has no owner recorded")
             with self._tx():
                 self._db.execute("INSERT INTO meta VALUES ('node_id', ?)", (node_id,))
-                self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
-                                 (str(SCHEMA_VERSION),))
+                self._db.execute(
+                    "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
                 self._db.execute("INSERT INTO meta VALUES ('created', ?)", (str(time.time()),))
-                self._db.execute("INSERT INTO meta VALUES ('ledger_id', ?)",
-                                 (secrets.token_hex(16),))
+                self._db.execute(
+                    "INSERT INTO meta VALUES ('ledger_id', ?)", (secrets.token_hex(16),)
+                )
                 self._db.execute("INSERT INTO meta VALUES ('acks_from', '1')")
             return node_id
         owner = str(row[0])
@@ -214,8 +218,9 @@ class Ledger:
             # every job of its node), and acknowledgements are recorded from its next entry on
             with self._tx():
                 nxt = self._db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM entries").fetchone()
-                self._db.execute("INSERT INTO meta VALUES ('ledger_id', ?)",
-                                 (secrets.token_hex(16),))
+                self._db.execute(
+                    "INSERT INTO meta VALUES ('ledger_id', ?)", (secrets.token_hex(16),)
+                )
                 self._db.execute("INSERT INTO meta VALUES ('upgraded', ?)", (str(time.time()),))
                 self._db.execute("INSERT INTO meta VALUES ('acks_from', ?)", (str(nxt[0]),))
         return owner
@@ -308,9 +313,14 @@ class Ledger:
         return Ledger._Tx(self._db)
 
     # -- writing --------------------------------------------------------------------------------
-    def commit(self, entries: Sequence[Entry], *, job_update: dict[str, Any] | None = None,
-               keep: Sequence[tuple[str, str, Any, dict[str, Any]]] = (),
-               drop: Sequence[tuple[str, str]] = ()) -> None:
+    def commit(
+        self,
+        entries: Sequence[Entry],
+        *,
+        job_update: dict[str, Any] | None = None,
+        keep: Sequence[tuple[str, str, Any, dict[str, Any]]] = (),
+        drop: Sequence[tuple[str, str]] = (),
+    ) -> None:
         """Append `entries` (and optionally update the job's summary row, store custody copies
         `keep` = [(job_id, key, ndarray, meta)] and delete `drop` = [(job_id, key)]) in one durable
         transaction, now (after the staged steps).
@@ -321,10 +331,16 @@ class Ledger:
         self._write([_Step(entries, job_update, keep, drop)])
 
     # -- group commit ---------------------------------------------------------------------------
-    def stage(self, entries: Sequence[Entry], *, job_update: dict[str, Any] | None = None,
-              keep: Sequence[tuple[str, str, Any, dict[str, Any]]] = (),
-              drop: Sequence[tuple[str, str]] = (), defer: bool = False,
-              done: Callable[[LedgerError | None], None] | None = None) -> asyncio.Future[None]:
+    def stage(
+        self,
+        entries: Sequence[Entry],
+        *,
+        job_update: dict[str, Any] | None = None,
+        keep: Sequence[tuple[str, str, Any, dict[str, Any]]] = (),
+        drop: Sequence[tuple[str, str]] = (),
+        defer: bool = False,
+        done: Callable[[LedgerError | None], None] | None = None,
+    ) -> asyncio.Future[None]:
         """Stage one step (the arguments of `commit`) for the next group commit. Once it is written,
         or refused (LedgerError: then nothing of the step was written), `done(error)` is called on
         the loop and the returned future is settled; cancelling the future (a waiter that gave up)
@@ -351,8 +367,9 @@ class Ledger:
         acknowledged a message). Call on the event loop."""
         self._staged.append(_Step(list(entries)))
         if self._deferred is None and not self._flush_scheduled:
-            self._deferred = asyncio.get_running_loop().call_later(self.DEFER_MAX_S,
-                                                                   self._deferred_flush)
+            self._deferred = asyncio.get_running_loop().call_later(
+                self.DEFER_MAX_S, self._deferred_flush
+            )
 
     def flush_soon(self) -> None:
         """Commit what is staged at the next iteration of the event loop."""
@@ -416,8 +433,9 @@ class Ledger:
                     fut.set_exception(err)
                     fut.exception()  # retrieved: `done` handles it; a waiter still gets it
 
-    def staged_future(self, job_id: str, peer: str,
-                      key: tuple[str, str, int, int, int]) -> asyncio.Future[None] | None:
+    def staged_future(
+        self, job_id: str, peer: str, key: tuple[str, str, int, int, int]
+    ) -> asyncio.Future[None] | None:
         """A new future settled when the staged step holding this received message is written
         (None if it is not staged: then it is durable already)."""
         got = self._staged_received.get((job_id, peer, *key))
@@ -453,8 +471,20 @@ class Ledger:
                 "INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch,"
                 " seq, round, digest, params_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 [
-                    (e.ts or now, e.job_id, e.direction, e.event, e.peer, e.kind, e.walk,
-                     e.epoch, e.seq, e.round, e.digest, _params_json(e.params))
+                    (
+                        e.ts or now,
+                        e.job_id,
+                        e.direction,
+                        e.event,
+                        e.peer,
+                        e.kind,
+                        e.walk,
+                        e.epoch,
+                        e.seq,
+                        e.round,
+                        e.digest,
+                        _params_json(e.params),
+                    )
                     for e in entries
                 ],
             )
@@ -466,13 +496,29 @@ class Ledger:
             db.executemany(
                 "INSERT OR REPLACE INTO custody (job_id, key, payload, shape_json,"
                 " meta_json) VALUES (?,?,?,?,?)",
-                [(job_id, key, np.ascontiguousarray(arr, dtype="<f8").tobytes(),
-                  json.dumps(list(np.shape(arr))), json.dumps(meta, sort_keys=True))
-                 for job_id, key, arr, meta in keep])
+                [
+                    (
+                        job_id,
+                        key,
+                        np.ascontiguousarray(arr, dtype="<f8").tobytes(),
+                        json.dumps(list(np.shape(arr))),
+                        json.dumps(meta, sort_keys=True),
+                    )
+                    for job_id, key, arr, meta in keep
+                ],
+            )
 
-    def begin_job(self, job_id: str, algorithm: str, spec: dict[str, Any], contributed: bool,
-                  entries: Iterable[Entry] = (), *, state: str = "running",
-                  detail: str = "") -> bool:
+    def begin_job(
+        self,
+        job_id: str,
+        algorithm: str,
+        spec: dict[str, Any],
+        contributed: bool,
+        entries: Iterable[Entry] = (),
+        *,
+        state: str = "running",
+        detail: str = "",
+    ) -> bool:
         """Record that this node takes part in a job (or, with state="failed" and a `detail`, that
         it does not: in one transaction). Returns False if it was already recorded (a restarted
         node resuming), True if new."""
@@ -484,27 +530,51 @@ class Ledger:
             db.execute(
                 "INSERT INTO jobs (job_id, algorithm, spec_json, state, contributed, started,"
                 " finished, detail) VALUES (?,?,?,?,?,?,?,?)",
-                (job_id, algorithm, json.dumps(spec, sort_keys=True), state, int(contributed),
-                 time.time(), time.time() if state in ("done", "failed") else None, detail),
+                (
+                    job_id,
+                    algorithm,
+                    json.dumps(spec, sort_keys=True),
+                    state,
+                    int(contributed),
+                    time.time(),
+                    time.time() if state in ("done", "failed") else None,
+                    detail,
+                ),
             )
             now = time.time()
             db.executemany(
                 "INSERT INTO entries (ts, job_id, direction, event, peer, params_json)"
                 " VALUES (?,?,?,?,?,?)",
-                [(now, e.job_id, e.direction, e.event, e.peer, json.dumps(e.params, sort_keys=True))
-                 for e in entries],
+                [
+                    (
+                        now,
+                        e.job_id,
+                        e.direction,
+                        e.event,
+                        e.peer,
+                        json.dumps(e.params, sort_keys=True),
+                    )
+                    for e in entries
+                ],
             )
         return True
 
-    def set_job_state(self, job_id: str, state: str, *, result: dict[str, Any] | None = None,
-                      detail: str = "") -> None:
+    def set_job_state(
+        self, job_id: str, state: str, *, result: dict[str, Any] | None = None, detail: str = ""
+    ) -> None:
         self.flush()
         with self._tx() as db:
             self._update_job(db, job_id=job_id, state=state, result=result, detail=detail)
 
     @staticmethod
-    def _update_job(db: sqlite3.Connection, *, job_id: str, state: str,
-                    result: dict[str, Any] | None = None, detail: str = "") -> None:
+    def _update_job(
+        db: sqlite3.Connection,
+        *,
+        job_id: str,
+        state: str,
+        result: dict[str, Any] | None = None,
+        detail: str = "",
+    ) -> None:
         finished = time.time() if state in ("done", "failed") else None
         db.execute(
             "UPDATE jobs SET state=?, finished=COALESCE(?, finished),"
@@ -513,7 +583,9 @@ class Ledger:
         )
 
     # -- reading --------------------------------------------------------------------------------
-    def received_digest(self, job_id: str, peer: str, key: tuple[str, str, int, int, int]) -> str | None:
+    def received_digest(
+        self, job_id: str, peer: str, key: tuple[str, str, int, int, int]
+    ) -> str | None:
         kind, walk, epoch, seq, rnd = key
         staged = self._staged_received.get((job_id, peer, *key))
         if staged is not None:
@@ -522,9 +594,13 @@ class Ledger:
             index = self._received.get(job_id)
             if index is None:
                 index = self._received[job_id] = {
-                    (r[0], r[1], r[2], r[3], r[4], r[5]): str(r[6]) for r in self._db.execute(
+                    (r[0], r[1], r[2], r[3], r[4], r[5]): str(r[6])
+                    for r in self._db.execute(
                         "SELECT peer, kind, walk, epoch, seq, round, digest FROM entries"
-                        " WHERE direction='received' AND job_id=?", (job_id,))}
+                        " WHERE direction='received' AND job_id=?",
+                        (job_id,),
+                    )
+                }
             return index.get((peer, kind, walk, epoch, seq, rnd))
         row = self._db.execute(
             "SELECT digest FROM entries WHERE direction='received' AND job_id=? AND peer=? AND kind=?"
@@ -536,17 +612,27 @@ class Ledger:
     def kept(self, job_id: str) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:
         """The custody copies of a job: key -> (payload, meta)."""
         self.flush()
-        rows = self._db.execute("SELECT key, payload, shape_json, meta_json FROM custody"
-                                " WHERE job_id=? ORDER BY rowid", (job_id,)).fetchall()
-        return {r[0]: (np.frombuffer(r[1], dtype="<f8").reshape(json.loads(r[2])).copy(),
-                       json.loads(r[3])) for r in rows}
+        rows = self._db.execute(
+            "SELECT key, payload, shape_json, meta_json FROM custody WHERE job_id=? ORDER BY rowid",
+            (job_id,),
+        ).fetchall()
+        return {
+            r[0]: (
+                np.frombuffer(r[1], dtype="<f8").reshape(json.loads(r[2])).copy(),
+                json.loads(r[3]),
+            )
+            for r in rows
+        }
 
-    def entries(self, job_id: str | None = None, *,
-                events: Sequence[str] | None = None) -> list[Entry]:
+    def entries(
+        self, job_id: str | None = None, *, events: Sequence[str] | None = None
+    ) -> list[Entry]:
         """The view, in order: of one job, or all; only the given `events` if named."""
         self.flush()
-        q = ("SELECT id, ts, job_id, direction, event, peer, kind, walk, epoch, seq, round, digest,"
-             " params_json FROM entries")
+        q = (
+            "SELECT id, ts, job_id, direction, event, peer, kind, walk, epoch, seq, round, digest,"
+            " params_json FROM entries"
+        )
         where: list[str] = []
         args: list[Any] = []
         if job_id is not None:
@@ -559,20 +645,42 @@ class Ledger:
             q += " WHERE " + " AND ".join(where)
         q += " ORDER BY id"
         return [
-            Entry(id=r[0], ts=r[1], job_id=r[2], direction=r[3], event=r[4], peer=r[5], kind=r[6],
-                  walk=r[7], epoch=r[8], seq=r[9], round=r[10], digest=r[11],
-                  params=json.loads(r[12]))
+            Entry(
+                id=r[0],
+                ts=r[1],
+                job_id=r[2],
+                direction=r[3],
+                event=r[4],
+                peer=r[5],
+                kind=r[6],
+                walk=r[7],
+                epoch=r[8],
+                seq=r[9],
+                round=r[10],
+                digest=r[11],
+                params=json.loads(r[12]),
+            )
             for r in self._db.execute(q, args)
         ]
 
-    _JOB_COLUMNS = ("SELECT job_id, algorithm, spec_json, state, contributed, started, finished,"
-                    " result_json, detail FROM jobs")
+    _JOB_COLUMNS = (
+        "SELECT job_id, algorithm, spec_json, state, contributed, started, finished,"
+        " result_json, detail FROM jobs"
+    )
 
     @staticmethod
     def _job_row(r: tuple[Any, ...]) -> JobRow:
-        return JobRow(job_id=r[0], algorithm=r[1], spec=json.loads(r[2]), state=r[3],
-                      contributed=bool(r[4]), started=r[5], finished=r[6],
-                      result=json.loads(r[7]) if r[7] else None, detail=r[8])
+        return JobRow(
+            job_id=r[0],
+            algorithm=r[1],
+            spec=json.loads(r[2]),
+            state=r[3],
+            contributed=bool(r[4]),
+            started=r[5],
+            finished=r[6],
+            result=json.loads(r[7]) if r[7] else None,
+            detail=r[8],
+        )
 
     def jobs(self) -> list[JobRow]:
         self.flush()

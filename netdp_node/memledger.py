@@ -31,9 +31,15 @@ class MemoryLedger(Ledger):
     (the simulator's virtual clock); `shared_specs` maps job ids to a spec kept once for every
     node (the public job spec, with its participant list: not n copies of it)."""
 
-    def __init__(self, node_id: str, *, clock: Callable[[], float] = lambda: 0.0,
-                 keep_entries: bool = True, observe: Callable[[Entry], None] | None = None,
-                 shared_specs: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        node_id: str,
+        *,
+        clock: Callable[[], float] = lambda: 0.0,
+        keep_entries: bool = True,
+        observe: Callable[[Entry], None] | None = None,
+        shared_specs: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         # no super().__init__: there is no file; the group-commit state is the Ledger's
         self.directory = None  # type: ignore[assignment]
         self.path = f"memory:{node_id}"  # type: ignore[assignment]
@@ -83,8 +89,12 @@ class MemoryLedger(Ledger):
         for e in entries:
             self._next_id += 1
             if self.keep_entries:  # as the SQLite ledger reads it back: id, time, JSON params
-                e = replace(e, id=self._next_id - 1, ts=e.ts or now,
-                            params=json.loads(_params_json(e.params)) if e.params else {})
+                e = replace(
+                    e,
+                    id=self._next_id - 1,
+                    ts=e.ts or now,
+                    params=json.loads(_params_json(e.params)) if e.params else {},
+                )
                 self._entries.append(e)
             if self.observe is not None:
                 self.observe(e)
@@ -99,8 +109,10 @@ class MemoryLedger(Ledger):
                     continue
                 ident = (e.job_id, *_identity(e))
                 if ident in seen or _identity(e) in self._received.get(e.job_id, {}):
-                    raise LedgerError("ledger refused the entries: UNIQUE constraint failed: "
-                                      "a received message is stored once")
+                    raise LedgerError(
+                        "ledger refused the entries: UNIQUE constraint failed: "
+                        "a received message is stored once"
+                    )
                 seen.add(ident)
         now = self.clock()
         for step in steps:
@@ -114,41 +126,65 @@ class MemoryLedger(Ledger):
                 self._custody.get(job_id, {}).pop(key, None)
             for job_id, key, arr, meta in step.keep:
                 self._custody.setdefault(job_id, {})[key] = (
-                    np.array(arr, dtype="<f8"), json.loads(json.dumps(meta, sort_keys=True)))
+                    np.array(arr, dtype="<f8"),
+                    json.loads(json.dumps(meta, sort_keys=True)),
+                )
 
-    def begin_job(self, job_id: str, algorithm: str, spec: dict[str, Any], contributed: bool,
-                  entries: Iterable[Entry] = (), *, state: str = "running",
-                  detail: str = "") -> bool:
+    def begin_job(
+        self,
+        job_id: str,
+        algorithm: str,
+        spec: dict[str, Any],
+        contributed: bool,
+        entries: Iterable[Entry] = (),
+        *,
+        state: str = "running",
+        detail: str = "",
+    ) -> bool:
         self.flush()
         if job_id in self._jobs:
             return False
         now = self.clock()
         spec = self.shared_specs.get(job_id) or json.loads(json.dumps(spec, sort_keys=True))
-        self._jobs[job_id] = JobRow(job_id=job_id, algorithm=algorithm, spec=spec, state=state,
-                                    contributed=contributed, started=now,
-                                    finished=now if state in ("done", "failed") else None,
-                                    result=None, detail=detail)
+        self._jobs[job_id] = JobRow(
+            job_id=job_id,
+            algorithm=algorithm,
+            spec=spec,
+            state=state,
+            contributed=contributed,
+            started=now,
+            finished=now if state in ("done", "failed") else None,
+            result=None,
+            detail=detail,
+        )
         self._append(entries, now)
         return True
 
-    def set_job_state(self, job_id: str, state: str, *, result: dict[str, Any] | None = None,
-                      detail: str = "") -> None:
+    def set_job_state(
+        self, job_id: str, state: str, *, result: dict[str, Any] | None = None, detail: str = ""
+    ) -> None:
         self.flush()
         self._update(job_id=job_id, state=state, result=result, detail=detail)
 
-    def _update(self, *, job_id: str, state: str, result: dict[str, Any] | None = None,
-                detail: str = "") -> None:
+    def _update(
+        self, *, job_id: str, state: str, result: dict[str, Any] | None = None, detail: str = ""
+    ) -> None:
         row = self._jobs.get(job_id)
         if row is None:
             return  # (as SQL's UPDATE of no row)
         finished = self.clock() if state in ("done", "failed") else row.finished
         self._jobs[job_id] = replace(
-            row, state=state, finished=finished, detail=detail,
-            result=json.loads(json.dumps(result)) if result is not None else row.result)
+            row,
+            state=state,
+            finished=finished,
+            detail=detail,
+            result=json.loads(json.dumps(result)) if result is not None else row.result,
+        )
 
     # -- reading ----------------------------------------------------------------------------------
-    def received_digest(self, job_id: str, peer: str,
-                        key: tuple[str, str, int, int, int]) -> str | None:
+    def received_digest(
+        self, job_id: str, peer: str, key: tuple[str, str, int, int, int]
+    ) -> str | None:
         staged = self._staged_received.get((job_id, peer, *key))
         if staged is not None:
             return staged[0]
@@ -158,11 +194,15 @@ class MemoryLedger(Ledger):
         self.flush()
         return {k: (a.copy(), dict(m)) for k, (a, m) in self._custody.get(job_id, {}).items()}
 
-    def entries(self, job_id: str | None = None, *,
-                events: Sequence[str] | None = None) -> list[Entry]:
+    def entries(
+        self, job_id: str | None = None, *, events: Sequence[str] | None = None
+    ) -> list[Entry]:
         self.flush()
-        return [e for e in self._entries if (job_id is None or e.job_id == job_id)
-                and (events is None or e.event in events)]
+        return [
+            e
+            for e in self._entries
+            if (job_id is None or e.job_id == job_id) and (events is None or e.event in events)
+        ]
 
     def jobs(self) -> list[JobRow]:
         self.flush()

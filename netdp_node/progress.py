@@ -43,8 +43,14 @@ def console(stream: IO[str] | None = None, *, tty: bool | None = None) -> Any:
     t = is_tty(s) if tty is None else tty
     if t:
         return Console(file=s, force_terminal=True, highlight=False)
-    return Console(file=s, force_terminal=False, no_color=True, highlight=False,
-                   width=PLAIN_WIDTH, soft_wrap=False)
+    return Console(
+        file=s,
+        force_terminal=False,
+        no_color=True,
+        highlight=False,
+        width=PLAIN_WIDTH,
+        soft_wrap=False,
+    )
 
 
 def render(*renderables: Any, width: int = PLAIN_WIDTH) -> str:
@@ -57,16 +63,23 @@ def render(*renderables: Any, width: int = PLAIN_WIDTH) -> str:
     return "\n".join(line.rstrip() for line in cap.get().splitlines())
 
 
-def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None,
-          right: Sequence[str] = (), indent: int = 2) -> str:
+def table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    title: str | None = None,
+    right: Sequence[str] = (),
+    indent: int = 2,
+) -> str:
     """A simple table as text: `columns` headers, `rows` of cells (str()), the columns named in
     `right` right-aligned (numbers); every line indented by `indent` spaces."""
     from rich import box  # lazy: start-up cost
     from rich.padding import Padding  # lazy: start-up cost
     from rich.table import Table  # lazy: start-up cost
 
-    t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-              title_justify="left")
+    t = Table(
+        title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title_justify="left"
+    )
     for c in columns:
         t.add_column(c, justify="right" if c in right else "left", no_wrap=True)
     for r in rows:
@@ -99,9 +112,15 @@ class _Bar:
             TimeElapsedColumn,
         )
 
-        self._rich = Progress(TextColumn("{task.description}"), BarColumn(),
-                              MofNCompleteColumn(), TextColumn(self.unit), TimeElapsedColumn(),
-                              console=console(self.stream, tty=True), transient=False)
+        self._rich = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(self.unit),
+            TimeElapsedColumn(),
+            console=console(self.stream, tty=True),
+            transient=False,
+        )
         self._rich.start()
         self._task = self._rich.add_task(self.label, total=self.total or None)
 
@@ -123,8 +142,9 @@ class _Bar:
             if frac >= 1.0 and self._last_frac >= 1.0:
                 return
             self._last_frac = frac
-            self.stream.write(f"  {self.label}: {done}/{shown_total} {self.unit} "
-                              f"({100 * frac:.0f}%)\n")
+            self.stream.write(
+                f"  {self.label}: {done}/{shown_total} {self.unit} ({100 * frac:.0f}%)\n"
+            )
         else:
             if now - self._last_t < PLAIN_SECONDS:
                 return
@@ -146,16 +166,24 @@ class _Bar:
             self._rich.stop()
         elif self.done and self.done != self._printed:
             # plain mode: always end with the final count
-            self.stream.write(f"  {self.label}: {self.done}"
-                              + (f"/{self.total}" if self.total and self.done <= self.total
-                                 else "") + f" {self.unit}\n")
+            self.stream.write(
+                f"  {self.label}: {self.done}"
+                + (f"/{self.total}" if self.total and self.done <= self.total else "")
+                + f" {self.unit}\n"
+            )
             self.stream.flush()
 
 
 @contextmanager
-def progress_bar(label: str, total: int = 0, *, unit: str = "steps",
-                 stream: IO[str] | None = None, tty: bool | None = None,
-                 enabled: bool = True) -> Iterator[_Bar]:
+def progress_bar(
+    label: str,
+    total: int = 0,
+    *,
+    unit: str = "steps",
+    stream: IO[str] | None = None,
+    tty: bool | None = None,
+    enabled: bool = True,
+) -> Iterator[_Bar]:
     """A progress bar on `stream` (default stderr): refreshing in place on a terminal, plain lines
     otherwise (see the module docstring); `total` 0 means unknown. `enabled=False` (--quiet,
     --json) prints nothing."""
@@ -171,13 +199,15 @@ def progress_bar(label: str, total: int = 0, *, unit: str = "steps",
 
 
 @contextmanager
-def live(stream: IO[str] | None = None, *, tty: bool | None = None,
-         refresh_per_second: float = 4.0) -> Iterator[Any]:
+def live(
+    stream: IO[str] | None = None, *, tty: bool | None = None, refresh_per_second: float = 4.0
+) -> Iterator[Any]:
     """A view redrawn in place: yields `show(renderable)`. On a terminal it replaces what was on
     screen; otherwise each call prints the renderable's text (the caller shows only changes)."""
     s = sys.stderr if stream is None else stream
     t = is_tty(s) if tty is None else tty
     if not t:
+
         def plain(r: Any) -> None:
             s.write((r if isinstance(r, str) else render(r)) + "\n")
             s.flush()
@@ -186,6 +216,7 @@ def live(stream: IO[str] | None = None, *, tty: bool | None = None,
         return
     from rich.live import Live  # lazy: start-up cost
 
-    with Live(console=console(s, tty=True), refresh_per_second=refresh_per_second,
-              transient=False) as lv:
+    with Live(
+        console=console(s, tty=True), refresh_per_second=refresh_per_second, transient=False
+    ) as lv:
         yield lambda r: lv.update(r, refresh=True)

@@ -49,15 +49,20 @@ def ledger_dirs(paths: Sequence[str | Path]) -> list[Path]:
             continue
         subs = sorted(d for d in p.iterdir() if (d / LEDGER_FILE).exists()) if p.is_dir() else []
         if not subs:
-            raise LedgerError(f"no ledger at {p} (neither {p / LEDGER_FILE} nor a folder of "
-                              "ledger directories)")
+            raise LedgerError(
+                f"no ledger at {p} (neither {p / LEDGER_FILE} nor a folder of ledger directories)"
+            )
         out.extend(subs)
     return out
 
 
-def ledger_report(ledger_dir: str | Path, *, delta_target: float | None = None,
-                  job_id: str | None = None,
-                  budget: tuple[float, float] | None = None) -> dict[str, Any]:
+def ledger_report(
+    ledger_dir: str | Path,
+    *,
+    delta_target: float | None = None,
+    job_id: str | None = None,
+    budget: tuple[float, float] | None = None,
+) -> dict[str, Any]:
     """The privacy report of one node as a JSON-friendly dict.
 
     Every ε in it is stated at ONE δ, `delta_target` (default: the δ of the node's budget, else
@@ -80,8 +85,11 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float | None = None,
             budget, source = recorded, "recorded in the ledger by the node (--budget-epsilon)"
         else:
             source = "given on the command line"
-        delta = delta_target if delta_target is not None else (
-            budget[1] if budget is not None else DEFAULT_DELTA)
+        delta = (
+            delta_target
+            if delta_target is not None
+            else (budget[1] if budget is not None else DEFAULT_DELTA)
+        )
         views = []
         all_views = []
         jobs_out = []
@@ -99,54 +107,78 @@ def ledger_report(ledger_dir: str | Path, *, delta_target: float | None = None,
             worst = max(losses.values(), key=lambda x: x.epsilon, default=None)
             native = max(raw.values(), key=lambda x: x.epsilon, default=None)
             acc = ACCOUNTANTS[j.algorithm]
-            base = ({k: _loss(at_delta(v, delta))
-                     for k, v in acc.baselines(j.spec, entries, me).items()}
-                    if acc.baselines is not None else {})
-            learnt = (None if acc.incoming is None else [] if never_ran(entries) else
-                      [{"peer": p, **_loss(at_delta(loss, delta))}
-                       for p, loss in sorted(acc.incoming(j.spec, entries, me).items())])
+            base = (
+                {
+                    k: _loss(at_delta(v, delta))
+                    for k, v in acc.baselines(j.spec, entries, me).items()
+                }
+                if acc.baselines is not None
+                else {}
+            )
+            learnt = (
+                None
+                if acc.incoming is None
+                else []
+                if never_ran(entries)
+                else [
+                    {"peer": p, **_loss(at_delta(loss, delta))}
+                    for p, loss in sorted(acc.incoming(j.spec, entries, me).items())
+                ]
+            )
             was_seeded = seeded(entries)
             if was_seeded:
                 seeded_jobs.append(j.job_id)
-            jobs_out.append({
-                "job_id": j.job_id,
-                "algorithm": j.algorithm,
-                "state": j.state,
-                "detail": j.detail,
-                "contributed": j.contributed,
-                "contributions": real_contributions(entries),
-                "messages_sent": sum(1 for e in entries if e.direction == "sent"),
-                "messages_received": sum(1 for e in entries if e.direction == "received"),
-                "theorem": ACCOUNTANTS[j.algorithm].theorem,
-                "epsilon": worst.epsilon if worst else 0.0,
-                "delta": worst.delta if worst else 0.0,
-                "native": _loss(native) if native else None,
-                "peers": peers,
-                "baselines": base,
-                **({"incoming": learnt} if learnt is not None else {}),
-                "threat_model": threat_model(j.spec, me).as_dict(),
-                "seeded_rng": was_seeded,
-                "not_private": not_private_note() if was_seeded else None,
-            })
+            jobs_out.append(
+                {
+                    "job_id": j.job_id,
+                    "algorithm": j.algorithm,
+                    "state": j.state,
+                    "detail": j.detail,
+                    "contributed": j.contributed,
+                    "contributions": real_contributions(entries),
+                    "messages_sent": sum(1 for e in entries if e.direction == "sent"),
+                    "messages_received": sum(1 for e in entries if e.direction == "received"),
+                    "theorem": ACCOUNTANTS[j.algorithm].theorem,
+                    "epsilon": worst.epsilon if worst else 0.0,
+                    "delta": worst.delta if worst else 0.0,
+                    "native": _loss(native) if native else None,
+                    "peers": peers,
+                    "baselines": base,
+                    **({"incoming": learnt} if learnt is not None else {}),
+                    "threat_model": threat_model(j.spec, me).as_dict(),
+                    "seeded_rng": was_seeded,
+                    "not_private": not_private_note() if was_seeded else None,
+                }
+            )
         totals = total_losses(views, me, delta)
         tworst = max(totals.values(), key=lambda x: x.epsilon, default=None)
         spend = None
         if budget is not None:
             # what the budget check at a job's start sees: every job of the ledger, at its δ
             after = total_losses(all_views, me, budget[1])
-            bpeer, bworst = max(after.items(), key=lambda kv: kv[1].epsilon,
-                                default=("", PrivacyLoss(0.0, 0.0, "none")))
-            spend = {"epsilon": budget[0], "delta": budget[1], "source": source,
-                     "spent": bworst.epsilon, "spent_delta": bworst.delta, "worst_peer": bpeer,
-                     "remaining": budget[0] - bworst.epsilon,
-                     "within": bworst.epsilon <= budget[0] and bworst.delta <= budget[1]}
+            bpeer, bworst = max(
+                after.items(),
+                key=lambda kv: kv[1].epsilon,
+                default=("", PrivacyLoss(0.0, 0.0, "none")),
+            )
+            spend = {
+                "epsilon": budget[0],
+                "delta": budget[1],
+                "source": source,
+                "spent": bworst.epsilon,
+                "spent_delta": bworst.delta,
+                "worst_peer": bpeer,
+                "remaining": budget[0] - bworst.epsilon,
+                "within": bworst.epsilon <= budget[0] and bworst.delta <= budget[1],
+            }
         return {
             "node": me,
             "ledger": str(led.path),
             "delta_target": delta,
             "budget": spend,
-            "not_private": (not_private_note() + f" (jobs {', '.join(seeded_jobs)})"
-                            if seeded_jobs else None),
+            "not_private": (
+                not_private_note() + f" (jobs {', '.join(seeded_jobs)})" if seeded_jobs else None
+            ),
             "jobs": jobs_out,
             "total": {
                 "epsilon": tworst.epsilon if tworst else 0.0,
@@ -171,27 +203,35 @@ def render_text(rep: dict[str, Any]) -> str:
     """A human report: the budget (spent, remaining), one block per job, then the composed total,
     per peer; every ε at the one δ stated in the header."""
     d = rep["delta_target"]
-    lines = [f"privacy report of node {rep['node']} (ledger {rep['ledger']})",
-             f"every ε below holds at δ = {d:g} (per job, baselines and total alike)"]
+    lines = [
+        f"privacy report of node {rep['node']} (ledger {rep['ledger']})",
+        f"every ε below holds at δ = {d:g} (per job, baselines and total alike)",
+    ]
     if rep.get("not_private"):
         lines += wrap(rep["not_private"], "")
     b = rep.get("budget")
     if b is not None:
         state = "within budget" if b["within"] else "OVER BUDGET"
-        lines.append(f"budget ε = {_fmt(b['epsilon'])} at δ = {b['delta']:g} ({b['source']}): "
-                     f"spent ε = {_fmt(b['spent'])} towards {b['worst_peer'] or '-'} (the worst "
-                     f"peer, every job of the ledger composed at δ = {b['delta']:g}), remaining "
-                     f"ε = {_fmt(max(0.0, b['remaining']))}  [{state}]")
+        lines.append(
+            f"budget ε = {_fmt(b['epsilon'])} at δ = {b['delta']:g} ({b['source']}): "
+            f"spent ε = {_fmt(b['spent'])} towards {b['worst_peer'] or '-'} (the worst "
+            f"peer, every job of the ledger composed at δ = {b['delta']:g}), remaining "
+            f"ε = {_fmt(max(0.0, b['remaining']))}  [{state}]"
+        )
     else:
-        lines.append("budget: none recorded (the node runs without --budget-epsilon; give "
-                     "--budget-epsilon to compare)")
+        lines.append(
+            "budget: none recorded (the node runs without --budget-epsilon; give "
+            "--budget-epsilon to compare)"
+        )
     for j in rep["jobs"]:
         lines.append("")
-        lines.append(f"job {j['job_id']}  {j['algorithm']}  state={j['state']}  "
-                     f"contributed={'yes' if j['contributed'] else 'no'} "
-                     f"({j['contributions']} contributions, {j['messages_sent']} sent, "
-                     f"{j['messages_received']} received)"
-                     + (f"  {NOT_PRIVATE}" if j.get("seeded_rng") else ""))
+        lines.append(
+            f"job {j['job_id']}  {j['algorithm']}  state={j['state']}  "
+            f"contributed={'yes' if j['contributed'] else 'no'} "
+            f"({j['contributions']} contributions, {j['messages_sent']} sent, "
+            f"{j['messages_received']} received)"
+            + (f"  {NOT_PRIVATE}" if j.get("seeded_rng") else "")
+        )
         if j.get("not_private"):
             lines += wrap(j["not_private"], "  ")
         lines.append(f"  accountant: {j['theorem']}")
@@ -199,27 +239,35 @@ def render_text(rep: dict[str, Any]) -> str:
         if j["detail"]:
             lines.append(f"  note: {j['detail']}")
         nat = j.get("native")
-        if nat and nat["epsilon"] > 0 and (nat["delta"] != j["delta"]
-                                           or nat["epsilon"] != j["epsilon"]):
-            lines.append(f"  the accountant states the worst peer as ε = {_fmt(nat['epsilon'])} "
-                         f"at δ = {nat['delta']:.3g}; at δ = {d:g}: ε = {_fmt(j['epsilon'])}")
+        if (
+            nat
+            and nat["epsilon"] > 0
+            and (nat["delta"] != j["delta"] or nat["epsilon"] != j["epsilon"])
+        ):
+            lines.append(
+                f"  the accountant states the worst peer as ε = {_fmt(nat['epsilon'])} "
+                f"at δ = {nat['delta']:.3g}; at δ = {d:g}: ε = {_fmt(j['epsilon'])}"
+            )
         lines.append("  outgoing: the loss this node incurs towards each peer")
         lines.append(_peer_table(j["peers"], d))
         if "incoming" in j:
             lines.append("  incoming: what this node learnt about each peer (its own view)")
             lines.append(_peer_table(j["incoming"], d, head="about"))
         if j.get("baselines"):
-            rows = [(name, _fmt(x["epsilon"]) + _off(x, d), x["method"])
-                    for name, x in j["baselines"].items()]
+            rows = [
+                (name, _fmt(x["epsilon"]) + _off(x, d), x["method"])
+                for name, x in j["baselines"].items()
+            ]
             rows.append(("this job (worst peer)", _fmt(j["epsilon"]), "netdp accountant"))
             lines.append("  baselines: the same task another way, at the same δ")
             lines.append(table(("", "epsilon", "method"), rows, right=("epsilon",), indent=4))
     t = rep["total"]
     lines.append("")
-    lines.append(f"total over {len(rep['jobs'])} job(s), composed ({t['composition']}), "
-                 f"at δ = {d:g}:"
-                 + (f"  {NOT_PRIVATE}: holds for none of the seeded jobs"
-                    if rep.get("not_private") else ""))
+    lines.append(
+        f"total over {len(rep['jobs'])} job(s), composed ({t['composition']}), "
+        f"at δ = {d:g}:"
+        + (f"  {NOT_PRIVATE}: holds for none of the seeded jobs" if rep.get("not_private") else "")
+    )
     lines.append(_peer_table(t["peers"], d))
     return "\n".join(lines)
 
@@ -231,8 +279,13 @@ def _off(x: dict[str, Any], delta: float) -> str:
 
 def wrap(text: str, indent: str, width: int = 100) -> list[str]:
     """A long sentence as lines of at most `width` characters, each starting with `indent`."""
-    return textwrap.wrap(text, width=width, initial_indent=indent,
-                         subsequent_indent=indent + "  ", break_on_hyphens=False)
+    return textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+        break_on_hyphens=False,
+    )
 
 
 def threat_lines(tm: dict[str, Any], indent: str) -> list[str]:
@@ -243,9 +296,11 @@ def threat_lines(tm: dict[str, Any], indent: str) -> list[str]:
 def _peer_table(peers: list[dict[str, Any]], delta: float, head: str = "towards") -> str:
     if not peers:
         return "  (no peers)"
-    return table((head, "epsilon", "method"),
-                 [(p["peer"], _fmt(p["epsilon"]) + _off(p, delta), p["method"]) for p in peers],
-                 right=("epsilon",))
+    return table(
+        (head, "epsilon", "method"),
+        [(p["peer"], _fmt(p["epsilon"]) + _off(p, delta), p["method"]) for p in peers],
+        right=("epsilon",),
+    )
 
 
 # -- the node × peer heatmap (`netdp privacy report --plot`) ---------------------------------------
@@ -277,8 +332,9 @@ def plot_heatmap(reports: Sequence[dict[str, Any]], path: str | Path) -> dict[st
     if len(deltas) != 1:
         raise ValueError(f"the reports are at different δ ({sorted(deltas)}): give --delta")
     (delta,) = deltas
-    nodes = sorted({r["node"] for r in reports}
-                   | {p["peer"] for r in reports for p in r["total"]["peers"]})
+    nodes = sorted(
+        {r["node"] for r in reports} | {p["peer"] for r in reports for p in r["total"]["peers"]}
+    )
     idx = {v: i for i, v in enumerate(nodes)}
     n = len(nodes)
     eps = np.full((n, n), np.nan)
@@ -290,28 +346,42 @@ def plot_heatmap(reports: Sequence[dict[str, Any]], path: str | Path) -> dict[st
     finite = eps[np.isfinite(eps)]
     vmax = max([float(finite.max()) if finite.size else 1.0, *budgets.values()]) or 1.0
     cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#dddddd")
-    im = ax.imshow(np.ma.masked_invalid(eps), cmap=cmap, vmin=0.0, vmax=vmax,
-                   interpolation="nearest", aspect="equal")
+    im = ax.imshow(
+        np.ma.masked_invalid(eps),
+        cmap=cmap,
+        vmin=0.0,
+        vmax=vmax,
+        interpolation="nearest",
+        aspect="equal",
+    )
     ax.set_xticks(range(n), nodes, rotation=60, ha="right", fontsize=8)
     ax.set_yticks(range(n), nodes, fontsize=8)
     ax.set_xlabel("peer (towards)")
     ax.set_ylabel("node (whose ledger)")
     jobs = sorted({j["job_id"] for r in reports for j in r["jobs"]})
-    over = sum(1 for node, b in budgets.items() for j in range(n)
-               if np.isfinite(eps[idx[node], j]) and eps[idx[node], j] > b)
-    budget_note = (f"\nred: {over} pair(s) over the node's budget (line on the colour bar)"
-                   if budgets else "")
-    ax.set_title(f"privacy loss ε node → peer at δ = {delta:g}\n"
-                 f"{len(reports)} ledger(s), {len(jobs)} job(s) composed" + budget_note,
-                 fontsize=9)
+    over = sum(
+        1
+        for node, b in budgets.items()
+        for j in range(n)
+        if np.isfinite(eps[idx[node], j]) and eps[idx[node], j] > b
+    )
+    budget_note = (
+        f"\nred: {over} pair(s) over the node's budget (line on the colour bar)" if budgets else ""
+    )
+    ax.set_title(
+        f"privacy loss ε node → peer at δ = {delta:g}\n"
+        f"{len(reports)} ledger(s), {len(jobs)} job(s) composed" + budget_note,
+        fontsize=9,
+    )
     bar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     bar.set_label(f"ε at δ = {delta:g}")
     for node, b in budgets.items():
         i = idx[node]
         for j in range(n):
             if np.isfinite(eps[i, j]) and eps[i, j] > b:
-                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red",
-                                       linewidth=2))
+                ax.add_patch(
+                    Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2)
+                )
     for b in sorted(set(budgets.values())):
         bar.ax.axhline(b, color="red", linewidth=2)
     fig.tight_layout()
@@ -324,6 +394,13 @@ def plot_heatmap(reports: Sequence[dict[str, Any]], path: str | Path) -> dict[st
             cells[f"{a}→{b}"] = [float(x), float(height - y)]  # PNG rows count from the top
     fig.savefig(path, dpi=HEATMAP_DPI)
     plt.close(fig)
-    return {"nodes": nodes, "delta": delta, "budgets": budgets, "over_budget": over,
-            "epsilon": [[None if not np.isfinite(x) else float(x) for x in row] for row in eps],
-            "size": [width, height], "cells": cells, "path": str(path)}
+    return {
+        "nodes": nodes,
+        "delta": delta,
+        "budgets": budgets,
+        "over_budget": over,
+        "epsilon": [[None if not np.isfinite(x) else float(x) for x in row] for row in eps],
+        "size": [width, height],
+        "cells": cells,
+        "path": str(path),
+    }

@@ -35,7 +35,7 @@ class BackoffIter:
         return g > 0 and time.monotonic() - self.started >= g
 
     def next_delay(self) -> float:
-        cap = min(self.policy.maximum, self.policy.initial * self.policy.multiplier ** self.attempt)
+        cap = min(self.policy.maximum, self.policy.initial * self.policy.multiplier**self.attempt)
         self.attempt += 1
         return self.rng.uniform(0, cap)
 
@@ -63,8 +63,12 @@ class BackoffIter:
 OnRetry = Callable[[BaseException, int, float], None]
 
 
-async def retry(fn: Callable[[], Awaitable[T]], policy: Backoff,
-                retryable: Callable[[BaseException], bool], on_retry: OnRetry | None = None) -> T:
+async def retry(
+    fn: Callable[[], Awaitable[T]],
+    policy: Backoff,
+    retryable: Callable[[BaseException], bool],
+    on_retry: OnRetry | None = None,
+) -> T:
     """Call fn until it succeeds, a non-retryable error is raised, or the policy gives up."""
     it = policy.delays()
     while True:

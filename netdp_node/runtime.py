@@ -130,8 +130,14 @@ class JobLog(logging.LoggerAdapter):
 class JobRunner:
     """One job at one node: its engine, its lock, its result."""
 
-    def __init__(self, node: NodeRuntime, ctx: JobContext, engine: Engine, contributed: bool,
-                 decline_reason: str = "") -> None:
+    def __init__(
+        self,
+        node: NodeRuntime,
+        ctx: JobContext,
+        engine: Engine,
+        contributed: bool,
+        decline_reason: str = "",
+    ) -> None:
         self.node = node
         self.ctx = ctx
         self.engine = engine
@@ -160,8 +166,16 @@ class JobRunner:
                 raise NodeUnavailable(f"{self.node.node_id} has left (fault injection)")
             return
         reason = f"fault injection: {what} at step {self.steps + 1} of job {self.ctx.job_id}"
-        self.node.ledger.commit([Entry(job_id=self.ctx.job_id, direction="local", event="fault",
-                                       params={"fault": what, "step": self.steps + 1})])
+        self.node.ledger.commit(
+            [
+                Entry(
+                    job_id=self.ctx.job_id,
+                    direction="local",
+                    event="fault",
+                    params={"fault": what, "step": self.steps + 1},
+                )
+            ]
+        )
         self.log.error("%s", reason)
         if what == "crash":
             self.node.crash(reason)
@@ -171,9 +185,12 @@ class JobRunner:
         """Fail the job at this node if it has not finished `seconds` after it joined."""
         if seconds > 0:
             self._deadline = asyncio.get_running_loop().call_later(
-                seconds, lambda: self.fail(
+                seconds,
+                lambda: self.fail(
                     f"deadline of {seconds:g}s passed before the job finished at this node "
-                    f"(after {self.steps} step(s); a participant may be down)"))
+                    f"(after {self.steps} step(s); a participant may be down)"
+                ),
+            )
 
     # -- driving the engine --------------------------------------------------------------------
     async def start(self) -> None:
@@ -188,8 +205,10 @@ class JobRunner:
         """Handle one incoming message; returns True for an exact duplicate (not applied)."""
         async with self.lock:
             if sender not in self.engine.position:
-                raise Refused(RefusalCode.PERMISSION_DENIED,
-                              f"{sender} is not a participant of job {self.ctx.job_id}")
+                raise Refused(
+                    RefusalCode.PERMISSION_DENIED,
+                    f"{sender} is not a participant of job {self.ctx.job_id}",
+                )
             digest = msg.digest()
             ledger = self.node.ledger
             stored = ledger.received_digest(self.ctx.job_id, sender, msg.key())
@@ -198,18 +217,27 @@ class JobRunner:
                 shape = self.engine.payload_shape(msg.kind)
                 got = None if msg.payload is None else tuple(msg.payload.shape)
                 if got != shape:
-                    raise Refused(RefusalCode.INVALID_ARGUMENT,
-                                  f"{msg.kind} payload has shape {got}, job {self.ctx.job_id} "
-                                  f"expects {shape}")
+                    raise Refused(
+                        RefusalCode.INVALID_ARGUMENT,
+                        f"{msg.kind} payload has shape {got}, job {self.ctx.job_id} "
+                        f"expects {shape}",
+                    )
             if stored is not None:
                 if stored != digest:
-                    raise Refused(RefusalCode.ALREADY_EXISTS,
-                                  f"{msg.kind} {msg.walk}/{msg.epoch} seq={msg.seq} "
-                                  f"round={msg.round} from {sender} conflicts with the one "
-                                  "already stored")
+                    raise Refused(
+                        RefusalCode.ALREADY_EXISTS,
+                        f"{msg.kind} {msg.walk}/{msg.epoch} seq={msg.seq} "
+                        f"round={msg.round} from {sender} conflicts with the one "
+                        "already stored",
+                    )
                 self.engine.on_duplicate(sender, msg)  # it may refuse (Refused): said so
-                self.log.info("exact duplicate of %s %s seq=%d from %s acknowledged, not applied",
-                              msg.kind, msg.walk, msg.seq, sender)
+                self.log.info(
+                    "exact duplicate of %s %s seq=%d from %s acknowledged, not applied",
+                    msg.kind,
+                    msg.walk,
+                    msg.seq,
+                    sender,
+                )
                 # acknowledged once the original is durable (it may still be staged)
                 durable = ledger.staged_future(self.ctx.job_id, sender, msg.key())
                 duplicate = True
@@ -217,9 +245,18 @@ class JobRunner:
                 self._fault_step()
                 actions = self.engine.on_message(sender, msg)
                 self.steps += 1
-                received = Entry(job_id=self.ctx.job_id, direction="received", event=msg.kind,
-                                 peer=sender, kind=msg.kind, walk=msg.walk, epoch=msg.epoch,
-                                 seq=msg.seq, round=msg.round, digest=digest)
+                received = Entry(
+                    job_id=self.ctx.job_id,
+                    direction="received",
+                    event=msg.kind,
+                    peer=sender,
+                    kind=msg.kind,
+                    walk=msg.walk,
+                    epoch=msg.epoch,
+                    seq=msg.seq,
+                    round=msg.round,
+                    digest=digest,
+                )
                 durable = self._apply(actions, received=received)
                 duplicate = False
         if durable is not None:  # the acknowledgement waits until the step is durable
@@ -238,9 +275,11 @@ class JobRunner:
             return
         state = "finished" if self.state == "running" else self.state
         why = f": {self.detail}" if self.detail else ""
-        raise Refused(RefusalCode.FAILED_PRECONDITION,
-                      f"job {self.ctx.job_id} is {state} at {self.node.node_id}{why}; a new "
-                      f"{msg.kind} is not taken")
+        raise Refused(
+            RefusalCode.FAILED_PRECONDITION,
+            f"job {self.ctx.job_id} is {state} at {self.node.node_id}{why}; a new "
+            f"{msg.kind} is not taken",
+        )
 
     async def on_timer(self, name: str) -> None:
         """Timers keep firing after the job is done at this node (an engine may still have to
@@ -267,22 +306,50 @@ class JobRunner:
             elif isinstance(a, Drop):
                 drop.append((job, a.key))
             elif isinstance(a, Record):
-                entries.append(Entry(job_id=job, direction="local", event=a.event, peer=a.peer,
-                                     params=dict(a.params)))
+                entries.append(
+                    Entry(
+                        job_id=job,
+                        direction="local",
+                        event=a.event,
+                        peer=a.peer,
+                        params=dict(a.params),
+                    )
+                )
             elif isinstance(a, Send):
                 sends.append(a)
                 m = a.msg
-                entries.append(Entry(job_id=job, direction="sent", event=m.kind, peer=a.to,
-                                     kind=m.kind, walk=m.walk, epoch=m.epoch, seq=m.seq,
-                                     round=m.round, digest=m.digest()))
+                entries.append(
+                    Entry(
+                        job_id=job,
+                        direction="sent",
+                        event=m.kind,
+                        peer=a.to,
+                        kind=m.kind,
+                        walk=m.walk,
+                        epoch=m.epoch,
+                        seq=m.seq,
+                        round=m.round,
+                        digest=m.digest(),
+                    )
+                )
             elif isinstance(a, Output):
                 output = a
-                entries.append(Entry(job_id=job, direction="local", event="output",
-                                     params={"info": _jsonable(a.info)}))
+                entries.append(
+                    Entry(
+                        job_id=job,
+                        direction="local",
+                        event="output",
+                        params={"info": _jsonable(a.info)},
+                    )
+                )
         update = None
         if output is not None:
-            update = {"job_id": job, "state": "done", "result": _result_dict(output),
-                      "detail": self.detail}
+            update = {
+                "job_id": job,
+                "state": "done",
+                "result": _result_dict(output),
+                "detail": self.detail,
+            }
         ledger = self.node.ledger
         if not (entries or update or keep or drop):
             if any(isinstance(a, Flush) for a in actions):
@@ -290,17 +357,34 @@ class JobRunner:
             self._act(actions, sends, output)
             return None
         # a receipt the engine lets wait (it only records): committed with a later step
-        defer = (received is not None and self.engine.defer_receipts and not sends
-                 and output is None and not keep and not drop
-                 and not any(isinstance(a, (SetTimer, Flush)) for a in actions))
-        durable = ledger.stage(entries, job_update=update, keep=keep, drop=drop, defer=defer,
-                               done=lambda err: self._durable(err, actions, sends, output))
+        defer = (
+            received is not None
+            and self.engine.defer_receipts
+            and not sends
+            and output is None
+            and not keep
+            and not drop
+            and not any(isinstance(a, (SetTimer, Flush)) for a in actions)
+        )
+        durable = ledger.stage(
+            entries,
+            job_update=update,
+            keep=keep,
+            drop=drop,
+            defer=defer,
+            done=lambda err: self._durable(err, actions, sends, output),
+        )
         if output is not None:
             self._finishing = True  # its result is on the way to the ledger: no failing now
         return durable
 
-    def _durable(self, err: LedgerError | None, actions: list[Action], sends: list[Send],
-                 output: Output | None) -> None:
+    def _durable(
+        self,
+        err: LedgerError | None,
+        actions: list[Action],
+        sends: list[Send],
+        output: Output | None,
+    ) -> None:
         if err is None:
             self._act(actions, sends, output)
         else:  # nothing of the step happens: it was not recorded
@@ -334,8 +418,7 @@ class JobRunner:
     def _send(self, s: Send) -> None:
         """Send, then tell the engine how it went (walk custody needs both outcomes). No task per
         message: the transport calls back with the outcome."""
-        self.node.transport.submit(s.to, self.ctx.job_id, s.msg,
-                                   on_done=lambda f: self._sent(s, f))
+        self.node.transport.submit(s.to, self.ctx.job_id, s.msg, on_done=lambda f: self._sent(s, f))
 
     def _sent(self, s: Send, fut: asyncio.Future[bool]) -> None:
         if fut.cancelled():
@@ -356,22 +439,38 @@ class JobRunner:
             # the receiver acknowledged: the message is durable there (the audit tells a message
             # lost after its acknowledgement from one whose sender never learnt it arrived)
             m = s.msg
-            self.node.ledger.note([Entry(job_id=self.ctx.job_id, direction="local",
-                                         event="acked", peer=s.to, kind=m.kind, walk=m.walk,
-                                         epoch=m.epoch, seq=m.seq, round=m.round,
-                                         digest=m.digest())])
+            self.node.ledger.note(
+                [
+                    Entry(
+                        job_id=self.ctx.job_id,
+                        direction="local",
+                        event="acked",
+                        peer=s.to,
+                        kind=m.kind,
+                        walk=m.walk,
+                        epoch=m.epoch,
+                        seq=m.seq,
+                        round=m.round,
+                        digest=m.digest(),
+                    )
+                ]
+            )
             self._apply(self.engine.on_delivered(s.to, s.msg), received=None)
         elif isinstance(e, DeliveryError):
             actions = self.engine.on_undeliverable(s.to, s.msg, e.code, e.detail)
             if actions is None:
                 self.fail(f"{s.msg.kind} to {s.to} failed: {e.code}: {e.detail}")
             else:
-                self.log.warning("%s to %s failed (%s: %s); the protocol recovers",
-                                 s.msg.kind, s.to, e.code, e.detail)
+                self.log.warning(
+                    "%s to %s failed (%s: %s); the protocol recovers",
+                    s.msg.kind,
+                    s.to,
+                    e.code,
+                    e.detail,
+                )
                 self._apply(actions, received=None)
         else:
-            self.log.error("sending %s to %s raised %s: %s", s.msg.kind, s.to,
-                           type(e).__name__, e)
+            self.log.error("sending %s to %s raised %s: %s", s.msg.kind, s.to, type(e).__name__, e)
             self.fail(f"{s.msg.kind} to {s.to} failed: {type(e).__name__}: {e}")
 
     def fail(self, reason: str) -> None:
@@ -433,8 +532,10 @@ def _jsonable(v: Any) -> Any:
 
 
 def _result_dict(o: Output) -> dict[str, Any]:
-    return {"value": None if o.value is None else np.asarray(o.value).tolist(),
-            "info": _jsonable(o.info)}
+    return {
+        "value": None if o.value is None else np.asarray(o.value).tolist(),
+        "info": _jsonable(o.info),
+    }
 
 
 def _stored_output(row: JobRow) -> Output | None:
@@ -442,8 +543,7 @@ def _stored_output(row: JobRow) -> Output | None:
     if row.state != "done" or not row.result:
         return None
     value = row.result.get("value")
-    return Output(None if value is None else np.asarray(value),
-                  dict(row.result.get("info") or {}))
+    return Output(None if value is None else np.asarray(value), dict(row.result.get("info") or {}))
 
 
 class NodeRuntime:
@@ -498,10 +598,14 @@ class NodeRuntime:
             return False, "no data configured on this node (--data): it adds noise only"
         if self.budget is None:
             return True, ""
-        views = [JobView(j.job_id, j.spec, self.ledger.entries(j.job_id))
-                 for j in self.ledger.jobs() if j.job_id != ctx.job_id]
-        check = check_budget(views, spec_dict(ctx), self.node_id, self.budget.epsilon,
-                             self.budget.delta)
+        views = [
+            JobView(j.job_id, j.spec, self.ledger.entries(j.job_id))
+            for j in self.ledger.jobs()
+            if j.job_id != ctx.job_id
+        ]
+        check = check_budget(
+            views, spec_dict(ctx), self.node_id, self.budget.epsilon, self.budget.delta
+        )
         if check.ok:
             return True, ""
         return False, "declined (privacy budget): " + check.reason
@@ -535,11 +639,15 @@ class NodeRuntime:
         # no engine, and no generator drawn for it (a seeded node would record one it never uses)
         runner = JobRunner(self, ctx, NotRun(ctx), False, reason)
         runner.state = "failed"
-        entry = Entry(job_id=ctx.job_id, direction="local", event="not-joined",
-                      params={"reason": NOT_JOINED, "job_seq": seq,
-                              "join_after": self.join_after})
-        self.ledger.begin_job(ctx.job_id, ctx.algorithm, spec_dict(ctx), False, [entry],
-                              state="failed", detail=reason)
+        entry = Entry(
+            job_id=ctx.job_id,
+            direction="local",
+            event="not-joined",
+            params={"reason": NOT_JOINED, "job_seq": seq, "join_after": self.join_after},
+        )
+        self.ledger.begin_job(
+            ctx.job_id, ctx.algorithm, spec_dict(ctx), False, [entry], state="failed", detail=reason
+        )
         self.jobs[ctx.job_id] = runner
         runner.finished.set()
         runner.log.warning("%s", reason)
@@ -575,9 +683,9 @@ class NodeRuntime:
         try:  # the job may not fit this node (its data, its version): the job fails here, said so
             if previous is None:
                 contributed, reason = self._decide_contribution(ctx)
-            engine = get_algorithm(ctx.algorithm).engine(ctx, self.data,
-                                                         self.rng_factory(ctx.job_id),
-                                                         contribute=contributed)
+            engine = get_algorithm(ctx.algorithm).engine(
+                ctx, self.data, self.rng_factory(ctx.job_id), contribute=contributed
+            )
         except Exception as e:  # noqa: BLE001 - recorded and reported: the job's failure
             return self._not_run(ctx, previous, e)
         runner = JobRunner(self, ctx, engine, contributed, reason)
@@ -593,8 +701,11 @@ class NodeRuntime:
                 return runner
         if previous is not None:
             runner.state = previous.state if previous.state != "running" else "failed"
-            runner.detail = ("the node restarted during this job; it does not resume it"
-                             if previous.state == "running" else previous.detail)
+            runner.detail = (
+                "the node restarted during this job; it does not resume it"
+                if previous.state == "running"
+                else previous.detail
+            )
             runner.finished.set()
             runner.log.warning("job found in the ledger (state %s): not run again", previous.state)
             if previous.state == "running":  # it failed here: record it and say so, as fail() does
@@ -608,15 +719,28 @@ class NodeRuntime:
         first: list[Entry] = []
         if not contributed:
             runner.log.warning("%s", reason)
-            first.append(Entry(job_id=ctx.job_id, direction="local", event="decline",
-                               params={"reason": reason}))
+            first.append(
+                Entry(
+                    job_id=ctx.job_id, direction="local", event="decline", params={"reason": reason}
+                )
+            )
         if self.faults is not None and self.faults.plan.active:
-            first.append(Entry(job_id=ctx.job_id, direction="local", event="fault-plan",
-                                 params=self.faults.plan.describe()))
+            first.append(
+                Entry(
+                    job_id=ctx.job_id,
+                    direction="local",
+                    event="fault-plan",
+                    params=self.faults.plan.describe(),
+                )
+            )
         self.ledger.begin_job(ctx.job_id, ctx.algorithm, spec_dict(ctx), contributed, first)
         runner.arm_deadline(float(ctx.params.get("deadline_s", self.job_deadline)))
-        runner.log.info("joined %s with %d participants (contributing: %s)", ctx.algorithm,
-                        len(ctx.participants), "yes" if contributed else "no")
+        runner.log.info(
+            "joined %s with %d participants (contributing: %s)",
+            ctx.algorithm,
+            len(ctx.participants),
+            "yes" if contributed else "no",
+        )
         try:
             await runner.start()
         except NodeUnavailable:
@@ -631,12 +755,19 @@ class NodeRuntime:
         runner.log.debug("the engine could not start", exc_info=error)
         reason = f"cannot run this job: {type(error).__name__}: {error}"
         runner.contributed = False
-        self.ledger.commit([Entry(job_id=runner.ctx.job_id, direction="local", event=NOT_RUN,
-                                  params={"reason": reason})])
+        self.ledger.commit(
+            [
+                Entry(
+                    job_id=runner.ctx.job_id,
+                    direction="local",
+                    event=NOT_RUN,
+                    params={"reason": reason},
+                )
+            ]
+        )
         runner.fail(reason)
 
-    def _not_run(self, ctx: JobContext, previous: JobRow | None,
-                 error: Exception) -> JobRunner:
+    def _not_run(self, ctx: JobContext, previous: JobRow | None, error: Exception) -> JobRunner:
         """A job whose engine could not be made (or whose contribution could not be decided):
         failed at this node with the reason, recorded in the ledger (so that a restart does not
         try again) and reported. A job the ledger already shows finished keeps its state."""
@@ -652,9 +783,20 @@ class NodeRuntime:
             self.notify_finished(runner)  # reported again, as in _create
             return runner
         if previous is None:
-            self.ledger.begin_job(ctx.job_id, ctx.algorithm, spec_dict(ctx), False, [
-                Entry(job_id=ctx.job_id, direction="local", event=NOT_RUN,
-                      params={"reason": reason})])
+            self.ledger.begin_job(
+                ctx.job_id,
+                ctx.algorithm,
+                spec_dict(ctx),
+                False,
+                [
+                    Entry(
+                        job_id=ctx.job_id,
+                        direction="local",
+                        event=NOT_RUN,
+                        params={"reason": reason},
+                    )
+                ],
+            )
         runner.fail(reason)
         return runner
 
@@ -665,8 +807,10 @@ class NodeRuntime:
         if job_id in self._adding:
             return await self._adding[job_id]
         if self.job_fetcher is not None and self.join_pending and self.ledger.job(job_id) is None:
-            raise NodeUnavailable(f"{self.node_id} is registering with the bootstrap; it takes "
-                                  "no job it does not know yet")
+            raise NodeUnavailable(
+                f"{self.node_id} is registering with the bootstrap; it takes "
+                "no job it does not know yet"
+            )
         fetched = await self._look_up(job_id, sender)
         if fetched is not None and self.node_id in fetched[0].participants:
             ctx, seq = fetched
@@ -694,7 +838,8 @@ class NodeRuntime:
             return None  # this peer's lookups are spent for now: it will send again
         recent.append(now)
         fut: asyncio.Future[tuple[JobContext, int] | None] = (
-            asyncio.get_running_loop().create_future())
+            asyncio.get_running_loop().create_future()
+        )
         self._looking_up[job_id] = fut
         try:
             fetched = await self.job_fetcher(job_id)

@@ -147,17 +147,30 @@ class Simulator:
     """Runs one job of `algorithm` over participants `ids` with per-node `data`, every node a
     `NodeRuntime` (see the module docstring)."""
 
-    def __init__(self, algorithm: str, ids: Sequence[str], params: Mapping[str, Any],
-                 data: Mapping[str, np.ndarray | None], *, seed: int = 0, public_seed: int = 0,
-                 latency: float = 0.001, record: RecordMode = "full",
-                 contribute: Mapping[str, bool] | None = None, job_id: str = "sim",
-                 down: Callable[[str, float], bool] | None = None,
-                 lose: Callable[[str, str, Message], str | None] | None = None,
-                 faults: Mapping[str, FaultPlan] | None = None,
-                 edges: Sequence[tuple[str, str]] = (), ledger_dir: str | Path | None = None,
-                 give_up_after: float = 10.0, retransmit_after: float = 0.5,
-                 job_deadline: float = 0.0, max_virtual_s: float = MAX_VIRTUAL_S,
-                 after: Callable[[Simulator], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self,
+        algorithm: str,
+        ids: Sequence[str],
+        params: Mapping[str, Any],
+        data: Mapping[str, np.ndarray | None],
+        *,
+        seed: int = 0,
+        public_seed: int = 0,
+        latency: float = 0.001,
+        record: RecordMode = "full",
+        contribute: Mapping[str, bool] | None = None,
+        job_id: str = "sim",
+        down: Callable[[str, float], bool] | None = None,
+        lose: Callable[[str, str, Message], str | None] | None = None,
+        faults: Mapping[str, FaultPlan] | None = None,
+        edges: Sequence[tuple[str, str]] = (),
+        ledger_dir: str | Path | None = None,
+        give_up_after: float = 10.0,
+        retransmit_after: float = 0.5,
+        job_deadline: float = 0.0,
+        max_virtual_s: float = MAX_VIRTUAL_S,
+        after: Callable[[Simulator], Awaitable[None]] | None = None,
+    ) -> None:
         """`down(node, now)`: the node is unreachable at virtual time `now` (a dropout, as
         --fault-offline makes one: it neither takes nor sends traffic; its senders retry, then
         give up after `give_up_after` virtual seconds; its timers still fire). `lose(sender, to,
@@ -189,8 +202,15 @@ class Simulator:
         self.max_virtual_s = max_virtual_s
         self.after = after
         get_algorithm(algorithm)  # (an unknown algorithm is refused here, naming the known ones)
-        self.context = JobContext(job_id, algorithm, self.ids[0], tuple(self.ids), self.params,
-                                  public_seed, tuple(self.edges))
+        self.context = JobContext(
+            job_id,
+            algorithm,
+            self.ids[0],
+            tuple(self.ids),
+            self.params,
+            public_seed,
+            tuple(self.edges),
+        )
         self.runtimes: dict[str, Any] = {}
         self.engines = _Engines(self)
         self.now = 0.0
@@ -211,14 +231,20 @@ class Simulator:
                 data_steps.append(e.event == "contribute")
                 if self._progress is not None and len(holders) % 4096 == 0:
                     self._progress(len(holders), expected)
+
         return observe
 
     def _build(self) -> MemoryNetwork:
 
-        net = MemoryNetwork(give_up_after=self.give_up_after, retry_every=0.05,
-                            latency=self.latency, apply_faults=True,
-                            retransmit_after=self.retransmit_after, lose=self.lose,
-                            on_fault=self._on_fault)
+        net = MemoryNetwork(
+            give_up_after=self.give_up_after,
+            retry_every=0.05,
+            latency=self.latency,
+            apply_faults=True,
+            retransmit_after=self.retransmit_after,
+            lose=self.lose,
+            on_fault=self._on_fault,
+        )
         loop = asyncio.get_running_loop()
         spec = json.loads(json.dumps(spec_dict(self.context), sort_keys=True))
         shared_specs = {self.job_id: spec}  # one copy of the public spec for every node
@@ -226,8 +252,12 @@ class Simulator:
             if self.ledger_dir is not None:
                 ledger: Ledger = Ledger(self.ledger_dir / nid, nid)
             else:
-                ledger = MemoryLedger(nid, clock=loop.time, keep_entries=self.record == "full",
-                                      shared_specs=shared_specs)
+                ledger = MemoryLedger(
+                    nid,
+                    clock=loop.time,
+                    keep_entries=self.record == "full",
+                    shared_specs=shared_specs,
+                )
             plan = self.faults.get(nid)
             injector = None
             if plan is not None or self.down is not None:
@@ -235,9 +265,16 @@ class Simulator:
             data = self.data.get(nid)
             if not self.contribute.get(nid, True):
                 data = None  # takes part, adds noise only (as a node with no --data)
-            rt = NodeRuntime(nid, ledger, _SimTransport(self, net, nid), data=data,
-                             rng_factory=self._rng_factory(i), faults=injector,
-                             crash=self._crasher(nid), job_deadline=self.job_deadline)
+            rt = NodeRuntime(
+                nid,
+                ledger,
+                _SimTransport(self, net, nid),
+                data=data,
+                rng_factory=self._rng_factory(i),
+                faults=injector,
+                crash=self._crasher(nid),
+                job_deadline=self.job_deadline,
+            )
             self.runtimes[nid] = rt
             net.nodes[nid] = rt
         return net
@@ -245,18 +282,30 @@ class Simulator:
     def _on_fault(self, nid: str, kind: str, peer: str, job_id: str) -> None:
         """An injected fault on the wire, recorded in the node's ledger as the daemon records it
         (`NodeDaemon._record_fault`)."""
-        self.runtimes[nid].ledger.commit([Entry(job_id=job_id, direction="local", event="fault",
-                                                peer=peer, params={"fault": kind})])
+        self.runtimes[nid].ledger.commit(
+            [
+                Entry(
+                    job_id=job_id,
+                    direction="local",
+                    event="fault",
+                    peer=peer,
+                    params={"fault": kind},
+                )
+            ]
+        )
 
     def _rng_factory(self, i: int) -> Callable[[str], np.random.Generator]:
         """Node i's RNG for every job: seeded from the simulation's seed (reproducible runs)."""
+
         def make(job: str) -> np.random.Generator:
             return np.random.default_rng([self.seed, i])
+
         return make
 
     def _crasher(self, nid: str) -> Callable[[str], None]:
         def crash(reason: str) -> None:
             self._crash(nid)
+
         return crash
 
     def _crash(self, nid: str) -> None:
@@ -273,18 +322,19 @@ class Simulator:
         self._network = self._build()
         if self.record != "none":
             for nid, rt in self.runtimes.items():
-                rt.ledger.observe = self._observe(nid) if isinstance(rt.ledger, MemoryLedger) \
-                    else None
+                rt.ledger.observe = (
+                    self._observe(nid) if isinstance(rt.ledger, MemoryLedger) else None
+                )
         # every node joins; the starter (the first participant of a walk) last, as in the harness
         for nid in reversed(self.ids):
             try:
                 await self.runtimes[nid].add_job(self.context.for_node(nid))
             except Exception as e:  # noqa: BLE001 - e.g. a node that left at its first step
-                log.warning("[node=%s job=%s] did not join the simulated job: %s", nid,
-                            self.job_id, e)
+                log.warning(
+                    "[node=%s job=%s] did not join the simulated job: %s", nid, self.job_id, e
+                )
         limit = loop.time() + self.max_virtual_s
-        runners = [rt.jobs[self.job_id] for rt in self.runtimes.values()
-                   if self.job_id in rt.jobs]
+        runners = [rt.jobs[self.job_id] for rt in self.runtimes.values() if self.job_id in rt.jobs]
         waits = [asyncio.ensure_future(r.finished.wait()) for r in runners]
         try:
             await asyncio.wait(waits, timeout=max(0.0, limit - loop.time()))
@@ -296,8 +346,7 @@ class Simulator:
         if self._inflight:
             self._idle = asyncio.Event()
             try:
-                await asyncio.wait_for(self._idle.wait(),
-                                       timeout=max(0.0, limit - loop.time()))
+                await asyncio.wait_for(self._idle.wait(), timeout=max(0.0, limit - loop.time()))
             except asyncio.TimeoutError:
                 pass
         if self.after is not None:
@@ -305,8 +354,9 @@ class Simulator:
         for rt in self.runtimes.values():
             rt.ledger.flush()
 
-    def run(self, *, max_events: int = 0,
-            progress: Callable[[int, int], None] | None = None) -> SimResult:
+    def run(
+        self, *, max_events: int = 0, progress: Callable[[int, int], None] | None = None
+    ) -> SimResult:
         """Run the job to its end everywhere (or `max_virtual_s`); `max_events` is ignored (kept
         for callers of the previous simulator)."""
         t0 = time.perf_counter()
@@ -343,24 +393,37 @@ class Simulator:
         seen: list[tuple[float, float, int, int, bool]] = []
         for nid, rt in self.runtimes.items():
             for e in rt.ledger.entries(self.job_id, events=HOLD_EVENTS):
-                seen.append((float(e.params.get("t", 0)), e.ts, e.id, self.index[nid],
-                             e.event == "contribute"))
+                seen.append(
+                    (
+                        float(e.params.get("t", 0)),
+                        e.ts,
+                        e.id,
+                        self.index[nid],
+                        e.event == "contribute",
+                    )
+                )
         seen.sort()
         res.holders[:] = [h for _, _, _, h, _ in seen]
         res.data_steps[:] = [d for _, _, _, _, d in seen]
 
 
 # -- inputs and outputs ------------------------------------------------------------------------------
-def synthetic_data(algorithm: str, ids: Sequence[str], params: Mapping[str, Any], seed: int,
-                   points_per_node: int = 8, data_dir: str | None = None) -> tuple[
-                       dict[str, np.ndarray], Any]:
+def synthetic_data(
+    algorithm: str,
+    ids: Sequence[str],
+    params: Mapping[str, Any],
+    seed: int,
+    points_per_node: int = 8,
+    data_dir: str | None = None,
+) -> tuple[dict[str, np.ndarray], Any]:
     """Per-node data for a simulation: values in [0, clip] (sums), categories (histograms), or
     logistic-regression rows (SGD: the housing data when found, else synthetic; returns the split
     too, for test accuracy)."""
     rng = np.random.default_rng([seed, 7])
     n = len(ids)
     if algorithm in ("walk-sum", "ring-sum", "ring-sum-r", "muffliato", "muffliato-random") or (
-            algorithm == "rw-sgd" and params.get("objective") == "mean"):
+        algorithm == "rw-sgd" and params.get("objective") == "mean"
+    ):
         dim = int(params.get("dim", 1))
         clip = float(params.get("clip", 1.0))
         vals = rng.uniform(0.0, clip / np.sqrt(dim), size=(n, dim))
@@ -375,15 +438,20 @@ def synthetic_data(algorithm: str, ids: Sequence[str], params: Mapping[str, Any]
         cats = rng.choice(L, size=n, p=np.arange(1, L + 1) / (L * (L + 1) / 2))
         return {nid: np.array([float(c)]) for nid, c in zip(ids, cats)}, None
     if algorithm in ("walk-sgd", "muffliato-gd", "rw-sgd"):
-
         split = learning_split(n, points_per_node, seed, data_dir)
         users = split.per_user(n, points_per_node)
         return dict(zip(ids, users)), split
     raise ValueError(f"no synthetic data for {algorithm!r}")
 
 
-def dropout_plans(algorithm: str, ids: Sequence[str], params: Mapping[str, Any], leave: float,
-                  miss: float, seed: int) -> dict[str, FaultPlan]:
+def dropout_plans(
+    algorithm: str,
+    ids: Sequence[str],
+    params: Mapping[str, Any],
+    leave: float,
+    miss: float,
+    seed: int,
+) -> dict[str, FaultPlan]:
     """Fault plans for `netdp simulate --leave/--miss`, made of the daemon's fault flags.
 
     inca: the flags `netdp demo --algorithm inca --leave --miss` gives its node processes
@@ -395,18 +463,29 @@ def dropout_plans(algorithm: str, ids: Sequence[str], params: Mapping[str, Any],
         raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
     if algorithm == "inca":
         round_s = float(params.get("round_s", 2.0))
-        flags = inca_dropout_flags(ids, leave=leave, miss=miss, seed=seed, T=int(params["T"]),
-                                   k=int(params["k"]), round_s=round_s,
-                                   horizon=float(params["T"]) * round_s * 4 + 60)
+        flags = inca_dropout_flags(
+            ids,
+            leave=leave,
+            miss=miss,
+            seed=seed,
+            T=int(params["T"]),
+            k=int(params["k"]),
+            round_s=round_s,
+            horizon=float(params["T"]) * round_s * 4 + 60,
+        )
         return {nid: plan_from_flags(f) for nid, f in flags.items()}
     if miss:
-        raise ConfigError("--miss is for --algorithm inca (use --fault NODE:--fault-offline "
-                          "START:DURATION for the others)")
+        raise ConfigError(
+            "--miss is for --algorithm inca (use --fault NODE:--fault-offline "
+            "START:DURATION for the others)"
+        )
     rng = np.random.default_rng([seed, 13])
     order = rng.permutation(len(ids))
     nl = int(round(leave * len(ids)))
-    return {ids[int(i)]: plan_from_flags(["--fault-leave-at-step", str(rng.integers(1, 3))])
-            for i in order[:nl]}
+    return {
+        ids[int(i)]: plan_from_flags(["--fault-leave-at-step", str(rng.integers(1, 3))])
+        for i in order[:nl]
+    }
 
 
 def parse_node_faults(specs: Sequence[str], ids: Sequence[str]) -> dict[str, FaultPlan]:
@@ -419,14 +498,21 @@ def parse_node_faults(specs: Sequence[str], ids: Sequence[str]) -> dict[str, Fau
         nid, sep, flags = spec.partition(":")
         nid = nid.strip()
         if not sep or nid not in known:
-            raise ConfigError(f"--fault takes NODE:FLAGS with NODE one of the simulated nodes "
-                              f"({ids[0]}..{ids[-1]}), got {spec!r}")
+            raise ConfigError(
+                f"--fault takes NODE:FLAGS with NODE one of the simulated nodes "
+                f"({ids[0]}..{ids[-1]}), got {spec!r}"
+            )
         out[nid] = plan_from_flags(flags.split())
     return out
 
 
-def inca_summary(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
-                 data: Mapping[str, np.ndarray], spec: Mapping[str, Any]) -> dict[str, Any]:
+def inca_summary(
+    res: SimResult,
+    ids: Sequence[str],
+    params: Mapping[str, Any],
+    data: Mapping[str, np.ndarray],
+    spec: Mapping[str, Any],
+) -> dict[str, Any]:
     """Estimate vs true mean, the central-DP error at the job's target privacy, the finals, and
     the correlated noise left uncancelled by leavers (`inca_audit.estimate_terms`)."""
 
@@ -441,25 +527,44 @@ def inca_summary(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
     terms = inca_audit.estimate_terms(ex)
     w = terms["omega_total"]
     est = np.asarray(first.value)
-    o.update({
-        "estimate": est.tolist(), "abs_error": float(np.abs(est - truth).max()),
-        "final": len(first.info["final"]), "missing": first.info["missing"],
-        "lost_messages": len(first.info["lost"]), "sum_omega": first.info["sum_omega"],
-        "central_dp_std": central_dp_std(float(params["epsilon"]), float(params["delta"]),
-                                         float(params["sensitivity"]), len(ids)),
-        "inca_std_eta": float(params["sigma_eta"]) * float(np.linalg.norm(terms["c_u"])) / w,
-        "uncancelled_noise_std": inca_audit.dropout_summary(
-            ex, float(params["sigma_delta"]))["uncancelled_noise_std"],
-        "values_lost": float(len(ids) - terms["c_u"].sum()),
-    })
+    o.update(
+        {
+            "estimate": est.tolist(),
+            "abs_error": float(np.abs(est - truth).max()),
+            "final": len(first.info["final"]),
+            "missing": first.info["missing"],
+            "lost_messages": len(first.info["lost"]),
+            "sum_omega": first.info["sum_omega"],
+            "central_dp_std": central_dp_std(
+                float(params["epsilon"]),
+                float(params["delta"]),
+                float(params["sensitivity"]),
+                len(ids),
+            ),
+            "inca_std_eta": float(params["sigma_eta"]) * float(np.linalg.norm(terms["c_u"])) / w,
+            "uncancelled_noise_std": inca_audit.dropout_summary(ex, float(params["sigma_delta"]))[
+                "uncancelled_noise_std"
+            ],
+            "values_lost": float(len(ids) - terms["c_u"].sum()),
+        }
+    )
     return o
 
 
 def write_trace(res: SimResult, ids: Sequence[str], path: str | Path) -> None:
     """JSON lines: a header, then one line per holding (the walk, for `netdp audit --trace`)."""
     with open(path, "w") as f:
-        f.write(json.dumps({"algorithm": res.algorithm, "n": res.n, "participants": list(ids),
-                            "params": res.params}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "algorithm": res.algorithm,
+                    "n": res.n,
+                    "participants": list(ids),
+                    "params": res.params,
+                }
+            )
+            + "\n"
+        )
         for t, (h, d) in enumerate(zip(res.holders, res.data_steps), start=1):
             f.write(json.dumps({"t": t, "holder": h, "data": d}) + "\n")
 
@@ -481,7 +586,6 @@ def write_ledgers(res: SimResult, spec: Mapping[str, Any], root: str | Path) -> 
             out = res.outputs.get(nid)
             update = None
             if out is not None:
-
                 update = {"job_id": spec["job_id"], "state": "done", "result": _result_dict(out)}
             led.commit(entries, job_update=update)
         finally:
@@ -501,25 +605,48 @@ def progress_printer(stream: Any = sys.stderr, width: int = 30) -> Callable[[int
         if frac >= 1.0:
             stream.write("\n")
         stream.flush()
+
     return show
 
 
-def walk_audit_dict(holders: np.ndarray, n: int, algorithm: str, params: Mapping[str, Any],
-                    paper_compatible: bool = False) -> dict[str, Any]:
+def walk_audit_dict(
+    holders: np.ndarray,
+    n: int,
+    algorithm: str,
+    params: Mapping[str, Any],
+    paper_compatible: bool = False,
+) -> dict[str, Any]:
     """The walk-conditional audit (network-dp.md §4) of one walk, as a JSON-friendly summary."""
 
     if algorithm not in ("walk-sum", "walk-histogram"):
-        raise ValueError(f"the walk-conditional audit covers walk-sum and walk-histogram, not "
-                         f"{algorithm}")
-    mode: Literal["gaussian", "histogram"] = (
-        "gaussian" if algorithm == "walk-sum" else "histogram")
-    a = audit_walk(holders, n, float(params["epsilon0"]), float(params["delta"]), mode=mode,
-                   paper_compatible=paper_compatible)
-    return {"algorithm": algorithm, "n": n, "T": int(len(holders)), "mode": mode,
-            "paper_compatible": paper_compatible, "epsilon0": float(params["epsilon0"]),
-            "delta": float(params["delta"]), "ndp_mean": a.ndp_mean, "ndp_min": a.ndp_min,
-            "ndp_max": a.ndp_max, "ldp_mean": a.ldp_mean, "ldp_min": a.ldp_min,
-            "ldp_max": a.ldp_max, "note": GLOBAL_KNOWLEDGE_NOTE}
+        raise ValueError(
+            f"the walk-conditional audit covers walk-sum and walk-histogram, not {algorithm}"
+        )
+    mode: Literal["gaussian", "histogram"] = "gaussian" if algorithm == "walk-sum" else "histogram"
+    a = audit_walk(
+        holders,
+        n,
+        float(params["epsilon0"]),
+        float(params["delta"]),
+        mode=mode,
+        paper_compatible=paper_compatible,
+    )
+    return {
+        "algorithm": algorithm,
+        "n": n,
+        "T": int(len(holders)),
+        "mode": mode,
+        "paper_compatible": paper_compatible,
+        "epsilon0": float(params["epsilon0"]),
+        "delta": float(params["delta"]),
+        "ndp_mean": a.ndp_mean,
+        "ndp_min": a.ndp_min,
+        "ndp_max": a.ndp_max,
+        "ldp_mean": a.ldp_mean,
+        "ldp_min": a.ldp_min,
+        "ldp_max": a.ldp_max,
+        "note": GLOBAL_KNOWLEDGE_NOTE,
+    }
 
 
 def node_privacy(res: SimResult, ids: Sequence[str], spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -527,9 +654,14 @@ def node_privacy(res: SimResult, ids: Sequence[str], spec: Mapping[str, Any]) ->
     and the method. With record="walk" the view is rebuilt from the node's contribution count, the
     only part of it the walk accountants read."""
 
-    counts = np.bincount(np.asarray(res.holders, dtype=np.int64)[np.asarray(res.data_steps,
-                                                                             dtype=bool)],
-                         minlength=len(ids)) if res.holders else np.zeros(len(ids), dtype=int)
+    counts = (
+        np.bincount(
+            np.asarray(res.holders, dtype=np.int64)[np.asarray(res.data_steps, dtype=bool)],
+            minlength=len(ids),
+        )
+        if res.holders
+        else np.zeros(len(ids), dtype=int)
+    )
     cache: dict[int, Any] = {}
     worst: list[float] = []
     method = ""
@@ -550,9 +682,13 @@ def node_privacy(res: SimResult, ids: Sequence[str], spec: Mapping[str, Any]) ->
         worst.append(loss.epsilon)
         if loss.method != "no-contribution":
             method = loss.method
-    return {"epsilon_max": float(np.max(worst)), "epsilon_mean": float(np.mean(worst)),
-            "method": method, "contributions_max": int(counts.max()),
-            "contributions_mean": float(counts.mean())}
+    return {
+        "epsilon_max": float(np.max(worst)),
+        "epsilon_mean": float(np.mean(worst)),
+        "method": method,
+        "contributions_max": int(counts.max()),
+        "contributions_mean": float(counts.mean()),
+    }
 
 
 def run_simulation(a: Any) -> int:
@@ -579,18 +715,28 @@ def run_simulation(a: Any) -> int:
         raise ConfigError("--ledgers needs --record full")
     edges: list[tuple[str, str]] = []
     if a.algorithm == "rw-sgd" or params.get("graph") == "topology":
-
         kind = getattr(a, "topology", None) or get_algorithm(a.algorithm).topology
         try:
             edges = [(str(u), str(v)) for u, v in build(kind, ids, seed=a.seed).edges]
         except ValueError as e:
             raise ConfigError(f"--topology: {e}") from e
-    faults = dropout_plans(a.algorithm, ids, params, getattr(a, "leave", 0.0),
-                           getattr(a, "miss", 0.0), a.seed)
+    faults = dropout_plans(
+        a.algorithm, ids, params, getattr(a, "leave", 0.0), getattr(a, "miss", 0.0), a.seed
+    )
     faults.update(parse_node_faults(getattr(a, "fault", None) or [], ids))
-    sim = Simulator(a.algorithm, ids, params, data, seed=a.seed, public_seed=a.seed,
-                    record=record, faults=faults, edges=edges, ledger_dir=a.ledgers or None,
-                    job_deadline=float(params.get("deadline_s", 0.0) or 0.0))
+    sim = Simulator(
+        a.algorithm,
+        ids,
+        params,
+        data,
+        seed=a.seed,
+        public_seed=a.seed,
+        record=record,
+        faults=faults,
+        edges=edges,
+        ledger_dir=a.ledgers or None,
+        job_deadline=float(params.get("deadline_s", 0.0) or 0.0),
+    )
     show = None if (a.quiet or a.json) else progress_printer()
     if show is not None:
         print(f"simulating {a.algorithm} over {n} nodes (seed {a.seed})", file=sys.stderr)
@@ -598,43 +744,71 @@ def run_simulation(a: Any) -> int:
     failed = {nid: res.details.get(nid, "") for nid, st in res.states.items() if st != "done"}
     if len(res.outputs) + len(faults) < n or not res.outputs:
         why = "; ".join(f"{k}: {v}" for k, v in list(failed.items())[:3])
-        raise RuntimeError(f"the simulated job did not finish ({len(res.outputs)}/{n} outputs"
-                           f"{'; ' + why if why else ''})")
-    spec = {"job_id": "sim", "algorithm": a.algorithm, "participants": ids, "params": params,
-            "public_seed": a.seed, "edges": [list(e) for e in edges]}
+        raise RuntimeError(
+            f"the simulated job did not finish ({len(res.outputs)}/{n} outputs"
+            f"{'; ' + why if why else ''})"
+        )
+    spec = {
+        "job_id": "sim",
+        "algorithm": a.algorithm,
+        "participants": ids,
+        "params": params,
+        "public_seed": a.seed,
+        "edges": [list(e) for e in edges],
+    }
     out: dict[str, Any] = {
-        "algorithm": a.algorithm, "nodes": n, "seed": a.seed, "steps": len(res.holders),
-        "data_steps": int(np.sum(res.data_steps)), "events": res.events,
-        "virtual_time_s": res.virtual_time, "wall_s": res.wall_s,
+        "algorithm": a.algorithm,
+        "nodes": n,
+        "seed": a.seed,
+        "steps": len(res.holders),
+        "data_steps": int(np.sum(res.data_steps)),
+        "events": res.events,
+        "virtual_time_s": res.virtual_time,
+        "wall_s": res.wall_s,
         "params": {k: v for k, v in params.items()},
     }
     if a.algorithm != "inca":
         out["privacy"] = node_privacy(res, ids, spec)
     value = np.asarray(res.value)
-    counts = np.bincount(np.asarray(res.holders)[np.asarray(res.data_steps, dtype=bool)],
-                         minlength=n)
+    counts = np.bincount(
+        np.asarray(res.holders)[np.asarray(res.data_steps, dtype=bool)], minlength=n
+    )
     if a.algorithm == "walk-sum":
-
-        truth = sum(counts[i] * clip_l2(np.asarray(data[nid]), params["clip"])
-                    for i, nid in enumerate(ids))
-        out.update({"estimate": value.tolist(), "truth": np.asarray(truth).tolist(),
-                    "noise_std": float(np.sqrt(len(res.holders)) * params["sigma"])})
+        truth = sum(
+            counts[i] * clip_l2(np.asarray(data[nid]), params["clip"]) for i, nid in enumerate(ids)
+        )
+        out.update(
+            {
+                "estimate": value.tolist(),
+                "truth": np.asarray(truth).tolist(),
+                "noise_std": float(np.sqrt(len(res.holders)) * params["sigma"]),
+            }
+        )
     elif a.algorithm == "walk-histogram":
         truth = np.zeros(int(params["bins"]))
         for i, nid in enumerate(ids):
             truth[int(data[nid][0])] += counts[i]
         out.update({"estimate": value.tolist(), "truth": truth.tolist()})
     elif a.algorithm == "walk-sgd":
-        out.update({"test_accuracy": logistic_accuracy(value, split.X_test, split.y_test),
-                    "data": split.source, "model": value.tolist()})
+        out.update(
+            {
+                "test_accuracy": logistic_accuracy(value, split.X_test, split.y_test),
+                "data": split.source,
+                "model": value.tolist(),
+            }
+        )
     elif a.algorithm == "inca":
         out.update(inca_summary(res, ids, params, data, spec))
-        out["privacy"] = node_privacy(res, ids, spec) if n <= 64 else {
-            "note": "per-node audits skipped above 64 nodes (each is a linear system of size "
-                    "n(T+1)); use `netdp demo --algorithm inca` or inca_audit directly"}
+        out["privacy"] = (
+            node_privacy(res, ids, spec)
+            if n <= 64
+            else {
+                "note": "per-node audits skipped above 64 nodes (each is a linear system of size "
+                "n(T+1)); use `netdp demo --algorithm inca` or inca_audit directly"
+            }
+        )
     elif a.algorithm.startswith("muffliato"):
-        out.update(gossip_outcome(res, ids, params, data, split,
-                                  gd=a.algorithm == "muffliato-gd"))
+        out.update(gossip_outcome(res, ids, params, data, split, gd=a.algorithm == "muffliato-gd"))
     elif a.algorithm.startswith("ring-"):
         out.update(ring_outcome(res, ids, params, data))
     elif a.algorithm == "rw-sgd":
@@ -642,8 +816,13 @@ def run_simulation(a: Any) -> int:
             truth = np.mean([np.asarray(data[v], dtype=float) for v in ids], axis=0)
             out.update({"estimate": value.tolist(), "truth": truth.tolist()})
         else:
-            out.update({"test_accuracy": logistic_accuracy(value, split.X_test, split.y_test),
-                        "data": split.source, "model": value.tolist()})
+            out.update(
+                {
+                    "test_accuracy": logistic_accuracy(value, split.X_test, split.y_test),
+                    "data": split.source,
+                    "model": value.tolist(),
+                }
+            )
     if failed:
         out["failed"] = failed
     if a.audit:
@@ -671,8 +850,9 @@ def recorded_noise_std(res: SimResult, ids: Sequence[str]) -> float:
     return float(np.sqrt(var))
 
 
-def ring_outcome(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
-                 data: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def ring_outcome(
+    res: SimResult, ids: Sequence[str], params: Mapping[str, Any], data: Mapping[str, np.ndarray]
+) -> dict[str, Any]:
     """Ring sums: the released estimate (the token over K) against the true sum of the clipped
     inputs, with the std of the noise the ledgers recorded; the ring histogram: the debiased
     counts against the true ones."""
@@ -682,63 +862,97 @@ def ring_outcome(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
     if "bins" in params:
         truth = np.bincount([int(data[v][0]) for v in ids], minlength=int(params["bins"]))
         return {"estimate": est.tolist(), "truth": truth.astype(float).tolist()}
-    truth = np.sum([clip_l2(np.asarray(data[v], dtype=float), params["clip"]) for v in ids],
-                   axis=0)
-    return {"estimate": est.tolist(), "truth": truth.tolist(),
-            "noise_std": recorded_noise_std(res, ids) / int(params["rounds"])}
+    truth = np.sum([clip_l2(np.asarray(data[v], dtype=float), params["clip"]) for v in ids], axis=0)
+    return {
+        "estimate": est.tolist(),
+        "truth": truth.tolist(),
+        "noise_std": recorded_noise_std(res, ids) / int(params["rounds"]),
+    }
 
 
-def gossip_outcome(res: SimResult, ids: Sequence[str], params: Mapping[str, Any],
-                   data: Mapping[str, np.ndarray], split: Any, gd: bool) -> dict[str, Any]:
+def gossip_outcome(
+    res: SimResult,
+    ids: Sequence[str],
+    params: Mapping[str, Any],
+    data: Mapping[str, np.ndarray],
+    split: Any,
+    gd: bool,
+) -> dict[str, Any]:
     """Muffliato: every node's estimate against the true mean of the (clipped) inputs, or the
     test accuracy of every node's model (GD)."""
 
     outs = np.array([np.asarray(res.outputs[v].value) for v in ids])
     if gd:
         accs = [logistic_accuracy(w, split.X_test, split.y_test) for w in outs]
-        return {"test_accuracy": float(np.mean(accs)), "test_accuracy_min": float(np.min(accs)),
-                "data": split.source, "model": outs.mean(axis=0).tolist()}
-    truth = np.mean([clip_l2(np.asarray(data[v], dtype=float), params["clip"]) for v in ids],
-                    axis=0)
+        return {
+            "test_accuracy": float(np.mean(accs)),
+            "test_accuracy_min": float(np.min(accs)),
+            "data": split.source,
+            "model": outs.mean(axis=0).tolist(),
+        }
+    truth = np.mean(
+        [clip_l2(np.asarray(data[v], dtype=float), params["clip"]) for v in ids], axis=0
+    )
     err = np.linalg.norm(outs - truth, axis=1)
-    return {"estimate": outs.mean(axis=0).tolist(), "truth": truth.tolist(),
-            "error_max": float(err.max()), "error_mean": float(err.mean()),
-            "noise_std": float(params["sigma"] / np.sqrt(len(ids)))}
+    return {
+        "estimate": outs.mean(axis=0).tolist(),
+        "truth": truth.tolist(),
+        "error_max": float(err.max()),
+        "error_mean": float(err.mean()),
+        "noise_std": float(params["sigma"] / np.sqrt(len(ids))),
+    }
 
 
 def render_simulation(o: dict[str, Any]) -> str:
     p = o["params"]
-    lines = [f"{o['algorithm']} over {o['nodes']} simulated nodes: {o['steps']} steps "
-             f"({o['data_steps']} with data), {o['events']} events, {o['wall_s']:.2f} s"]
+    lines = [
+        f"{o['algorithm']} over {o['nodes']} simulated nodes: {o['steps']} steps "
+        f"({o['data_steps']} with data), {o['events']} events, {o['wall_s']:.2f} s"
+    ]
     if "estimate" in o:
-        lines.append(f"  estimate {np.round(o['estimate'], 4).tolist()}  truth "
-                     f"{np.round(o['truth'], 4).tolist()}")
+        lines.append(
+            f"  estimate {np.round(o['estimate'], 4).tolist()}  truth "
+            f"{np.round(o['truth'], 4).tolist()}"
+        )
     if "error_max" in o:
-        lines.append(f"  per-node error against the true mean: max {o['error_max']:.4g}, mean "
-                     f"{o['error_mean']:.4g} (std of the mean of the noise σ/√n = "
-                     f"{o['noise_std']:.4g})")
+        lines.append(
+            f"  per-node error against the true mean: max {o['error_max']:.4g}, mean "
+            f"{o['error_mean']:.4g} (std of the mean of the noise σ/√n = "
+            f"{o['noise_std']:.4g})"
+        )
     elif "noise_std" in o:
         lines.append(f"  noise std of the sum {o['noise_std']:.4g} (σ={p['sigma']:.4g} per step)")
     if "central_dp_std" in o and o.get("estimate") is not None:
-        lines.append(f"  finals {o['final']}/{o['nodes']} (missing {o['missing']}), lost messages "
-                     f"{o['lost_messages']}; |error| {o['abs_error']:.4g} vs central-DP std "
-                     f"{o['central_dp_std']:.4g} at the target ε; std from η "
-                     f"{o['inca_std_eta']:.4g}, from uncancelled Δ "
-                     f"{o['uncancelled_noise_std']:.4g}")
+        lines.append(
+            f"  finals {o['final']}/{o['nodes']} (missing {o['missing']}), lost messages "
+            f"{o['lost_messages']}; |error| {o['abs_error']:.4g} vs central-DP std "
+            f"{o['central_dp_std']:.4g} at the target ε; std from η "
+            f"{o['inca_std_eta']:.4g}, from uncancelled Δ "
+            f"{o['uncancelled_noise_std']:.4g}"
+        )
     if "test_accuracy" in o:
         lines.append(f"  test accuracy {o['test_accuracy']:.4f} on {o['data']}")
     pv = o["privacy"]
-    target = (f"target ε={p['epsilon']:g}" if "epsilon" in p else f"σ={p['sigma']:g}"
-              if "sigma" in p else f"ε0={p.get('epsilon0', 0):g}")
-    lines.append(f"  each node's accountant ({target}): worst ε="
-                 f"{pv['epsilon_max']:.4g}, mean ε={pv['epsilon_mean']:.4g} ({pv['method']}); "
-                 f"contributions per node: max {pv['contributions_max']}, mean "
-                 f"{pv['contributions_mean']:.2f}")
+    target = (
+        f"target ε={p['epsilon']:g}"
+        if "epsilon" in p
+        else f"σ={p['sigma']:g}"
+        if "sigma" in p
+        else f"ε0={p.get('epsilon0', 0):g}"
+    )
+    lines.append(
+        f"  each node's accountant ({target}): worst ε="
+        f"{pv['epsilon_max']:.4g}, mean ε={pv['epsilon_mean']:.4g} ({pv['method']}); "
+        f"contributions per node: max {pv['contributions_max']}, mean "
+        f"{pv['contributions_mean']:.2f}"
+    )
     if "audit" in o:
         au = o["audit"]
-        lines.append(f"  walk-conditional audit (global knowledge): network DP mean ε="
-                     f"{au['ndp_mean']:.4g} (max {au['ndp_max']:.4g}) vs local DP mean ε="
-                     f"{au['ldp_mean']:.4g}")
+        lines.append(
+            f"  walk-conditional audit (global knowledge): network DP mean ε="
+            f"{au['ndp_mean']:.4g} (max {au['ndp_max']:.4g}) vs local DP mean ε="
+            f"{au['ldp_mean']:.4g}"
+        )
     for k in ("trace", "ledgers"):
         if k in o:
             lines.append(f"  {k} written to {o[k]}")

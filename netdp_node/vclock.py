@@ -39,7 +39,8 @@ class _VirtualSelector:
         if timeout is None:
             raise SimulationStalled(
                 f"the simulation stalled at virtual time {loop.time():.6g}s: nothing is ready and "
-                "no timer is pending")
+                "no timer is pending"
+            )
         if timeout > 0:
             # asyncio's timer heap (a private attribute of BaseEventLoop): the next timer is its head
             scheduled: list[Any] = loop._scheduled  # type: ignore[attr-defined]

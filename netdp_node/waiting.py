@@ -36,8 +36,14 @@ class StalledError(TimeoutError):
 class _Watch:
     """The stall timer and the hard bound of one wait (clock injected for the unit tests)."""
 
-    def __init__(self, what: str, stall: float, limit: float | None, progress: Probe | None,
-                 clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        what: str,
+        stall: float,
+        limit: float | None,
+        progress: Probe | None,
+        clock: Callable[[], float],
+    ) -> None:
         if not stall > 0:
             raise ValueError(f"stall must be > 0, got {stall!r}")
         self.what, self.stall, self.progress, self.clock = what, stall, progress, clock
@@ -54,19 +60,30 @@ class _Watch:
                 self.last, self.changed = value, now
         total = now - self.start
         if total >= self.limit and self.progress is not None:
-            raise StalledError(f"after {total:.0f}s (the hard bound, {self.limit:g}s, although "
-                               f"still progressing): {self.what}")
+            raise StalledError(
+                f"after {total:.0f}s (the hard bound, {self.limit:g}s, although "
+                f"still progressing): {self.what}"
+            )
         if now - self.changed >= self.stall:
             if self.progress is None:
                 raise StalledError(f"after {self.stall:g}s: {self.what}")
-            raise StalledError(f"no progress for {self.stall:g}s (after {total:.0f}s; last "
-                               f"progress {self.last!r}): {self.what}")
+            raise StalledError(
+                f"no progress for {self.stall:g}s (after {total:.0f}s; last "
+                f"progress {self.last!r}): {self.what}"
+            )
 
 
-def wait_progress(cond: Callable[[], T], what: str, *, stall: float, limit: float | None = None,
-                  progress: Probe | None = None, interval: float = 0.05,
-                  clock: Callable[[], float] = time.monotonic,
-                  sleep: Callable[[float], object] = time.sleep) -> T:
+def wait_progress(
+    cond: Callable[[], T],
+    what: str,
+    *,
+    stall: float,
+    limit: float | None = None,
+    progress: Probe | None = None,
+    interval: float = 0.05,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+) -> T:
     """Poll `cond` until it returns something truthy (returned). StalledError when `progress`
     has not changed for `stall` seconds, or `limit` seconds passed in all (default
     DEFAULT_LIMIT); without `progress`, after `stall` seconds."""
@@ -79,10 +96,16 @@ def wait_progress(cond: Callable[[], T], what: str, *, stall: float, limit: floa
         sleep(interval)
 
 
-async def await_progress(cond: Callable[[], Awaitable[T]], what: str, *, stall: float,
-                         limit: float | None = None, progress: Probe | None = None,
-                         interval: float = 0.05,
-                         clock: Callable[[], float] = time.monotonic) -> T:
+async def await_progress(
+    cond: Callable[[], Awaitable[T]],
+    what: str,
+    *,
+    stall: float,
+    limit: float | None = None,
+    progress: Probe | None = None,
+    interval: float = 0.05,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
     """`wait_progress` for an async condition (the probe is a plain callable)."""
     watch = _Watch(what, stall, limit, progress, clock)
     while True:
@@ -101,7 +124,7 @@ def cpu_ticks(pid: int) -> int | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+    fields = stat[stat.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
     return int(fields[11]) + int(fields[12])
 
 

@@ -56,18 +56,21 @@ class NodeView:
         c = {None: "", True: ", contributes", False: ", noise only"}[self.contributed]
         n = "" if self.contributions is None else f", {self.contributions} contributions"
         steps = "" if self.state in REPORTED and not self.expected else f", {self.steps()} steps"
-        return (f"{self.node}: {self.state}{steps}{c}{n}"
-                + (f" ({self.detail})" if self.detail else ""))
+        return f"{self.node}: {self.state}{steps}{c}{n}" + (
+            f" ({self.detail})" if self.detail else ""
+        )
 
 
-async def node_status(address: str, identity: Identity, node: str,
-                      job_id: str) -> peer_pb2.JobStatus | None | str:
+async def node_status(
+    address: str, identity: Identity, node: str, job_id: str
+) -> peer_pb2.JobStatus | None | str:
     """The node's JobStatus of `job_id`; None if it does not know the job (yet); a reason string
     if it cannot be asked (down, refused)."""
     ch = secure_channel(address, identity, peer_name(node))
     try:
         reply = await ch.unary_unary(
-            "/netdp.v1.Peer/Status", request_serializer=peer_pb2.StatusRequest.SerializeToString,
+            "/netdp.v1.Peer/Status",
+            request_serializer=peer_pb2.StatusRequest.SerializeToString,
             response_deserializer=peer_pb2.StatusReply.FromString,
         )(peer_pb2.StatusRequest(), timeout=STATUS_TIMEOUT_S)
     except grpc.aio.AioRpcError as e:
@@ -83,8 +86,11 @@ def spend(reply: bootstrap_pb2.GetResultReply) -> tuple[float, float] | None:
     job = reply.job
     parts = [p.node_id for p in job.participants]
     try:
-        spec = {"algorithm": job.algorithm, "participants": parts,
-                "params": json.loads(job.params_json or "{}")}
+        spec = {
+            "algorithm": job.algorithm,
+            "participants": parts,
+            "params": json.loads(job.params_json or "{}"),
+        }
         losses = ACCOUNTANTS[job.algorithm].prospective(spec, parts[0])
     except (KeyError, ValueError, TypeError, IndexError, ArithmeticError):
         return None
@@ -92,23 +98,32 @@ def spend(reply: bootstrap_pb2.GetResultReply) -> tuple[float, float] | None:
     return None if worst is None else (worst.epsilon, worst.delta)
 
 
-async def snapshot(client: BootstrapClient, identity: Identity,
-                   job_id: str) -> tuple[dict[str, Any], list[NodeView], tuple[float, float] | None]:
+async def snapshot(
+    client: BootstrapClient, identity: Identity, job_id: str
+) -> tuple[dict[str, Any], list[NodeView], tuple[float, float] | None]:
     """One look: the operator's summary, a view of every participant, and the job's spend."""
     reply = await client.result(job_id)
     summary = result_summary(reply)
     reports = {r.node_id: r for r in reply.results}
     views: list[NodeView] = []
     pending = [p for p in reply.job.participants if p.node_id not in reports]
-    asked = await asyncio.gather(*(node_status(p.address, identity, p.node_id, job_id)
-                                   for p in pending))
+    asked = await asyncio.gather(
+        *(node_status(p.address, identity, p.node_id, job_id) for p in pending)
+    )
     status = {p.node_id: s for p, s in zip(pending, asked)}
     for p in reply.job.participants:
         r = reports.get(p.node_id)
         if r is not None:
             state = r.state if r.contributed or r.state == "failed" else "declined"
-            views.append(NodeView(p.node_id, state, contributed=r.contributed,
-                                  contributions=r.contributions, detail=r.detail))
+            views.append(
+                NodeView(
+                    p.node_id,
+                    state,
+                    contributed=r.contributed,
+                    contributions=r.contributions,
+                    detail=r.detail,
+                )
+            )
             continue
         s = status[p.node_id]
         if isinstance(s, str):
@@ -116,28 +131,44 @@ async def snapshot(client: BootstrapClient, identity: Identity,
         elif s is None:
             views.append(NodeView(p.node_id, "waiting", detail="has not joined yet"))
         else:
-            views.append(NodeView(p.node_id, s.state or "running", int(s.progress),
-                                  int(s.expected), s.contributed, detail=s.detail))
+            views.append(
+                NodeView(
+                    p.node_id,
+                    s.state or "running",
+                    int(s.progress),
+                    int(s.expected),
+                    s.contributed,
+                    detail=s.detail,
+                )
+            )
     return summary, views, spend(reply)
 
 
-def header(summary: dict[str, Any], views: list[NodeView], cost: tuple[float, float] | None,
-           elapsed: float) -> str:
+def header(
+    summary: dict[str, Any], views: list[NodeView], cost: tuple[float, float] | None, elapsed: float
+) -> str:
     done = sum(1 for v in views if v.state in ("done", "declined"))
     failed = sum(1 for v in views if v.state == "failed")
     down = sum(1 for v in views if v.state == "unreachable")
     steps = sum(v.progress for v in views)
     expected = sum(v.expected for v in views)
     steps_s = (f", steps {steps}" + (f"/{expected}" if expected else "")) if steps else ""
-    cost_s = (f"; a contributing node spends ε = {cost[0]:.4g} at δ = {cost[1]:.3g} towards its "
-              "worst peer" if cost else "")
-    return (f"job {summary['job_id']} ({summary['algorithm']}) {summary['state']} after "
-            f"{elapsed:.0f} s: {done}/{len(views)} nodes finished, {failed} failed, {down} "
-            f"unreachable{steps_s}" + cost_s)
+    cost_s = (
+        f"; a contributing node spends ε = {cost[0]:.4g} at δ = {cost[1]:.3g} towards its "
+        "worst peer"
+        if cost
+        else ""
+    )
+    return (
+        f"job {summary['job_id']} ({summary['algorithm']}) {summary['state']} after "
+        f"{elapsed:.0f} s: {done}/{len(views)} nodes finished, {failed} failed, {down} "
+        f"unreachable{steps_s}" + cost_s
+    )
 
 
-def table_of(summary: dict[str, Any], views: list[NodeView], cost: tuple[float, float] | None,
-             elapsed: float) -> Any:
+def table_of(
+    summary: dict[str, Any], views: list[NodeView], cost: tuple[float, float] | None, elapsed: float
+) -> Any:
     from rich.table import Table  # lazy: start-up cost
 
     t = Table(title=header(summary, views, cost, elapsed), title_justify="left")
@@ -145,16 +176,27 @@ def table_of(summary: dict[str, Any], views: list[NodeView], cost: tuple[float, 
         t.add_column(c, justify="right" if c in ("steps", "contributions") else "left")
     style = {"done": "green", "failed": "red", "unreachable": "red", "declined": "yellow"}
     for v in views:
-        t.add_row(v.node, f"[{style.get(v.state, '')}]{v.state}[/]" if v.state in style
-                  else v.state, v.steps(),
-                  {None: "", True: "yes", False: "no"}[v.contributed],
-                  "" if v.contributions is None else str(v.contributions), v.detail)
+        t.add_row(
+            v.node,
+            f"[{style.get(v.state, '')}]{v.state}[/]" if v.state in style else v.state,
+            v.steps(),
+            {None: "", True: "yes", False: "no"}[v.contributed],
+            "" if v.contributions is None else str(v.contributions),
+            v.detail,
+        )
     return t
 
 
-async def watch(client: BootstrapClient, identity: Identity, job_id: str, *,
-                interval: float = 1.0, timeout: float = 3600.0, stream: IO[str] | None = None,
-                tty: bool | None = None) -> int:
+async def watch(
+    client: BootstrapClient,
+    identity: Identity,
+    job_id: str,
+    *,
+    interval: float = 1.0,
+    timeout: float = 3600.0,
+    stream: IO[str] | None = None,
+    tty: bool | None = None,
+) -> int:
     """Follow the job until it is over: 0 done, 1 failed (see the module docstring)."""
     out = sys.stdout if stream is None else stream
     t = is_tty(out) if tty is None else tty
@@ -182,11 +224,11 @@ async def watch(client: BootstrapClient, identity: Identity, job_id: str, *,
             if over:
                 break
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"job {job_id} still {summary['state']} after {timeout:g}s "
-                                   "(netdp watch --timeout)")
+                raise TimeoutError(
+                    f"job {job_id} still {summary['state']} after {timeout:g}s "
+                    "(netdp watch --timeout)"
+                )
             await asyncio.sleep(interval)
     out.write(render_result(summary) + "\n")
     out.flush()
     return 0 if summary["state"] == "done" else 1
-
-

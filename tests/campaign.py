@@ -67,8 +67,11 @@ def _job_rows(n: NodeLedger) -> dict[str, Any]:
 
 def _sent_index(n: NodeLedger) -> dict[tuple[Any, ...], Entry]:
     """(job, dst, kind, walk, epoch, seq, round) -> the sent entry."""
-    return {(e.job_id, e.peer, e.kind, e.walk, e.epoch, e.seq, e.round): e
-            for e in n.entries if e.direction == "sent"}
+    return {
+        (e.job_id, e.peer, e.kind, e.walk, e.epoch, e.seq, e.round): e
+        for e in n.entries
+        if e.direction == "sent"
+    }
 
 
 def acknowledged(n: NodeLedger) -> list[Entry]:
@@ -95,8 +98,7 @@ def acknowledged(n: NodeLedger) -> list[Entry]:
         alg = row.algorithm
         if alg in RING:
             last_rx = max((e.id for e in es if e.direction == "received"), default=-1)
-            out += [e for e in es if e.direction == "sent" and e.kind == "token"
-                    and e.id < last_rx]
+            out += [e for e in es if e.direction == "sent" and e.kind == "token" and e.id < last_rx]
         elif alg in WALKS:
             # a handoff names (epoch, seq): it proves the latest such token sent before it (a
             # node may draw a seq again, e.g. a seeded one restarted)
@@ -146,8 +148,9 @@ def check_acked(ledgers: Sequence[NodeLedger]) -> list[str]:
     for n in ledgers:
         for e in n.entries:
             if e.direction == "received":
-                received.setdefault((e.job_id, e.peer, n.node, e.kind, e.walk, e.epoch, e.seq,
-                                     e.round), set()).add(e.digest)
+                received.setdefault(
+                    (e.job_id, e.peer, n.node, e.kind, e.walk, e.epoch, e.seq, e.round), set()
+                ).add(e.digest)
     bad = []
     for n in ledgers:
         for e in acknowledged(n):
@@ -156,18 +159,34 @@ def check_acked(ledgers: Sequence[NodeLedger]) -> list[str]:
             k = (e.job_id, n.node, e.peer, e.kind, e.walk, e.epoch, e.seq, e.round)
             got = received.get(k)
             if not got:
-                bad.append(f"acked-not-lost: {n.node} has {e.kind} epoch={e.epoch} seq={e.seq} "
-                           f"round={e.round} of job {e.job_id} acknowledged by {e.peer}, which "
-                           "no ledger of the receiver holds")
+                bad.append(
+                    f"acked-not-lost: {n.node} has {e.kind} epoch={e.epoch} seq={e.seq} "
+                    f"round={e.round} of job {e.job_id} acknowledged by {e.peer}, which "
+                    "no ledger of the receiver holds"
+                )
             elif e.digest not in got:
-                bad.append(f"acked-not-lost: {e.peer} holds {e.kind} seq={e.seq} round={e.round} "
-                           f"of job {e.job_id} from {n.node} with other content than was sent")
+                bad.append(
+                    f"acked-not-lost: {e.peer} holds {e.kind} seq={e.seq} round={e.round} "
+                    f"of job {e.job_id} from {n.node} with other content than was sent"
+                )
     return bad
 
 
 def entry_key(e: Entry) -> tuple[Any, ...]:
-    return (e.id, e.job_id, e.direction, e.event, e.peer, e.kind, e.walk, e.epoch, e.seq, e.round,
-            e.digest, json.dumps(e.params, sort_keys=True))
+    return (
+        e.id,
+        e.job_id,
+        e.direction,
+        e.event,
+        e.peer,
+        e.kind,
+        e.walk,
+        e.epoch,
+        e.seq,
+        e.round,
+        e.digest,
+        json.dumps(e.params, sort_keys=True),
+    )
 
 
 def check_durable(node: str, before: Sequence[Entry], after: Sequence[Entry]) -> list[str]:
@@ -178,8 +197,12 @@ def check_durable(node: str, before: Sequence[Entry], after: Sequence[Entry]) ->
         return []
     what = "entry" if len(lost) == 1 else "entries"
     first = lost[0]
-    return [(f"acked-not-lost: {node} lost {len(lost)} ledger {what} across a restart, first: "
-             f"{first.direction} {first.event} of job {first.job_id} (id {first.id})")]
+    return [
+        (
+            f"acked-not-lost: {node} lost {len(lost)} ledger {what} across a restart, first: "
+            f"{first.direction} {first.event} of job {first.job_id} (id {first.id})"
+        )
+    ]
 
 
 def spent(generations: Sequence[NodeLedger], delta: float = DELTA) -> dict[str, float]:
@@ -195,12 +218,16 @@ def spent(generations: Sequence[NodeLedger], delta: float = DELTA) -> dict[str, 
     return {p: loss.epsilon for p, loss in total_losses(views, me, delta).items()}
 
 
-def check_spent_monotone(node: str, before: Mapping[str, float], after: Mapping[str, float],
-                         when: str) -> list[str]:
+def check_spent_monotone(
+    node: str, before: Mapping[str, float], after: Mapping[str, float], when: str
+) -> list[str]:
     """(b) no peer's loss went down."""
-    return [f"privacy-monotone: {node}'s loss towards {p} went from {eps:.6g} to "
-            f"{after.get(p, 0.0):.6g} across {when}"
-            for p, eps in sorted(before.items()) if after.get(p, 0.0) + 1e-9 < eps]
+    return [
+        f"privacy-monotone: {node}'s loss towards {p} went from {eps:.6g} to "
+        f"{after.get(p, 0.0):.6g} across {when}"
+        for p, eps in sorted(before.items())
+        if after.get(p, 0.0) + 1e-9 < eps
+    ]
 
 
 def _slot(alg: str, e: Entry) -> Any:
@@ -255,17 +282,24 @@ def check_contributions(ledgers: Sequence[NodeLedger]) -> list[str]:
                 if s is not None:
                     slots.setdefault(e.job_id, Counter())[s] += 1
         for job, (alg, params) in sorted(jobs.items()):
-            where = (f" (per ledger: {per_gen[job]})" if len(gens) > 1 else "")
+            where = f" (per ledger: {per_gen[job]})" if len(gens) > 1 else ""
             twice = sorted(str(s) for s, c in slots.get(job, Counter()).items() if c > 1)
             if twice:
-                why = (" (two branches of the walk held the same step in the same epoch)"
-                       if alg in WALKS else "")
-                bad.append(f"contributions: {node} contributed twice at {', '.join(twice)} of "
-                           f"{alg} job {job}{where}{why}")
+                why = (
+                    " (two branches of the walk held the same step in the same epoch)"
+                    if alg in WALKS
+                    else ""
+                )
+                bad.append(
+                    f"contributions: {node} contributed twice at {', '.join(twice)} of "
+                    f"{alg} job {job}{where}{why}"
+                )
             cap = schedule_max(alg, params)
             if cap is not None and counts[job] > cap:
-                bad.append(f"contributions: {node} contributed {counts[job]} times to {alg} job "
-                           f"{job}, its schedule allows {cap}{where}")
+                bad.append(
+                    f"contributions: {node} contributed {counts[job]} times to {alg} job "
+                    f"{job}, its schedule allows {cap}{where}"
+                )
     return bad
 
 
@@ -276,17 +310,28 @@ def check_job_summary(job: str, summary: Mapping[str, Any] | None, waited: float
     if summary["state"] == "done":
         return []
     if summary["state"] == "failed":
-        return [f"jobs-end: job {job} failed at {n} without a reason"
-                for n, why in summary["failed"].items() if not str(why).strip()]
-    return [(f"jobs-end: job {job} ({summary.get('algorithm')}) still {summary['state']} after "
-             f"{waited:g}s: not reported by {summary.get('missing')}")]
+        return [
+            f"jobs-end: job {job} failed at {n} without a reason"
+            for n, why in summary["failed"].items()
+            if not str(why).strip()
+        ]
+    return [
+        (
+            f"jobs-end: job {job} ({summary.get('algorithm')}) still {summary['state']} after "
+            f"{waited:g}s: not reported by {summary.get('missing')}"
+        )
+    ]
 
 
 def check_audit(report: Mapping[str, Any]) -> list[str]:
     """(e) `netdp audit --json` passed."""
-    return [f"audit: {c['name']}: " + "; ".join(c["details"][:3]) + (
-        f" (+{len(c['details']) - 3} more)" if len(c["details"]) > 3 else "")
-        for c in report.get("checks", []) if not c["ok"]]
+    return [
+        f"audit: {c['name']}: "
+        + "; ".join(c["details"][:3])
+        + (f" (+{len(c['details']) - 3} more)" if len(c["details"]) > 3 else "")
+        for c in report.get("checks", [])
+        if not c["ok"]
+    ]
 
 
 # -- schedules ------------------------------------------------------------------------------------
@@ -321,12 +366,29 @@ def job_params(alg: str, dim: int) -> dict[str, Any]:
         "rw-sgd": {**walk, "objective": "mean", "dim": dim, "mc_walks": 20},
         # plain gossip: an accelerated round with a drop does not conserve the mass (the audit
         # says so, rightly), and this campaign drops messages on purpose
-        "muffliato": {"graph": "ring", "T": 60, "round_timeout_s": 1.0, "dim": dim, "clip": 4.0,
-                      "accelerated": False},
-        "muffliato-random": {"graph": "ring", "duration_s": 8.0, "rate": 3.0, "dim": dim,
-                             "clip": 4.0},
-        "muffliato-gd": {"graph": "ring", "T": 12, "steps": 5, "round_timeout_s": 1.0, "dim": 1,
-                         "accelerated": False},
+        "muffliato": {
+            "graph": "ring",
+            "T": 60,
+            "round_timeout_s": 1.0,
+            "dim": dim,
+            "clip": 4.0,
+            "accelerated": False,
+        },
+        "muffliato-random": {
+            "graph": "ring",
+            "duration_s": 8.0,
+            "rate": 3.0,
+            "dim": dim,
+            "clip": 4.0,
+        },
+        "muffliato-gd": {
+            "graph": "ring",
+            "T": 12,
+            "steps": 5,
+            "round_timeout_s": 1.0,
+            "dim": 1,
+            "accelerated": False,
+        },
         "inca": {"T": 30, "k": 2, "round_s": 1.0, "dim": dim, "hi": 4.0, "calibration_runs": 1},
     }[alg]
 
@@ -352,8 +414,13 @@ class Schedule:
         return json.dumps({**asdict(self), "faults": [asdict(f) for f in self.faults]})
 
 
-def make_schedule(seed: int, nodes: int = 5, faults: int | None = None,
-                  wipe: bool | None = None, window_s: float = 10.0) -> Schedule:
+def make_schedule(
+    seed: int,
+    nodes: int = 5,
+    faults: int | None = None,
+    wipe: bool | None = None,
+    window_s: float = 10.0,
+) -> Schedule:
     """A reproducible schedule: everything below comes from `seed`."""
     rng = random.Random(seed)
     data, algorithms = GROUPS[seed % len(GROUPS)]
@@ -374,8 +441,12 @@ def make_schedule(seed: int, nodes: int = 5, faults: int | None = None,
         if kind == "wipe" and not wipe:
             kind = "kill"  # the same schedule otherwise, so that a seed replays with wipes on
         target = "bootstrap" if kind == "bootstrap" else rng.choice(ids)
-        dur = round(rng.uniform(0.2, 2.5) if kind in ("kill", "wipe", "bootstrap")
-                    else rng.uniform(1.0, 5.0), 2)
+        dur = round(
+            rng.uniform(0.2, 2.5)
+            if kind in ("kill", "wipe", "bootstrap")
+            else rng.uniform(1.0, 5.0),
+            2,
+        )
         out.append(Fault(t, kind, target, dur))
     return Schedule(seed, nodes, data, algorithms, values, tuple(out))
 
@@ -426,8 +497,7 @@ class CampaignRun:
         self.out = Outcome(schedule)
         # (node, what, spent before, (ledger, its entries) before a same-ledger restart) of each
         # restart, checked at the end
-        self.before: list[tuple[str, str, dict[str, float],
-                                tuple[Path, list[Entry]] | None]] = []
+        self.before: list[tuple[str, str, dict[str, float], tuple[Path, list[Entry]] | None]] = []
         self.jobs: dict[str, str] = {}  # job id -> algorithm
         self.restarts: Counter[str] = Counter()
 
@@ -436,15 +506,31 @@ class CampaignRun:
         # each incarnation of a node its own seed: a seeded node restarted with the same seed
         # would draw the same walk sequence numbers (and noise) again
         incarnation = self.restarts.get(nid, 0)
-        return [*self.NODE_FLAGS, "--seed", str(self.s.seed * 1000 + incarnation * 10 + i),
-                "--listen", f"127.0.0.1:{self.real_port[nid]}",
-                "--advertise", f"127.0.0.1:{self.proxy_port[nid]}"]
+        return [
+            *self.NODE_FLAGS,
+            "--seed",
+            str(self.s.seed * 1000 + incarnation * 10 + i),
+            "--listen",
+            f"127.0.0.1:{self.real_port[nid]}",
+            "--advertise",
+            f"127.0.0.1:{self.proxy_port[nid]}",
+        ]
 
     def _proxy_config(self, nid: str, cfg: dict[str, Any]) -> None:
         path = self.c.workdir / "proxy" / f"{nid}.json"
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"delay_ms": 0.0, "jitter_ms": 0.0, "drop_prob": 0.0,
-                                   "drop_after": 4, "max_drops": 0, **cfg}))
+        tmp.write_text(
+            json.dumps(
+                {
+                    "delay_ms": 0.0,
+                    "jitter_ms": 0.0,
+                    "drop_prob": 0.0,
+                    "drop_after": 4,
+                    "max_drops": 0,
+                    **cfg,
+                }
+            )
+        )
         os.replace(tmp, path)
 
     def _start_proxy(self, nid: str) -> None:
@@ -454,11 +540,27 @@ class CampaignRun:
         ready = d / f"{nid}.ready"
         ready.unlink(missing_ok=True)
         with open(d / f"{nid}.log", "ab") as log:
-            p = subprocess.Popen([sys.executable, str(PROXY), "--listen", "127.0.0.1:0",
-                                  "--target", f"127.0.0.1:{self.real_port[nid]}", "--config",
-                                  str(d / f"{nid}.json"), "--seed", str(self.s.seed),
-                                  "--stats", str(d / f"{nid}.stats"), "--ready", str(ready)],
-                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            p = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(PROXY),
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--target",
+                    f"127.0.0.1:{self.real_port[nid]}",
+                    "--config",
+                    str(d / f"{nid}.json"),
+                    "--seed",
+                    str(self.s.seed),
+                    "--stats",
+                    str(d / f"{nid}.stats"),
+                    "--ready",
+                    str(ready),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         self.proxies[nid] = p
         self.proxy_port[nid] = int(wait_file(ready, 30, p))
 
@@ -499,8 +601,10 @@ class CampaignRun:
         try:
             return spent(self._load(nid))
         except Exception as e:  # noqa: BLE001 (any ledger a run leaves must be readable)
-            self.out.violations.append(f"privacy-monotone: the accountant failed on {nid}'s "
-                                       f"ledgers: {type(e).__name__}: {e}")
+            self.out.violations.append(
+                f"privacy-monotone: the accountant failed on {nid}'s "
+                f"ledgers: {type(e).__name__}: {e}"
+            )
             return {}
 
     # -- faults -----------------------------------------------------------------------------
@@ -508,8 +612,11 @@ class CampaignRun:
         nid = f.target
         before_spent = self._spent(nid)
         current = self.generations[nid][-1]
-        at_kill = (current, load([current])[0].entries) \
-            if not wipe and (current / "ledger.sqlite").exists() else None
+        at_kill = (
+            (current, load([current])[0].entries)
+            if not wipe and (current / "ledger.sqlite").exists()
+            else None
+        )
         self.c.kill(nid, signal.SIGKILL)
         what = f"a SIGKILL at {f.at_s}s and a restart on {'a wiped' if wipe else 'the same'} ledger"
         self.before.append((nid, what, before_spent, at_kill))
@@ -529,9 +636,11 @@ class CampaignRun:
         self.c.wait_port(self.c.start_bootstrap(listen=f"127.0.0.1:{port}"), 60)
 
     async def _impair(self, f: Fault) -> None:
-        cfg = {"partition": {"drop_prob": 1.0, "drop_after": 0, "max_drops": 10**9},
-               "delay": {"delay_ms": 150.0, "jitter_ms": 100.0},
-               "drop": {"drop_prob": 0.3, "drop_after": 4, "max_drops": 4}}[f.kind]
+        cfg = {
+            "partition": {"drop_prob": 1.0, "drop_after": 0, "max_drops": 10**9},
+            "delay": {"delay_ms": 150.0, "jitter_ms": 100.0},
+            "drop": {"drop_prob": 0.3, "drop_after": 4, "max_drops": 4},
+        }[f.kind]
         self._proxy_config(f.target, cfg)
         await asyncio.sleep(f.duration_s)
         self._proxy_config(f.target, {})
@@ -546,10 +655,15 @@ class CampaignRun:
 
     # -- the run ----------------------------------------------------------------------------
     def _netdp(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "netdp_node.cli", *args],
-                              check=False, capture_output=True, text=True, timeout=timeout,
-                              cwd=REPO,
-                              env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        return subprocess.run(
+            [sys.executable, "-m", "netdp_node.cli", *args],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=REPO,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
 
     async def _submit(self) -> None:
         op = BootstrapClient(self.c.bootstrap_address, self.c.operator)
@@ -557,8 +671,9 @@ class CampaignRun:
             dim = 1 if self.s.data == "cat" else 2
             for alg in self.s.algorithms:
                 job = f"s{self.s.seed}-{alg}"
-                await op.submit(alg, job_params(alg, dim), participants=self.ids, job_id=job,
-                                seed=self.s.seed)
+                await op.submit(
+                    alg, job_params(alg, dim), participants=self.ids, job_id=job, seed=self.s.seed
+                )
                 self.jobs[job] = alg
         finally:
             await op.close()
@@ -567,9 +682,19 @@ class CampaignRun:
         deadline = time.monotonic() + self.RESULT_WAIT_S
         for job in self.jobs:
             left = max(1.0, deadline - time.monotonic())
-            r = self._netdp("job", "result", job, "--bootstrap", self.c.bootstrap_address,
-                            "--certs", str(self.c.certs("operator")), "--wait", f"{left:.1f}",
-                            "--json", timeout=left + 60)
+            r = self._netdp(
+                "job",
+                "result",
+                job,
+                "--bootstrap",
+                self.c.bootstrap_address,
+                "--certs",
+                str(self.c.certs("operator")),
+                "--wait",
+                f"{left:.1f}",
+                "--json",
+                timeout=left + 60,
+            )
             try:
                 summary = json.loads(r.stdout)
             except json.JSONDecodeError:
@@ -588,15 +713,19 @@ class CampaignRun:
             if at_kill is not None:  # restarted on the same ledger: it still holds all of it
                 directory, entries = at_kill
                 self.out.violations += check_durable(nid, entries, load([directory])[0].entries)
-        dirs = [str(d) for nid in self.ids for d in self.generations[nid]
-                if (d / "ledger.sqlite").exists()]
-        r = self._netdp("audit", *[a for d in dirs for a in ("--ledger", d)], "--json",
-                        timeout=300)
+        dirs = [
+            str(d)
+            for nid in self.ids
+            for d in self.generations[nid]
+            if (d / "ledger.sqlite").exists()
+        ]
+        r = self._netdp("audit", *[a for d in dirs for a in ("--ledger", d)], "--json", timeout=300)
         try:
             self.out.violations += check_audit(json.loads(r.stdout))
         except json.JSONDecodeError:
-            self.out.violations.append(f"audit: `netdp audit` printed no JSON (exit "
-                                       f"{r.returncode}): {r.stderr[-500:]}")
+            self.out.violations.append(
+                f"audit: `netdp audit` printed no JSON (exit {r.returncode}): {r.stderr[-500:]}"
+            )
 
     async def run(self) -> Outcome:
         t0 = time.monotonic()
@@ -609,8 +738,9 @@ class CampaignRun:
                 began = time.monotonic() - start
                 await self.apply(f)
                 self.out.faults_done += 1
-                self.out.applied.append(f"{f.kind} {f.target} {began:.1f}-"
-                                        f"{time.monotonic() - start:.1f}s")
+                self.out.applied.append(
+                    f"{f.kind} {f.target} {began:.1f}-{time.monotonic() - start:.1f}s"
+                )
             self._wait_jobs()
         finally:
             self.stop()

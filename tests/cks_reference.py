@@ -31,8 +31,9 @@ def cks_epsilon(z: float, delta: float) -> float:
     vals = [eps(float(t)) for t in ts]
     i = int(np.argmin(vals))
     lo, hi = float(ts[max(i - 1, 0)]), float(ts[min(i + 1, len(ts) - 1)])
-    res = minimize_scalar(eps, bounds=(lo, hi), method="bounded",
-                          options={"xatol": 1e-12, "maxiter": 500})
+    res = minimize_scalar(
+        eps, bounds=(lo, hi), method="bounded", options={"xatol": 1e-12, "maxiter": 500}
+    )
     return max(0.0, min(float(res.fun), vals[i]))
 
 

@@ -90,15 +90,25 @@ class ClusterFactory:
         self.root = root
         self.made: list[LocalCluster] = []
 
-    def __call__(self, n: int, *, values: Sequence[float] | None = None, seed: int | None = None,
-                 poll_interval: float = 0.2, timeout: float = 60.0) -> LocalCluster:
+    def __call__(
+        self,
+        n: int,
+        *,
+        values: Sequence[float] | None = None,
+        seed: int | None = None,
+        poll_interval: float = 0.2,
+        timeout: float = 60.0,
+    ) -> LocalCluster:
         """A bootstrap and n nodes, started and registered. `values`: one private value per node
         (written to data files, so every node contributes); `seed`: seeds each node's RNG."""
         c = LocalCluster(self.root / f"cluster-{len(self.made)}", n, poll_interval=poll_interval)
         self.made.append(c)  # before starting: the finalizer must see half-started clusters too
         data = write_values(c, values) if values is not None else None
-        extra = ({nid: ["--seed", str(seed * 1000 + i)] for i, nid in enumerate(c.ids)}
-                 if seed is not None else None)
+        extra = (
+            {nid: ["--seed", str(seed * 1000 + i)] for i, nid in enumerate(c.ids)}
+            if seed is not None
+            else None
+        )
         c.start(data=data, extra=extra, timeout=timeout)  # returns once every node registered
         return c
 
@@ -133,8 +143,9 @@ def clusters(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster
 
 
 @pytest.fixture(scope="module")
-def module_clusters(tmp_path_factory: pytest.TempPathFactory,
-                    request: pytest.FixtureRequest) -> Iterator[ClusterFactory]:
+def module_clusters(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[ClusterFactory]:
     failed = request.session.testsfailed
     f = ClusterFactory(tmp_path_factory.mktemp("clusters"))
     yield f
@@ -147,45 +158,73 @@ class Toolbox:
 
     # waits
     @staticmethod
-    def wait_until(cond: Callable[[], T], timeout: float, what: str,
-                   interval: float = 0.05, *, progress: Probe | None = None,
-                   limit: float | None = None) -> T:
+    def wait_until(
+        cond: Callable[[], T],
+        timeout: float,
+        what: str,
+        interval: float = 0.05,
+        *,
+        progress: Probe | None = None,
+        limit: float | None = None,
+    ) -> T:
         """Poll `cond` until it returns something truthy. Without `progress`: TimeoutError after
         `timeout` seconds. With a progress probe (e.g. `progress(cluster)`): TimeoutError once
         the probe has not changed for `timeout` seconds, or after `limit` (default
         waiting.DEFAULT_LIMIT) in all: a loaded machine makes the wait longer, not red."""
-        return wait_progress(cond, what, stall=timeout, limit=limit, progress=progress,
-                             interval=interval)
+        return wait_progress(
+            cond, what, stall=timeout, limit=limit, progress=progress, interval=interval
+        )
 
     @staticmethod
-    async def await_until(cond: Callable[[], Awaitable[T]], timeout: float, what: str,
-                          interval: float = 0.05, *, progress: Probe | None = None,
-                          limit: float | None = None) -> T:
+    async def await_until(
+        cond: Callable[[], Awaitable[T]],
+        timeout: float,
+        what: str,
+        interval: float = 0.05,
+        *,
+        progress: Probe | None = None,
+        limit: float | None = None,
+    ) -> T:
         """`wait_until` for an async condition."""
-        return await await_progress(cond, what, stall=timeout, limit=limit, progress=progress,
-                                    interval=interval)
+        return await await_progress(
+            cond, what, stall=timeout, limit=limit, progress=progress, interval=interval
+        )
 
     @staticmethod
     def progress(cluster: LocalCluster) -> Probe:
         """Progress of a cluster: its processes' CPU time and logs, and its ledgers' sizes."""
-        return probes(cluster.progress(), *[lambda n=n: tree_size(cluster.ledger(n))
-                                             for n in cluster.ids])
+        return probes(
+            cluster.progress(), *[lambda n=n: tree_size(cluster.ledger(n)) for n in cluster.ids]
+        )
 
     # envelopes
     @staticmethod
-    def envelope(job_id: str, kind: str = "token", seq: int = 1, payload: Any = (0.0,),
-                 walk: str = "ring", msg_id: int = 1) -> peer_pb2.Envelope:
+    def envelope(
+        job_id: str,
+        kind: str = "token",
+        seq: int = 1,
+        payload: Any = (0.0,),
+        walk: str = "ring",
+        msg_id: int = 1,
+    ) -> peer_pb2.Envelope:
         env = peer_pb2.Envelope(job_id=job_id, kind=kind, walk_id=walk, seq=seq, msg_id=msg_id)
         if payload is not None:
             a = np.asarray(payload, dtype=np.float64)
-            env.payload.CopyFrom(common_pb2.Tensor(dtype="float64", shape=list(a.shape),
-                                                   data=a.astype("<f8").tobytes()))
+            env.payload.CopyFrom(
+                common_pb2.Tensor(
+                    dtype="float64", shape=list(a.shape), data=a.astype("<f8").tobytes()
+                )
+            )
         return env
 
     # raw Peer calls from the test process
     @staticmethod
-    async def deliver_raw(address: str, creds: grpc.ChannelCredentials | Identity, raw: bytes,
-                          options: list[tuple[str, Any]] | None = None) -> peer_pb2.Ack:
+    async def deliver_raw(
+        address: str,
+        creds: grpc.ChannelCredentials | Identity,
+        raw: bytes,
+        options: list[tuple[str, Any]] | None = None,
+    ) -> peer_pb2.Ack:
         """Deliver exactly these bytes (no client-side serialisation). Raises AioRpcError.
         The server is verified by the address (the clusters' certificates name 127.0.0.1)."""
         if isinstance(creds, Identity):
@@ -193,20 +232,23 @@ class Toolbox:
         else:
             ch = grpc.aio.secure_channel(address, creds, options=options or CHANNEL_OPTIONS)
         try:
-            call = ch.unary_unary(DELIVER, request_serializer=None,
-                                  response_deserializer=peer_pb2.Ack.FromString)
+            call = ch.unary_unary(
+                DELIVER, request_serializer=None, response_deserializer=peer_pb2.Ack.FromString
+            )
             return await call(raw, timeout=CALL_TIMEOUT)
         finally:
             await ch.close()
 
     @classmethod
-    async def deliver(cls, address: str, creds: grpc.ChannelCredentials | Identity,
-                      env: peer_pb2.Envelope) -> peer_pb2.Ack:
+    async def deliver(
+        cls, address: str, creds: grpc.ChannelCredentials | Identity, env: peer_pb2.Envelope
+    ) -> peer_pb2.Ack:
         return await cls.deliver_raw(address, creds, env.SerializeToString())
 
     @classmethod
-    async def deliver_code(cls, address: str, creds: grpc.ChannelCredentials | Identity,
-                           raw: bytes) -> tuple[grpc.StatusCode, str]:
+    async def deliver_code(
+        cls, address: str, creds: grpc.ChannelCredentials | Identity, raw: bytes
+    ) -> tuple[grpc.StatusCode, str]:
         """The status code (and details) a Deliver of these bytes gets."""
         try:
             await cls.deliver_raw(address, creds, raw)
@@ -215,23 +257,30 @@ class Toolbox:
         return grpc.StatusCode.OK, ""
 
     @staticmethod
-    async def status(address: str, identity: Identity,
-                     node_id: str | None = None) -> peer_pb2.StatusReply:
+    async def status(
+        address: str, identity: Identity, node_id: str | None = None
+    ) -> peer_pb2.StatusReply:
         """The node's Status (operators only). `node_id`: verify the server is that node (as netdp
         does); without it, verify the address (the clusters' certificates name 127.0.0.1)."""
-        ch = (secure_channel(address, identity, peer_name(node_id)) if node_id is not None
-              else grpc.aio.secure_channel(address, _creds(identity), options=CHANNEL_OPTIONS))
+        ch = (
+            secure_channel(address, identity, peer_name(node_id))
+            if node_id is not None
+            else grpc.aio.secure_channel(address, _creds(identity), options=CHANNEL_OPTIONS)
+        )
         try:
             call = ch.unary_unary(
-                STATUS, request_serializer=peer_pb2.StatusRequest.SerializeToString,
-                response_deserializer=peer_pb2.StatusReply.FromString)
+                STATUS,
+                request_serializer=peer_pb2.StatusRequest.SerializeToString,
+                response_deserializer=peer_pb2.StatusReply.FromString,
+            )
             return await call(peer_pb2.StatusRequest(), timeout=CALL_TIMEOUT)
         finally:
             await ch.close()
 
     @classmethod
-    async def job_status(cls, address: str, identity: Identity,
-                         job_id: str) -> peer_pb2.JobStatus | None:
+    async def job_status(
+        cls, address: str, identity: Identity, job_id: str
+    ) -> peer_pb2.JobStatus | None:
         for j in (await cls.status(address, identity)).jobs:
             if j.job_id == job_id:
                 return j
@@ -239,16 +288,18 @@ class Toolbox:
 
     # bootstrap
     @classmethod
-    async def wait_reports(cls, client: BootstrapClient, job_id: str, ids: Sequence[str],
-                           timeout: float) -> dict[str, bootstrap_pb2.NodeResult]:
+    async def wait_reports(
+        cls, client: BootstrapClient, job_id: str, ids: Sequence[str], timeout: float
+    ) -> dict[str, bootstrap_pb2.NodeResult]:
         """Poll GetResult until every node of `ids` reported; returns {node: result}."""
 
         async def reported() -> dict[str, bootstrap_pb2.NodeResult] | None:
             got = {r.node_id: r for r in (await client.result(job_id)).results}
             return got if set(ids) <= set(got) else None
 
-        return await cls.await_until(reported, timeout, f"{list(ids)} to report job {job_id}",
-                                     interval=0.1)
+        return await cls.await_until(
+            reported, timeout, f"{list(ids)} to report job {job_id}", interval=0.1
+        )
 
     # ledgers
     @staticmethod
@@ -262,9 +313,14 @@ class Toolbox:
     # the CLI, as a subprocess
     @staticmethod
     def netdp(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "netdp_node.cli", *args], capture_output=True,
-                              text=True, timeout=timeout, cwd=REPO,
-                              env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        return subprocess.run(
+            [sys.executable, "-m", "netdp_node.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=REPO,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
 
     @classmethod
     def privacy_report(cls, ledger_dir: Path, job_id: str | None = None) -> dict[str, Any]:
@@ -305,9 +361,11 @@ class Toolbox:
 
 
 def _creds(identity: Identity) -> grpc.ChannelCredentials:
-    return grpc.ssl_channel_credentials(root_certificates=identity.ca_pem,
-                                        private_key=identity.key_pem,
-                                        certificate_chain=identity.cert_pem)
+    return grpc.ssl_channel_credentials(
+        root_certificates=identity.ca_pem,
+        private_key=identity.key_pem,
+        certificate_chain=identity.cert_pem,
+    )
 
 
 @pytest.fixture(scope="session")

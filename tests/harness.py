@@ -63,9 +63,14 @@ class Net:
         async def finished() -> bool:
             return all(self.nodes[n].jobs[job].finished.is_set() for n in ids)
 
-        await await_progress(finished, f"{list(ids)} to finish {job}", stall=timeout,
-                             limit=max(timeout, HARD_LIMIT), progress=self.progress(),
-                             interval=0.01)
+        await await_progress(
+            finished,
+            f"{list(ids)} to finish {job}",
+            stall=timeout,
+            limit=max(timeout, HARD_LIMIT),
+            progress=self.progress(),
+            interval=0.01,
+        )
 
     async def restart(self, nid: str, ctx: JobContext, seed: int = 99) -> NodeRuntime:
         """Memory networks only: stop `nid` as a crash would (its tasks cancelled, nothing
@@ -76,9 +81,13 @@ class Net:
         self.memory.nodes.pop(nid, None)
         await old.close()
         old.ledger.close()
-        rt = NodeRuntime(nid, Ledger(self.root / nid, nid), self.memory.transport(nid),
-                         data=self.data.get(nid),
-                         rng_factory=lambda job: np.random.default_rng([seed, len(self.crashed)]))
+        rt = NodeRuntime(
+            nid,
+            Ledger(self.root / nid, nid),
+            self.memory.transport(nid),
+            data=self.data.get(nid),
+            rng_factory=lambda job: np.random.default_rng([seed, len(self.crashed)]),
+        )
         self.nodes[nid] = rt
         self.memory.nodes[nid] = rt
         await rt.add_job(ctx)
@@ -94,11 +103,17 @@ class Net:
             rt.ledger.close()
 
 
-async def make_net(kind: str, ids: Sequence[str], root: Path, *,
-                   data: Mapping[str, np.ndarray | None] | None = None,
-                   budgets: Mapping[str, Budget] | None = None, seed: int = 0,
-                   faults: Mapping[str, FaultPlan] | None = None,
-                   give_up_after: float = 10.0) -> Net:
+async def make_net(
+    kind: str,
+    ids: Sequence[str],
+    root: Path,
+    *,
+    data: Mapping[str, np.ndarray | None] | None = None,
+    budgets: Mapping[str, Budget] | None = None,
+    seed: int = 0,
+    faults: Mapping[str, FaultPlan] | None = None,
+    give_up_after: float = 10.0,
+) -> Net:
     """`faults`: per-node fault plans (memory only); a crash marks the node in `net.crashed` and it
     then answers UNAVAILABLE, as a dead machine would, until `net.restart`."""
     net = Net(kind, list(ids), root)
@@ -114,10 +129,16 @@ async def make_net(kind: str, ids: Sequence[str], root: Path, *,
         mem = net.memory = MemoryNetwork(give_up_after=give_up_after)
         for i, nid in enumerate(ids):
             plan = faults.get(nid)
-            rt = NodeRuntime(nid, Ledger(root / nid, nid), mem.transport(nid), data=data.get(nid),
-                             budget=budgets.get(nid), rng_factory=rng_factory(i),
-                             faults=None if plan is None else FaultInjector(plan, lambda: 0.0),
-                             crash=lambda reason, nid=nid: net.crashed.append(nid))
+            rt = NodeRuntime(
+                nid,
+                Ledger(root / nid, nid),
+                mem.transport(nid),
+                data=data.get(nid),
+                budget=budgets.get(nid),
+                rng_factory=rng_factory(i),
+                faults=None if plan is None else FaultInjector(plan, lambda: 0.0),
+                crash=lambda reason, nid=nid: net.crashed.append(nid),
+            )
             mem.nodes[nid] = rt
             net.nodes[nid] = rt
         return net
@@ -131,12 +152,20 @@ async def make_net(kind: str, ids: Sequence[str], root: Path, *,
     for i, nid in enumerate(ids):
         ident = net.identities[nid]
         transport = GrpcTransport(ident)
-        rt = NodeRuntime(nid, Ledger(root / nid, nid), transport, data=data.get(nid),
-                         budget=budgets.get(nid), rng_factory=rng_factory(i))
+        rt = NodeRuntime(
+            nid,
+            Ledger(root / nid, nid),
+            transport,
+            data=data.get(nid),
+            budget=budgets.get(nid),
+            rng_factory=rng_factory(i),
+        )
         service = PeerService(nid, rt.handle, lambda: None, AccessPolicy())  # type: ignore[arg-type]
         server, port = await start_server(
-            ident, "127.0.0.1:0", lambda s, svc=service: s.add_generic_rpc_handlers(
-                (svc.generic_handler(),)))
+            ident,
+            "127.0.0.1:0",
+            lambda s, svc=service: s.add_generic_rpc_handlers((svc.generic_handler(),)),
+        )
         net.servers.append(server)
         addresses[nid] = f"127.0.0.1:{port}"
         net.nodes[nid] = rt
@@ -146,6 +175,7 @@ async def make_net(kind: str, ids: Sequence[str], root: Path, *,
     return net
 
 
-def contexts(job_id: str, algorithm: str, ids: Sequence[str], params: Mapping[str, Any],
-             seed: int = 1) -> dict[str, JobContext]:
+def contexts(
+    job_id: str, algorithm: str, ids: Sequence[str], params: Mapping[str, Any], seed: int = 1
+) -> dict[str, JobContext]:
     return {nid: JobContext(job_id, algorithm, nid, tuple(ids), dict(params), seed) for nid in ids}

@@ -19,42 +19,86 @@ from typing import Any
 from netdp_node.errors import ConfigError
 
 EXPERIMENTS: dict[str, tuple[str, str]] = {
-    "network-dp-fig1a": ("fig1a", "Cyffers & Bellet Fig. 1(a): theoretical bounds, real summation "
-                         "(network-dp.md §5.1)"),
-    "network-dp-fig1b": ("fig1b", "Fig. 1(b): walk-conditional audit of simulated walks, real "
-                         "summation (§5.2)"),
+    "network-dp-fig1a": (
+        "fig1a",
+        "Cyffers & Bellet Fig. 1(a): theoretical bounds, real summation (network-dp.md §5.1)",
+    ),
+    "network-dp-fig1b": (
+        "fig1b",
+        "Fig. 1(b): walk-conditional audit of simulated walks, real summation (§5.2)",
+    ),
     "network-dp-fig3": ("fig1b", "Fig. 3 (App. H): the same audit for histograms (§5.4)"),
-    "network-dp-fig2": ("fig2", "Fig. 2: logistic regression, central / local / network DP-SGD, "
-                        "as the authors' code ran it and as the theorems require (§5.3)"),
-    "random-walks-fig1": ("rw_fig1", "Cyffers, Bellet & Upadhyay Fig. 1: loss vs distance, random "
-                          "walk vs gossip, anonymous sender, n ≈ 2048 (random-walks.md §6.1)"),
+    "network-dp-fig2": (
+        "fig2",
+        "Fig. 2: logistic regression, central / local / network DP-SGD, "
+        "as the authors' code ran it and as the theorems require (§5.3)",
+    ),
+    "random-walks-fig1": (
+        "rw_fig1",
+        "Cyffers, Bellet & Upadhyay Fig. 1: loss vs distance, random "
+        "walk vs gossip, anonymous sender, n ≈ 2048 (random-walks.md §6.1)",
+    ),
     "random-walks-fig4": ("rw_fig1", "Fig. 4 (App. B.1): the same with a known sender (§6.1)"),
-    "random-walks-fig2": ("rw_fig2", "Fig. 2: logistic regression, 2048 users × 8, central / local "
-                          "/ random-walk DP-SGD at ε = 1 on three graphs (§6.2)"),
-    "random-walks-table1": ("rw_table1", "Table 1: accuracy at mean loss 0.5 / 1 / 2, random walk "
-                            "vs Muffliato-GD on four graphs (§6.3)"),
-    "random-walks-fig3": ("rw_fig3", "Fig. 3: privacy loss vs communicability and centrality on "
-                          "Davis and other networkx graphs (§6.4)"),
-    "muffliato-fig1a": ("muffliato_fig1a", "Muffliato Fig. 1(a): loss vs shortest-path length, "
-                        "paper eq. (6) and the exact joint view (muffliato.md §6.1)"),
-    "muffliato-fig1b": ("muffliato_fig1b", "Muffliato Fig. 1(b): loss from one node on social "
-                        "graphs networkx ships (the Facebook ego graphs are not offline; §6.2)"),
-    "inca-fig2": ("inca", "IncA: MSE against the fraction of colluders beside central DP, local "
-                  "DP and Muffliato (inca.md §8 Fig. 1)"),
-    "inca-fig3": ("inca", "IncA: probability that Theorem 4.5's precondition holds against k "
-                  "and T (inca.md §8 Fig. 2, §11.4)"),
-    "inca-fig4": ("inca", "IncA: MSE under permanent dropouts, early vs incremental injection "
-                  "and a GOPA-style baseline (inca.md §8 Fig. 4, §11.5-6)"),
-    "muffliato-fig1c": ("muffliato_fig1c", "Muffliato Fig. 1(c) / Table 2: Muffliato-GD on a fresh "
-                        "ER graph per step vs a trusted aggregator, housing data (§6.4)"),
-    "muffliato-fig6": ("muffliato_fig6", "Muffliato Fig. 6 / Table 3: averaging with dropout on "
-                       "fresh sparse ER graphs, total privacy loss of node 0 (§3.6, §6.5)"),
+    "random-walks-fig2": (
+        "rw_fig2",
+        "Fig. 2: logistic regression, 2048 users × 8, central / local "
+        "/ random-walk DP-SGD at ε = 1 on three graphs (§6.2)",
+    ),
+    "random-walks-table1": (
+        "rw_table1",
+        "Table 1: accuracy at mean loss 0.5 / 1 / 2, random walk "
+        "vs Muffliato-GD on four graphs (§6.3)",
+    ),
+    "random-walks-fig3": (
+        "rw_fig3",
+        "Fig. 3: privacy loss vs communicability and centrality on "
+        "Davis and other networkx graphs (§6.4)",
+    ),
+    "muffliato-fig1a": (
+        "muffliato_fig1a",
+        "Muffliato Fig. 1(a): loss vs shortest-path length, "
+        "paper eq. (6) and the exact joint view (muffliato.md §6.1)",
+    ),
+    "muffliato-fig1b": (
+        "muffliato_fig1b",
+        "Muffliato Fig. 1(b): loss from one node on social "
+        "graphs networkx ships (the Facebook ego graphs are not offline; §6.2)",
+    ),
+    "inca-fig2": (
+        "inca",
+        "IncA: MSE against the fraction of colluders beside central DP, local "
+        "DP and Muffliato (inca.md §8 Fig. 1)",
+    ),
+    "inca-fig3": (
+        "inca",
+        "IncA: probability that Theorem 4.5's precondition holds against k "
+        "and T (inca.md §8 Fig. 2, §11.4)",
+    ),
+    "inca-fig4": (
+        "inca",
+        "IncA: MSE under permanent dropouts, early vs incremental injection "
+        "and a GOPA-style baseline (inca.md §8 Fig. 4, §11.5-6)",
+    ),
+    "muffliato-fig1c": (
+        "muffliato_fig1c",
+        "Muffliato Fig. 1(c) / Table 2: Muffliato-GD on a fresh "
+        "ER graph per step vs a trusted aggregator, housing data (§6.4)",
+    ),
+    "muffliato-fig6": (
+        "muffliato_fig6",
+        "Muffliato Fig. 6 / Table 3: averaging with dropout on "
+        "fresh sparse ER graphs, total privacy loss of node 0 (§3.6, §6.5)",
+    ),
 }
 
 
 def machine() -> dict[str, Any]:
-    return {"python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count(), "when": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
 
 
 def run(name: str, args: Any) -> dict[str, Any]:
@@ -80,8 +124,10 @@ def require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401  # lazy: start-up cost; optional (the experiments extra)
     except ImportError:
-        raise ConfigError("netdp reproduce draws its figures with matplotlib, which is not "
-                          "installed: pip install 'netdp[experiments]'") from None
+        raise ConfigError(
+            "netdp reproduce draws its figures with matplotlib, which is not "
+            "installed: pip install 'netdp[experiments]'"
+        ) from None
 
 
 def cmd_reproduce(args: Any) -> int:
@@ -93,8 +139,7 @@ def cmd_reproduce(args: Any) -> int:
         return 0 if args.name == "list" else 2
     require_matplotlib()
     res = run(args.name, args)
-    print(f"{args.name}: done in {res['wall_s']:.1f} s; wrote {args.out}/{args.name}.json and "
-          f".png")
+    print(f"{args.name}: done in {res['wall_s']:.1f} s; wrote {args.out}/{args.name}.json and .png")
     for line in res.get("summary", []):
         print(f"  {line}")
     return 0

@@ -41,13 +41,19 @@ def opti(e: float, delta: float, k: float) -> float:
 def curves(n: float) -> dict[str, float]:
     T = 100.0 * n
     nv_code = T / n + math.sqrt(1.5 * T * math.log(1 / DELTA))
-    nv_paper = chernoff_count_bound(int(round(T)), min(1 / n, 1 - 1e-12), DELTA) if n > 1 else \
-        T / n + math.sqrt(3 * T / n * math.log(1 / DELTA))
+    nv_paper = (
+        chernoff_count_bound(int(round(T)), min(1 / n, 1 - 1e-12), DELTA)
+        if n > 1
+        else T / n + math.sqrt(3 * T / n * math.log(1 / DELTA))
+    )
     e_net = 3 * EPS0 / math.sqrt(n)
     return {
-        "ldp_code": opti(EPS0, DELTA, nv_code), "ndp_code": opti(e_net, DELTA, nv_code + T / n),
-        "ldp_paper": opti(EPS0, DELTA, nv_paper), "ndp_paper": opti(e_net, DELTA, nv_paper + T / n),
-        "ldp_fixed": opti(EPS0, DELTA, 100), "ndp_fixed": opti(e_net, DELTA, 100 + T / n),
+        "ldp_code": opti(EPS0, DELTA, nv_code),
+        "ndp_code": opti(e_net, DELTA, nv_code + T / n),
+        "ldp_paper": opti(EPS0, DELTA, nv_paper),
+        "ndp_paper": opti(e_net, DELTA, nv_paper + T / n),
+        "ldp_fixed": opti(EPS0, DELTA, 100),
+        "ndp_fixed": opti(e_net, DELTA, 100 + T / n),
     }
 
 
@@ -66,15 +72,22 @@ def run(name: str, args: Any) -> dict[str, Any]:
         ours = curves(n)
         spec_check.append({"n": n, **{k: {"ours": ours[k], "spec": v} for k, v in zip(KEYS, vals)}})
     crossover = {}
-    for lbl, (ldp, ndp) in {"code": ("ldp_code", "ndp_code"), "paper": ("ldp_paper", "ndp_paper"),
-                            "fixed": ("ldp_fixed", "ndp_fixed")}.items():
+    for lbl, (ldp, ndp) in {
+        "code": ("ldp_code", "ndp_code"),
+        "paper": ("ldp_paper", "ndp_paper"),
+        "fixed": ("ldp_fixed", "ndp_fixed"),
+    }.items():
         crossover[lbl] = next(n for n in range(2, 1000) if curves(n)[ndp] < curves(n)[ldp])
     return {
         "params": {"epsilon0": EPS0, "delta": DELTA, "T": "100 n", "grid": "logspace(0, 10, 30)"},
-        "rows": rows, "spec_check": spec_check, "crossover": crossover,
+        "rows": rows,
+        "spec_check": spec_check,
+        "crossover": crossover,
         "crossover_spec": {"code": 13, "paper": 15, "fixed": 18},
-        "summary": [f"first n with NDP < LDP: code N_v {crossover['code']} (spec 13), paper N_v "
-                    f"{crossover['paper']} (spec 15), fixed {crossover['fixed']} (spec 18)"],
+        "summary": [
+            f"first n with NDP < LDP: code N_v {crossover['code']} (spec 13), paper N_v "
+            f"{crossover['paper']} (spec 15), fixed {crossover['fixed']} (spec 18)"
+        ],
     }
 
 
@@ -87,16 +100,20 @@ def plot(res: dict[str, Any], path: Any) -> None:
     rows = res["rows"]
     n = [r["n"] for r in rows]
     fig, ax = plt.subplots(figsize=(6, 4.5))
-    style = {"ldp_code": ("tab:blue", "-", "LDP (code N_v)"),
-             "ndp_code": ("tab:green", "-", "NDP (code N_v)"),
-             "ldp_paper": ("tab:blue", ":", "LDP (paper N_v)"),
-             "ndp_paper": ("tab:green", ":", "NDP (paper N_v)"),
-             "ldp_fixed": ("tab:blue", "--", "LDP fixed contribution"),
-             "ndp_fixed": ("tab:green", "--", "NDP fixed contribution")}
+    style = {
+        "ldp_code": ("tab:blue", "-", "LDP (code N_v)"),
+        "ndp_code": ("tab:green", "-", "NDP (code N_v)"),
+        "ldp_paper": ("tab:blue", ":", "LDP (paper N_v)"),
+        "ndp_paper": ("tab:green", ":", "NDP (paper N_v)"),
+        "ldp_fixed": ("tab:blue", "--", "LDP fixed contribution"),
+        "ndp_fixed": ("tab:green", "--", "NDP fixed contribution"),
+    }
     for k, (c, ls, lbl) in style.items():
         ax.plot(n, [r[k] for r in rows], color=c, ls=ls, label=lbl)
     ours = [(r["n"], r["netdp_theorem3"]) for r in rows if "netdp_theorem3" in r]
-    ax.plot(*zip(*ours), color="tab:red", marker=".", ls="-", label="netdp accountant (Thm 3 tight)")
+    ax.plot(
+        *zip(*ours), color="tab:red", marker=".", ls="-", label="netdp accountant (Thm 3 tight)"
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("n")

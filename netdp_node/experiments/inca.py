@@ -46,19 +46,36 @@ FIG3_T = (2, 4, 6, 8, 10, 14, 20)
 
 # Spec §11 item 5: (k, T) -> drop -> (σ_Δ, MSE Σy/Σω, MSE ÷n); item 6: D_early/D_inc at 20%.
 SPEC_FIG4 = {
-    (1, 10): {0.0: (6.4, 7.4e-3, None), 0.1: (5.4, 3.6e-2, 3.1e-2), 0.2: (5.2, 6.5e-2, 5.2e-2),
-              0.3: (7.9, 2.4e-1, 1.45e-1)},
-    (1, 20): {0.0: (3.8, 6.4e-3, None), 0.1: (3.7, 2.1e-2, 1.9e-2), 0.2: (3.5, 3.4e-2, 3.3e-2),
-              0.3: (3.2, 5.3e-2, 4.7e-2)},
-    (2, 10): {0.0: (8.0, 7.0e-3, None), 0.1: (6.2, 4.1e-2, 3.5e-2), 0.2: (5.3, 5.8e-2, 4.9e-2),
-              0.3: (6.5, 1.7e-1, 1.0e-1)},
+    (1, 10): {
+        0.0: (6.4, 7.4e-3, None),
+        0.1: (5.4, 3.6e-2, 3.1e-2),
+        0.2: (5.2, 6.5e-2, 5.2e-2),
+        0.3: (7.9, 2.4e-1, 1.45e-1),
+    },
+    (1, 20): {
+        0.0: (3.8, 6.4e-3, None),
+        0.1: (3.7, 2.1e-2, 1.9e-2),
+        0.2: (3.5, 3.4e-2, 3.3e-2),
+        0.3: (3.2, 5.3e-2, 4.7e-2),
+    },
+    (2, 10): {
+        0.0: (8.0, 7.0e-3, None),
+        0.1: (6.2, 4.1e-2, 3.5e-2),
+        0.2: (5.3, 5.8e-2, 4.9e-2),
+        0.3: (6.5, 1.7e-1, 1.0e-1),
+    },
 }
-SPEC_EARLY_INC = {("early", 10): 1.9e-1, ("early", 20): 1.6e-1, ("inc", 10): 4.3e-2,
-                  ("inc", 20): 3.3e-2}
+SPEC_EARLY_INC = {
+    ("early", 10): 1.9e-1,
+    ("early", 20): 1.6e-1,
+    ("inc", 10): 4.3e-2,
+    ("inc", 20): 3.3e-2,
+}
 
 
-def _adversary(ex: ia.IncaExecution, kind: str, frac: float,
-               rng: np.random.Generator) -> dict[str, Any]:
+def _adversary(
+    ex: ia.IncaExecution, kind: str, frac: float, rng: np.random.Generator
+) -> dict[str, Any]:
     if kind == "edp":
         return {"observed": ia.sample_observed(ex, frac, rng)}
     return {"corrupted": ia.sample_corrupted(ex.n, int(round(frac * ex.n)), rng)}
@@ -75,7 +92,7 @@ def muffliato_mse(n: int, runs: int, rng: np.random.Generator) -> dict[str, Any]
     (`gossip_rounds`, spread bound 1/4 for data in [0, 1]) at a fixed point of σ ↔ T, then
     Chebyshev-accelerated gossip with W = (I + Adj)/(d + 1), λ = 2/(d + 1), in plain numpy."""
     d = int(round(math.log2(n)))
-    if 2 ** d != n:
+    if 2**d != n:
         raise ValueError("Muffliato's hypercube needs n = 2^d")
     lam = 2.0 / (d + 1)
     T = 1
@@ -98,8 +115,13 @@ def muffliato_mse(n: int, runs: int, rng: np.random.Generator) -> dict[str, Any]
         for _t in range(1, T):
             prev, cur = cur, g * (W @ cur) + (1 - g) * prev
         errs.append(np.mean((cur - x.mean()) ** 2))
-    return {"sigma": sigma, "T": T, "degree": d, "mse": float(np.mean(errs)),
-            "mse_noise_only": sigma ** 2 / n}
+    return {
+        "sigma": sigma,
+        "T": T,
+        "degree": d,
+        "mse": float(np.mean(errs)),
+        "mse_noise_only": sigma**2 / n,
+    }
 
 
 def run_fig2(args: Any) -> dict[str, Any]:
@@ -130,39 +152,64 @@ def run_fig2(args: Any) -> dict[str, Any]:
         kappa = max(1.1, 1.1 * kappa_min)
         cal = ia.calibrate(views, epsilon=EPS, delta=DELTA, kappa=kappa)
         ex, adv = pairs[0]
-        check = ia.account(ex, sigma_eta=cal.sigma_eta, sigma_delta=cal.per_sample[0],
-                           delta=DELTA, **adv)
+        check = ia.account(
+            ex, sigma_eta=cal.sigma_eta, sigma_delta=cal.per_sample[0], delta=DELTA, **adv
+        )
         errs = []
         for _ in range(runs):
             x = rng.random(n)
             r = ia.simulate(ex, x, cal.sigma_eta, cal.sigma_delta, rng)
             errs.append(float(r["estimate"] - x.mean()) ** 2)
-        rows.append({
-            "rho": rho, "adversary": "E-DP, 50% of messages" if rho == 0 else f"C-DP, {rho:.0%}",
-            "n_honest": n_h, "kappa_min": kappa_min, "kappa": kappa,
-            "sigma_eta": cal.sigma_eta, "sigma_delta": cal.sigma_delta,
-            "sigma_delta_per_sample": list(cal.per_sample),
-            "rank_condition_rate": rank_ok / samples, "strongly_connected_rate": strong / samples,
-            "epsilon_paper_check": check.epsilon_paper_max,
-            "epsilon_analytic_check": check.epsilon_max,
-            "mse_incA_empirical": float(np.mean(errs)),
-            "mse_incA": cal.sigma_eta ** 2 / n,
-            "mse_incA_theory": C2 / (EPS ** 2 * n * n_h),
-        })
+        rows.append(
+            {
+                "rho": rho,
+                "adversary": "E-DP, 50% of messages" if rho == 0 else f"C-DP, {rho:.0%}",
+                "n_honest": n_h,
+                "kappa_min": kappa_min,
+                "kappa": kappa,
+                "sigma_eta": cal.sigma_eta,
+                "sigma_delta": cal.sigma_delta,
+                "sigma_delta_per_sample": list(cal.per_sample),
+                "rank_condition_rate": rank_ok / samples,
+                "strongly_connected_rate": strong / samples,
+                "epsilon_paper_check": check.epsilon_paper_max,
+                "epsilon_analytic_check": check.epsilon_max,
+                "mse_incA_empirical": float(np.mean(errs)),
+                "mse_incA": cal.sigma_eta**2 / n,
+                "mse_incA_theory": C2 / (EPS**2 * n * n_h),
+            }
+        )
     muff = muffliato_mse(n, max(20, runs // 4), rng)
-    central, local = C2 / (EPS ** 2 * n ** 2), C2 / (EPS ** 2 * n)
-    summary = [f"n={n}, k={k}, T={T}, ε={EPS}, δ={DELTA}: central {central:.3g}, local "
-               f"{local:.3g}, Muffliato (PNDP, hypercube T={muff['T']}) {muff['mse']:.3g}"]
-    summary += [f"ρ={r['rho']:.1f}: IncA MSE {r['mse_incA_empirical']:.3g} (σ_η²/n "
-                f"{r['mse_incA']:.3g}, theory κ→1 {r['mse_incA_theory']:.3g}), κ={r['kappa']:.2f},"
-                f" σ_Δ={r['sigma_delta']:.3g}, rank cond. {r['rank_condition_rate']:.0%}"
-                for r in rows]
-    return {"params": {"n": n, "k": k, "T": T, "epsilon": EPS, "delta": DELTA, "c2": C2,
-                       "runs": runs, "calibration_samples": samples,
-                       "rho_0": "E-DP with 50% of the messages of each iteration observed",
-                       "kappa": "max(1.1, 1.1·κ_min), κ_min = n_H·max_k [Π_K]_kk over samples"},
-            "central": central, "local": local, "muffliato": muff, "rows": rows,
-            "summary": summary}
+    central, local = C2 / (EPS**2 * n**2), C2 / (EPS**2 * n)
+    summary = [
+        f"n={n}, k={k}, T={T}, ε={EPS}, δ={DELTA}: central {central:.3g}, local "
+        f"{local:.3g}, Muffliato (PNDP, hypercube T={muff['T']}) {muff['mse']:.3g}"
+    ]
+    summary += [
+        f"ρ={r['rho']:.1f}: IncA MSE {r['mse_incA_empirical']:.3g} (σ_η²/n "
+        f"{r['mse_incA']:.3g}, theory κ→1 {r['mse_incA_theory']:.3g}), κ={r['kappa']:.2f},"
+        f" σ_Δ={r['sigma_delta']:.3g}, rank cond. {r['rank_condition_rate']:.0%}"
+        for r in rows
+    ]
+    return {
+        "params": {
+            "n": n,
+            "k": k,
+            "T": T,
+            "epsilon": EPS,
+            "delta": DELTA,
+            "c2": C2,
+            "runs": runs,
+            "calibration_samples": samples,
+            "rho_0": "E-DP with 50% of the messages of each iteration observed",
+            "kappa": "max(1.1, 1.1·κ_min), κ_min = n_H·max_k [Π_K]_kk over samples",
+        },
+        "central": central,
+        "local": local,
+        "muffliato": muff,
+        "rows": rows,
+        "summary": summary,
+    }
 
 
 # =============================================================================================
@@ -177,7 +224,7 @@ def run_fig3(args: Any) -> dict[str, Any]:
     Ts = (2, 6, 10) if quick else FIG3_T
     rng = np.random.default_rng(12345)
     rows = []
-    for (kind, k) in SPEC_FIG3:
+    for kind, k in SPEC_FIG3:
         frac = 0.5 if kind == "edp" else 0.3
         for T in Ts:
             rank_ok = strong = 0
@@ -187,19 +234,39 @@ def run_fig3(args: Any) -> dict[str, Any]:
                 rank_ok += e["rank_condition"]["holds"]
                 strong += e["strongly_connected"]
             spec = SPEC_FIG3[(kind, k)][FIG3_T.index(T)]
-            rows.append({"setting": kind, "k": k, "T": T, "messages": k * T,
-                         "rank_rate": rank_ok / runs, "strong_rate": strong / runs,
-                         "spec_rank_rate": spec[0] / 100, "spec_strong_rate": spec[1] / 100})
+            rows.append(
+                {
+                    "setting": kind,
+                    "k": k,
+                    "T": T,
+                    "messages": k * T,
+                    "rank_rate": rank_ok / runs,
+                    "strong_rate": strong / runs,
+                    "spec_rank_rate": spec[0] / 100,
+                    "spec_strong_rate": spec[1] / 100,
+                }
+            )
     summary = []
-    for (kind, k) in SPEC_FIG3:
-        cells = [f"T={r['T']}: {r['rank_rate']:.0%}/{r['strong_rate']:.0%} "
-                 f"(spec {r['spec_rank_rate']:.0%}/{r['spec_strong_rate']:.0%})"
-                 for r in rows if r["setting"] == kind and r["k"] == k]
+    for kind, k in SPEC_FIG3:
+        cells = [
+            f"T={r['T']}: {r['rank_rate']:.0%}/{r['strong_rate']:.0%} "
+            f"(spec {r['spec_rank_rate']:.0%}/{r['spec_strong_rate']:.0%})"
+            for r in rows
+            if r["setting"] == kind and r["k"] == k
+        ]
         summary.append(f"{'E-DP 50%' if kind == 'edp' else 'C-DP 30%'} k={k}: " + ", ".join(cells))
-    return {"params": {"n": n, "runs": runs, "T": list(Ts), "edp_fraction": 0.5,
-                       "cdp_fraction": 0.3,
-                       "observation": "per iteration, round(50%) of the sent party-messages"},
-            "rows": rows, "summary": summary}
+    return {
+        "params": {
+            "n": n,
+            "runs": runs,
+            "T": list(Ts),
+            "edp_fraction": 0.5,
+            "cdp_fraction": 0.3,
+            "observation": "per iteration, round(50%) of the sent party-messages",
+        },
+        "rows": rows,
+        "summary": summary,
+    }
 
 
 # =============================================================================================
@@ -207,8 +274,9 @@ def run_fig3(args: Any) -> dict[str, Any]:
 # =============================================================================================
 
 
-def _calibrate_incA(n: int, k: int, T: int, scheme: str, drop: float, samples: int,
-                    rng: np.random.Generator) -> ia.Calibration:
+def _calibrate_incA(
+    n: int, k: int, T: int, scheme: str, drop: float, samples: int, rng: np.random.Generator
+) -> ia.Calibration:
     views = []
     for _ in range(samples):
         on = ia.dropout_history(n, T, rng, permanent=drop)
@@ -217,8 +285,16 @@ def _calibrate_incA(n: int, k: int, T: int, scheme: str, drop: float, samples: i
     return ia.calibrate(views, epsilon=EPS, delta=DELTA, kappa=2.0)
 
 
-def _incA_mse(n: int, k: int, T: int, scheme: str, drop: float, cal: ia.Calibration, runs: int,
-              rng: np.random.Generator) -> dict[str, float]:
+def _incA_mse(
+    n: int,
+    k: int,
+    T: int,
+    scheme: str,
+    drop: float,
+    cal: ia.Calibration,
+    runs: int,
+    rng: np.random.Generator,
+) -> dict[str, float]:
     e_w, e_n, exact, lost = [], [], [], []
     for _ in range(runs):
         on = ia.dropout_history(n, T, rng, permanent=drop)
@@ -229,14 +305,18 @@ def _incA_mse(n: int, k: int, T: int, scheme: str, drop: float, cal: ia.Calibrat
         e_n.append(float(r["estimate_over_n"] - x.mean()) ** 2)
         terms = ia.estimate_terms(ex)
         exact.append(ia.expected_mse(ex, x, cal.sigma_eta, cal.sigma_delta, terms))
-        lost.append(float((terms["c_delta"] ** 2).sum()) * cal.sigma_delta ** 2)
-    return {"mse": float(np.mean(e_w)), "mse_over_n": float(np.mean(e_n)),
-            "mse_exact_mean": float(np.mean(exact)),
-            "uncancelled_noise_var_mean": float(np.mean(lost))}
+        lost.append(float((terms["c_delta"] ** 2).sum()) * cal.sigma_delta**2)
+    return {
+        "mse": float(np.mean(e_w)),
+        "mse_over_n": float(np.mean(e_n)),
+        "mse_exact_mean": float(np.mean(exact)),
+        "uncancelled_noise_var_mean": float(np.mean(lost)),
+    }
 
 
-def gopa_view(n: int, edges: np.ndarray, corrupted: np.ndarray, published: np.ndarray,
-              rolled_back: list[int]) -> ia.LinearView:
+def gopa_view(
+    n: int, edges: np.ndarray, corrupted: np.ndarray, published: np.ndarray, rolled_back: list[int]
+) -> ia.LinearView:
     """GOPA's linear system (spec §8 baselines): published values u_v + Σ_e s_ve Δ_e of the
     parties that published, plus every rolled-back Δ_e (revealed); columns of corrupted parties
     and of edges with a corrupted end are known and removed; rows reduced as in §7.6."""
@@ -265,8 +345,9 @@ def gopa_view(n: int, edges: np.ndarray, corrupted: np.ndarray, published: np.nd
     _, S, Vt = svd(G, full_matrices=False)
     keep = S > 1e-10 * S[0]
     R = S[keep, None] * Vt[keep]
-    return ia.LinearView(honest=honest, A=R[:, :len(honest)], B=R[:, len(honest):],
-                         rows_observed=G.shape[0])
+    return ia.LinearView(
+        honest=honest, A=R[:, : len(honest)], B=R[:, len(honest) :], rows_observed=G.shape[0]
+    )
 
 
 def _gopa_round(n: int, k: int, drop: float, share: Any, rng: np.random.Generator) -> dict:
@@ -293,12 +374,19 @@ def _gopa_round(n: int, k: int, drop: float, share: Any, rng: np.random.Generato
                 rolled.append(e)
             else:
                 uncancelled += 1
-    return {"edges": edges, "published": published, "rolled": rolled,
-            "uncancelled": uncancelled}
+    return {"edges": edges, "published": published, "rolled": rolled, "uncancelled": uncancelled}
 
 
-def _gopa(n: int, k: int, drop: float, share: Any, sigma_eta: float, samples: int, runs: int,
-          rng: np.random.Generator) -> dict[str, Any]:
+def _gopa(
+    n: int,
+    k: int,
+    drop: float,
+    share: Any,
+    sigma_eta: float,
+    samples: int,
+    runs: int,
+    rng: np.random.Generator,
+) -> dict[str, Any]:
     per = []
     s_target = ia.target_scale(EPS, DELTA)
     for _ in range(samples):
@@ -313,15 +401,19 @@ def _gopa(n: int, k: int, drop: float, share: Any, sigma_eta: float, samples: in
         x = rng.random(n)
         pub = g["published"]
         m = int(pub.sum())
-        noise = rng.normal(0.0, math.sqrt(m * sigma_eta ** 2 + g["uncancelled"] * sd ** 2))
+        noise = rng.normal(0.0, math.sqrt(m * sigma_eta**2 + g["uncancelled"] * sd**2))
         errs.append(float((x[pub].sum() + noise) / m - x.mean()) ** 2)
         # exact conditional MSE = (bias² + σ_η²/m) + σ_Δ²·U/m², U = uncancelled pairwise terms
-        rest.append(float(x[pub].mean() - x.mean()) ** 2 + sigma_eta ** 2 / m)
-        slope.append(g["uncancelled"] / m ** 2)
-    return {"sigma_delta": sd, "sigma_delta_per_sample": per, "mse": float(np.mean(errs)),
-            "mse_exact_mean": float(np.mean(rest) + sd ** 2 * np.mean(slope)),
-            "mse_without_delta": float(np.mean(rest)),
-            "uncancelled_per_m2": float(np.mean(slope))}
+        rest.append(float(x[pub].mean() - x.mean()) ** 2 + sigma_eta**2 / m)
+        slope.append(g["uncancelled"] / m**2)
+    return {
+        "sigma_delta": sd,
+        "sigma_delta_per_sample": per,
+        "mse": float(np.mean(errs)),
+        "mse_exact_mean": float(np.mean(rest) + sd**2 * np.mean(slope)),
+        "mse_without_delta": float(np.mean(rest)),
+        "uncancelled_per_m2": float(np.mean(slope)),
+    }
 
 
 def run_fig4(args: Any) -> dict[str, Any]:
@@ -340,56 +432,112 @@ def run_fig4(args: Any) -> dict[str, Any]:
             cal_inc[(k, T, drop)] = cal
             res = _incA_mse(n, k, T, "inc", drop, cal, runs, rng)
             spec = SPEC_FIG4.get((k, T), {}).get(drop)
-            table.append({"k": k, "T": T, "drop": drop, "sigma_eta2": cal.sigma_eta ** 2,
-                          "sigma_delta": cal.sigma_delta, **res,
-                          "spec": None if spec is None or quick else
-                          {"sigma_delta": spec[0], "mse": spec[1], "mse_over_n": spec[2]}})
+            table.append(
+                {
+                    "k": k,
+                    "T": T,
+                    "drop": drop,
+                    "sigma_eta2": cal.sigma_eta**2,
+                    "sigma_delta": cal.sigma_delta,
+                    **res,
+                    "spec": None
+                    if spec is None or quick
+                    else {"sigma_delta": spec[0], "mse": spec[1], "mse_over_n": spec[2]},
+                }
+            )
     early_inc = []
     ei_runs = int(getattr(args, "runs", 0) or (30 if quick else 300))
     for scheme in ("early", "inc"):
-        for T in ((6,) if quick else (10, 20)):
+        for T in (6,) if quick else (10, 20):
             for drop in (0.0, 0.2):
-                cal = (cal_inc.get((1, T, drop)) if scheme == "inc" else None) or \
-                    _calibrate_incA(n, 1, T, scheme, drop, samples, rng)
+                cal = (cal_inc.get((1, T, drop)) if scheme == "inc" else None) or _calibrate_incA(
+                    n, 1, T, scheme, drop, samples, rng
+                )
                 res = _incA_mse(n, 1, T, scheme, drop, cal, ei_runs, rng)
-                early_inc.append({"scheme": scheme, "k": 1, "T": T, "drop": drop,
-                                  "sigma_delta": cal.sigma_delta, **res,
-                                  "spec_mse": None if drop == 0 or quick
-                                  else SPEC_EARLY_INC[(scheme, T)]})
+                early_inc.append(
+                    {
+                        "scheme": scheme,
+                        "k": 1,
+                        "T": T,
+                        "drop": drop,
+                        "sigma_delta": cal.sigma_delta,
+                        **res,
+                        "spec_mse": None if drop == 0 or quick else SPEC_EARLY_INC[(scheme, T)],
+                    }
+                )
     # GOPA-style baseline at the same message budget as IncA k = 1, T = 20 (20 messages/party).
     T_g = 20 if not quick else 6
     k_gopa = T_g
     gopa = []
     sigma_eta = next(iter(cal_inc.values())).sigma_eta
     for drop in drops:
-        for share in (("single", 0.5) if quick else ("single", 0.25, 0.5)):
+        for share in ("single", 0.5) if quick else ("single", 0.25, 0.5):
             if drop == 0 and share != "single":
                 continue
             g = _gopa(n, k_gopa, drop, share, sigma_eta, samples, runs, rng)
             inc = next(r for r in table if r["k"] == 1 and r["T"] == T_g and r["drop"] == drop)
             gap = inc["mse"] - g["mse_without_delta"]
-            breakeven = (math.sqrt(gap / g["uncancelled_per_m2"])
-                         if g["uncancelled_per_m2"] > 0 and gap > 0 else None)
-            gopa.append({"drop": drop, "rollback_share": share, "k": k_gopa, **g,
-                         "incA_mse": inc["mse"], "sigma_delta_breakeven": breakeven})
-    summary = [f"D_inc k={r['k']} T={r['T']} drop {r['drop']:.0%}: σ_Δ {r['sigma_delta']:.2f}, "
-               f"MSE {r['mse']:.2g} (÷n {r['mse_over_n']:.2g})"
-               + (f"  spec σ_Δ {r['spec']['sigma_delta']}, MSE {r['spec']['mse']:.2g}"
-                  if r["spec"] else "") for r in table]
-    summary += [f"{r['scheme']:<5} T={r['T']} drop {r['drop']:.0%}: MSE {r['mse']:.2g}"
-                + (f" (spec {r['spec_mse']:.2g})" if r["spec_mse"] else "") for r in early_inc]
-    summary += [f"GOPA k={r['k']} drop {r['drop']:.0%} rollback {r['rollback_share']}: σ_Δ "
-                f"{r['sigma_delta']:.2f}, MSE {r['mse']:.2g} (IncA {r['incA_mse']:.2g})"
-                + (f"; GOPA's MSE reaches IncA's at σ_Δ {r['sigma_delta_breakeven']:.2f}"
-                   if r["sigma_delta_breakeven"] else "") for r in gopa]
-    return {"params": {"n": n, "epsilon": EPS, "delta": DELTA, "c2": C2, "kappa": 2.0,
-                       "colluders": 0.3, "runs": runs, "calibration_samples": samples,
-                       "dropouts": "round(drop·n) parties leave for good at a uniform iteration "
-                                   "1..T (GOPA: before publishing, or during rollback)",
-                       "gopa": f"k = {k_gopa}-out pairs (one Δ per pair, {k_gopa} messages per "
-                               f"party, as IncA k = 1, T = {T_g}); rollback share 'single' = one "
-                               "party drops during rollback"},
-            "table": table, "early_vs_inc": early_inc, "gopa": gopa, "summary": summary}
+            breakeven = (
+                math.sqrt(gap / g["uncancelled_per_m2"])
+                if g["uncancelled_per_m2"] > 0 and gap > 0
+                else None
+            )
+            gopa.append(
+                {
+                    "drop": drop,
+                    "rollback_share": share,
+                    "k": k_gopa,
+                    **g,
+                    "incA_mse": inc["mse"],
+                    "sigma_delta_breakeven": breakeven,
+                }
+            )
+    summary = [
+        f"D_inc k={r['k']} T={r['T']} drop {r['drop']:.0%}: σ_Δ {r['sigma_delta']:.2f}, "
+        f"MSE {r['mse']:.2g} (÷n {r['mse_over_n']:.2g})"
+        + (
+            f"  spec σ_Δ {r['spec']['sigma_delta']}, MSE {r['spec']['mse']:.2g}"
+            if r["spec"]
+            else ""
+        )
+        for r in table
+    ]
+    summary += [
+        f"{r['scheme']:<5} T={r['T']} drop {r['drop']:.0%}: MSE {r['mse']:.2g}"
+        + (f" (spec {r['spec_mse']:.2g})" if r["spec_mse"] else "")
+        for r in early_inc
+    ]
+    summary += [
+        f"GOPA k={r['k']} drop {r['drop']:.0%} rollback {r['rollback_share']}: σ_Δ "
+        f"{r['sigma_delta']:.2f}, MSE {r['mse']:.2g} (IncA {r['incA_mse']:.2g})"
+        + (
+            f"; GOPA's MSE reaches IncA's at σ_Δ {r['sigma_delta_breakeven']:.2f}"
+            if r["sigma_delta_breakeven"]
+            else ""
+        )
+        for r in gopa
+    ]
+    return {
+        "params": {
+            "n": n,
+            "epsilon": EPS,
+            "delta": DELTA,
+            "c2": C2,
+            "kappa": 2.0,
+            "colluders": 0.3,
+            "runs": runs,
+            "calibration_samples": samples,
+            "dropouts": "round(drop·n) parties leave for good at a uniform iteration "
+            "1..T (GOPA: before publishing, or during rollback)",
+            "gopa": f"k = {k_gopa}-out pairs (one Δ per pair, {k_gopa} messages per "
+            f"party, as IncA k = 1, T = {T_g}); rollback share 'single' = one "
+            "party drops during rollback",
+        },
+        "table": table,
+        "early_vs_inc": early_inc,
+        "gopa": gopa,
+        "summary": summary,
+    }
 
 
 # =============================================================================================
@@ -411,14 +559,28 @@ def plot(res: dict[str, Any], path: Any) -> None:
     if "rows" in res and "central" in res:  # fig2
         fig, ax = plt.subplots(figsize=(6.5, 4.5))
         rho = [r["rho"] for r in res["rows"]]
-        ax.plot(rho, [r["mse_incA_empirical"] for r in res["rows"]], "o-", color="tab:green",
-                label="IncA (simulated, calibrated κ)")
-        ax.plot(rho, [r["mse_incA_theory"] for r in res["rows"]], ":", color="tab:green",
-                label="IncA, Thm 4.5 limit κ→1")
+        ax.plot(
+            rho,
+            [r["mse_incA_empirical"] for r in res["rows"]],
+            "o-",
+            color="tab:green",
+            label="IncA (simulated, calibrated κ)",
+        )
+        ax.plot(
+            rho,
+            [r["mse_incA_theory"] for r in res["rows"]],
+            ":",
+            color="tab:green",
+            label="IncA, Thm 4.5 limit κ→1",
+        )
         ax.axhline(res["central"], color="tab:red", label="central DP")
         ax.axhline(res["local"], color="tab:blue", label="local DP (= Muffliato under E/C-DP)")
-        ax.axhline(res["muffliato"]["mse"], color="tab:purple", ls="--",
-                   label="Muffliato, PNDP hypercube (weaker adversary)")
+        ax.axhline(
+            res["muffliato"]["mse"],
+            color="tab:purple",
+            ls="--",
+            label="Muffliato, PNDP hypercube (weaker adversary)",
+        )
         ax.set_yscale("log")
         ax.set_xlabel("fraction of colluders ρ (0: E-DP, 50% of messages seen)")
         ax.set_ylabel("MSE")
@@ -433,10 +595,21 @@ def plot(res: dict[str, Any], path: Any) -> None:
                 rs = [r for r in res["rows"] if r["setting"] == kind and r["k"] == k]
                 for ax in ax_list:
                     xs = [r["T"] if ax is not axes[1] else r["messages"] for r in rs]
-                    ax.plot(xs, [r["rank_rate"] for r in rs], "o-", color=colors[k],
-                            label=f"k={k} rank (Thm 4.5)")
-                    ax.plot(xs, [r["strong_rate"] for r in rs], "s--", color=colors[k],
-                            alpha=0.6, label=f"k={k} strongly conn. (Thm 4.8)")
+                    ax.plot(
+                        xs,
+                        [r["rank_rate"] for r in rs],
+                        "o-",
+                        color=colors[k],
+                        label=f"k={k} rank (Thm 4.5)",
+                    )
+                    ax.plot(
+                        xs,
+                        [r["strong_rate"] for r in rs],
+                        "s--",
+                        color=colors[k],
+                        alpha=0.6,
+                        label=f"k={k} strongly conn. (Thm 4.8)",
+                    )
         axes[0].set_title("(a) E-DP, 50% of messages seen")
         axes[0].set_xlabel("T")
         axes[1].set_title("(b) E-DP, 50%: against messages per party kT")
@@ -451,14 +624,19 @@ def plot(res: dict[str, Any], path: Any) -> None:
         fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
         for k, T in sorted({(r["k"], r["T"]) for r in res["table"]}):
             rs = [r for r in res["table"] if r["k"] == k and r["T"] == T]
-            axes[0].plot([r["drop"] for r in rs], [r["mse"] for r in rs], "o-",
-                         label=f"D_inc k={k}, T={T}")
+            axes[0].plot(
+                [r["drop"] for r in rs], [r["mse"] for r in rs], "o-", label=f"D_inc k={k}, T={T}"
+            )
         axes[0].set_title("(a) D_inc, C-DP 30%: MSE vs permanent dropouts")
         for sch, ls in (("early", "--"), ("inc", "-")):
             for T in sorted({r["T"] for r in res["early_vs_inc"]}):
                 rs = [r for r in res["early_vs_inc"] if r["scheme"] == sch and r["T"] == T]
-                axes[1].plot([r["drop"] for r in rs], [r["mse"] for r in rs], "o" + ls,
-                             label=f"D_{sch}, T={T}")
+                axes[1].plot(
+                    [r["drop"] for r in rs],
+                    [r["mse"] for r in rs],
+                    "o" + ls,
+                    label=f"D_{sch}, T={T}",
+                )
         axes[1].set_title("(b) early vs incremental injection, k=1")
         drops = sorted({r["drop"] for r in res["gopa"]})
         inc = [next(r["incA_mse"] for r in res["gopa"] if r["drop"] == d) for d in drops]
@@ -466,8 +644,13 @@ def plot(res: dict[str, Any], path: Any) -> None:
         shades = iter(("tab:red", "tab:orange", "tab:purple", "tab:brown"))
         for share in sorted({str(r["rollback_share"]) for r in res["gopa"]}):
             rs = [r for r in res["gopa"] if str(r["rollback_share"]) == share or r["drop"] == 0]
-            axes[2].plot([r["drop"] for r in rs], [r["mse"] for r in rs], "s--",
-                         color=next(shades), label=f"GOPA-style, rollback dropouts: {share}")
+            axes[2].plot(
+                [r["drop"] for r in rs],
+                [r["mse"] for r in rs],
+                "s--",
+                color=next(shades),
+                label=f"GOPA-style, rollback dropouts: {share}",
+            )
         axes[2].set_title("(c) IncA vs GOPA, same messages per party")
         for ax in axes:
             ax.set_yscale("log")

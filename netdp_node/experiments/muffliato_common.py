@@ -55,8 +55,9 @@ __all__ = [
 # =============================================================================================
 
 
-def er_edges(n: int, q: float, rng: np.random.Generator, *, connected: bool = False,
-             max_attempts: int = 1000) -> np.ndarray:
+def er_edges(
+    n: int, q: float, rng: np.random.Generator, *, connected: bool = False, max_attempts: int = 1000
+) -> np.ndarray:
     """Edges of an Erdős–Rényi graph G(n, q) as an (m, 2) int64 array (a < b), each of the
     n(n−1)/2 pairs present independently with probability q.
 
@@ -125,8 +126,11 @@ def metropolis_csr(n: int, edges: np.ndarray) -> sp.csr_array:
         raise ValueError("edges must be pairs of distinct node indices in 0..n-1")
     deg = np.bincount(e.ravel(), minlength=n)
     w = 1.0 / (1.0 + np.maximum(deg[e[:, 0]], deg[e[:, 1]]))
-    self_w = 1.0 - np.bincount(e[:, 0], weights=w, minlength=n) - np.bincount(
-        e[:, 1], weights=w, minlength=n)
+    self_w = (
+        1.0
+        - np.bincount(e[:, 0], weights=w, minlength=n)
+        - np.bincount(e[:, 1], weights=w, minlength=n)
+    )
     rows = np.concatenate([e[:, 0], e[:, 1], np.arange(n)])
     cols = np.concatenate([e[:, 1], e[:, 0], np.arange(n)])
     vals = np.concatenate([w, w, self_w])
@@ -141,8 +145,9 @@ def _top_eigs(W: Any, k: int, which: str) -> np.ndarray:
         ev = np.linalg.eigvalsh(W.toarray() if sp.issparse(W) else np.asarray(W))
         return ev[-k:] if which == "LA" else ev[:k]
     v0 = np.ones(n) + np.linspace(0.0, 1.0, n)  # deterministic start vector
-    return np.sort(eigsh(sp.csr_array(W), k=k, which=which, v0=v0, tol=1e-10,
-                         return_eigenvectors=False))
+    return np.sort(
+        eigsh(sp.csr_array(W), k=k, which=which, v0=v0, tol=1e-10, return_eigenvectors=False)
+    )
 
 
 def gap_2(W: Any) -> float:
@@ -169,8 +174,15 @@ def t_mix(n: int, sigma: float, gap: float, spread: float = 0.25) -> int:
 # =============================================================================================
 
 
-def chebyshev_gossip(W: Any, x0: np.ndarray, T: int, gamma: float | None = None, *,
-                     x_minus1_zero: bool = False, record: bool = False) -> Any:
+def chebyshev_gossip(
+    W: Any,
+    x0: np.ndarray,
+    T: int,
+    gamma: float | None = None,
+    *,
+    x_minus1_zero: bool = False,
+    record: bool = False,
+) -> Any:
     """T synchronous gossip rounds on all nodes at once (spec §3.1 steps 4–5).
 
     `gamma=None`: plain gossip `x^{t+1} = W x^t` (Fig. 1(b), dropout). Otherwise Chebyshev:
@@ -198,9 +210,17 @@ def chebyshev_gossip(W: Any, x0: np.ndarray, T: int, gamma: float | None = None,
     return out if record else x
 
 
-def muffliato_average(x: np.ndarray, W: Any, T: int, sigma: float, rng: np.random.Generator, *,
-                      gamma: float | None = None, clip: tuple[float, float] | None = None,
-                      x_minus1_zero: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def muffliato_average(
+    x: np.ndarray,
+    W: Any,
+    T: int,
+    sigma: float,
+    rng: np.random.Generator,
+    *,
+    gamma: float | None = None,
+    clip: tuple[float, float] | None = None,
+    x_minus1_zero: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
     """Algorithm 1 (spec §3.1) on all nodes: `x^0 = x + η`, `η ~ N(0, σ² I)` once per node, then
     `chebyshev_gossip(W, x^0, T, gamma)`. `clip=(lo, hi)` clips the noisy values (the authors'
     averaging code, post-processing, spec §3.6). Returns (x^T, x^0)."""
@@ -256,14 +276,25 @@ class GdResult:
     scores: list[Any] = field(default_factory=list)
 
 
-def muffliato_gd(X: np.ndarray, y: np.ndarray, iterations: int, rng: np.random.Generator, *,
-                 mode: Literal["muffliato", "central"] = "muffliato", step: float = 0.7,
-                 noise_std: float = 0.75, clip: float = 0.4,
-                 order: Literal["code", "theorem"] = "code", q: float | None = None,
-                 x_minus1_zero: bool = False, gossip_sigma: float = 1.5,
-                 rounds: int | Callable[[float], int] | None = None, watch: int = 0,
-                 evaluate: Callable[[np.ndarray], Any] | None = None,
-                 keep_thetas: bool = False) -> GdResult:
+def muffliato_gd(
+    X: np.ndarray,
+    y: np.ndarray,
+    iterations: int,
+    rng: np.random.Generator,
+    *,
+    mode: Literal["muffliato", "central"] = "muffliato",
+    step: float = 0.7,
+    noise_std: float = 0.75,
+    clip: float = 0.4,
+    order: Literal["code", "theorem"] = "code",
+    q: float | None = None,
+    x_minus1_zero: bool = False,
+    gossip_sigma: float = 1.5,
+    rounds: int | Callable[[float], int] | None = None,
+    watch: int = 0,
+    evaluate: Callable[[np.ndarray], Any] | None = None,
+    keep_thetas: bool = False,
+) -> GdResult:
     """Muffliato-GD (Algorithm 3, spec §3.4) with a fresh Erdős–Rényi graph per step (spec §3.5,
     §6.4), logistic regression, θ_v^0 = 0, or the "central" (trusted aggregator) baseline.
 
@@ -313,8 +344,13 @@ def muffliato_gd(X: np.ndarray, y: np.ndarray, iterations: int, rng: np.random.G
         edges = er_edges(n, qq, rng, connected=True)
         W = metropolis_csr(n, edges)
         gap = gap_2(W)
-        T = (t_mix(n, gossip_sigma, gap) if rounds is None
-             else rounds(gap) if callable(rounds) else int(rounds))
+        T = (
+            t_mix(n, gossip_sigma, gap)
+            if rounds is None
+            else rounds(gap)
+            if callable(rounds)
+            else int(rounds)
+        )
         gamma = chebyshev_gamma(min(1.0, gap))
         theta = chebyshev_gossip(W, hat, T, gamma, x_minus1_zero=x_minus1_zero)
         deg = np.bincount(edges.ravel(), minlength=n).astype(np.int32)

@@ -39,10 +39,12 @@ SIGMA = float(np.sqrt(ALPHA / 2 * EPS))
 
 
 def social_graphs() -> dict[str, nx.Graph]:
-    return {"karate club": nx.karate_club_graph(),
-            "Les Misérables": nx.les_miserables_graph(),
-            "Florentine families": nx.florentine_families_graph(),
-            "Davis southern women": nx.davis_southern_women_graph()}
+    return {
+        "karate club": nx.karate_club_graph(),
+        "Les Misérables": nx.les_miserables_graph(),
+        "Florentine families": nx.florentine_families_graph(),
+        "Davis southern women": nx.davis_southern_women_graph(),
+    }
 
 
 def _giant(g: nx.Graph) -> nx.Graph:
@@ -73,32 +75,49 @@ def one_graph(g0: nx.Graph) -> dict[str, Any]:
     others = np.arange(n) != u
 
     def stats(x: np.ndarray) -> dict[str, float]:
-        return {"mean": float(np.mean(x[others])),
-                "mean_in_community": float(np.mean(x[inside])) if inside.any() else float("nan"),
-                "mean_outside": float(np.mean(x[outside])) if outside.any() else float("nan"),
-                "at_ldp_level": int(np.sum(x[others] >= 1.0 - 1e-9))}
+        return {
+            "mean": float(np.mean(x[others])),
+            "mean_in_community": float(np.mean(x[inside])) if inside.any() else float("nan"),
+            "mean_outside": float(np.mean(x[outside])) if outside.any() else float("nan"),
+            "at_ldp_level": int(np.sum(x[others] >= 1.0 - 1e-9)),
+        }
 
-    return {"n": n, "edges": len(edges), "source": u,
-            "source_label": str(g.nodes[u]["label"]), "gap_1_minus_lambda2": gap, "T": T,
-            "communities": len(comms), "source_community_size": len(mine),
-            "paper_code": code.tolist(), "paper_thm1": thm1.tolist(), "joint_view": jv.tolist(),
-            "distance": dist.tolist(),
-            "stats": {"paper_code": stats(code), "paper_thm1": stats(thm1),
-                      "joint_view": stats(jv)},
-            "edge_list": edges}
+    return {
+        "n": n,
+        "edges": len(edges),
+        "source": u,
+        "source_label": str(g.nodes[u]["label"]),
+        "gap_1_minus_lambda2": gap,
+        "T": T,
+        "communities": len(comms),
+        "source_community_size": len(mine),
+        "paper_code": code.tolist(),
+        "paper_thm1": thm1.tolist(),
+        "joint_view": jv.tolist(),
+        "distance": dist.tolist(),
+        "stats": {"paper_code": stats(code), "paper_thm1": stats(thm1), "joint_view": stats(jv)},
+        "edge_list": edges,
+    }
 
 
 def run(name: str, args: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "params": {"alpha": ALPHA, "epsilon": EPS, "sigma": SIGMA,
-                   "epsilon_ldp": ALPHA / (2 * SIGMA**2), "accelerated": False,
-                   "T": "ceil(ln n / sqrt(1 - lambda_2))",
-                   "source": "np.random.seed(1); randint(n)",
-                   "units": "fractions of epsilon_ldp, clipped at 1"},
-        "notes": ["The paper's Facebook ego graphs (SNAP) are not available offline: graphs "
-                  "shipped with networkx are used instead, so no number is comparable with the "
-                  "paper's; the claim checked is qualitative (LDP-level loss inside u's "
-                  "community)."],
+        "params": {
+            "alpha": ALPHA,
+            "epsilon": EPS,
+            "sigma": SIGMA,
+            "epsilon_ldp": ALPHA / (2 * SIGMA**2),
+            "accelerated": False,
+            "T": "ceil(ln n / sqrt(1 - lambda_2))",
+            "source": "np.random.seed(1); randint(n)",
+            "units": "fractions of epsilon_ldp, clipped at 1",
+        },
+        "notes": [
+            "The paper's Facebook ego graphs (SNAP) are not available offline: graphs "
+            "shipped with networkx are used instead, so no number is comparable with the "
+            "paper's; the claim checked is qualitative (LDP-level loss inside u's "
+            "community)."
+        ],
         "graphs": {},
     }
     summary = []
@@ -112,7 +131,8 @@ def run(name: str, args: Any) -> dict[str, Any]:
             f"{s['paper_code']['mean_outside']:.3f}, joint view "
             f"{s['joint_view']['mean_in_community']:.3f} / {s['joint_view']['mean_outside']:.3f}; "
             f"at LDP level: paper {s['paper_code']['at_ldp_level']}, joint view "
-            f"{s['joint_view']['at_ldp_level']} of {r['n'] - 1}")
+            f"{s['joint_view']['at_ldp_level']} of {r['n'] - 1}"
+        )
     out["summary"] = summary
     return out
 
@@ -131,14 +151,31 @@ def plot(res: dict[str, Any], path: Any) -> None:
         g.add_nodes_from(range(r["n"]))
         g.add_edges_from(r["edge_list"])
         pos = nx.spring_layout(g, seed=1)
-        for i, (key, lbl) in enumerate((("paper_code", "eq. (6) (code)"),
-                                        ("joint_view", "exact joint view"))):
+        for i, (key, lbl) in enumerate(
+            (("paper_code", "eq. (6) (code)"), ("joint_view", "exact joint view"))
+        ):
             ax = axes[i, j]
             nx.draw_networkx_edges(g, pos, ax=ax, width=0.3, alpha=0.4)
-            sc = nx.draw_networkx_nodes(g, pos, ax=ax, node_size=25, node_color=r[key],
-                                        cmap="Spectral_r", vmin=0.0, vmax=1.0)
-            nx.draw_networkx_nodes(g, pos, nodelist=[r["source"]], ax=ax, node_size=60,
-                                   node_color="none", edgecolors="k", linewidths=1.2)
+            sc = nx.draw_networkx_nodes(
+                g,
+                pos,
+                ax=ax,
+                node_size=25,
+                node_color=r[key],
+                cmap="Spectral_r",
+                vmin=0.0,
+                vmax=1.0,
+            )
+            nx.draw_networkx_nodes(
+                g,
+                pos,
+                nodelist=[r["source"]],
+                ax=ax,
+                node_size=60,
+                node_color="none",
+                edgecolors="k",
+                linewidths=1.2,
+            )
             ax.set_title(f"{gname}\n{lbl}" if i == 0 else lbl, fontsize=8)
             ax.axis("off")
     fig.colorbar(sc, ax=axes, shrink=0.6, label="privacy loss u→v / ε_LDP")

@@ -37,21 +37,26 @@ from netdp_node.experiments.muffliato_common import muffliato_gd
 from netdp_node.privacy.pndp_gossip import er_pair_bound
 
 ITERATIONS, TRIALS = 10, 10
-SPEC_HIST = {2000: {"mean": 0.29, "median": 0.29, "p90": 0.33, "max": "0.44-0.49"},
-             4000: {"mean": 0.175, "median": 0.174, "p90": 0.19, "max": 0.29}}
+SPEC_HIST = {
+    2000: {"mean": 0.29, "median": 0.29, "p90": 0.33, "max": "0.44-0.49"},
+    4000: {"mean": 0.175, "median": 0.174, "p90": 0.19, "max": 0.29},
+}
 SPEC_T = {2000: "28-37", 4000: "33-35"}
 VARIANTS: dict[str, tuple[Literal["muffliato", "central"], bool]] = {
-    "muffliato": ("muffliato", False), "muffliato_code_bug": ("muffliato", True),
-    "central": ("central", False)}
+    "muffliato": ("muffliato", False),
+    "muffliato_code_bug": ("muffliato", True),
+    "central": ("central", False),
+}
 
 
 def _accuracy(X_test: np.ndarray, y_test: np.ndarray):
     def evaluate(theta: np.ndarray) -> float:
         acc = 0.0
         for s in range(0, theta.shape[0], 500):
-            pred = np.where(theta[s:s + 500] @ X_test.T >= 0, 1.0, -1.0)
+            pred = np.where(theta[s : s + 500] @ X_test.T >= 0, 1.0, -1.0)
             acc += float(np.sum(pred == y_test[None, :])) / y_test.size
         return acc / theta.shape[0]
+
     return evaluate
 
 
@@ -70,8 +75,12 @@ def _privacy(res: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _hist_stats(x: np.ndarray) -> dict[str, float]:
-    return {"mean": float(np.mean(x)), "median": float(np.median(x)),
-            "p90": float(np.quantile(x, 0.9)), "max": float(np.max(x))}
+    return {
+        "mean": float(np.mean(x)),
+        "median": float(np.median(x)),
+        "p90": float(np.quantile(x, 0.9)),
+        "max": float(np.max(x)),
+    }
 
 
 def run(name: str, args: Any) -> dict[str, Any]:
@@ -83,31 +92,45 @@ def run(name: str, args: Any) -> dict[str, Any]:
     evaluate = _accuracy(split.X_test, split.y_test)
     majority = float(max(np.mean(split.y_test == 1), np.mean(split.y_test == -1)))
     out: dict[str, Any] = {
-        "params": {"iterations": iterations, "trials": trials, "step": 0.7, "noise_std": 0.75,
-                   "clip": 0.4, "order": "code (noise, then clip)", "q": "ln(n)/n",
-                   "T_g": "ceil(ln n / sqrt(1 - lambda_2))", "data": split.source,
-                   "train_rows": int(len(split.y_train)), "test_rows": int(len(split.y_test)),
-                   "seeds": "np.random.default_rng([trial, n, variant])"},
-        "majority_class": majority, "spec_histogram": SPEC_HIST, "spec_T": SPEC_T,
-        "rows": {}, "notes": [
+        "params": {
+            "iterations": iterations,
+            "trials": trials,
+            "step": 0.7,
+            "noise_std": 0.75,
+            "clip": 0.4,
+            "order": "code (noise, then clip)",
+            "q": "ln(n)/n",
+            "T_g": "ceil(ln n / sqrt(1 - lambda_2))",
+            "data": split.source,
+            "train_rows": int(len(split.y_train)),
+            "test_rows": int(len(split.y_test)),
+            "seeds": "np.random.default_rng([trial, n, variant])",
+        },
+        "majority_class": majority,
+        "spec_histogram": SPEC_HIST,
+        "spec_T": SPEC_T,
+        "rows": {},
+        "notes": [
             "Accuracy values are not in the paper's text (spec §6.4); the validation target is "
             "'Muffliato ≈ Central within error bars at every iteration'.",
             "Histogram: Theorem-4 bound summed over steps (the code's accounting), not a proven "
-            "guarantee (spec §4.6); netdp's guarantee for GD is the LDP composition (1 here)."],
+            "guarantee (spec §4.6); netdp's guarantee for GD is the LDP composition (1 here).",
+        ],
     }
     summary = []
     for n in ns:
         m = len(split.y_train) // n
-        X = split.X_train[:n * m].reshape(n, m, -1)
-        y = split.y_train[:n * m].reshape(n, m)
+        X = split.X_train[: n * m].reshape(n, m, -1)
+        y = split.y_train[: n * m].reshape(n, m)
         row: dict[str, Any] = {"points_per_node": m}
         hist_code, hist_ours, rounds, gaps, gammas = [], [], [], [], []
         for vname, (mode, bug) in VARIANTS.items():
             curves = []
             for trial in range(trials):
                 rng = np.random.default_rng([trial, n, list(VARIANTS).index(vname)])
-                res = muffliato_gd(X, y, iterations, rng, mode=mode, x_minus1_zero=bug,
-                                   evaluate=evaluate)
+                res = muffliato_gd(
+                    X, y, iterations, rng, mode=mode, x_minus1_zero=bug, evaluate=evaluate
+                )
                 curves.append(res.scores)
                 if vname == "muffliato":
                     c, o = _privacy(res, n)
@@ -117,12 +140,19 @@ def run(name: str, args: Any) -> dict[str, Any]:
                     gaps += res.gaps
                     gammas += res.gammas
             A = np.asarray(curves)
-            row[vname] = {"mean": A.mean(axis=0).tolist(), "std": A.std(axis=0).tolist(),
-                          "final_mean": float(A[:, -1].mean()), "final_std": float(A[:, -1].std())}
+            row[vname] = {
+                "mean": A.mean(axis=0).tolist(),
+                "std": A.std(axis=0).tolist(),
+                "final_mean": float(A[:, -1].mean()),
+                "final_std": float(A[:, -1].std()),
+            }
         hc = np.concatenate(hist_code)
         ho = np.concatenate(hist_ours)
-        row["gossip_rounds"] = {"min": int(min(rounds)), "max": int(max(rounds)),
-                                "mean": float(np.mean(rounds))}
+        row["gossip_rounds"] = {
+            "min": int(min(rounds)),
+            "max": int(max(rounds)),
+            "mean": float(np.mean(rounds)),
+        }
         row["gap_mean"] = float(np.mean(gaps))
         row["gamma_mean"] = float(np.mean(gammas))
         row["code_bug_consensus_factor_mean"] = float(np.mean(1.0 / (2.0 - np.asarray(gammas))))
@@ -138,7 +168,8 @@ def run(name: str, args: Any) -> dict[str, Any]:
             f"{row['central']['final_mean']:.3f} ± {row['central']['final_std']:.3f}; T_g "
             f"{row['gossip_rounds']['min']}-{row['gossip_rounds']['max']}; loss/LDP mean "
             f"{row['histogram_code']['mean']:.3f} (code), "
-            f"{row['histogram_true_degree']['mean']:.3f} (true degree)")
+            f"{row['histogram_true_degree']['mean']:.3f} (true degree)"
+        )
     out["summary"] = summary
     return out
 
@@ -154,15 +185,18 @@ def plot(res: dict[str, Any], path: Any) -> None:
     ax = axes[0]
     edges = np.linspace(0.0, 1.0, 81)
     for (n, row), c in zip(rows.items(), ("darkgreen", "limegreen")):
-        ax.stairs(row["histogram_counts_code"], edges, color=c, fill=True, alpha=0.6,
-                  label=f"n={n}")
+        ax.stairs(
+            row["histogram_counts_code"], edges, color=c, fill=True, alpha=0.6, label=f"n={n}"
+        )
     ax.axvline(1.0, color="red", label="LDP")
     ax.set_xlabel("privacy loss of node 0 / LDP (Thm 4, code)")
     ax.set_ylabel("nodes (all trials)")
     ax.legend(fontsize=7)
-    style = {"muffliato": ("tab:green", "Muffliato (x¹ = W x⁰)"),
-             "muffliato_code_bug": ("tab:olive", "Muffliato, code's x⁻¹ = 0"),
-             "central": ("tab:blue", "Central (exact average)")}
+    style = {
+        "muffliato": ("tab:green", "Muffliato (x¹ = W x⁰)"),
+        "muffliato_code_bug": ("tab:olive", "Muffliato, code's x⁻¹ = 0"),
+        "central": ("tab:blue", "Central (exact average)"),
+    }
     for ax, (n, row) in zip(axes[1:], rows.items()):
         for key, (c, lbl) in style.items():
             mu, sd = np.asarray(row[key]["mean"]), np.asarray(row[key]["std"])

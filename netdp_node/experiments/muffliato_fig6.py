@@ -32,14 +32,18 @@ from netdp_node.privacy.pndp_gossip import (
 
 N, P, SIGMA, RUNS = 1000, 0.002, 1.0, 8
 DROPOUTS = (0.0, 0.1, 0.5, 0.9)
-SPEC_OURS = {0.0: (0.0191, 0.0075, 9), 0.1: (0.0197, 0.0081, 12), 0.5: (0.0170, 0.0058, 35),
-             0.9: (0.0145, 0.0059, 712)}  # spec §4.10(g): mean, std, mean steps
-PAPER_TABLE3 = {0.0: (0.017, 0.006), 0.1: (0.018, 0.006), 0.5: (0.015, 0.007),
-                0.9: (0.014, 0.006)}
+SPEC_OURS = {
+    0.0: (0.0191, 0.0075, 9),
+    0.1: (0.0197, 0.0081, 12),
+    0.5: (0.0170, 0.0058, 35),
+    0.9: (0.0145, 0.0059, 712),
+}  # spec §4.10(g): mean, std, mean steps
+PAPER_TABLE3 = {0.0: (0.017, 0.006), 0.1: (0.018, 0.006), 0.5: (0.015, 0.007), 0.9: (0.014, 0.006)}
 
 
-def dropout_run(n: int, p: float, dropout: float, rng: np.random.Generator,
-                max_steps: int = 100_000) -> dict[str, Any]:
+def dropout_run(
+    n: int, p: float, dropout: float, rng: np.random.Generator, max_steps: int = 100_000
+) -> dict[str, Any]:
     """One run: the realised edges per step, the error curve and the stopping step."""
     x = rng.random(n)
     x0 = np.clip(x + rng.normal(0.0, SIGMA, size=n), 0.0, 1.0)
@@ -58,8 +62,12 @@ def dropout_run(n: int, p: float, dropout: float, rng: np.random.Generator,
         errors.append(err / scale)
         if err < target:
             break
-    return {"rounds": rounds, "errors": errors, "steps": len(rounds),
-            "final_error_over_mean_shift": errors[-1]}
+    return {
+        "rounds": rounds,
+        "errors": errors,
+        "steps": len(rounds),
+        "final_error_over_mean_shift": errors[-1],
+    }
 
 
 def account(n: int, rounds: list[np.ndarray]) -> dict[str, Any]:
@@ -73,8 +81,13 @@ def account(n: int, rounds: list[np.ndarray]) -> dict[str, Any]:
     checkpoints = sorted({int(x) for x in np.unique(np.geomspace(1, T, 16).round())} | {T})
     running = []
     for t in checkpoints:
-        sub = GossipSchedule(n, sched.edges[:t], sched.matrices[:t], None,
-                             None if sched.rational is None else sched.rational[:t])
+        sub = GossipSchedule(
+            n,
+            sched.edges[:t],
+            sched.matrices[:t],
+            None,
+            None if sched.rational is None else sched.rational[:t],
+        )
         f = paper_bound_outgoing(sub, 0, convention="code")
         running.append((t, float((np.sum(f) - f[0]) / n)))
     out["running_code"] = running
@@ -93,9 +106,18 @@ def run(name: str, args: Any) -> dict[str, Any]:
     p = P * N / n if quick else P  # same expected degree in the quick version
     dropouts = (0.0, 0.5) if quick else DROPOUTS
     out: dict[str, Any] = {
-        "params": {"n": n, "p": p, "sigma": SIGMA, "alpha": 2, "epsilon_ldp": 1.0, "runs": runs,
-                   "dropouts": list(dropouts), "accelerated": False, "source": 0,
-                   "seeds": "np.random.default_rng([run, round(100 q)])"},
+        "params": {
+            "n": n,
+            "p": p,
+            "sigma": SIGMA,
+            "alpha": 2,
+            "epsilon_ldp": 1.0,
+            "runs": runs,
+            "dropouts": list(dropouts),
+            "accelerated": False,
+            "source": 0,
+            "seeds": "np.random.default_rng([run, round(100 q)])",
+        },
         "spec": {str(k): v for k, v in SPEC_OURS.items()},
         "paper_table3": {str(k): v for k, v in PAPER_TABLE3.items()},
         "rows": {},
@@ -112,17 +134,25 @@ def run(name: str, args: Any) -> dict[str, Any]:
         thm1 = np.array([x["paper_thm1"] for x in per_run])
         jv = np.array([x["joint_view_in_mean"] for x in per_run])
         steps = np.array([x["steps"] for x in per_run])
-        row = {"paper_code_mean": float(code.mean()), "paper_code_std": float(code.std()),
-               "paper_thm1_mean": float(thm1.mean()), "paper_thm1_std": float(thm1.std()),
-               "joint_view_in_mean": float(jv.mean()), "joint_view_in_std": float(jv.std()),
-               "steps_mean": float(steps.mean()), "steps": steps.tolist(), "runs": per_run}
+        row = {
+            "paper_code_mean": float(code.mean()),
+            "paper_code_std": float(code.std()),
+            "paper_thm1_mean": float(thm1.mean()),
+            "paper_thm1_std": float(thm1.std()),
+            "joint_view_in_mean": float(jv.mean()),
+            "joint_view_in_std": float(jv.std()),
+            "steps_mean": float(steps.mean()),
+            "steps": steps.tolist(),
+            "runs": per_run,
+        }
         out["rows"][str(q)] = row
         summary.append(
             f"dropout {q:.0%}: total loss {row['paper_code_mean']:.4f} ± "
             f"{row['paper_code_std']:.4f} (code; Thm 1 {row['paper_thm1_mean']:.4f}), joint view "
             f"in {row['joint_view_in_mean']:.4f}; steps {row['steps_mean']:.1f}; spec "
             f"{SPEC_OURS[q][0]} ± {SPEC_OURS[q][1]} ({SPEC_OURS[q][2]} steps), paper "
-            f"{PAPER_TABLE3[q][0]} ± {PAPER_TABLE3[q][1]}")
+            f"{PAPER_TABLE3[q][0]} ± {PAPER_TABLE3[q][1]}"
+        )
     out["summary"] = summary
     return out
 
@@ -140,8 +170,7 @@ def plot(res: dict[str, Any], path: Any) -> None:
             ts, vs = zip(*r["running_code"])
             lbl = f"dropout {float(q):.0%}" if i == 0 else None
             a.plot(ts, vs, color=c, lw=0.8, alpha=0.7, label=lbl)
-            b.plot(np.arange(len(r["errors"])), r["errors"], color=c, lw=0.8, alpha=0.7,
-                   label=lbl)
+            b.plot(np.arange(len(r["errors"])), r["errors"], color=c, lw=0.8, alpha=0.7, label=lbl)
     a.set_xscale("log")
     a.set_xlabel("time step")
     a.set_ylabel("privacy loss (1/n) Σ_v f(0, v) / ε_LDP")

@@ -33,29 +33,78 @@ from netdp_node.privacy.random_walk import harmonic, power_sums, transition_matr
 ALPHA, SIGMA = 2.0, 1.0
 # spec §6.1 [CHECK] tables (hypercube: per distance; grid: selected distances; means over v ≠ u)
 SPEC = {
-    "exponential": {"gap": 0.166667, "T_walk": 1150, "T_gossip": 19,
-                    "rw": {1: 0.11658, 2: 0.015314, 3: 0.0054436, 4: 0.0033864, 5: 0.0027150,
-                           6: 0.0024194, 8: 0.0021604, 10: 0.0020421},
-                    "rw_known_code": {1: 0.16052, 2: 0.11658, 3: 0.015314, 4: 0.0054436,
-                                      5: 0.0033864, 6: 0.0027150, 8: 0.0022597, 10: 0.0020922},
-                    "gossip": {1: 1.0, 2: 0.64163, 3: 0.24493, 4: 0.12463, 5: 0.075202,
-                               6: 0.050729, 8: 0.026895, 10: 0.015787},
-                    "rw_exact": {1: 0.11690, 2: 0.015631, 3: 0.0057603, 4: 0.0037032,
-                                 5: 0.0030317, 6: 0.0027361, 8: 0.0024771, 10: 0.0023589},
-                    "mean": {"rw": 3.79e-3, "rw_known_code": 8.13e-3, "gossip": 9.95e-2}},
-    "grid": {"gap": 0.000985116, "T_walk": 193225, "T_gossip": 243,
-             "rw": {20: 0.9746, 25: 0.8298, 30: 0.6648, 40: 0.5071, 60: 0.4169},
-             "gossip": {15: 0.946, 20: 0.559, 25: 0.130, 30: 0.0226, 40: 3.3e-4},
-             "mean": {"rw": 0.569, "gossip": 0.120}},
-    "erdos-renyi": {"gap": 0.0738, "T_walk": 2600, "T_gossip": 29,
-                    "rw": {1: 0.343, 2: 0.0267, 3: 0.0086, 4: 0.0069},
-                    "gossip": {1: 1.0, 2: 0.495, 3: 0.132, 4: 0.094},
-                    "mean": {"rw": 9.3e-3, "gossip": 0.118}, "note": "one draw, the spec's seed"},
-    "geometric": {"gap": 0.00456, "T_walk": 41850, "T_gossip": 113,
-                  "rw": {1: 1.0, 2: 0.664, 3: 0.347, 4: 0.235, 5: 0.187, 6: 0.157, 7: 0.137,
-                         8: 0.119},
-                  "gossip": {1: 1, 2: 1, 3: 1, 4: 1, 5: 0.995, 6: 0.906, 7: 0.528, 8: 0.226},
-                  "mean": {"rw": 0.184, "gossip": 0.470}, "note": "one draw, the spec's rng"},
+    "exponential": {
+        "gap": 0.166667,
+        "T_walk": 1150,
+        "T_gossip": 19,
+        "rw": {
+            1: 0.11658,
+            2: 0.015314,
+            3: 0.0054436,
+            4: 0.0033864,
+            5: 0.0027150,
+            6: 0.0024194,
+            8: 0.0021604,
+            10: 0.0020421,
+        },
+        "rw_known_code": {
+            1: 0.16052,
+            2: 0.11658,
+            3: 0.015314,
+            4: 0.0054436,
+            5: 0.0033864,
+            6: 0.0027150,
+            8: 0.0022597,
+            10: 0.0020922,
+        },
+        "gossip": {
+            1: 1.0,
+            2: 0.64163,
+            3: 0.24493,
+            4: 0.12463,
+            5: 0.075202,
+            6: 0.050729,
+            8: 0.026895,
+            10: 0.015787,
+        },
+        "rw_exact": {
+            1: 0.11690,
+            2: 0.015631,
+            3: 0.0057603,
+            4: 0.0037032,
+            5: 0.0030317,
+            6: 0.0027361,
+            8: 0.0024771,
+            10: 0.0023589,
+        },
+        "mean": {"rw": 3.79e-3, "rw_known_code": 8.13e-3, "gossip": 9.95e-2},
+    },
+    "grid": {
+        "gap": 0.000985116,
+        "T_walk": 193225,
+        "T_gossip": 243,
+        "rw": {20: 0.9746, 25: 0.8298, 30: 0.6648, 40: 0.5071, 60: 0.4169},
+        "gossip": {15: 0.946, 20: 0.559, 25: 0.130, 30: 0.0226, 40: 3.3e-4},
+        "mean": {"rw": 0.569, "gossip": 0.120},
+    },
+    "erdos-renyi": {
+        "gap": 0.0738,
+        "T_walk": 2600,
+        "T_gossip": 29,
+        "rw": {1: 0.343, 2: 0.0267, 3: 0.0086, 4: 0.0069},
+        "gossip": {1: 1.0, 2: 0.495, 3: 0.132, 4: 0.094},
+        "mean": {"rw": 9.3e-3, "gossip": 0.118},
+        "note": "one draw, the spec's seed",
+    },
+    "geometric": {
+        "gap": 0.00456,
+        "T_walk": 41850,
+        "T_gossip": 113,
+        "rw": {1: 1.0, 2: 0.664, 3: 0.347, 4: 0.235, 5: 0.187, 6: 0.157, 7: 0.137, 8: 0.119},
+        "gossip": {1: 1, 2: 1, 3: 1, 4: 1, 5: 0.995, 6: 0.906, 7: 0.528, 8: 0.226},
+        "mean": {"rw": 0.184, "gossip": 0.470},
+        "note": "one draw, the spec's rng",
+    },
 }
 
 
@@ -84,10 +133,16 @@ def graph_losses(g: nx.Graph, u: int = 0) -> dict[str, Any]:
     half[u] = N * ALPHA / (2 * SIGMA**2) * 1.0  # S_uu := 1/2: the direct hop, no amplification
     known = np.array([max(half[w] for w in nb[v]) for v in range(n)])
     sched = fixed_schedule(n, edges, Tg, weights=sp.csr_array(W))
-    gossip = ALPHA / (2 * SIGMA**2) * paper_bound_outgoing(sched, u, convention="code",
-                                                           method="eigen")
-    cols = {"rw": code, "rw_exact": exact, "rw_known_code": known_code, "rw_known": known,
-            "gossip": gossip}
+    gossip = (
+        ALPHA / (2 * SIGMA**2) * paper_bound_outgoing(sched, u, convention="code", method="eigen")
+    )
+    cols = {
+        "rw": code,
+        "rw_exact": exact,
+        "rw_known_code": known_code,
+        "rw_known": known,
+        "gossip": gossip,
+    }
     for k, v in cols.items():
         cols[k] = np.clip(v, 0.0, 1.0)
         cols[k][u] = 1.0
@@ -99,23 +154,39 @@ def graph_losses(g: nx.Graph, u: int = 0) -> dict[str, Any]:
         row: dict[str, Any] = {"distance": d, "count": len(idx)}
         for k, v in cols.items():
             vals = v[idx]
-            row[k] = {"mean": float(vals.mean()), "min": float(vals.min()),
-                      "max": float(vals.max())}
+            row[k] = {
+                "mean": float(vals.mean()),
+                "min": float(vals.min()),
+                "max": float(vals.max()),
+            }
         rows.append(row)
     others = np.arange(n) != u
-    return {"n": n, "edges": len(edges), "mean_degree": 2 * len(edges) / n, **hz, "N_u": N,
-            "H_T": harmonic(T),
-            "means": {k: float(v[others].mean()) for k, v in cols.items()}, "rows": rows}
+    return {
+        "n": n,
+        "edges": len(edges),
+        "mean_degree": 2 * len(edges) / n,
+        **hz,
+        "N_u": N,
+        "H_T": harmonic(T),
+        "means": {k: float(v[others].mean()) for k, v in cols.items()},
+        "rows": rows,
+    }
 
 
 def run(name: str, args: Any) -> dict[str, Any]:
     quick = bool(getattr(args, "quick", False))
     graphs = synthetic_graphs(quick)
-    res: dict[str, Any] = {"params": {"alpha": ALPHA, "sigma": SIGMA, "source": 0,
-                                      "weights": "coded Hamilton 1/(max(d_u, d_v)+1)",
-                                      "quick": quick},
-                           "figure": "Fig. 4 (known sender)" if name.endswith("fig4")
-                           else "Fig. 1 (anonymous sender)", "graphs": {}}
+    res: dict[str, Any] = {
+        "params": {
+            "alpha": ALPHA,
+            "sigma": SIGMA,
+            "source": 0,
+            "weights": "coded Hamilton 1/(max(d_u, d_v)+1)",
+            "quick": quick,
+        },
+        "figure": "Fig. 4 (known sender)" if name.endswith("fig4") else "Fig. 1 (anonymous sender)",
+        "graphs": {},
+    }
     summary = []
     for gname, g in graphs.items():
         out = graph_losses(g)
@@ -124,10 +195,12 @@ def run(name: str, args: Any) -> dict[str, Any]:
         res["graphs"][gname] = out
         rw_key = "rw_known_code" if name.endswith("fig4") else "rw"
         d1 = out["rows"][0]
-        summary.append(f"{gname:<12} n={out['n']:<5} gap={out['gap']:.4g} T_walk={out['T_walk']} "
-                       f"T_gossip={out['T_gossip']}: distance 1 rw {d1[rw_key]['mean']:.4g} vs "
-                       f"gossip {d1['gossip']['mean']:.4g}; mean over v≠u rw "
-                       f"{out['means'][rw_key]:.4g} vs gossip {out['means']['gossip']:.4g}")
+        summary.append(
+            f"{gname:<12} n={out['n']:<5} gap={out['gap']:.4g} T_walk={out['T_walk']} "
+            f"T_gossip={out['T_gossip']}: distance 1 rw {d1[rw_key]['mean']:.4g} vs "
+            f"gossip {d1['gossip']['mean']:.4g}; mean over v≠u rw "
+            f"{out['means'][rw_key]:.4g} vs gossip {out['means']['gossip']:.4g}"
+        )
     res["summary"] = summary
     return res
 
@@ -140,23 +213,37 @@ def plot(res: dict[str, Any], path: Any) -> None:
 
     known = res["figure"].startswith("Fig. 4")
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
-    colors = dict(zip(res["graphs"], ("tab:gray", "tab:blue", "tab:orange", "tab:green",
-                                      "tab:red")))
-    for ax, keys, title in ((axes[0], ("rw_known_code" if known else "rw", "gossip"),
-                             res["figure"] + ": random walk (solid) vs gossip (dashed)"),
-                            (axes[1], ("rw_known", "rw"),
-                             "known sender, S_uu = 1/2 (solid) vs anonymous (dotted)")):
+    colors = dict(
+        zip(res["graphs"], ("tab:gray", "tab:blue", "tab:orange", "tab:green", "tab:red"))
+    )
+    for ax, keys, title in (
+        (
+            axes[0],
+            ("rw_known_code" if known else "rw", "gossip"),
+            res["figure"] + ": random walk (solid) vs gossip (dashed)",
+        ),
+        (axes[1], ("rw_known", "rw"), "known sender, S_uu = 1/2 (solid) vs anonymous (dotted)"),
+    ):
         for gname, out in res["graphs"].items():
             d = [r["distance"] for r in out["rows"]][:-1] or [1]  # the code drops the last
             for key, ls in zip(keys, ("-", "--" if keys[1] == "gossip" else ":")):
-                mean = [r[key]["mean"] for r in out["rows"]][:len(d)]
-                lo = [r[key]["min"] for r in out["rows"]][:len(d)]
-                hi = [r[key]["max"] for r in out["rows"]][:len(d)]
-                err = [np.maximum(0.0, np.subtract(mean, lo)),
-                       np.maximum(0.0, np.subtract(hi, mean))]
-                ax.errorbar(d, mean, yerr=err,
-                            color=colors[gname], ls=ls, lw=1, capsize=2,
-                            label=f"{gname} {key}")
+                mean = [r[key]["mean"] for r in out["rows"]][: len(d)]
+                lo = [r[key]["min"] for r in out["rows"]][: len(d)]
+                hi = [r[key]["max"] for r in out["rows"]][: len(d)]
+                err = [
+                    np.maximum(0.0, np.subtract(mean, lo)),
+                    np.maximum(0.0, np.subtract(hi, mean)),
+                ]
+                ax.errorbar(
+                    d,
+                    mean,
+                    yerr=err,
+                    color=colors[gname],
+                    ls=ls,
+                    lw=1,
+                    capsize=2,
+                    label=f"{gname} {key}",
+                )
         ax.axhline(1.0, color="k", lw=0.8, label="LDP loss")
         ax.set_yscale("log", base=2)
         ax.set_ylim(1e-5, 1.2)

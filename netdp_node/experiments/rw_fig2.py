@@ -50,8 +50,11 @@ ETA_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 # "as the authors' code ran it" (spec §6.2, §3.4): L = 0.4, their findSigma σ at ε = 1 (absolute
 # std; RW from findSigma.net, the complete-graph formula, for every graph), the noisy gradient
 # clipped to L AFTER the noise, their step sizes (local 0.06733333, central and RW 0.03416667)
-CODE: dict[str, Any] = {"clip": 0.4, "sigma": {"central": 6.968208, "local": 46.868738, "rw": 10.983400},
-        "eta": {"central": 0.03416667, "local": 0.06733333, "rw": 0.03416667}}
+CODE: dict[str, Any] = {
+    "clip": 0.4,
+    "sigma": {"central": 6.968208, "local": 46.868738, "rw": 10.983400},
+    "eta": {"central": 0.03416667, "local": 0.06733333, "rw": 0.03416667},
+}
 EVERY = 500
 
 
@@ -66,14 +69,25 @@ def load_users(n: int, m: int, args: Any, quick: bool) -> tuple[np.ndarray, np.n
         split = synthetic(int(n * m / 0.8) + 50, 0)
     if n * m > len(split.y_train):
         raise ConfigError(f"{n} users × {m} points need {n * m} training rows")
-    X = split.X_train[:n * m].reshape(n, m, -1)
-    y = split.y_train[:n * m].reshape(n, m)
+    X = split.X_train[: n * m].reshape(n, m, -1)
+    y = split.y_train[: n * m].reshape(n, m)
     return X, y, split
 
 
-def batched_sgd(X: np.ndarray, y: np.ndarray, paths: np.ndarray, sigma_abs: float, eta: float,
-                mode: str, cap: int, rng: np.random.Generator, split: Any,
-                every: int = EVERY, order: str = "theorem", clip: float = LIP) -> dict[str, Any]:
+def batched_sgd(
+    X: np.ndarray,
+    y: np.ndarray,
+    paths: np.ndarray,
+    sigma_abs: float,
+    eta: float,
+    mode: str,
+    cap: int,
+    rng: np.random.Generator,
+    split: Any,
+    every: int = EVERY,
+    order: str = "theorem",
+    clip: float = LIP,
+) -> dict[str, Any]:
     """R runs at once; paths (T, R) the holder of each step. mode: "network" (past the cap, noise
     only), "local" (past the cap, nothing), "central" (no cap). order "theorem": clip the gradient
     to `clip`, then add the noise; "code": the authors' clip of gradient + noise (spec §3.4).
@@ -106,30 +120,48 @@ def batched_sgd(X: np.ndarray, y: np.ndarray, paths: np.ndarray, sigma_abs: floa
         w = w - eta * u
         if (t + 1) % every == 0 or t + 1 == Tn:
             its.append(t + 1)
-            acc.append(np.mean(np.where(w @ split.X_test.T >= 0, 1.0, -1.0) == split.y_test,
-                               axis=1))
+            acc.append(
+                np.mean(np.where(w @ split.X_test.T >= 0, 1.0, -1.0) == split.y_test, axis=1)
+            )
             obj.append(np.mean(np.logaddexp(0.0, -yo * (w @ Xo.T)), axis=1))
     A, Obj = np.array(acc), np.array(obj)
-    return {"iterations": its, "accuracy_mean": A.mean(axis=1).tolist(),
-            "accuracy_std": A.std(axis=1).tolist(), "objective_mean": Obj.mean(axis=1).tolist(),
-            "final_accuracy_mean": float(A[-1].mean()), "final_accuracy_std": float(A[-1].std()),
-            "final_objective_mean": float(Obj[-1].mean())}
+    return {
+        "iterations": its,
+        "accuracy_mean": A.mean(axis=1).tolist(),
+        "accuracy_std": A.std(axis=1).tolist(),
+        "objective_mean": Obj.mean(axis=1).tolist(),
+        "final_accuracy_mean": float(A[-1].mean()),
+        "final_accuracy_std": float(A[-1].std()),
+        "final_objective_mean": float(Obj[-1].mean()),
+    }
 
 
-def walk_paths(W: np.ndarray | None, n: int, steps: int, runs: int,
-               rng: np.random.Generator) -> np.ndarray:
+def walk_paths(
+    W: np.ndarray | None, n: int, steps: int, runs: int, rng: np.random.Generator
+) -> np.ndarray:
     if W is None:  # uniform holders (central)
         return rng.integers(n, size=(steps, runs))
     return next(iter(simulate_walks(W, steps, runs, rng, start=0, chunk=runs)))
 
 
-def tune_eta(X: np.ndarray, y: np.ndarray, W: np.ndarray | None, sigma_abs: float, mode: str,
-             cap: int, split: Any, steps: int, seed: int) -> float:
+def tune_eta(
+    X: np.ndarray,
+    y: np.ndarray,
+    W: np.ndarray | None,
+    sigma_abs: float,
+    mode: str,
+    cap: int,
+    split: Any,
+    steps: int,
+    seed: int,
+) -> float:
     def score(eta: float) -> float:
         rng = np.random.default_rng([seed, 777])
         paths = walk_paths(W, X.shape[0], steps, 2, rng)
-        return batched_sgd(X, y, paths, sigma_abs, eta, mode, cap, rng, split,
-                           every=steps)["final_objective_mean"]
+        return batched_sgd(X, y, paths, sigma_abs, eta, mode, cap, rng, split, every=steps)[
+            "final_objective_mean"
+        ]
+
     return min(ETA_GRID, key=score)
 
 
@@ -141,8 +173,11 @@ def run(name: str, args: Any) -> dict[str, Any]:
     cap = CAP
     X, y, split = load_users(n, M, args, quick)
     graphs = synthetic_graphs(quick)
-    gs = {"complete": graphs["complete"], "exponential": graphs["exponential"],
-          "geometric": graphs["geometric"] if not quick else geometric_graph(n, 0.2)}
+    gs = {
+        "complete": graphs["complete"],
+        "exponential": graphs["exponential"],
+        "geometric": graphs["geometric"] if not quick else geometric_graph(n, 0.2),
+    }
     Ws = {k: transition_matrix(n, list(g.edges())) for k, g in gs.items()}
     delta_abs = 2 * LIP
     sig_central = bassily_central_sigma(n, steps, EPS, DELTA, LIP)
@@ -150,25 +185,38 @@ def run(name: str, args: Any) -> dict[str, Any]:
     # (method, graph, σ_abs, update mode, cap, extra columns)
     plan: list[tuple[str, str, float, str, int, dict[str, float]]] = [
         ("central", "complete", sig_central, "central", 0, {}),
-        ("local", "complete", sig_local, "local", cap, {})]
+        ("local", "complete", sig_local, "local", cap, {}),
+    ]
     for g, W in Ws.items():
         ms = mean_pair_s(W, steps)
         z = sigma_for_mean_loss(ms, cap, EPS, DELTA, "paper")
-        plan.append(("rw-paper", g, z * delta_abs, "network", cap,
-                     {"mean_S": ms, "noise_multiplier": z}))
+        plan.append(
+            ("rw-paper", g, z * delta_abs, "network", cap, {"mean_S": ms, "noise_multiplier": z})
+        )
     plan.append(("rw-sound", "complete", sig_local, "network", cap, {}))
     rows = []
     eta: dict[str, float] = {}
     for i, (method, g, sig, mode, c, meta) in enumerate(plan):
         walk_W = None if method == "central" else Ws[g]
         if method not in eta:  # tuned once per method, on its first (complete) graph
-            eta[method] = tune_eta(X, y, walk_W, sig, mode, c, split,
-                                   steps if quick else steps // 2, seed=1000 + i)
+            eta[method] = tune_eta(
+                X, y, walk_W, sig, mode, c, split, steps if quick else steps // 2, seed=1000 + i
+            )
         rng = np.random.default_rng([i, 1])
         paths = walk_paths(walk_W, n, steps, runs, rng)
         res = batched_sgd(X, y, paths, sig, eta[method], mode, c, rng, split)
-        rows.append({"variant": "theorem", "method": method, "graph": g, "sigma_abs": sig,
-                     "eta": eta[method], "cap": c, **meta, **res})
+        rows.append(
+            {
+                "variant": "theorem",
+                "method": method,
+                "graph": g,
+                "sigma_abs": sig,
+                "eta": eta[method],
+                "cap": c,
+                **meta,
+                **res,
+            }
+        )
     # the authors' configuration (no guarantee: the clip after the noise breaks the analysis)
     code_plan = [("central", "complete", "central", 0), ("local", "complete", "local", cap)]
     code_plan += [("rw", g, "network", cap) for g in Ws]
@@ -176,26 +224,63 @@ def run(name: str, args: Any) -> dict[str, Any]:
         walk_W = None if method == "central" else Ws[g]
         rng = np.random.default_rng([i, 2])
         paths = walk_paths(walk_W, n, steps, runs, rng)
-        res = batched_sgd(X, y, paths, CODE["sigma"][method], CODE["eta"][method], mode, c, rng,
-                          split, order="code", clip=CODE["clip"])
-        rows.append({"variant": "code", "method": method, "graph": g,
-                     "sigma_abs": CODE["sigma"][method], "eta": CODE["eta"][method], "cap": c,
-                     **res})
-    summary = [f"{r['variant']:<7} {r['method']:<9} {r['graph']:<12} σ_abs={r['sigma_abs']:<8.4g} "
-               f"η={r['eta']:<8g} "
-               f"final test accuracy {r['final_accuracy_mean']:.3f} ± "
-               f"{r['final_accuracy_std']:.3f}, objective {r['final_objective_mean']:.3f}"
-               for r in rows]
-    return {"params": {"n": n, "points_per_user": M, "T": steps, "epsilon": EPS, "delta": DELTA,
-                       "cap": cap, "clip": LIP, "runs": runs, "data": split.source,
-                       "simulation": "vectorised over runs (NumPy), walks from the coded "
-                       "Hamilton W (simulate_walks), start node 0",
-                       "epsilon_unit": "rw-paper: (ε, δ) of the mean RDP over pairs, paper α "
-                       "cap; others: towards every peer"},
-            "rows": rows, "summary": summary,
-            "paper": {"central_accuracy": 0.96, "rw_accuracy": "0.955-0.96 on all three graphs",
-                      "local_accuracy": 0.88, "note": "read off the released result PDFs, whose "
-                      "ε is not recorded (code default 10), spec §6.2"}}
+        res = batched_sgd(
+            X,
+            y,
+            paths,
+            CODE["sigma"][method],
+            CODE["eta"][method],
+            mode,
+            c,
+            rng,
+            split,
+            order="code",
+            clip=CODE["clip"],
+        )
+        rows.append(
+            {
+                "variant": "code",
+                "method": method,
+                "graph": g,
+                "sigma_abs": CODE["sigma"][method],
+                "eta": CODE["eta"][method],
+                "cap": c,
+                **res,
+            }
+        )
+    summary = [
+        f"{r['variant']:<7} {r['method']:<9} {r['graph']:<12} σ_abs={r['sigma_abs']:<8.4g} "
+        f"η={r['eta']:<8g} "
+        f"final test accuracy {r['final_accuracy_mean']:.3f} ± "
+        f"{r['final_accuracy_std']:.3f}, objective {r['final_objective_mean']:.3f}"
+        for r in rows
+    ]
+    return {
+        "params": {
+            "n": n,
+            "points_per_user": M,
+            "T": steps,
+            "epsilon": EPS,
+            "delta": DELTA,
+            "cap": cap,
+            "clip": LIP,
+            "runs": runs,
+            "data": split.source,
+            "simulation": "vectorised over runs (NumPy), walks from the coded "
+            "Hamilton W (simulate_walks), start node 0",
+            "epsilon_unit": "rw-paper: (ε, δ) of the mean RDP over pairs, paper α "
+            "cap; others: towards every peer",
+        },
+        "rows": rows,
+        "summary": summary,
+        "paper": {
+            "central_accuracy": 0.96,
+            "rw_accuracy": "0.955-0.96 on all three graphs",
+            "local_accuracy": 0.88,
+            "note": "read off the released result PDFs, whose "
+            "ε is not recorded (code default 10), spec §6.2",
+        },
+    }
 
 
 def plot(res: dict[str, Any], path: Any) -> None:
@@ -211,8 +296,9 @@ def plot(res: dict[str, Any], path: Any) -> None:
             if r.get("variant", "theorem") != variant:
                 continue
             lab = f"{r['method']} ({r['graph']})"
-            ls = {"central": "-", "local": "-", "rw-paper": "--", "rw-sound": ":",
-                  "rw": "--"}[r["method"]]
+            ls = {"central": "-", "local": "-", "rw-paper": "--", "rw-sound": ":", "rw": "--"}[
+                r["method"]
+            ]
             a1.plot(r["iterations"], r["objective_mean"], ls=ls, label=lab)
             acc, sd = np.array(r["accuracy_mean"]), np.array(r["accuracy_std"])
             a2.plot(r["iterations"], acc, ls=ls, label=lab)
@@ -224,8 +310,10 @@ def plot(res: dict[str, Any], path: Any) -> None:
             ax.set_xlabel("iteration")
             ax.legend(fontsize=7)
     p = res["params"]
-    fig.suptitle(f"Fig. 2: logistic regression, n={p['n']}×{p['points_per_user']}, ε={p['epsilon']}"
-                 f", δ={p['delta']:g}, {p['runs']} runs ({p['data']})")
+    fig.suptitle(
+        f"Fig. 2: logistic regression, n={p['n']}×{p['points_per_user']}, ε={p['epsilon']}"
+        f", δ={p['delta']:g}, {p['runs']} runs ({p['data']})"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -26,19 +26,32 @@ from netdp_node.experiments.rw_graphs import code_horizons
 from netdp_node.privacy.random_walk import pairwise_matrix, transition_matrix
 
 ALPHA, SIGMA = 2.0, 10.0
-SPEC_DAVIS = {"gap": 0.082098, "T_walk": 862, "N_u": 26.94, "constant": 0.113798,
-              "priv_min": 0.0581, "priv_max": 0.3747, "priv_mean": 0.1022,
-              "spearman_priv_expmW": 0.956, "pearson_priv_expmW": 0.971,
-              "spearman_priv_expmA": 0.592, "spearman_sum_eigenvector": 0.841,
-              "spearman_sum_katz": 0.857, "spearman_sum_degree": 0.978,
-              "top": ["E8", 3.494], "bottom": ["Dorothy Murchison", 2.500]}
+SPEC_DAVIS = {
+    "gap": 0.082098,
+    "T_walk": 862,
+    "N_u": 26.94,
+    "constant": 0.113798,
+    "priv_min": 0.0581,
+    "priv_max": 0.3747,
+    "priv_mean": 0.1022,
+    "spearman_priv_expmW": 0.956,
+    "pearson_priv_expmW": 0.971,
+    "spearman_priv_expmA": 0.592,
+    "spearman_sum_eigenvector": 0.841,
+    "spearman_sum_katz": 0.857,
+    "spearman_sum_degree": 0.978,
+    "top": ["E8", 3.494],
+    "bottom": ["Dorothy Murchison", 2.500],
+}
 
 
 def graphs() -> dict[str, nx.Graph]:
-    return {"davis-southern-women": nx.davis_southern_women_graph(),
-            "karate-club": nx.karate_club_graph(),
-            "florentine-families": nx.florentine_families_graph(),
-            "les-miserables": nx.les_miserables_graph()}
+    return {
+        "davis-southern-women": nx.davis_southern_women_graph(),
+        "karate-club": nx.karate_club_graph(),
+        "florentine-families": nx.florentine_families_graph(),
+        "les-miserables": nx.les_miserables_graph(),
+    }
 
 
 def analyse(g: nx.Graph) -> dict[str, Any]:
@@ -68,13 +81,21 @@ def analyse(g: nx.Graph) -> dict[str, Any]:
     lam_a = float(np.max(np.linalg.eigvalsh(A)))
     katz = nx.katz_centrality_numpy(adj, alpha=0.9 / lam_a)
     deg = dict(adj.degree())
-    cent = {k: np.array([d[i] for i in range(n)]) for k, d in
-            (("eigenvector", eig), ("katz", katz), ("degree", deg))}
+    cent = {
+        k: np.array([d[i] for i in range(n)])
+        for k, d in (("eigenvector", eig), ("katz", katz), ("degree", deg))
+    }
     order = np.argsort(total)
     return {
-        "n": n, "edges": len(edges), **hz, "N_u": T / n, "constant": const,
-        "priv_min": float(priv[iu].min()), "priv_max": float(priv[iu].max()),
-        "priv_mean": float(priv[iu].mean()), "exact_mean": float(exact[iu].mean()),
+        "n": n,
+        "edges": len(edges),
+        **hz,
+        "N_u": T / n,
+        "constant": const,
+        "priv_min": float(priv[iu].min()),
+        "priv_max": float(priv[iu].max()),
+        "priv_mean": float(priv[iu].mean()),
+        "exact_mean": float(exact[iu].mean()),
         "exact_over_priv_max": float((exact[iu] / priv[iu]).max()),
         "spearman_priv_expmW": float(spearmanr(priv[iu], com[iu])[0]),
         "pearson_priv_expmW": float(pearsonr(priv[iu], com[iu])[0]),
@@ -82,32 +103,46 @@ def analyse(g: nx.Graph) -> dict[str, Any]:
         **{f"spearman_sum_{k}": float(spearmanr(total, c)[0]) for k, c in cent.items()},
         "top": [str(names[order[-1]]), float(total[order[-1]])],
         "bottom": [str(names[order[0]]), float(total[order[0]])],
-        "_priv": priv, "_com": com, "_total": total, "_katz": cent["katz"],
+        "_priv": priv,
+        "_com": com,
+        "_total": total,
+        "_katz": cent["katz"],
         "_eig": cent["eigenvector"],
     }
 
 
 def run(name: str, args: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"params": {"alpha": ALPHA, "sigma": SIGMA,
-                                      "weights": "coded Hamilton 1/(max(d_u, d_v)+1)",
-                                      "instead_of_facebook": "karate club, Florentine families, "
-                                      "Les Misérables (networkx)"}, "graphs": {}}
+    out: dict[str, Any] = {
+        "params": {
+            "alpha": ALPHA,
+            "sigma": SIGMA,
+            "weights": "coded Hamilton 1/(max(d_u, d_v)+1)",
+            "instead_of_facebook": "karate club, Florentine families, Les Misérables (networkx)",
+        },
+        "graphs": {},
+    }
     summary = []
     for gname, g in graphs().items():
         r = analyse(g)
         pub = {k: v for k, v in r.items() if not k.startswith("_")}
-        pub["matrices"] = {"priv": r["_priv"].tolist(), "communicability": r["_com"].tolist(),
-                           "summed_loss": r["_total"].tolist(), "katz": r["_katz"].tolist(),
-                           "eigenvector": r["_eig"].tolist()}
+        pub["matrices"] = {
+            "priv": r["_priv"].tolist(),
+            "communicability": r["_com"].tolist(),
+            "summed_loss": r["_total"].tolist(),
+            "katz": r["_katz"].tolist(),
+            "eigenvector": r["_eig"].tolist(),
+        }
         if gname == "davis-southern-women":
             pub["spec"] = SPEC_DAVIS
         out["graphs"][gname] = pub
-        summary.append(f"{gname:<22} n={r['n']:<3} T={r['T_walk']:<5} priv in "
-                       f"[{r['priv_min']:.4f}, {r['priv_max']:.4f}] mean {r['priv_mean']:.4f}; "
-                       f"Spearman(priv, expm W) {r['spearman_priv_expmW']:.3f}; summed loss vs "
-                       f"Katz {r['spearman_sum_katz']:.3f}, eigenvector "
-                       f"{r['spearman_sum_eigenvector']:.3f}, degree "
-                       f"{r['spearman_sum_degree']:.3f}")
+        summary.append(
+            f"{gname:<22} n={r['n']:<3} T={r['T_walk']:<5} priv in "
+            f"[{r['priv_min']:.4f}, {r['priv_max']:.4f}] mean {r['priv_mean']:.4f}; "
+            f"Spearman(priv, expm W) {r['spearman_priv_expmW']:.3f}; summed loss vs "
+            f"Katz {r['spearman_sum_katz']:.3f}, eigenvector "
+            f"{r['spearman_sum_eigenvector']:.3f}, degree "
+            f"{r['spearman_sum_degree']:.3f}"
+        )
     out["summary"] = summary
     return out
 

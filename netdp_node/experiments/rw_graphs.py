@@ -42,16 +42,20 @@ def geometric_graph(n: int, radius: float, seed: int = 0) -> nx.Graph:
 
 def synthetic_graphs(quick: bool = False) -> dict[str, nx.Graph]:
     if quick:  # the same families at n ≈ 128
-        return {"complete": nx.complete_graph(128),
-                "exponential": _relabel(nx.hypercube_graph(7)),
-                "erdos-renyi": er_graph(128),
-                "geometric": geometric_graph(128, 0.2),
-                "grid": _relabel(nx.grid_2d_graph(11, 11))}
-    return {"complete": nx.complete_graph(2048),
-            "exponential": _relabel(nx.hypercube_graph(11)),
-            "erdos-renyi": er_graph(2048),
-            "geometric": geometric_graph(2048, 0.07),
-            "grid": _relabel(nx.grid_2d_graph(45, 45))}
+        return {
+            "complete": nx.complete_graph(128),
+            "exponential": _relabel(nx.hypercube_graph(7)),
+            "erdos-renyi": er_graph(128),
+            "geometric": geometric_graph(128, 0.2),
+            "grid": _relabel(nx.grid_2d_graph(11, 11)),
+        }
+    return {
+        "complete": nx.complete_graph(2048),
+        "exponential": _relabel(nx.hypercube_graph(11)),
+        "erdos-renyi": er_graph(2048),
+        "geometric": geometric_graph(2048, 0.07),
+        "grid": _relabel(nx.grid_2d_graph(45, 45)),
+    }
 
 
 def code_horizons(lam_sorted: np.ndarray, n: int, sigma: float) -> dict[str, Any]:

@@ -52,12 +52,24 @@ SOURCES = 4
 RW_ETA = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 GD_ETA = (0.1, 0.3, 1.0, 3.0, 10.0)
 PAPER = {  # Table 1 (gossip, random walk), mean ± std over 8 runs
-    0.5: {"complete": ((0.65, 0.10), (0.841, 0.07)), "exponential": ((0.70, 0.10), (0.818, 0.09)),
-          "geometric": ((0.60, 0.07), (0.795, 0.06)), "grid": ((0.60, 0.07), (0.803, 0.10))},
-    1.0: {"complete": ((0.70, 0.10), (0.900, 0.04)), "exponential": ((0.77, 0.05), (0.883, 0.05)),
-          "geometric": ((0.66, 0.10), (0.873, 0.05)), "grid": ((0.73, 0.10), (0.848, 0.07))},
-    2.0: {"complete": ((0.83, 0.06), (0.940, 0.02)), "exponential": ((0.89, 0.04), (0.937, 0.01)),
-          "geometric": ((0.67, 0.04), (0.933, 0.02)), "grid": ((0.72, 0.10), (0.919, 0.02))},
+    0.5: {
+        "complete": ((0.65, 0.10), (0.841, 0.07)),
+        "exponential": ((0.70, 0.10), (0.818, 0.09)),
+        "geometric": ((0.60, 0.07), (0.795, 0.06)),
+        "grid": ((0.60, 0.07), (0.803, 0.10)),
+    },
+    1.0: {
+        "complete": ((0.70, 0.10), (0.900, 0.04)),
+        "exponential": ((0.77, 0.05), (0.883, 0.05)),
+        "geometric": ((0.66, 0.10), (0.873, 0.05)),
+        "grid": ((0.73, 0.10), (0.848, 0.07)),
+    },
+    2.0: {
+        "complete": ((0.83, 0.06), (0.940, 0.02)),
+        "exponential": ((0.89, 0.04), (0.937, 0.01)),
+        "geometric": ((0.67, 0.04), (0.933, 0.02)),
+        "grid": ((0.72, 0.10), (0.919, 0.02)),
+    },
 }
 
 
@@ -67,8 +79,9 @@ def rho_for(eps: float, delta: float) -> float:
     return (math.sqrt(eps + L) - math.sqrt(L)) ** 2
 
 
-def gossip_mean_fraction(W: np.ndarray, edges: list[tuple[int, int]], T_g: int,
-                         rng: np.random.Generator) -> float:
+def gossip_mean_fraction(
+    W: np.ndarray, edges: list[tuple[int, int]], T_g: int, rng: np.random.Generator
+) -> float:
     """Mean over pairs u ≠ v of Muffliato's paper bound for one averaging, as a fraction of the
     LDP level, clipped at 1 (code convention); averaged over `SOURCES` random sources."""
     n = W.shape[0]
@@ -80,8 +93,16 @@ def gossip_mean_fraction(W: np.ndarray, edges: list[tuple[int, int]], T_g: int,
     return float(np.mean(vals))
 
 
-def muffliato_gd_fixed(X: np.ndarray, y: np.ndarray, W: Any, T_g: int, gamma: float,
-                       sigma_abs: float, eta: float, rng: np.random.Generator) -> np.ndarray:
+def muffliato_gd_fixed(
+    X: np.ndarray,
+    y: np.ndarray,
+    W: Any,
+    T_g: int,
+    gamma: float,
+    sigma_abs: float,
+    eta: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
     """K rounds of Muffliato-GD on a fixed graph: every node a clipped local gradient step plus
     N(0, σ_abs² I), then T_g accelerated gossip rounds. Returns the nodes' models (n, d)."""
     n, _, d = X.shape
@@ -90,8 +111,9 @@ def muffliato_gd_fixed(X: np.ndarray, y: np.ndarray, W: Any, T_g: int, gamma: fl
         g = logistic_gradients(theta, X, y)
         norms = np.linalg.norm(g, axis=1, keepdims=True)
         g = g * np.minimum(1.0, LIP / np.maximum(norms, 1e-300))
-        theta = chebyshev_gossip(W, theta - eta * (g + rng.normal(0, sigma_abs, size=(n, d))),
-                                 T_g, gamma)
+        theta = chebyshev_gossip(
+            W, theta - eta * (g + rng.normal(0, sigma_abs, size=(n, d))), T_g, gamma
+        )
     return theta
 
 
@@ -121,67 +143,134 @@ def run(name: str, args: Any) -> dict[str, Any]:
         Ws = sp.csr_array(W)
         gap = gap_2(Ws)
         T_g = t_mix(n, 1.0, min(gap, 1.0))  # σ ≥ 0.5: T_mix does not depend on σ
-        setup[gname] = {"n": n, "W": W, "Ws": Ws, "T": K * n, "gap": gap, "T_gossip": T_g,
-                        "gamma": chebyshev_gamma(min(1.0, gap)),
-                        "mean_S": mean_pair_s(W, K * n),
-                        "gossip_mean_fraction": gossip_mean_fraction(W, edges, T_g, rng0)}
+        setup[gname] = {
+            "n": n,
+            "W": W,
+            "Ws": Ws,
+            "T": K * n,
+            "gap": gap,
+            "T_gossip": T_g,
+            "gamma": chebyshev_gamma(min(1.0, gap)),
+            "mean_S": mean_pair_s(W, K * n),
+            "gossip_mean_fraction": gossip_mean_fraction(W, edges, T_g, rng0),
+        }
     rows = []
     for eps in EPS_BARS:
         eta: dict[str, float] = {}
         for gname, s in setup.items():
             n = s["n"]
             X, y = X_all[:n], y_all[:n]
-            sig = {"rw": 2 * LIP * sigma_for_mean_loss(s["mean_S"], K, eps, DELTA, "paper"),
-                   "rw_nocap": 2 * LIP * sigma_for_mean_loss(s["mean_S"], K, eps, DELTA, "none"),
-                   "muffliato": 2 * LIP * math.sqrt(K * s["gossip_mean_fraction"]
-                                                    / (2 * rho_for(eps, DELTA)))}
-            row: dict[str, Any] = {"epsilon_bar": eps, "graph": gname, "n": n, "T": s["T"],
-                                   "T_gossip": s["T_gossip"], "gap": s["gap"],
-                                   "mean_S": s["mean_S"],
-                                   "gossip_mean_fraction": s["gossip_mean_fraction"],
-                                   "sigma_abs": sig, "paper": {
-                                       "muffliato": PAPER[eps][gname][0],
-                                       "rw": PAPER[eps][gname][1]} if not quick else None}
+            sig = {
+                "rw": 2 * LIP * sigma_for_mean_loss(s["mean_S"], K, eps, DELTA, "paper"),
+                "rw_nocap": 2 * LIP * sigma_for_mean_loss(s["mean_S"], K, eps, DELTA, "none"),
+                "muffliato": 2
+                * LIP
+                * math.sqrt(K * s["gossip_mean_fraction"] / (2 * rho_for(eps, DELTA))),
+            }
+            row: dict[str, Any] = {
+                "epsilon_bar": eps,
+                "graph": gname,
+                "n": n,
+                "T": s["T"],
+                "T_gossip": s["T_gossip"],
+                "gap": s["gap"],
+                "mean_S": s["mean_S"],
+                "gossip_mean_fraction": s["gossip_mean_fraction"],
+                "sigma_abs": sig,
+                "paper": {"muffliato": PAPER[eps][gname][0], "rw": PAPER[eps][gname][1]}
+                if not quick
+                else None,
+            }
             for alg in ("rw", "rw_nocap"):
                 if alg not in eta:
+
                     def score(e: float, alg: str = alg) -> float:
                         r = np.random.default_rng([99, int(eps * 10)])
                         p = walk_paths(s["W"], n, s["T"], 2, r)
-                        return batched_sgd(X, y, p, sig[alg], e, "network", K, r, split,
-                                           every=s["T"])["final_objective_mean"]
+                        return batched_sgd(
+                            X, y, p, sig[alg], e, "network", K, r, split, every=s["T"]
+                        )["final_objective_mean"]
+
                     eta[alg] = min(RW_ETA, key=score)
                 r = np.random.default_rng([1, int(eps * 10), len(gname)])
                 paths = walk_paths(s["W"], n, s["T"], runs, r)
-                out = batched_sgd(X, y, paths, sig[alg], eta[alg], "network", K, r, split,
-                                  every=s["T"])
-                row[alg] = {"accuracy_mean": out["final_accuracy_mean"],
-                            "accuracy_std": out["final_accuracy_std"], "eta": eta[alg]}
+                out = batched_sgd(
+                    X, y, paths, sig[alg], eta[alg], "network", K, r, split, every=s["T"]
+                )
+                row[alg] = {
+                    "accuracy_mean": out["final_accuracy_mean"],
+                    "accuracy_std": out["final_accuracy_std"],
+                    "eta": eta[alg],
+                }
             if "muffliato" not in eta:
+
                 def gscore(e: float) -> float:
-                    th = [muffliato_gd_fixed(X, y, s["Ws"], s["T_gossip"], s["gamma"],
-                                             sig["muffliato"], e,
-                                             np.random.default_rng([98, k])) for k in range(2)]
+                    th = [
+                        muffliato_gd_fixed(
+                            X,
+                            y,
+                            s["Ws"],
+                            s["T_gossip"],
+                            s["gamma"],
+                            sig["muffliato"],
+                            e,
+                            np.random.default_rng([98, k]),
+                        )
+                        for k in range(2)
+                    ]
                     return float(np.mean([_gd_objective(t, split) for t in th]))
+
                 eta["muffliato"] = min(GD_ETA, key=gscore)
-            accs = [_gd_accuracy(muffliato_gd_fixed(X, y, s["Ws"], s["T_gossip"], s["gamma"],
-                                                    sig["muffliato"], eta["muffliato"],
-                                                    np.random.default_rng([2, k, len(gname)])),
-                                 split) for k in range(runs)]
-            row["muffliato"] = {"accuracy_mean": float(np.mean(accs)),
-                                "accuracy_std": float(np.std(accs)), "eta": eta["muffliato"]}
+            accs = [
+                _gd_accuracy(
+                    muffliato_gd_fixed(
+                        X,
+                        y,
+                        s["Ws"],
+                        s["T_gossip"],
+                        s["gamma"],
+                        sig["muffliato"],
+                        eta["muffliato"],
+                        np.random.default_rng([2, k, len(gname)]),
+                    ),
+                    split,
+                )
+                for k in range(runs)
+            ]
+            row["muffliato"] = {
+                "accuracy_mean": float(np.mean(accs)),
+                "accuracy_std": float(np.std(accs)),
+                "eta": eta["muffliato"],
+            }
             rows.append(row)
-    summary = [f"ε̄={r['epsilon_bar']:<3} {r['graph']:<12} muffliato "
-               f"{r['muffliato']['accuracy_mean']:.3f}±{r['muffliato']['accuracy_std']:.3f} "
-               f"(σ_abs {r['sigma_abs']['muffliato']:.3g})  rw {r['rw']['accuracy_mean']:.3f}±"
-               f"{r['rw']['accuracy_std']:.3f} (σ_abs {r['sigma_abs']['rw']:.3g})  rw no α cap "
-               f"{r['rw_nocap']['accuracy_mean']:.3f}±{r['rw_nocap']['accuracy_std']:.3f} "
-               f"(σ_abs {r['sigma_abs']['rw_nocap']:.3g})"
-               + (f"  paper: gossip {r['paper']['muffliato'][0]}, rw {r['paper']['rw'][0]}"
-                  if r["paper"] else "") for r in rows]
-    return {"params": {"participations": K, "delta": DELTA, "clip": LIP, "points_per_user": M,
-                       "runs": runs, "data": split.source, "sources_for_gossip_mean": SOURCES,
-                       "epsilon_unit": "(ε, δ=1e-6) of the mean RDP over ordered pairs"},
-            "rows": rows, "summary": summary}
+    summary = [
+        f"ε̄={r['epsilon_bar']:<3} {r['graph']:<12} muffliato "
+        f"{r['muffliato']['accuracy_mean']:.3f}±{r['muffliato']['accuracy_std']:.3f} "
+        f"(σ_abs {r['sigma_abs']['muffliato']:.3g})  rw {r['rw']['accuracy_mean']:.3f}±"
+        f"{r['rw']['accuracy_std']:.3f} (σ_abs {r['sigma_abs']['rw']:.3g})  rw no α cap "
+        f"{r['rw_nocap']['accuracy_mean']:.3f}±{r['rw_nocap']['accuracy_std']:.3f} "
+        f"(σ_abs {r['sigma_abs']['rw_nocap']:.3g})"
+        + (
+            f"  paper: gossip {r['paper']['muffliato'][0]}, rw {r['paper']['rw'][0]}"
+            if r["paper"]
+            else ""
+        )
+        for r in rows
+    ]
+    return {
+        "params": {
+            "participations": K,
+            "delta": DELTA,
+            "clip": LIP,
+            "points_per_user": M,
+            "runs": runs,
+            "data": split.source,
+            "sources_for_gossip_mean": SOURCES,
+            "epsilon_unit": "(ε, δ=1e-6) of the mean RDP over ordered pairs",
+        },
+        "rows": rows,
+        "summary": summary,
+    }
 
 
 def plot(res: dict[str, Any], path: Any) -> None:
@@ -196,9 +285,14 @@ def plot(res: dict[str, Any], path: Any) -> None:
         rs = [r for r in res["rows"] if r["graph"] == g]
         e = [r["epsilon_bar"] for r in rs]
         for alg, style in (("rw", "o-"), ("rw_nocap", "s:"), ("muffliato", "^--")):
-            ax.errorbar(e, [r[alg]["accuracy_mean"] for r in rs],
-                        yerr=[r[alg]["accuracy_std"] for r in rs], fmt=style, label=alg,
-                        capsize=3)
+            ax.errorbar(
+                e,
+                [r[alg]["accuracy_mean"] for r in rs],
+                yerr=[r[alg]["accuracy_std"] for r in rs],
+                fmt=style,
+                label=alg,
+                capsize=3,
+            )
         if rs[0]["paper"]:
             ax.plot(e, [r["paper"]["rw"][0] for r in rs], "k*", label="paper rw")
             ax.plot(e, [r["paper"]["muffliato"][0] for r in rs], "kx", label="paper gossip")

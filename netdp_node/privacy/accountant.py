@@ -72,8 +72,9 @@ def _others(spec: Mapping[str, Any], me: str) -> list[str]:
 
 
 # -- ring sum (Algorithm 1, Theorem 1) ----------------------------------------------------------
-def ring_sum_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
-                    me: str) -> dict[str, PrivacyLoss]:
+def ring_sum_losses(
+    spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str
+) -> dict[str, PrivacyLoss]:
     """Theorem 1 (network-dp.md §3.1) from the node's ledger.
 
     Every contribution of this node falls in exactly one inter-visit window of each observer v,
@@ -85,16 +86,26 @@ def ring_sum_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     contribution the ledger shows (noise-only visits of a declining node cost nothing)."""
     p = spec["params"]
     windows = walk_accountant.real_contributions(entries)
-    loss = ring_sum_loss(sigma=p["sigma"], sensitivity=charged_sensitivity(p), windows=windows,
-                         delta=p["delta"], delta_prime=p["delta_prime"])
+    loss = ring_sum_loss(
+        sigma=p["sigma"],
+        sensitivity=charged_sensitivity(p),
+        windows=windows,
+        delta=p["delta"],
+        delta_prime=p["delta_prime"],
+    )
     return {v: loss for v in _others(spec, me)}
 
 
 def ring_sum_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
     """The loss if the node contributes in every round (used for the budget check at job start)."""
     p = spec["params"]
-    loss = ring_sum_loss(sigma=p["sigma"], sensitivity=charged_sensitivity(p), windows=p["rounds"],
-                         delta=p["delta"], delta_prime=p["delta_prime"])
+    loss = ring_sum_loss(
+        sigma=p["sigma"],
+        sensitivity=charged_sensitivity(p),
+        windows=p["rounds"],
+        delta=p["delta"],
+        delta_prime=p["delta_prime"],
+    )
     return {v: loss for v in _others(spec, me)}
 
 
@@ -104,7 +115,7 @@ def ring_sum_utility(spec: Mapping[str, Any]) -> dict[str, float]:
     n, k, s = len(spec["participants"]), p["rounds"], p["sigma"]
     count = ring_release_noise_count(n, k)
     return {
-        "netdp_std": count ** 0.5 * s / k,
+        "netdp_std": count**0.5 * s / k,
         "ldp_std": ldp_sum_std(n, k, s) / k,
         "noise_additions": float(count),
     }
@@ -119,8 +130,10 @@ def estimate_std(spec: Mapping[str, Any]) -> tuple[float, str] | None:
     walk-sum: the value sums T steps, each with its own N(0, σ²) (noise-only steps too)."""
     p = spec["params"]
     if spec["algorithm"] == "ring-sum":
-        return (ring_sum_utility(spec)["netdp_std"],
-                "σ·sqrt(noise additions)/K, Algorithm 1's schedule with the release's noise")
+        return (
+            ring_sum_utility(spec)["netdp_std"],
+            "σ·sqrt(noise additions)/K, Algorithm 1's schedule with the release's noise",
+        )
     if spec["algorithm"] == "walk-sum":
         return (math.sqrt(int(p["T"])) * float(p["sigma"]), "σ·sqrt(T): one Gaussian per step")
     return None
@@ -147,13 +160,17 @@ def ring_histogram_loss(spec: Mapping[str, Any], windows: int) -> PrivacyLoss:
         ew = fmt_shuffle_epsilon(e0, n - 1, d)
         te, td = advanced_composition(ew, d, windows, dp)
         if min(te, windows * ew) < best.epsilon:
-            best = (PrivacyLoss(te, min(1.0, td), "theorem2-fmt-advanced") if te < windows * ew
-                    else PrivacyLoss(windows * ew, min(1.0, windows * d), "theorem2-fmt-basic"))
+            best = (
+                PrivacyLoss(te, min(1.0, td), "theorem2-fmt-advanced")
+                if te < windows * ew
+                else PrivacyLoss(windows * ew, min(1.0, windows * d), "theorem2-fmt-basic")
+            )
     return best
 
 
-def ring_histogram_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
-                          me: str) -> dict[str, PrivacyLoss]:
+def ring_histogram_losses(
+    spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str
+) -> dict[str, PrivacyLoss]:
     windows = walk_accountant.real_contributions(entries)
     loss = ring_histogram_loss(spec, windows)
     return {v: loss for v in _others(spec, me)}
@@ -170,12 +187,17 @@ def _gaussian_loss(z: float, count: int, delta: float, method: str) -> PrivacyLo
     if count == 0:
         return PrivacyLoss(0.0, 0.0, "no-contribution")
     curve = gaussian_rdp(z, DEFAULT_ORDERS, count)
-    return PrivacyLoss(rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0], delta, method,
-                       (tuple(DEFAULT_ORDERS), tuple(float(x) for x in curve)))
+    return PrivacyLoss(
+        rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0],
+        delta,
+        method,
+        (tuple(DEFAULT_ORDERS), tuple(float(x) for x in curve)),
+    )
 
 
-def gaussian_sum_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
-                           me: str) -> dict[str, PrivacyLoss]:
+def gaussian_sum_baselines(
+    spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str
+) -> dict[str, PrivacyLoss]:
     """For the Gaussian sums (ring-sum, ring-sum-r, walk-sum), what the node's k real contributions
     would cost (i) under local DP, each contribution sent with its own N(0, σ²) and every one seen
     (k Gaussians of multiplier σ/Δ), and (ii) with a trusted curator releasing only the result (one
@@ -191,9 +213,15 @@ def gaussian_sum_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry]
         total = math.sqrt(ring_release_noise_count(n, int(p["rounds"]))) * sigma
     else:  # ring-sum-r: σ + (nK − 1)·σ²/(n − 1) + the release's σ
         total = sigma * math.sqrt(2 + (n * int(p["rounds"]) - 1) / (n - 1))
-    return {"local-dp": _gaussian_loss(sigma / sens, k, delta, "local DP, same σ per contribution"),
-            "central-dp": _gaussian_loss(total / (max(k, 1) * sens), 1 if k else 0, delta,
-                                         "trusted curator, same noise on the result")}
+    return {
+        "local-dp": _gaussian_loss(sigma / sens, k, delta, "local DP, same σ per contribution"),
+        "central-dp": _gaussian_loss(
+            total / (max(k, 1) * sens),
+            1 if k else 0,
+            delta,
+            "trusted curator, same noise on the result",
+        ),
+    }
 
 
 # -- random-walk DP-SGD on any graph (random-walks.md) ----------------------------------------------
@@ -204,10 +232,13 @@ def _rw_loss(p: Mapping[str, Any], count: int) -> PrivacyLoss:
     if count == 0:
         return PrivacyLoss(0.0, 0.0, "no-contribution")
     z = float(p["sigma"]) / charged_sensitivity(p)  # the noise multiplier on the grid
-    return PrivacyLoss(ldp_epsilon(count, z, float(p["delta"])), float(p["delta"]),
-                       "local-DP bound: the node's contributions as Gaussian mechanisms in RDP, "
-                       "no α cap needed (sound; random-walks.md §4.8)",
-                       (DEFAULT_ORDERS, tuple(gaussian_rdp(z, DEFAULT_ORDERS, count).tolist())))
+    return PrivacyLoss(
+        ldp_epsilon(count, z, float(p["delta"])),
+        float(p["delta"]),
+        "local-DP bound: the node's contributions as Gaussian mechanisms in RDP, "
+        "no α cap needed (sound; random-walks.md §4.8)",
+        (DEFAULT_ORDERS, tuple(gaussian_rdp(z, DEFAULT_ORDERS, count).tolist())),
+    )
 
 
 def _rw_graph(spec: Mapping[str, Any]) -> tuple[list[str], list[tuple[int, int]]]:
@@ -218,17 +249,20 @@ def _rw_graph(spec: Mapping[str, Any]) -> tuple[list[str], list[tuple[int, int]]
     return parts, edges
 
 
-def _rw_realised_law(spec: Mapping[str, Any], entries: Sequence[ViewEntry], W: Any,
-                     parts: list[str]) -> tuple[list[tuple[int, Any]], dict[int, list[int]]] | None:
+def _rw_realised_law(
+    spec: Mapping[str, Any], entries: Sequence[ViewEntry], W: Any, parts: list[str]
+) -> tuple[list[tuple[int, Any]], dict[int, list[int]]] | None:
     """The walk's law as far as this node's ledger shows it (spec §7.1 item 2): ([], {}) if no
     re-send is visible; the phases (from step t on: W conditioned on the live set) and the extra
     observations (x_t, seen by every participant: the receiver, or a stale branch) if every re-route
     the ledger reveals is one this node made (its record gives the step); None if the ledger shows
     the walk was re-routed elsewhere (fewer live participants) at a step it does not record."""
     index = {v: i for i, v in enumerate(parts)}
-    reroutes = sorted((int(e.params["t"]), index[e.peer]) for e in entries
-                      if e.direction == "local" and e.event == "reroute" and "t" in e.params
-                      and e.peer in index)
+    reroutes = sorted(
+        (int(e.params["t"]), index[e.peer])
+        for e in entries
+        if e.direction == "local" and e.event == "reroute" and "t" in e.params and e.peer in index
+    )
     if any(e.event == "reroute" and "t" not in e.params for e in entries):
         return None
     if any(e.event in ("second-release", "fenced") or e.params.get("repeat") for e in entries):
@@ -236,8 +270,9 @@ def _rw_realised_law(spec: Mapping[str, Any], entries: Sequence[ViewEntry], W: A
         # the second time without its data: walk.py `repeat`): not one walk of a known law
         return None
     known = {d for _, d in reroutes}
-    lives = [int(e.params["live"]) for e in entries
-             if e.direction == "local" and "live" in e.params]
+    lives = [
+        int(e.params["live"]) for e in entries if e.direction == "local" and "live" in e.params
+    ]
     if lives and min(lives) < len(parts) - len(known):
         return None  # someone else re-routed, at a step this node cannot see
     phases, dead = [], set()
@@ -265,12 +300,20 @@ def _rw_groups(p: Mapping[str, Any], parts: list[str], u: int) -> list[tuple[int
 
 
 #: the label of rw-sgd's per-trajectory figure shown beside its guarantee (see below)
-RW_SOUND = ("per-trajectory accountant (random-walks.md §4.9; continuous-noise analysis; not "
-            "proven for discrete noise; not a guarantee)")
+RW_SOUND = (
+    "per-trajectory accountant (random-walks.md §4.9; continuous-noise analysis; not "
+    "proven for discrete noise; not a guarantee)"
+)
 
 
-def rw_sgd_pair_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str,
-                       count: int, *, walks: int | None = None) -> dict[str, PrivacyLoss]:
+def rw_sgd_pair_losses(
+    spec: Mapping[str, Any],
+    entries: Iterable[ViewEntry],
+    me: str,
+    count: int,
+    *,
+    walks: int | None = None,
+) -> dict[str, PrivacyLoss]:
     """The node's loss towards every other participant (and collusion group): the local-DP bound
     of its `count` discrete Gaussian releases (`_rw_loss`, spec §4.8), the bound proven for them.
     The §4.9 per-trajectory accountant relies on amplification by iteration (shift reduction over
@@ -278,13 +321,24 @@ def rw_sgd_pair_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me
     ldp = _rw_loss(spec["params"], count)
     peers = _others(spec, me)
     u0 = list(spec["participants"]).index(me)
-    return {v: ldp for v in peers + ["group:" + "+".join(spec["participants"][i] for i in g)
-                                     for g in _rw_groups(spec["params"],
-                                                         list(spec["participants"]), u0)]}
+    return {
+        v: ldp
+        for v in peers
+        + [
+            "group:" + "+".join(spec["participants"][i] for i in g)
+            for g in _rw_groups(spec["params"], list(spec["participants"]), u0)
+        ]
+    }
 
 
-def rw_sgd_figures(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str,
-                   count: int, *, walks: int | None = None) -> dict[str, PrivacyLoss]:
+def rw_sgd_figures(
+    spec: Mapping[str, Any],
+    entries: Iterable[ViewEntry],
+    me: str,
+    count: int,
+    *,
+    walks: int | None = None,
+) -> dict[str, PrivacyLoss]:
     """The per-trajectory figure towards every other participant (formerly the enforced loss).
     Not proven for the discrete noise sampled: its shift profiles a_k (e.g. 1/i for a contribution
     i draws before the observation) come from amplification by iteration (Feldman, Mironov,
@@ -306,8 +360,10 @@ def rw_sgd_figures(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: st
     ldp = _rw_loss(p, count)
     peers = _others(spec, me)
     u0 = list(spec["participants"]).index(me)
-    others = peers + ["group:" + "+".join(spec["participants"][i] for i in g)
-                      for g in _rw_groups(p, list(spec["participants"]), u0)]
+    others = peers + [
+        "group:" + "+".join(spec["participants"][i] for i in g)
+        for g in _rw_groups(p, list(spec["participants"]), u0)
+    ]
     if count == 0:
         return {v: ldp for v in others}
     parts, edges = _rw_graph(spec)
@@ -317,15 +373,21 @@ def rw_sgd_figures(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: st
     W = transition_matrix(len(parts), edges, weight_rule(p.get("weights", "coded")))
     law = _rw_realised_law(spec, es, W, parts)
     if law is None:
-        lab = PrivacyLoss(ldp.epsilon, ldp.delta, ldp.method + "; the walk was re-routed "
-                          "(custody) at a step this ledger does not record, so the §4.9 "
-                          "accountant over the realised law is not computable here", ldp.rdp)
+        lab = PrivacyLoss(
+            ldp.epsilon,
+            ldp.delta,
+            ldp.method + "; the walk was re-routed "
+            "(custody) at a step this ledger does not record, so the §4.9 "
+            "accountant over the realised law is not computable here",
+            ldp.rdp,
+        )
         return {v: lab for v in others}
     phases = law[0]
     extra: dict[Any, list[int]] = law[1]  # gains the groups' entries (tuple keys) below
     R = int(walks or p.get("mc_walks", RW_MC_WALKS))
-    seed = int.from_bytes(hashlib.sha256(f"{spec.get('job_id', '')}|{me}".encode()).digest()[:8],
-                          "big")
+    seed = int.from_bytes(
+        hashlib.sha256(f"{spec.get('job_id', '')}|{me}".encode()).digest()[:8], "big"
+    )
     u = parts.index(me)
     start = int(spec.get("public_seed", 0)) % len(parts)
     obs: list[Any] = [parts.index(v) for v in peers] + _rw_groups(p, parts, u)
@@ -335,25 +397,41 @@ def rw_sgd_figures(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: st
     cap = int(p["cap"])
     z, delta = float(p["sigma"]) / charged_sensitivity(p), float(p["delta"])
     burn = int(p.get("burn_in", 0))
-    qs = sound_q(W, u, obs, int(p["T"]) + burn, cap, R, np.random.default_rng(seed), start=start,
-                 release=True, phases=phases, extra_obs=extra, burn_in=burn)
-    law_txt = (f"realised law after {len(phases)} re-send(s) (§7.1 item 2)" if phases
-               else "public W")
+    qs = sound_q(
+        W,
+        u,
+        obs,
+        int(p["T"]) + burn,
+        cap,
+        R,
+        np.random.default_rng(seed),
+        start=start,
+        release=True,
+        phases=phases,
+        extra_obs=extra,
+        burn_in=burn,
+    )
+    law_txt = f"realised law after {len(phases)} re-send(s) (§7.1 item 2)" if phases else "public W"
     out = {}
     for v, i in zip(others, obs):
         eps, dlt, _ = sound_epsilon(qs[i], z, cap, delta)
         if eps < ldp.epsilon:
-            out[v] = PrivacyLoss(eps, dlt, f"per-trajectory accountant (random-walks.md "
-                                 f"§4.9), {R} simulated walks over the {law_txt}, final model "
-                                 f"published counted, Hoeffding bound β = δ/10, no α cap needed; "
-                                 "continuous-noise analysis; not proven for discrete noise")
+            out[v] = PrivacyLoss(
+                eps,
+                dlt,
+                f"per-trajectory accountant (random-walks.md "
+                f"§4.9), {R} simulated walks over the {law_txt}, final model "
+                f"published counted, Hoeffding bound β = δ/10, no α cap needed; "
+                "continuous-noise analysis; not proven for discrete noise",
+            )
         else:
             out[v] = ldp
     return out
 
 
-def rw_sgd_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
-                  me: str) -> dict[str, PrivacyLoss]:
+def rw_sgd_losses(
+    spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str
+) -> dict[str, PrivacyLoss]:
     """The proven loss towards each peer from the node's ledger (`rw_sgd_pair_losses` with its
     real contributions): the local-DP level. The §4.9 figure and the paper's per-pair value are
     not guarantees for discrete noise; they are shown beside it, labelled (`rw_sgd_baselines`)."""
@@ -365,8 +443,9 @@ def rw_sgd_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLos
     return rw_sgd_pair_losses(spec, [], me, int(spec["params"]["cap"]))
 
 
-def rw_sgd_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
-                     me: str) -> dict[str, PrivacyLoss]:
+def rw_sgd_baselines(
+    spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str
+) -> dict[str, PrivacyLoss]:
     """The paper's accountant for the node's real count (Lemma 2 composed over its contributions,
     known-sender form of App. B.1, clipped at the LDP level; spec §4.3–4.8) towards the worst
     peer, with the c ≤ 1 α cap of spec §4.7 (netdp is not reproducing the paper here): labelled,
@@ -378,22 +457,32 @@ def rw_sgd_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
     if not edges or count == 0:
         return {}
     u = parts.index(me)
-    S = communicability_sparse(len(parts), edges, u, int(p["T"]),
-                               weight_rule(p.get("weights", "coded")))
+    S = communicability_sparse(
+        len(parts), edges, u, int(p["T"]), weight_rule(p.get("weights", "coded"))
+    )
     S = known_sender(S, u, neighbour_lists(len(parts), edges))
-    eps = paper_epsilon(S, count, float(p["sigma"]) / charged_sensitivity(p), float(p["delta"]),
-                        cap="c1")
+    eps = paper_epsilon(
+        S, count, float(p["sigma"]) / charged_sensitivity(p), float(p["delta"]), cap="c1"
+    )
     eps[u] = 0.0
     rerouted = any(e.event == "reroute" for e in es)
     figs = rw_sgd_figures(spec, es, me, count)
-    worst = max((x for v, x in figs.items() if not v.startswith("group:")),
-                key=lambda x: x.epsilon, default=None)
+    worst = max(
+        (x for v, x in figs.items() if not v.startswith("group:")),
+        key=lambda x: x.epsilon,
+        default=None,
+    )
     sound = {RW_SOUND: worst} if worst is not None else {}
-    return {**sound, "paper (not a guarantee)": PrivacyLoss(
-        float(eps.max()), float(p["delta"]),
-        "Lemma 2 composed over contributions, known sender (App. B.1), α ≤ (1+√(1+8σ²))/2 "
-        "(c ≤ 1 cap, §4.7); unsound in general (random-walks.md §4.9)"
-        + ("; the walk was re-routed, so W no longer describes it" if rerouted else ""))}
+    return {
+        **sound,
+        "paper (not a guarantee)": PrivacyLoss(
+            float(eps.max()),
+            float(p["delta"]),
+            "Lemma 2 composed over contributions, known sender (App. B.1), α ≤ (1+√(1+8σ²))/2 "
+            "(c ≤ 1 cap, §4.7); unsound in general (random-walks.md §4.9)"
+            + ("; the walk was re-routed, so W no longer describes it" if rerouted else ""),
+        ),
+    }
 
 
 # -- IncA (inca.md; engine netdp_node.protocols.inca, audit netdp_node.privacy.inca_audit) ---------
@@ -405,20 +494,25 @@ def _inca_ldp(p: Mapping[str, Any]) -> PrivacyLoss:
     (`discrete_gaussian.release_epsilon`: CKS Theorem 4 and Proposition 12), not the analytic
     continuous-Gaussian ε (Balle & Wang), which is not proven for discrete noise."""
     eps = release_epsilon(p, sigma_key="sigma_eta")
-    return PrivacyLoss(eps, float(p["delta"]),
-                       "local DP of η (always valid; discrete Gaussian, zCDP → (ε, δ) by CKS "
-                       "Prop. 12)")
+    return PrivacyLoss(
+        eps,
+        float(p["delta"]),
+        "local DP of η (always valid; discrete Gaussian, zCDP → (ε, δ) by CKS Prop. 12)",
+    )
 
 
 _INCA_CACHE: dict[str, PrivacyLoss] = {}
 #: the label of IncA's audited value: twice not a guarantee (sampled placements; Theorem 4.1 is a
 #: continuous-Gaussian analysis of real-weighted sums, not proven for the discrete noise drawn)
-INCA_AUDIT = ("audit of sampled adversaries (continuous-noise analysis; not proven for discrete "
-              "noise; not a guarantee)")
+INCA_AUDIT = (
+    "audit of sampled adversaries (continuous-noise analysis; not proven for discrete "
+    "noise; not a guarantee)"
+)
 
 
-def inca_audit_loss(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str,
-                    samples: int = 8) -> tuple[PrivacyLoss, dict[str, Any] | None]:
+def inca_audit_loss(
+    spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str, samples: int = 8
+) -> tuple[PrivacyLoss, dict[str, Any] | None]:
     """The node's privacy for an IncA job under the job's threat model (`threat`), computed from
     the public schedule and its own ledger: the result it received states the public execution
     (online sets, counted messages, finals, from the dissemination records), which
@@ -434,23 +528,43 @@ def inca_audit_loss(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: s
     if not out:
         return ldp, None
     info = out[-1].params.get("info", {})
-    key = json.dumps([spec.get("job_id"), me, p, info.get("online"), info.get("counted"),
-                      info.get("final"), samples], sort_keys=True, default=str)
+    key = json.dumps(
+        [
+            spec.get("job_id"),
+            me,
+            p,
+            info.get("online"),
+            info.get("counted"),
+            info.get("final"),
+            samples,
+        ],
+        sort_keys=True,
+        default=str,
+    )
     rep_key = key + "#report"
     if rep_key in _INCA_CACHE:
         return _INCA_CACHE[key], _INCA_CACHE[rep_key]  # type: ignore[return-value]
     ex = execution_from_info(spec, info)
     parts = list(spec["participants"])
-    rep = party_report(ex, parts.index(me), threat_dict(p["threat"], len(parts)),
-                       sigma_eta=float(p["sigma_eta"]), sigma_delta=float(p["sigma_delta"]),
-                       delta=float(p["delta"]),
-                       sensitivity=charged_sensitivity(p, sigma_key="sigma_eta"),
-                       samples=samples, seed=int(spec.get("public_seed", 0)))
+    rep = party_report(
+        ex,
+        parts.index(me),
+        threat_dict(p["threat"], len(parts)),
+        sigma_eta=float(p["sigma_eta"]),
+        sigma_delta=float(p["sigma_delta"]),
+        delta=float(p["delta"]),
+        sensitivity=charged_sensitivity(p, sigma_key="sigma_eta"),
+        samples=samples,
+        seed=int(spec.get("public_seed", 0)),
+    )
     if rep["epsilon"] < ldp.epsilon:
-        loss = PrivacyLoss(rep["epsilon"], float(p["delta"]),
-                           f"IncA audit of this execution, threat {p['threat']} (Theorem 4.1, "
-                           f"worst of {rep['samples']} sampled adversaries; "
-                           f"rank condition in {rep['rank_condition_fraction']:.0%})")
+        loss = PrivacyLoss(
+            rep["epsilon"],
+            float(p["delta"]),
+            f"IncA audit of this execution, threat {p['threat']} (Theorem 4.1, "
+            f"worst of {rep['samples']} sampled adversaries; "
+            f"rank condition in {rep['rank_condition_fraction']:.0%})",
+        )
     else:
         loss = ldp
     if len(_INCA_CACHE) > 256:
@@ -459,8 +573,9 @@ def inca_audit_loss(spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: s
     return loss, rep
 
 
-def inca_losses(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
-                me: str) -> dict[str, PrivacyLoss]:
+def inca_losses(
+    spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str
+) -> dict[str, PrivacyLoss]:
     """The guarantee: the local-DP level of η (always valid, whoever the adversary is). The job's
     threat ("collude:ρ", "eavesdrop:P") is a SIZE of adversary and C-DP / E-DP are worst-case over
     its placement (inca.md §2), while `inca_audit_loss` is the worst of a few sampled placements:
@@ -477,23 +592,31 @@ def inca_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]
     return {v: loss for v in _others(spec, me)}
 
 
-def inca_baselines(spec: Mapping[str, Any], entries: Iterable[ViewEntry],
-                   me: str) -> dict[str, PrivacyLoss]:
+def inca_baselines(
+    spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str
+) -> dict[str, PrivacyLoss]:
     """The local-DP level of η beside the audited value (what the node would have without the
     correlated noise), and the job's target."""
     p = spec["params"]
     es = list(entries)
-    out = {"local-dp": _inca_ldp(p),
-           "target": PrivacyLoss(float(p["epsilon"]), float(p["delta"]),
-                                 f"the job's calibration target against {p['threat']}")}
+    out = {
+        "local-dp": _inca_ldp(p),
+        "target": PrivacyLoss(
+            float(p["epsilon"]),
+            float(p["delta"]),
+            f"the job's calibration target against {p['threat']}",
+        ),
+    }
     _, rep = inca_audit_loss(spec, es, me)
     if rep is not None:
         out[INCA_AUDIT] = PrivacyLoss(
-            rep["epsilon"], float(p["delta"]),
+            rep["epsilon"],
+            float(p["delta"]),
             f"IncA audit of this execution, threat {p['threat']} (Theorem 4.1), worst of "
             f"{rep['samples']} sampled adversaries only: not a bound over all placements "
             "(inca.md §2); continuous-noise analysis of real-weighted views, not proven for the "
-            "discrete noise sampled")
+            "discrete noise sampled",
+        )
     return out
 
 
@@ -503,60 +626,99 @@ class Accountant:
     prospective: Callable[[Mapping[str, Any], str], dict[str, PrivacyLoss]]
     theorem: str
     # the same task under local DP and with a trusted curator, for the report (optional)
-    baselines: Callable[[Mapping[str, Any], Iterable[ViewEntry], str],
-                        dict[str, PrivacyLoss]] | None = None
+    baselines: (
+        Callable[[Mapping[str, Any], Iterable[ViewEntry], str], dict[str, PrivacyLoss]] | None
+    ) = None
     # what the node learnt about every other participant (gossip: its own joint view), optional
-    incoming: Callable[[Mapping[str, Any], Iterable[ViewEntry], str],
-                       dict[str, PrivacyLoss]] | None = None
+    incoming: (
+        Callable[[Mapping[str, Any], Iterable[ViewEntry], str], dict[str, PrivacyLoss]] | None
+    ) = None
 
 
 ACCOUNTANTS: dict[str, Accountant] = {
-    "ring-sum": Accountant(ring_sum_losses, ring_sum_prospective,
-                           "Cyffers & Bellet 2022, Theorem 1 (network-dp.md §3.1, erratum E1)",
-                           gaussian_sum_baselines),
-    "ring-sum-r": Accountant(ring_sum_losses, ring_sum_prospective,
-                             "Cyffers & Bellet 2022, Remark 1 with E2 (σ/√(n−1)), accounted as "
-                             "Theorem 1 (network-dp.md §2.2, §3.1)", gaussian_sum_baselines),
-    "ring-histogram": Accountant(ring_histogram_losses, ring_histogram_prospective,
-                                 "Cyffers & Bellet 2022, Theorem 2 corrected (E3, E4, E22), "
-                                 "numeric shuffle bound (Remark 2, B6) (network-dp.md §3.2)"),
-    "rw-sgd": Accountant(rw_sgd_losses, rw_sgd_prospective,
-                         "random-walk DP-SGD: the local-DP bound of the node's discrete "
-                         "Gaussian releases (random-walks.md §4.8; CKS Theorem 4); the §4.9 "
-                         "per-trajectory figure (amplification by iteration, continuous noise "
-                         "only) and the paper's Lemma 2 / Theorem 3 value beside it, labelled",
-                         rw_sgd_baselines),
-    "walk-sum": Accountant(walk_accountant.walk_losses, walk_accountant.walk_prospective,
-                           "Cyffers & Bellet 2022, Theorem 3 + App. D (E7) + App. G (Lemma 2, E14 / "
-                           "edge cap §2.8) (network-dp.md §3.3, §3.6)", gaussian_sum_baselines),
-    "walk-histogram": Accountant(walk_accountant.walk_losses,
-                                 walk_accountant.walk_prospective,
-                                 "Cyffers & Bellet 2022, Theorem 6 with Remark 4 (E8) + App. G "
-                                 "(network-dp.md §3.4, §3.6)"),
-    "walk-sgd": Accountant(walk_accountant.walk_losses, walk_accountant.walk_prospective,
-                           "local-DP level of the node's discrete Gaussian releases (RDP, CKS "
-                           "Theorem 4 and Proposition 12); Cyffers & Bellet 2022 Theorem 4 via "
-                           "Lemma 1 (amplification by iteration, continuous noise only) beside "
-                           "it, labelled", walk_accountant.sgd_baselines),
-    "inca": Accountant(inca_losses, inca_prospective,
-                       "IncA (Sabater et al. 2025): exact audit of the execution, Theorem 4.1 "
-                       "(inca.md §7.1-7.2, §7.6), capped by the local-DP level of η",
-                       inca_baselines),
-    "muffliato": Accountant(muffliato_accountant.losses, muffliato_accountant.prospective,
-                            "Muffliato (Alg. 1): exact joint-view accountant on the realised "
-                            "schedule (muffliato.md §4.11), local-DP level until the schedule is "
-                            "known; paper eq. (6) beside it, labelled",
-                            muffliato_accountant.baselines, muffliato_accountant.incoming),
-    "muffliato-random": Accountant(muffliato_accountant.losses, muffliato_accountant.prospective,
-                                   "Randomized Muffliato (Alg. 2): exact joint-view accountant on "
-                                   "the realised exchanges (muffliato.md §3.2, §4.11); paper eq. "
-                                   "(6) beside it, labelled", muffliato_accountant.baselines,
-                                   muffliato_accountant.incoming),
-    "muffliato-gd": Accountant(muffliato_accountant.losses, muffliato_accountant.prospective,
-                               "Muffliato-GD (Alg. 3): local-DP composition over the steps (the "
-                               "guarantee, muffliato.md §4.6); per-call joint view and paper eq. "
-                               "(6) beside it, labelled", muffliato_accountant.baselines,
-                               muffliato_accountant.incoming),
+    "ring-sum": Accountant(
+        ring_sum_losses,
+        ring_sum_prospective,
+        "Cyffers & Bellet 2022, Theorem 1 (network-dp.md §3.1, erratum E1)",
+        gaussian_sum_baselines,
+    ),
+    "ring-sum-r": Accountant(
+        ring_sum_losses,
+        ring_sum_prospective,
+        "Cyffers & Bellet 2022, Remark 1 with E2 (σ/√(n−1)), accounted as "
+        "Theorem 1 (network-dp.md §2.2, §3.1)",
+        gaussian_sum_baselines,
+    ),
+    "ring-histogram": Accountant(
+        ring_histogram_losses,
+        ring_histogram_prospective,
+        "Cyffers & Bellet 2022, Theorem 2 corrected (E3, E4, E22), "
+        "numeric shuffle bound (Remark 2, B6) (network-dp.md §3.2)",
+    ),
+    "rw-sgd": Accountant(
+        rw_sgd_losses,
+        rw_sgd_prospective,
+        "random-walk DP-SGD: the local-DP bound of the node's discrete "
+        "Gaussian releases (random-walks.md §4.8; CKS Theorem 4); the §4.9 "
+        "per-trajectory figure (amplification by iteration, continuous noise "
+        "only) and the paper's Lemma 2 / Theorem 3 value beside it, labelled",
+        rw_sgd_baselines,
+    ),
+    "walk-sum": Accountant(
+        walk_accountant.walk_losses,
+        walk_accountant.walk_prospective,
+        "Cyffers & Bellet 2022, Theorem 3 + App. D (E7) + App. G (Lemma 2, E14 / "
+        "edge cap §2.8) (network-dp.md §3.3, §3.6)",
+        gaussian_sum_baselines,
+    ),
+    "walk-histogram": Accountant(
+        walk_accountant.walk_losses,
+        walk_accountant.walk_prospective,
+        "Cyffers & Bellet 2022, Theorem 6 with Remark 4 (E8) + App. G (network-dp.md §3.4, §3.6)",
+    ),
+    "walk-sgd": Accountant(
+        walk_accountant.walk_losses,
+        walk_accountant.walk_prospective,
+        "local-DP level of the node's discrete Gaussian releases (RDP, CKS "
+        "Theorem 4 and Proposition 12); Cyffers & Bellet 2022 Theorem 4 via "
+        "Lemma 1 (amplification by iteration, continuous noise only) beside "
+        "it, labelled",
+        walk_accountant.sgd_baselines,
+    ),
+    "inca": Accountant(
+        inca_losses,
+        inca_prospective,
+        "IncA (Sabater et al. 2025): exact audit of the execution, Theorem 4.1 "
+        "(inca.md §7.1-7.2, §7.6), capped by the local-DP level of η",
+        inca_baselines,
+    ),
+    "muffliato": Accountant(
+        muffliato_accountant.losses,
+        muffliato_accountant.prospective,
+        "Muffliato (Alg. 1): exact joint-view accountant on the realised "
+        "schedule (muffliato.md §4.11), local-DP level until the schedule is "
+        "known; paper eq. (6) beside it, labelled",
+        muffliato_accountant.baselines,
+        muffliato_accountant.incoming,
+    ),
+    "muffliato-random": Accountant(
+        muffliato_accountant.losses,
+        muffliato_accountant.prospective,
+        "Randomized Muffliato (Alg. 2): exact joint-view accountant on "
+        "the realised exchanges (muffliato.md §3.2, §4.11); paper eq. "
+        "(6) beside it, labelled",
+        muffliato_accountant.baselines,
+        muffliato_accountant.incoming,
+    ),
+    "muffliato-gd": Accountant(
+        muffliato_accountant.losses,
+        muffliato_accountant.prospective,
+        "Muffliato-GD (Alg. 3): local-DP composition over the steps (the "
+        "guarantee, muffliato.md §4.6); per-call joint view and paper eq. "
+        "(6) beside it, labelled",
+        muffliato_accountant.baselines,
+        muffliato_accountant.incoming,
+    ),
 }
 
 
@@ -577,8 +739,9 @@ NOT_RUN = "cannot-run"
 def never_ran(entries: Iterable[ViewEntry]) -> bool:
     """The node failed the job before its first step: it sent and received nothing."""
     entries = list(entries)
-    return (any(e.event == NOT_RUN for e in entries)
-            and not any(e.direction in ("sent", "received") for e in entries))
+    return any(e.event == NOT_RUN for e in entries) and not any(
+        e.direction in ("sent", "received") for e in entries
+    )
 
 
 def per_job_losses(job: JobView, me: str) -> dict[str, PrivacyLoss]:
@@ -590,8 +753,12 @@ def per_job_losses(job: JobView, me: str) -> dict[str, PrivacyLoss]:
     return acc.losses(job.spec, job.entries, me)
 
 
-def total_losses(jobs: Iterable[JobView], me: str, delta_target: float,
-                 extra: Mapping[str, PrivacyLoss] | None = None) -> dict[str, PrivacyLoss]:
+def total_losses(
+    jobs: Iterable[JobView],
+    me: str,
+    delta_target: float,
+    extra: Mapping[str, PrivacyLoss] | None = None,
+) -> dict[str, PrivacyLoss]:
     """Compose every job's loss towards each peer (plus an optional prospective job)."""
     parts: dict[str, list[PrivacyLoss]] = {}
     for job in jobs:
@@ -610,8 +777,9 @@ class BudgetCheck:
     reason: str
 
 
-def check_budget(jobs: Iterable[JobView], spec: Mapping[str, Any], me: str, epsilon: float,
-                 delta: float) -> BudgetCheck:
+def check_budget(
+    jobs: Iterable[JobView], spec: Mapping[str, Any], me: str, epsilon: float, delta: float
+) -> BudgetCheck:
     """Would contributing fully to the job `spec` keep the node within (epsilon, delta) towards every
     peer, given what its ledger already shows? When the accountant cannot bound the loss (e.g. a
     job so long that its δ terms reach 1), the answer is no, with the accountant's reason."""
@@ -619,8 +787,12 @@ def check_budget(jobs: Iterable[JobView], spec: Mapping[str, Any], me: str, epsi
         acc = ACCOUNTANTS[spec["algorithm"]]
         after = total_losses(jobs, me, delta, extra=acc.prospective(spec, me))
     except (ValueError, KeyError, TypeError, ArithmeticError) as e:
-        return BudgetCheck(False, "", None, f"the accountant cannot bound the loss of this job: "
-                                            f"{type(e).__name__}: {e}")
+        return BudgetCheck(
+            False,
+            "",
+            None,
+            f"the accountant cannot bound the loss of this job: {type(e).__name__}: {e}",
+        )
     worst_peer, worst = "", None
     for peer, loss in after.items():
         if worst is None or loss.epsilon > worst.epsilon:
@@ -628,6 +800,8 @@ def check_budget(jobs: Iterable[JobView], spec: Mapping[str, Any], me: str, epsi
     if worst is None:
         return BudgetCheck(True, "", None, "no peers")
     ok = worst.epsilon <= epsilon and worst.delta <= delta
-    reason = (f"after this job the loss towards {worst_peer} would be ε={worst.epsilon:.4g}, "
-              f"δ={worst.delta:.3g} ({worst.method}); budget ε={epsilon:g}, δ={delta:g}")
+    reason = (
+        f"after this job the loss towards {worst_peer} would be ε={worst.epsilon:.4g}, "
+        f"δ={worst.delta:.3g} ({worst.method}); budget ε={epsilon:g}, δ={delta:g}"
+    )
     return BudgetCheck(ok, worst_peer, worst, reason)

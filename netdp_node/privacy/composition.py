@@ -163,8 +163,9 @@ def _as_orders(orders: Sequence[float]) -> np.ndarray:
     return alphas
 
 
-def rdp_to_dp(orders: Sequence[float], rdp: Sequence[float] | np.ndarray,
-              delta: float) -> tuple[float, float]:
+def rdp_to_dp(
+    orders: Sequence[float], rdp: Sequence[float] | np.ndarray, delta: float
+) -> tuple[float, float]:
     """Convert an RDP curve to (ε, δ)-DP at the given δ; returns (ε, best order) (spec §3.0 B7).
 
     Uses the improved conversion of Canonne–Kamath–Steinke 2020 (arXiv:2004.00010, Proposition 12
@@ -292,9 +293,7 @@ def compose_losses(losses: Iterable[PrivacyLoss], delta_target: float) -> Privac
     _check_open_unit("delta_target", delta_target)
     parts = list(losses)
     if not parts:
-        return PrivacyLoss(
-            0.0, 0.0, "none", (DEFAULT_ORDERS, tuple(0.0 for _ in DEFAULT_ORDERS))
-        )
+        return PrivacyLoss(0.0, 0.0, "none", (DEFAULT_ORDERS, tuple(0.0 for _ in DEFAULT_ORDERS)))
     basic_eps = math.fsum(p.epsilon for p in parts)
     basic_delta = min(1.0, math.fsum(p.delta for p in parts))
 
@@ -314,8 +313,9 @@ def compose_losses(losses: Iterable[PrivacyLoss], delta_target: float) -> Privac
     return rdp_loss
 
 
-def smallest_scale(eps_of: Callable[[float], float], target: float,
-                   what: str = "noise scale") -> float:
+def smallest_scale(
+    eps_of: Callable[[float], float], target: float, what: str = "noise scale"
+) -> float:
     """The smallest noise scale s > 0 with `eps_of(s) <= target`, for an ε non-increasing in s:
     doubling from 1 until feasible, then 100 geometric bisection steps (float precision); returns
     the feasible end, so the target always holds at the returned scale."""

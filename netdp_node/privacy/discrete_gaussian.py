@@ -96,15 +96,17 @@ def grid_scale(std: float, grid: float) -> int:
     q = Fraction(std) / Fraction(grid)
     m = q.numerator // q.denominator + (q.numerator % q.denominator != 0)
     if m > MAX_SCALE:
-        raise ValueError(f"noise std {std:g} is {m} steps of the grid {grid:g}; at most "
-                         f"{MAX_SCALE} are supported (a std ≤ 2^{30 - GRID_BITS}·σ of the job)")
+        raise ValueError(
+            f"noise std {std:g} is {m} steps of the grid {grid:g}; at most "
+            f"{MAX_SCALE} are supported (a std ≤ 2^{30 - GRID_BITS}·σ of the job)"
+        )
     return max(1, m)
 
 
 def round_to_grid(x: np.ndarray, grid: float) -> np.ndarray:
     """The integers round(x/γ) (half to even; exact: γ is a power of two)."""
     k = np.rint(np.asarray(x, dtype=np.float64) / grid)
-    if not np.all(np.abs(k) < 2.0 ** 62):
+    if not np.all(np.abs(k) < 2.0**62):
         raise ValueError(f"value too large for the noise grid {grid:g}")
     return k.astype(np.int64)
 
@@ -252,8 +254,11 @@ def _s_discrete_gaussian(rng: IntegerRng, m: int) -> int:
     while True:
         y = _s_discrete_laplace(rng, m)
         a, b = divmod(abs(abs(y) - m), m)
-        if (_s_bernoulli_exp(rng, a * a, 2) and _s_bernoulli_exp(rng, a * b, m)
-                and _s_bernoulli_exp(rng, b * b, 2 * m * m)):
+        if (
+            _s_bernoulli_exp(rng, a * a, 2)
+            and _s_bernoulli_exp(rng, a * b, m)
+            and _s_bernoulli_exp(rng, b * b, 2 * m * m)
+        ):
             return y
 
 
@@ -269,8 +274,9 @@ def discrete_gaussian(rng: IntegerRng, m: int, size: int | tuple[int, ...]) -> n
     shape = (size,) if isinstance(size, int) else tuple(size)
     total = int(np.prod(shape, dtype=np.int64))
     if total <= SCALAR_MAX:
-        return np.array([_s_discrete_gaussian(rng, m) for _ in range(total)],
-                        dtype=np.int64).reshape(shape)
+        return np.array(
+            [_s_discrete_gaussian(rng, m) for _ in range(total)], dtype=np.int64
+        ).reshape(shape)
     out: list[np.ndarray] = []
     need = total
     while need > 0:
@@ -300,8 +306,13 @@ def on_grid(x: np.ndarray | float, grid: float | None) -> np.ndarray:
     return xs.copy() if grid is None else round_to_grid(xs, grid).astype(np.float64) * grid
 
 
-def gaussian_on_grid(rng: IntegerRng, x: np.ndarray | float, std: float, grid: float | None,
-                     size: int | tuple[int, ...] | None = None) -> np.ndarray:
+def gaussian_on_grid(
+    rng: IntegerRng,
+    x: np.ndarray | float,
+    std: float,
+    grid: float | None,
+    size: int | tuple[int, ...] | None = None,
+) -> np.ndarray:
     """γ·(round(x/γ) + Z), Z ~ N_Z(0, ⌈std/γ⌉²) per coordinate: the value x released with
     Gaussian noise of std ≥ `std` on the grid γ. std = 0: γ·round(x/γ) (no noise); grid None
     (a job without noise): x unchanged, and std must be 0."""
@@ -317,8 +328,9 @@ def gaussian_on_grid(rng: IntegerRng, x: np.ndarray | float, std: float, grid: f
     return k.astype(np.float64) * grid
 
 
-def noise_on_grid(rng: IntegerRng, std: float, grid: float | None,
-                  size: int | tuple[int, ...]) -> np.ndarray:
+def noise_on_grid(
+    rng: IntegerRng, std: float, grid: float | None, size: int | tuple[int, ...]
+) -> np.ndarray:
     """γ·Z, Z ~ N_Z(0, ⌈std/γ⌉²): noise alone on the grid (zeros if std = 0)."""
     return gaussian_on_grid(rng, 0.0, std, grid, size)
 
@@ -329,7 +341,7 @@ def tau(m: float, summands: int) -> float:
     steps. Each term is at most exp(−π²m²); the sum is bounded by (n−1) times it past 64 terms."""
     if summands <= 1:
         return 0.0
-    c = 2.0 * math.pi ** 2 * m * m
+    c = 2.0 * math.pi**2 * m * m
     head = min(summands - 1, 64)
     s = sum(math.exp(-c * k / (k + 1)) for k in range(1, head + 1))
     if summands - 1 > head:
@@ -337,8 +349,9 @@ def tau(m: float, summands: int) -> float:
     return 10.0 * s
 
 
-def accounted_sensitivity(sensitivity: float, sigma: float, dim: int,
-                          summands: int = MAX_SUMMANDS) -> float:
+def accounted_sensitivity(
+    sensitivity: float, sigma: float, dim: int, summands: int = MAX_SUMMANDS
+) -> float:
     """Δ' = √((Δ + γ√d)² + 2nσ²τd), γ = `grid_for(σ)`: the L2 sensitivity every Gaussian accountant
     charges for a job whose noise std is σ, contributions of dimension d, sensitivity Δ before
     rounding to the grid, and views summing at most n = `summands` independent draws (module
@@ -354,11 +367,12 @@ def accounted_sensitivity(sensitivity: float, sigma: float, dim: int,
     t = tau(sigma / g, summands)
     if t == 0.0:  # the usual case: σ/γ > 2^(GRID_BITS−1) makes τ underflow
         return rounded
-    return math.sqrt(rounded ** 2 + 2.0 * summands * sigma ** 2 * t * dim)
+    return math.sqrt(rounded**2 + 2.0 * summands * sigma**2 * t * dim)
 
 
-def calibrate_on_grid(sigma_for: Callable[[float], float], sensitivity: float, dim: int,
-                      summands: int = MAX_SUMMANDS) -> float:
+def calibrate_on_grid(
+    sigma_for: Callable[[float], float], sensitivity: float, dim: int, summands: int = MAX_SUMMANDS
+) -> float:
     """The smallest σ found with σ ≥ sigma_for(Δ'(σ)): calibrate noise (σ from a sensitivity, by
     any nondecreasing rule) so that the target holds for the sensitivity actually charged.
     The iterates increase and stop when the grid (a power of two) no longer moves."""
@@ -370,12 +384,15 @@ def calibrate_on_grid(sigma_for: Callable[[float], float], sensitivity: float, d
         if need <= s:
             return s
         s = need
-    raise ValueError(f"no noise std meets the target on the grid: the target needs σ > "
-                     f"2^{GRID_BITS - 1}·Δ/√d (dim {dim}), below the grid's rounding slack")
+    raise ValueError(
+        f"no noise std meets the target on the grid: the target needs σ > "
+        f"2^{GRID_BITS - 1}·Δ/√d (dim {dim}), below the grid's rounding slack"
+    )
 
 
-def charged_sensitivity(params: Mapping[str, Any], sensitivity: float | None = None,
-                        sigma_key: str = "sigma") -> float:
+def charged_sensitivity(
+    params: Mapping[str, Any], sensitivity: float | None = None, sigma_key: str = "sigma"
+) -> float:
     """`accounted_sensitivity` for a job's public parameters: Δ = params["sensitivity"] (or
     `sensitivity`), σ = params[sigma_key], d = params["dim"] (1 if absent). Every accountant that
     turns a job's σ and Δ into a privacy loss takes Δ from here."""
@@ -442,8 +459,9 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     return discrete_gaussian_multiplier(epsilon, delta) * float(sensitivity)
 
 
-def release_epsilon(params: Mapping[str, Any], sigma_key: str = "sigma",
-                    sensitivity: float | None = None) -> float:
+def release_epsilon(
+    params: Mapping[str, Any], sigma_key: str = "sigma", sensitivity: float | None = None
+) -> float:
     """`discrete_gaussian_epsilon` of one release of a job: z = σ/Δ' with Δ' =
     `charged_sensitivity(params, sensitivity, sigma_key)`, at δ = params["delta"]."""
     sigma = float(params[sigma_key])

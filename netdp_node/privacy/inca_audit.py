@@ -129,8 +129,10 @@ class IncaExecution:
         if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
             raise ValueError(f"T must be an integer >= 1, got {T!r}")
         if np.shape(self.alpha) != (T + 1,) or np.shape(self.U) != (T + 1, T):
-            raise ValueError(f"alpha must be ({T + 1},) and U ({T + 1}, {T}), got "
-                             f"{np.shape(self.alpha)} and {np.shape(self.U)}")
+            raise ValueError(
+                f"alpha must be ({T + 1},) and U ({T + 1}, {T}), got "
+                f"{np.shape(self.alpha)} and {np.shape(self.U)}"
+            )
         if len(self.weights) != T:
             raise ValueError(f"need T = {T} weight matrices, got {len(self.weights)}")
         for t, W in enumerate(self.weights, start=1):
@@ -225,8 +227,9 @@ def is_valid_scheme(alpha: np.ndarray, U: np.ndarray, tol: float = 1e-10) -> boo
     return bool(np.linalg.matrix_rank(U[1:]) == T and np.linalg.matrix_rank(U[:-1]) == T)
 
 
-def party_scheme(alpha: np.ndarray, U: np.ndarray,
-                 online_i: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def party_scheme(
+    alpha: np.ndarray, U: np.ndarray, online_i: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(α^(i), U^(i)) adapted to party i's online history (spec §6, Eq. 6-9).
 
     With S_i = {t : online_i[t]}: α^(i)_t = α_t·1[t ∈ S_i]; U^(i)_t = U_t for t ∈ S_i, t < T;
@@ -277,8 +280,9 @@ def out_neighbours(n: int, k: int, T: int, seed: int) -> np.ndarray:
     return out
 
 
-def effective_weights(out_nbrs_t: np.ndarray, online_t: np.ndarray,
-                      counted: set[tuple[int, int]] | None = None) -> np.ndarray:
+def effective_weights(
+    out_nbrs_t: np.ndarray, online_t: np.ndarray, counted: set[tuple[int, int]] | None = None
+) -> np.ndarray:
     """W̃^t from the planned out-neighbours, the online set and the counted messages.
 
     Planned weights are even, 1/(k+1) on i and each of its k out-neighbours (spec §4). A message
@@ -290,8 +294,7 @@ def effective_weights(out_nbrs_t: np.ndarray, online_t: np.ndarray,
     nb = np.asarray(out_nbrs_t)
     on = np.asarray(online_t, dtype=bool)
     if nb.ndim != 2 or on.shape != (nb.shape[0],):
-        raise ValueError(f"out_nbrs_t must be (n, k) and online_t (n,), got {nb.shape}, "
-                         f"{on.shape}")
+        raise ValueError(f"out_nbrs_t must be (n, k) and online_t (n,), got {nb.shape}, {on.shape}")
     n, k = nb.shape
     if nb.size and (nb.min() < 0 or nb.max() >= n):
         raise ValueError("out-neighbour index out of range")
@@ -313,9 +316,16 @@ def effective_weights(out_nbrs_t: np.ndarray, online_t: np.ndarray,
     return W
 
 
-def make_execution(n: int, k: int, T: int, seed: int, scheme: str = "inc",
-                   online: np.ndarray | None = None, final: np.ndarray | None = None,
-                   counted: Any = None) -> IncaExecution:
+def make_execution(
+    n: int,
+    k: int,
+    T: int,
+    seed: int,
+    scheme: str = "inc",
+    online: np.ndarray | None = None,
+    final: np.ndarray | None = None,
+    counted: Any = None,
+) -> IncaExecution:
     """The execution of an IncA job on the public schedule `out_neighbours(n, k, T, seed)`.
 
     `online` defaults to everyone online; `final` defaults to online[T] (every party still there
@@ -331,14 +341,18 @@ def make_execution(n: int, k: int, T: int, seed: int, scheme: str = "inc",
         raise ValueError(f"online must be ({T + 1}, {n}), got {on.shape}")
     fin = on[T].copy() if final is None else np.asarray(final, dtype=bool)
     alpha, U = noise_scheme(scheme, T)
-    Ws = tuple(effective_weights(nbrs[t - 1], on[t], None if counted is None else
-                                 set(counted[t - 1])) for t in range(1, T + 1))
-    return IncaExecution(n=n, T=T, alpha=alpha, U=U, weights=Ws, online=on, final=fin,
-                         out_nbrs=nbrs)
+    Ws = tuple(
+        effective_weights(nbrs[t - 1], on[t], None if counted is None else set(counted[t - 1]))
+        for t in range(1, T + 1)
+    )
+    return IncaExecution(
+        n=n, T=T, alpha=alpha, U=U, weights=Ws, online=on, final=fin, out_nbrs=nbrs
+    )
 
 
-def dropout_history(n: int, T: int, rng: np.random.Generator, *, permanent: float = 0.0,
-                    temporary: float = 0.0) -> np.ndarray:
+def dropout_history(
+    n: int, T: int, rng: np.random.Generator, *, permanent: float = 0.0, temporary: float = 0.0
+) -> np.ndarray:
     """(T+1, n) online mask: round(permanent·n) parties leave for good at a uniform iteration
     d ∈ 1..T (offline from d on, spec §8 Fig. 4); independently every other (t ≥ 1, i) is offline
     with probability `temporary`, except at T where temporary dropouts are back online."""
@@ -347,7 +361,7 @@ def dropout_history(n: int, T: int, rng: np.random.Generator, *, permanent: floa
     on = np.ones((T + 1, n), dtype=bool)
     leavers = rng.choice(n, size=int(round(permanent * n)), replace=False)
     for i in leavers:
-        on[int(rng.integers(1, T + 1)):, i] = False
+        on[int(rng.integers(1, T + 1)) :, i] = False
     if temporary > 0:
         miss = rng.random((T - 1, n)) < temporary if T > 1 else np.zeros((0, n), bool)
         on[1:T] &= ~miss
@@ -359,8 +373,9 @@ def dropout_history(n: int, T: int, rng: np.random.Generator, *, permanent: floa
 # ---------------------------------------------------------------------------------------------
 
 
-def simulate(ex: IncaExecution, x: np.ndarray, sigma_eta: float, sigma_delta: float,
-             rng: np.random.Generator) -> dict[str, Any]:
+def simulate(
+    ex: IncaExecution, x: np.ndarray, sigma_eta: float, sigma_delta: float, rng: np.random.Generator
+) -> dict[str, Any]:
     """Vectorised reference run of Alg. 2 on that execution.
 
     `x` is (n,) or (n, d) (vectors run coordinate-wise with independent noise). Returns a dict with
@@ -378,8 +393,7 @@ def simulate(ex: IncaExecution, x: np.ndarray, sigma_eta: float, sigma_delta: fl
     X = x if vec else x[:, None]
     n, T, d = ex.n, ex.T, X.shape[1]
     eta = rng.normal(0.0, sigma_eta, size=(n, d)) if sigma_eta > 0 else np.zeros((n, d))
-    Delta = (rng.normal(0.0, sigma_delta, size=(n, T, d)) if sigma_delta > 0
-             else np.zeros((n, T, d)))
+    Delta = rng.normal(0.0, sigma_delta, size=(n, T, d)) if sigma_delta > 0 else np.zeros((n, T, d))
     alphas, Us = ex.party_schemes()
     u = X + eta
     z = alphas[:, :, None] * u[:, None, :] + np.einsum("itl,ild->itd", Us, Delta)
@@ -394,8 +408,16 @@ def simulate(ex: IncaExecution, x: np.ndarray, sigma_eta: float, sigma_delta: fl
     s = y[T, fin].sum(axis=0)
     est = s / tot_w if tot_w > 0 else np.full(d, np.nan)
     sq = (lambda a: a) if vec else (lambda a: a[..., 0])
-    return {"y": sq(y), "omega": omega, "estimate": sq(est), "estimate_over_n": sq(s / n),
-            "eta": sq(eta), "Delta": sq(Delta), "z": sq(z), "gamma": alphas.sum(axis=1)}
+    return {
+        "y": sq(y),
+        "omega": omega,
+        "estimate": sq(est),
+        "estimate_over_n": sq(s / n),
+        "eta": sq(eta),
+        "Delta": sq(Delta),
+        "z": sq(z),
+        "gamma": alphas.sum(axis=1),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -477,7 +499,7 @@ def _coefficient_rows(ex: IncaExecution, wanted: dict[int, list[int]]) -> np.nda
         Z = np.zeros((n, cols))
         Z[np.arange(n), np.arange(n)] = alphas[:, t]
         for i in range(n):
-            Z[i, n + i * T: n + (i + 1) * T] = Us[i, t]
+            Z[i, n + i * T : n + (i + 1) * T] = Us[i, t]
         return Z
 
     from scipy.sparse import csr_matrix  # lazy: start-up cost
@@ -491,8 +513,9 @@ def _coefficient_rows(ex: IncaExecution, wanted: dict[int, list[int]]) -> np.nda
     return np.vstack(out) if out else np.zeros((0, cols))
 
 
-def _observed_from(ex: IncaExecution, observed: Iterable[tuple[int, int]] | None,
-                   corrupted: Iterable[int] | None) -> tuple[set[tuple[int, int]], np.ndarray]:
+def _observed_from(
+    ex: IncaExecution, observed: Iterable[tuple[int, int]] | None, corrupted: Iterable[int] | None
+) -> tuple[set[tuple[int, int]], np.ndarray]:
     n, T = ex.n, ex.T
     corr = np.zeros(n, dtype=bool)
     if corrupted is not None:
@@ -502,7 +525,7 @@ def _observed_from(ex: IncaExecution, observed: Iterable[tuple[int, int]] | None
                 raise ValueError(f"corrupted party {c} out of range 0..{n - 1}")
             corr[c] = True
     seen: set[tuple[int, int]] = set()
-    for tt, i in (observed or ()):
+    for tt, i in observed or ():
         tt, i = int(tt), int(i)
         if not (0 <= tt <= T and 0 <= i < n):
             raise ValueError(f"observed message {(tt, i)} out of range")
@@ -524,8 +547,13 @@ def _observed_from(ex: IncaExecution, observed: Iterable[tuple[int, int]] | None
     return seen, ~corr
 
 
-def linear_view(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None = None,
-                corrupted: Iterable[int] | None = None, tol: float = 1e-10) -> LinearView:
+def linear_view(
+    ex: IncaExecution,
+    *,
+    observed: Iterable[tuple[int, int]] | None = None,
+    corrupted: Iterable[int] | None = None,
+    tol: float = 1e-10,
+) -> LinearView:
     """The adversary's linear system (§7.1) for an eavesdropper seeing `observed` (messages (t, i),
     value y_i^(t); finals always added) and/or a colluding set `corrupted` (its own values at every
     t, every message sent to it by an online sender, the finals; its u and Δ columns are known and
@@ -603,8 +631,9 @@ class IncaAudit:
         return self.epsilon_paper_max < 1.0
 
 
-def scales(view: LinearView, sigma_eta: float, sigma_delta: float,
-           sensitivity: float = 1.0) -> np.ndarray:
+def scales(
+    view: LinearView, sigma_eta: float, sigma_delta: float, sensitivity: float = 1.0
+) -> np.ndarray:
     """s_k for every honest k (view order): Δ_x²·a_kᵀ M⁻¹ a_k with M = σ_η² AAᵀ + σ_Δ² BBᵀ
     (Theorem 4.1, §7.6 step 3).
 
@@ -628,9 +657,17 @@ def scales(view: LinearView, sigma_eta: float, sigma_delta: float,
     return sensitivity * np.sqrt(np.einsum("rk,rk->k", X, X))
 
 
-def account(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None = None,
-            corrupted: Iterable[int] | None = None, sigma_eta: float, sigma_delta: float,
-            delta: float, sensitivity: float = 1.0, view: LinearView | None = None) -> IncaAudit:
+def account(
+    ex: IncaExecution,
+    *,
+    observed: Iterable[tuple[int, int]] | None = None,
+    corrupted: Iterable[int] | None = None,
+    sigma_eta: float,
+    sigma_delta: float,
+    delta: float,
+    sensitivity: float = 1.0,
+    view: LinearView | None = None,
+) -> IncaAudit:
     """(ε, δ) of this execution against an eavesdropper who sees `observed` ((t, i) messages:
     y_i^(t), finals always included) or a colluding set `corrupted` (spec §7.1, §7.2, Thm 4.1),
     with the per-party s_k. `sensitivity` is Δ_x (spec: X = [0, 1], Δ_x = 1); for vector values
@@ -651,9 +688,18 @@ def account(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None = N
     for h, k in enumerate(view.honest):
         eps[k] = gaussian_epsilon(float(sk[h]), delta, "analytic")
         eps_p[k] = gaussian_epsilon(float(sk[h]), delta, "paper")
-    return IncaAudit(s=s, epsilon=eps, epsilon_paper=eps_p, delta=delta, sigma_eta=sigma_eta,
-                     sigma_delta=sigma_delta, sensitivity=sensitivity, honest=view.honest,
-                     rank=view.rank, rows_observed=view.rows_observed)
+    return IncaAudit(
+        s=s,
+        epsilon=eps,
+        epsilon_paper=eps_p,
+        delta=delta,
+        sigma_eta=sigma_eta,
+        sigma_delta=sigma_delta,
+        sensitivity=sensitivity,
+        honest=view.honest,
+        rank=view.rank,
+        rows_observed=view.rows_observed,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -661,8 +707,9 @@ def account(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None = N
 # ---------------------------------------------------------------------------------------------
 
 
-def sample_observed(ex: IncaExecution, fraction: float,
-                    rng: np.random.Generator) -> set[tuple[int, int]]:
+def sample_observed(
+    ex: IncaExecution, fraction: float, rng: np.random.Generator
+) -> set[tuple[int, int]]:
     """An eavesdropper who sees round(fraction·m_t) of the m_t party-messages sent in each
     iteration t, uniformly at random (spec §8 Fig. 2: "50% of messages per iteration observed at
     random"; §10 item 5: per party-message, not per edge). Finals are added by `account`."""
@@ -676,8 +723,9 @@ def sample_observed(ex: IncaExecution, fraction: float,
     return seen
 
 
-def sample_corrupted(n: int, size: int, rng: np.random.Generator,
-                     exclude: Iterable[int] = ()) -> np.ndarray:
+def sample_corrupted(
+    n: int, size: int, rng: np.random.Generator, exclude: Iterable[int] = ()
+) -> np.ndarray:
     """A uniformly random colluding set of `size` parties, never one of `exclude`."""
     pool = np.setdiff1d(np.arange(n), np.asarray(list(exclude), dtype=int))
     if not (0 <= size <= pool.size):
@@ -709,7 +757,7 @@ class _Pencil:
         return cls(np.clip(lam, 0.0, 1.0), (V.T @ view.A) ** 2)
 
     def s2(self, sigma_eta: float, sigma_delta: float) -> np.ndarray:
-        den = sigma_eta ** 2 * (1.0 - self.lam) + sigma_delta ** 2 * self.lam
+        den = sigma_eta**2 * (1.0 - self.lam) + sigma_delta**2 * self.lam
         return (self.C2 / den[:, None]).sum(axis=0)
 
     def limit(self, tol: float = 1e-9) -> np.ndarray:
@@ -735,9 +783,11 @@ def target_scale(epsilon: float, delta: float, method: str = "paper") -> float:
     if method == "paper":
         s = epsilon / math.sqrt(2.0 * math.log(1.25 / delta))
         if epsilon >= 1.0 and gaussian_epsilon(s, delta, "analytic") > epsilon:
-            raise ValueError("the paper's constant c = sqrt(2 ln(1.25/δ)) needs ε < 1 and the "
-                             "exact analytic Gaussian does not confirm it here; use "
-                             "method='analytic'")
+            raise ValueError(
+                "the paper's constant c = sqrt(2 ln(1.25/δ)) needs ε < 1 and the "
+                "exact analytic Gaussian does not confirm it here; use "
+                "method='analytic'"
+            )
         return s
     lo, hi = 0.0, 1.0
     while gaussian_epsilon(hi, delta, method) <= epsilon:
@@ -766,9 +816,15 @@ class Calibration:
     method: str
 
 
-def min_sigma_delta(view: LinearView, sigma_eta: float, s_target: float,
-                    sensitivity: float = 1.0, lo: float = 1e-6, hi: float = 1e8,
-                    rel: float = 1e-4) -> float:
+def min_sigma_delta(
+    view: LinearView,
+    sigma_eta: float,
+    s_target: float,
+    sensitivity: float = 1.0,
+    lo: float = 1e-6,
+    hi: float = 1e8,
+    rel: float = 1e-4,
+) -> float:
     """Smallest σ_Δ with max_k s_k ≤ s_target at this σ_η (bisection on log σ_Δ; s_k decreases
     in σ_Δ, §7.6). Returns inf if even σ_Δ → ∞ does not reach the target (σ_η too small for
     this view: σ_η² < Δ_x² max_k Π_kk / s_target²)."""
@@ -776,7 +832,7 @@ def min_sigma_delta(view: LinearView, sigma_eta: float, s_target: float,
     goal = (s_target / sensitivity) ** 2
     if pen.lam.size == 0 or pen.s2(sigma_eta, lo).max() <= goal:
         return 0.0 if pen.lam.size == 0 else lo
-    if pen.limit().max() / sigma_eta ** 2 > goal * (1 - 1e-9) or pen.s2(sigma_eta, hi).max() > goal:
+    if pen.limit().max() / sigma_eta**2 > goal * (1 - 1e-9) or pen.s2(sigma_eta, hi).max() > goal:
         return math.inf
     a, b = math.log(lo), math.log(hi)
     while b - a > rel:
@@ -788,9 +844,16 @@ def min_sigma_delta(view: LinearView, sigma_eta: float, s_target: float,
     return math.exp(b)
 
 
-def calibrate(views: Iterable[LinearView], *, epsilon: float, delta: float, kappa: float = 2.0,
-              sigma_eta: float | None = None, sensitivity: float = 1.0,
-              method: str = "paper") -> Calibration:
+def calibrate(
+    views: Iterable[LinearView],
+    *,
+    epsilon: float,
+    delta: float,
+    kappa: float = 2.0,
+    sigma_eta: float | None = None,
+    sensitivity: float = 1.0,
+    method: str = "paper",
+) -> Calibration:
     """σ_η and σ_Δ for a target (ε, δ) by the exact procedure of spec §7.6.
 
     σ_η² = κ·c²Δ_x²/(ε² n_H) (the spec's σ_η*² times κ, n_H from the first view) unless
@@ -809,10 +872,19 @@ def calibrate(views: Iterable[LinearView], *, epsilon: float, delta: float, kapp
     se = math.sqrt(kappa) * star if sigma_eta is None else float(sigma_eta)
     per = tuple(min_sigma_delta(v, se, s_target, sensitivity) for v in views)
     if any(math.isinf(p) for p in per):
-        raise ValueError(f"σ_η = {se:.4g} cannot reach ε = {epsilon} on {sum(map(math.isinf, per))}"
-                         f" of {len(per)} sampled executions whatever σ_Δ (increase κ)")
-    return Calibration(sigma_eta=se, sigma_delta=max(per), sigma_eta_star=star,
-                       per_sample=per, epsilon=epsilon, delta=delta, method=method)
+        raise ValueError(
+            f"σ_η = {se:.4g} cannot reach ε = {epsilon} on {sum(map(math.isinf, per))}"
+            f" of {len(per)} sampled executions whatever σ_Δ (increase κ)"
+        )
+    return Calibration(
+        sigma_eta=se,
+        sigma_delta=max(per),
+        sigma_eta_star=star,
+        per_sample=per,
+        epsilon=epsilon,
+        delta=delta,
+        method=method,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -820,8 +892,12 @@ def calibrate(views: Iterable[LinearView], *, epsilon: float, delta: float, kapp
 # ---------------------------------------------------------------------------------------------
 
 
-def unseen_delivered(ex: IncaExecution, *, observed: Iterable[tuple[int, int]] | None = None,
-                     corrupted: Iterable[int] | None = None) -> list[tuple[int, int]]:
+def unseen_delivered(
+    ex: IncaExecution,
+    *,
+    observed: Iterable[tuple[int, int]] | None = None,
+    corrupted: Iterable[int] | None = None,
+) -> list[tuple[int, int]]:
     """Messages (t, j) of honest j, not seen by the adversary and effectively delivered (j online
     at t+1 and at least one receiver counted it: W̃^{t+1}_{:,j} ≠ e_j), t = 0..T-1 (Lemma 4.4)."""
     seen, honest = _observed_from(ex, observed, corrupted)
@@ -903,19 +979,30 @@ def explain(ex: IncaExecution, **adversary: Any) -> dict[str, Any]:
     comps = nx.number_strongly_connected_components(G) if G.number_of_nodes() else 0
     weak = G.number_of_nodes() > 0 and nx.is_weakly_connected(G)
     if strong:
-        text = (f"the {G.number_of_nodes()} honest parties still present form one strongly "
-                f"connected graph of unseen messages (Theorem 4.8), so the adversary only learns "
-                f"their total beyond the noise: near central-DP protection")
+        text = (
+            f"the {G.number_of_nodes()} honest parties still present form one strongly "
+            f"connected graph of unseen messages (Theorem 4.8), so the adversary only learns "
+            f"their total beyond the noise: near central-DP protection"
+        )
     elif rc["holds"]:
-        text = (f"the unseen-message graph is not strongly connected ({comps} components) but the "
-                f"rank condition of Theorems 4.5/4.6 holds (rank {rc['rank']} of {rc['needed']})")
+        text = (
+            f"the unseen-message graph is not strongly connected ({comps} components) but the "
+            f"rank condition of Theorems 4.5/4.6 holds (rank {rc['rank']} of {rc['needed']})"
+        )
     else:
-        text = (f"the unseen messages do not mix the honest parties (rank {rc['rank']} < "
-                f"{rc['needed']}): the adversary sees partial sums without Δ noise; protection "
-                f"of some parties falls back towards local DP")
-    return {"strongly_connected": bool(strong), "weakly_connected": bool(weak),
-            "components": int(comps), "edges": G.number_of_edges(), "rank_condition": rc,
-            "text": text}
+        text = (
+            f"the unseen messages do not mix the honest parties (rank {rc['rank']} < "
+            f"{rc['needed']}): the adversary sees partial sums without Δ noise; protection "
+            f"of some parties falls back towards local DP"
+        )
+    return {
+        "strongly_connected": bool(strong),
+        "weakly_connected": bool(weak),
+        "components": int(comps),
+        "edges": G.number_of_edges(),
+        "rank_condition": rc,
+        "text": text,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -955,17 +1042,27 @@ def dropout_summary(ex: IncaExecution, sigma_delta: float) -> dict[str, Any]:
     e = estimate_terms(ex)
     alphas, _ = ex.party_schemes()
     w = e["omega_total"]
-    per = np.sqrt((e["c_delta"] ** 2).sum(axis=1)) * sigma_delta / w if w > 0 else \
-        np.full(ex.n, np.inf)
-    return {"leavers": [int(i) for i in np.flatnonzero(~ex.online[ex.T])],
-            "uncancelled_noise_std": float(np.sqrt((per ** 2).sum())),
-            "per_party_uncancelled": {int(i): float(per[i]) for i in np.flatnonzero(per > 0)},
-            "value_share_released": float(e["c_u"].sum() / alphas.sum()),
-            "omega_total": w}
+    per = (
+        np.sqrt((e["c_delta"] ** 2).sum(axis=1)) * sigma_delta / w
+        if w > 0
+        else np.full(ex.n, np.inf)
+    )
+    return {
+        "leavers": [int(i) for i in np.flatnonzero(~ex.online[ex.T])],
+        "uncancelled_noise_std": float(np.sqrt((per**2).sum())),
+        "per_party_uncancelled": {int(i): float(per[i]) for i in np.flatnonzero(per > 0)},
+        "value_share_released": float(e["c_u"].sum() / alphas.sum()),
+        "omega_total": w,
+    }
 
 
-def expected_mse(ex: IncaExecution, x: np.ndarray, sigma_eta: float, sigma_delta: float,
-                 terms: dict[str, Any] | None = None) -> float:
+def expected_mse(
+    ex: IncaExecution,
+    x: np.ndarray,
+    sigma_eta: float,
+    sigma_delta: float,
+    terms: dict[str, Any] | None = None,
+) -> float:
     """E[(x̂ − x̄)²] of the weight-tracked estimate on this execution, over η and Δ (exact);
     `terms` = estimate_terms(ex) if already computed."""
     e = estimate_terms(ex) if terms is None else terms
@@ -974,8 +1071,8 @@ def expected_mse(ex: IncaExecution, x: np.ndarray, sigma_eta: float, sigma_delta
         return math.inf
     x = np.asarray(x, float)
     bias = e["c_u"] @ x / w - x.mean()
-    var = (sigma_eta ** 2 * (e["c_u"] ** 2).sum() + sigma_delta ** 2 * (e["c_delta"] ** 2).sum())
-    return float(bias ** 2 + var / w ** 2)
+    var = sigma_eta**2 * (e["c_u"] ** 2).sum() + sigma_delta**2 * (e["c_delta"] ** 2).sum()
+    return float(bias**2 + var / w**2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -985,10 +1082,12 @@ def expected_mse(ex: IncaExecution, x: np.ndarray, sigma_eta: float, sigma_delta
 
 def _threat(threat: Any, n: int) -> tuple[str, Any]:
     if not isinstance(threat, dict) or len(threat) != 1:
-        raise ValueError("threat must be one of {'eavesdropper': fraction}, {'colluders': "
-                         "fraction or count}, {'corrupted': [ids]}, {'observed': [(t, i)]}; got "
-                         f"{threat!r}")
-    (kind, value), = threat.items()
+        raise ValueError(
+            "threat must be one of {'eavesdropper': fraction}, {'colluders': "
+            "fraction or count}, {'corrupted': [ids]}, {'observed': [(t, i)]}; got "
+            f"{threat!r}"
+        )
+    ((kind, value),) = threat.items()
     if kind == "eavesdropper":
         if not (0.0 <= float(value) <= 1.0):
             raise ValueError(f"eavesdropper fraction must be in [0, 1], got {value!r}")
@@ -1008,9 +1107,18 @@ def _threat(threat: Any, n: int) -> tuple[str, Any]:
     raise ValueError(f"unknown threat kind {kind!r}")
 
 
-def party_report(ex: IncaExecution, me: int, threat: dict[str, Any], *, sigma_eta: float,
-                 sigma_delta: float, delta: float, sensitivity: float = 1.0, samples: int = 8,
-                 seed: int = 0) -> dict[str, Any]:
+def party_report(
+    ex: IncaExecution,
+    me: int,
+    threat: dict[str, Any],
+    *,
+    sigma_eta: float,
+    sigma_delta: float,
+    delta: float,
+    sensitivity: float = 1.0,
+    samples: int = 8,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Party `me`'s privacy for this job under a configured threat model (spec §2, §7.6).
 
     threat: {'eavesdropper': f} — a fraction f of the messages of each iteration is seen at random
@@ -1037,8 +1145,10 @@ def party_report(ex: IncaExecution, me: int, threat: dict[str, Any], *, sigma_et
     if kind == "eavesdropper":
         adversaries = [{"observed": sample_observed(ex, value, rng)} for _ in range(samples)]
     elif kind == "colluders":
-        adversaries = [{"corrupted": sample_corrupted(n, value, rng, exclude=[me])}
-                       for _ in range(samples if value > 0 else 1)]
+        adversaries = [
+            {"corrupted": sample_corrupted(n, value, rng, exclude=[me])}
+            for _ in range(samples if value > 0 else 1)
+        ]
     elif kind == "corrupted":
         if me in {int(c) for c in value}:
             raise ValueError(f"party {me} is in the corrupted set: it has no privacy to report")
@@ -1048,8 +1158,14 @@ def party_report(ex: IncaExecution, me: int, threat: dict[str, Any], *, sigma_et
     eps, eps_p, ss, strong, rank_ok = [], [], [], [], []
     worst = None
     for adv in adversaries:
-        a = account(ex, sigma_eta=sigma_eta, sigma_delta=sigma_delta, delta=delta,
-                    sensitivity=sensitivity, **adv)
+        a = account(
+            ex,
+            sigma_eta=sigma_eta,
+            sigma_delta=sigma_delta,
+            delta=delta,
+            sensitivity=sensitivity,
+            **adv,
+        )
         e = explain(ex, **adv)
         eps.append(float(a.epsilon[me]))
         eps_p.append(float(a.epsilon_paper[me]))
@@ -1062,11 +1178,15 @@ def party_report(ex: IncaExecution, me: int, threat: dict[str, Any], *, sigma_et
         raise ValueError("no adversary to sample (samples must be >= 1)")
     w = worst[0]
     return {
-        "party": me, "threat": {kind: value if kind in ("eavesdropper", "colluders")
-                                else "specific"},
-        "samples": len(adversaries), "delta": delta,
-        "epsilon": eps[w], "epsilon_paper": eps_p[w], "paper_constant_valid": eps_p[w] < 1.0,
-        "epsilon_mean": float(np.mean(eps)), "s": ss[w],
+        "party": me,
+        "threat": {kind: value if kind in ("eavesdropper", "colluders") else "specific"},
+        "samples": len(adversaries),
+        "delta": delta,
+        "epsilon": eps[w],
+        "epsilon_paper": eps_p[w],
+        "paper_constant_valid": eps_p[w] < 1.0,
+        "epsilon_mean": float(np.mean(eps)),
+        "s": ss[w],
         # the local-DP level of the discrete η drawn (CKS Thm 4 + Prop. 12, proven for it); the
         # audit's 'epsilon' is a continuous-noise analysis (module docstring)
         "local_dp_epsilon": discrete_gaussian_epsilon(sigma_eta / sensitivity, delta),
@@ -1074,22 +1194,39 @@ def party_report(ex: IncaExecution, me: int, threat: dict[str, Any], *, sigma_et
         "rank_condition_fraction": float(np.mean(rank_ok)),
         "explanation": worst[1]["text"],
         "choice": "worst case over sampled adversaries (seeded by the job's public seed)"
-                  if len(adversaries) > 1 or kind in ("eavesdropper", "colluders")
-                  else "the given adversary",
-        "sigma_eta": sigma_eta, "sigma_delta": sigma_delta,
+        if len(adversaries) > 1 or kind in ("eavesdropper", "colluders")
+        else "the given adversary",
+        "sigma_eta": sigma_eta,
+        "sigma_delta": sigma_delta,
     }
 
 
 # -- the public execution a job's results state (shared by the engine and the accountant) -----
-def build_execution(n: int, k: int, T: int, seed: int, scheme: str, online: np.ndarray,
-                    counted: Sequence[set[tuple[int, int]]], lost: Sequence[tuple[int, int, int]],
-                    final: np.ndarray) -> IncaExecution:
+def build_execution(
+    n: int,
+    k: int,
+    T: int,
+    seed: int,
+    scheme: str,
+    online: np.ndarray,
+    counted: Sequence[set[tuple[int, int]]],
+    lost: Sequence[tuple[int, int, int]],
+    final: np.ndarray,
+) -> IncaExecution:
     """The IncaExecution of online sets, counted messages (both ends) and lost messages (sender
     only): `make_execution` returns an uncounted share to its sender's diagonal (line 13), and a
     lost message's share is then taken off it again (it left the sender and entered nobody, so
     that column sums to less than 1)."""
-    ex = make_execution(n, k, T, seed, scheme, online=np.asarray(online, dtype=bool),
-                        final=np.asarray(final, dtype=bool), counted=[set(c) for c in counted])
+    ex = make_execution(
+        n,
+        k,
+        T,
+        seed,
+        scheme,
+        online=np.asarray(online, dtype=bool),
+        final=np.asarray(final, dtype=bool),
+        counted=[set(c) for c in counted],
+    )
     if not lost:
         return ex
     weights = [np.array(W) for W in ex.weights]
@@ -1108,10 +1245,16 @@ def execution_from_info(spec: Mapping[str, Any], info: Mapping[str, Any]) -> Inc
     final = np.zeros(n, dtype=bool)
     final[[index[v] for v in info["final"]]] = True
     return build_execution(
-        n, int(p["k"]), T, int(spec["public_seed"]), str(p["scheme"]),
+        n,
+        int(p["k"]),
+        T,
+        int(spec["public_seed"]),
+        str(p["scheme"]),
         np.asarray(info["online"], dtype=bool),
         [{(index[a], index[b]) for a, b in c} for c in info["counted"]],
-        [(int(t), index[a], index[b]) for t, a, b in info["lost"]], final)
+        [(int(t), index[a], index[b]) for t, a, b in info["lost"]],
+        final,
+    )
 
 
 def parse_threat(threat: str, n: int) -> tuple[str, float]:
@@ -1123,8 +1266,9 @@ def parse_threat(threat: str, n: int) -> tuple[str, float]:
     except ValueError:
         raise ValueError(f"threat must be eavesdrop:P or collude:RHO, got {threat!r}") from None
     if kind not in ("eavesdrop", "collude") or not 0.0 <= frac <= 1.0:
-        raise ValueError(f"threat must be eavesdrop:P or collude:RHO with a fraction in [0, 1], "
-                         f"got {threat!r}")
+        raise ValueError(
+            f"threat must be eavesdrop:P or collude:RHO with a fraction in [0, 1], got {threat!r}"
+        )
     if kind == "collude" and round(frac * n) >= n - 1:
         raise ValueError("collude:RHO must leave at least two honest parties")
     return kind, frac

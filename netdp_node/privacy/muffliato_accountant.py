@@ -78,8 +78,10 @@ CONTINUOUS = "continuous-noise analysis; not proven for discrete noise"
 JOINT_VIEW = f"joint view, realised schedule ({CONTINUOUS}; not a guarantee)"
 PAPER = f"paper bound ({CONTINUOUS}; not a guarantee)"
 MEAN_LOSS = f"mean loss eq. (7) ({CONTINUOUS}; a summary, not a guarantee)"
-GUARANTEE = ("local-DP level of the node's discrete-Gaussian release (data processing; CKS "
-             "Theorem 4 and Proposition 12): the guarantee proven for the noise sampled")
+GUARANTEE = (
+    "local-DP level of the node's discrete-Gaussian release (data processing; CKS "
+    "Theorem 4 and Proposition 12): the guarantee proven for the noise sampled"
+)
 _CACHE: dict[tuple[Any, ...], Any] = {}
 #: schedules up to this many rounds may use pndp_gossip's exact rational fallback
 EXACT_MAX_ROUNDS = 60
@@ -93,8 +95,13 @@ def _index(spec: Mapping[str, Any]) -> dict[str, int]:
 GRAPHS = ("ring", "complete", "hypercube", "topology", "er")
 
 
-def public_graph(params: Mapping[str, Any], n: int, public_seed: int, call: int,
-                 topology: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+def public_graph(
+    params: Mapping[str, Any],
+    n: int,
+    public_seed: int,
+    call: int,
+    topology: Sequence[tuple[int, int]] = (),
+) -> list[tuple[int, int]]:
     """The undirected edges (i < j, participant indices) of gossip call `call`: a pure function of
     public parameters, so every node and every accountant compute the same graph."""
     kind = str(params.get("graph", "ring"))
@@ -132,8 +139,14 @@ def _reports(entries: Iterable[Any], me: str) -> dict[str, Any]:
         if e.event == "round":
             out.setdefault(me, {})[int(e.params["round"])] = list(e.params["realised"])
         elif e.event == "activation":
-            out.setdefault(me, []).append([e.params["initiator"], int(e.params["id"]), e.peer,
-                                           e.params["status"] == "committed"])
+            out.setdefault(me, []).append(
+                [
+                    e.params["initiator"],
+                    int(e.params["id"]),
+                    e.peer,
+                    e.params["status"] == "committed",
+                ]
+            )
         elif e.event == "schedule":
             if "realised" in e.params:
                 out[e.peer] = {int(r): list(v) for r, v in e.params["realised"].items()}
@@ -142,8 +155,9 @@ def _reports(entries: Iterable[Any], me: str) -> dict[str, Any]:
     return out
 
 
-def _restricted_metropolis(n: int, planned: Sequence[tuple[int, int]],
-                           realised: Iterable[tuple[int, int]]) -> dict[tuple[int, int], Fraction]:
+def _restricted_metropolis(
+    n: int, planned: Sequence[tuple[int, int]], realised: Iterable[tuple[int, int]]
+) -> dict[tuple[int, int], Fraction]:
     """The engine's weights: Metropolis weights of the planned (public) graph on the realised
     edges, the rest of each row on the diagonal (exact fractions)."""
     return metropolis_fractions(n, realised, degree_edges=planned)
@@ -156,8 +170,9 @@ def _csr(n: int, rat: Mapping[tuple[int, int], Fraction]) -> Any:
     return sp.csr_array(([float(rat[k]) for k in keys], (rows, cols)), shape=(n, n))
 
 
-def sync_schedules(spec: Mapping[str, Any], entries: Iterable[Any],
-                   me: str) -> tuple[list[pg.GossipSchedule] | None, str]:
+def sync_schedules(
+    spec: Mapping[str, Any], entries: Iterable[Any], me: str
+) -> tuple[list[pg.GossipSchedule] | None, str]:
     """The realised schedule of every gossip call of a synchronous job, from the ledger, or
     (None, why) when the ledger does not determine it (yet)."""
     p = spec["params"]
@@ -173,8 +188,10 @@ def sync_schedules(spec: Mapping[str, Any], entries: Iterable[Any],
         planned = call_graph(spec, c)
         for a, b in planned:
             if a not in reported and b not in reported:
-                return None, (f"no schedule from {spec['participants'][a]} nor "
-                              f"{spec['participants'][b]} (call {c})")
+                return None, (
+                    f"no schedule from {spec['participants'][a]} nor "
+                    f"{spec['participants'][b]} (call {c})"
+                )
         E = frozenset(planned)
         rounds = []
         for r in range(c * T, (c + 1) * T):
@@ -187,14 +204,17 @@ def sync_schedules(spec: Mapping[str, Any], entries: Iterable[Any],
                 for x, y in ((a, b), (b, a)):
                     v = spec["participants"][x]
                     if x in reported and spec["participants"][y] not in reports[v].get(r, []):
-                        return None, (f"{v} and {spec['participants'][y]} disagree on their edge "
-                                      f"in round {r}")
+                        return None, (
+                            f"{v} and {spec['participants'][y]} disagree on their edge in round {r}"
+                        )
                 if (a, b) not in E:
                     return None, f"edge ({a}, {b}) in round {r} is not in the public graph"
             rounds.append(frozenset(real))
         if gamma is not None and len(set(rounds)) > 1:
-            return None, ("an accelerated call with drops (per-node Chebyshev restarts) is not a "
-                          "schedule the accountant can rebuild")
+            return None, (
+                "an accelerated call with drops (per-node Chebyshev restarts) is not a "
+                "schedule the accountant can rebuild"
+            )
         cache: dict[frozenset[tuple[int, int]], Any] = {}
         mats, rats = [], []
         for R in rounds:
@@ -207,8 +227,9 @@ def sync_schedules(spec: Mapping[str, Any], entries: Iterable[Any],
     return out, ""
 
 
-def merge_activations(reports: Mapping[str, Sequence[Sequence[Any]]]) -> list[tuple[str, int, str,
-                                                                                    str, bool]]:
+def merge_activations(
+    reports: Mapping[str, Sequence[Sequence[Any]]],
+) -> list[tuple[str, int, str, str, bool]]:
     """One global sequence of pairwise exchanges consistent with every node's local order
     (a topological order of the union of the nodes' chains; any such order gives the same
     views, because exchanges on disjoint pairs commute). Items (initiator, id, a, b, committed).
@@ -246,8 +267,9 @@ def merge_activations(reports: Mapping[str, Sequence[Sequence[Any]]]) -> list[tu
     return [(k[0], k[1], ends[k][0], ends[k][1], status[k]) for k in order]
 
 
-def random_schedule(spec: Mapping[str, Any], entries: Iterable[Any],
-                    me: str) -> tuple[list[pg.GossipSchedule] | None, str]:
+def random_schedule(
+    spec: Mapping[str, Any], entries: Iterable[Any], me: str
+) -> tuple[list[pg.GossipSchedule] | None, str]:
     """The realised schedule of a randomized job (one exchange per round), or (None, why)."""
     idx = _index(spec)
     n = len(idx)
@@ -258,8 +280,9 @@ def random_schedule(spec: Mapping[str, Any], entries: Iterable[Any],
         return None, "this node has not finished"
     for i, j in call_graph(spec, 0):
         if i not in reported and j not in reported:
-            return None, (f"no schedule from {spec['participants'][i]} nor "
-                          f"{spec['participants'][j]}")
+            return None, (
+                f"no schedule from {spec['participants'][i]} nor {spec['participants'][j]}"
+            )
     try:
         seq = merge_activations(reports)
     except ValueError as e:
@@ -273,8 +296,10 @@ def random_schedule(spec: Mapping[str, Any], entries: Iterable[Any],
             seen[x] = seen.get(x, 0) + 1
     silent = sorted(x for x, k in seen.items() if k > 1 and x not in reports)
     if silent:
-        return None, (f"no schedule from {silent[0]}, which took part in {seen[silent[0]]} "
-                      "exchanges: their order is unknown")
+        return None, (
+            f"no schedule from {silent[0]}, which took part in {seen[silent[0]]} "
+            "exchanges: their order is unknown"
+        )
     # Its one exchange's outcome is known only where the protocol forces it: an initiator that
     # committed had its value acknowledged (so the responder averaged); a responder that did not
     # commit never accepted (so the initiator did not). A silent responder of an "aborted"
@@ -282,8 +307,10 @@ def random_schedule(spec: Mapping[str, Any], entries: Iterable[Any],
     # one may have been left without the acknowledgement: either way not determined.
     for init, k, a, b, committed in seq:
         if (b not in reports and not committed) or (a not in reports and committed):
-            return None, (f"no schedule from {b if b not in reports else a}: the outcome of "
-                          f"exchange {init}:{k} at its end is unknown")
+            return None, (
+                f"no schedule from {b if b not in reports else a}: the outcome of "
+                f"exchange {init}:{k} at its end is unknown"
+            )
     if not seq:
         return [], ""
     # Consecutive exchanges on disjoint pairs commute: pack them greedily into one round (a
@@ -313,21 +340,27 @@ def random_schedule(spec: Mapping[str, Any], entries: Iterable[Any],
     return [pg.GossipSchedule(n, tuple(edges), tuple(mats), None, tuple(rats))], ""
 
 
-def schedules(spec: Mapping[str, Any], entries: Sequence[Any],
-              me: str) -> tuple[list[pg.GossipSchedule] | None, str]:
+def schedules(
+    spec: Mapping[str, Any], entries: Sequence[Any], me: str
+) -> tuple[list[pg.GossipSchedule] | None, str]:
     if spec["algorithm"] == "muffliato-random":
         return random_schedule(spec, entries, me)
     return sync_schedules(spec, entries, me)
 
 
-def leakage_matrices(spec: Mapping[str, Any], entries: Sequence[Any],
-                     me: str) -> tuple[list[np.ndarray] | None, str]:
+def leakage_matrices(
+    spec: Mapping[str, Any], entries: Sequence[Any], me: str
+) -> tuple[list[np.ndarray] | None, str]:
     """Per gossip call, the joint-view matrix F[u, v] = ε_{u→v}/ε_LDP on the realised schedule
     (`pndp_gossip.joint_view_matrix`), or (None, why). Cached per (job, node, reported
     schedules)."""
-    key = ("jv", spec["job_id"], tuple(spec["participants"]),
-           repr(sorted(_reports(entries, me).items())),
-           spec["algorithm"] != "muffliato-random" or any(e.event == "output" for e in entries))
+    key = (
+        "jv",
+        spec["job_id"],
+        tuple(spec["participants"]),
+        repr(sorted(_reports(entries, me).items())),
+        spec["algorithm"] != "muffliato-random" or any(e.event == "output" for e in entries),
+    )
     if key in _CACHE:
         return _CACHE[key]
     scheds, why = schedules(spec, entries, me)
@@ -338,8 +371,15 @@ def leakage_matrices(spec: Mapping[str, Any], entries: Sequence[Any],
         n = len(spec["participants"])
         # exact rational arithmetic (pndp_gossip's fallback when the float basis is unresolved)
         # only for short schedules: it is slow; otherwise unresolved values are conservative
-        res = ([pg.joint_view_matrix(s, exact=None if s.T <= EXACT_MAX_ROUNDS else False)
-                if s.T else np.eye(n) for s in scheds], "")
+        res = (
+            [
+                pg.joint_view_matrix(s, exact=None if s.T <= EXACT_MAX_ROUNDS else False)
+                if s.T
+                else np.eye(n)
+                for s in scheds
+            ],
+            "",
+        )
     if len(_CACHE) > 64:
         _CACHE.clear()
     _CACHE[key] = res
@@ -357,8 +397,12 @@ def _ldp_loss(spec: Mapping[str, Any], count: int, label: str) -> PrivacyLoss:
     if count == 0:
         return PrivacyLoss(0.0, 0.0, "no-contribution")
     curve = gaussian_rdp(sigma / sens, DEFAULT_ORDERS, count)
-    return PrivacyLoss(rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0], delta, label,
-                       (tuple(DEFAULT_ORDERS), tuple(float(x) for x in curve)))
+    return PrivacyLoss(
+        rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0],
+        delta,
+        label,
+        (tuple(DEFAULT_ORDERS), tuple(float(x) for x in curve)),
+    )
 
 
 def _contributions(entries: Iterable[Any]) -> int:
@@ -367,12 +411,14 @@ def _contributions(entries: Iterable[Any]) -> int:
 
 def _pair(spec: Mapping[str, Any], fraction: float, label: str) -> PrivacyLoss:
     sigma, sens, delta = _sigma_ratio(spec)
-    return pg.pair_privacy_loss(min(1.0, max(0.0, fraction)), sigma=sigma, sensitivity=sens,
-                                delta=delta, method=label)
+    return pg.pair_privacy_loss(
+        min(1.0, max(0.0, fraction)), sigma=sigma, sensitivity=sens, delta=delta, method=label
+    )
 
 
-def _direction(spec: Mapping[str, Any], entries: Sequence[Any], me: str,
-               outgoing: bool) -> dict[str, PrivacyLoss]:
+def _direction(
+    spec: Mapping[str, Any], entries: Sequence[Any], me: str, outgoing: bool
+) -> dict[str, PrivacyLoss]:
     parts = list(spec["participants"])
     others = [v for v in parts if v != me]
     count = _contributions(entries)
@@ -381,8 +427,12 @@ def _direction(spec: Mapping[str, Any], entries: Sequence[Any], me: str,
         return {v: PrivacyLoss(0.0, 0.0, "no-contribution") for v in others}
     if gd:  # spec §4.6: only the local-DP composition is a guarantee across steps
         calls = int(spec["params"].get("calls", 1)) if not outgoing else count
-        loss = _ldp_loss(spec, calls, "local-DP composition over the steps (muffliato.md §4.6; "
-                         "discrete Gaussian, CKS Theorem 4 and Proposition 12)")
+        loss = _ldp_loss(
+            spec,
+            calls,
+            "local-DP composition over the steps (muffliato.md §4.6; "
+            "discrete Gaussian, CKS Theorem 4 and Proposition 12)",
+        )
         return {v: loss for v in others}
     # one release x + η per node: the local-DP level, the bound proven for the discrete noise
     # (module docstring); the continuous-noise joint view is among the baselines, labelled
@@ -390,8 +440,9 @@ def _direction(spec: Mapping[str, Any], entries: Sequence[Any], me: str,
     return {v: loss for v in others}
 
 
-def joint_view(spec: Mapping[str, Any], entries: Sequence[Any], me: str,
-               outgoing: bool = True) -> dict[str, PrivacyLoss] | None:
+def joint_view(
+    spec: Mapping[str, Any], entries: Sequence[Any], me: str, outgoing: bool = True
+) -> dict[str, PrivacyLoss] | None:
     """The exact joint-view figure on the realised schedule (muffliato.md §4.11) towards (or, with
     outgoing=False, about) every other participant, or None when the ledger does not determine
     the schedule: an analysis of continuous Gaussian noise, NOT proven for the discrete noise the
@@ -401,8 +452,11 @@ def joint_view(spec: Mapping[str, Any], entries: Sequence[Any], me: str,
         return None
     F, parts = Fs[0], list(spec["participants"])
     u = parts.index(me)
-    return {v: _pair(spec, float(F[u, j] if outgoing else F[j, u]), JOINT_VIEW)
-            for j, v in enumerate(parts) if v != me}
+    return {
+        v: _pair(spec, float(F[u, j] if outgoing else F[j, u]), JOINT_VIEW)
+        for j, v in enumerate(parts)
+        if v != me
+    }
 
 
 def losses(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
@@ -434,17 +488,27 @@ def baselines(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[
     count = _contributions(es)
     scheds, why = schedules(spec, es, me)
     if scheds is not None and count:
-        worst_paper = max((float(np.max(np.delete(
-            pg.clip_to_ldp(pg.paper_bound_outgoing(s, u)), u))) for s in scheds if s.T),
-            default=0.0)
-        out[PAPER] = _pair(spec, worst_paper, "paper eq. (6), Theorem 1 convention, worst peer; "
-                           "NOT a guarantee (muffliato.md §4.11; continuous Gaussian noise)")
+        worst_paper = max(
+            (
+                float(np.max(np.delete(pg.clip_to_ldp(pg.paper_bound_outgoing(s, u)), u)))
+                for s in scheds
+                if s.T
+            ),
+            default=0.0,
+        )
+        out[PAPER] = _pair(
+            spec,
+            worst_paper,
+            "paper eq. (6), Theorem 1 convention, worst peer; "
+            "NOT a guarantee (muffliato.md §4.11; continuous Gaussian noise)",
+        )
         if spec["algorithm"] == "muffliato-gd":
             Fs, _ = leakage_matrices(spec, es, me)
             if Fs is not None:
                 worst = max(float(np.max(np.delete(F[u], u))) for F in Fs)
-                out[f"joint view per call ({CONTINUOUS}; not a guarantee across steps)"] = \
-                    _pair(spec, worst, "exact joint view of one call, worst call and peer (§4.6)")
+                out[f"joint view per call ({CONTINUOUS}; not a guarantee across steps)"] = _pair(
+                    spec, worst, "exact joint view of one call, worst call and peer (§4.6)"
+                )
     if spec["algorithm"] != "muffliato-gd" and scheds is not None:
         Fs, _ = leakage_matrices(spec, es, me)
         if Fs is not None:  # eq. (7) on the joint view: what this node learnt, on average
@@ -452,14 +516,19 @@ def baselines(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[
             if jv and count:
                 out[JOINT_VIEW] = max(jv.values(), key=lambda x: x.epsilon)
             out[MEAN_LOSS] = _pair(
-                spec, pg.mean_privacy_loss(Fs[0][:, u], u),
-                "incoming joint view averaged over the others, (1/n) Σ_u (muffliato.md §2.3)")
+                spec,
+                pg.mean_privacy_loss(Fs[0][:, u], u),
+                "incoming joint view averaged over the others, (1/n) Σ_u (muffliato.md §2.3)",
+            )
     if spec["algorithm"] != "muffliato-gd" and count:
         sigma, sens, delta = _sigma_ratio(spec)
         n = len(parts)
         out["local-dp"] = _ldp_loss(spec, 1, "local DP, same σ")
         z = math.sqrt(n) * sigma / sens  # the mean's noise σ/√n over its sensitivity Δ/n
         curve = gaussian_rdp(z, DEFAULT_ORDERS, 1)
-        out["central-dp"] = PrivacyLoss(rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0], delta,
-                                        "trusted curator, same noise on the mean")
+        out["central-dp"] = PrivacyLoss(
+            rdp_to_dp(DEFAULT_ORDERS, curve, delta)[0],
+            delta,
+            "trusted curator, same noise on the mean",
+        )
     return out

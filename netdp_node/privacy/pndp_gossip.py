@@ -1954,7 +1954,16 @@ def joint_view(
         leak = np.array([min(1.0, _round_up(x)) for x in diag])
         leak[list(obs)] = 1.0
         return JointView(
-            obs, leak, full, nproj.rank, numeric_rank, resolved, "nullspace", 0.0, m, estimate,
+            obs,
+            leak,
+            full,
+            nproj.rank,
+            numeric_rank,
+            resolved,
+            "nullspace",
+            0.0,
+            m,
+            estimate,
             nproj,
         )
     if resolved:

@@ -48,8 +48,9 @@ def weight_rule(value: object) -> WeightRule:
     raise ValueError(f"rule must be 'coded' or 'paper', got {value!r}")
 
 
-def transition_matrix(n: int, edges: Iterable[tuple[int, int]],
-                      rule: WeightRule = "coded") -> np.ndarray:
+def transition_matrix(
+    n: int, edges: Iterable[tuple[int, int]], rule: WeightRule = "coded"
+) -> np.ndarray:
     """Symmetric doubly-stochastic W on the undirected graph ({0..n−1}, edges): off-diagonal
     1/(max(d_u, d_v) + 1) ("coded", always lazy and aperiodic) or 1/max(d_u, d_v) ("paper"; periodic
     on even rings and hypercubes), diagonal 1 − Σ. Self-loops in `edges` are ignored."""
@@ -87,8 +88,9 @@ def communicability(W: np.ndarray, u: int, T: int) -> np.ndarray:
     return S
 
 
-def communicability_interval(W: Any, u: int, T: int, t0: int,
-                             lam_star: float) -> tuple[np.ndarray, np.ndarray]:
+def communicability_interval(
+    W: Any, u: int, T: int, t0: int, lam_star: float
+) -> tuple[np.ndarray, np.ndarray]:
     """What node u computes locally in O(t0·|E|) (spec §4.10): the row iteration up to t0, then the
     stationary part (H_T − H_t0)/n and a certified tail ±λ*^{t0+1}/((t0+1)(1 − λ*)), λ* the
     largest |λ_i|, i ≥ 2, of the public symmetric doubly-stochastic W (Cauchy–Schwarz). Returns
@@ -134,8 +136,14 @@ def linear_rdp_to_dp(rho: float, delta: float, amax: float = math.inf) -> float:
     return a * rho + L / (a - 1.0)
 
 
-def paper_epsilon(S: np.ndarray, n_u: float, sigma: float, delta: float, *,
-                  cap: Literal["paper", "c1", "none"] = "paper") -> np.ndarray:
+def paper_epsilon(
+    S: np.ndarray,
+    n_u: float,
+    sigma: float,
+    delta: float,
+    *,
+    cap: Literal["paper", "c1", "none"] = "paper",
+) -> np.ndarray:
     """The paper's per-pair (ε, δ)-values: ρ_v = N_u·min(S_v, 1/2)/σ² (RDP ε = αρ), converted with
     the α cap. NOT a guarantee in general (module docstring)."""
     amax = alpha_max(sigma, cap)
@@ -167,9 +175,13 @@ def neighbour_lists(n: int, edges: Iterable[tuple[int, int]]) -> list[list[int]]
     return [sorted(x) for x in nb]
 
 
-def transition_row(n: int, edges: Iterable[tuple[int, int]], u: int,
-                   rule: WeightRule = "coded",
-                   nb: Sequence[Sequence[int]] | None = None) -> tuple[list[int], list[float]]:
+def transition_row(
+    n: int,
+    edges: Iterable[tuple[int, int]],
+    u: int,
+    rule: WeightRule = "coded",
+    nb: Sequence[Sequence[int]] | None = None,
+) -> tuple[list[int], list[float]]:
     """Row u of `transition_matrix` without building the matrix: (columns, probabilities), u's
     neighbours in increasing order then u itself (the self-loop). `nb`: `neighbour_lists(n,
     edges)` when the caller has it already (e.g. shared by the engines of a job)."""
@@ -185,8 +197,9 @@ def transition_row(n: int, edges: Iterable[tuple[int, int]], u: int,
     return [*nb[u], u], [*probs, max(0.0, self_p)]
 
 
-def communicability_sparse(n: int, edges: Iterable[tuple[int, int]], u: int, T: int,
-                           rule: WeightRule = "coded") -> np.ndarray:
+def communicability_sparse(
+    n: int, edges: Iterable[tuple[int, int]], u: int, T: int, rule: WeightRule = "coded"
+) -> np.ndarray:
     """`communicability` with a sparse W (cost O(T·|E|)), for large graphs."""
     from scipy import sparse  # lazy: start-up cost
 
@@ -218,10 +231,16 @@ def live_law(W: np.ndarray, dead: Iterable[int]) -> np.ndarray:
     return W2 / rows
 
 
-def simulate_walks(W: np.ndarray, T: int, walks: int, rng: np.random.Generator, *,
-                   start: int | None = None,
-                   phases: Sequence[tuple[int, np.ndarray]] = (),
-                   chunk: int = 1000) -> Iterable[np.ndarray]:
+def simulate_walks(
+    W: np.ndarray,
+    T: int,
+    walks: int,
+    rng: np.random.Generator,
+    *,
+    start: int | None = None,
+    phases: Sequence[tuple[int, np.ndarray]] = (),
+    chunk: int = 1000,
+) -> Iterable[np.ndarray]:
     """Trajectories of the data-independent walk (spec §2.3 [NOTE]): yields arrays of shape
     (T, r) (r ≤ chunk walks each, `walks` in all), entry [t, k] the holder at step t of walk k
     (it contributes at step t; step 0 is the start). `start`: the public start holder, or None for
@@ -306,17 +325,28 @@ def excursion_q(contrib: np.ndarray, obs: np.ndarray) -> float:
                     else:
                         break
                 hull.append(p)
-            q += sum((y2 - y1) ** 2 / (x2 - x1) for (x1, y1), (x2, y2) in zip(hull, hull[1:])
-                     if x2 > x1)
+            q += sum(
+                (y2 - y1) ** 2 / (x2 - x1) for (x1, y1), (x2, y2) in zip(hull, hull[1:]) if x2 > x1
+            )
         j0 = j1
     return q
 
 
-def sound_q(W: np.ndarray, u: int, observers: Sequence[int], T: int, cap: int, walks: int,
-            rng: np.random.Generator, *, start: int | None = None, release: bool = True,
-            phases: Sequence[tuple[int, np.ndarray]] = (),
-            extra_obs: Mapping[Any, Sequence[int]] | None = None,
-            burn_in: int = 0) -> dict[Any, np.ndarray]:
+def sound_q(
+    W: np.ndarray,
+    u: int,
+    observers: Sequence[int],
+    T: int,
+    cap: int,
+    walks: int,
+    rng: np.random.Generator,
+    *,
+    start: int | None = None,
+    release: bool = True,
+    phases: Sequence[tuple[int, np.ndarray]] = (),
+    extra_obs: Mapping[Any, Sequence[int]] | None = None,
+    burn_in: int = 0,
+) -> dict[Any, np.ndarray]:
     """q(τ) of `excursion_q` for `walks` simulated trajectories and each observer v (spec §4.9):
     u contributes at its first `cap` visits from step `burn_in` on (0: every visit; Remark 5), v
     observes at its visits, at step T if the final model is published (`release`, spec §7.1 item
@@ -340,10 +370,10 @@ def sound_q(W: np.ndarray, u: int, observers: Sequence[int], T: int, cap: int, w
             su = np.searchsorted(pu_w, np.arange(path.shape[1] + 1))
             sv = np.searchsorted(pv_w, np.arange(path.shape[1] + 1))
             for w in range(path.shape[1]):
-                c = pu_t[su[w]:su[w + 1]]
+                c = pu_t[su[w] : su[w + 1]]
                 if cap:
                     c = c[:cap]
-                o = pv_t[sv[w]:sv[w + 1]]
+                o = pv_t[sv[w] : sv[w + 1]]
                 if extra or release:
                     o = np.unique(np.concatenate([o, extra, [T] if release else []])).astype(int)
                 out[v][k + w] = excursion_q(c, o)
@@ -351,8 +381,9 @@ def sound_q(W: np.ndarray, u: int, observers: Sequence[int], T: int, cap: int, w
     return out
 
 
-def sound_rdp(q: np.ndarray, sigma: float, cap: int, beta: float,
-              orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
+def sound_rdp(
+    q: np.ndarray, sigma: float, cap: int, beta: float, orders: Sequence[float] = DEFAULT_ORDERS
+) -> np.ndarray:
     """The certified per-trajectory view bound of spec §4.9 as an RDP curve:
     ε(α) ≤ ln UCB_β[E_τ exp((α − 1) D(τ))]/(α − 1), D(τ) = α q(τ)/(2σ²), with Hoeffding's upper
     confidence bound on the mean of exp((α − 1)D) ∈ [1, exp((α − 1)α·cap/(2σ²))] (q ≤ cap: every
@@ -372,8 +403,9 @@ def sound_rdp(q: np.ndarray, sigma: float, cap: int, beta: float,
     return np.minimum(log_ucb / (a - 1.0), a * cap / (2.0 * sigma * sigma))
 
 
-def sound_epsilon(q: np.ndarray, sigma: float, cap: int, delta: float,
-                  beta_share: float = 0.1) -> tuple[float, float, np.ndarray]:
+def sound_epsilon(
+    q: np.ndarray, sigma: float, cap: int, delta: float, beta_share: float = 0.1
+) -> tuple[float, float, np.ndarray]:
     """(ε, δ) from `sound_rdp`: δ splits into β = beta_share·δ for the Monte Carlo confidence and
     the rest for the RDP conversion (spec §7.6 item 22). Returns (ε, δ, the RDP curve)."""
     beta = beta_share * delta
@@ -406,8 +438,10 @@ def pairwise_matrix(W: np.ndarray, T: int) -> np.ndarray:
     """The whole matrix S(T) = Φ diag(s_T(λ)) Φᵀ from one eigendecomposition of the symmetric W
     (spec §4.10 "Global"): S_uv = Σ_t (W^t)_uv/t for every pair at once."""
     if not np.allclose(W, W.T, atol=1e-12):
-        raise ValueError("the spectral form needs a symmetric W (Assumption 2); use "
-                         "communicability (Lemma 2) instead")
+        raise ValueError(
+            "the spectral form needs a symmetric W (Assumption 2); use "
+            "communicability (Lemma 2) instead"
+        )
     lam, phi = np.linalg.eigh(W)
     return (phi * power_sums(lam, T)) @ phi.T
 
@@ -435,8 +469,13 @@ def hypercube_closed_form(dim: int, j: int, T: int) -> float:
     polynomial, j the Hamming distance. Spec: dim = 4, T = 1000, j = 0..4: 0.70563783, 0.63454369,
     0.41057376, 0.35989062, 0.33865324."""
     lam = np.array([(dim + 1 - 2 * k) / (dim + 1) for k in range(dim + 1)])
-    K = np.array([sum((-1) ** m * comb(j, m) * comb(dim - j, k - m) for m in range(k + 1))
-                  for k in range(dim + 1)], dtype=np.float64)
+    K = np.array(
+        [
+            sum((-1) ** m * comb(j, m) * comb(dim - j, k - m) for m in range(k + 1))
+            for k in range(dim + 1)
+        ],
+        dtype=np.float64,
+    )
     return float(np.sum(K * power_sums(lam, T)) / 2**dim)
 
 
@@ -448,8 +487,11 @@ def star_lemma2(n: int, T: int, rule: WeightRule = "coded") -> dict[str, float]:
     star = [(0, i) for i in range(1, n)]
     W = transition_matrix(n, star, rule)
     S_leaf = communicability(W, 1, T)
-    return {"leaf->leaf": float(S_leaf[2]), "centre->leaf": float(communicability(W, 0, T)[1]),
-            "leaf->centre": float(S_leaf[0])}
+    return {
+        "leaf->leaf": float(S_leaf[2]),
+        "centre->leaf": float(communicability(W, 0, T)[1]),
+        "leaf->centre": float(S_leaf[0]),
+    }
 
 
 def first_hit(W: np.ndarray, u: int, targets: Sequence[int], T: int) -> float:
@@ -476,8 +518,13 @@ def mean_pair_s(W: np.ndarray, T: int) -> float:
     return float((n * harmonic(T) - np.sum(power_sums(lam, T))) / (n * (n - 1)))
 
 
-def sigma_for_mean_loss(mean_s: float, contributions: float, epsilon: float, delta: float,
-                        cap: Literal["paper", "c1", "none"] = "paper") -> float:
+def sigma_for_mean_loss(
+    mean_s: float,
+    contributions: float,
+    epsilon: float,
+    delta: float,
+    cap: Literal["paper", "c1", "none"] = "paper",
+) -> float:
     """σ such that the (ε, δ) of the mean RDP, ρ = N·mean_S/σ² (ε_RDP = αρ), converted with the α
     cap of spec §4.7, equals `epsilon` (spec §4.11: the paper sets σ from the mean loss; netdp
     converts the mean RDP, as the authors' ba.py does). Spec, complete J/2048, N = 10, δ = 1e-6,
@@ -485,7 +532,9 @@ def sigma_for_mean_loss(mean_s: float, contributions: float, epsilon: float, del
     guarantee (§4.9)."""
     return smallest_scale(
         lambda s: linear_rdp_to_dp(contributions * mean_s / (s * s), delta, alpha_max(s, cap)),
-        epsilon, "σ")
+        epsilon,
+        "σ",
+    )
 
 
 def mixing_time(W: np.ndarray, iota: float = 0.25, t_max: int = 100_000) -> int:

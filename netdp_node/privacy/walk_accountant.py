@@ -80,8 +80,11 @@ def contributions_in_result(entries: Iterable[Any]) -> int:
     on branches of the walk that were fenced off after a re-route (custody). Reads only the
     CONTRIBUTION_EVENTS entries."""
     es = list(entries)
-    return real_contributions(es) - sum(int(e.params.get("discarded", 0)) for e in es
-                                        if e.direction == "local" and e.event == "fenced")
+    return real_contributions(es) - sum(
+        int(e.params.get("discarded", 0))
+        for e in es
+        if e.direction == "local" and e.event == "fenced"
+    )
 
 
 def live_participants(spec: Mapping[str, Any], entries: Iterable[Any]) -> int:
@@ -92,8 +95,9 @@ def live_participants(spec: Mapping[str, Any], entries: Iterable[Any]) -> int:
     (subsampling probability, visit counts, cycle count T/n), so evaluating them at n − D is
     conservative (custody, random-walks.md §7.1 item 2)."""
     n = len(spec["participants"])
-    lives = [int(e.params["live"]) for e in entries
-             if e.direction == "local" and "live" in e.params]
+    lives = [
+        int(e.params["live"]) for e in entries if e.direction == "local" and "live" in e.params
+    ]
     return max(2, min([n, *lives]))
 
 
@@ -115,8 +119,9 @@ def walk_horizon(params: Mapping[str, Any]) -> tuple[int, float]:
     return max(T, math.ceil(math.log(d) / math.log1p(-1.0 / T))) if T > 1 else 1, d
 
 
-def _regime_loss(params: Mapping[str, Any], n: int, n_u: float, eps0: float,
-                 delta0: float) -> tuple[float, float, str]:
+def _regime_loss(
+    params: Mapping[str, Any], n: int, n_u: float, eps0: float, delta0: float
+) -> tuple[float, float, str]:
     """The loss of spotted contributions, App. G: (ε, δ, label)."""
     if params["regime"] == "edge-cap":
         # c colluders see the real contributions adjacent to any of them: up to c·B (spec §2.9)
@@ -124,13 +129,26 @@ def _regime_loss(params: Mapping[str, Any], n: int, n_u: float, eps0: float,
         b = min(c * int(params["edge_cap"]), math.ceil(n_u))
         s = spotted_loss_capped(b, eps0, delta0, params["delta_prime"])
         return s.epsilon, s.delta, f"edge-cap(B={params['edge_cap']})"
-    s = spotted_loss(n_u, n, eps0, params["delta_hat"], params["delta_prime"], True, delta=delta0,
-                     colluders=int(params.get("colluders", 1)))
+    s = spotted_loss(
+        n_u,
+        n,
+        eps0,
+        params["delta_hat"],
+        params["delta_prime"],
+        True,
+        delta=delta0,
+        colluders=int(params.get("colluders", 1)),
+    )
     return s.epsilon, s.delta, "lemma2"
 
 
-def _ldp(eps0: float, delta0: float, count: int, delta_prime: float,
-         rdp: tuple[tuple[float, ...], tuple[float, ...]] | None) -> PrivacyLoss:
+def _ldp(
+    eps0: float,
+    delta0: float,
+    count: int,
+    delta_prime: float,
+    rdp: tuple[tuple[float, ...], tuple[float, ...]] | None,
+) -> PrivacyLoss:
     """Local DP over `count` contributions: the better of basic and advanced composition."""
     if count == 0:
         return PrivacyLoss(0.0, 0.0, "no-contribution", rdp)
@@ -160,8 +178,11 @@ def sum_eps0(params: Mapping[str, Any]) -> float:
 
 def sgd_ratio(params: Mapping[str, Any]) -> float:
     """σ/L of walk-sgd with the sensitivity charged on the noise grid: 2σ/Δ', Δ' ≥ 2L."""
-    return 2.0 * float(params["sigma"]) / charged_sensitivity(
-        params, sensitivity=2.0 * float(params["lipschitz"]))
+    return (
+        2.0
+        * float(params["sigma"])
+        / charged_sensitivity(params, sensitivity=2.0 * float(params["lipschitz"]))
+    )
 
 
 def sum_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLoss:
@@ -169,13 +190,21 @@ def sum_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLo
     eps0 = sum_eps0(params)
     T, d_extra = walk_horizon(params)
     c = int(params.get("colluders", 1))
-    b = theorem3(n, T + math.ceil(n / c), eps0, params["delta"], params["delta_prime"],
-                 params["delta_hat"], cycle="tight", counts="exact", colluders=c)
+    b = theorem3(
+        n,
+        T + math.ceil(n / c),
+        eps0,
+        params["delta"],
+        params["delta_prime"],
+        params["delta_hat"],
+        cycle="tight",
+        counts="exact",
+        colluders=c,
+    )
     se, sd, label = _regime_loss(params, n, n_u, eps0, params["delta"])
-    return PrivacyLoss(b.epsilon + se, min(1.0, b.delta + sd + d_extra),
-                       f"theorem3-tight+{label}, counts=bound")
-
-
+    return PrivacyLoss(
+        b.epsilon + se, min(1.0, b.delta + sd + d_extra), f"theorem3-tight+{label}, counts=bound"
+    )
 
 
 def _sum_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
@@ -200,18 +229,24 @@ def ldp_sum_sigma(params: Mapping[str, Any], count: int) -> float:
     sens = 2.0 * float(params["clip"])
 
     def sigma_of(e0: float) -> float:  # for the sensitivity charged on the noise grid
-        return calibrate_on_grid(lambda s: discrete_gaussian_sigma(e0, delta, s), sens,
-                                 int(params.get("dim", 1)))
+        return calibrate_on_grid(
+            lambda s: discrete_gaussian_sigma(e0, delta, s), sens, int(params.get("dim", 1))
+        )
 
     def ok(e0: float) -> bool:
         p = {**params, "epsilon0": e0, "sensitivity": sens, "sigma": sigma_of(e0)}
         return _sum_ldp(p, count).epsilon <= target
+
     return sigma_of(_bisect_largest(ok, 1e-6, 1.0 - 1e-9))
 
 
-def _per_peer(spec: Mapping[str, Any], me: str, count: int,
-              network: Callable[[int], PrivacyLoss | None],
-              local: PrivacyLoss) -> dict[str, PrivacyLoss]:
+def _per_peer(
+    spec: Mapping[str, Any],
+    me: str,
+    count: int,
+    network: Callable[[int], PrivacyLoss | None],
+    local: PrivacyLoss,
+) -> dict[str, PrivacyLoss]:
     if count == 0:
         loss = PrivacyLoss(0.0, 0.0, "no-contribution", local.rdp)
     else:
@@ -227,8 +262,6 @@ def prospective_count(params: Mapping[str, Any], n: int) -> int:
     return int(count_bound(T, 1.0 / n, params["delta_hat"], exact=True))
 
 
-
-
 # -- walk-histogram: Theorem 6 ----------------------------------------------------------------------
 def rr_epsilon(L: int, gamma: float) -> float:
     """ε0 of L-ary randomized response with randomization probability γ (inverse of `rr_gamma`)."""
@@ -240,20 +273,27 @@ def histogram_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> Pri
     eps0 = float(params["epsilon0"])
     T, d_extra = walk_horizon(params)
     c = int(params.get("colluders", 1))
-    b = theorem6(n, T + math.ceil(n / c), eps0, params["delta"], params["delta_prime"],
-                 params["delta_hat"], cycle="numeric", counts="exact", colluders=c)
+    b = theorem6(
+        n,
+        T + math.ceil(n / c),
+        eps0,
+        params["delta"],
+        params["delta_prime"],
+        params["delta_hat"],
+        cycle="numeric",
+        counts="exact",
+        colluders=c,
+    )
     se, sd, label = _regime_loss(params, n, n_u, eps0, 0.0)
-    return PrivacyLoss(b.epsilon + se, min(1.0, b.delta + sd + d_extra),
-                       f"theorem6-numeric+{label}, counts=bound")
-
-
-
-
+    return PrivacyLoss(
+        b.epsilon + se, min(1.0, b.delta + sd + d_extra), f"theorem6-numeric+{label}, counts=bound"
+    )
 
 
 # -- walk-sgd: Theorem 4 / Lemma 1 -----------------------------------------------------------------
-def sgd_network_rdp(params: Mapping[str, Any], n: int, n_u: float) -> tuple[tuple[float, ...],
-                                                                             tuple[float, ...], str]:
+def sgd_network_rdp(
+    params: Mapping[str, Any], n: int, n_u: float
+) -> tuple[tuple[float, ...], tuple[float, ...], str]:
     """The RDP curve towards any observer: Lemma 1 over n_u + 1 contributions (the +1 is the release
     of the final model; E10's exact ln n/(n − 1)) plus the Gaussian RDP of the spotted contributions
     (sensitivity 2L: α·2/(σ/L)² each), at the orders 1 < α ≤ α_max(σ/L) where Lemma 1 holds (+inf
@@ -270,8 +310,9 @@ def sgd_network_rdp(params: Mapping[str, Any], n: int, n_u: float) -> tuple[tupl
         label = f"edge-cap(B={params['edge_cap']})"
     else:
         # Lemma 2's count bound N_s (exact binomial quantile), its δ̃ is added by the caller
-        spotted = spotted_loss(n_u, n, 1.0, params["delta_hat"], params["delta_prime"], True,
-                               colluders=c).n_spotted
+        spotted = spotted_loss(
+            n_u, n, 1.0, params["delta_hat"], params["delta_prime"], True, colluders=c
+        ).n_spotted
         label = "lemma2"
     a_spot = spotted * 2.0 / (s * s)
     values = tuple((a_iter + a_spot) * a if a <= amax else math.inf for a in DEFAULT_ORDERS)
@@ -282,13 +323,14 @@ def sgd_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLo
     orders, values, label = sgd_network_rdp(params, n, n_u)
     delta = float(params["delta"])
     extra = float(params["delta_hat"]) if label == "lemma2" else 0.0
-    eps = _linear_rdp_to_dp(values[0] / orders[0],
-                            sgd_alpha_max(sgd_ratio(params)),
-                            delta)
+    eps = _linear_rdp_to_dp(values[0] / orders[0], sgd_alpha_max(sgd_ratio(params)), delta)
     visible = ", counter-visible (A3)" if params.get("stop") == "counter" else ""
-    return PrivacyLoss(eps, min(1.0, delta + extra),
-                       f"lemma1-rdp+{label}, counts=ledger{visible}",
-                       None if extra else (orders, values))
+    return PrivacyLoss(
+        eps,
+        min(1.0, delta + extra),
+        f"lemma1-rdp+{label}, counts=ledger{visible}",
+        None if extra else (orders, values),
+    )
 
 
 def _linear_rdp_to_dp(slope: float, alpha_max: float, delta: float) -> float:
@@ -321,8 +363,12 @@ def _sgd_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
     z = sgd_ratio(p) / 2.0
     curve = gaussian_rdp(z, DEFAULT_ORDERS, count)
     eps, _ = rdp_to_dp(DEFAULT_ORDERS, curve, float(p["delta"])) if count else (0.0, 0.0)
-    return PrivacyLoss(eps, float(p["delta"]) if count else 0.0, SGD_GUARANTEE,
-                       (DEFAULT_ORDERS, tuple(curve.tolist())))
+    return PrivacyLoss(
+        eps,
+        float(p["delta"]) if count else 0.0,
+        SGD_GUARANTEE,
+        (DEFAULT_ORDERS, tuple(curve.tolist())),
+    )
 
 
 def sgd_walk_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLoss:
@@ -339,8 +385,9 @@ def _sgd_proven_network(params: Mapping[str, Any], n: int, n_u: float) -> Privac
     return None
 
 
-def sgd_baselines(spec: Mapping[str, Any], entries: Iterable[Any],
-                  me: str) -> dict[str, PrivacyLoss]:
+def sgd_baselines(
+    spec: Mapping[str, Any], entries: Iterable[Any], me: str
+) -> dict[str, PrivacyLoss]:
     """Shown beside walk-sgd's guarantee, labelled: the Lemma-1 network figure (Theorem 4 + App. G)
     for the node's real contributions and the live participants, unclipped (at small n it can
     exceed the local-DP level). An analysis of CONTINUOUS Gaussian noise, NOT a guarantee for the
@@ -358,16 +405,20 @@ def _histogram_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
 
 
 # algorithm -> (PROVEN network bound (params, n, N_u), or None, local-DP bound (params, N_u))
-BOUNDS: dict[str, tuple[Callable[[Mapping[str, Any], int, float], PrivacyLoss | None],
-                        Callable[[Mapping[str, Any], int], PrivacyLoss]]] = {
+BOUNDS: dict[
+    str,
+    tuple[
+        Callable[[Mapping[str, Any], int, float], PrivacyLoss | None],
+        Callable[[Mapping[str, Any], int], PrivacyLoss],
+    ],
+] = {
     "walk-sum": (sum_network_loss, _sum_ldp),
     "walk-histogram": (histogram_network_loss, _histogram_ldp),
     "walk-sgd": (_sgd_proven_network, _sgd_ldp),
 }
 
 
-def walk_losses(spec: Mapping[str, Any], entries: Iterable[Any],
-                me: str) -> dict[str, PrivacyLoss]:
+def walk_losses(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
     """A walk job's loss towards every peer, from this node's ledger: its real contributions and
     the participants still live (module docstring)."""
     p, es = _p(spec), list(entries)
@@ -390,8 +441,10 @@ def _bisect_largest(ok: Callable[[float], bool], lo: float, hi: float, iters: in
     if ok(hi):
         return hi
     if not ok(lo):
-        raise ValueError("no noise level reaches the target epsilon (lower the target's demands: "
-                         "more participants, fewer steps, a smaller cap, or a larger epsilon)")
+        raise ValueError(
+            "no noise level reaches the target epsilon (lower the target's demands: "
+            "more participants, fewer steps, a smaller cap, or a larger epsilon)"
+        )
     for _ in range(iters):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
@@ -418,10 +471,17 @@ def calibrate(algorithm: str, params: dict[str, Any], n: int) -> dict[str, Any]:
 
         def with_e0(e0: float) -> dict[str, Any]:
             # σ of ε0 for the sensitivity charged on the noise grid (discrete_gaussian)
-            return {**params, "epsilon0": e0, "sensitivity": sens,
-                    "sigma": calibrate_on_grid(
-                        lambda s: discrete_gaussian_sigma(e0, params["delta"], s), sens,
-                        int(params.get("dim", 1)))}
+            return {
+                **params,
+                "epsilon0": e0,
+                "sensitivity": sens,
+                "sigma": calibrate_on_grid(
+                    lambda s: discrete_gaussian_sigma(e0, params["delta"], s),
+                    sens,
+                    int(params.get("dim", 1)),
+                ),
+            }
+
         # ε0 ≥ 1e-6: far smaller ones would need σ beyond the grid's reach (discrete_gaussian)
         out = with_e0(_bisect_largest(lambda e0: worst(with_e0(e0)) <= target, 1e-6, 1 - 1e-9))
     elif algorithm == "walk-histogram":
@@ -439,4 +499,5 @@ def calibrate(algorithm: str, params: dict[str, Any], n: int) -> dict[str, Any]:
 
 
 PROSPECTIVE: dict[str, Callable[[Mapping[str, Any], str], dict[str, PrivacyLoss]]] = {
-    alg: walk_prospective for alg in BOUNDS}
+    alg: walk_prospective for alg in BOUNDS
+}

@@ -55,8 +55,11 @@ class Algorithm:
         except (TypeError, ArithmeticError, ValueError) as e:
             # a value of the wrong type (a list or a word where a number belongs): name it
             text = str(e)
-            suspects = sorted(k for k, v in raw.items() if isinstance(v, (list, tuple, Mapping))
-                              or (isinstance(v, str) and repr(v) in text))
+            suspects = sorted(
+                k
+                for k, v in raw.items()
+                if isinstance(v, (list, tuple, Mapping)) or (isinstance(v, str) and repr(v) in text)
+            )
             if isinstance(e, ValueError) and (not suspects or any(k in text for k in suspects)):
                 raise  # the algorithm's own message, naming the parameter
             named = f" (check {', '.join(suspects)})" if suspects else ""
@@ -81,7 +84,8 @@ class Algorithm:
             raise ValueError(
                 f"{self.payload_params}: a message of this {self.name} job would carry {elements} "
                 f"numbers ({8 * elements} bytes), more than the message limit MAX_MESSAGE_BYTES = "
-                f"{max_bytes} bytes allows ({limit} numbers); lower {self.payload_params}")
+                f"{max_bytes} bytes allows ({limit} numbers); lower {self.payload_params}"
+            )
 
 
 def _short(v: Any) -> str:
@@ -108,7 +112,8 @@ def _check_value(name: str, v: Any, depth: int) -> None:
             _check_value(name, x, depth + 1)
     else:
         raise ValueError(  # noqa: TRY004 - the caller's contract: ValueError, naming the field
-            f"parameter {name} has an unsupported type {type(v).__name__}")
+            f"parameter {name} has an unsupported type {type(v).__name__}"
+        )
 
 
 def _integer(name: str, v: Any) -> int:
@@ -138,36 +143,77 @@ _MUFFLIATO = frozenset({"T", "dim", "steps", "suspend_rounds"})
 
 
 ALGORITHMS: dict[str, Algorithm] = {
-    "ring-sum": Algorithm("ring-sum", ring.RingSum, ring.prepare_params, "ring",
-                          integers=_RING),
-    "ring-sum-r": Algorithm("ring-sum-r", ring.RingSumR, ring.prepare_params, "ring",
-                            integers=_RING),
-    "ring-histogram": Algorithm("ring-histogram", ring.RingHistogram,
-                                ring.prepare_histogram_params, "ring", integers=_RING_HISTOGRAM,
-                                payload_params="bins"),
-    "walk-sum": Algorithm("walk-sum", walk.WalkSum,
-                          functools.partial(walk.prepare_params, "walk-sum"), "complete",
-                          integers=_WALK),
-    "walk-histogram": Algorithm("walk-histogram", walk.WalkHistogram,
-                                functools.partial(walk.prepare_params, "walk-histogram"),
-                                "complete", integers=_WALK, payload=lambda p, n: int(p["bins"]),
-                                payload_params="bins"),
-    "walk-sgd": Algorithm("walk-sgd", walk.WalkSgd,
-                          functools.partial(walk.prepare_params, "walk-sgd"), "complete",
-                          integers=_WALK),
-    "rw-sgd": Algorithm("rw-sgd", walk.RandomWalkSgd, walk.prepare_rw_sgd, "exponential",
-                        integers=_RW_SGD),
-    "inca": Algorithm("inca", inca.Inca, inca.prepare_params, "complete", integers=_INCA,
-                      payload=_inca_payload, payload_params="dim, T or k (or the participants)"),
-    "muffliato": Algorithm("muffliato", muffliato.MuffliatoSync,
-                           functools.partial(muffliato.prepare_params, "muffliato"), "ring", True,
-                           integers=_MUFFLIATO),
-    "muffliato-random": Algorithm("muffliato-random", muffliato.MuffliatoRandom,
-                                  functools.partial(muffliato.prepare_params, "muffliato-random"),
-                                  "ring", True, integers=_MUFFLIATO),
-    "muffliato-gd": Algorithm("muffliato-gd", muffliato.MuffliatoGd,
-                              functools.partial(muffliato.prepare_params, "muffliato-gd"), "ring",
-                              True, integers=_MUFFLIATO),
+    "ring-sum": Algorithm("ring-sum", ring.RingSum, ring.prepare_params, "ring", integers=_RING),
+    "ring-sum-r": Algorithm(
+        "ring-sum-r", ring.RingSumR, ring.prepare_params, "ring", integers=_RING
+    ),
+    "ring-histogram": Algorithm(
+        "ring-histogram",
+        ring.RingHistogram,
+        ring.prepare_histogram_params,
+        "ring",
+        integers=_RING_HISTOGRAM,
+        payload_params="bins",
+    ),
+    "walk-sum": Algorithm(
+        "walk-sum",
+        walk.WalkSum,
+        functools.partial(walk.prepare_params, "walk-sum"),
+        "complete",
+        integers=_WALK,
+    ),
+    "walk-histogram": Algorithm(
+        "walk-histogram",
+        walk.WalkHistogram,
+        functools.partial(walk.prepare_params, "walk-histogram"),
+        "complete",
+        integers=_WALK,
+        payload=lambda p, n: int(p["bins"]),
+        payload_params="bins",
+    ),
+    "walk-sgd": Algorithm(
+        "walk-sgd",
+        walk.WalkSgd,
+        functools.partial(walk.prepare_params, "walk-sgd"),
+        "complete",
+        integers=_WALK,
+    ),
+    "rw-sgd": Algorithm(
+        "rw-sgd", walk.RandomWalkSgd, walk.prepare_rw_sgd, "exponential", integers=_RW_SGD
+    ),
+    "inca": Algorithm(
+        "inca",
+        inca.Inca,
+        inca.prepare_params,
+        "complete",
+        integers=_INCA,
+        payload=_inca_payload,
+        payload_params="dim, T or k (or the participants)",
+    ),
+    "muffliato": Algorithm(
+        "muffliato",
+        muffliato.MuffliatoSync,
+        functools.partial(muffliato.prepare_params, "muffliato"),
+        "ring",
+        True,
+        integers=_MUFFLIATO,
+    ),
+    "muffliato-random": Algorithm(
+        "muffliato-random",
+        muffliato.MuffliatoRandom,
+        functools.partial(muffliato.prepare_params, "muffliato-random"),
+        "ring",
+        True,
+        integers=_MUFFLIATO,
+    ),
+    "muffliato-gd": Algorithm(
+        "muffliato-gd",
+        muffliato.MuffliatoGd,
+        functools.partial(muffliato.prepare_params, "muffliato-gd"),
+        "ring",
+        True,
+        integers=_MUFFLIATO,
+    ),
 }
 
 

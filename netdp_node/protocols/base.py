@@ -43,9 +43,13 @@ import numpy as np
 class RefusalCode(enum.Enum):
     """Why an engine refused a message; the transport maps each to a gRPC status."""
 
-    PERMISSION_DENIED = "permission_denied"  # the sender may not send this (not the predecessor, ...)
+    PERMISSION_DENIED = (
+        "permission_denied"  # the sender may not send this (not the predecessor, ...)
+    )
     INVALID_ARGUMENT = "invalid_argument"  # malformed content (shape, NaN, unknown kind)
-    FAILED_PRECONDITION = "failed_precondition"  # out of order, stale, or conflicts with stored state
+    FAILED_PRECONDITION = (
+        "failed_precondition"  # out of order, stale, or conflicts with stored state
+    )
     ALREADY_EXISTS = "already_exists"  # same identity as a stored message but different content
 
 
@@ -201,14 +205,15 @@ class JobContext:
     @property
     def position(self) -> Mapping[str, int]:
         """Participant -> its index (built once per job)."""
-        return self.shared.get(
-            "position", lambda: {v: i for i, v in enumerate(self.ids)})
+        return self.shared.get("position", lambda: {v: i for i, v in enumerate(self.ids)})
 
     def edge_indices(self) -> list[tuple[int, int]]:
         """The job's edges as pairs of participant indices (edges naming others are left out)."""
+
         def build() -> list[tuple[int, int]]:
             index = self.position
             return [(index[a], index[b]) for a, b in self.edges if a in index and b in index]
+
         return self.shared.get("edge_indices", build)
 
 
@@ -231,8 +236,13 @@ class Engine:
     #: a round value); an exact re-send of a stored message is still acknowledged.
     closing_kinds: frozenset[str] = frozenset()
 
-    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
-                 contribute: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: JobContext,
+        data: np.ndarray | None,
+        rng: np.random.Generator,
+        contribute: bool = True,
+    ) -> None:
         self.ctx = ctx
         # ordered (the ring order for a ring); shared with the job's other engines: read-only
         self.ids: tuple[str, ...] = ctx.ids
@@ -260,8 +270,9 @@ class Engine:
     def on_delivered(self, to: str, msg: Message) -> list[Action]:
         return []
 
-    def on_undeliverable(self, to: str, msg: Message, code: str,
-                         detail: str) -> list[Action] | None:
+    def on_undeliverable(
+        self, to: str, msg: Message, code: str, detail: str
+    ) -> list[Action] | None:
         return None
 
     def on_duplicate(self, sender: str, msg: Message) -> None:
@@ -272,8 +283,9 @@ class Engine:
         the sender learns the decision, not only that the bytes were stored."""
         return None
 
-    def restore(self, entries: Sequence[Any],
-                kept: Mapping[str, tuple[np.ndarray, Mapping[str, Any]]]) -> list[Action] | None:
+    def restore(
+        self, entries: Sequence[Any], kept: Mapping[str, tuple[np.ndarray, Mapping[str, Any]]]
+    ) -> list[Action] | None:
         return None
 
     # -- what the runtime and accountant may ask ----------------------------------------------

@@ -121,14 +121,24 @@ def record_length(dim: int, n: int, k: int, T: int) -> int:
     return dim + 3 + T + T * k + T * n
 
 
-def encode_record(y: np.ndarray, omega: float, has_final: bool, data: bool,
-                  online: Sequence[bool] | np.ndarray,
-                  counted_out: Sequence[Sequence[bool]] | np.ndarray,
-                  counted_in: Sequence[Sequence[bool]] | np.ndarray) -> np.ndarray:
-    return np.concatenate([np.asarray(y, float), [omega, float(has_final), float(data)],
-                           np.asarray(online, float),
-                           np.asarray(counted_out, float).ravel(),
-                           np.asarray(counted_in, float).ravel()])
+def encode_record(
+    y: np.ndarray,
+    omega: float,
+    has_final: bool,
+    data: bool,
+    online: Sequence[bool] | np.ndarray,
+    counted_out: Sequence[Sequence[bool]] | np.ndarray,
+    counted_in: Sequence[Sequence[bool]] | np.ndarray,
+) -> np.ndarray:
+    return np.concatenate(
+        [
+            np.asarray(y, float),
+            [omega, float(has_final), float(data)],
+            np.asarray(online, float),
+            np.asarray(counted_out, float).ravel(),
+            np.asarray(counted_in, float).ravel(),
+        ]
+    )
 
 
 def history_length(n: int, k: int, T: int) -> int:
@@ -140,8 +150,11 @@ def decode_history(h: np.ndarray, n: int, k: int, T: int) -> dict[str, Any]:
     h = np.asarray(h, float)
     if h.shape != (history_length(n, k, T),) or not np.all((h == 0) | (h == 1)):
         raise ValueError("a history is a vector of 0/1 flags of length T + T·k + T·n")
-    return {"online": h[:T].astype(bool), "counted_out": h[T:T + T * k].reshape(T, k).astype(bool),
-            "counted_in": h[T + T * k:].reshape(T, n).astype(bool)}
+    return {
+        "online": h[:T].astype(bool),
+        "counted_out": h[T : T + T * k].reshape(T, k).astype(bool),
+        "counted_in": h[T + T * k :].reshape(T, n).astype(bool),
+    }
 
 
 def decode_record(v: np.ndarray, dim: int, n: int, k: int, T: int) -> dict[str, Any]:
@@ -149,14 +162,19 @@ def decode_record(v: np.ndarray, dim: int, n: int, k: int, T: int) -> dict[str, 
     v = np.asarray(v, float)
     if v.shape != (record_length(dim, n, k, T),):
         raise ValueError(f"record has shape {v.shape}, expected ({record_length(dim, n, k, T)},)")
-    flags = v[dim + 1:]
+    flags = v[dim + 1 :]
     if not np.all((flags == 0) | (flags == 1)):
         raise ValueError("record flags must be 0 or 1")
     o = dim + 3
-    rec = {"y": v[:dim].copy(), "omega": float(v[dim]), "has_final": bool(v[dim + 1]),
-           "data": bool(v[dim + 2]), "online": v[o:o + T].astype(bool),
-           "counted_out": v[o + T:o + T + T * k].reshape(T, k).astype(bool),
-           "counted_in": v[o + T + T * k:].reshape(T, n).astype(bool)}
+    rec = {
+        "y": v[:dim].copy(),
+        "omega": float(v[dim]),
+        "has_final": bool(v[dim + 1]),
+        "data": bool(v[dim + 2]),
+        "online": v[o : o + T].astype(bool),
+        "counted_out": v[o + T : o + T + T * k].reshape(T, k).astype(bool),
+        "counted_in": v[o + T + T * k :].reshape(T, n).astype(bool),
+    }
     if not rec["has_final"] and (np.any(rec["y"]) or rec["omega"]):
         raise ValueError("a record without a final value must carry y = 0, ω = 0")
     if rec["has_final"] and not rec["online"][T - 1]:
@@ -164,11 +182,16 @@ def decode_record(v: np.ndarray, dim: int, n: int, k: int, T: int) -> dict[str, 
     return rec
 
 
-def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
-                           records: Mapping[int, Mapping[str, Any]],
-                           nbrs: np.ndarray | None = None,
-                           proxies: Mapping[int, tuple[int, Mapping[str, Any]]] | None = None
-                           ) -> tuple[inca_audit.IncaExecution, dict[str, Any]]:
+def execution_from_records(
+    n: int,
+    k: int,
+    T: int,
+    seed: int,
+    scheme: str,
+    records: Mapping[int, Mapping[str, Any]],
+    nbrs: np.ndarray | None = None,
+    proxies: Mapping[int, tuple[int, Mapping[str, Any]]] | None = None,
+) -> tuple[inca_audit.IncaExecution, dict[str, Any]]:
     """The public IncaExecution of a finished job from the dissemination records (spec §2: the
     schedule, the online sets and the weights are public).
 
@@ -194,7 +217,7 @@ def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
     online[0] = True
     missing = [i for i in range(n) if i not in records]
     for i, r in hist.items():
-        online[1:known[i] + 1, i] = r["online"][:known[i]]
+        online[1 : known[i] + 1, i] = r["online"][: known[i]]
     for t in range(1, T + 1):
         for i in range(n):
             if known.get(i, 0) >= t:
@@ -203,7 +226,8 @@ def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
                 if known[j] < t:
                     continue
                 if r["counted_in"][t - 1, i] or (
-                        i in nb[t - 1, j] and r["counted_out"][t - 1, list(nb[t - 1, j]).index(i)]):
+                    i in nb[t - 1, j] and r["counted_out"][t - 1, list(nb[t - 1, j]).index(i)]
+                ):
                     online[t, i] = True
     # Privacy-safe reading for a party that is not online at T: in the iteration after its last
     # online one it may have sent y^(s) before missing the deadline (its MIX was seen though
@@ -225,15 +249,19 @@ def execution_from_records(n: int, k: int, T: int, seed: int, scheme: str,
                 by_receiver = hist[j]["counted_in"][t - 1, i] if known.get(j, 0) >= t else None
                 if by_sender and by_receiver is not None and not by_receiver:
                     lost.append((t, i, j))
-                elif online[t, j] and (by_receiver if by_receiver is not None else
-                                       by_sender if by_sender is not None else True):
+                elif online[t, j] and (
+                    by_receiver
+                    if by_receiver is not None
+                    else by_sender
+                    if by_sender is not None
+                    else True
+                ):
                     counted.add((i, j))
         counted_all.append(sorted(counted))
     final = np.zeros(n, dtype=bool)
     for i, r in records.items():
         final[i] = bool(r["has_final"]) and bool(online[T, i])
-    ex = build_execution(n, k, T, seed, scheme, online, [set(c) for c in counted_all], lost,
-                         final)
+    ex = build_execution(n, k, T, seed, scheme, online, [set(c) for c in counted_all], lost, final)
     return ex, {"lost": lost, "missing": missing, "counted": counted_all}
 
 
@@ -242,8 +270,13 @@ class Inca(Engine):
     # records keep spreading after a party outputs (anti-entropy gossip, proxies of histories)
     closing_kinds = frozenset({FINAL, PROXY})
 
-    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
-                 contribute: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: JobContext,
+        data: np.ndarray | None,
+        rng: np.random.Generator,
+        contribute: bool = True,
+    ) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
         self.me = self.position[ctx.me]
@@ -260,8 +293,7 @@ class Inca(Engine):
         self.alpha, self.U = inca_audit.noise_scheme(self.scheme, self.T)
         self.nbrs = inca_audit.out_neighbours(self.n, self.k, self.T, int(ctx.public_seed))
         self.out = [[int(j) for j in self.nbrs[t, self.me]] for t in range(self.T)]
-        self.inn = [[i for i in range(self.n) if self.me in self.nbrs[t, i]]
-                    for t in range(self.T)]
+        self.inn = [[i for i in range(self.n) if self.me in self.nbrs[t, i]] for t in range(self.T)]
         x = np.zeros(self.dim)
         self.has_data = bool(contribute and data is not None)
         if self.has_data:
@@ -325,9 +357,13 @@ class Inca(Engine):
         return z, float(a[t])
 
     def _history(self) -> np.ndarray:
-        return np.concatenate([self.online[1:].astype(float),
-                               self.counted_out.ravel().astype(float),
-                               self.counted_in.ravel().astype(float)])
+        return np.concatenate(
+            [
+                self.online[1:].astype(float),
+                self.counted_out.ravel().astype(float),
+                self.counted_in.ravel().astype(float),
+            ]
+        )
 
     def _index(self, sender: str) -> int:
         return self.position[sender]
@@ -335,18 +371,32 @@ class Inca(Engine):
     # -- entry points --------------------------------------------------------------------------
     def start(self) -> list[Action]:
         self.trace_eta = noise_on_grid(self.rng, self.sigma_eta, self.grid_eta, self.dim)
-        self.trace_delta = noise_on_grid(self.rng, self.sigma_delta, self.grid_delta,
-                                         (self.T, self.dim))
+        self.trace_delta = noise_on_grid(
+            self.rng, self.sigma_delta, self.grid_delta, (self.T, self.dim)
+        )
         self._u = self.trace_x + self.trace_eta
         self.y, self.omega = self._z(0, self._u)
         self.y = np.asarray(self.y, float)
         self.trace_y.append(self.y.copy())
         event = "contribute" if self.has_data else "noise-only"
-        actions: list[Action] = [Record(event, params={
-            "mechanism": "gaussian", "sigma_eta": self.sigma_eta, "sigma_delta": self.sigma_delta,
-            "sensitivity": (self.hi - self.lo) * math.sqrt(self.dim), "scheme": self.scheme,
-            "T": self.T, "k": self.k, "data": self.has_data, "t": 0, "omega": self.omega,
-            **self.coef})]
+        actions: list[Action] = [
+            Record(
+                event,
+                params={
+                    "mechanism": "gaussian",
+                    "sigma_eta": self.sigma_eta,
+                    "sigma_delta": self.sigma_delta,
+                    "sensitivity": (self.hi - self.lo) * math.sqrt(self.dim),
+                    "scheme": self.scheme,
+                    "T": self.T,
+                    "k": self.k,
+                    "data": self.has_data,
+                    "t": 0,
+                    "omega": self.omega,
+                    **self.coef,
+                },
+            )
+        ]
         return actions + self._begin(1)
 
     def _begin(self, t: int) -> list[Action]:
@@ -354,26 +404,31 @@ class Inca(Engine):
         self.acked.setdefault(t, set())
         self.refused.setdefault(t, set())
         payload = np.concatenate([self.y, [self.omega], self._history()])
-        acts: list[Action] = [Send(self.ids[j], Message(MIX, payload=payload, round=t))
-                              for j in self.out[t - 1]]
+        acts: list[Action] = [
+            Send(self.ids[j], Message(MIX, payload=payload, round=t)) for j in self.out[t - 1]
+        ]
         acts += [SetTimer(f"close:{t}", self.round_s / 2), SetTimer(f"mix:{t}", self.round_s)]
         return acts
 
     def _check_iteration(self, sender: str, msg: Message) -> tuple[int, int]:
         t = msg.round
         if not 1 <= t <= self.T:
-            raise Refused(RefusalCode.FAILED_PRECONDITION,
-                          f"{msg.kind} of foreign iteration {t} (the job has iterations "
-                          f"1..{self.T})")
+            raise Refused(
+                RefusalCode.FAILED_PRECONDITION,
+                f"{msg.kind} of foreign iteration {t} (the job has iterations 1..{self.T})",
+            )
         s = self._index(sender)
         if self.me not in self.nbrs[t - 1, s]:
-            raise Refused(RefusalCode.PERMISSION_DENIED,
-                          f"{sender} is not an in-neighbour of {self.ctx.me} in iteration {t} "
-                          f"(public schedule)")
+            raise Refused(
+                RefusalCode.PERMISSION_DENIED,
+                f"{sender} is not an in-neighbour of {self.ctx.me} in iteration {t} "
+                f"(public schedule)",
+            )
         if t <= self.mixed or self.cur > self.T:
-            raise Refused(RefusalCode.FAILED_PRECONDITION,
-                          f"late {msg.kind} of iteration {t}: {self.ctx.me} has mixed "
-                          f"iteration {self.mixed}")
+            raise Refused(
+                RefusalCode.FAILED_PRECONDITION,
+                f"late {msg.kind} of iteration {t}: {self.ctx.me} has mixed iteration {self.mixed}",
+            )
         return t, s
 
     def on_message(self, sender: str, msg: Message) -> list[Action]:
@@ -386,31 +441,39 @@ class Inca(Engine):
         t, s = self._check_iteration(sender, msg)
         if msg.kind == MIX:
             if s in self.held.get(t, {}):
-                raise Refused(RefusalCode.FAILED_PRECONDITION,
-                              f"duplicate MIX of iteration {t} from {sender}")
+                raise Refused(
+                    RefusalCode.FAILED_PRECONDITION, f"duplicate MIX of iteration {t} from {sender}"
+                )
             shape = self.payload_shape(MIX)
-            if msg.payload is None or msg.payload.shape != shape or \
-                    not np.all(np.isfinite(msg.payload)):
+            if (
+                msg.payload is None
+                or msg.payload.shape != shape
+                or not np.all(np.isfinite(msg.payload))
+            ):
                 raise Refused(RefusalCode.INVALID_ARGUMENT, f"MIX payload must be {shape} finite")
             try:
-                h = decode_history(msg.payload[self.dim + 1:], self.n, self.k, self.T)
+                h = decode_history(msg.payload[self.dim + 1 :], self.n, self.k, self.T)
             except ValueError as e:
                 raise Refused(RefusalCode.INVALID_ARGUMENT, str(e)) from None
-            self.held.setdefault(t, {})[s] = np.asarray(msg.payload[:self.dim + 1], float).copy()
+            self.held.setdefault(t, {})[s] = np.asarray(msg.payload[: self.dim + 1], float).copy()
             if self.seen.get(s, (0, None))[0] < t:
                 self.seen[s] = (t, h)
-                self.seen_raw[s] = np.asarray(msg.payload[self.dim + 1:], float).copy()
+                self.seen_raw[s] = np.asarray(msg.payload[self.dim + 1 :], float).copy()
             wait = [SetTimer(f"hold:{t}:{s}", self.round_s)]
         else:
             flag = msg.scalars.get("counted")
             if flag not in (0.0, 1.0):
                 raise Refused(RefusalCode.INVALID_ARGUMENT, "CLOSE needs scalar counted = 0 or 1")
             if s in self.flags.get(t, {}):
-                raise Refused(RefusalCode.FAILED_PRECONDITION,
-                              f"duplicate CLOSE of iteration {t} from {sender}")
+                raise Refused(
+                    RefusalCode.FAILED_PRECONDITION,
+                    f"duplicate CLOSE of iteration {t} from {sender}",
+                )
             if flag == 1.0 and s not in self.held.get(t, {}):
-                raise Refused(RefusalCode.FAILED_PRECONDITION,
-                              f"CLOSE(counted) of iteration {t} from {sender} without its MIX")
+                raise Refused(
+                    RefusalCode.FAILED_PRECONDITION,
+                    f"CLOSE(counted) of iteration {t} from {sender} without its MIX",
+                )
             self.flags.setdefault(t, {})[s] = int(flag)
             wait = []
         return wait + self._try_mix(t)
@@ -445,8 +508,9 @@ class Inca(Engine):
         self.acked.setdefault(msg.round, set()).add(self._index(to))
         return self._try_close(msg.round)
 
-    def on_undeliverable(self, to: str, msg: Message, code: str,
-                         detail: str) -> list[Action] | None:
+    def on_undeliverable(
+        self, to: str, msg: Message, code: str, detail: str
+    ) -> list[Action] | None:
         t = msg.round
         if msg.kind == MIX and t not in self.closed:
             self.refused.setdefault(t, set()).add(self._index(to))
@@ -472,8 +536,9 @@ class Inca(Engine):
             counted = j in self.acked[t]
             self.counted_out[t - 1, slot] = counted
             if counted or j not in self.refused[t]:
-                acts.append(Send(self.ids[j], Message(CLOSE, round=t,
-                                                      scalars={"counted": float(counted)})))
+                acts.append(
+                    Send(self.ids[j], Message(CLOSE, round=t, scalars={"counted": float(counted)}))
+                )
         return acts + (self._try_mix(t) if mix else [])
 
     def _try_mix(self, t: int) -> list[Action]:
@@ -485,8 +550,9 @@ class Inca(Engine):
         # At the deadline, still wait for the CLOSE of every MIX it holds, up to round_s after that
         # MIX arrived (its sender closes within round_s/2 of sending it): a CLOSE(1) that comes
         # after the mix is the lost-message residual, which this patience makes rare.
-        if t in self.deadline and all(i in flags or (t, i) in self.patience
-                                      for i in self.held.get(t, {})):
+        if t in self.deadline and all(
+            i in flags or (t, i) in self.patience for i in self.held.get(t, {})
+        ):
             return self._mix(t)
         return []
 
@@ -504,15 +570,29 @@ class Inca(Engine):
         if on:
             keep = 1.0 - outs * self.w  # 1/(k+1) plus every uncounted share (line 13)
             z, a = self._z(t, self._u)
-            self.y = keep * self.y + sum((held[i][:-1] for i in ins), np.zeros(self.dim)) * self.w \
-                + z
+            self.y = (
+                keep * self.y + sum((held[i][:-1] for i in ins), np.zeros(self.dim)) * self.w + z
+            )
             self.omega = keep * self.omega + sum(float(held[i][-1]) for i in ins) * self.w + a
         self.mixed = t
         self.trace_y.append(self.y.copy())
-        acts: list[Action] = [Record("inca-iteration", params={
-            "t": t, "online": on, "counted_out": [self.ids[j] for s, j in enumerate(self.out[t - 1])
-                                                  if self.counted_out[t - 1, s]],
-            "counted_in": [self.ids[i] for i in ins], "omega": self.omega, **self.coef})]
+        acts: list[Action] = [
+            Record(
+                "inca-iteration",
+                params={
+                    "t": t,
+                    "online": on,
+                    "counted_out": [
+                        self.ids[j]
+                        for s, j in enumerate(self.out[t - 1])
+                        if self.counted_out[t - 1, s]
+                    ],
+                    "counted_in": [self.ids[i] for i in ins],
+                    "omega": self.omega,
+                    **self.coef,
+                },
+            )
+        ]
         if not advance:
             return acts
         if t < self.T:
@@ -522,9 +602,15 @@ class Inca(Engine):
     # -- dissemination (spec §4 line 11, §9 item 8) ---------------------------------------------
     def _own_record(self) -> np.ndarray:
         final = bool(self.online[self.T])
-        return encode_record(self.y if final else np.zeros(self.dim), self.omega if final else 0.0,
-                             final, self.has_data, self.online[1:], self.counted_out,
-                             self.counted_in)
+        return encode_record(
+            self.y if final else np.zeros(self.dim),
+            self.omega if final else 0.0,
+            final,
+            self.has_data,
+            self.online[1:],
+            self.counted_out,
+            self.counted_in,
+        )
 
     def _disseminate(self) -> list[Action]:
         self.cur = self.T + 1
@@ -541,8 +627,12 @@ class Inca(Engine):
         for j in peers:
             if origin not in self.has.setdefault(j, set()):
                 self.has[j].add(origin)
-                acts.append(Send(self.ids[j], Message(FINAL, payload=self.raw_records[origin],
-                                                      seq=origin + 1)))
+                acts.append(
+                    Send(
+                        self.ids[j],
+                        Message(FINAL, payload=self.raw_records[origin], seq=origin + 1),
+                    )
+                )
         return acts
 
     def _send_proxies(self) -> list[Action]:
@@ -553,9 +643,14 @@ class Inca(Engine):
             if origin in self.records or self.proxied.get(origin, 0) >= t:
                 continue
             self.proxied[origin] = t
-            acts += [Send(self.ids[j], Message(PROXY, payload=self.seen_raw[origin],
-                                               seq=origin + 1, round=t))
-                     for j in range(self.n) if j not in (self.me, origin)]
+            acts += [
+                Send(
+                    self.ids[j],
+                    Message(PROXY, payload=self.seen_raw[origin], seq=origin + 1, round=t),
+                )
+                for j in range(self.n)
+                if j not in (self.me, origin)
+            ]
         return acts
 
     def _on_proxy(self, sender: str, msg: Message) -> list[Action]:
@@ -592,8 +687,10 @@ class Inca(Engine):
             return []  # our own record came back: nothing to learn
         if origin in self.raw_records:
             if not np.array_equal(self.raw_records[origin], msg.payload):
-                raise Refused(RefusalCode.ALREADY_EXISTS,
-                              f"FINAL of {self.ids[origin]} conflicts with the one already held")
+                raise Refused(
+                    RefusalCode.ALREADY_EXISTS,
+                    f"FINAL of {self.ids[origin]} conflicts with the one already held",
+                )
             self.has.setdefault(self._index(sender), set()).add(origin)
             return []
         try:
@@ -619,8 +716,10 @@ class Inca(Engine):
         out: set[int] = set()
         for j, r in self.records.items():
             out.update(int(i) for i in np.flatnonzero(r["counted_in"][self.T - 1]))
-            out.update(int(self.nbrs[self.T - 1, j, s])
-                       for s in np.flatnonzero(r["counted_out"][self.T - 1]))
+            out.update(
+                int(self.nbrs[self.T - 1, j, s])
+                for s in np.flatnonzero(r["counted_out"][self.T - 1])
+            )
         return out
 
     def _maybe_output(self) -> list[Action]:
@@ -630,31 +729,69 @@ class Inca(Engine):
 
     def _output(self) -> list[Action]:
         self.done = True
-        ex, info = execution_from_records(self.n, self.k, self.T, int(self.ctx.public_seed),
-                                          self.scheme, self.records, self.nbrs, self.seen)
+        ex, info = execution_from_records(
+            self.n,
+            self.k,
+            self.T,
+            int(self.ctx.public_seed),
+            self.scheme,
+            self.records,
+            self.nbrs,
+            self.seen,
+        )
         fin = [i for i in range(self.n) if ex.final[i]]
         sum_y = sum((self.records[i]["y"] for i in fin), np.zeros(self.dim))
         sum_w = sum(self.records[i]["omega"] for i in fin)
         est = sum_y / sum_w if sum_w > 0 else np.full(self.dim, np.nan)
         value = None if sum_w <= 0 else est
-        return [Output(value=value, info={
-            "estimate": est.tolist() if sum_w > 0 else None,
-            "sum_y": sum_y.tolist(), "sum_omega": sum_w,
-            "final": [self.ids[i] for i in fin],
-            "missing": [self.ids[i] for i in info["missing"]],
-            "declined": [self.ids[i] for i, r in sorted(self.records.items()) if not r["data"]],
-            "lost": [[t, self.ids[i], self.ids[j]] for t, i, j in info["lost"]],
-            "omega_final": {self.ids[i]: self.records[i]["omega"] for i in fin},
-            "online": ex.online.astype(int).tolist(),
-            "counted": [[[self.ids[i], self.ids[j]] for i, j in c] for c in info["counted"]],
-            "scheme": self.scheme, "T": self.T, "k": self.k,
-        })]
+        return [
+            Output(
+                value=value,
+                info={
+                    "estimate": est.tolist() if sum_w > 0 else None,
+                    "sum_y": sum_y.tolist(),
+                    "sum_omega": sum_w,
+                    "final": [self.ids[i] for i in fin],
+                    "missing": [self.ids[i] for i in info["missing"]],
+                    "declined": [
+                        self.ids[i] for i, r in sorted(self.records.items()) if not r["data"]
+                    ],
+                    "lost": [[t, self.ids[i], self.ids[j]] for t, i, j in info["lost"]],
+                    "omega_final": {self.ids[i]: self.records[i]["omega"] for i in fin},
+                    "online": ex.online.astype(int).tolist(),
+                    "counted": [
+                        [[self.ids[i], self.ids[j]] for i, j in c] for c in info["counted"]
+                    ],
+                    "scheme": self.scheme,
+                    "T": self.T,
+                    "k": self.k,
+                },
+            )
+        ]
 
 
 # -- job parameters ------------------------------------------------------------------------------
-_KNOWN = {"T", "k", "scheme", "dim", "lo", "hi", "epsilon", "delta", "threat", "kappa",
-          "sigma_eta", "sigma_delta", "round_s", "gossip_s", "fanout", "deadline_s",
-          "expect_leave", "expect_miss", "calibration_runs"}
+_KNOWN = {
+    "T",
+    "k",
+    "scheme",
+    "dim",
+    "lo",
+    "hi",
+    "epsilon",
+    "delta",
+    "threat",
+    "kappa",
+    "sigma_eta",
+    "sigma_delta",
+    "round_s",
+    "gossip_s",
+    "fanout",
+    "deadline_s",
+    "expect_leave",
+    "expect_miss",
+    "calibration_runs",
+}
 _COMPUTED = {"sensitivity", "sigma_delta_source"}
 CALIBRATION_MAX_ROWS = 700  # n(T+1) above which σ_Δ is not calibrated at submission (too slow)
 
@@ -670,28 +807,40 @@ def calibrate_sigma_delta(out: Mapping[str, Any], n: int) -> tuple[float, str]:
     default = 10.0 * float(out["sensitivity"])
     T, k = int(out["T"]), int(out["k"])
     if n * (T + 1) > CALIBRATION_MAX_ROWS:
-        return default, (f"default 10·Δ_x (n(T+1) = {n * (T + 1)} > {CALIBRATION_MAX_ROWS}: not "
-                         "calibrated at submission)")
+        return default, (
+            f"default 10·Δ_x (n(T+1) = {n * (T + 1)} > {CALIBRATION_MAX_ROWS}: not "
+            "calibrated at submission)"
+        )
     kind, frac = parse_threat(out["threat"], n)
     rng = np.random.default_rng(0x1CA)
     views = []
     for r in range(int(out["calibration_runs"])):
-        on = inca_audit.dropout_history(n, T, rng, permanent=float(out["expect_leave"]),
-                                        temporary=float(out["expect_miss"]))
+        on = inca_audit.dropout_history(
+            n, T, rng, permanent=float(out["expect_leave"]), temporary=float(out["expect_miss"])
+        )
         ex = inca_audit.make_execution(n, k, T, r, str(out["scheme"]), online=on)
-        adversary = ({"observed": inca_audit.sample_observed(ex, frac, rng)} if kind == "eavesdrop"
-                     else {"corrupted": inca_audit.sample_corrupted(n, round(frac * n), rng)})
+        adversary = (
+            {"observed": inca_audit.sample_observed(ex, frac, rng)}
+            if kind == "eavesdrop"
+            else {"corrupted": inca_audit.sample_corrupted(n, round(frac * n), rng)}
+        )
         views.append(inca_audit.linear_view(ex, **adversary))
     try:
-        cal = inca_audit.calibrate(views, epsilon=float(out["epsilon"]), delta=float(out["delta"]),
-                                   sigma_eta=float(out["sigma_eta"]),
-                                   sensitivity=charged_sensitivity(out, sigma_key="sigma_eta"),
-                                   method="analytic")
+        cal = inca_audit.calibrate(
+            views,
+            epsilon=float(out["epsilon"]),
+            delta=float(out["delta"]),
+            sigma_eta=float(out["sigma_eta"]),
+            sensitivity=charged_sensitivity(out, sigma_key="sigma_eta"),
+            method="analytic",
+        )
     except ValueError as e:
         return default, f"default 10·Δ_x (calibration infeasible: {e})"
-    return cal.sigma_delta, (f"calibrated (spec §7.6) on {len(views)} sampled executions against "
-                             f"{out['threat']}, expect_leave={out['expect_leave']}, "
-                             f"expect_miss={out['expect_miss']}")
+    return cal.sigma_delta, (
+        f"calibrated (spec §7.6) on {len(views)} sampled executions against "
+        f"{out['threat']}, expect_leave={out['expect_leave']}, "
+        f"expect_miss={out['expect_miss']}"
+    )
 
 
 def prepare_params(params: Mapping[str, Any], n: int) -> dict[str, Any]:
@@ -715,13 +864,18 @@ def prepare_params(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     if n < 3:
         raise ValueError(f"IncA needs at least 3 participants, got {n}")
     out: dict[str, Any] = {
-        "T": int(params.get("T", 10)), "k": int(params.get("k", 2)),
-        "scheme": str(params.get("scheme", "inc")), "dim": int(params.get("dim", 1)),
-        "lo": float(params.get("lo", 0.0)), "hi": float(params.get("hi", 1.0)),
-        "epsilon": float(params.get("epsilon", 1.0)), "delta": float(params.get("delta", 1e-5)),
+        "T": int(params.get("T", 10)),
+        "k": int(params.get("k", 2)),
+        "scheme": str(params.get("scheme", "inc")),
+        "dim": int(params.get("dim", 1)),
+        "lo": float(params.get("lo", 0.0)),
+        "hi": float(params.get("hi", 1.0)),
+        "epsilon": float(params.get("epsilon", 1.0)),
+        "delta": float(params.get("delta", 1e-5)),
         "threat": str(params.get("threat", "eavesdrop:0.5")),
         "kappa": float(params.get("kappa", 2.0)),
-        "round_s": float(params.get("round_s", 2.0)), "fanout": int(params.get("fanout", 2)),
+        "round_s": float(params.get("round_s", 2.0)),
+        "fanout": int(params.get("fanout", 2)),
         "expect_leave": float(params.get("expect_leave", 0.0)),
         "expect_miss": float(params.get("expect_miss", 0.0)),
         "calibration_runs": int(params.get("calibration_runs", 4)),
@@ -743,19 +897,30 @@ def prepare_params(params: Mapping[str, Any], n: int) -> dict[str, Any]:
         raise ValueError("epsilon > 0, 0 < delta < 1 and kappa >= 1 are required")
     if not out["round_s"] > 0 or not out["gossip_s"] > 0 or out["fanout"] < 0:
         raise ValueError("round_s and gossip_s must be positive, fanout >= 0")
-    if not (0 <= out["expect_leave"] <= 1 and 0 <= out["expect_miss"] < 1
-            and 1 <= out["calibration_runs"] <= 1000):
-        raise ValueError("expect_leave in [0, 1], expect_miss in [0, 1), calibration_runs in "
-                         "1..1000 are required")
+    if not (
+        0 <= out["expect_leave"] <= 1
+        and 0 <= out["expect_miss"] < 1
+        and 1 <= out["calibration_runs"] <= 1000
+    ):
+        raise ValueError(
+            "expect_leave in [0, 1], expect_miss in [0, 1), calibration_runs in "
+            "1..1000 are required"
+        )
     kind, frac = parse_threat(out["threat"], n)
     sens = (out["hi"] - out["lo"]) * math.sqrt(out["dim"])
     out["sensitivity"] = sens
     n_h = n - (round(frac * n) if kind == "collude" else 0)
     c2 = 2 * math.log(1.25 / out["delta"])
     # σ_η* scaled by √κ, for the sensitivity charged on the noise grid (discrete_gaussian)
-    out["sigma_eta"] = float(params["sigma_eta"]) if "sigma_eta" in params else calibrate_on_grid(
-        lambda s: math.sqrt(out["kappa"] * c2 * s ** 2 / (out["epsilon"] ** 2 * n_h)), sens,
-        int(out["dim"]))
+    out["sigma_eta"] = (
+        float(params["sigma_eta"])
+        if "sigma_eta" in params
+        else calibrate_on_grid(
+            lambda s: math.sqrt(out["kappa"] * c2 * s**2 / (out["epsilon"] ** 2 * n_h)),
+            sens,
+            int(out["dim"]),
+        )
+    )
     if not out["sigma_eta"] > 0:
         raise ValueError("sigma_eta must be positive")
     if "sigma_delta" in params:

@@ -178,8 +178,13 @@ class MuffliatoSync(Engine):
 
     algorithm = "muffliato"
 
-    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
-                 contribute: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: JobContext,
+        data: np.ndarray | None,
+        rng: np.random.Generator,
+        contribute: bool = True,
+    ) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
         self.me = self.position[ctx.me]
@@ -221,8 +226,9 @@ class MuffliatoSync(Engine):
         adj = self._adjacency.get(key)
         if adj is None:
             adj = [[] for _ in range(self.n)]
-            for a, b in public_graph(self.ctx.params, self.n, self.ctx.public_seed, key,
-                                     self.topology):
+            for a, b in public_graph(
+                self.ctx.params, self.n, self.ctx.public_seed, key, self.topology
+            ):
                 adj[a].append(b)
                 adj[b].append(a)
             for row in adj:
@@ -264,8 +270,11 @@ class MuffliatoSync(Engine):
     def call_input(self, call: int) -> tuple[np.ndarray, dict[str, Any]]:
         """The noisy input of gossip call `call` and the public parameters of its noise."""
         x = gaussian_on_grid(self.rng, self.clipped_input(), self.sigma, self.grid)
-        return x, {"mechanism": "gaussian", "sigma": self.sigma,
-                   "sensitivity": float(self.ctx.params["sensitivity"])}
+        return x, {
+            "mechanism": "gaussian",
+            "sigma": self.sigma,
+            "sensitivity": float(self.ctx.params["sensitivity"]),
+        }
 
     def call_output(self, call: int, x: np.ndarray) -> None:
         """The result of gossip call `call` (x^T of this node)."""
@@ -279,8 +288,11 @@ class MuffliatoSync(Engine):
         x, noise = self.call_input(call)
         real = self.has_data()
         self.x, self.prev, self.prev_realised = x, x, None
-        return [Record("contribute" if real else "noise-only",
-                       params={"call": call, "data": real, **noise})]
+        return [
+            Record(
+                "contribute" if real else "noise-only", params={"call": call, "data": real, **noise}
+            )
+        ]
 
     def _enter(self, r: int) -> list[Action]:
         """Enter round r: send x^t to every neighbour, arm the round's timer."""
@@ -295,8 +307,9 @@ class MuffliatoSync(Engine):
         return actions
 
     def _maybe_close(self) -> None:
-        if self.closed < self.r and all(w in self.inbox.get(self.r, {})
-                                        for w in self.sent.get(self.r, ())):
+        if self.closed < self.r and all(
+            w in self.inbox.get(self.r, {}) for w in self.sent.get(self.r, ())
+        ):
             self.closed = self.r
 
     def _maybe_finish(self) -> list[Action]:
@@ -326,8 +339,9 @@ class MuffliatoSync(Engine):
             actions += self._enter(nxt)
         return actions
 
-    def _update(self, R: tuple[int, ...], got: Mapping[int, np.ndarray],
-                weights: Mapping[int, float]) -> list[Action]:
+    def _update(
+        self, R: tuple[int, ...], got: Mapping[int, np.ndarray], weights: Mapping[int, float]
+    ) -> list[Action]:
         t = self.r % self.T
         mix = self.x * (1.0 - sum(weights[w] for w in R))
         for w in R:  # fixed (sorted) order: bitwise reproducible (spec §7.1 item 11)
@@ -340,11 +354,18 @@ class MuffliatoSync(Engine):
             if w not in R:
                 self.missing.setdefault(self.ids[w], []).append(self.r)
         self.realised.append(list(R))
-        return [Record("round", params={"round": self.r, "call": self.r // self.T,
-                                        "realised": [self.ids[w] for w in R],
-                                        "step": "plain" if plain else "chebyshev",
-                                        "late_or_lost": sorted(self.ids[w] for w in nb
-                                                               if w not in R)})]
+        return [
+            Record(
+                "round",
+                params={
+                    "round": self.r,
+                    "call": self.r // self.T,
+                    "realised": [self.ids[w] for w in R],
+                    "step": "plain" if plain else "chebyshev",
+                    "late_or_lost": sorted(self.ids[w] for w in nb if w not in R),
+                },
+            )
+        ]
 
     def _finish(self) -> list[Action]:
         self.done = True
@@ -360,11 +381,16 @@ class MuffliatoSync(Engine):
         return actions + [self.output()]
 
     def output(self) -> Output:
-        return Output(value=self.x.copy(), info={
-            "rounds": self.total, "T": self.T, "calls": self.calls,
-            "realised": [[self.ids[w] for w in R] for R in self.realised],
-            "missing": {k: v for k, v in sorted(self.missing.items())},
-        })
+        return Output(
+            value=self.x.copy(),
+            info={
+                "rounds": self.total,
+                "T": self.T,
+                "calls": self.calls,
+                "realised": [[self.ids[w] for w in R] for R in self.realised],
+                "missing": {k: v for k, v in sorted(self.missing.items())},
+            },
+        )
 
     # -- entry points ------------------------------------------------------------------------------
     def start(self) -> list[Action]:
@@ -378,24 +404,33 @@ class MuffliatoSync(Engine):
             raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
         r = int(msg.round)
         if not 0 <= r < self.total:
-            raise Refused(RefusalCode.FAILED_PRECONDITION,
-                          f"foreign round {r}: this job has rounds 0..{self.total - 1}")
+            raise Refused(
+                RefusalCode.FAILED_PRECONDITION,
+                f"foreign round {r}: this job has rounds 0..{self.total - 1}",
+            )
         w = self.position[sender]
         nb, _ = self.graph(r // self.T)
         if w not in nb:
-            raise Refused(RefusalCode.PERMISSION_DENIED,
-                          f"{sender} is not a neighbour of {self.ctx.me} in round {r}")
+            raise Refused(
+                RefusalCode.PERMISSION_DENIED,
+                f"{sender} is not a neighbour of {self.ctx.me} in round {r}",
+            )
         if self.suspended.get(w, -1) > r:
-            raise Refused(RefusalCode.FAILED_PRECONDITION,
-                          f"{sender} is presumed gone until round {self.suspended[w]} (its "
-                          "link gave up); this round does not use the edge")
+            raise Refused(
+                RefusalCode.FAILED_PRECONDITION,
+                f"{sender} is presumed gone until round {self.suspended[w]} (its "
+                "link gave up); this round does not use the edge",
+            )
         if r <= self.closed or r < self.r or self.done:
-            raise Refused(RefusalCode.FAILED_PRECONDITION,
-                          f"late value for round {r} from {sender}: {self.ctx.me} closed it "
-                          f"(now in round {self.r})")
+            raise Refused(
+                RefusalCode.FAILED_PRECONDITION,
+                f"late value for round {r} from {sender}: {self.ctx.me} closed it "
+                f"(now in round {self.r})",
+            )
         if w in self.inbox.get(r, {}):
-            raise Refused(RefusalCode.FAILED_PRECONDITION,
-                          f"duplicate value for round {r} from {sender}")
+            raise Refused(
+                RefusalCode.FAILED_PRECONDITION, f"duplicate value for round {r} from {sender}"
+            )
         assert msg.payload is not None
         self.inbox.setdefault(r, {})[w] = _check_payload(msg.payload)
         return self._maybe_finish() if r == self.r else []
@@ -412,11 +447,15 @@ class MuffliatoSync(Engine):
             except ValueError:
                 r = w = -1
             if not (sep and 0 <= r < self.total and 0 <= w < self.n):
-                raise Refused(RefusalCode.INVALID_ARGUMENT,
-                              f"bad schedule key {k!r} (round:neighbour within the job)")
+                raise Refused(
+                    RefusalCode.INVALID_ARGUMENT,
+                    f"bad schedule key {k!r} (round:neighbour within the job)",
+                )
             if w not in self._neighbours(s, r // self.T):
-                raise Refused(RefusalCode.INVALID_ARGUMENT,
-                              f"schedule key {k!r}: not an edge of {sender} in that round")
+                raise Refused(
+                    RefusalCode.INVALID_ARGUMENT,
+                    f"schedule key {k!r}: not an edge of {sender} in that round",
+                )
             missing.add((r, w))
         rounds: dict[int, list[str]] = {}
         for call in range(-(-self.total // self.T)):
@@ -426,8 +465,13 @@ class MuffliatoSync(Engine):
                 if R:
                     rounds[r] = R
         self.schedules[sender] = rounds
-        return [Record("schedule", peer=sender,
-                       params={"realised": {str(r): sorted(v) for r, v in sorted(rounds.items())}})]
+        return [
+            Record(
+                "schedule",
+                peer=sender,
+                params={"realised": {str(r): sorted(v) for r, v in sorted(rounds.items())}},
+            )
+        ]
 
     def on_timer(self, name: str) -> list[Action]:
         if name.startswith("round:") and int(name[6:]) == self.r and not self.done:
@@ -453,8 +497,9 @@ class MuffliatoSync(Engine):
     def on_delivered(self, to: str, msg: Message) -> list[Action]:
         return self._settle(msg, to, True)
 
-    def on_undeliverable(self, to: str, msg: Message, code: str,
-                         detail: str) -> list[Action] | None:
+    def on_undeliverable(
+        self, to: str, msg: Message, code: str, detail: str
+    ) -> list[Action] | None:
         return self._settle(msg, to, False, code)
 
     def on_duplicate(self, sender: str, msg: Message) -> None:
@@ -468,10 +513,12 @@ class MuffliatoSync(Engine):
             return
         r, w = int(msg.round), self.position[sender]
         if 0 <= r < len(self.realised) and w not in self.realised[r]:
-            raise Refused(RefusalCode.FAILED_PRECONDITION,
-                          f"round {r} finished at {self.ctx.me} without the edge to {sender} "
-                          f"(its value to {sender} was not acknowledged in time); the re-sent "
-                          "value is not used")
+            raise Refused(
+                RefusalCode.FAILED_PRECONDITION,
+                f"round {r} finished at {self.ctx.me} without the edge to {sender} "
+                f"(its value to {sender} was not acknowledged in time); the re-sent "
+                "value is not used",
+            )
 
 
 # -- Algorithm 3 --------------------------------------------------------------------------------
@@ -486,8 +533,13 @@ class MuffliatoGd(MuffliatoSync):
 
     algorithm = "muffliato-gd"
 
-    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
-                 contribute: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: JobContext,
+        data: np.ndarray | None,
+        rng: np.random.Generator,
+        contribute: bool = True,
+    ) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
         self.eta = float(p["eta"])
@@ -498,8 +550,10 @@ class MuffliatoGd(MuffliatoSync):
         else:
             flat = np.asarray(data, dtype=np.float64).reshape(-1)
             if flat.size % (self.dim + 1):
-                raise ValueError(f"GD data must be rows of {self.dim} features and a label; got "
-                                 f"{flat.size} numbers")
+                raise ValueError(
+                    f"GD data must be rows of {self.dim} features and a label; got "
+                    f"{flat.size} numbers"
+                )
             rows = flat.reshape(-1, self.dim + 1)
             self.X, self.y = rows[:, :-1], np.where(rows[:, -1] > 0, 1.0, -1.0)
 
@@ -508,11 +562,17 @@ class MuffliatoGd(MuffliatoSync):
 
     def call_input(self, call: int) -> tuple[np.ndarray, dict[str, Any]]:
         real = self.has_data()
-        g = (clip_l2(logistic_gradient(self.theta, self.X, self.y), self.L) if real
-             else np.zeros(self.dim))
+        g = (
+            clip_l2(logistic_gradient(self.theta, self.X, self.y), self.L)
+            if real
+            else np.zeros(self.dim)
+        )
         step = gaussian_on_grid(self.rng, g, self.sigma, self.grid)
-        return self.theta - self.eta * step, {"mechanism": "gaussian", "sigma": self.sigma,
-                                              "sensitivity": 2.0 * self.L}
+        return self.theta - self.eta * step, {
+            "mechanism": "gaussian",
+            "sigma": self.sigma,
+            "sensitivity": 2.0 * self.L,
+        }
 
     def call_output(self, call: int, x: np.ndarray) -> None:
         self.theta = x
@@ -555,8 +615,13 @@ class MuffliatoRandom(Engine):
     algorithm = "muffliato-random"
     closing_kinds = frozenset({SCHEDULE})  # the peers' activation lists, sent when they finish
 
-    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
-                 contribute: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: JobContext,
+        data: np.ndarray | None,
+        rng: np.random.Generator,
+        contribute: bool = True,
+    ) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
         self.me = self.position[ctx.me]
@@ -567,8 +632,12 @@ class MuffliatoRandom(Engine):
         self.duration = float(p["duration_s"])
         self.grace = float(p.get("grace_s", 2.0))
         self.timeout = float(p.get("exchange_timeout_s", 5.0))
-        adjacency = ctx.shared.get("muffliato-random-adjacency", lambda: _adjacency(
-            self.n, public_graph(p, self.n, ctx.public_seed, 0, _topology_indices(ctx))))
+        adjacency = ctx.shared.get(
+            "muffliato-random-adjacency",
+            lambda: _adjacency(
+                self.n, public_graph(p, self.n, ctx.public_seed, 0, _topology_indices(ctx))
+            ),
+        )
         self.nb = adjacency[self.me]  # sorted; shared, read-only
         self.x = np.zeros(self.dim)
         self.clock_on = False
@@ -595,20 +664,35 @@ class MuffliatoRandom(Engine):
             x = clip_l2(x, float(self.ctx.params["clip"]))
         self.x = gaussian_on_grid(self.rng, x, self.sigma, self.grid)
         self.clock_on = bool(self.nb)
-        return [Record("contribute" if real else "noise-only",
-                       params={"call": 0, "data": real, "mechanism": "gaussian",
-                               "sigma": self.sigma,
-                               "sensitivity": float(self.ctx.params["sensitivity"])}),
-                SetTimer("tick", self._delay()), SetTimer("stop", self.duration)]
+        return [
+            Record(
+                "contribute" if real else "noise-only",
+                params={
+                    "call": 0,
+                    "data": real,
+                    "mechanism": "gaussian",
+                    "sigma": self.sigma,
+                    "sensitivity": float(self.ctx.params["sensitivity"]),
+                },
+            ),
+            SetTimer("tick", self._delay()),
+            SetTimer("stop", self.duration),
+        ]
 
     def _delay(self) -> float:
         return float(self.rng.exponential(1.0 / self.rate))
 
     def _log(self, initiator: int, k: int, peer: int, committed: bool) -> Record:
         self.log.append((initiator, k, peer, committed))
-        return Record("activation", peer=self.ids[peer],
-                      params={"initiator": self.ids[initiator], "id": k,
-                              "status": "committed" if committed else "aborted"})
+        return Record(
+            "activation",
+            peer=self.ids[peer],
+            params={
+                "initiator": self.ids[initiator],
+                "id": k,
+                "status": "committed" if committed else "aborted",
+            },
+        )
 
     def on_timer(self, name: str) -> list[Action]:
         if self.done:
@@ -622,8 +706,10 @@ class MuffliatoRandom(Engine):
                 w = self.nb[int(self.rng.integers(len(self.nb)))]
                 self.k += 1
                 self.busy = ("initiator", w, self.k, "offer")
-                actions += [Send(self.ids[w], Message(OFFER, seq=self.k)),
-                            SetTimer(f"x:{self.k}", self.timeout)]
+                actions += [
+                    Send(self.ids[w], Message(OFFER, seq=self.k)),
+                    SetTimer(f"x:{self.k}", self.timeout),
+                ]
             return actions
         if name == "stop":
             self.clock_on = False
@@ -646,42 +732,58 @@ class MuffliatoRandom(Engine):
 
     def _finish(self) -> list[Action]:
         self.done = True
-        scalars = {f"{i}:{a}:{k}:{b}": (1.0 if c else 0.0)
-                   for i, (a, k, b, c) in enumerate(self.log)}
+        scalars = {
+            f"{i}:{a}:{k}:{b}": (1.0 if c else 0.0) for i, (a, k, b, c) in enumerate(self.log)
+        }
         schedule = Message(SCHEDULE, scalars=scalars)  # one message (digest, encoding), everyone
         actions: list[Action] = [Send(v, schedule) for v in self.ids if v != self.ctx.me]
-        return actions + [Output(value=self.x.copy(), info={
-            "activations": [[self.ids[a], k, self.ids[b], c] for a, k, b, c in self.log],
-            "committed": sum(1 for *_, c in self.log if c), "ticks": self.ticks})]
+        return actions + [
+            Output(
+                value=self.x.copy(),
+                info={
+                    "activations": [[self.ids[a], k, self.ids[b], c] for a, k, b, c in self.log],
+                    "committed": sum(1 for *_, c in self.log if c),
+                    "ticks": self.ticks,
+                },
+            )
+        ]
 
     def on_message(self, sender: str, msg: Message) -> list[Action]:
         s = self.position[sender]
         if msg.kind == SCHEDULE:
             return self._on_schedule(sender, msg)
         if s not in self.nb:
-            raise Refused(RefusalCode.PERMISSION_DENIED,
-                          f"{sender} is not a neighbour of {self.ctx.me}")
+            raise Refused(
+                RefusalCode.PERMISSION_DENIED, f"{sender} is not a neighbour of {self.ctx.me}"
+            )
         if msg.kind == OFFER:
             if self.done:
                 raise Refused(RefusalCode.FAILED_PRECONDITION, f"{self.ctx.me} has finished")
             if self.busy is not None:
-                raise Refused(RefusalCode.FAILED_PRECONDITION,
-                              f"{self.ctx.me} is busy in another exchange")
+                raise Refused(
+                    RefusalCode.FAILED_PRECONDITION, f"{self.ctx.me} is busy in another exchange"
+                )
             self.busy = ("responder", s, int(msg.seq), "reply")
-            return [Send(sender, Message(REPLY, payload=self.x.copy(), seq=msg.seq)),
-                    SetTimer(f"r:{s}:{msg.seq}", self.timeout)]
+            return [
+                Send(sender, Message(REPLY, payload=self.x.copy(), seq=msg.seq)),
+                SetTimer(f"r:{s}:{msg.seq}", self.timeout),
+            ]
         if msg.kind == REPLY:
             if self.busy != ("initiator", s, int(msg.seq), "offer"):
-                raise Refused(RefusalCode.FAILED_PRECONDITION,
-                              f"late or foreign reply {msg.seq} from {sender}")
+                raise Refused(
+                    RefusalCode.FAILED_PRECONDITION,
+                    f"late or foreign reply {msg.seq} from {sender}",
+                )
             assert msg.payload is not None
             self.peer_value = _check_payload(msg.payload)
             self.busy = ("initiator", s, int(msg.seq), "value")
             return [Send(sender, Message(PAIR, payload=self.x.copy(), seq=msg.seq))]
         if msg.kind == PAIR:
             if self.busy != ("responder", s, int(msg.seq), "reply"):
-                raise Refused(RefusalCode.FAILED_PRECONDITION,
-                              f"late or foreign value {msg.seq} from {sender}")
+                raise Refused(
+                    RefusalCode.FAILED_PRECONDITION,
+                    f"late or foreign value {msg.seq} from {sender}",
+                )
             assert msg.payload is not None
             self.x = (self.x + _check_payload(msg.payload)) / 2.0
             self.busy = None
@@ -701,8 +803,13 @@ class MuffliatoRandom(Engine):
                 raise Refused(RefusalCode.INVALID_ARGUMENT, f"activation {key!r} out of range")
             acts.append((i, [self.ids[a], k, self.ids[b], bool(val)]))
         self.schedules.add(sender)
-        return [Record("schedule", peer=sender,
-                       params={"activations": [a for _, a in sorted(acts, key=lambda x: x[0])]})]
+        return [
+            Record(
+                "schedule",
+                peer=sender,
+                params={"activations": [a for _, a in sorted(acts, key=lambda x: x[0])]},
+            )
+        ]
 
     def _settle(self, to: str, msg: Message, ok: bool) -> list[Action]:
         if self.busy is None or msg.kind not in (OFFER, PAIR, REPLY):
@@ -728,8 +835,9 @@ class MuffliatoRandom(Engine):
     def on_delivered(self, to: str, msg: Message) -> list[Action]:
         return self._settle(to, msg, True)
 
-    def on_undeliverable(self, to: str, msg: Message, code: str,
-                         detail: str) -> list[Action] | None:
+    def on_undeliverable(
+        self, to: str, msg: Message, code: str, detail: str
+    ) -> list[Action] | None:
         return self._settle(to, msg, False)
 
 
@@ -741,15 +849,59 @@ def ldp_sigma(epsilon: float, delta: float, sensitivity: float, count: int) -> f
 
 # -- job parameters -----------------------------------------------------------------------------
 _KNOWN = {
-    "muffliato": {"T", "dim", "clip", "sigma", "epsilon", "delta", "alpha", "calibrate",
-                  "accelerated", "graph", "p", "spectral_gap", "spread_bound", "round_timeout_s",
-                  "suspend_rounds", "deadline_s"},
-    "muffliato-gd": {"T", "dim", "sigma", "epsilon", "delta", "alpha", "calibrate",
-                     "accelerated", "graph", "p", "spectral_gap", "round_timeout_s", "steps",
-                     "eta", "lipschitz", "suspend_rounds", "deadline_s"},
-    "muffliato-random": {"dim", "clip", "sigma", "epsilon", "delta", "alpha", "calibrate",
-                         "graph", "p", "rate", "duration_s", "grace_s", "exchange_timeout_s",
-                         "deadline_s"},
+    "muffliato": {
+        "T",
+        "dim",
+        "clip",
+        "sigma",
+        "epsilon",
+        "delta",
+        "alpha",
+        "calibrate",
+        "accelerated",
+        "graph",
+        "p",
+        "spectral_gap",
+        "spread_bound",
+        "round_timeout_s",
+        "suspend_rounds",
+        "deadline_s",
+    },
+    "muffliato-gd": {
+        "T",
+        "dim",
+        "sigma",
+        "epsilon",
+        "delta",
+        "alpha",
+        "calibrate",
+        "accelerated",
+        "graph",
+        "p",
+        "spectral_gap",
+        "round_timeout_s",
+        "steps",
+        "eta",
+        "lipschitz",
+        "suspend_rounds",
+        "deadline_s",
+    },
+    "muffliato-random": {
+        "dim",
+        "clip",
+        "sigma",
+        "epsilon",
+        "delta",
+        "alpha",
+        "calibrate",
+        "graph",
+        "p",
+        "rate",
+        "duration_s",
+        "grace_s",
+        "exchange_timeout_s",
+        "deadline_s",
+    },
 }
 _COMPUTED = {"gamma", "sensitivity", "calls", "d_max", "spectral_gap_used"}
 
@@ -780,8 +932,9 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
     known = _KNOWN[algorithm]
     unknown = set(params) - known - _COMPUTED
     if unknown:
-        raise ValueError(f"unknown {algorithm} parameter(s) {sorted(unknown)}; known: "
-                         f"{sorted(known)}")
+        raise ValueError(
+            f"unknown {algorithm} parameter(s) {sorted(unknown)}; known: {sorted(known)}"
+        )
     if n < 2:
         raise ValueError(f"{algorithm} needs at least 2 participants, got {n}")
     gd = algorithm == "muffliato-gd"
@@ -849,15 +1002,21 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
         out["epsilon"] = eps
         # σ for the sensitivity charged on the noise grid (discrete_gaussian)
         if out["calibrate"] == "ldp":
-            sigma = calibrate_on_grid(lambda s: ldp_sigma(eps, out["delta"], s, out["calls"]),
-                                      out["sensitivity"], out["dim"])
+            sigma = calibrate_on_grid(
+                lambda s: ldp_sigma(eps, out["delta"], s, out["calls"]),
+                out["sensitivity"],
+                out["dim"],
+            )
         else:
             T_guess = int(params.get("T", 0)) or 1
             comms_call = comms if algorithm == "muffliato-random" else max(1, d_max) * T_guess
             sigma = calibrate_on_grid(
-                lambda s: pg.sigma_for_mean_dp(eps, out["delta"], sensitivity=s, n=n,
-                                               communications=comms_call * out["calls"]),
-                out["sensitivity"], out["dim"])
+                lambda s: pg.sigma_for_mean_dp(
+                    eps, out["delta"], sensitivity=s, n=n, communications=comms_call * out["calls"]
+                ),
+                out["sensitivity"],
+                out["dim"],
+            )
     out["sigma"] = float(sigma)
     if out["sigma"] <= 0:
         raise ValueError("sigma must be positive")
@@ -868,8 +1027,17 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
             spread = _num(params, "spread_bound", out.get("clip", 1.0) ** 2)
 
             def rounds(sigma: float) -> int:
-                return max(1, pg.gossip_rounds(out["spectral_gap_used"], n, sigma, spread,
-                                               dim=out["dim"], accelerated=out["accelerated"]))
+                return max(
+                    1,
+                    pg.gossip_rounds(
+                        out["spectral_gap_used"],
+                        n,
+                        sigma,
+                        spread,
+                        dim=out["dim"],
+                        accelerated=out["accelerated"],
+                    ),
+                )
 
             out["T"] = rounds(out["sigma"])
             if "sigma" not in params and out["calibrate"] == "mean":
@@ -877,8 +1045,12 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
                 # raise T until it suffices for the σ it implies
                 for _ in range(64):
                     out["sigma"] = pg.sigma_for_mean_dp(
-                        out["epsilon"], out["delta"], sensitivity=out["sensitivity"], n=n,
-                        communications=max(1, d_max) * out["T"] * out["calls"])
+                        out["epsilon"],
+                        out["delta"],
+                        sensitivity=out["sensitivity"],
+                        n=n,
+                        communications=max(1, d_max) * out["T"] * out["calls"],
+                    )
                     if rounds(out["sigma"]) <= out["T"]:
                         break
                     out["T"] += 1

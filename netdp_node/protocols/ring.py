@@ -63,8 +63,13 @@ class RingSum(Engine):
     algorithm = "ring-sum"
     mechanism = "gaussian"
 
-    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
-                 contribute: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: JobContext,
+        data: np.ndarray | None,
+        rng: np.random.Generator,
+        contribute: bool = True,
+    ) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
         self.order = self.ids
@@ -123,8 +128,10 @@ class RingSum(Engine):
             "clip": self.clip,
         }
         event = "contribute" if self.contribute else ("noise-only" if noise else "pass")
-        return [Record(event, params=params),
-                Send(self.succ, Message(TOKEN, payload=out, walk=WALK, seq=round_))]
+        return [
+            Record(event, params=params),
+            Send(self.succ, Message(TOKEN, payload=out, walk=WALK, seq=round_)),
+        ]
 
     def _output(self, tau: np.ndarray) -> Output:
         return Output(
@@ -150,18 +157,22 @@ class RingSum(Engine):
         if msg.kind not in (TOKEN, RELEASE):
             raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
         if sender != self.pred:
-            raise Refused(RefusalCode.PERMISSION_DENIED,
-                          f"only {self.pred} (the ring predecessor of {self.ctx.me}) may send it a "
-                          f"{msg.kind}; {sender} may not")
+            raise Refused(
+                RefusalCode.PERMISSION_DENIED,
+                f"only {self.pred} (the ring predecessor of {self.ctx.me}) may send it a "
+                f"{msg.kind}; {sender} may not",
+            )
         if msg.walk != WALK or msg.epoch != 0:
             raise Refused(RefusalCode.FAILED_PRECONDITION, f"unknown walk {msg.walk!r}/{msg.epoch}")
         assert msg.payload is not None
         tau = self._check(np.asarray(msg.payload, dtype=np.float64))
         if msg.kind == TOKEN:
             if msg.seq != self.received + 1 or self.received >= self.rounds:
-                raise Refused(RefusalCode.FAILED_PRECONDITION,
-                              f"token for round {msg.seq} out of order (expected round "
-                              f"{self.received + 1} of {self.rounds})")
+                raise Refused(
+                    RefusalCode.FAILED_PRECONDITION,
+                    f"token for round {msg.seq} out of order (expected round "
+                    f"{self.received + 1} of {self.rounds})",
+                )
             self.received += 1
             if self.pos != 1:
                 return self._visit(self.received, tau)
@@ -169,12 +180,16 @@ class RingSum(Engine):
                 return self._visit(self.received + 1, tau)
             # Round K is complete: release the result around the ring once.
             self.done = True
-            return [Send(self.succ, Message(RELEASE, payload=tau, walk=WALK, seq=1)),
-                    self._output(tau)]
+            return [
+                Send(self.succ, Message(RELEASE, payload=tau, walk=WALK, seq=1)),
+                self._output(tau),
+            ]
         # RELEASE
         if self.pos == 1 or msg.seq != 1 or self.received != self.rounds or self.done:
-            raise Refused(RefusalCode.FAILED_PRECONDITION,
-                          f"unexpected release (received {self.received}/{self.rounds} tokens)")
+            raise Refused(
+                RefusalCode.FAILED_PRECONDITION,
+                f"unexpected release (received {self.received}/{self.rounds} tokens)",
+            )
         self.done = True
         actions: list[Action] = []
         if self.pos != self.n:
@@ -196,15 +211,15 @@ class RingSumR(RingSum):
 
     def _add(self, round_: int, tau: np.ndarray) -> tuple[np.ndarray, float]:
         first = self.pos == 1 and round_ == 1
-        var = self.sigma ** 2 if first else self.sigma ** 2 / (self.n - 1)
+        var = self.sigma**2 if first else self.sigma**2 / (self.n - 1)
         if self.pos == self.n and round_ == self.rounds:
-            var += self.sigma ** 2
-        std = var ** 0.5
+            var += self.sigma**2
+        std = var**0.5
         return tau + gaussian_on_grid(self.rng, self.x, std, self.grid), std
 
     def total_noise_std(self) -> float:
         steps = self.n * self.rounds
-        return (self.sigma ** 2 * (2 + (steps - 1) / (self.n - 1))) ** 0.5
+        return (self.sigma**2 * (2 + (steps - 1) / (self.n - 1))) ** 0.5
 
 
 class RingHistogram(RingSum):
@@ -218,8 +233,13 @@ class RingHistogram(RingSum):
     algorithm = "ring-histogram"
     mechanism = "randomized-response"
 
-    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
-                 contribute: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: JobContext,
+        data: np.ndarray | None,
+        rng: np.random.Generator,
+        contribute: bool = True,
+    ) -> None:
         p = ctx.params
         self.L = int(p["bins"])
         self.gamma = float(p["gamma"])
@@ -255,8 +275,15 @@ class RingHistogram(RingSum):
     def _output(self, tau: np.ndarray) -> Output:
         reports = self.n * self.rounds
         est = (tau - self.gamma * reports / self.L - 2 * self.blanket / self.L) / (1 - self.gamma)
-        return Output(value=est, info={"counts": tau.tolist(), "rounds": self.rounds,
-                                       "gamma": self.gamma, "blanket": self.blanket})
+        return Output(
+            value=est,
+            info={
+                "counts": tau.tolist(),
+                "rounds": self.rounds,
+                "gamma": self.gamma,
+                "blanket": self.blanket,
+            },
+        )
 
 
 def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
@@ -292,16 +319,20 @@ def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
             raise ValueError(f"{k} must be in (0, 1)")
     if not out["rounds"] * out["delta"] + out["delta_prime"] < 1:
         # Theorem 1's δ over the K windows: at 1 or more nothing is guaranteed (or accounted)
-        raise ValueError(f"rounds × delta + delta_prime must be < 1 (the guarantee's δ over the "
-                         f"rounds), got {out['rounds']} × {out['delta']:g} + "
-                         f"{out['delta_prime']:g}")
+        raise ValueError(
+            f"rounds × delta + delta_prime must be < 1 (the guarantee's δ over the "
+            f"rounds), got {out['rounds']} × {out['delta']:g} + "
+            f"{out['delta_prime']:g}"
+        )
     out["sensitivity"] = 2.0 * out["clip"]
     # calibrated for the sensitivity charged on the noise grid (discrete_gaussian)
     if not 0 < out["epsilon"] < math.inf:
         raise ValueError(f"epsilon must be a finite number > 0, got {out['epsilon']!r}")
     out["sigma"] = calibrate_on_grid(
-        lambda s: discrete_gaussian_sigma(out["epsilon"], out["delta"], s), out["sensitivity"],
-        int(out["dim"]))
+        lambda s: discrete_gaussian_sigma(out["epsilon"], out["delta"], s),
+        out["sensitivity"],
+        int(out["dim"]),
+    )
     return out
 
 
@@ -311,14 +342,18 @@ def prepare_histogram_params(params: dict[str, Any], n: int) -> dict[str, Any]:
     known = {"rounds", "bins", "epsilon0", "delta", "delta_prime"}
     unknown = set(params) - known - {"gamma"}
     if unknown:
-        raise ValueError(f"unknown ring-histogram parameter(s) {sorted(unknown)}; known: "
-                         f"{sorted(known)}")
+        raise ValueError(
+            f"unknown ring-histogram parameter(s) {sorted(unknown)}; known: {sorted(known)}"
+        )
     if n < 3:
         raise ValueError(f"the ring histogram needs at least 3 participants, got {n}")
-    out: dict[str, Any] = {"rounds": int(params.get("rounds", 10)), "bins": int(params.get("bins", 4)),
-           "epsilon0": float(params.get("epsilon0", 1.0)),
-           "delta": float(params.get("delta", 1e-6)),
-           "delta_prime": float(params.get("delta_prime", 1e-6))}
+    out: dict[str, Any] = {
+        "rounds": int(params.get("rounds", 10)),
+        "bins": int(params.get("bins", 4)),
+        "epsilon0": float(params.get("epsilon0", 1.0)),
+        "delta": float(params.get("delta", 1e-6)),
+        "delta_prime": float(params.get("delta_prime", 1e-6)),
+    }
     if not 1 <= out["rounds"] <= MAX_ROUNDS:
         raise ValueError(f"rounds must be in 1..{MAX_ROUNDS}, got {out['rounds']}")
     if not 2 <= out["bins"] <= 1 << 16 or not out["epsilon0"] > 0:

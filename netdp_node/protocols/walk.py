@@ -139,8 +139,13 @@ class CompleteGraphWalk(Engine):
     # and a fence (a branch we forwarded on went stale); never a second release or a token
     closing_kinds = frozenset({HANDOFF, FENCE})
 
-    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
-                 contribute: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: JobContext,
+        data: np.ndarray | None,
+        rng: np.random.Generator,
+        contribute: bool = True,
+    ) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
         self.T = int(p["T"])
@@ -248,8 +253,9 @@ class CompleteGraphWalk(Engine):
         return bool(self.rng.random() < 1.0 / self.T)
 
     # -- the walk --------------------------------------------------------------------------------
-    def _hold(self, tau: np.ndarray, t: int, epoch: int,
-              came_from: tuple[str, int, int] | None) -> list[Action]:
+    def _hold(
+        self, tau: np.ndarray, t: int, epoch: int, came_from: tuple[str, int, int] | None
+    ) -> list[Action]:
         """This node holds the token (received from came_from=(sender, epoch, seq), or at start)."""
         actions: list[Action] = []
         sender = None if came_from is None else came_from[0]
@@ -274,8 +280,9 @@ class CompleteGraphWalk(Engine):
             else:
                 self.noise_only += 1
             event = "contribute" if real else str(params.pop("event", "noise-only"))
-            params.update({"data": real, "epoch": epoch, "from": sender or "", "to": nxt,
-                           "live": len(live)})
+            params.update(
+                {"data": real, "epoch": epoch, "from": sender or "", "to": nxt, "live": len(live)}
+            )
             if self.stop == "counter":
                 params["t"] = t
             if repeat:
@@ -287,15 +294,35 @@ class CompleteGraphWalk(Engine):
                 return actions + self._forward(tau, t, epoch, nxt, came_from, contrib)
             sender = self.ctx.me  # self-loop: hold it again
 
-    def _forward(self, tau: np.ndarray, t: int, epoch: int, to: str,
-                 came_from: tuple[str, int, int] | None, contrib: int) -> list[Action]:
+    def _forward(
+        self,
+        tau: np.ndarray,
+        t: int,
+        epoch: int,
+        to: str,
+        came_from: tuple[str, int, int] | None,
+        contrib: int,
+    ) -> list[Action]:
         seq = self._new_seq()
-        msg = Message(TOKEN, payload=tau, walk=WALK, epoch=epoch, seq=seq,
-                      round=t if self.stop == "counter" else 0, scalars=self._dead_scalars())
+        msg = Message(
+            TOKEN,
+            payload=tau,
+            walk=WALK,
+            epoch=epoch,
+            seq=seq,
+            round=t if self.stop == "counter" else 0,
+            scalars=self._dead_scalars(),
+        )
         key = self._key(epoch, seq)
-        meta = {"to": to, "epoch": epoch, "seq": seq, "t": t, "contrib": contrib,
-                "came_from": list(came_from) if came_from else None,
-                "scalars": msg.scalars}
+        meta = {
+            "to": to,
+            "epoch": epoch,
+            "seq": seq,
+            "t": t,
+            "contrib": contrib,
+            "came_from": list(came_from) if came_from else None,
+            "scalars": msg.scalars,
+        }
         self.custody[key] = meta
         self.copies[key] = tau
         return [Keep(key, tau, meta), Send(to, msg), SetTimer(key, self.custody_timeout)]
@@ -309,14 +336,26 @@ class CompleteGraphWalk(Engine):
         self.handed.add((str(s), int(e), int(q)))
         return [Send(str(s), Message(HANDOFF, walk=WALK, epoch=int(e), seq=int(q)))]
 
-    def _release(self, tau: np.ndarray, t: int, epoch: int,
-                 came_from: tuple[str, int, int] | None) -> list[Action]:
+    def _release(
+        self, tau: np.ndarray, t: int, epoch: int, came_from: tuple[str, int, int] | None
+    ) -> list[Action]:
         actions: list[Action] = [Record("release", params={"epoch": epoch, "steps": t})]
         for v in self.ids:
             if v != self.ctx.me:
-                actions.append(Send(v, Message(RELEASE, payload=tau, walk=WALK, epoch=epoch,
-                                               seq=1, round=t if self.stop == "counter" else 0,
-                                               scalars=self._dead_scalars())))
+                actions.append(
+                    Send(
+                        v,
+                        Message(
+                            RELEASE,
+                            payload=tau,
+                            walk=WALK,
+                            epoch=epoch,
+                            seq=1,
+                            round=t if self.stop == "counter" else 0,
+                            scalars=self._dead_scalars(),
+                        ),
+                    )
+                )
         actions += self._handoff(came_from)
         return actions + self._finish(tau, epoch, t)
 
@@ -328,15 +367,27 @@ class CompleteGraphWalk(Engine):
         # accepts a token that never arrived when its sender recorded why).
         actions: list[Action] = []
         for k, meta in self.custody.items():
-            actions += [Drop(k), Record("abandoned", peer=str(meta["to"]),
-                                        params={"epoch": meta["epoch"], "released_epoch": epoch})]
+            actions += [
+                Drop(k),
+                Record(
+                    "abandoned",
+                    peer=str(meta["to"]),
+                    params={"epoch": meta["epoch"], "released_epoch": epoch},
+                ),
+            ]
         self.custody.clear()
         self.copies.clear()
         value, info = self.result_info(tau)
-        info.update({"epoch": epoch, "steps": t if self.stop == "counter" else None,
-                     "contributions_in_result": self.count - self.discarded,
-                     "noise_only_steps": self.noise_only, "excluded": sorted(self.dead),
-                     "live": self.n - len(self.dead)})
+        info.update(
+            {
+                "epoch": epoch,
+                "steps": t if self.stop == "counter" else None,
+                "contributions_in_result": self.count - self.discarded,
+                "noise_only_steps": self.noise_only,
+                "excluded": sorted(self.dead),
+                "live": self.n - len(self.dead),
+            }
+        )
         return actions + [Output(value=value, info=info)]
 
     def _reroute(self, key: str, why: str) -> list[Action]:
@@ -353,17 +404,34 @@ class CompleteGraphWalk(Engine):
         nxt = self._draw_next(live)
         actions: list[Action] = [
             Drop(key),
-            Record("reroute", peer=dead, params={"old_epoch": meta["epoch"], "epoch": epoch,
-                                                 "to": nxt, "t": int(meta["t"]),
-                                                 "reason": why[:300]}),
-            Send(dead, Message(FENCE, walk=WALK, epoch=int(meta["epoch"]), seq=int(meta["seq"]),
-                               scalars={SUPERSEDED_BY: float(epoch)})),
+            Record(
+                "reroute",
+                peer=dead,
+                params={
+                    "old_epoch": meta["epoch"],
+                    "epoch": epoch,
+                    "to": nxt,
+                    "t": int(meta["t"]),
+                    "reason": why[:300],
+                },
+            ),
+            Send(
+                dead,
+                Message(
+                    FENCE,
+                    walk=WALK,
+                    epoch=int(meta["epoch"]),
+                    seq=int(meta["seq"]),
+                    scalars={SUPERSEDED_BY: float(epoch)},
+                ),
+            ),
         ]
         came_from = tuple(meta["came_from"]) if meta["came_from"] else None
         if nxt == self.ctx.me:
             return actions + self._hold(tau, int(meta["t"]), epoch, came_from)
-        return actions + self._forward(tau, int(meta["t"]), epoch, nxt, came_from,
-                                       int(meta["contrib"]))
+        return actions + self._forward(
+            tau, int(meta["t"]), epoch, nxt, came_from, int(meta["contrib"])
+        )
 
     def _new_epoch(self, old: int, upstream: bool) -> int:
         """The epoch of a re-route of a copy of epoch `old` (see EPOCH_TIE_BITS): newer than any
@@ -380,8 +448,9 @@ class CompleteGraphWalk(Engine):
         tie = int(self.rng.integers(0, 1 << EPOCH_TIE_BITS))
         return (counter << EPOCH_COUNTER_SHIFT) | (int(upstream) << EPOCH_TIE_BITS) | tie
 
-    def _discard(self, key: str, peer: str, epoch: int,
-                 superseded_by: int | None = None) -> tuple[dict[str, Any], list[Action]]:
+    def _discard(
+        self, key: str, peer: str, epoch: int, superseded_by: int | None = None
+    ) -> tuple[dict[str, Any], list[Action]]:
         """The copy under `key` is on a stale branch: drop it and discount the contributions made
         with it (they are not in the result; they stay in the ledger and the accounting).
         `superseded_by`: the epoch that made it stale, when known (then this node refuses the
@@ -395,8 +464,9 @@ class CompleteGraphWalk(Engine):
             params[SUPERSEDED_BY] = superseded_by
         return meta, [Drop(key), Record("fenced", peer=peer, params=params)]
 
-    def _fence_branch(self, came_from: tuple[str, int, int],
-                      superseded_by: int | None = None) -> list[Action]:
+    def _fence_branch(
+        self, came_from: tuple[str, int, int], superseded_by: int | None = None
+    ) -> list[Action]:
         """Our sender re-routed the token we got from it: our branch is stale; so is our
         receiver's, which we tell. `superseded_by`: the epoch of the re-route, when the fence says
         it; a node whose branch it fenced then refuses that branch's tokens from now on (the
@@ -406,9 +476,18 @@ class CompleteGraphWalk(Engine):
         for key, meta in list(self.custody.items()):
             if meta["came_from"] and tuple(meta["came_from"]) == came_from:
                 _, dropped = self._discard(key, came_from[0], came_from[1], superseded_by)
-                actions += dropped + [Send(str(meta["to"]), Message(
-                    FENCE, walk=WALK, epoch=int(meta["epoch"]), seq=int(meta["seq"]),
-                    scalars=scalars))]
+                actions += dropped + [
+                    Send(
+                        str(meta["to"]),
+                        Message(
+                            FENCE,
+                            walk=WALK,
+                            epoch=int(meta["epoch"]),
+                            seq=int(meta["seq"]),
+                            scalars=scalars,
+                        ),
+                    )
+                ]
         return actions
 
     # -- entry points ------------------------------------------------------------------------------
@@ -428,12 +507,16 @@ class CompleteGraphWalk(Engine):
             if meta is None:
                 if self.done:
                     return []  # the walk is over; nothing to keep
-                raise Refused(RefusalCode.FAILED_PRECONDITION,
-                              f"no token {msg.epoch}/{msg.seq} in custody here: it was re-routed "
-                              "(your branch of the walk is stale)")
+                raise Refused(
+                    RefusalCode.FAILED_PRECONDITION,
+                    f"no token {msg.epoch}/{msg.seq} in custody here: it was re-routed "
+                    "(your branch of the walk is stale)",
+                )
             if meta["to"] != sender:
-                raise Refused(RefusalCode.PERMISSION_DENIED,
-                              f"token {msg.epoch}/{msg.seq} was sent to {meta['to']}, not {sender}")
+                raise Refused(
+                    RefusalCode.PERMISSION_DENIED,
+                    f"token {msg.epoch}/{msg.seq} was sent to {meta['to']}, not {sender}",
+                )
             del self.custody[key]
             self.copies.pop(key, None)
             return [Drop(key)]
@@ -441,31 +524,44 @@ class CompleteGraphWalk(Engine):
             sup = msg.scalars.get(SUPERSEDED_BY)
             if sup is not None and not (float(sup).is_integer() and 0 <= sup <= EPOCH_MAX):
                 raise Refused(RefusalCode.INVALID_ARGUMENT, f"bad {SUPERSEDED_BY} epoch {sup!r}")
-            return self._fence_branch((sender, msg.epoch, msg.seq),
-                                      None if sup is None else int(sup))
+            return self._fence_branch(
+                (sender, msg.epoch, msg.seq), None if sup is None else int(sup)
+            )
         if msg.kind == RELEASE:
             if self.done:
                 if msg.epoch != self.release_epoch:
-                    return [Record("second-release", peer=sender,
-                                   params={"epoch": msg.epoch, "kept_epoch": self.release_epoch})]
+                    return [
+                        Record(
+                            "second-release",
+                            peer=sender,
+                            params={"epoch": msg.epoch, "kept_epoch": self.release_epoch},
+                        )
+                    ]
                 return []
             assert msg.payload is not None
             tau = self.check_token(np.asarray(msg.payload, dtype=np.float64))
             self._learn_dead(msg)
-            return [Record("observe-release", peer=sender,
-                           params={"epoch": msg.epoch, "live": self.n - len(self.dead)})] + \
-                self._finish(tau, msg.epoch, msg.round)
+            return [
+                Record(
+                    "observe-release",
+                    peer=sender,
+                    params={"epoch": msg.epoch, "live": self.n - len(self.dead)},
+                )
+            ] + self._finish(tau, msg.epoch, msg.round)
         raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
 
     def _on_token(self, sender: str, msg: Message) -> list[Action]:
         if self.done:
-            raise Refused(RefusalCode.FAILED_PRECONDITION,
-                          f"the walk already ended here (released at epoch {self.release_epoch}): "
-                          "your branch is stale")
+            raise Refused(
+                RefusalCode.FAILED_PRECONDITION,
+                f"the walk already ended here (released at epoch {self.release_epoch}): "
+                "your branch is stale",
+            )
         if msg.epoch < self.max_epoch:
-            raise Refused(RefusalCode.FAILED_PRECONDITION,
-                          f"stale token: epoch {msg.epoch} < {self.max_epoch} (the walk was "
-                          "re-routed)")
+            raise Refused(
+                RefusalCode.FAILED_PRECONDITION,
+                f"stale token: epoch {msg.epoch} < {self.max_epoch} (the walk was re-routed)",
+            )
         if msg.seq < 1:
             raise Refused(RefusalCode.INVALID_ARGUMENT, "token without a sequence number")
         t = msg.round
@@ -488,8 +584,7 @@ class CompleteGraphWalk(Engine):
         meta = self.custody.get(name)
         if meta is None or self.done:
             return []
-        return self._reroute(name, f"no handoff from {meta['to']} within "
-                                   f"{self.custody_timeout:g}s")
+        return self._reroute(name, f"no handoff from {meta['to']} within {self.custody_timeout:g}s")
 
     def on_delivered(self, to: str, msg: Message) -> list[Action]:
         if msg.kind in (HANDOFF, RELEASE):
@@ -503,8 +598,9 @@ class CompleteGraphWalk(Engine):
         meta["acked"] = True
         return self._handoff(meta["came_from"])
 
-    def on_undeliverable(self, to: str, msg: Message, code: str,
-                         detail: str) -> list[Action] | None:
+    def on_undeliverable(
+        self, to: str, msg: Message, code: str, detail: str
+    ) -> list[Action] | None:
         if msg.kind == TOKEN:
             key = self._key(msg.epoch, msg.seq)
             if key not in self.custody or self.done:
@@ -533,8 +629,9 @@ class CompleteGraphWalk(Engine):
             self.handoffs.pop(name, None)
         return []  # a lost fence/release: the custody timer or the job deadline covers it
 
-    def restore(self, entries: Sequence[Any],
-                kept: Mapping[str, tuple[np.ndarray, Mapping[str, Any]]]) -> list[Action] | None:
+    def restore(
+        self, entries: Sequence[Any], kept: Mapping[str, tuple[np.ndarray, Mapping[str, Any]]]
+    ) -> list[Action] | None:
         for e in entries:
             if e.direction == "local" and e.event in HOLD_EVENTS:
                 self.holds += 1
@@ -561,10 +658,15 @@ class CompleteGraphWalk(Engine):
         for key, (payload, meta) in kept.items():
             self.custody[key] = dict(meta)
             self.copies[key] = payload
-            msg = Message(TOKEN, payload=payload, walk=WALK, epoch=int(meta["epoch"]),
-                          seq=int(meta["seq"]),
-                          round=int(meta["t"]) if self.stop == "counter" else 0,
-                          scalars=dict(meta.get("scalars") or {}))
+            msg = Message(
+                TOKEN,
+                payload=payload,
+                walk=WALK,
+                epoch=int(meta["epoch"]),
+                seq=int(meta["seq"]),
+                round=int(meta["t"]) if self.stop == "counter" else 0,
+                scalars=dict(meta.get("scalars") or {}),
+            )
             self._learn_dead(msg)
             actions += [Send(str(meta["to"]), msg), SetTimer(key, self.custody_timeout)]
         actions.append(Record("resume", params={"copies": len(kept), "holds": self.holds}))
@@ -577,8 +679,13 @@ class WalkSum(CompleteGraphWalk):
 
     algorithm = "walk-sum"
 
-    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
-                 contribute: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: JobContext,
+        data: np.ndarray | None,
+        rng: np.random.Generator,
+        contribute: bool = True,
+    ) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
         self.dim = int(p.get("dim", 1))
@@ -600,8 +707,7 @@ class WalkSum(CompleteGraphWalk):
     def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
         x = self.x if real else np.zeros(self.dim)
         out = tau + gaussian_on_grid(self.rng, x, self.sigma, self.grid)
-        return out, {"mechanism": "gaussian", "sigma": self.sigma,
-                     "sensitivity": 2.0 * self.clip}
+        return out, {"mechanism": "gaussian", "sigma": self.sigma, "sensitivity": 2.0 * self.clip}
 
     def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         return tau, {"token": tau.tolist()}
@@ -615,8 +721,13 @@ class WalkHistogram(CompleteGraphWalk):
 
     algorithm = "walk-histogram"
 
-    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
-                 contribute: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: JobContext,
+        data: np.ndarray | None,
+        rng: np.random.Generator,
+        contribute: bool = True,
+    ) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
         self.L = int(p["bins"])
@@ -646,8 +757,11 @@ class WalkHistogram(CompleteGraphWalk):
             y = int(self.rng.integers(self.L))
         out = tau.copy()
         out[y] += 1.0
-        return out, {"mechanism": "randomized-response", "gamma": self.gamma if real else 1.0,
-                     "bins": self.L}
+        return out, {
+            "mechanism": "randomized-response",
+            "gamma": self.gamma if real else 1.0,
+            "bins": self.L,
+        }
 
     def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         reports = float(tau.sum())
@@ -674,8 +788,9 @@ def logistic_accuracy(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(np.where(X @ w >= 0, 1.0, -1.0) == y))
 
 
-def clipped_logistic_gradient(w: np.ndarray, X: np.ndarray, y: np.ndarray,
-                              clip: float) -> np.ndarray:
+def clipped_logistic_gradient(
+    w: np.ndarray, X: np.ndarray, y: np.ndarray, clip: float
+) -> np.ndarray:
     """Mean over the rows of the logistic-loss gradients, each clipped to norm `clip` (per-example
     clipping): row i contributes −y_i x_i min(s_i, clip/‖x_i‖), s_i = 1/(1 + exp(y_i wᵀx_i)). The
     mean has norm ≤ clip, and it is the gradient of a convex loss (see `WalkSgd`)."""
@@ -723,8 +838,13 @@ class WalkSgd(CompleteGraphWalk):
     algorithm = "walk-sgd"
     default_stop = "geometric"
 
-    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
-                 contribute: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: JobContext,
+        data: np.ndarray | None,
+        rng: np.random.Generator,
+        contribute: bool = True,
+    ) -> None:
         super().__init__(ctx, data, rng, contribute)
         p = ctx.params
         self.dim = int(p["dim"])
@@ -740,8 +860,10 @@ class WalkSgd(CompleteGraphWalk):
         else:
             flat = np.asarray(data, dtype=np.float64).reshape(-1)
             if flat.size % (self.dim + 1):
-                raise ValueError(f"SGD data must be rows of {self.dim} features and a label; got "
-                                 f"{flat.size} numbers")
+                raise ValueError(
+                    f"SGD data must be rows of {self.dim} features and a label; got "
+                    f"{flat.size} numbers"
+                )
             rows = flat.reshape(-1, self.dim + 1)
             self.X = rows[:, :-1]
             self.y = np.where(rows[:, -1] > 0, 1.0, -1.0)
@@ -769,8 +891,11 @@ class WalkSgd(CompleteGraphWalk):
             return tau, {"event": "pass", "mechanism": "none", "sigma": 0.0}
         g = self.gradient(tau) if real else np.zeros(self.dim)
         noisy = gaussian_on_grid(self.rng, g, self.sigma, self.grid)
-        return tau - self.eta * noisy, {"mechanism": "gaussian", "sigma": self.sigma,
-                                        "sensitivity": 2.0 * self.L}
+        return tau - self.eta * noisy, {
+            "mechanism": "gaussian",
+            "sigma": self.sigma,
+            "sensitivity": 2.0 * self.L,
+        }
 
     def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         info: dict[str, Any] = {"model": tau.tolist()}
@@ -789,10 +914,24 @@ def _finite(name: str, v: Any) -> float:
 
 
 # -- job parameters ---------------------------------------------------------------------------------
-_COMMON = {"T", "epsilon", "delta", "delta_prime", "delta_hat", "cap", "regime", "edge_cap",
-           "colluders", "stop", "custody_timeout_s"}
-_SPECIFIC = {"walk-sum": {"dim", "clip"}, "walk-histogram": {"bins"},
-             "walk-sgd": {"dim", "lipschitz", "eta", "dp"}}
+_COMMON = {
+    "T",
+    "epsilon",
+    "delta",
+    "delta_prime",
+    "delta_hat",
+    "cap",
+    "regime",
+    "edge_cap",
+    "colluders",
+    "stop",
+    "custody_timeout_s",
+}
+_SPECIFIC = {
+    "walk-sum": {"dim", "clip"},
+    "walk-histogram": {"bins"},
+    "walk-sgd": {"dim", "lipschitz", "eta", "dp"},
+}
 _COMPUTED = {"sigma", "epsilon0", "gamma", "sensitivity"}
 
 
@@ -817,8 +956,9 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
     known = _COMMON | _SPECIFIC[algorithm]
     unknown = set(params) - known - _COMPUTED
     if unknown:
-        raise ValueError(f"unknown {algorithm} parameter(s) {sorted(unknown)}; known: "
-                         f"{sorted(known)}")
+        raise ValueError(
+            f"unknown {algorithm} parameter(s) {sorted(unknown)}; known: {sorted(known)}"
+        )
     if n < 3:
         raise ValueError(f"a walk needs at least 3 participants, got {n}")
     sgd = algorithm == "walk-sgd"
@@ -893,15 +1033,22 @@ class RandomWalkSgd(WalkSgd):
     algorithm = "rw-sgd"
     default_stop = "counter"
 
-    def __init__(self, ctx: JobContext, data: np.ndarray | None, rng: np.random.Generator,
-                 contribute: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: JobContext,
+        data: np.ndarray | None,
+        rng: np.random.Generator,
+        contribute: bool = True,
+    ) -> None:
         self.objective = str(ctx.params.get("objective", "logistic"))
         if self.objective == "mean" and data is not None:
             # the averaging special case (spec §3.3): the node's vector y_v, stored as WalkSgd's
             # one row of features (with a dummy label)
             if np.size(data) != int(ctx.params["dim"]):
-                raise ValueError(f"the averaging case needs one vector of dim = "
-                                 f"{ctx.params['dim']} numbers per node, got {np.size(data)}")
+                raise ValueError(
+                    f"the averaging case needs one vector of dim = "
+                    f"{ctx.params['dim']} numbers per node, got {np.size(data)}"
+                )
             data = np.append(np.asarray(data, dtype=np.float64).reshape(-1), 1.0)
         super().__init__(ctx, data, rng, contribute)
 
@@ -912,8 +1059,13 @@ class RandomWalkSgd(WalkSgd):
         if not edges:
             raise ValueError("rw-sgd needs the job's graph (edges)")
         nb = ctx.shared.get("neighbour-lists", lambda: neighbour_lists(self.n, edges))
-        cols, probs = transition_row(self.n, edges, self.position[ctx.me],
-                                     weight_rule(ctx.params.get("weights", "coded")), nb=nb)
+        cols, probs = transition_row(
+            self.n,
+            edges,
+            self.position[ctx.me],
+            weight_rule(ctx.params.get("weights", "coded")),
+            nb=nb,
+        )
         self.row = [(self.ids[c], p) for c, p in zip(cols, probs) if p > 0]
 
     def _may_contribute(self, sender: str | None, nxt: str) -> bool:
@@ -928,8 +1080,11 @@ class RandomWalkSgd(WalkSgd):
         # f_v(x) = ½‖x − y_v‖², ∇f_v = x − y_v, clipped to C, noise N(0, σ²Δ²I) (spec §3.3)
         g = clip_l2(tau - self.X[0], self.L) if real else np.zeros(self.dim)
         noisy = gaussian_on_grid(self.rng, g, self.sigma, self.grid)
-        return tau - self.eta * noisy, {"mechanism": "gaussian", "sigma": self.sigma,
-                                        "sensitivity": 2.0 * self.L}
+        return tau - self.eta * noisy, {
+            "mechanism": "gaussian",
+            "sigma": self.sigma,
+            "sensitivity": 2.0 * self.L,
+        }
 
     def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         if self.objective == "logistic":
@@ -962,8 +1117,22 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     objective ("logistic", or "mean": the averaging special case of spec §3.3, node data a vector
     y_v of `dim` numbers, f_v(x) = ½‖x − y_v‖², constant step eta ≤ 2 as Alg. 1 and the accountant
     assume), burn_in (0: steps the token walks first without any update, to get near π, §3.3)."""
-    known = {"T", "cap", "epsilon", "delta", "lipschitz", "eta", "dim", "weights", "stop",
-             "custody_timeout_s", "mc_walks", "objective", "burn_in", "collusion_groups"}
+    known = {
+        "T",
+        "cap",
+        "epsilon",
+        "delta",
+        "lipschitz",
+        "eta",
+        "dim",
+        "weights",
+        "stop",
+        "custody_timeout_s",
+        "mc_walks",
+        "objective",
+        "burn_in",
+        "collusion_groups",
+    }
     unknown = set(params) - known - {"sigma", "noise_multiplier", "sensitivity", "regime"}
     if unknown:
         raise ValueError(f"unknown rw-sgd parameter(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -971,14 +1140,19 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
         raise ValueError("rw-sgd needs at least 2 participants")
     T = int(params.get("T", 10 * n))
     out: dict[str, Any] = {
-        "T": T, "cap": int(params.get("cap", math.ceil(1.2 * T / n))),
+        "T": T,
+        "cap": int(params.get("cap", math.ceil(1.2 * T / n))),
         "epsilon": _finite("epsilon", params.get("epsilon", 10.0)),
         "delta": _finite("delta", params.get("delta", 1e-6)),
         "lipschitz": _finite("lipschitz", params.get("lipschitz", 1.0)),
-        "eta": _finite("eta", params.get("eta", 0.05)), "dim": int(params.get("dim", 9)),
-        "weights": str(params.get("weights", "coded")), "stop": str(params.get("stop", "counter")),
+        "eta": _finite("eta", params.get("eta", 0.05)),
+        "dim": int(params.get("dim", 9)),
+        "weights": str(params.get("weights", "coded")),
+        "stop": str(params.get("stop", "counter")),
         "custody_timeout_s": _finite("custody_timeout_s", params.get("custody_timeout_s", 120.0)),
-        "regime": "graph", "dp": "network", "mc_walks": int(params.get("mc_walks", 1000)),
+        "regime": "graph",
+        "dp": "network",
+        "mc_walks": int(params.get("mc_walks", 1000)),
         "objective": str(params.get("objective", "logistic")),
         "burn_in": int(params.get("burn_in", 0)),
     }
@@ -986,8 +1160,9 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     try:
         out["collusion_groups"] = [sorted({int(i) for i in g}) for g in groups]
     except (TypeError, ValueError):
-        raise ValueError("collusion_groups must be a list of lists of participant indices") \
-            from None
+        raise ValueError(
+            "collusion_groups must be a list of lists of participant indices"
+        ) from None
     if any(len(g) < 2 or not all(0 <= i < n for i in g) for g in out["collusion_groups"]):
         raise ValueError(f"each collusion group needs >= 2 participant indices in 0..{n - 1}")
     if out["objective"] not in ("logistic", "mean"):

@@ -182,9 +182,7 @@ def read_certificate_identity(
             f"{sorted(identity_uri(r, n) for r, n in found)}; a certificate must carry exactly one"
         )
     role, node_id = found[0]
-    common_names = [
-        attr.value for attr in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    ]
+    common_names = [attr.value for attr in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
     if common_names != [node_id]:
         raise SecurityError(
             f"{source} is inconsistent: its URI names node {node_id!r} but its subject common "

@@ -73,8 +73,10 @@ def secure_channel(address: str, identity: Identity, server_name: str) -> grpc.a
     bootstrap. TLS checks that name instead of the address (which need not be in the
     certificate)."""
     return grpc.aio.secure_channel(
-        address, channel_credentials(identity),
-        options=[*CHANNEL_OPTIONS, ("grpc.ssl_target_name_override", server_name)])
+        address,
+        channel_credentials(identity),
+        options=[*CHANNEL_OPTIONS, ("grpc.ssl_target_name_override", server_name)],
+    )
 
 
 # What grpc reports when the server's certificate does not carry the name the channel verifies
@@ -109,7 +111,9 @@ def caller_identity(context: grpc.aio.ServicerContext) -> PeerIdentity:
     try:
         return identity_from_pem(pems[0])
     except SecurityError as e:
-        raise Unauthorized(grpc.StatusCode.UNAUTHENTICATED, f"unusable client certificate: {e}") from e
+        raise Unauthorized(
+            grpc.StatusCode.UNAUTHENTICATED, f"unusable client certificate: {e}"
+        ) from e
 
 
 @dataclass
@@ -120,8 +124,13 @@ class AccessPolicy:
     is_revoked: Callable[[int], bool] = lambda serial: False
     owner: str = ""
 
-    def check(self, context: grpc.aio.ServicerContext, roles: tuple[str, ...], what: str,
-              logger: logging.Logger | logging.LoggerAdapter[Any] = log) -> PeerIdentity:
+    def check(
+        self,
+        context: grpc.aio.ServicerContext,
+        roles: tuple[str, ...],
+        what: str,
+        logger: logging.Logger | logging.LoggerAdapter[Any] = log,
+    ) -> PeerIdentity:
         tag = f"[{self.owner}] " if self.owner else ""
         try:
             who = caller_identity(context)
@@ -129,21 +138,32 @@ class AccessPolicy:
             logger.warning("%srefused %s from %s: %s", tag, what, context.peer(), e.reason)
             raise
         if self.is_revoked(who.serial):
-            logger.warning("%srefused %s from %s (%s): certificate serial %d is revoked", tag, what,
-                           who.node_id, context.peer(), who.serial)
-            raise Unauthorized(grpc.StatusCode.PERMISSION_DENIED,
-                               f"the certificate of {who.node_id} has been revoked")
+            logger.warning(
+                "%srefused %s from %s (%s): certificate serial %d is revoked",
+                tag,
+                what,
+                who.node_id,
+                context.peer(),
+                who.serial,
+            )
+            raise Unauthorized(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"the certificate of {who.node_id} has been revoked",
+            )
         if who.role not in roles:
-            logger.warning("%srefused %s from %s: role %s may not call it", tag, what, who.node_id,
-                           who.role)
-            raise Unauthorized(grpc.StatusCode.PERMISSION_DENIED,
-                               f"a {who.role} certificate may not call {what}")
+            logger.warning(
+                "%srefused %s from %s: role %s may not call it", tag, what, who.node_id, who.role
+            )
+            raise Unauthorized(
+                grpc.StatusCode.PERMISSION_DENIED, f"a {who.role} certificate may not call {what}"
+            )
         return who
 
 
 # -- server ------------------------------------------------------------------------------------
-async def start_server(identity: Identity, listen: str,
-                       add_services: Callable[[grpc.aio.Server], None]) -> tuple[grpc.aio.Server, int]:
+async def start_server(
+    identity: Identity, listen: str, add_services: Callable[[grpc.aio.Server], None]
+) -> tuple[grpc.aio.Server, int]:
     """Start a grpc.aio server with mTLS only (no insecure port). Returns (server, bound port)."""
     # a taken or foreign address: say so in one line (grpc's core would log its own error first)
     problem = _bind_problem(listen)
@@ -169,8 +189,9 @@ def _bind_problem(listen: str) -> str:
     host, _, port = listen.rpartition(":")
     host = host.strip("[]")
     try:
-        infos = socket.getaddrinfo(host or None, int(port), type=socket.SOCK_STREAM,
-                                   flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(
+            host or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
     except (OSError, ValueError) as e:
         return f"cannot resolve {host!r}: {e}"
     for family, kind, proto, _, addr in infos:

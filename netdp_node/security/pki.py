@@ -585,9 +585,7 @@ def load_identity(folder: StrPath, *, now: datetime | None = None) -> Identity:
     try:
         key = serialization.load_pem_private_key(key_pem, password=None)
     except (ValueError, TypeError) as exc:
-        raise SecurityError(
-            f"{key_path} is not an unencrypted PEM private key: {exc}"
-        ) from exc
+        raise SecurityError(f"{key_path} is not an unencrypted PEM private key: {exc}") from exc
 
     if _public_der(key.public_key()) != _public_der(cert.public_key()):
         raise SecurityError(
@@ -631,12 +629,14 @@ def check_role(identity: Identity, folder: StrPath, role: str, command: str) -> 
     """Refuse (ConfigError, exit 2) an identity folder whose certificate is valid but of another
     role than `command` runs as (a node certificate given to the bootstrap, or the reverse)."""
     if identity.role != role:
+
         def a(word: str) -> str:
             return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
 
         raise ConfigError(
             f"{folder} holds {a(identity.role)} certificate ({identity.node_id}); `{command}` "
-            f"needs {a(role)} certificate (`netdp pki issue CA_DIR ID --role {role}`)")
+            f"needs {a(role)} certificate (`netdp pki issue CA_DIR ID --role {role}`)"
+        )
 
 
 def check_server_names(identity: Identity, folder: StrPath) -> None:
@@ -676,8 +676,14 @@ def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     return True
 
 
-def setup(directory: StrPath, *, nodes: Iterable[str], bootstrap_hosts: Iterable[str] = (),
-          operator: str = "operator", node_host_suffix: str = "") -> list[str]:
+def setup(
+    directory: StrPath,
+    *,
+    nodes: Iterable[str],
+    bootstrap_hosts: Iterable[str] = (),
+    operator: str = "operator",
+    node_host_suffix: str = "",
+) -> list[str]:
     """Idempotent one-shot set-up (the certificate service of docker compose): a CA if there is
     none, then an operator, a bootstrap and one certificate per node, each only if missing or
     issued by an older netdp without its identity names (then re-issued). A node's certificate

@@ -39,8 +39,13 @@ class Transport(abc.ABC):
     async def send(self, to: str, job_id: str, msg: Message) -> bool:
         """Returns True if the receiver reported the message as an exact duplicate."""
 
-    def submit(self, to: str, job_id: str, msg: Message,
-               on_done: Callable[[asyncio.Future[bool]], None] | None = None) -> asyncio.Future[bool]:
+    def submit(
+        self,
+        to: str,
+        job_id: str,
+        msg: Message,
+        on_done: Callable[[asyncio.Future[bool]], None] | None = None,
+    ) -> asyncio.Future[bool]:
         """`send` as a future, started now (call on the event loop); `on_done(future)` is called
         once it is done. Calls to `submit` are delivered in call order, as `send` calls are.
         Transports may override it to avoid a task per message, and call `on_done` directly

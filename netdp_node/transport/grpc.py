@@ -57,9 +57,14 @@ _REFUSAL_STATUS = {
 class PeerService:
     """The Peer gRPC service of a node daemon. `handle` is NodeRuntime.handle."""
 
-    def __init__(self, node_id: str, handle: Callable[[str, str, Message], Any],
-                 status: Callable[[], peer_pb2.StatusReply], policy: AccessPolicy,
-                 gate: Callable[[str], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        node_id: str,
+        handle: Callable[[str, str, Message], Any],
+        status: Callable[[], peer_pb2.StatusReply],
+        policy: AccessPolicy,
+        gate: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.node_id = node_id
         self.handle = handle
         self.status = status
@@ -80,17 +85,26 @@ class PeerService:
 
     def generic_handler(self) -> grpc.GenericRpcHandler:
         ident = None  # raw bytes in: we decode ourselves
-        return grpc.method_handlers_generic_handler(PEER_SERVICE, {
-            "Link": grpc.stream_stream_rpc_method_handler(
-                self.Link, request_deserializer=ident,
-                response_serializer=peer_pb2.Ack.SerializeToString),
-            "Deliver": grpc.unary_unary_rpc_method_handler(
-                self.Deliver, request_deserializer=ident,
-                response_serializer=peer_pb2.Ack.SerializeToString),
-            "Status": grpc.unary_unary_rpc_method_handler(
-                self.Status, request_deserializer=ident,
-                response_serializer=peer_pb2.StatusReply.SerializeToString),
-        })
+        return grpc.method_handlers_generic_handler(
+            PEER_SERVICE,
+            {
+                "Link": grpc.stream_stream_rpc_method_handler(
+                    self.Link,
+                    request_deserializer=ident,
+                    response_serializer=peer_pb2.Ack.SerializeToString,
+                ),
+                "Deliver": grpc.unary_unary_rpc_method_handler(
+                    self.Deliver,
+                    request_deserializer=ident,
+                    response_serializer=peer_pb2.Ack.SerializeToString,
+                ),
+                "Status": grpc.unary_unary_rpc_method_handler(
+                    self.Status,
+                    request_deserializer=ident,
+                    response_serializer=peer_pb2.StatusReply.SerializeToString,
+                ),
+            },
+        )
 
     def _logline(self, msg: str, *args: Any) -> None:
         log.warning(f"[node={self.node_id}] " + msg, *args)
@@ -102,8 +116,9 @@ class PeerService:
             env.ParseFromString(raw)
         except DecodeError as e:
             self._logline("refused malformed bytes from %s: %s", who.node_id, e)
-            return peer_pb2.Ack(code=grpc.StatusCode.INVALID_ARGUMENT.value[0],
-                                detail=f"malformed Envelope: {e}")
+            return peer_pb2.Ack(
+                code=grpc.StatusCode.INVALID_ARGUMENT.value[0], detail=f"malformed Envelope: {e}"
+            )
         ack = peer_pb2.Ack(msg_id=env.msg_id)
         if self.policy.is_revoked(who.serial):
             self._logline("refused message from %s: certificate revoked", who.node_id)
@@ -125,8 +140,9 @@ class PeerService:
                 self._logline("refused message from %s: %s", who.node_id, e)
                 ack.code, ack.detail = grpc.StatusCode.NOT_FOUND.value[0], str(e)
             else:
-                log.exception("[node=%s] internal error handling a message from %s", self.node_id,
-                              who.node_id)
+                log.exception(
+                    "[node=%s] internal error handling a message from %s", self.node_id, who.node_id
+                )
                 ack.code = grpc.StatusCode.INTERNAL.value[0]
                 ack.detail = f"internal error at {self.node_id}: {type(e).__name__}: {e}"
         return ack
@@ -134,8 +150,9 @@ class PeerService:
     async def _unavailable(self, context: grpc.aio.ServicerContext, reason: str) -> None:
         await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.node_id} is unavailable: {reason}")
 
-    async def _handle_one(self, who: PeerIdentity, raw: bytes,
-                          context: grpc.aio.ServicerContext) -> peer_pb2.Ack:
+    async def _handle_one(
+        self, who: PeerIdentity, raw: bytes, context: grpc.aio.ServicerContext
+    ) -> peer_pb2.Ack:
         """Fault-injection gate, then `_process`; an unavailable node aborts the call."""
         blocked = self.gate(who.node_id) if self.gate is not None else None
         if blocked:
@@ -156,8 +173,9 @@ class PeerService:
             await context.abort(status_code(ack.code), ack.detail)
         return ack
 
-    async def Link(self, requests: AsyncIterator[bytes],
-                   context: grpc.aio.ServicerContext) -> AsyncIterator[peer_pb2.Ack]:
+    async def Link(
+        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[peer_pb2.Ack]:
         try:
             who = self.policy.check(context, ("node",), "Link")
         except Unauthorized as e:
@@ -198,12 +216,21 @@ def status_code(value: int) -> grpc.StatusCode:
 # Stream-level failures that retrying cannot cure. INTERNAL is not one of them: grpc's core raises
 # "Internal error from Core" when a write races a peer that just died (seen in the e2e SIGKILL
 # test); a peer's verdict on a message comes in its acknowledgement, not as a stream error.
-PERMANENT = {"PERMISSION_DENIED", "INVALID_ARGUMENT", "FAILED_PRECONDITION", "ALREADY_EXISTS",
-             "UNAUTHENTICATED", "RESOURCE_EXHAUSTED"}
+PERMANENT = {
+    "PERMISSION_DENIED",
+    "INVALID_ARGUMENT",
+    "FAILED_PRECONDITION",
+    "ALREADY_EXISTS",
+    "UNAUTHENTICATED",
+    "RESOURCE_EXHAUSTED",
+}
 
 
-def _settle(entry: tuple[Any, asyncio.Future[bool], Callable[[asyncio.Future[bool]], None] | None],
-            duplicate: bool, error: DeliveryError | None) -> None:
+def _settle(
+    entry: tuple[Any, asyncio.Future[bool], Callable[[asyncio.Future[bool]], None] | None],
+    duplicate: bool,
+    error: DeliveryError | None,
+) -> None:
     """A pending message's outcome: its future, then its `on_done`, at once (no loop callback)."""
     _, fut, on_done = entry
     if fut.done():
@@ -241,8 +268,14 @@ class Link:
         self.channel: grpc.aio.Channel | None = None
         self.next_id = 1
         # msg_id -> (envelope, its future, called with the future once it is done)
-        self.pending: dict[int, tuple[peer_pb2.Envelope, asyncio.Future[bool],
-                                      Callable[[asyncio.Future[bool]], None] | None]] = {}
+        self.pending: dict[
+            int,
+            tuple[
+                peer_pb2.Envelope,
+                asyncio.Future[bool],
+                Callable[[asyncio.Future[bool]], None] | None,
+            ],
+        ] = {}
         self.queue: asyncio.Queue[int] = asyncio.Queue()
         self.work = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -250,8 +283,9 @@ class Link:
         self.progress = False  # an ack arrived since the last failure
         self.last_progress = time.monotonic()  # the last ack, or new work on an idle link
 
-    def submit(self, env: peer_pb2.Envelope,
-               on_done: Callable[[asyncio.Future[bool]], None] | None = None) -> asyncio.Future[bool]:
+    def submit(
+        self, env: peer_pb2.Envelope, on_done: Callable[[asyncio.Future[bool]], None] | None = None
+    ) -> asyncio.Future[bool]:
         env.msg_id = self.next_id
         self.next_id += 1
         if not self.pending:  # the stall clock counts from the first message not acknowledged
@@ -279,16 +313,25 @@ class Link:
             except Exception as e:  # noqa: BLE001 - any stream failure: reconnect and re-send
                 # (grpc raises InvalidStateError when writing to a stream that just finished)
                 code = e.code().name if isinstance(e, grpc.aio.AioRpcError) else "UNAVAILABLE"
-                detail = (e.details() if isinstance(e, grpc.aio.AioRpcError)
-                          else f"{type(e).__name__}: {e}") or ""
+                detail = (
+                    e.details()
+                    if isinstance(e, grpc.aio.AioRpcError)
+                    else f"{type(e).__name__}: {e}"
+                ) or ""
                 if wrong_server(e):
                     self._refuse_server(detail)
                     continue
                 if isinstance(e, Stalled):  # no progress for the give-up time: give up now
-                    log.info("[node=%s] link to %s (%s) broke: %s; giving up", self.t.me,
-                             self.peer, self.address, detail)
-                    self._fail_all("UNAVAILABLE", f"gave up on {self.peer} at {self.address}: "
-                                   f"{detail}")
+                    log.info(
+                        "[node=%s] link to %s (%s) broke: %s; giving up",
+                        self.t.me,
+                        self.peer,
+                        self.address,
+                        detail,
+                    )
+                    self._fail_all(
+                        "UNAVAILABLE", f"gave up on {self.peer} at {self.address}: {detail}"
+                    )
                     continue
                 if code in PERMANENT:
                     self._fail_all(code, detail)
@@ -297,11 +340,20 @@ class Link:
                     backoff, self.progress = self.t.backoff.delays(), False
                 if not self.pending:
                     continue  # an idle stream ended: reconnect when there is work
-                log.info("[node=%s] link to %s (%s) broke: %s %s; retrying", self.t.me, self.peer,
-                         self.address, code, detail)
+                log.info(
+                    "[node=%s] link to %s (%s) broke: %s %s; retrying",
+                    self.t.me,
+                    self.peer,
+                    self.address,
+                    code,
+                    detail,
+                )
                 if not await backoff.sleep():
-                    self._fail_all("UNAVAILABLE", f"gave up on {self.peer} at {self.address} after "
-                                   f"{self.t.backoff.give_up_after:g}s: {detail}")
+                    self._fail_all(
+                        "UNAVAILABLE",
+                        f"gave up on {self.peer} at {self.address} after "
+                        f"{self.t.backoff.give_up_after:g}s: {detail}",
+                    )
                     continue
                 # Re-send everything still pending, in order.
                 self.queue = asyncio.Queue()
@@ -362,11 +414,15 @@ class Link:
             while True:
                 await asyncio.sleep(min(0.5, g / 4))
                 if self.pending and time.monotonic() - self.last_progress >= g:
-                    raise Stalled(f"no acknowledgement for {g:g}s (the stream neither failed "
-                                  "nor answered)")
+                    raise Stalled(
+                        f"no acknowledgement for {g:g}s (the stream neither failed nor answered)"
+                    )
 
-        tasks = {asyncio.ensure_future(writer()), asyncio.ensure_future(reader()),
-                 asyncio.ensure_future(watchdog())}
+        tasks = {
+            asyncio.ensure_future(writer()),
+            asyncio.ensure_future(reader()),
+            asyncio.ensure_future(watchdog()),
+        }
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             errors = [e for t in done if not t.cancelled() and (e := t.exception()) is not None]
@@ -404,10 +460,20 @@ class Link:
         """The server at our peer's address is somebody else: fail everything pending at once (a
         retry would only hand the same messages to the same server if its handshake passed)."""
         jobs = ",".join(sorted({entry[0].job_id for entry in self.pending.values()}))
-        why = (f"expected {self.peer} at {self.address}, the server's certificate does not name "
-               f"it (TLS name {peer_name(self.peer)})")
-        log.error("[node=%s job=%s] refused the server at %s: %s; %d message(s) to %s not sent "
-                  "(%s)", self.t.me, jobs, self.address, why, len(self.pending), self.peer, detail)
+        why = (
+            f"expected {self.peer} at {self.address}, the server's certificate does not name "
+            f"it (TLS name {peer_name(self.peer)})"
+        )
+        log.error(
+            "[node=%s job=%s] refused the server at %s: %s; %d message(s) to %s not sent (%s)",
+            self.t.me,
+            jobs,
+            self.address,
+            why,
+            len(self.pending),
+            self.peer,
+            detail,
+        )
         self._fail_all("UNAUTHENTICATED", why)
 
     def _fail_all(self, code: str, detail: str) -> None:
@@ -428,10 +494,15 @@ class Link:
 class GrpcTransport(Transport):
     """Sends to participants over mTLS links. `addresses` maps node id -> host:port."""
 
-    def __init__(self, identity: Identity, addresses: Mapping[str, str] | None = None,
-                 backoff: Backoff | None = None, faults: FaultInjector | None = None,
-                 on_fault: Callable[[str, str, str], None] | None = None,
-                 retransmit_after: float = 0.5) -> None:
+    def __init__(
+        self,
+        identity: Identity,
+        addresses: Mapping[str, str] | None = None,
+        backoff: Backoff | None = None,
+        faults: FaultInjector | None = None,
+        on_fault: Callable[[str, str, str], None] | None = None,
+        retransmit_after: float = 0.5,
+    ) -> None:
         self.identity = identity
         self.me = identity.node_id
         self.addresses: dict[str, str] = dict(addresses or {})
@@ -453,8 +524,13 @@ class GrpcTransport(Transport):
     async def send(self, to: str, job_id: str, msg: Message) -> bool:
         return await self.submit(to, job_id, msg)
 
-    def submit(self, to: str, job_id: str, msg: Message,
-               on_done: Callable[[asyncio.Future[bool]], None] | None = None) -> asyncio.Future[bool]:
+    def submit(
+        self,
+        to: str,
+        job_id: str,
+        msg: Message,
+        on_done: Callable[[asyncio.Future[bool]], None] | None = None,
+    ) -> asyncio.Future[bool]:
         """Queue the message on the peer's link; the future is its acknowledgement (no task), and
         `on_done` is called from the link as soon as it is known."""
         link = self.links.get(to)
@@ -470,6 +546,7 @@ class GrpcTransport(Transport):
         return link.submit(message_to_envelope(job_id, msg), on_done)
 
     async def close(self) -> None:
-        await asyncio.gather(*(link.close() for link in self.links.values()),
-                             return_exceptions=True)
+        await asyncio.gather(
+            *(link.close() for link in self.links.values()), return_exceptions=True
+        )
         self.links.clear()

@@ -40,11 +40,17 @@ class MemoryNetwork:
     (sent again after `retransmit_after`), "ack" delivers it and loses its acknowledgement (the
     sender sends it again; the receiver recognises the exact re-send), None delivers both."""
 
-    def __init__(self, give_up_after: float = 10.0, retry_every: float = 0.05, *,
-                 latency: float = 0.0, apply_faults: bool = False,
-                 retransmit_after: float = 0.5,
-                 lose: Callable[[str, str, Message], str | None] | None = None,
-                 on_fault: Callable[[str, str, str, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        give_up_after: float = 10.0,
+        retry_every: float = 0.05,
+        *,
+        latency: float = 0.0,
+        apply_faults: bool = False,
+        retransmit_after: float = 0.5,
+        lose: Callable[[str, str, Message], str | None] | None = None,
+        on_fault: Callable[[str, str, str, str], None] | None = None,
+    ) -> None:
         self.nodes: dict[str, Node] = {}
         self.delivered = 0
         self.give_up_after = give_up_after
@@ -111,8 +117,9 @@ class MemoryTransport(Transport):
         net.delivered += 1
         return dup
 
-    async def _wire(self, to: str, job_id: str, msg: Message, node: Node | None,
-                    first: bool) -> str | None:
+    async def _wire(
+        self, to: str, job_id: str, msg: Message, node: Node | None, first: bool
+    ) -> str | None:
         """One attempt on the wire under the fault plans (`MemoryNetwork.apply_faults`): raises
         NodeUnavailable when either end refuses traffic now, waits the delay and the latency;
         returns "msg" if the attempt is lost, "ack" if its acknowledgement will be."""

@@ -39,19 +39,21 @@ def ndarray_to_tensor(arr: np.ndarray) -> common_pb2.Tensor:
 def tensor_to_ndarray(t: common_pb2.Tensor, *, max_elements: int = 1 << 22) -> np.ndarray:
     """Decode and validate a Tensor. Returns a read-only float64 array."""
     if t.dtype not in _ALLOWED_DTYPES:
-        raise WireError(f"unsupported tensor dtype {t.dtype!r} (allowed: {sorted(_ALLOWED_DTYPES)})")
+        raise WireError(
+            f"unsupported tensor dtype {t.dtype!r} (allowed: {sorted(_ALLOWED_DTYPES)})"
+        )
     shape = tuple(t.shape)
     if len(shape) > MAX_DIMENSIONS:
-        raise WireError(f"tensor has {len(shape)} dimensions, more than the limit "
-                        f"{MAX_DIMENSIONS}")
+        raise WireError(f"tensor has {len(shape)} dimensions, more than the limit {MAX_DIMENSIONS}")
     if any(s < 0 for s in shape):
         raise WireError(f"negative dimension in tensor shape {shape}")
     # every dimension counts, also in an empty tensor: [2^62, 2^62, 0] has no element but cannot
     # be allocated (numpy refuses a shape whose extent overflows)
     extent = math.prod(s for s in shape if s)
     if extent > max_elements:
-        raise WireError(f"tensor shape {shape} spans {extent} elements, more than the limit "
-                        f"{max_elements}")
+        raise WireError(
+            f"tensor shape {shape} spans {extent} elements, more than the limit {max_elements}"
+        )
     count = math.prod(shape)
     dt = _DTYPES[t.dtype]
     if len(t.data) != count * dt.itemsize:
@@ -78,8 +80,14 @@ def message_to_envelope(job_id: str, msg: Message, msg_id: int = 0) -> peer_pb2.
     to every neighbour of a round)."""
     cached = msg.__dict__.get("_envelope")
     if cached is None or cached[0] != job_id:
-        template = peer_pb2.Envelope(job_id=job_id, kind=msg.kind, walk_id=msg.walk,
-                                     epoch=msg.epoch, seq=msg.seq, round=msg.round)
+        template = peer_pb2.Envelope(
+            job_id=job_id,
+            kind=msg.kind,
+            walk_id=msg.walk,
+            epoch=msg.epoch,
+            seq=msg.seq,
+            round=msg.round,
+        )
         if msg.payload is not None:
             template.payload.CopyFrom(ndarray_to_tensor(msg.payload))
         for k, v in msg.scalars.items():

@@ -62,15 +62,21 @@ def netns_support() -> None:
 
 
 @pytest.fixture
-def netns_cluster(netns_support: None, tmp_path: Path,
-                  request: pytest.FixtureRequest) -> Iterator[Callable[..., NetnsCluster]]:
+def netns_cluster(
+    netns_support: None, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., NetnsCluster]]:
     """`netns_cluster(n, values=..., extra=..., peer_timeout=..., job_deadline=...)`: a fresh
     topology, certificates, a bootstrap and n registered nodes. Always torn down: processes first,
     then every namespace."""
     made: list[NetnsCluster] = []
 
-    def make(n: int = 5, *, values: Sequence[float] | None = None,
-             extra: dict[str, list[str]] | None = None, **kw: Any) -> NetnsCluster:
+    def make(
+        n: int = 5,
+        *,
+        values: Sequence[float] | None = None,
+        extra: dict[str, list[str]] | None = None,
+        **kw: Any,
+    ) -> NetnsCluster:
         topo = Topology(n)
         c = NetnsCluster(tmp_path / f"cluster-{len(made)}", topo, **kw)
         made.append(c)  # before creating anything: the finalizer must see half-built clusters

@@ -60,8 +60,14 @@ class IpError(RuntimeError):
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run `ip ARGS...`; IpError (with stderr) if it fails and `check`."""
     try:
-        r = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=IP_TIMEOUT,
-                           stdin=subprocess.DEVNULL, check=False)
+        r = subprocess.run(
+            ["ip", *args],
+            capture_output=True,
+            text=True,
+            timeout=IP_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise IpError(f"ip {' '.join(args)}: {e}") from e
     if check and r.returncode != 0:
@@ -159,10 +165,10 @@ def sweep_orphans() -> list[str]:
             continue
         if not alias.startswith(OWNER_PREFIX):
             continue
-        pid, _, start = alias[len(OWNER_PREFIX):].partition(":")
+        pid, _, start = alias[len(OWNER_PREFIX) :].partition(":")
         if pid.isdigit() and _starttime(int(pid)) == start:
             continue  # its run is still going
-        tag = br[len("ndp-br-"):]
+        tag = br[len("ndp-br-") :]
         group = [br, *sorted(n for n in names if n.startswith(f"ndp-{tag}-"))]
         delete_namespaces(group)
         removed += group
@@ -196,8 +202,9 @@ class Topology:
             last = 1 if name == "b" else 10 + int(name)
             ns = f"ndp-{self.tag}-{name}"
             assert len(ns) <= 15 and len(self.bridge_ns) <= 15, ns
-            self.hosts[name] = Host(name, ns, f"v-{name}", f"p-{name}",
-                                    f"10.77.{self.subnet}.{last}")
+            self.hosts[name] = Host(
+                name, ns, f"v-{name}", f"p-{name}", f"10.77.{self.subnet}.{last}"
+            )
 
     def _add_ns(self, ns: str) -> None:
         ip("netns", "add", ns)
@@ -213,8 +220,20 @@ class Topology:
         ip("-n", br, "link", "set", "br0", "alias", owner_mark(), "up")
         for h in self.hosts.values():
             self._add_ns(h.ns)
-            ip("link", "add", h.dev, "netns", h.ns, "type", "veth", "peer", "name", h.bridge_port,
-               "netns", br)
+            ip(
+                "link",
+                "add",
+                h.dev,
+                "netns",
+                h.ns,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                h.bridge_port,
+                "netns",
+                br,
+            )
             ip("-n", br, "link", "set", h.bridge_port, "master", "br0")
             ip("-n", br, "link", "set", h.bridge_port, "up")
             ip("-n", h.ns, "link", "set", "lo", "up")
@@ -236,15 +255,21 @@ class Topology:
 
     def link(self, host: Host, state: str) -> None:
         """`ip netns exec NS ip link set DEV up|down`, from outside the processes."""
-        r = subprocess.run(["ip", "netns", "exec", host.ns, "ip", "link", "set", host.dev, state],
-                           capture_output=True, text=True, timeout=IP_TIMEOUT, check=False)
+        r = subprocess.run(
+            ["ip", "netns", "exec", host.ns, "ip", "link", "set", host.dev, state],
+            capture_output=True,
+            text=True,
+            timeout=IP_TIMEOUT,
+            check=False,
+        )
         if r.returncode != 0:
             raise IpError(f"ip link set {host.dev} {state} in {host.ns}: {r.stderr.strip()}")
 
     def bridge_port_bytes(self, host: Host) -> int:
         """Bytes through this host's port of the bridge (both directions)."""
-        st = json.loads(ip("-n", self.bridge_ns, "-s", "-j", "link", "show", host.bridge_port)
-                        .stdout)[0]["stats64"]
+        st = json.loads(
+            ip("-n", self.bridge_ns, "-s", "-j", "link", "show", host.bridge_port).stdout
+        )[0]["stats64"]
         return int(st["rx"]["bytes"]) + int(st["tx"]["bytes"])
 
 
@@ -269,22 +294,36 @@ class Proc:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
-def wait_until(cond: Callable[[], Any], timeout: float, what: str,
-               interval: float = 0.05, *, progress: Probe | None = None,
-               limit: float | None = None) -> Any:
+def wait_until(
+    cond: Callable[[], Any],
+    timeout: float,
+    what: str,
+    interval: float = 0.05,
+    *,
+    progress: Probe | None = None,
+    limit: float | None = None,
+) -> Any:
     """Poll `cond` until it returns something truthy. Without `progress`: TimeoutError after
     `timeout` seconds. With a progress probe (e.g. `NetnsCluster.progress()`): TimeoutError once
     the probe has not changed for `timeout` seconds, or after `limit` (default
     waiting.DEFAULT_LIMIT) in all, so that a loaded machine makes a test slower, never red."""
-    return wait_progress(cond, what, stall=timeout, limit=limit, progress=progress,
-                         interval=interval)
+    return wait_progress(
+        cond, what, stall=timeout, limit=limit, progress=progress, interval=interval
+    )
 
 
 class NetnsCluster:
     """A bootstrap and n node daemons, each in its own namespace of a `Topology`."""
 
-    def __init__(self, root: Path, topo: Topology, *, poll_interval: float = 0.2,
-                 peer_timeout: float = 8.0, job_deadline: float = 60.0) -> None:
+    def __init__(
+        self,
+        root: Path,
+        topo: Topology,
+        *,
+        poll_interval: float = 0.2,
+        peer_timeout: float = 8.0,
+        job_deadline: float = 60.0,
+    ) -> None:
         self.root = root
         self.topo = topo
         self.n = topo.n_nodes
@@ -325,18 +364,25 @@ class NetnsCluster:
             pki.issue(self.pki_dir, nid, hosts=(self.host(nid).ip,))
 
     # processes
-    def spawn(self, name: str, host: Host, argv: list[str], *,
-              port_file: Path | None = None) -> Proc:
+    def spawn(
+        self, name: str, host: Host, argv: list[str], *, port_file: Path | None = None
+    ) -> Proc:
         """Start `argv` inside `host`'s namespace (`ip netns exec` execs: the pid is the program's)."""
         log = self.logs / f"{name}.log"
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with open(log, "ab") as fh:
-            fh.write(f"\n=== {time.strftime('%H:%M:%S')} start in {host.ns}: "
-                     f"{' '.join(argv)}\n".encode())
+            fh.write(
+                f"\n=== {time.strftime('%H:%M:%S')} start in {host.ns}: {' '.join(argv)}\n".encode()
+            )
             fh.flush()
-            popen = subprocess.Popen(["ip", "netns", "exec", host.ns, *argv], stdout=fh,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                     cwd=REPO)
+            popen = subprocess.Popen(
+                ["ip", "netns", "exec", host.ns, *argv],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=REPO,
+            )
         old = self.procs.get(name)
         if old is not None:
             self.retired.append(old)
@@ -351,10 +397,24 @@ class NetnsCluster:
         pf = self.root / "ports" / "bootstrap"
         pf.parent.mkdir(parents=True, exist_ok=True)
         pf.unlink(missing_ok=True)
-        return self.spawn("bootstrap", self.topo.bootstrap, self.netdp_argv(
-            "bootstrap", "--certs", str(self.certs("bootstrap")), "--state",
-            str(self.root / "bootstrap-state"), "--listen", self.bootstrap_address,
-            "--crl", str(self.pki_dir / "crl.pem"), "--port-file", str(pf)), port_file=pf)
+        return self.spawn(
+            "bootstrap",
+            self.topo.bootstrap,
+            self.netdp_argv(
+                "bootstrap",
+                "--certs",
+                str(self.certs("bootstrap")),
+                "--state",
+                str(self.root / "bootstrap-state"),
+                "--listen",
+                self.bootstrap_address,
+                "--crl",
+                str(self.pki_dir / "crl.pem"),
+                "--port-file",
+                str(pf),
+            ),
+            port_file=pf,
+        )
 
     def data_file(self, nid: str) -> Path:
         return self.root / "data" / f"{nid}.txt"
@@ -365,10 +425,25 @@ class NetnsCluster:
         pf = self.root / "ports" / nid
         pf.parent.mkdir(parents=True, exist_ok=True)
         pf.unlink(missing_ok=True)
-        args = ["node", "--certs", str(self.certs(nid)), "--bootstrap", self.bootstrap_address,
-                "--ledger", str(self.ledger(nid)), "--listen", self.address(nid),
-                "--port-file", str(pf), "--poll-interval", str(self.poll_interval),
-                "--peer-timeout", str(self.peer_timeout), "--job-deadline", str(self.job_deadline)]
+        args = [
+            "node",
+            "--certs",
+            str(self.certs(nid)),
+            "--bootstrap",
+            self.bootstrap_address,
+            "--ledger",
+            str(self.ledger(nid)),
+            "--listen",
+            self.address(nid),
+            "--port-file",
+            str(pf),
+            "--poll-interval",
+            str(self.poll_interval),
+            "--peer-timeout",
+            str(self.peer_timeout),
+            "--job-deadline",
+            str(self.job_deadline),
+        ]
         if nid in self.values:
             args += ["--data", str(self.data_file(nid))]
         extra = [f.replace("{ip}", self.host(nid).ip) for f in extra]
@@ -397,19 +472,30 @@ class NetnsCluster:
                 if text:
                     return int(text)
             if not p.alive():
-                raise RuntimeError(f"{p.name} exited with {p.popen.returncode} before it was "
-                                   f"ready:\n{p.log_text()[-3000:]}")
+                raise RuntimeError(
+                    f"{p.name} exited with {p.popen.returncode} before it was "
+                    f"ready:\n{p.log_text()[-3000:]}"
+                )
             return 0
 
         try:
-            return int(wait_until(ready, timeout, f"{p.name} ready",
-                                  progress=probes(lambda: cpu_ticks(p.pid),
-                                                  lambda: file_size(p.log))))
+            return int(
+                wait_until(
+                    ready,
+                    timeout,
+                    f"{p.name} ready",
+                    progress=probes(lambda: cpu_ticks(p.pid), lambda: file_size(p.log)),
+                )
+            )
         except TimeoutError as e:
             raise TimeoutError(f"{e}\n{p.log_text()[-3000:]}") from None
 
-    def start(self, values: Sequence[float] | None = None,
-              extra: dict[str, list[str]] | None = None, seed: int | None = 11) -> None:
+    def start(
+        self,
+        values: Sequence[float] | None = None,
+        extra: dict[str, list[str]] | None = None,
+        seed: int | None = 11,
+    ) -> None:
         """PKI, bootstrap, then every node (with its value and flags); returns once all registered."""
         self.setup_pki()
         if values is not None:
@@ -458,15 +544,41 @@ class NetnsCluster:
     # the operator: the CLI run inside the bootstrap's namespace
     def operator(self, *args: str, timeout: float = 90.0) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["ip", "netns", "exec", self.topo.bootstrap.ns,
-             *self.netdp_argv("job", *args[:1], "--bootstrap", self.bootstrap_address,
-                              "--certs", str(self.certs("operator")), *args[1:])],
-            capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            [
+                "ip",
+                "netns",
+                "exec",
+                self.topo.bootstrap.ns,
+                *self.netdp_argv(
+                    "job",
+                    *args[:1],
+                    "--bootstrap",
+                    self.bootstrap_address,
+                    "--certs",
+                    str(self.certs("operator")),
+                    *args[1:],
+                ),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=REPO,
+            check=False,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
 
     def submit(self, job_id: str, algorithm: str = "ring-sum", **params: Any) -> str:
-        args = ["submit", "--job-id", job_id, "--participants", ",".join(self.ids), "--seed", "5",
-                "--algorithm", algorithm]
+        args = [
+            "submit",
+            "--job-id",
+            job_id,
+            "--participants",
+            ",".join(self.ids),
+            "--seed",
+            "5",
+            "--algorithm",
+            algorithm,
+        ]
         for k, v in params.items():
             args += ["--param", f"{k}={json.dumps(v)}"]
         r = self.operator(*args)
@@ -481,8 +593,9 @@ class NetnsCluster:
         try:
             return r.returncode, json.loads(r.stdout)
         except json.JSONDecodeError:
-            raise AssertionError(f"job result exited {r.returncode}: {r.stdout}\n{r.stderr}") \
-                from None
+            raise AssertionError(
+                f"job result exited {r.returncode}: {r.stdout}\n{r.stderr}"
+            ) from None
 
     def job_spec(self, job_id: str) -> dict[str, Any]:
         """The job spec as the bootstrap serves it (GetJob, from inside its namespace)."""
@@ -499,10 +612,27 @@ class NetnsCluster:
             "    print(json.dumps({'job_id': j.job_id, 'params': json.loads(j.params_json),\n"
             "        'participants': [{'node_id': p.node_id, 'address': p.address}\n"
             "                         for p in j.participants]}))\n"
-            "asyncio.run(main())\n")
-        r = subprocess.run(["ip", "netns", "exec", self.topo.bootstrap.ns, sys.executable, "-c",
-                            code, self.bootstrap_address, str(self.certs("operator")), job_id],
-                           capture_output=True, text=True, timeout=60, cwd=REPO, check=False)
+            "asyncio.run(main())\n"
+        )
+        r = subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                self.topo.bootstrap.ns,
+                sys.executable,
+                "-c",
+                code,
+                self.bootstrap_address,
+                str(self.certs("operator")),
+                job_id,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+            check=False,
+        )
         assert r.returncode == 0, r.stderr
         return dict(json.loads(r.stdout))
 
@@ -530,12 +660,14 @@ class NetnsCluster:
 
     def tokens(self, nid: str, job_id: str, direction: str, peer: str) -> list[int]:
         """Rounds (seq) of the tokens `nid` committed as sent to / received from `peer`."""
-        return [e.seq for e in self.entries(nid, job_id)
-                if e.direction == direction and e.kind == "token" and e.peer == peer]
+        return [
+            e.seq
+            for e in self.entries(nid, job_id)
+            if e.direction == direction and e.kind == "token" and e.peer == peer
+        ]
 
     def dump_logs(self, tail: int = 4000) -> None:
         for p in [*self.retired, *self.procs.values()]:
-            sys.stderr.write(f"\n----- {p.name} in {p.host.ns} ({p.log}) -----\n"
-                             f"{p.log_text()[-tail:]}\n")
-
-
+            sys.stderr.write(
+                f"\n----- {p.name} in {p.host.ns} ({p.log}) -----\n{p.log_text()[-tail:]}\n"
+            )

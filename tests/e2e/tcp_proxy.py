@@ -40,8 +40,13 @@ from pathlib import Path
 from typing import Any
 
 CHUNK = 65536
-KNOBS = {"delay_ms": float, "jitter_ms": float, "drop_prob": float, "drop_after": int,
-         "max_drops": int}
+KNOBS = {
+    "delay_ms": float,
+    "jitter_ms": float,
+    "drop_prob": float,
+    "drop_after": int,
+    "max_drops": int,
+}
 
 
 def _hostport(s: str) -> tuple[str, int]:
@@ -63,9 +68,19 @@ class Proxy:
         self.delay_rng = random.Random(a.seed)
         self.drop_rng = random.Random(a.seed)
         self.stats: dict[str, Any] = {
-            "listen": a.listen, "target": a.target, "config_changes": 0, "connections": 0,
-            "open": 0, "drops": 0, "chunks_c2s": 0, "chunks_s2c": 0, "bytes_c2s": 0,
-            "bytes_s2c": 0, "min_delay_ms": None, "max_delay_ms": None, "upstream_errors": 0,
+            "listen": a.listen,
+            "target": a.target,
+            "config_changes": 0,
+            "connections": 0,
+            "open": 0,
+            "drops": 0,
+            "chunks_c2s": 0,
+            "chunks_s2c": 0,
+            "bytes_c2s": 0,
+            "bytes_s2c": 0,
+            "min_delay_ms": None,
+            "max_delay_ms": None,
+            "upstream_errors": 0,
         }
         self.stats.update(self.cfg)
         self.reload()
@@ -121,12 +136,20 @@ class Proxy:
 
     def should_drop(self, c2s_chunks: int) -> bool:
         c = self.cfg
-        return (c["drop_prob"] > 0 and c2s_chunks > c["drop_after"]
-                and self.stats["drops"] < c["max_drops"]
-                and self.drop_rng.random() < c["drop_prob"])
+        return (
+            c["drop_prob"] > 0
+            and c2s_chunks > c["drop_after"]
+            and self.stats["drops"] < c["max_drops"]
+            and self.drop_rng.random() < c["drop_prob"]
+        )
 
-    async def pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                   direction: str, counter: list[int]) -> None:
+    async def pipe(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        direction: str,
+        counter: list[int],
+    ) -> None:
         """Forward reader -> writer, each chunk `delay()` later than it was read, in order."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[float, bytes | None]] = asyncio.Queue()
@@ -186,8 +209,10 @@ class Proxy:
         pair = (cwriter, swriter)
         self.conns.add(pair)
         counter = [0]
-        tasks = {asyncio.ensure_future(self.pipe(creader, swriter, "c2s", counter)),
-                 asyncio.ensure_future(self.pipe(sreader, cwriter, "s2c", counter))}
+        tasks = {
+            asyncio.ensure_future(self.pipe(creader, swriter, "c2s", counter)),
+            asyncio.ensure_future(self.pipe(sreader, cwriter, "s2c", counter)),
+        }
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             if any(not t.cancelled() and t.exception() is not None for t in done):
@@ -232,15 +257,20 @@ class Proxy:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--listen", required=True, help="HOST:PORT to accept on")
     p.add_argument("--target", required=True, help="HOST:PORT to forward to")
     p.add_argument("--delay-ms", type=float, default=0.0)
     p.add_argument("--jitter-ms", type=float, default=0.0)
     p.add_argument("--drop-prob", type=float, default=0.0)
-    p.add_argument("--drop-after", type=int, default=4,
-                   help="never drop within a connection's first N client chunks")
+    p.add_argument(
+        "--drop-after",
+        type=int,
+        default=4,
+        help="never drop within a connection's first N client chunks",
+    )
     p.add_argument("--max-drops", type=int, default=3)
     p.add_argument("--config", help="JSON file overriding the five knobs above, re-read on change")
     p.add_argument("--seed", type=int, default=0)

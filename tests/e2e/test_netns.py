@@ -43,6 +43,7 @@ What each test proves:
 Loss and delay come from the proxy because this kernel has no netem; the nodes' own
 --fault-drop/--fault-delay-ms flags are covered by tests/integration/test_faults.py.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -103,8 +104,10 @@ def hold_token_at(c: NetnsCluster, job: str, holder: str, before: str, after: st
         if not sent or max(sent) + shift <= max(got, default=0):
             return 0
         time.sleep(0.3)  # anything `holder` wrote before stopping has arrived by now
-        if c.tokens(after, job, "received", holder) != got or \
-                c.tokens(before, job, "sent", holder) != sent:
+        if (
+            c.tokens(after, job, "received", holder) != got
+            or c.tokens(before, job, "sent", holder) != sent
+        ):
             return 0
         return max(sent)
 
@@ -115,12 +118,17 @@ def tcp_established(ns: str) -> set[tuple[str, int, str, int]]:
     """(local ip, port, remote ip, port) of the ESTABLISHED TCP connections in namespace ns, from
     /proc/net/tcp and tcp6 as seen from inside it (gRPC uses dual-stack sockets: IPv4 peers
     appear as v4-mapped IPv6 addresses, reported here as plain IPv4)."""
-    r = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/net/tcp", "/proc/net/tcp6"],
-                       capture_output=True, text=True, timeout=20, check=True)
+    r = subprocess.run(
+        ["ip", "netns", "exec", ns, "cat", "/proc/net/tcp", "/proc/net/tcp6"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=True,
+    )
 
     def addr(s: str) -> tuple[str, int]:
         h, p = s.split(":")
-        raw = b"".join(bytes.fromhex(h[i:i + 8])[::-1] for i in range(0, len(h), 8))
+        raw = b"".join(bytes.fromhex(h[i : i + 8])[::-1] for i in range(0, len(h), 8))
         a = ipaddress.ip_address(raw)
         if isinstance(a, ipaddress.IPv6Address) and a.ipv4_mapped is not None:
             a = a.ipv4_mapped
@@ -141,8 +149,18 @@ def start_proxy(c: NetnsCluster, nid: str, name: str, *, listen_port: int, **opt
     ready = c.root / f"{name}.ready"
     stats = c.root / f"{name}.json"
     ready.unlink(missing_ok=True)
-    argv = [sys.executable, str(HERE / "tcp_proxy.py"), "--listen", f"{host.ip}:{listen_port}",
-            "--target", f"{host.ip}:{NODE_PORT}", "--stats", str(stats), "--ready", str(ready)]
+    argv = [
+        sys.executable,
+        str(HERE / "tcp_proxy.py"),
+        "--listen",
+        f"{host.ip}:{listen_port}",
+        "--target",
+        f"{host.ip}:{NODE_PORT}",
+        "--stats",
+        str(stats),
+        "--ready",
+        str(ready),
+    ]
     for k, v in opts.items():
         argv += [f"--{k.replace('_', '-')}", str(v)]
     p = c.spawn(name, host, argv, port_file=ready)
@@ -197,13 +215,17 @@ def test_ring_sum_across_namespaces(netns_cluster, nd):
     assert all(ipaddress.ip_address(h.ip) in net for h in topo.hosts.values())
     # Nothing was added to the root namespace; each host's only route is the bridge's /24.
     root_links = {x["ifname"] for x in json.loads(ip("-j", "link", "show").stdout)}
-    assert not root_links & {"br0", *(h.dev for h in topo.hosts.values()),
-                             *(h.bridge_port for h in topo.hosts.values())}, root_links
+    assert not root_links & {
+        "br0",
+        *(h.dev for h in topo.hosts.values()),
+        *(h.bridge_port for h in topo.hosts.values()),
+    }, root_links
     for h in topo.hosts.values():
         v4 = [r["dst"] for r in json.loads(ip("-n", h.ns, "-4", "-j", "route", "show").stdout)]
         assert v4 == [str(net)], (h.ns, v4)
-        assert not json.loads(ip("-n", h.ns, "-6", "-j", "route", "show", "default").stdout
-                              or "[]"), h.ns
+        assert not json.loads(
+            ip("-n", h.ns, "-6", "-j", "route", "show", "default").stdout or "[]"
+        ), h.ns
     bridged = {nid: topo.bridge_port_bytes(c.host(nid)) for nid in c.ids}
 
     job = c.submit("ring-e2e", rounds=k, epsilon=0.9, delta=1e-5, delta_prime=1e-5, clip=CLIP)
@@ -237,8 +259,10 @@ def test_ring_sum_across_namespaces(netns_cluster, nd):
     for i, nid in enumerate(c.ids):
         succ = c.ids[(i + 1) % N]
         conns = tcp_established(c.host(nid).ns)
-        assert any(lip == c.host(nid).ip and rip == c.host(succ).ip and rport == NODE_PORT
-                   for lip, _, rip, rport in conns), (nid, succ, conns)
+        assert any(
+            lip == c.host(nid).ip and rip == c.host(succ).ip and rport == NODE_PORT
+            for lip, _, rip, rport in conns
+        ), (nid, succ, conns)
         assert topo.bridge_port_bytes(c.host(nid)) > bridged[nid], nid
 
     codes = c.stop(grace=15)  # SIGTERM: every process exits 0 (15 s: slow CI machines)
@@ -254,8 +278,12 @@ def test_link_down_briefly_then_up_the_job_completes(netns_cluster):
     c = netns_cluster(N, values=VALUES, peer_timeout=PEER_TIMEOUT, job_deadline=JOB_DEADLINE)
     victim = c.host("node-3")
     job = c.submit("heal", rounds=rounds, epsilon=0.9)
-    wait_until(lambda: len(received_tokens(c, "node-3", "node-2", job)) >= 3, 30,
-               "node-3 to receive 3 tokens", progress=c.progress())
+    wait_until(
+        lambda: len(received_tokens(c, "node-3", "node-2", job)) >= 3,
+        30,
+        "node-3 to receive 3 tokens",
+        progress=c.progress(),
+    )
 
     c.topo.link(victim, "down")
     t_down = time.monotonic()
@@ -280,8 +308,12 @@ def test_link_down_for_good_fails_the_predecessor_naming_the_node(netns_cluster)
     c = netns_cluster(N, values=VALUES, peer_timeout=PEER_TIMEOUT, job_deadline=JOB_DEADLINE)
     victim = c.host("node-3")
     job = c.submit("cut", rounds=5000, epsilon=0.9)
-    wait_until(lambda: len(received_tokens(c, "node-3", "node-2", job)) >= 3, 30,
-               "node-3 to receive 3 tokens", progress=c.progress())
+    wait_until(
+        lambda: len(received_tokens(c, "node-3", "node-2", job)) >= 3,
+        30,
+        "node-3 to receive 3 tokens",
+        progress=c.progress(),
+    )
     t_stop = time.monotonic()
     held = hold_token_at(c, job, "node-2", before="node-1", after="node-3")
     got = received_tokens(c, "node-3", "node-2", job)
@@ -339,17 +371,25 @@ def test_sigterm_while_partitioned_stops_the_node(netns_cluster):
 
 # -- 3. SIGKILL and restart -------------------------------------------------------------------------
 
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("holder", [
-    "node-1",  # the token waits two hops before node-3: node-2 sees the dead stream while idle
-    "node-2",
-])
+@pytest.mark.parametrize(
+    "holder",
+    [
+        "node-1",  # the token waits two hops before node-3: node-2 sees the dead stream while idle
+        "node-2",
+    ],
+)
 def test_sigkill_and_restart_keeps_the_ledger_and_fails_the_job(netns_cluster, nd, holder):
     c = netns_cluster(N, values=VALUES, peer_timeout=PEER_TIMEOUT, job_deadline=JOB_DEADLINE)
     victim = "node-3"
     job = c.submit("crash", rounds=5000, epsilon=0.9)
-    wait_until(lambda: len(received_tokens(c, victim, "node-2", job)) >= 3, 30,
-               f"{victim} to receive 3 tokens", progress=c.progress())
+    wait_until(
+        lambda: len(received_tokens(c, victim, "node-2", job)) >= 3,
+        30,
+        f"{victim} to receive 3 tokens",
+        progress=c.progress(),
+    )
     # Stop the token before node-3, so that node-3 is idle (nothing half-done) when it is killed
     # and the outcome is determined: its predecessor will try to hand it the next token.
     pred_of = {nid: c.ids[i - 1] for i, nid in enumerate(c.ids)}
@@ -362,7 +402,7 @@ def test_sigkill_and_restart_keeps_the_ledger_and_fails_the_job(netns_cluster, n
     assert c.kill(victim) == -signal.SIGKILL
     t_kill = time.monotonic()
     after_kill = c.entries(victim, job)
-    assert after_kill[:len(before)] == before and len(after_kill) >= len(before)
+    assert after_kill[: len(before)] == before and len(after_kill) >= len(before)
     assert received_tokens(c, victim, "node-2", job) == list(range(1, rounds_at_victim + 1))
     contributed = sum(1 for e in after_kill if e.event == "contribute")
     assert contributed == rounds_at_victim
@@ -384,8 +424,8 @@ def test_sigkill_and_restart_keeps_the_ledger_and_fails_the_job(netns_cluster, n
 
     # Nothing node-3 had committed was lost, and the restart added no message to it.
     after_restart = c.entries(victim, job)
-    assert after_restart[:len(after_kill)] == after_kill
-    assert not [e for e in after_restart[len(after_kill):] if e.direction != "local"]
+    assert after_restart[: len(after_kill)] == after_kill
+    assert not [e for e in after_restart[len(after_kill) :] if e.direction != "local"]
     # Whatever it passed on, it had committed first.
     passed_on = set(received_tokens(c, "node-4", victim, job))
     sent = set(c.tokens(victim, job, "sent", "node-4"))
@@ -415,8 +455,13 @@ def test_sigkill_and_restart_keeps_the_ledger_and_fails_the_job(netns_cluster, n
 def test_slow_lossy_proxy_between_node_and_predecessor(netns_cluster):
     k, proxy_port, delay_ms, jitter_ms = 10, NODE_PORT + 1, 80.0, 20.0
     victim = "node-3"
-    c = netns_cluster(N, values=VALUES, peer_timeout=PEER_TIMEOUT, job_deadline=JOB_DEADLINE,
-                      extra={victim: ["--advertise", f"{{ip}}:{proxy_port}"]})
+    c = netns_cluster(
+        N,
+        values=VALUES,
+        peer_timeout=PEER_TIMEOUT,
+        job_deadline=JOB_DEADLINE,
+        extra={victim: ["--advertise", f"{{ip}}:{proxy_port}"]},
+    )
     proxied = f"{c.host(victim).ip}:{proxy_port}"
     config = c.root / "proxy.conf"
     set_proxy(config)  # pass-through
@@ -440,10 +485,14 @@ def test_slow_lossy_proxy_between_node_and_predecessor(netns_cluster):
     # Slow and lossy, switched on in the running proxy (node-2's connection stays up): 80±20 ms
     # per chunk both ways, and drops from the seeded generator (seed 3: the first eligible chunk
     # is dropped, so at least one drop is certain).
-    set_proxy(config, delay_ms=delay_ms, jitter_ms=jitter_ms, drop_prob=0.25, drop_after=4,
-              max_drops=3)
-    wait_until(lambda: proxy_stats(c, "proxy")["config_changes"] == 2, 10,
-               "the proxy to switch on the impairment")
+    set_proxy(
+        config, delay_ms=delay_ms, jitter_ms=jitter_ms, drop_prob=0.25, drop_after=4, max_drops=3
+    )
+    wait_until(
+        lambda: proxy_stats(c, "proxy")["config_changes"] == 2,
+        10,
+        "the proxy to switch on the impairment",
+    )
     code, s = c.result(c.submit("slow", rounds=k, epsilon=0.9), wait=90)
     assert code == 0, s
     check_completed(c, s, k)
@@ -477,8 +526,12 @@ def test_predecessor_retries_a_peer_restarting_between_jobs(netns_cluster):
     assert stop_proc(c.procs["node-2"]) == 0
     time.sleep(PEER_TIMEOUT + 1)
     job = c.submit("second", rounds=2, epsilon=0.9)
-    wait_until(lambda: c.tokens("node-1", job, "sent", "node-2"), 30, "node-1 to send a token",
-               progress=c.progress())
+    wait_until(
+        lambda: c.tokens("node-1", job, "sent", "node-2"),
+        30,
+        "node-1 to send a token",
+        progress=c.progress(),
+    )
     time.sleep(0.5)  # node-1's first attempt is refused: nothing listens at node-2's address
     c.wait_ready(c.start_node("node-2", ["--seed", "2"]), timeout=60)
     # node-2 is back within --peer-timeout of that first attempt: node-1 should still be retrying.

@@ -15,6 +15,7 @@ Same topology as test_netns.py (one namespace per process on a bridge, built and
 * `netdp audit` over the six merged ledgers passes, `gossip-mass-conserved` included (every
   realised edge was used by both ends), and every survivor's privacy report comes from its ledger.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,28 +44,53 @@ def rounds(c, nid: str, job: str) -> list[dict]:
 def test_muffliato_survives_a_partition_and_a_permanent_loss(netns_cluster):
     # every node delays each message by 40 ± 10 ms (its own fault flags): rounds last long
     # enough that the faults below land mid-job however fast the machine is
-    slow = {f"node-{i}": ["--fault-delay-ms", "40", "--fault-jitter-ms", "10"]
-            for i in range(1, 7)}
+    slow = {f"node-{i}": ["--fault-delay-ms", "40", "--fault-jitter-ms", "10"] for i in range(1, 7)}
     c = netns_cluster(6, values=VALUES, extra=slow, peer_timeout=4.0, job_deadline=220.0)
-    job = c.submit("muff-e2e", algorithm="muffliato", graph="ring", sigma=SIGMA,
-                   accelerated=False, T=T, round_timeout_s=1.5, suspend_rounds=2)
+    job = c.submit(
+        "muff-e2e",
+        algorithm="muffliato",
+        graph="ring",
+        sigma=SIGMA,
+        accelerated=False,
+        T=T,
+        round_timeout_s=1.5,
+        suspend_rounds=2,
+    )
     # node-2's link goes down after two rounds and comes back once its own ledger shows a round
     # with no realised edge; while it is away, node-5 (two rounds done too) is SIGKILLed for good
-    wait_until(lambda: len(rounds(c, "node-2", job)) >= 2, 90, "node-2 to finish two rounds",
-               interval=0.02, progress=c.progress())
+    wait_until(
+        lambda: len(rounds(c, "node-2", job)) >= 2,
+        90,
+        "node-2 to finish two rounds",
+        interval=0.02,
+        progress=c.progress(),
+    )
     c.topo.link(c.host("node-2"), "down")
     try:
-        wait_until(lambda: len(rounds(c, "node-5", job)) >= 2, 60, "node-5 to finish two rounds",
-                   progress=c.progress())
+        wait_until(
+            lambda: len(rounds(c, "node-5", job)) >= 2,
+            60,
+            "node-5 to finish two rounds",
+            progress=c.progress(),
+        )
         c.kill("node-5")
-        wait_until(lambda: any(not r["realised"] for r in rounds(c, "node-2", job)), 90,
-                   "node-2 to miss a round", interval=0.2, progress=c.progress())
+        wait_until(
+            lambda: any(not r["realised"] for r in rounds(c, "node-2", job)),
+            90,
+            "node-2 to miss a round",
+            interval=0.2,
+            progress=c.progress(),
+        )
     finally:
         c.topo.link(c.host("node-2"), "up")
     live = ["node-1", "node-2", "node-3", "node-4", "node-6"]
-    wait_until(lambda: all((r := c.job_row(n, job)) is not None and r.state == "done"
-                           for n in live), 200, "the five survivors to finish", interval=0.5,
-               progress=c.progress())
+    wait_until(
+        lambda: all((r := c.job_row(n, job)) is not None and r.state == "done" for n in live),
+        200,
+        "the five survivors to finish",
+        interval=0.5,
+        progress=c.progress(),
+    )
 
     mine = rounds(c, "node-2", job)
     gap = next(i for i, r in enumerate(mine) if not r["realised"])
@@ -83,8 +109,13 @@ def test_muffliato_survives_a_partition_and_a_permanent_loss(netns_cluster):
         return got is not None
 
     try:
-        wait_until(schedules_recorded, 30, "node-1 to record the survivors' schedules",
-                   interval=0.2, progress=c.progress())
+        wait_until(
+            schedules_recorded,
+            30,
+            "node-1 to record the survivors' schedules",
+            interval=0.2,
+            progress=c.progress(),
+        )
     except TimeoutError as e:
         raise AssertionError(f"{e}; sync_schedules: {why_not[0]}") from None
     (sched,), why = sync_schedules(spec, c.entries("node-1", job), "node-1")
@@ -99,9 +130,21 @@ def test_muffliato_survives_a_partition_and_a_permanent_loss(netns_cluster):
         i = ids.index(v)
         assert abs(out - P[i] @ x) <= 6 * SIGMA * np.linalg.norm(P[i]), (v, out, P[i] @ x)
 
-    audit = subprocess.run([sys.executable, "-m", "netdp_node.cli", "audit", "--json",
-                            *[f"--ledger={c.ledger(n)}" for n in c.ids]],
-                           capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+    audit = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "netdp_node.cli",
+            "audit",
+            "--json",
+            *[f"--ledger={c.ledger(n)}" for n in c.ids],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        check=False,
+    )
     assert audit.returncode == 0, audit.stdout + audit.stderr
     checks = {ch["name"]: ch for ch in json.loads(audit.stdout)["checks"]}
     assert checks["gossip-mass-conserved"]["ok"], checks["gossip-mass-conserved"]

@@ -15,6 +15,7 @@ Same topology as test_netns.py (one namespace per process on a bridge, built and
   ledgers finds every invariant intact (a token to node-4 that it never recorded is covered by a
   re-route); the operator's result names node-4 as missing.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,25 +51,36 @@ def state(c, nid: str, job: str) -> str:
 def test_walk_survives_a_restart_and_a_permanent_loss(netns_cluster):
     # --peer-timeout above a node's restart time on a loaded machine: the walk waits for node-3
     c = netns_cluster(5, values=VALUES, peer_timeout=20.0, job_deadline=200.0)
-    job = c.submit("walk-e2e", algorithm="walk-sum", T=T, clip=1.0, epsilon=1.0,
-                   custody_timeout_s=60.0)  # > --peer-timeout: a slow receiver is not given up
+    job = c.submit(
+        "walk-e2e", algorithm="walk-sum", T=T, clip=1.0, epsilon=1.0, custody_timeout_s=60.0
+    )  # > --peer-timeout: a slow receiver is not given up
     # node-3: SIGKILL once it has taken part, restart on the same address and ledger
-    wait_until(lambda: holds(c, "node-3", job) >= 2, 60, "node-3 to hold the token twice",
-               progress=c.progress())
+    wait_until(
+        lambda: holds(c, "node-3", job) >= 2,
+        60,
+        "node-3 to hold the token twice",
+        progress=c.progress(),
+    )
     before = c.entries("node-3", job)
     assert c.kill("node-3") == -signal.SIGKILL
     new = c.start_node("node-3", ["--seed", "99"])
     assert c.wait_ready(new, timeout=60) == NODE_PORT
     # node-4: SIGKILL for good once it has taken part
-    wait_until(lambda: holds(c, "node-4", job) >= 1, 90, "node-4 to hold the token",
-               progress=c.progress())
+    wait_until(
+        lambda: holds(c, "node-4", job) >= 1, 90, "node-4 to hold the token", progress=c.progress()
+    )
     assert c.kill("node-4") == -signal.SIGKILL
     live = ["node-1", "node-2", "node-3", "node-5"]
-    wait_until(lambda: all(state(c, n, job) == "done" for n in live), 150,
-               "the four live nodes to finish the walk", interval=0.5, progress=c.progress())
+    wait_until(
+        lambda: all(state(c, n, job) == "done" for n in live),
+        150,
+        "the four live nodes to finish the walk",
+        interval=0.5,
+        progress=c.progress(),
+    )
 
     after = c.entries("node-3", job)
-    assert after[:len(before)] == before
+    assert after[: len(before)] == before
     assert any(e.event == "resume" for e in after), "node-3 did not resume from its ledger"
     reroutes = [e for n in live for e in c.entries(n, job) if e.event == "reroute"]
     # node-4 is routed around; so is node-3 if a holder gave up on it while it restarted
@@ -99,9 +111,21 @@ def test_walk_survives_a_restart_and_a_permanent_loss(netns_cluster):
     sigma = c.job_spec(job)["params"]["sigma"]
     assert abs(value - truth) <= 5 * math.sqrt(T) * sigma, (value, truth, sigma)
 
-    audit = subprocess.run([sys.executable, "-m", "netdp_node.cli", "audit", "--json",
-                            *[f"--ledger={c.ledger(n)}" for n in c.ids]],
-                           capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+    audit = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "netdp_node.cli",
+            "audit",
+            "--json",
+            *[f"--ledger={c.ledger(n)}" for n in c.ids],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        check=False,
+    )
     assert audit.returncode == 0, audit.stdout + audit.stderr
     # the realised walk, rebuilt from the five ledgers (latest epoch at each step), audited pairwise
     (walk_audit,) = json.loads(audit.stdout)["walk_audits"]

@@ -22,9 +22,20 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.timeout(240)
 def test_bench_muffliato_net_quick(tmp_path):
     out = tmp_path / "muffliato_net.json"
-    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_muffliato_net.py"),
-                        "--quick", "--out", str(out)], check=False, capture_output=True,
-                       text=True, timeout=220, cwd=REPO)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "bench_muffliato_net.py"),
+            "--quick",
+            "--out",
+            str(out),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=220,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stderr[-4000:]
     res = json.loads(out.read_text())
     assert (res["n"], res["T"], len(res["reps"])) == (4, 5, 1)
@@ -36,7 +47,10 @@ def test_bench_muffliato_net_quick(tmp_path):
     assert nx.is_connected(G) and len(edges) == g["edges"]
     assert g["degree_mean"] == pytest.approx(2 * len(edges) / 4)
     (pair,) = res["reps"]
-    netdp, bare = pair["netdp"]["rounds_per_s_median_node"], pair["bare"]["rounds_per_s_median_node"]
+    netdp, bare = (
+        pair["netdp"]["rounds_per_s_median_node"],
+        pair["bare"]["rounds_per_s_median_node"],
+    )
     assert netdp > 0 and bare > 0
     assert pair["ratio"] == pytest.approx(netdp / bare)
     assert res["ratio"] == pytest.approx(netdp / bare)

@@ -41,9 +41,11 @@ async def _run_job(c: LocalCluster) -> None:
     """A ring sum over the three nodes, to its end: every node has links to the others open."""
     client = BootstrapClient(c.bootstrap_address, c.operator)
     try:
-        job = await client.submit("ring-sum", {"rounds": 2, "epsilon": 0.5, "delta": 1e-6,
-                                               "clip": 1.0, "delta_prime": 1e-6},
-                                  participants=c.ids)
+        job = await client.submit(
+            "ring-sum",
+            {"rounds": 2, "epsilon": 0.5, "delta": 1e-6, "clip": 1.0, "delta_prime": 1e-6},
+            participants=c.ids,
+        )
 
         async def reported() -> bool:
             return len((await client.result(job.job_id)).results) == len(c.ids)
@@ -61,8 +63,10 @@ def _stopped(c: LocalCluster, name: str) -> int:
     try:
         return p.popen.wait(timeout=FALLBACK)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"{name} still running {FALLBACK:g} s after SIGTERM (the SIGKILL fallback):\n"
-                    + p.log_text()[-3000:])
+        pytest.fail(
+            f"{name} still running {FALLBACK:g} s after SIGTERM (the SIGKILL fallback):\n"
+            + p.log_text()[-3000:]
+        )
 
 
 def test_a_node_in_a_long_poll_stops_at_once_on_sigterm(cluster):

@@ -32,13 +32,20 @@ async def test_sigkill_after_ack_loses_no_ledger_entry(clusters, nd):
 
         def tokens_received() -> int:
             try:
-                return sum(1 for e in nd.entries(ledger, JOB)
-                           if e.direction == "received" and e.kind == "token")
+                return sum(
+                    1
+                    for e in nd.entries(ledger, JOB)
+                    if e.direction == "received" and e.kind == "token"
+                )
             except LedgerError:  # not created yet
                 return 0
 
-        nd.wait_until(lambda: tokens_received() >= 2, 30, f"{VICTIM} to acknowledge tokens",
-                      progress=nd.progress(cluster))
+        nd.wait_until(
+            lambda: tokens_received() >= 2,
+            30,
+            f"{VICTIM} to acknowledge tokens",
+            progress=nd.progress(cluster),
+        )
         before = nd.entries(ledger, JOB)  # read-only, while the daemon writes
         old = cluster.procs[VICTIM]
         cluster.kill(VICTIM, signal.SIGKILL)
@@ -46,7 +53,7 @@ async def test_sigkill_after_ack_loses_no_ledger_entry(clusters, nd):
 
         # Nothing it had committed is lost (it may have committed a few more steps meanwhile).
         after_kill = nd.entries(ledger, JOB)
-        assert after_kill[:len(before)] == before
+        assert after_kill[: len(before)] == before
         assert any(e.direction == "received" and e.kind == "token" for e in before)
         contributed = sum(1 for e in after_kill if e.event == "contribute")
         assert contributed >= 1
@@ -61,16 +68,20 @@ async def test_sigkill_after_ack_loses_no_ledger_entry(clusters, nd):
         async def rejoined():
             return await nd.job_status(new.address, cluster.operator, JOB)
 
-        st = await nd.await_until(rejoined, 20, f"restarted {VICTIM} to list {JOB}",
-                                  progress=nd.progress(cluster))
+        st = await nd.await_until(
+            rejoined, 20, f"restarted {VICTIM} to list {JOB}", progress=nd.progress(cluster)
+        )
         assert st.state == "failed" and "restarted" in st.detail, st
 
         after_restart = nd.entries(ledger, JOB)
-        assert after_restart[:len(after_kill)] == after_kill
+        assert after_restart[: len(after_kill)] == after_kill
         # Whatever node-3 passed on before dying, it had committed first: every token node-4
         # received from it is in node-3's ledger, as sent, and as received from node-2.
-        passed_on = {e.seq for e in nd.entries(cluster.ledger("node-4"), JOB)
-                     if e.direction == "received" and e.peer == VICTIM}
+        passed_on = {
+            e.seq
+            for e in nd.entries(cluster.ledger("node-4"), JOB)
+            if e.direction == "received" and e.peer == VICTIM
+        }
         assert passed_on, "node-4 never got a token from node-3"
         sent = {e.seq for e in after_restart if e.direction == "sent" and e.peer == "node-4"}
         got = {e.seq for e in after_restart if e.direction == "received" and e.peer == "node-2"}

@@ -20,9 +20,25 @@ pytestmark = pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_demo_ctrl_c_stops_everything(tmp_path, nd):
     workdir = tmp_path / "demo"
-    p = subprocess.Popen([sys.executable, "-m", "netdp_node.cli", "demo", "--nodes", "3",
-                          "--rounds", "100000", "--workdir", str(workdir), "--timeout", "100"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "netdp_node.cli",
+            "demo",
+            "--nodes",
+            "3",
+            "--rounds",
+            "100000",
+            "--workdir",
+            str(workdir),
+            "--timeout",
+            "100",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # wait until the job runs (the demo prints progress), then press Ctrl-C
         deadline = time.monotonic() + 60

@@ -50,22 +50,29 @@ async def test_fault_campaign(tmp_path, nd):
             raise
         outcomes.append(out)
         status = "ok" if not out.violations else f"{len(out.violations)} violation(s)"
-        sys.stderr.write(f"schedule seed={seed} ({', '.join(schedule.algorithms)}): "
-                         f"{out.faults_done} faults, {out.seconds:.0f}s, jobs {out.jobs}: "
-                         f"{status}\n")
+        sys.stderr.write(
+            f"schedule seed={seed} ({', '.join(schedule.algorithms)}): "
+            f"{out.faults_done} faults, {out.seconds:.0f}s, jobs {out.jobs}: "
+            f"{status}\n"
+        )
         if out.violations:
-            wipe = " NETDP_CAMPAIGN_WIPE=1" if any(f.kind == "wipe" for f in schedule.faults) \
-                else ""
-            sys.stderr.write(f"  replay: NETDP_CAMPAIGN_SEEDS={seed}{wipe} pytest "
-                             f"tests/integration/test_fault_campaign.py\n"
-                             f"  schedule: {schedule.describe()}\n"
-                             f"  applied (seconds after the jobs were submitted): "
-                             f"{'; '.join(out.applied)}\n")
+            wipe = (
+                " NETDP_CAMPAIGN_WIPE=1" if any(f.kind == "wipe" for f in schedule.faults) else ""
+            )
+            sys.stderr.write(
+                f"  replay: NETDP_CAMPAIGN_SEEDS={seed}{wipe} pytest "
+                f"tests/integration/test_fault_campaign.py\n"
+                f"  schedule: {schedule.describe()}\n"
+                f"  applied (seconds after the jobs were submitted): "
+                f"{'; '.join(out.applied)}\n"
+            )
             for v in out.violations:
                 sys.stderr.write(f"  VIOLATION {v}\n")
     bad = sum(len(o.violations) for o in outcomes)
-    line = (f"fault campaign: {len(outcomes)} schedules, {sum(o.faults_done for o in outcomes)} "
-            f"faults, {bad} violations")
+    line = (
+        f"fault campaign: {len(outcomes)} schedules, {sum(o.faults_done for o in outcomes)} "
+        f"faults, {bad} violations"
+    )
     print(line)
     sys.stderr.write(line + "\n")
     assert nd.reap(str(root)) == []  # no process left behind

@@ -42,9 +42,15 @@ def cluster_factory(tmp_path):
 
 
 def test_plan_parsing_and_environment():
-    plan = plan_from({"drop_prob": 0.1, "offline": [parse_offline("2:3")]},
-                     env={"NETDP_FAULT_DELAY_MS": "5", "NETDP_FAULT_PARTITION": "a, b",
-                          "NETDP_FAULT_SEED": "7", "NETDP_FAULT_DROP": "0.9"})
+    plan = plan_from(
+        {"drop_prob": 0.1, "offline": [parse_offline("2:3")]},
+        env={
+            "NETDP_FAULT_DELAY_MS": "5",
+            "NETDP_FAULT_PARTITION": "a, b",
+            "NETDP_FAULT_SEED": "7",
+            "NETDP_FAULT_DROP": "0.9",
+        },
+    )
     assert plan.drop_prob == 0.1  # the flag wins over the environment
     assert plan.delay_ms == 5 and plan.partition == {"a", "b"} and plan.seed == 7
     assert plan.offline == ((2.0, 3.0),)
@@ -62,8 +68,9 @@ async def _run(c: LocalCluster, job: str, rounds: int, wait: float = 40.0) -> di
 
     op = BootstrapClient(c.bootstrap_address, c.operator)
     try:
-        await op.submit("ring-sum", {"rounds": rounds, "epsilon": 0.5}, participants=c.ids,
-                        job_id=job)
+        await op.submit(
+            "ring-sum", {"rounds": rounds, "epsilon": 0.5}, participants=c.ids, job_id=job
+        )
         return result_summary(await wait_result(op, job, wait))
     finally:
         await op.close()
@@ -82,8 +89,20 @@ def _faults(c: LocalCluster, nid: str, job: str) -> list[dict]:
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_drops_and_delays_are_survived_and_recorded(cluster_factory):
-    c = cluster_factory({"node-2": ["--fault-drop", "0.3", "--fault-seed", "3",
-                                    "--fault-delay-ms", "20", "--fault-jitter-ms", "10"]})
+    c = cluster_factory(
+        {
+            "node-2": [
+                "--fault-drop",
+                "0.3",
+                "--fault-seed",
+                "3",
+                "--fault-delay-ms",
+                "20",
+                "--fault-jitter-ms",
+                "10",
+            ]
+        }
+    )
     s = await _run(c, "lossy", rounds=6)
     assert s["state"] == "done" and s["complete"] and s["outputs_agree"], s
     recorded = _faults(c, "node-2", "lossy")
@@ -116,8 +135,10 @@ async def test_temporary_offline_then_back_completes(cluster_factory):
     c = cluster_factory({"node-2": ["--fault-offline", "0:5"]})
     s = await _run(c, "flaky", rounds=3)
     assert s["state"] == "done" and s["outputs_agree"], s
-    assert "is unavailable: offline" in c.procs["node-1"].log_text() or \
-        "UNAVAILABLE" in c.procs["node-1"].log_text()
+    assert (
+        "is unavailable: offline" in c.procs["node-1"].log_text()
+        or "UNAVAILABLE" in c.procs["node-1"].log_text()
+    )
     value = np.array(s["value"])
     assert value.shape == (1,)
 
@@ -125,10 +146,13 @@ async def test_temporary_offline_then_back_completes(cluster_factory):
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_partition_and_leave_fail_the_ring_with_a_named_node(cluster_factory):
-    c = cluster_factory({"node-1": ["--fault-partition", "node-2"],
-                         "node-4": ["--fault-leave-at-step", "1"]})
+    c = cluster_factory(
+        {"node-1": ["--fault-partition", "node-2"], "node-4": ["--fault-leave-at-step", "1"]}
+    )
     s = await _run(c, "cut", rounds=3)
     assert s["state"] == "failed", s
     assert "node-2" in s["failed"]["node-1"]
-    assert "partitioned from node-2" in c.procs["node-1"].log_text() or \
-        "cannot reach node-2" in s["failed"]["node-1"]
+    assert (
+        "partitioned from node-2" in c.procs["node-1"].log_text()
+        or "cannot reach node-2" in s["failed"]["node-1"]
+    )

@@ -25,9 +25,33 @@ pytestmark = pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_inca_16_processes_with_leavers_and_dropouts(tmp_path, nd):
     work = tmp_path / "demo"
-    r = nd.netdp("demo", "--algorithm", "inca", "--nodes", "16", "--steps", "8", "--k", "3",
-                 "--round-s", "2", "--leave", "0.3", "--miss", "0.2", "--threat", "collude:0.3",
-                 "--json", "--workdir", str(work), "--timeout", "300", "--seed", "4", timeout=400)
+    r = nd.netdp(
+        "demo",
+        "--algorithm",
+        "inca",
+        "--nodes",
+        "16",
+        "--steps",
+        "8",
+        "--k",
+        "3",
+        "--round-s",
+        "2",
+        "--leave",
+        "0.3",
+        "--miss",
+        "0.2",
+        "--threat",
+        "collude:0.3",
+        "--json",
+        "--workdir",
+        str(work),
+        "--timeout",
+        "300",
+        "--seed",
+        "4",
+        timeout=400,
+    )
     try:
         assert r.returncode == 0, f"demo exited {r.returncode}:\n{r.stderr[-4000:]}"
         res = json.loads(r.stdout)

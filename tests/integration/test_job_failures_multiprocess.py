@@ -19,8 +19,11 @@ from netdp_node.ledger import Ledger
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 
 JOBS = {
-    "hist-1": ("walk-histogram", {"T": 6, "bins": 4},
-               "histogram data must be one integer category in 0..3"),
+    "hist-1": (
+        "walk-histogram",
+        {"T": 6, "bins": 4},
+        "histogram data must be one integer category in 0..3",
+    ),
     "dim-1": ("ring-sum", {"rounds": 2, "dim": 3}, "the job expects (3,)"),
 }
 
@@ -40,16 +43,31 @@ async def test_jobs_the_nodes_cannot_run_end_failed_with_each_reason(clusters, n
     finally:
         await op.close()
     for job_id, (_, _, reason) in JOBS.items():
-        r = nd.netdp("job", "result", job_id, "--bootstrap", c.bootstrap_address, "--certs",
-                     str(c.certs("operator")), "--json")
+        r = nd.netdp(
+            "job",
+            "result",
+            job_id,
+            "--bootstrap",
+            c.bootstrap_address,
+            "--certs",
+            str(c.certs("operator")),
+            "--json",
+        )
         assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)  # a failed job
         s = json.loads(r.stdout)
         assert s["state"] == "failed" and s["missing"] == [], s
         assert sorted(s["failed"]) == c.ids, s
         for nid, why in s["failed"].items():
             assert "cannot run this job" in why and reason in why, (nid, why)
-        text = nd.netdp("job", "result", job_id, "--bootstrap", c.bootstrap_address,
-                        "--certs", str(c.certs("operator")))
+        text = nd.netdp(
+            "job",
+            "result",
+            job_id,
+            "--bootstrap",
+            c.bootstrap_address,
+            "--certs",
+            str(c.certs("operator")),
+        )
         assert f"job {job_id}" in text.stdout and ": failed" in text.stdout
         assert sum(f"failed: {nid}:" in text.stdout for nid in c.ids) == 3, text.stdout
         for nid in c.ids:  # in each node's ledger, failed with the same reason
@@ -64,6 +82,14 @@ async def test_jobs_the_nodes_cannot_run_end_failed_with_each_reason(clusters, n
         assert "Traceback" not in log, log[-3000:]
         assert all(f"job={job_id}] job failed: cannot run this job" in log for job_id in JOBS)
     # and what can never run is refused at submission: exit 2, naming the parameter
-    r = nd.netdp("job", "submit", "--bootstrap", c.bootstrap_address, "--certs",
-                 str(c.certs("operator")), "--param", "rounds=2.7")
+    r = nd.netdp(
+        "job",
+        "submit",
+        "--bootstrap",
+        c.bootstrap_address,
+        "--certs",
+        str(c.certs("operator")),
+        "--param",
+        "rounds=2.7",
+    )
     assert r.returncode == 2 and "rounds" in r.stderr and "Traceback" not in r.stderr, r.stderr

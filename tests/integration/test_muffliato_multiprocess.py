@@ -92,8 +92,14 @@ async def test_muffliato_16_processes_with_offline_and_leaving_nodes(tmp_path):
         await c.wait_registered(c.ids, timeout=180)
         op = BootstrapClient(c.bootstrap_address, c.operator)
         try:
-            params = {"graph": "hypercube", "sigma": 0.05, "accelerated": False, "T": 24,
-                      "round_timeout_s": 2.0, "suspend_rounds": 3}
+            params = {
+                "graph": "hypercube",
+                "sigma": 0.05,
+                "accelerated": False,
+                "T": 24,
+                "round_timeout_s": 2.0,
+                "suspend_rounds": 3,
+            }
             await op.submit("muffliato", params, participants=c.ids, job_id="faulty")
             reply = await _wait_survivors(op, "faulty", survivors, wait=360)
         finally:
@@ -123,8 +129,16 @@ async def test_muffliato_16_processes_with_offline_and_leaving_nodes(tmp_path):
         truth = float(np.mean([values[v] for v in survivors]))
         err = {v: abs(e - truth) for v, e in est.items()}
         spread = max(est.values()) - min(est.values())
-        print(json.dumps({"dropped": {w: r for w, r in sorted(dropped.items()) if r},
-                          "survivors_true_mean": truth, "errors": err, "spread": spread}))
+        print(
+            json.dumps(
+                {
+                    "dropped": {w: r for w, r in sorted(dropped.items()) if r},
+                    "survivors_true_mean": truth,
+                    "errors": err,
+                    "spread": spread,
+                }
+            )
+        )
         # leavers took their mass (≤ 2/16 of the total, values in [0, 1]); noise σ/√14 ≈ 0.013
         assert max(err.values()) < 0.2, err
         # every survivor's privacy report, from its own ledger: the local-DP level of its
@@ -155,8 +169,21 @@ async def test_muffliato_16_processes_with_offline_and_leaving_nodes(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_demo_muffliato(tmp_path, nd):
-    r = nd.netdp("demo", "--algorithm", "muffliato", "--nodes", "8", "--json", "--workdir",
-                 str(tmp_path / "demo"), "--timeout", "200", "--seed", "4", timeout=280)
+    r = nd.netdp(
+        "demo",
+        "--algorithm",
+        "muffliato",
+        "--nodes",
+        "8",
+        "--json",
+        "--workdir",
+        str(tmp_path / "demo"),
+        "--timeout",
+        "200",
+        "--seed",
+        "4",
+        timeout=280,
+    )
     try:
         assert r.returncode == 0, f"demo exited {r.returncode}:\n{r.stderr[-4000:]}"
         res = json.loads(r.stdout)
@@ -180,8 +207,21 @@ def test_demo_muffliato_random(tmp_path, nd):
     deviations of η̄ (σ/√n, the demo's netdp_std) of the true mean. (Not the curator's std s/n:
     each node adds its own N(0, σ²), so η̄ has std σ/√n; a 5·central_std bound failed in CI.)"""
     work = tmp_path / "demo"
-    r = nd.netdp("demo", "--algorithm", "muffliato-random", "--nodes", "8", "--json",
-                 "--workdir", str(work), "--timeout", "200", "--seed", "4", timeout=280)
+    r = nd.netdp(
+        "demo",
+        "--algorithm",
+        "muffliato-random",
+        "--nodes",
+        "8",
+        "--json",
+        "--workdir",
+        str(work),
+        "--timeout",
+        "200",
+        "--seed",
+        "4",
+        timeout=280,
+    )
     try:
         assert r.returncode == 0, f"demo exited {r.returncode}:\n{r.stderr[-4000:]}"
         res = json.loads(r.stdout)

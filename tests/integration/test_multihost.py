@@ -53,8 +53,12 @@ def hosted(tmp_path: Path, request: pytest.FixtureRequest):
     c = LocalCluster(tmp_path / "c", N, poll_interval=0.5)
     values = _values(c)
     try:
-        c.start(data={nid: c.workdir / "data" / f"{nid}.txt" for nid in c.ids}, workers=1,
-                seeds={nid: 5000 + i for i, nid in enumerate(c.ids)}, timeout=120)
+        c.start(
+            data={nid: c.workdir / "data" / f"{nid}.txt" for nid in c.ids},
+            workers=1,
+            seeds={nid: 5000 + i for i, nid in enumerate(c.ids)},
+            timeout=120,
+        )
         assert set(c.procs) == {"bootstrap", HOST} and c.hosted(HOST) == c.ids
         yield c, values
     finally:
@@ -73,13 +77,16 @@ async def _wait_done(op: BootstrapClient, job_id: str, c: LocalCluster, stall: f
         s = result_summary(await op.result(job_id))
         return s if s["complete"] or s["failed"] else None
 
-    return await await_progress(finished, f"job {job_id}", stall=stall, progress=c.progress(),
-                                interval=0.5)
+    return await await_progress(
+        finished, f"job {job_id}", stall=stall, progress=c.progress(), interval=0.5
+    )
 
 
 def _ledger_contributions(c: LocalCluster, job_id: str) -> dict[str, int]:
-    return {nid: ledger_report(c.ledger(nid), job_id=job_id)["jobs"][0]["contributions"]
-            for nid in c.ids}
+    return {
+        nid: ledger_report(c.ledger(nid), job_id=job_id)["jobs"][0]["contributions"]
+        for nid in c.ids
+    }
 
 
 @pytest.mark.timeout(900)
@@ -87,9 +94,13 @@ async def test_64_hosted_nodes_ring_and_walk_sums(hosted):
     c, values = hosted
     op = BootstrapClient(c.bootstrap_address, c.operator)
     try:
-        ring = await op.submit("ring-sum", {"rounds": 2, "epsilon": 0.5, "delta": 1e-6,
-                                            "clip": 1.0, "delta_prime": 1e-6},
-                               participants=c.ids, seed=3, job_id="ring-64")
+        ring = await op.submit(
+            "ring-sum",
+            {"rounds": 2, "epsilon": 0.5, "delta": 1e-6, "clip": 1.0, "delta_prime": 1e-6},
+            participants=c.ids,
+            seed=3,
+            job_id="ring-64",
+        )
         s = await _wait_done(op, ring.job_id, c)
         assert s["state"] == "done", s["failed"]
         assert s["outputs_agree"] and sorted(s["contributors"]) == sorted(c.ids)
@@ -100,9 +111,13 @@ async def test_64_hosted_nodes_ring_and_walk_sums(hosted):
         # every node's own ledger tells the same contributions as its report
         assert _ledger_contributions(c, ring.job_id) == s["contributions"]
 
-        walk = await op.submit("walk-sum", {"T": 256, "delta": 1e-6, "clip": 1.0,
-                                            "custody_timeout_s": 60.0},
-                               participants=c.ids, seed=4, job_id="walk-64")
+        walk = await op.submit(
+            "walk-sum",
+            {"T": 256, "delta": 1e-6, "clip": 1.0, "custody_timeout_s": 60.0},
+            participants=c.ids,
+            seed=4,
+            job_id="walk-64",
+        )
         s = await _wait_done(op, walk.job_id, c)
         assert s["state"] == "done", s["failed"]
         p = json.loads(walk.params_json)
@@ -112,8 +127,9 @@ async def test_64_hosted_nodes_ring_and_walk_sums(hosted):
         std = int(p["T"]) ** 0.5 * p["sigma"]
         assert abs(s["value"][0] - truth) <= 5 * std, (s["value"], truth, std)
         for nid in c.ids:  # the calibrated target ε (default 1) holds at every node
-            assert ledger_report(c.ledger(nid), job_id=walk.job_id)["jobs"][0]["epsilon"] <= \
-                1.0 + 1e-9
+            assert (
+                ledger_report(c.ledger(nid), job_id=walk.job_id)["jobs"][0]["epsilon"] <= 1.0 + 1e-9
+            )
     finally:
         await op.close()
     rep = audit.audit([c.ledger(nid) for nid in c.ids])
@@ -135,8 +151,12 @@ async def test_sigkill_of_the_host_loses_nothing_acknowledged(hosted, nd):
                 return 0
 
         # well into the job: tokens have gone round the ring (acknowledged at every node)
-        nd.wait_until(lambda: all(received(nid) >= 2 for nid in c.ids), 120,
-                      "every hosted node to acknowledge tokens", progress=nd.progress(c))
+        nd.wait_until(
+            lambda: all(received(nid) >= 2 for nid in c.ids),
+            120,
+            "every hosted node to acknowledge tokens",
+            progress=nd.progress(c),
+        )
         before = {nid: nd.entries(c.ledger(nid), job) for nid in c.ids}
         host = c.procs[HOST]
         c.kill(HOST, signal.SIGKILL)
@@ -144,7 +164,7 @@ async def test_sigkill_of_the_host_loses_nothing_acknowledged(hosted, nd):
         at_kill = {nid: nd.entries(c.ledger(nid), job) for nid in c.ids}
         reports = {nid: ledger_report(c.ledger(nid), job_id=job)["jobs"][0] for nid in c.ids}
         for nid in c.ids:
-            assert at_kill[nid][:len(before[nid])] == before[nid], nid
+            assert at_kill[nid][: len(before[nid])] == before[nid], nid
 
         # restart the host process on the same ledgers (new ports)
         new = c.start_host(HOST, c.ids, data_dir=c.workdir / "data", extra=["--seed", "5000"])
@@ -152,7 +172,7 @@ async def test_sigkill_of_the_host_loses_nothing_acknowledged(hosted, nd):
         results = await nd.wait_reports(op, job, c.ids, timeout=120)
         for nid in c.ids:
             after = nd.entries(c.ledger(nid), job)
-            assert after[:len(at_kill[nid])] == at_kill[nid], nid
+            assert after[: len(at_kill[nid])] == at_kill[nid], nid
             assert results[nid].state == "failed" and "restarted" in results[nid].detail
             rep = ledger_report(c.ledger(nid), job_id=job)["jobs"][0]
             assert rep["contributions"] == reports[nid]["contributions"]
@@ -164,8 +184,12 @@ async def test_sigkill_of_the_host_loses_nothing_acknowledged(hosted, nd):
     assert rep["ok"], [ch for ch in rep["checks"] if not ch["ok"]]
     # every token a node acknowledged was recorded as sent by its predecessor
     final = {nid: nd.entries(c.ledger(nid), job) for nid in c.ids}
-    sent = {(nid, x.peer, x.kind, x.seq, x.round) for nid in c.ids for x in final[nid]
-            if x.direction == "sent"}
+    sent = {
+        (nid, x.peer, x.kind, x.seq, x.round)
+        for nid in c.ids
+        for x in final[nid]
+        if x.direction == "sent"
+    }
     for nid in c.ids:
         for e in final[nid]:
             if e.direction == "received":

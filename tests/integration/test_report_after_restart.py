@@ -46,8 +46,11 @@ async def test_a_node_killed_before_its_report_reports_after_its_restart(cluster
     try:
         await op.submit("ring-sum", {"rounds": 80}, participants=cluster.ids, job_id=job)
         # every node joined (they learn the job from the bootstrap): the ring needs it no more
-        nd.wait_until(lambda: all(_row(cluster.ledger(p), job) for p in cluster.ids), 30,
-                      "every node to join the job")
+        nd.wait_until(
+            lambda: all(_row(cluster.ledger(p), job) for p in cluster.ids),
+            30,
+            "every node to join the job",
+        )
         cluster.kill("bootstrap", signal.SIGKILL)
         # the setup holds: nobody had reported when the bootstrap died
         assert f"{VICTIM} reported" not in cluster.procs["bootstrap"].log_text()
@@ -71,8 +74,19 @@ async def test_a_node_killed_before_its_report_reports_after_its_restart(cluster
             cluster.wait_port(cluster.start_node(nid, data=data), timeout=30)
 
         # (before the fix: the node found the job done in its ledger and never reported it)
-        r = nd.netdp("job", "result", job, "--bootstrap", cluster.bootstrap_address, "--certs",
-                     str(cluster.certs("operator")), "--wait", "60", "--json", timeout=120)
+        r = nd.netdp(
+            "job",
+            "result",
+            job,
+            "--bootstrap",
+            cluster.bootstrap_address,
+            "--certs",
+            str(cluster.certs("operator")),
+            "--wait",
+            "60",
+            "--json",
+            timeout=120,
+        )
         summary = json.loads(r.stdout)
         assert r.returncode == 0 and summary["state"] == "done", (r.returncode, summary)
         assert summary["missing"] == [] and summary["failed"] == {}, summary
@@ -84,8 +98,10 @@ async def test_a_node_killed_before_its_report_reports_after_its_restart(cluster
             assert summary["contributions"][nid] == sum(1 for e in es if e.event == "contribute")
             assert summary["contributions"][nid] >= 1
         # OTHER was retrying its report when it stopped (the log of its first run)
-        assert "could not report the result (done) to the bootstrap, retrying" in \
-            cluster.procs[OTHER].log_text()
+        assert (
+            "could not report the result (done) to the bootstrap, retrying"
+            in cluster.procs[OTHER].log_text()
+        )
     finally:
         await op.close()
     codes = cluster.stop()

@@ -34,8 +34,11 @@ def _walk_seed(ids: list[str]) -> int:
     """A public seed whose walk starts at VICTIM (it would re-start the walk on re-joining)."""
     from netdp_node.protocols.base import JobContext
 
-    seed = next(s for s in range(1, 100)
-                if start_holder(JobContext("x", "walk-sum", VICTIM, tuple(ids), {}, s)) == VICTIM)
+    seed = next(
+        s
+        for s in range(1, 100)
+        if start_holder(JobContext("x", "walk-sum", VICTIM, tuple(ids), {}, s)) == VICTIM
+    )
     return seed
 
 
@@ -57,8 +60,13 @@ async def test_a_node_back_on_an_empty_ledger_does_not_rerun_finished_jobs(clust
     try:
         seed = _walk_seed(cluster.ids)
         for job, T in zip(old_jobs, (40, 120)):
-            await op.submit("walk-sum", {"T": T, "custody_timeout_s": 5}, participants=cluster.ids,
-                            job_id=job, seed=seed)
+            await op.submit(
+                "walk-sum",
+                {"T": T, "custody_timeout_s": 5},
+                participants=cluster.ids,
+                job_id=job,
+                seed=seed,
+            )
             res = await nd.wait_reports(op, job, cluster.ids, timeout=60)
             assert all(r.state == "done" for r in res.values()), res
         first = {j: {r.node_id: r for r in (await op.result(j)).results} for j in old_jobs}
@@ -92,13 +100,17 @@ async def test_a_node_back_on_an_empty_ledger_does_not_rerun_finished_jobs(clust
                 led.close()
 
         # it learns the old jobs from the bootstrap (they list it)
-        nd.wait_until(lambda: all(rows().get(j) for j in old_jobs), 30,
-                      f"{VICTIM} to record the old jobs in its new ledger")
+        nd.wait_until(
+            lambda: all(rows().get(j) for j in old_jobs),
+            30,
+            f"{VICTIM} to record the old jobs in its new ledger",
+        )
 
         # a job submitted now runs with it, as usual (and everything the old jobs could have
         # caused has had the time of a whole job to happen)
-        await op.submit("walk-sum", {"T": 40}, participants=cluster.ids, job_id="walk-new",
-                        seed=seed)
+        await op.submit(
+            "walk-sum", {"T": 40}, participants=cluster.ids, job_id="walk-new", seed=seed
+        )
         res = await nd.wait_reports(op, "walk-new", cluster.ids, timeout=60)
         assert all(r.state == "done" for r in res.values()), res
         assert res[VICTIM].contributions >= 1
@@ -118,11 +130,19 @@ async def test_a_node_back_on_an_empty_ledger_does_not_rerun_finished_jobs(clust
             now = {r.node_id: r for r in reply.results}
             assert now[VICTIM].state == "done", now[VICTIM]
             assert now[VICTIM].contributions == first[j][VICTIM].contributions
-            assert any(w.startswith(f"{VICTIM} came back") and "new ledger" in w
-                       for w in reply.warnings), reply.warnings
+            assert any(
+                w.startswith(f"{VICTIM} came back") and "new ledger" in w for w in reply.warnings
+            ), reply.warnings
         assert list((await op.result("walk-new")).warnings) == []
-        r = nd.netdp("job", "result", "walk-a", "--bootstrap", cluster.bootstrap_address,
-                     "--certs", str(cluster.certs("operator")))
+        r = nd.netdp(
+            "job",
+            "result",
+            "walk-a",
+            "--bootstrap",
+            cluster.bootstrap_address,
+            "--certs",
+            str(cluster.certs("operator")),
+        )
         assert r.returncode == 0, r.stderr
         assert f"WARNING: {VICTIM} came back" in r.stdout, r.stdout
         log = cluster.procs["bootstrap"].log_text()
@@ -135,7 +155,8 @@ async def test_a_node_back_on_an_empty_ledger_does_not_rerun_finished_jobs(clust
 
 @pytest.mark.timeout(180)
 async def test_audit_passes_after_a_ring_node_is_killed_before_its_send_was_acknowledged(
-        clusters, nd):
+    clusters, nd
+):
     cluster = clusters(4, values=[0.1, 0.2, 0.3, 0.4])
     succ = "node-4"  # VICTIM's successor on the ring
     data = cluster.workdir / "data" / f"{VICTIM}.txt"
@@ -151,18 +172,27 @@ async def test_audit_passes_after_a_ring_node_is_killed_before_its_send_was_ackn
 
         def received(ledger_dir, peer) -> set[int]:
             try:
-                return {e.seq for e in nd.entries(ledger_dir, job)
-                        if e.direction == "received" and e.peer == peer and e.kind == "token"}
+                return {
+                    e.seq
+                    for e in nd.entries(ledger_dir, job)
+                    if e.direction == "received" and e.peer == peer and e.kind == "token"
+                }
             except LedgerError:
                 return set()
 
         def unacknowledged() -> set[int]:
-            sent = {e.seq for e in nd.entries(cluster.ledger(VICTIM), job)
-                    if e.direction == "sent" and e.peer == succ}
+            sent = {
+                e.seq
+                for e in nd.entries(cluster.ledger(VICTIM), job)
+                if e.direction == "sent" and e.peer == succ
+            }
             return sent - received(cluster.ledger(succ), VICTIM)
 
-        nd.wait_until(lambda: received(cluster.ledger(VICTIM), "node-2"), 30,
-                      f"{VICTIM} to join and take a token")
+        nd.wait_until(
+            lambda: received(cluster.ledger(VICTIM), "node-2"),
+            30,
+            f"{VICTIM} to join and take a token",
+        )
         nd.wait_until(unacknowledged, 30, f"a token {VICTIM} recorded as sent, not yet sent")
         cluster.kill(VICTIM, signal.SIGKILL)
         lost = unacknowledged()
@@ -174,9 +204,11 @@ async def test_audit_passes_after_a_ring_node_is_killed_before_its_send_was_ackn
         assert res.state == "failed" and "restarted" in res.detail, res
         assert unacknowledged() == lost  # never delivered (it is not sent again)
 
-        r = nd.netdp("audit", *[a for p in cluster.ids for a in ("--ledger",
-                                                                str(cluster.ledger(p)))],
-                     "--json")
+        r = nd.netdp(
+            "audit",
+            *[a for p in cluster.ids for a in ("--ledger", str(cluster.ledger(p)))],
+            "--json",
+        )
         rep = json.loads(r.stdout)
         assert rep["ok"] and r.returncode == 0, (r.returncode, rep)
     finally:

@@ -41,8 +41,16 @@ async def test_revoked_node_is_refused_by_bootstrap_and_neighbours(clusters, nd)
         await as_node3.register(REVOKED, cluster.procs[REVOKED].address)
 
         # Revoke with the CLI, which also publishes the list to the bootstrap.
-        r = nd.netdp("pki", "revoke", str(cluster.pki_dir), REVOKED, "--bootstrap",
-                     cluster.bootstrap_address, "--certs", str(cluster.certs("operator")))
+        r = nd.netdp(
+            "pki",
+            "revoke",
+            str(cluster.pki_dir),
+            REVOKED,
+            "--bootstrap",
+            cluster.bootstrap_address,
+            "--certs",
+            str(cluster.certs("operator")),
+        )
         assert r.returncode == 0, r.stderr
         assert "published to the bootstrap" in r.stderr
         assert pki.load_crl(cluster.pki_dir).is_revoked(node3.serial)
@@ -58,12 +66,16 @@ async def test_revoked_node_is_refused_by_bootstrap_and_neighbours(clusters, nd)
                 raise
             return None
 
-        err = await nd.await_until(register_refused, 15, "the bootstrap to refuse node-3",
-                                   interval=0.1)
+        err = await nd.await_until(
+            register_refused, 15, "the bootstrap to refuse node-3", interval=0.1
+        )
         assert "revoked" in err.details()
         log = cluster.procs["bootstrap"].log_text
-        nd.wait_until(lambda: f"refused Register from {REVOKED}" in log() and revoked_line in log(),
-                      5, "the bootstrap to log the refused registration")
+        nd.wait_until(
+            lambda: f"refused Register from {REVOKED}" in log() and revoked_line in log(),
+            5,
+            "the bootstrap to log the refused registration",
+        )
 
         # Its former neighbours refuse it once they fetched the new list (they poll for it).
         for nid in NEIGHBOURS:
@@ -74,14 +86,21 @@ async def test_revoked_node_is_refused_by_bootstrap_and_neighbours(clusters, nd)
                 if code == grpc.StatusCode.PERMISSION_DENIED and "revoked" in details:
                     return True
                 # Not yet: the protocol layer still answers (stale token / not the predecessor).
-                assert code in (grpc.StatusCode.FAILED_PRECONDITION,
-                                grpc.StatusCode.PERMISSION_DENIED), (code, details)
+                assert code in (
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    grpc.StatusCode.PERMISSION_DENIED,
+                ), (code, details)
                 return False
 
             await nd.await_until(deliver_refused, 15, f"{nid} to refuse {REVOKED}", interval=0.1)
             nlog = cluster.procs[nid].log_text
-            nd.wait_until(lambda nlog=nlog: f"refused Deliver from {REVOKED}" in nlog()
-                          and revoked_line in nlog(), 5, f"{nid} to log the refusal")
+            nd.wait_until(
+                lambda nlog=nlog: (
+                    f"refused Deliver from {REVOKED}" in nlog() and revoked_line in nlog()
+                ),
+                5,
+                f"{nid} to log the refusal",
+            )
 
         # The operator no longer sees node-3, and the next job runs without it.
         assert {n.node_id for n in await op.list_nodes()} == set(cluster.ids) - {REVOKED}

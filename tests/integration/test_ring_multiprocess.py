@@ -81,13 +81,33 @@ async def test_ring_sum_over_five_processes(clusters, nd):
 @pytest.mark.timeout(150)
 def test_demo_json(tmp_path, nd):
     workdir = tmp_path / "demo"
-    r = nd.netdp("demo", "--nodes", "4", "--rounds", "2", "--json", "--workdir", str(workdir),
-                 "--timeout", "90", timeout=130)
+    r = nd.netdp(
+        "demo",
+        "--nodes",
+        "4",
+        "--rounds",
+        "2",
+        "--json",
+        "--workdir",
+        str(workdir),
+        "--timeout",
+        "90",
+        timeout=130,
+    )
     try:
         assert r.returncode == 0, f"demo exited {r.returncode}:\n{r.stderr[-4000:]}"
         res = json.loads(r.stdout)
-        for key in ("algorithm", "nodes", "estimate", "truth", "abs_error", "netdp_std", "ldp_std",
-                    "elapsed_s", "privacy"):
+        for key in (
+            "algorithm",
+            "nodes",
+            "estimate",
+            "truth",
+            "abs_error",
+            "netdp_std",
+            "ldp_std",
+            "elapsed_s",
+            "privacy",
+        ):
             assert key in res, key
         assert res["algorithm"] == "ring-sum" and res["nodes"] == 4
         for key in ("estimate", "truth", "abs_error", "netdp_std", "ldp_std", "elapsed_s"):

@@ -35,8 +35,12 @@ async def test_seeded_node_job_result_and_privacy_report(tmp_path, nd):
         op = BootstrapClient(c.bootstrap_address, c.operator)
         try:
             await op.submit("ring-sum", {"rounds": 4}, participants=c.ids, job_id="seeded")
-            await op.submit("ring-sum", {"rounds": 4}, participants=["node-1", "node-3", "node-4"],
-                            job_id="plain")
+            await op.submit(
+                "ring-sum",
+                {"rounds": 4},
+                participants=["node-1", "node-3", "node-4"],
+                job_id="plain",
+            )
             for job in ("seeded", "plain"):
                 await wait_result(op, job, 90)
         finally:
@@ -81,8 +85,21 @@ async def test_seeded_node_job_result_and_privacy_report(tmp_path, nd):
 
 @pytest.mark.timeout(300)
 def test_demo_says_when_its_nodes_are_seeded(tmp_path, nd):
-    r = nd.netdp("demo", "--nodes", "3", "--rounds", "4", "--seed", "3", "--json", "--workdir",
-                 str(tmp_path / "seeded"), "--timeout", "200", timeout=280)
+    r = nd.netdp(
+        "demo",
+        "--nodes",
+        "3",
+        "--rounds",
+        "4",
+        "--seed",
+        "3",
+        "--json",
+        "--workdir",
+        str(tmp_path / "seeded"),
+        "--timeout",
+        "200",
+        timeout=280,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(r.stdout)
     assert res["seeded_rng"] == ["node-1", "node-2", "node-3"]
@@ -92,8 +109,18 @@ def test_demo_says_when_its_nodes_are_seeded(tmp_path, nd):
     assert "learn x_u exactly" in res["threat_model"]["statement"]
     assert NOT_PRIVATE in render(res)  # the text output of the same run
 
-    r = nd.netdp("demo", "--nodes", "3", "--rounds", "4", "--workdir", str(tmp_path / "plain"),
-                 "--timeout", "200", timeout=280)
+    r = nd.netdp(
+        "demo",
+        "--nodes",
+        "3",
+        "--rounds",
+        "4",
+        "--workdir",
+        str(tmp_path / "plain"),
+        "--timeout",
+        "200",
+        timeout=280,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "NOT PRIVATE" not in r.stdout
     out = _flat(r.stdout)

@@ -13,8 +13,18 @@ pytestmark = pytest.mark.slow
 
 
 def _run_demo(nd, workdir, *args: str) -> dict:
-    r = nd.netdp("demo", *args, "--json", "--workdir", str(workdir), "--timeout", "120",
-                 "--seed", "4", timeout=170)
+    r = nd.netdp(
+        "demo",
+        *args,
+        "--json",
+        "--workdir",
+        str(workdir),
+        "--timeout",
+        "120",
+        "--seed",
+        "4",
+        timeout=170,
+    )
     try:
         assert r.returncode == 0, f"demo exited {r.returncode}:\n{r.stderr[-4000:]}"
         return json.loads(r.stdout)
@@ -25,8 +35,9 @@ def _run_demo(nd, workdir, *args: str) -> dict:
 
 @pytest.mark.timeout(200)
 def test_demo_walk_sum(tmp_path, nd):
-    res = _run_demo(nd, tmp_path / "demo", "--algorithm", "walk-sum", "--nodes", "5",
-                    "--steps", "60")
+    res = _run_demo(
+        nd, tmp_path / "demo", "--algorithm", "walk-sum", "--nodes", "5", "--steps", "60"
+    )
     assert res["algorithm"] == "walk-sum" and res["steps"] == 60
     counts = res["contributions"]
     assert set(counts) == {f"node-{i}" for i in range(1, 6)}
@@ -42,8 +53,9 @@ def test_demo_walk_sum(tmp_path, nd):
 
 @pytest.mark.timeout(200)
 def test_demo_walk_sgd(tmp_path, nd):
-    res = _run_demo(nd, tmp_path / "demo", "--algorithm", "walk-sgd", "--nodes", "4",
-                    "--steps", "80")
+    res = _run_demo(
+        nd, tmp_path / "demo", "--algorithm", "walk-sgd", "--nodes", "4", "--steps", "80"
+    )
     assert 0.0 <= res["test_accuracy"] <= 1.0 and len(res["model"]) == 9
     for mode in ("local", "central"):
         b = res["baselines"][mode]
@@ -57,8 +69,18 @@ def test_demo_walk_sgd(tmp_path, nd):
 
 @pytest.mark.timeout(200)
 def test_demo_rw_sgd(tmp_path, nd):
-    res = _run_demo(nd, tmp_path / "demo", "--algorithm", "rw-sgd", "--nodes", "5",
-                    "--steps", "60", "--topology", "ring")
+    res = _run_demo(
+        nd,
+        tmp_path / "demo",
+        "--algorithm",
+        "rw-sgd",
+        "--nodes",
+        "5",
+        "--steps",
+        "60",
+        "--topology",
+        "ring",
+    )
     assert res["algorithm"] == "rw-sgd" and 0.0 <= res["test_accuracy"] <= 1.0
     assert sum(res["contributions"].values()) <= 60
     for mode in ("local", "central"):  # the baselines at the same ε
@@ -67,4 +89,5 @@ def test_demo_rw_sgd(tmp_path, nd):
         assert row["epsilon"] <= 10.0 + 1e-9
         for p in row["peers"]:  # the best sound value: §4.9 or local DP, never the paper's
             assert p["method"] == "no-contribution" or p["method"].startswith(
-                ("local-DP bound", "sound per-trajectory accountant (random-walks.md §4.9)"))
+                ("local-DP bound", "sound per-trajectory accountant (random-walks.md §4.9)")
+            )

@@ -22,9 +22,25 @@ N, K = 4, 4
 
 def _watch(cluster: LocalCluster, job_id: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "netdp_node.cli", "watch", job_id, "--bootstrap",
-         cluster.bootstrap_address, "--certs", str(cluster.certs("operator")), "--interval", "0.2",
-         "--timeout", "90"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "netdp_node.cli",
+            "watch",
+            job_id,
+            "--bootstrap",
+            cluster.bootstrap_address,
+            "--certs",
+            str(cluster.certs("operator")),
+            "--interval",
+            "0.2",
+            "--timeout",
+            "90",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.mark.timeout(240)
@@ -43,8 +59,9 @@ async def test_watch_follows_a_job_to_its_end(tmp_path):
         cluster.procs[stalled].popen.send_signal(signal.SIGSTOP)
         client = BootstrapClient(cluster.bootstrap_address, cluster.operator)
         try:
-            job = await client.submit("ring-sum", {"rounds": K}, participants=cluster.ids,
-                                      job_id="watch-1")
+            job = await client.submit(
+                "ring-sum", {"rounds": K}, participants=cluster.ids, job_id="watch-1"
+            )
         finally:
             await client.close()
         w = _watch(cluster, job.job_id)
@@ -70,13 +87,26 @@ async def test_watch_follows_a_job_to_its_end(tmp_path):
         assert f"job {job.job_id} (ring-sum): done" in lines, text
         assert "released result:" in text and "(noise std)" in text
         assert "\x1b[" not in text  # a pipe gets plain text, no escape codes
-        tail = lines[lines.index(f"job {job.job_id} (ring-sum): done"):]
+        tail = lines[lines.index(f"job {job.job_id} (ring-sum): done") :]
         assert any(x.startswith("  contributors (4/4)") for x in tail), text
 
         bad = subprocess.run(  # noqa: ASYNC221
-            [sys.executable, "-m", "netdp_node.cli", "watch", "nope", "--bootstrap",
-             cluster.bootstrap_address, "--certs", str(cluster.certs("operator"))],
-            capture_output=True, text=True, timeout=60, check=False)
+            [
+                sys.executable,
+                "-m",
+                "netdp_node.cli",
+                "watch",
+                "nope",
+                "--bootstrap",
+                cluster.bootstrap_address,
+                "--certs",
+                str(cluster.certs("operator")),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert bad.returncode == 2 and "job nope" in bad.stderr and "Traceback" not in bad.stderr
     finally:
         if w is not None and w.poll() is None:

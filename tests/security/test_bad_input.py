@@ -60,8 +60,10 @@ class FakePeer:
     async def start(self) -> None:
         svc = PeerService(ME, self.handle, lambda: peer_pb2.StatusReply(node_id=ME), AccessPolicy())
         self.server, port = await start_server(
-            self.identity, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers(
-                (svc.generic_handler(),)))
+            self.identity,
+            "127.0.0.1:0",
+            lambda s: s.add_generic_rpc_handlers((svc.generic_handler(),)),
+        )
         self.address = f"127.0.0.1:{port}"
 
     def token(self, seq: int) -> Message | None:
@@ -98,8 +100,9 @@ async def ring(module_clusters, nd):
     try:
         await as_me.register(ME, peer.address)
         await cluster.wait_registered([*cluster.ids, ME])
-        job = await op.submit("ring-sum", {"rounds": ROUNDS}, participants=[ME, *cluster.ids],
-                              job_id=JOB)
+        job = await op.submit(
+            "ring-sum", {"rounds": ROUNDS}, participants=[ME, *cluster.ids], job_id=JOB
+        )
         assert [p.node_id for p in job.participants] == [ME, "node-1", "node-2", "node-3"]
 
         async def joined() -> bool:
@@ -125,12 +128,16 @@ async def assert_serving(r: Ring, nd) -> None:
 
 
 def received_from_me(r: Ring, nd) -> list:
-    return [e for e in nd.entries(r.cluster.ledger(TARGET), JOB)
-            if e.direction == "received" and e.peer == ME]
+    return [
+        e
+        for e in nd.entries(r.cluster.ledger(TARGET), JOB)
+        if e.direction == "received" and e.peer == ME
+    ]
 
 
-async def refused(r: Ring, nd, raw: bytes, code: grpc.StatusCode, *, logs: str = "",
-                  options=None) -> str:
+async def refused(
+    r: Ring, nd, raw: bytes, code: grpc.StatusCode, *, logs: str = "", options=None
+) -> str:
     """Deliver `raw` as node-t; it must fail with `code`, and node-1 must log one more `logs`
     line. Returns the status details."""
     before = r.log().count(logs)
@@ -155,9 +162,13 @@ async def send_first_token(r: Ring, nd) -> bytes:
 # -- refused input ------------------------------------------------------------------------------
 @pytest.mark.timeout(90)
 async def test_malformed_bytes_are_invalid_argument(ring, nd):
-    details = await refused(ring, nd, b"\xff\xff\xff\xff not a protobuf",
-                            grpc.StatusCode.INVALID_ARGUMENT,
-                            logs=f"refused malformed bytes from {ME}")
+    details = await refused(
+        ring,
+        nd,
+        b"\xff\xff\xff\xff not a protobuf",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        logs=f"refused malformed bytes from {ME}",
+    )
     assert "malformed Envelope" in details
     await assert_serving(ring, nd)
 
@@ -167,19 +178,31 @@ async def test_malformed_bytes_are_invalid_argument(ring, nd):
 async def test_non_finite_payload_is_invalid_argument(ring, nd, bad):
     raw = nd.envelope(JOB, "token", seq=1, payload=[bad]).SerializeToString()
     details = await refused(
-        ring, nd, raw, grpc.StatusCode.INVALID_ARGUMENT,
-        logs=f"refused bad envelope from {ME} for job {JOB}: tensor contains NaN or infinite")
+        ring,
+        nd,
+        raw,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        logs=f"refused bad envelope from {ME} for job {JOB}: tensor contains NaN or infinite",
+    )
     assert "NaN or infinite" in details
     await assert_serving(ring, nd)
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("payload", [[0.1, 0.2], [[0.1]], 0.1, None],
-                         ids=["2-vector", "1x1-matrix", "scalar", "no-payload"])
+@pytest.mark.parametrize(
+    "payload",
+    [[0.1, 0.2], [[0.1]], 0.1, None],
+    ids=["2-vector", "1x1-matrix", "scalar", "no-payload"],
+)
 async def test_wrong_shape_is_invalid_argument(ring, nd, payload):
     raw = nd.envelope(JOB, "token", seq=1, payload=payload).SerializeToString()
-    details = await refused(ring, nd, raw, grpc.StatusCode.INVALID_ARGUMENT,
-                            logs=f"refused token from {ME}: token payload has shape")
+    details = await refused(
+        ring,
+        nd,
+        raw,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        logs=f"refused token from {ME}: token payload has shape",
+    )
     assert "expects (1,)" in details, details
     await assert_serving(ring, nd)
 
@@ -188,8 +211,13 @@ async def test_wrong_shape_is_invalid_argument(ring, nd, payload):
 async def test_tensor_bytes_not_matching_its_shape_is_invalid_argument(ring, nd):
     env = nd.envelope(JOB, "token", seq=1, payload=None)
     env.payload.CopyFrom(common_pb2.Tensor(dtype="float64", shape=[3], data=b"\0" * 8))
-    details = await refused(ring, nd, env.SerializeToString(), grpc.StatusCode.INVALID_ARGUMENT,
-                            logs=f"refused bad envelope from {ME} for job {JOB}: tensor bytes")
+    details = await refused(
+        ring,
+        nd,
+        env.SerializeToString(),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        logs=f"refused bad envelope from {ME} for job {JOB}: tensor bytes",
+    )
     assert "do not match" in details
     await assert_serving(ring, nd)
 
@@ -199,8 +227,10 @@ async def test_oversized_message_is_resource_exhausted(ring, nd):
     n = MAX_MESSAGE_BYTES // 8 + 1024  # a little over 4 MiB of float64
     raw = nd.envelope(JOB, "token", seq=1, payload=np.zeros(n)).SerializeToString()
     assert len(raw) > MAX_MESSAGE_BYTES
-    big = [("grpc.max_send_message_length", 4 * MAX_MESSAGE_BYTES),
-           ("grpc.max_receive_message_length", 4 * MAX_MESSAGE_BYTES)]
+    big = [
+        ("grpc.max_send_message_length", 4 * MAX_MESSAGE_BYTES),
+        ("grpc.max_receive_message_length", 4 * MAX_MESSAGE_BYTES),
+    ]
     await refused(ring, nd, raw, grpc.StatusCode.RESOURCE_EXHAUSTED, options=big)
     await assert_serving(ring, nd)
 
@@ -209,8 +239,12 @@ async def test_oversized_message_is_resource_exhausted(ring, nd):
 async def test_unknown_job_is_not_found(ring, nd):
     raw = nd.envelope("no-such-job", "token", seq=1, payload=[0.1]).SerializeToString()
     details = await refused(
-        ring, nd, raw, grpc.StatusCode.NOT_FOUND,
-        logs=f"refused message from {ME}: job 'no-such-job' is unknown to node {TARGET}")
+        ring,
+        nd,
+        raw,
+        grpc.StatusCode.NOT_FOUND,
+        logs=f"refused message from {ME}: job 'no-such-job' is unknown to node {TARGET}",
+    )
     assert "no-such-job" in details
     await assert_serving(ring, nd)
 
@@ -232,8 +266,12 @@ async def test_duplicate_is_acknowledged_and_conflict_refused(ring, nd):
     env = peer_pb2.Envelope.FromString(raw)
     env.payload.data = np.array([0.875], dtype="<f8").tobytes()
     details = await refused(
-        ring, nd, env.SerializeToString(), grpc.StatusCode.ALREADY_EXISTS,
-        logs=f"refused token from {ME}: token ring/0 seq=1 round=0 from {ME} conflicts")
+        ring,
+        nd,
+        env.SerializeToString(),
+        grpc.StatusCode.ALREADY_EXISTS,
+        logs=f"refused token from {ME}: token ring/0 seq=1 round=0 from {ME} conflicts",
+    )
     assert "conflicts with the one already stored" in details
 
     # The ledger holds the first token once, with its digest, and one contribution for round 1.
@@ -254,6 +292,7 @@ async def test_job_completes_after_bad_input(ring, nd):
     await send_first_token(ring, nd)
     tau = None
     for k in range(1, ROUNDS + 1):
+
         async def arrived(k: int = k) -> Message | None:
             return ring.peer.token(k)  # the in-process server runs on this loop: await, not block
 

@@ -57,8 +57,9 @@ async def running(module_clusters, nd, tmp_path_factory):
     op = cluster.operator
     client = BootstrapClient(cluster.bootstrap_address, op)
     try:
-        job = await client.submit("ring-sum", {"rounds": ROUNDS}, participants=cluster.ids,
-                                  job_id=JOB)
+        job = await client.submit(
+            "ring-sum", {"rounds": ROUNDS}, participants=cluster.ids, job_id=JOB
+        )
     finally:
         await client.close()
     assert [p.node_id for p in job.participants] == cluster.ids  # ring order node-1 .. node-5
@@ -78,8 +79,11 @@ async def assert_still_running(r: Running, nd) -> None:
 
 
 def received_from(r: Running, nd, sender: str) -> list:
-    return [e for e in nd.entries(r.cluster.ledger(TARGET), r.job_id)
-            if e.direction == "received" and e.peer == sender]
+    return [
+        e
+        for e in nd.entries(r.cluster.ledger(TARGET), r.job_id)
+        if e.direction == "received" and e.peer == sender
+    ]
 
 
 def token(r: Running, nd, seq: int = 1) -> bytes:
@@ -90,21 +94,27 @@ def token(r: Running, nd, seq: int = 1) -> bytes:
 def tls_client(ca_pem: bytes, folder: Path | None) -> grpc.ChannelCredentials:
     if folder is None:
         return grpc.ssl_channel_credentials(root_certificates=ca_pem)
-    return grpc.ssl_channel_credentials(root_certificates=ca_pem,
-                                        private_key=(folder / "key.pem").read_bytes(),
-                                        certificate_chain=(folder / "cert.pem").read_bytes())
+    return grpc.ssl_channel_credentials(
+        root_certificates=ca_pem,
+        private_key=(folder / "key.pem").read_bytes(),
+        certificate_chain=(folder / "cert.pem").read_bytes(),
+    )
 
 
-async def assert_handshake_refused(r: Running, nd, creds: grpc.ChannelCredentials,
-                                   reason: str) -> None:
+async def assert_handshake_refused(
+    r: Running, nd, creds: grpc.ChannelCredentials, reason: str
+) -> None:
     before = r.cluster.procs[TARGET].log_text().count(reason)
     code, details = await nd.deliver_code(r.target, creds, token(r, nd))
     # grpcio reports a handshake the server refused as UNAVAILABLE; the servicer never runs.
     assert code == grpc.StatusCode.UNAVAILABLE, (code, details)
     # gRPC core at the node logs why it refused the handshake (an INFO line of
     # ssl_transport_security.cc; GRPC_VERBOSITY=ERROR/NONE in the environment would hide it).
-    nd.wait_until(lambda: r.cluster.procs[TARGET].log_text().count(reason) > before, 5,
-                  f"{TARGET} to log the refused handshake ({reason})")
+    nd.wait_until(
+        lambda: r.cluster.procs[TARGET].log_text().count(reason) > before,
+        5,
+        f"{TARGET} to log the refused handshake ({reason})",
+    )
     await assert_still_running(r, nd)
 
 
@@ -122,8 +132,9 @@ async def test_control_the_real_predecessor_gets_past_tls(running, nd):
 @pytest.mark.timeout(30)
 async def test_a_no_client_certificate(running, nd):
     ca = (running.cluster.pki_dir / "ca.pem").read_bytes()
-    await assert_handshake_refused(running, nd, tls_client(ca, None),
-                                   "PEER_DID_NOT_RETURN_A_CERTIFICATE")
+    await assert_handshake_refused(
+        running, nd, tls_client(ca, None), "PEER_DID_NOT_RETURN_A_CERTIFICATE"
+    )
 
 
 @pytest.mark.timeout(30)
@@ -132,16 +143,22 @@ async def test_b_certificate_of_another_ca(running, nd):
     pki.init_ca(other, common_name="netdp demo CA")  # same name as the real CA, other key
     folder = pki.issue(other, PRED)  # claims to be the true predecessor
     ca = (running.cluster.pki_dir / "ca.pem").read_bytes()
-    await assert_handshake_refused(running, nd, tls_client(ca, folder),
-                                   "unable to get local issuer certificate")
+    await assert_handshake_refused(
+        running, nd, tls_client(ca, folder), "unable to get local issuer certificate"
+    )
 
 
 @pytest.mark.timeout(30)
 async def test_c_expired_certificate_of_the_right_ca(running, nd):
     now = datetime.now(timezone.utc)
-    folder = pki.issue(running.cluster.pki_dir, PRED, not_before=now - timedelta(days=10),
-                       not_after=now - timedelta(days=1), out_dir=running.tmp / "expired",
-                       force=True)
+    folder = pki.issue(
+        running.cluster.pki_dir,
+        PRED,
+        not_before=now - timedelta(days=10),
+        not_after=now - timedelta(days=1),
+        out_dir=running.tmp / "expired",
+        force=True,
+    )
     ca = (running.cluster.pki_dir / "ca.pem").read_bytes()
     await assert_handshake_refused(running, nd, tls_client(ca, folder), "certificate has expired")
 

@@ -81,8 +81,9 @@ class FakePeer:
         self.server: grpc.aio.Server | None = None
         self.address = ""
 
-    async def link(self, requests: AsyncIterator[bytes],
-                   context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+    async def link(
+        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
         async for raw in requests:
             env = peer_pb2.Envelope.FromString(raw)
             self.received.append((env.job_id, env.kind, env.seq))
@@ -94,12 +95,16 @@ class FakePeer:
         return peer_pb2.Ack(msg_id=env.msg_id).SerializeToString()
 
     async def start(self, identity: pki.Identity) -> FakePeer:
-        handler = grpc.method_handlers_generic_handler("netdp.v1.Peer", {
-            "Link": grpc.stream_stream_rpc_method_handler(self.link),
-            "Deliver": grpc.unary_unary_rpc_method_handler(self.deliver),
-        })
+        handler = grpc.method_handlers_generic_handler(
+            "netdp.v1.Peer",
+            {
+                "Link": grpc.stream_stream_rpc_method_handler(self.link),
+                "Deliver": grpc.unary_unary_rpc_method_handler(self.deliver),
+            },
+        )
         self.server, port = await start_server(
-            identity, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers((handler,)))
+            identity, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers((handler,))
+        )
         self.address = f"127.0.0.1:{port}"
         return self
 
@@ -112,14 +117,26 @@ async def ring_at(ca: Path, tmp: Path, node5_address: str) -> tuple[NodeRuntime,
     """node-4, first of the ring node-4 -> node-5 -> node-6, with node-5 at `node5_address`; it
     sends the round-1 token to node-5 as soon as it joins. Gives up on a silent peer after 60 s
     only, so a refusal seen within the test's timeout is not a retry running out."""
-    transport = GrpcTransport(ident(ca, "node-4"),
-                              {"node-5": node5_address, "node-6": "127.0.0.1:9"},
-                              backoff=Backoff(give_up_after=60.0))
-    rt = NodeRuntime("node-4", Ledger(tmp / "ledger-4", "node-4"), transport,
-                     data=np.array([0.4]), rng_factory=lambda job: np.random.default_rng(4))
-    ctx = JobContext(job_id=JOB, algorithm="ring-sum", me="node-4",
-                     participants=("node-4", "node-5", "node-6"),
-                     params=prepare_params({"rounds": 2}, 3), public_seed=1)
+    transport = GrpcTransport(
+        ident(ca, "node-4"),
+        {"node-5": node5_address, "node-6": "127.0.0.1:9"},
+        backoff=Backoff(give_up_after=60.0),
+    )
+    rt = NodeRuntime(
+        "node-4",
+        Ledger(tmp / "ledger-4", "node-4"),
+        transport,
+        data=np.array([0.4]),
+        rng_factory=lambda job: np.random.default_rng(4),
+    )
+    ctx = JobContext(
+        job_id=JOB,
+        algorithm="ring-sum",
+        me="node-4",
+        participants=("node-4", "node-5", "node-6"),
+        params=prepare_params({"rounds": 2}, 3),
+        public_seed=1,
+    )
     runner = await rt.add_job(ctx)
     return rt, runner
 
@@ -146,14 +163,17 @@ async def test_another_node_at_the_peers_address_gets_nothing(ca, tmp_path, capl
     impostor = await FakePeer().start(ident(ca, "node-7"))
     rt, runner = await ring_at(ca, tmp_path, impostor.address)
     try:
-        await until(lambda: runner.state != "running" or bool(impostor.received), 20,
-                    "node-4 to hand the token over or to give up")
+        await until(
+            lambda: runner.state != "running" or bool(impostor.received),
+            20,
+            "node-4 to hand the token over or to give up",
+        )
         assert impostor.received == [], "node-7 was handed node-5's token"
-        why = (f"expected node-5 at {impostor.address}, the server's certificate does not name "
-               "it")
+        why = f"expected node-5 at {impostor.address}, the server's certificate does not name it"
         assert runner.state == "failed"
-        assert runner.detail.startswith(f"token to node-5 failed: UNAUTHENTICATED: {why}"), \
+        assert runner.detail.startswith(f"token to node-5 failed: UNAUTHENTICATED: {why}"), (
             runner.detail
+        )
         line = f"[node=node-4 job={JOB}] refused the server at {impostor.address}: {why}"
         logged = [r for r in caplog.records if r.name == "netdp.grpc" and line in r.getMessage()]
         assert logged and logged[0].levelno == logging.ERROR, caplog.text
@@ -163,7 +183,8 @@ async def test_another_node_at_the_peers_address_gets_nothing(ca, tmp_path, capl
         # back and nobody received anything
         entries = rt.ledger.entries(JOB)
         assert [(e.direction, e.event, e.peer) for e in entries if e.direction != "local"] == [
-            ("sent", "token", "node-5")]
+            ("sent", "token", "node-5")
+        ]
     finally:
         await close(rt)
         await impostor.stop()
@@ -176,26 +197,44 @@ async def test_a_walk_routes_around_the_impostor(ca, tmp_path):
     from netdp_node.protocols.walk import prepare_params as walk_params
 
     impostor = await FakePeer().start(ident(ca, "node-7"))
-    transport = GrpcTransport(ident(ca, "node-4"),
-                              {"node-5": impostor.address, "node-6": impostor.address},
-                              backoff=Backoff(give_up_after=60.0))
-    rt = NodeRuntime("node-4", Ledger(tmp_path / "ledger-4", "node-4"), transport,
-                     data=np.array([0.4]), rng_factory=lambda job: np.random.default_rng(4))
+    transport = GrpcTransport(
+        ident(ca, "node-4"),
+        {"node-5": impostor.address, "node-6": impostor.address},
+        backoff=Backoff(give_up_after=60.0),
+    )
+    rt = NodeRuntime(
+        "node-4",
+        Ledger(tmp_path / "ledger-4", "node-4"),
+        transport,
+        data=np.array([0.4]),
+        rng_factory=lambda job: np.random.default_rng(4),
+    )
     ids = ("node-4", "node-5", "node-6")
-    ctx = JobContext(job_id=JOB, algorithm="walk-sum", me="node-4", participants=ids,
-                     params=walk_params("walk-sum", {"T": 30}, 3), public_seed=0)  # node-4 starts
+    ctx = JobContext(
+        job_id=JOB,
+        algorithm="walk-sum",
+        me="node-4",
+        participants=ids,
+        params=walk_params("walk-sum", {"T": 30}, 3),
+        public_seed=0,
+    )  # node-4 starts
     try:
         runner = await rt.add_job(ctx)
-        await until(lambda: runner.state != "running" or bool(impostor.received), 20,
-                    "the walk to end or to hand the token over")
+        await until(
+            lambda: runner.state != "running" or bool(impostor.received),
+            20,
+            "the walk to end or to hand the token over",
+        )
         assert impostor.received == [], "node-7 was handed a token meant for node-5 or node-6"
         assert runner.state == "done", runner.detail
         entries = rt.ledger.entries(JOB)
         reroutes = [e for e in entries if e.event == "reroute"]
         assert reroutes and {e.peer for e in reroutes} <= {"node-5", "node-6"}
         for e in reroutes:
-            assert (f"UNAUTHENTICATED: expected {e.peer} at {impostor.address}, the server's "
-                    "certificate does not name it") in e.params["reason"], e.params
+            assert (
+                f"UNAUTHENTICATED: expected {e.peer} at {impostor.address}, the server's "
+                "certificate does not name it"
+            ) in e.params["reason"], e.params
         assert not [e for e in entries if e.direction == "received"]
         assert runner.output is not None
         assert sorted(runner.output.info["excluded"]) == sorted({e.peer for e in reroutes})
@@ -210,8 +249,11 @@ async def test_control_the_real_node_5_gets_the_token(ca, tmp_path):
     real = await FakePeer().start(ident(ca, "node-5"))
     rt, runner = await ring_at(ca, tmp_path, real.address)
     try:
-        await until(lambda: bool(real.received) or runner.state != "running", 20,
-                    "node-5 to receive the token")
+        await until(
+            lambda: bool(real.received) or runner.state != "running",
+            20,
+            "node-5 to receive the token",
+        )
         assert real.received == [(JOB, "token", 1)]
         assert runner.state == "running"
     finally:
@@ -253,12 +295,18 @@ def test_identity_names_differ_for_ids_that_differ_only_in_case():
     assert peer_name("aB") == "a_b.node.netdp.invalid"  # the escape, worked by hand
     assert peer_name("a_b") == "a__b.node.netdp.invalid"
     assert server_names("bootstrap", "netdp-bootstrap") == (
-        "netdp-bootstrap.bootstrap.netdp.invalid", BOOTSTRAP_NAME)
+        "netdp-bootstrap.bootstrap.netdp.invalid",
+        BOOTSTRAP_NAME,
+    )
 
 
 def test_no_certificate_may_claim_an_identity_name_as_a_host(ca):
-    for host in ("*.node.netdp.invalid", "node-5.node.netdp.invalid", "bootstrap.netdp.invalid",
-                 "x.invalid"):
+    for host in (
+        "*.node.netdp.invalid",
+        "node-5.node.netdp.invalid",
+        "bootstrap.netdp.invalid",
+        "x.invalid",
+    ):
         with pytest.raises(ConfigError, match="reserved"):
             pki.issue(ca, "node-8", hosts=(host,))
 
@@ -267,18 +315,24 @@ def test_no_certificate_may_claim_an_identity_name_as_a_host(ca):
 async def test_status_is_for_operators_only(ca, caplog):
     caplog.set_level(logging.INFO)
     node5 = ident(ca, "node-5")
-    service = PeerService("node-5", lambda *a: None, lambda: peer_pb2.StatusReply(node_id="node-5"),
-                          AccessPolicy(owner="node=node-5"))
-    server, port = await start_server(node5, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers(
-        (service.generic_handler(),)))
+    service = PeerService(
+        "node-5",
+        lambda *a: None,
+        lambda: peer_pb2.StatusReply(node_id="node-5"),
+        AccessPolicy(owner="node=node-5"),
+    )
+    server, port = await start_server(
+        node5, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers((service.generic_handler(),))
+    )
 
     async def status(who: str) -> peer_pb2.StatusReply:
         ch = secure_channel(f"127.0.0.1:{port}", ident(ca, who), peer_name("node-5"))
         try:
             return await ch.unary_unary(
-                STATUS, request_serializer=peer_pb2.StatusRequest.SerializeToString,
-                response_deserializer=peer_pb2.StatusReply.FromString)(
-                    peer_pb2.StatusRequest(), timeout=10)
+                STATUS,
+                request_serializer=peer_pb2.StatusRequest.SerializeToString,
+                response_deserializer=peer_pb2.StatusReply.FromString,
+            )(peer_pb2.StatusRequest(), timeout=10)
         finally:
             await ch.close()
 
@@ -309,13 +363,21 @@ class FakeBootstrap(grpc.GenericRpcHandler):
         return grpc.unary_unary_rpc_method_handler(empty)
 
 
-async def run_cli(*args: str, stop_when: Callable[[], bool],
-                  timeout: float = 25.0) -> tuple[int | None, str]:
+async def run_cli(
+    *args: str, stop_when: Callable[[], bool], timeout: float = 25.0
+) -> tuple[int | None, str]:
     """`netdp ARGS` as a process while this loop keeps serving; returns (exit code or None if it
     was still running when `stop_when` held or time ran out, its stderr)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "netdp_node.cli", *args, cwd=REPO, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "netdp_node.cli",
+        *args,
+        cwd=REPO,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     assert proc.stderr is not None
     err = asyncio.ensure_future(proc.stderr.read())
     exited = asyncio.ensure_future(proc.wait())
@@ -338,24 +400,44 @@ async def test_a_node_certificate_at_the_bootstrap_address_gets_nothing(ca, tmp_
     """node-7 serves on the bootstrap's address: a starting node refuses to register with it (exit
     3, with the reason) and an operator's CLI call fails the same way; node-7 hears nothing."""
     fake = FakeBootstrap()
-    server, port = await start_server(ident(ca, "node-7"), "127.0.0.1:0",
-                                      lambda s: s.add_generic_rpc_handlers((fake,)))
+    server, port = await start_server(
+        ident(ca, "node-7"), "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers((fake,))
+    )
     address = f"127.0.0.1:{port}"
-    why = (f"refused the server at {address}: expected the bootstrap, the server's certificate "
-           "does not name it")
+    why = (
+        f"refused the server at {address}: expected the bootstrap, the server's certificate "
+        "does not name it"
+    )
     try:
         code, err = await run_cli(
-            "node", "--certs", str(ca / "node-4"), "--bootstrap", address, "--ledger",
-            str(tmp_path / "ledger-4"), "--listen", "127.0.0.1:0", "--poll-interval", "0.2",
-            stop_when=lambda: bool(fake.calls), timeout=40)
+            "node",
+            "--certs",
+            str(ca / "node-4"),
+            "--bootstrap",
+            address,
+            "--ledger",
+            str(tmp_path / "ledger-4"),
+            "--listen",
+            "127.0.0.1:0",
+            "--poll-interval",
+            "0.2",
+            stop_when=lambda: bool(fake.calls),
+            timeout=40,
+        )
         assert fake.calls == [], f"the node called the impostor: {fake.calls}\n{err}"
         assert code == 3, err
         assert f"[node=node-4] {why} (every bootstrap certificate" in err, err
         assert f"netdp: security error: {why}" in err and "Traceback" not in err
 
         code, err = await run_cli(
-            "job", "list", "--bootstrap", address, "--certs", str(ca / "operator"),
-            stop_when=lambda: bool(fake.calls))
+            "job",
+            "list",
+            "--bootstrap",
+            address,
+            "--certs",
+            str(ca / "operator"),
+            stop_when=lambda: bool(fake.calls),
+        )
         assert fake.calls == [] and code == 3, (fake.calls, code, err)
         assert f"netdp: security error: {why}" in err and "Traceback" not in err
     finally:
@@ -364,8 +446,9 @@ async def test_a_node_certificate_at_the_bootstrap_address_gets_nothing(ca, tmp_
 
 async def test_bootstrap_client_refuses_a_node_certificate_without_retrying(ca):
     fake = FakeBootstrap()
-    server, port = await start_server(ident(ca, "node-7"), "127.0.0.1:0",
-                                      lambda s: s.add_generic_rpc_handlers((fake,)))
+    server, port = await start_server(
+        ident(ca, "node-7"), "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers((fake,))
+    )
     # the default backoff retries an unreachable bootstrap for 30 s: the refusal must not wait
     client = BootstrapClient(f"127.0.0.1:{port}", ident(ca, "node-4"))
     try:
@@ -388,20 +471,32 @@ def old_style_certificate(ca: Path, node_id: str, role: str) -> Path:
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, node_id)]))
-        .issuer_name(ca_cert.subject).public_key(key.public_key())
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([
-            x509.UniformResourceIdentifier(f"netdp://{role}/{node_id}"),
-            x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
-            critical=False)
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [
+                    x509.UniformResourceIdentifier(f"netdp://{role}/{node_id}"),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    x509.DNSName("localhost"),
+                ]
+            ),
+            critical=False,
+        )
         .sign(ca_key, hashes.SHA256())
     )
     folder = ca / node_id
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "key.pem").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
+    (folder / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     (folder / "key.pem").chmod(0o600)
     (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     (folder / "ca.pem").write_bytes((ca / "ca.pem").read_bytes())
@@ -414,12 +509,39 @@ def test_daemons_refuse_to_start_with_a_certificate_without_identity_names(ca, t
     boot = old_style_certificate(ca, "boot-old", "bootstrap")
     pki.load_identity(node)  # a valid certificate otherwise
     runs = {
-        "node": nd.netdp("node", "--certs", str(node), "--bootstrap", "127.0.0.1:9", "--ledger",
-                         str(tmp_path / "ledger"), "--listen", "127.0.0.1:0", timeout=30),
-        "node --check": nd.netdp("node", "--certs", str(node), "--bootstrap", "127.0.0.1:9",
-                                 "--ledger", str(tmp_path / "ledger"), "--check", timeout=30),
-        "bootstrap": nd.netdp("bootstrap", "--certs", str(boot), "--state",
-                              str(tmp_path / "state"), "--listen", "127.0.0.1:0", timeout=30),
+        "node": nd.netdp(
+            "node",
+            "--certs",
+            str(node),
+            "--bootstrap",
+            "127.0.0.1:9",
+            "--ledger",
+            str(tmp_path / "ledger"),
+            "--listen",
+            "127.0.0.1:0",
+            timeout=30,
+        ),
+        "node --check": nd.netdp(
+            "node",
+            "--certs",
+            str(node),
+            "--bootstrap",
+            "127.0.0.1:9",
+            "--ledger",
+            str(tmp_path / "ledger"),
+            "--check",
+            timeout=30,
+        ),
+        "bootstrap": nd.netdp(
+            "bootstrap",
+            "--certs",
+            str(boot),
+            "--state",
+            str(tmp_path / "state"),
+            "--listen",
+            "127.0.0.1:0",
+            timeout=30,
+        ),
     }
     for what, r in runs.items():
         assert r.returncode == 2, (what, r.returncode, r.stderr)
@@ -427,8 +549,10 @@ def test_daemons_refuse_to_start_with_a_certificate_without_identity_names(ca, t
         assert r.stderr.startswith("netdp: configuration error: the certificate in"), r.stderr
     assert "lacks the identity name node-old.node.netdp.invalid" in runs["node"].stderr
     assert "netdp pki issue CA_DIR node-old --role node --force" in runs["node"].stderr
-    assert ("lacks the identity names boot-old.bootstrap.netdp.invalid, bootstrap.netdp.invalid"
-            in runs["bootstrap"].stderr)
+    assert (
+        "lacks the identity names boot-old.bootstrap.netdp.invalid, bootstrap.netdp.invalid"
+        in runs["bootstrap"].stderr
+    )
     assert not (tmp_path / "ledger").exists() and not (tmp_path / "state").exists()
 
 

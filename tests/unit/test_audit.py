@@ -29,17 +29,23 @@ async def test_clean_execution_passes(tmp_path):
     rep = audit(await _run(tmp_path))
     assert rep["ok"], rep
     assert "global" in rep["note"]
-    assert {c["name"] for c in rep["checks"]} == {"privacy-monotone", "tokens-conserved",
-                                                  "received-once", "inca-shares",
-                                                  "gossip-mass-conserved"}
+    assert {c["name"] for c in rep["checks"]} == {
+        "privacy-monotone",
+        "tokens-conserved",
+        "received-once",
+        "inca-shares",
+        "gossip-mass-conserved",
+    }
 
 
 async def test_a_forged_reception_is_caught(tmp_path):
     dirs = await _run(tmp_path, jobs=1)
     db = sqlite3.connect(dirs[2] / "ledger.sqlite")
-    db.execute("INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch, seq,"
-               " round, digest, params_json) VALUES (0,'j0','received','token','n2','token','ring',"
-               "0,99,0,'x','{}')")
+    db.execute(
+        "INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch, seq,"
+        " round, digest, params_json) VALUES (0,'j0','received','token','n2','token','ring',"
+        "0,99,0,'x','{}')"
+    )
     db.commit()
     db.close()
     rep = audit(dirs)
@@ -77,9 +83,11 @@ async def test_gossip_mass_conservation_passes_and_catches_a_one_sided_edge(tmp_
     assert {c["name"]: c for c in rep["checks"]}["gossip-mass-conserved"]["ok"]
     # n2 now claims it did not use its round-0 edges, while n1 and n3 did: one-sided
     db = sqlite3.connect(dirs[1] / "ledger.sqlite")
-    db.execute("INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch, seq,"
-               " round, digest, params_json) VALUES (0,'g','local','round','','','',0,0,0,'',"
-               "'{\"round\": 0, \"realised\": [], \"step\": \"plain\"}')")
+    db.execute(
+        "INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch, seq,"
+        " round, digest, params_json) VALUES (0,'g','local','round','','','',0,0,0,'',"
+        '\'{"round": 0, "realised": [], "step": "plain"}\')'
+    )
     db.commit()
     db.close()
     rep = audit(dirs)
@@ -109,9 +117,15 @@ async def test_inca_shares_read_every_ledger_a_node_had(tmp_path):
     assert {c["name"]: c for c in audit(dirs)["checks"]}["inca-shares"]["ok"]
     wiped = Ledger(tmp_path / "n3.wiped", "n3")
     try:
-        wiped.begin_job("i", "inca", spec, False, [Entry(job_id="i", direction="local",
-                                                         event="not-joined")],
-                        state="failed", detail="this node's ledger was created after the job")
+        wiped.begin_job(
+            "i",
+            "inca",
+            spec,
+            False,
+            [Entry(job_id="i", direction="local", event="not-joined")],
+            state="failed",
+            detail="this node's ledger was created after the job",
+        )
     finally:
         wiped.close()
     rep = audit([*dirs, tmp_path / "n3.wiped"])
@@ -120,9 +134,11 @@ async def test_inca_shares_read_every_ledger_a_node_had(tmp_path):
     # and a step missing from every ledger of n3 is still caught
     db = sqlite3.connect(dirs[2] / "ledger.sqlite")
     db.execute("DROP TRIGGER entries_no_delete")
-    db.execute("DELETE FROM entries WHERE job_id='i' AND params_json LIKE '%\"u_row\"%' AND "
-               "id = (SELECT MAX(id) FROM entries WHERE job_id='i' AND params_json LIKE "
-               "'%\"u_row\"%')")
+    db.execute(
+        "DELETE FROM entries WHERE job_id='i' AND params_json LIKE '%\"u_row\"%' AND "
+        "id = (SELECT MAX(id) FROM entries WHERE job_id='i' AND params_json LIKE "
+        "'%\"u_row\"%')"
+    )
     db.commit()
     db.close()
     shares = {c["name"]: c for c in audit([*dirs, tmp_path / "n3.wiped"])["checks"]}["inca-shares"]
@@ -135,27 +151,43 @@ def _gossip_ledger(node: str, state: str, rounds: dict[int, list[str]]):
 
     spec = {"participants": ["n1", "n2", "n3"], "params": {"graph": "ring", "T": 6}}
     row = JobRow("g", "muffliato", spec, state, True, 0.0, None, None, "")
-    es = [Entry(job_id="g", direction="local", event="round", id=r + 1,
-                params={"round": r, "realised": ws, "step": "plain"})
-          for r, ws in rounds.items()]
+    es = [
+        Entry(
+            job_id="g",
+            direction="local",
+            event="round",
+            id=r + 1,
+            params={"round": r, "realised": ws, "step": "plain"},
+        )
+        for r, ws in rounds.items()
+    ]
     return NodeLedger(node, [row], es)
 
 
-@pytest.mark.parametrize("n1_state, n3_rounds, caught", [
-    ("running", {0: ["n1", "n2"], 1: ["n2"], 2: ["n2"]}, False),  # n1 left after round 1
-    ("failed", {0: ["n1", "n2"], 1: ["n2"], 2: ["n2"]}, False),  # (restarted: not resumed)
-    ("running", {0: ["n1", "n2"], 1: ["n2"], 2: ["n1", "n2"]}, True),  # n3 took n1's later value
-    ("done", {0: ["n1", "n2"], 1: ["n2"], 2: ["n2"]}, True),  # n1 finished: its output has it
-])
+@pytest.mark.parametrize(
+    "n1_state, n3_rounds, caught",
+    [
+        ("running", {0: ["n1", "n2"], 1: ["n2"], 2: ["n2"]}, False),  # n1 left after round 1
+        ("failed", {0: ["n1", "n2"], 1: ["n2"], 2: ["n2"]}, False),  # (restarted: not resumed)
+        (
+            "running",
+            {0: ["n1", "n2"], 1: ["n2"], 2: ["n1", "n2"]},
+            True,
+        ),  # n3 took n1's later value
+        ("done", {0: ["n1", "n2"], 1: ["n2"], 2: ["n2"]}, True),  # n1 finished: its output has it
+    ],
+)
 def test_a_one_sided_edge_of_a_node_that_left_right_after(n1_state, n3_rounds, caught):
     """n1 used its round-1 edge with n3 and was SIGKILLed before n3 heard that it had (n3 counted
     n1 late or lost): nothing n1 took reaches anyone else unless someone takes a later value of
     n1's, or n1 finished the job (the campaign's muffliato-gd, seed 1301, round 49)."""
     from netdp_node.audit import check_gossip_mass
 
-    nodes = [_gossip_ledger("n1", n1_state, {0: ["n2", "n3"], 1: ["n2", "n3"]}),
-             _gossip_ledger("n2", "done", {0: ["n1", "n3"], 1: ["n1", "n3"], 2: ["n3"]}),
-             _gossip_ledger("n3", "done", n3_rounds)]
+    nodes = [
+        _gossip_ledger("n1", n1_state, {0: ["n2", "n3"], 1: ["n2", "n3"]}),
+        _gossip_ledger("n2", "done", {0: ["n1", "n3"], 1: ["n1", "n3"], 2: ["n3"]}),
+        _gossip_ledger("n3", "done", n3_rounds),
+    ]
     check = check_gossip_mass(nodes)
     assert check.ok is not caught, check.details
     if caught:

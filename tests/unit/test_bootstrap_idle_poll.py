@@ -53,8 +53,9 @@ async def test_a_new_crl_file_still_ends_a_held_poll(tmp_path: Path) -> None:
     svc, store, _ = _service(tmp_path, crl)
     watcher = asyncio.ensure_future(svc.watch_crl(every=0.05))
     try:
-        poll = asyncio.ensure_future(svc.ListJobs(
-            bootstrap_pb2.ListJobsRequest(after=0, wait_ms=30_000), None))
+        poll = asyncio.ensure_future(
+            svc.ListJobs(bootstrap_pb2.ListJobsRequest(after=0, wait_ms=30_000), None)
+        )
         await asyncio.sleep(0.3)
         assert not poll.done()
         pki.issue(tmp_path / "pki", "node-2", hosts=())
@@ -71,8 +72,12 @@ async def test_shutting_down_answers_the_held_polls(tmp_path: Path) -> None:
     of its grace period, an error logged per node)."""
     svc, store, _ = _service(tmp_path)
     try:
-        polls = [asyncio.ensure_future(svc.ListJobs(
-            bootstrap_pb2.ListJobsRequest(after=0, wait_ms=30_000), None)) for _ in range(3)]
+        polls = [
+            asyncio.ensure_future(
+                svc.ListJobs(bootstrap_pb2.ListJobsRequest(after=0, wait_ms=30_000), None)
+            )
+            for _ in range(3)
+        ]
         await asyncio.sleep(0.2)
         assert not any(p.done() for p in polls)
         svc.stop()

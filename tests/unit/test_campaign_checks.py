@@ -32,14 +32,17 @@ pytestmark = pytest.mark.timeout(60)
 IDS = ["n1", "n2", "n3", "n4"]
 
 
-async def _run(root: Path, algorithm: str = "ring-sum", job: str = "j",
-               params: dict | None = None) -> list[Path]:
-    params = params or ({"rounds": 3} if algorithm == "ring-sum" else
-                        {"T": 12, "cap": 3, "clip": 1e6})
+async def _run(
+    root: Path, algorithm: str = "ring-sum", job: str = "j", params: dict | None = None
+) -> list[Path]:
+    params = params or (
+        {"rounds": 3} if algorithm == "ring-sum" else {"T": 12, "cap": 3, "clip": 1e6}
+    )
     net = await make_net("memory", IDS, root, data={i: np.array([0.25]) for i in IDS}, seed=3)
     try:
-        await net.run_job(contexts(job, algorithm, IDS,
-                                   get_algorithm(algorithm).prepare(params, len(IDS))))
+        await net.run_job(
+            contexts(job, algorithm, IDS, get_algorithm(algorithm).prepare(params, len(IDS)))
+        )
     finally:
         await net.close()
     return [root / i for i in IDS]
@@ -79,8 +82,11 @@ async def test_a_lost_acknowledged_token_is_caught_an_unproven_one_is_not(ring):
     bad = check_acked(load(ring))
     assert len(bad) == 1 and "n2 has token" in bad[0] and "acknowledged by n3" in bad[0], bad
     # other content than was sent is caught too
-    _sql(ring[3], "UPDATE entries SET digest='forged' WHERE direction='received' AND peer='n3'"
-                  " AND seq=2 AND kind='token'")
+    _sql(
+        ring[3],
+        "UPDATE entries SET digest='forged' WHERE direction='received' AND peer='n3'"
+        " AND seq=2 AND kind='token'",
+    )
     assert any("other content" in b for b in check_acked(load(ring)))
 
 
@@ -104,34 +110,58 @@ async def test_walk_handoffs_prove_acknowledgement(tmp_path):
     assert proven and all(e.kind == "token" for _, e in proven)
     assert check_acked(ledgers) == [] and check_contributions(ledgers) == []
     src, e = proven[0]
-    _sql(dirs[IDS.index(e.peer)], f"DELETE FROM entries WHERE direction='received' AND "
-                                  f"peer='{src}' AND kind='token' AND seq={e.seq}")
+    _sql(
+        dirs[IDS.index(e.peer)],
+        f"DELETE FROM entries WHERE direction='received' AND "
+        f"peer='{src}' AND kind='token' AND seq={e.seq}",
+    )
     assert any(f"acknowledged by {e.peer}" in b for b in check_acked(load(dirs)))
 
 
 def _row(job: str, alg: str, params: dict) -> JobRow:
-    return JobRow(job, alg, {"job_id": job, "algorithm": alg, "participants": IDS,
-                             "params": params}, "done", True, 0.0, 1.0, None, "")
+    return JobRow(
+        job,
+        alg,
+        {"job_id": job, "algorithm": alg, "participants": IDS, "params": params},
+        "done",
+        True,
+        0.0,
+        1.0,
+        None,
+        "",
+    )
 
 
 def test_gossip_and_inca_evidence():
     mu = _row("m", "muffliato", {"calls": 1})
     inca = _row("i", "inca", {})
-    sender = NodeLedger("n1", [mu, inca], [
-        Entry("m", "sent", "value", peer="n2", kind="value", round=3, digest="d", id=1),
-        Entry("m", "local", "round", params={"round": 3, "realised": ["n2"]}, id=2),
-        Entry("m", "sent", "value", peer="n3", kind="value", round=4, digest="e", id=3),
-        Entry("m", "local", "round", params={"round": 4, "realised": []}, id=4),  # not realised
-        Entry("i", "sent", "mix", peer="n4", kind="mix", round=1, digest="f", id=5),
-        Entry("i", "local", "inca-iteration", params={"t": 1, "counted_out": ["n4"]}, id=6),
-    ])
+    sender = NodeLedger(
+        "n1",
+        [mu, inca],
+        [
+            Entry("m", "sent", "value", peer="n2", kind="value", round=3, digest="d", id=1),
+            Entry("m", "local", "round", params={"round": 3, "realised": ["n2"]}, id=2),
+            Entry("m", "sent", "value", peer="n3", kind="value", round=4, digest="e", id=3),
+            Entry("m", "local", "round", params={"round": 4, "realised": []}, id=4),  # not realised
+            Entry("i", "sent", "mix", peer="n4", kind="mix", round=1, digest="f", id=5),
+            Entry("i", "local", "inca-iteration", params={"t": 1, "counted_out": ["n4"]}, id=6),
+        ],
+    )
     empty = [NodeLedger(n, [mu, inca], []) for n in ("n2", "n3", "n4")]
     bad = check_acked([sender, *empty])
     assert len(bad) == 2, bad  # value round 3 to n2 and the MIX to n4, not round 4 to n3
-    got = [NodeLedger("n2", [mu], [Entry("m", "received", "value", peer="n1", kind="value",
-                                         round=3, digest="d")]),
-           NodeLedger("n4", [inca], [Entry("i", "received", "mix", peer="n1", kind="mix",
-                                           round=1, digest="f")])]
+    got = [
+        NodeLedger(
+            "n2",
+            [mu],
+            [Entry("m", "received", "value", peer="n1", kind="value", round=3, digest="d")],
+        ),
+        NodeLedger(
+            "n4",
+            [inca],
+            [Entry("i", "received", "mix", peer="n1", kind="mix", round=1, digest="f")],
+        ),
+    ]
     assert check_acked([sender, *got]) == []
 
 
@@ -154,8 +184,10 @@ async def test_spent_privacy_must_not_decrease(ring, tmp_path):
     # a ledger that forgot a contribution spends less: caught
     copy = tmp_path / "n2-copy"
     shutil.copytree(ring[1], copy)
-    _sql(copy, "DELETE FROM entries WHERE id = (SELECT MIN(id) FROM entries WHERE "
-               "event='contribute')")
+    _sql(
+        copy,
+        "DELETE FROM entries WHERE id = (SELECT MIN(id) FROM entries WHERE event='contribute')",
+    )
     bad = check_spent_monotone("n2", before, spent(load([copy])), "a restart")
     assert len(bad) == 3 and "went from" in bad[0], bad
 
@@ -172,8 +204,11 @@ async def test_a_replayed_contribution_is_caught(ring, tmp_path):
     other = await _run(tmp_path / "other", job="k")
     assert check_contributions(load(ring) + [load([other[2]])[0]]) == []
     # one ledger contributing twice in one round is caught too
-    _sql(ring[0], "INSERT INTO entries (ts, job_id, direction, event, params_json) VALUES "
-                  "(0, 'j', 'local', 'contribute', '{\"round\": 2}')")
+    _sql(
+        ring[0],
+        "INSERT INTO entries (ts, job_id, direction, event, params_json) VALUES "
+        "(0, 'j', 'local', 'contribute', '{\"round\": 2}')",
+    )
     bad = check_contributions(load(ring))
     assert len(bad) == 2 and "n1 contributed twice at ('round', 2)" in bad[0], bad
 
@@ -191,17 +226,22 @@ def test_job_summaries():
     assert check_job_summary("j", done, 5) == []
     assert check_job_summary("j", {"state": "failed", "failed": {"n1": "n2 is gone"}}, 5) == []
     assert check_job_summary("j", {"state": "failed", "failed": {"n1": ""}}, 5) == [
-        "jobs-end: job j failed at n1 without a reason"]
-    bad = check_job_summary("j", {"state": "running", "failed": {}, "missing": ["n3"],
-                                  "algorithm": "inca"}, 70)
+        "jobs-end: job j failed at n1 without a reason"
+    ]
+    bad = check_job_summary(
+        "j", {"state": "running", "failed": {}, "missing": ["n3"], "algorithm": "inca"}, 70
+    )
     assert bad == ["jobs-end: job j (inca) still running after 70s: not reported by ['n3']"]
     assert check_job_summary("j", None, 5)
 
 
 async def test_audit_failures_are_reported(ring):
-    _sql(ring[2], "INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch, "
-                  "seq, round, digest, params_json) VALUES (0,'j','received','token','n2',"
-                  "'token','ring',0,99,0,'x','{}')")
+    _sql(
+        ring[2],
+        "INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch, "
+        "seq, round, digest, params_json) VALUES (0,'j','received','token','n2',"
+        "'token','ring',0,99,0,'x','{}')",
+    )
     bad = check_audit(audit(ring))
     assert len(bad) == 1 and bad[0].startswith("audit: tokens-conserved: ") and "seq=99" in bad[0]
 
@@ -219,6 +259,7 @@ def test_schedules_are_reproducible():
         assert all(f.kind != "wipe" for f in k.faults)
     algs = {a for s in range(3) for a in make_schedule(s).algorithms}
     from netdp_node.protocols import ALGORITHMS
+
     assert algs == set(ALGORITHMS)
 
 
@@ -226,15 +267,54 @@ def test_a_handoff_proves_only_the_token_it_followed():
     # a node restarted with the same seed drew the same walk seq again: the old handoff does not
     # prove the new token (seen in a campaign run)
     row = _row("w", "walk-sum", {"T": 200, "cap": 50})
-    n1 = NodeLedger("n1", [row], [
-        Entry("w", "sent", "token", peer="n3", kind="token", walk="walk", seq=7, round=4,
-              digest="a", id=1),
-        Entry("w", "received", "handoff", peer="n3", kind="handoff", walk="walk", seq=7, id=2),
-        Entry("w", "sent", "token", peer="n3", kind="token", walk="walk", seq=7, round=122,
-              digest="b", id=3),
-    ])
-    n3 = NodeLedger("n3", [row], [Entry("w", "received", "token", peer="n1", kind="token",
-                                        walk="walk", seq=7, round=4, digest="a")])
+    n1 = NodeLedger(
+        "n1",
+        [row],
+        [
+            Entry(
+                "w",
+                "sent",
+                "token",
+                peer="n3",
+                kind="token",
+                walk="walk",
+                seq=7,
+                round=4,
+                digest="a",
+                id=1,
+            ),
+            Entry("w", "received", "handoff", peer="n3", kind="handoff", walk="walk", seq=7, id=2),
+            Entry(
+                "w",
+                "sent",
+                "token",
+                peer="n3",
+                kind="token",
+                walk="walk",
+                seq=7,
+                round=122,
+                digest="b",
+                id=3,
+            ),
+        ],
+    )
+    n3 = NodeLedger(
+        "n3",
+        [row],
+        [
+            Entry(
+                "w",
+                "received",
+                "token",
+                peer="n1",
+                kind="token",
+                walk="walk",
+                seq=7,
+                round=4,
+                digest="a",
+            )
+        ],
+    )
     assert [e.round for e in acknowledged(n1)] == [4]
     assert check_acked([n1, n3]) == []
 
@@ -244,10 +324,16 @@ def test_a_walk_step_held_twice_in_one_epoch_is_caught():
     # the two epoch-1 branches could not fence each other and a node held step 203 on both
     row = _row("w", "walk-sum", {"T": 250, "cap": 60})
     step = {"epoch": 1, "t": 203, "data": True}
-    es = [Entry("w", "local", "contribute", params=step, id=1),
-          Entry("w", "local", "contribute", params={**step, "epoch": 0}, id=2),  # other epoch: ok
-          Entry("w", "local", "contribute", params=step, id=3)]
+    es = [
+        Entry("w", "local", "contribute", params=step, id=1),
+        Entry("w", "local", "contribute", params={**step, "epoch": 0}, id=2),  # other epoch: ok
+        Entry("w", "local", "contribute", params=step, id=3),
+    ]
     bad = check_contributions([NodeLedger("n4", [row], es)])
-    assert bad == [("contributions: n4 contributed twice at ('step', 1, 203) of walk-sum job w "
-                    "(two branches of the walk held the same step in the same epoch)")]
+    assert bad == [
+        (
+            "contributions: n4 contributed twice at ('step', 1, 203) of walk-sum job w "
+            "(two branches of the walk held the same step in the same epoch)"
+        )
+    ]
     assert check_contributions([NodeLedger("n4", [row], es[:2])]) == []

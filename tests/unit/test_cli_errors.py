@@ -17,8 +17,13 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def run(*args: str, timeout: float = 50) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "netdp_node.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "netdp_node.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def one_line_error(r: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
@@ -35,8 +40,17 @@ def test_a_prefix_of_a_flag_is_an_unknown_flag():
     # `--node 4` was taken as `--nodes 4`; now it is refused, naming the argument
     r = run("demo", "--node", "4")
     one_line_error(r, 2, "unrecognized arguments: --node 4")
-    r = run("job", "submit", "--bootstrap", "127.0.0.1:1", "--certs", "c", "--algo", "walk-sum",
-            "--check")
+    r = run(
+        "job",
+        "submit",
+        "--bootstrap",
+        "127.0.0.1:1",
+        "--certs",
+        "c",
+        "--algo",
+        "walk-sum",
+        "--check",
+    )
     one_line_error(r, 2, "unrecognized arguments: --algo")
 
 
@@ -54,18 +68,21 @@ def test_every_parser_refuses_abbreviations():
 
 
 # -- demo: every flag and the job they make are checked before any process starts ---------------
-@pytest.mark.parametrize("flags, words", [
-    (["--delta", "2"], ["--delta", "(0, 1)"]),
-    (["--rounds", "0"], ["--rounds"]),
-    (["--steps", "-1"], ["--steps"]),
-    (["--algorithm", "walk-sum", "--epsilon", "-1"], ["--epsilon"]),
-    (["--algorithm", "inca", "--threat", "bogus"], ["threat", "--threat"]),
-    (["--algorithm", "inca", "--k", "100"], ["k must be", "--k"]),
-    (["--algorithm", "inca", "--leave", "0.6", "--miss", "0.6"], ["--leave", "--miss"]),
-    (["--algorithm", "muffliato", "--steps", "1000000000"], ["--steps"]),
-    (["--algorithm", "rw-sgd", "--topology", "blob"], ["--topology", "blob"]),
-    (["--algorithm", "nope"], ["--algorithm", "nope"]),
-])
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--delta", "2"], ["--delta", "(0, 1)"]),
+        (["--rounds", "0"], ["--rounds"]),
+        (["--steps", "-1"], ["--steps"]),
+        (["--algorithm", "walk-sum", "--epsilon", "-1"], ["--epsilon"]),
+        (["--algorithm", "inca", "--threat", "bogus"], ["threat", "--threat"]),
+        (["--algorithm", "inca", "--k", "100"], ["k must be", "--k"]),
+        (["--algorithm", "inca", "--leave", "0.6", "--miss", "0.6"], ["--leave", "--miss"]),
+        (["--algorithm", "muffliato", "--steps", "1000000000"], ["--steps"]),
+        (["--algorithm", "rw-sgd", "--topology", "blob"], ["--topology", "blob"]),
+        (["--algorithm", "nope"], ["--algorithm", "nope"]),
+    ],
+)
 def test_demo_refuses_bad_flags_before_starting_anything(tmp_path, capsys, flags, words):
     work = tmp_path / "work"
     assert main(["demo", "--workdir", str(work), *flags]) == 2
@@ -101,12 +118,13 @@ def test_job_submit_names_a_bad_param_without_contacting_the_bootstrap(tmp_path,
     # --check and a real submission both refuse it before any call (the bootstrap address is a
     # closed port and the certificate folder does not exist: a call would fail differently)
     base = ["job", "submit", "--bootstrap", "127.0.0.1:1", "--certs", str(tmp_path / "op")]
-    cases = [(["--param", "rounds=abc", "--check"], ["--param", "rounds", "'abc'"]),
-             (["--param", "rounds=abc"], ["--param", "rounds", "'abc'"]),
-             (["--participants", "a,b,c", "--param", "epsilon=abc", "--check"],
-              ["--param", "epsilon"]),
-             (["--participants", "a,b,c", "--param", "delta=2", "--check"], ["--param", "delta"]),
-             (["--algorithm", "ring-summ", "--check"], ["--algorithm", "ring-summ"])]
+    cases = [
+        (["--param", "rounds=abc", "--check"], ["--param", "rounds", "'abc'"]),
+        (["--param", "rounds=abc"], ["--param", "rounds", "'abc'"]),
+        (["--participants", "a,b,c", "--param", "epsilon=abc", "--check"], ["--param", "epsilon"]),
+        (["--participants", "a,b,c", "--param", "delta=2", "--check"], ["--param", "delta"]),
+        (["--algorithm", "ring-summ", "--check"], ["--algorithm", "ring-summ"]),
+    ]
     for flags, words in cases:
         assert main([*base, *flags]) == 2, flags
         err = capsys.readouterr().err
@@ -116,8 +134,21 @@ def test_job_submit_names_a_bad_param_without_contacting_the_bootstrap(tmp_path,
 
 
 def test_simulate_names_a_bad_param(capsys):
-    assert main(["simulate", "--algorithm", "ring-sum", "--nodes", "4", "--param", "rounds=abc",
-                 "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "simulate",
+                "--algorithm",
+                "ring-sum",
+                "--nodes",
+                "4",
+                "--param",
+                "rounds=abc",
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "rounds" in err and "'abc'" in err and err.count("\n") == 1, err
 
@@ -137,8 +168,19 @@ def pki_dir(tmp_path):
 
 def test_bootstrap_refuses_a_node_certificate(pki_dir, tmp_path, capsys):
     for extra in (["--check"], []):
-        assert main(["bootstrap", "--certs", str(pki_dir / "node-1"), "--state",
-                     str(tmp_path / "s"), *extra]) == 2
+        assert (
+            main(
+                [
+                    "bootstrap",
+                    "--certs",
+                    str(pki_dir / "node-1"),
+                    "--state",
+                    str(tmp_path / "s"),
+                    *extra,
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err
         assert err.count("\n") == 1, err
         assert "holds a node certificate" in err and "needs a bootstrap certificate" in err, err
@@ -148,8 +190,21 @@ def test_bootstrap_refuses_a_node_certificate(pki_dir, tmp_path, capsys):
 def test_node_refuses_a_bootstrap_or_operator_certificate(pki_dir, tmp_path, capsys):
     for who, role in (("bootstrap", "a bootstrap"), ("operator", "an operator")):
         for extra in (["--check"], []):
-            assert main(["node", "--certs", str(pki_dir / who), "--bootstrap", "127.0.0.1:1",
-                         "--ledger", str(tmp_path / "l"), *extra]) == 2
+            assert (
+                main(
+                    [
+                        "node",
+                        "--certs",
+                        str(pki_dir / who),
+                        "--bootstrap",
+                        "127.0.0.1:1",
+                        "--ledger",
+                        str(tmp_path / "l"),
+                        *extra,
+                    ]
+                )
+                == 2
+            )
             err = capsys.readouterr().err
             assert err.count("\n") == 1, err
             assert f"holds {role} certificate" in err and "needs a node certificate" in err, err
@@ -165,12 +220,33 @@ def test_a_busy_port_is_one_line_naming_the_address(pki_dir, tmp_path, capsys):
         s.listen()
         addr = f"127.0.0.1:{s.getsockname()[1]}"
         # a process: its whole stderr is one line (no traceback, no line of grpc's core)
-        r = run("bootstrap", "--certs", str(pki_dir / "bootstrap"), "--state",
-                str(tmp_path / "s"), "--listen", addr)
+        r = run(
+            "bootstrap",
+            "--certs",
+            str(pki_dir / "bootstrap"),
+            "--state",
+            str(tmp_path / "s"),
+            "--listen",
+            addr,
+        )
         err = one_line_error(r, 2, f"cannot listen on {addr}", "already in use")
         assert err.count("\n") == 1, err
-        assert main(["node", "--certs", str(pki_dir / "node-1"), "--bootstrap", "127.0.0.1:1",
-                     "--ledger", str(tmp_path / "l"), "--listen", addr]) == 2
+        assert (
+            main(
+                [
+                    "node",
+                    "--certs",
+                    str(pki_dir / "node-1"),
+                    "--bootstrap",
+                    "127.0.0.1:1",
+                    "--ledger",
+                    str(tmp_path / "l"),
+                    "--listen",
+                    addr,
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err
         assert f"cannot listen on {addr}" in err and "already in use" in err, err
 
@@ -199,16 +275,29 @@ def test_job_result_of_an_unknown_job(pki_dir, tmp_path, capsys):
     loop = asyncio.new_event_loop()
     ready: asyncio.Future[int] = loop.create_future()
     stop = asyncio.Event()
-    cfg = BootstrapConfig(certs=pki_dir / "bootstrap", state=tmp_path / "s",
-                          listen="127.0.0.1:0")
-    thread = threading.Thread(target=loop.run_until_complete,
-                              args=(run_bootstrap(cfg, ready, stop),), daemon=True)
+    cfg = BootstrapConfig(certs=pki_dir / "bootstrap", state=tmp_path / "s", listen="127.0.0.1:0")
+    thread = threading.Thread(
+        target=loop.run_until_complete, args=(run_bootstrap(cfg, ready, stop),), daemon=True
+    )
     thread.start()
     try:
-        port = asyncio.run_coroutine_threadsafe(asyncio.wait_for(
-            asyncio.shield(ready), 30), loop).result(timeout=40)
-        assert main(["job", "result", "nojob", "--bootstrap", f"127.0.0.1:{port}", "--certs",
-                     str(pki_dir / "operator")]) == 2
+        port = asyncio.run_coroutine_threadsafe(
+            asyncio.wait_for(asyncio.shield(ready), 30), loop
+        ).result(timeout=40)
+        assert (
+            main(
+                [
+                    "job",
+                    "result",
+                    "nojob",
+                    "--bootstrap",
+                    f"127.0.0.1:{port}",
+                    "--certs",
+                    str(pki_dir / "operator"),
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err
         assert "no job 'nojob'" in err and f"127.0.0.1:{port}" in err, err
         assert err.count("\n") == 1, err
@@ -226,11 +315,27 @@ def test_a_node_whose_bootstrap_is_down_says_so_and_gives_up(pki_dir, tmp_path, 
         s.bind(("127.0.0.1", 0))
         addr = f"127.0.0.1:{s.getsockname()[1]}"
     caplog.set_level(logging.INFO)
-    assert main(["node", "--certs", str(pki_dir / "node-1"), "--bootstrap", addr,
-                 "--ledger", str(tmp_path / "l"), "--bootstrap-timeout", "1.5",
-                 "--poll-interval", "0.1"]) == 5
-    retries = [r.getMessage() for r in caplog.records
-               if "cannot reach the bootstrap" in r.getMessage()]
+    assert (
+        main(
+            [
+                "node",
+                "--certs",
+                str(pki_dir / "node-1"),
+                "--bootstrap",
+                addr,
+                "--ledger",
+                str(tmp_path / "l"),
+                "--bootstrap-timeout",
+                "1.5",
+                "--poll-interval",
+                "0.1",
+            ]
+        )
+        == 5
+    )
+    retries = [
+        r.getMessage() for r in caplog.records if "cannot reach the bootstrap" in r.getMessage()
+    ]
     assert len(retries) >= 2, [r.getMessage() for r in caplog.records]
     assert all(m.startswith("[node=node-1] ") and addr in m for m in retries), retries
     err = capsys.readouterr().err
@@ -253,7 +358,12 @@ def test_retry_tells_every_retry():
             raise ConnectionError(f"down {calls}")
         return "up"
 
-    out = asyncio.run(retry(flaky, Backoff(initial=0.001, maximum=0.002, give_up_after=0),
-                            lambda e: isinstance(e, ConnectionError),
-                            lambda e, attempt, delay: told.append((str(e), attempt))))
+    out = asyncio.run(
+        retry(
+            flaky,
+            Backoff(initial=0.001, maximum=0.002, give_up_after=0),
+            lambda e: isinstance(e, ConnectionError),
+            lambda e, attempt, delay: told.append((str(e), attempt)),
+        )
+    )
     assert out == "up" and told == [("down 1", 1), ("down 2", 2), ("down 3", 3)]

@@ -26,7 +26,8 @@ def test_complete_edges_are_every_ordered_pair() -> None:
     ids = [f"node-{i}" for i in range(1, 8)]
     e = CompleteEdges(ids)
     want = {(a, b) for a, b in nx.complete_graph(ids).edges()} | {
-        (b, a) for a, b in nx.complete_graph(ids).edges()}
+        (b, a) for a, b in nx.complete_graph(ids).edges()
+    }
     assert len(e) == len(want) == 42 and set(e) == want and len(list(e)) == 42
     assert [e[i] for i in range(len(e))] == list(e) and e[-1] == list(e)[-1]
     assert set(build("complete", ids, {}, seed=1).edges) == set(e)
@@ -43,8 +44,11 @@ def _service(tmp_path: Path, n: int) -> tuple[BootstrapService, Store]:
 def test_a_1000_node_walk_sum_spec_fits_a_message_and_expands_at_the_node(tmp_path: Path) -> None:
     svc, store = _service(tmp_path, 1000)
     try:
-        job = svc.make_job(bootstrap_pb2.SubmitJobRequest(
-            algorithm="walk-sum", params_json=json.dumps({"T": 10000}), public_seed=3))
+        job = svc.make_job(
+            bootstrap_pb2.SubmitJobRequest(
+                algorithm="walk-sum", params_json=json.dumps({"T": 10000}), public_seed=3
+            )
+        )
         assert job.topology.kind == "complete" and len(job.topology.edges) == 0
         assert job.ByteSize() < MAX_MESSAGE_BYTES / 10
         ctx = job_context(job, "node-5")
@@ -54,9 +58,9 @@ def test_a_1000_node_walk_sum_spec_fits_a_message_and_expands_at_the_node(tmp_pa
         assert len(json.dumps(spec)) < 100_000  # what every ledger stores
         assert spec_edges(spec) == ctx.edges
         # the same submission again is the same job (spec_differences ignores the unlisted edges)
-        again = bootstrap_pb2.SubmitJobRequest(algorithm="walk-sum",
-                                               params_json=json.dumps({"T": 10000}),
-                                               public_seed=job.public_seed)
+        again = bootstrap_pb2.SubmitJobRequest(
+            algorithm="walk-sum", params_json=json.dumps({"T": 10000}), public_seed=job.public_seed
+        )
         assert svc.spec_differences(again, job) == []
     finally:
         store.close()
@@ -65,15 +69,25 @@ def test_a_1000_node_walk_sum_spec_fits_a_message_and_expands_at_the_node(tmp_pa
 def test_listed_graphs_are_unchanged_and_accountants_see_the_same_edges(tmp_path: Path) -> None:
     svc, store = _service(tmp_path, 6)
     try:
-        ring = svc.make_job(bootstrap_pb2.SubmitJobRequest(
-            algorithm="rw-sgd", params_json=json.dumps({"T": 30}), topology_kind="ring",
-            public_seed=1))
+        ring = svc.make_job(
+            bootstrap_pb2.SubmitJobRequest(
+                algorithm="rw-sgd",
+                params_json=json.dumps({"T": 30}),
+                topology_kind="ring",
+                public_seed=1,
+            )
+        )
         assert len(ring.topology.edges) == 6  # listed (a directed cycle), as before
         spec = spec_dict(job_context(ring, "node-1"))
         assert "topology" not in spec and len(spec["edges"]) == 6
-        full = svc.make_job(bootstrap_pb2.SubmitJobRequest(
-            algorithm="rw-sgd", params_json=json.dumps({"T": 30}), topology_kind="complete",
-            public_seed=1))
+        full = svc.make_job(
+            bootstrap_pb2.SubmitJobRequest(
+                algorithm="rw-sgd",
+                params_json=json.dumps({"T": 30}),
+                topology_kind="complete",
+                public_seed=1,
+            )
+        )
         cspec = spec_dict(job_context(full, "node-1"))
         listed = dict(cspec, edges=[list(e) for e in CompleteEdges(cspec["participants"])])
         del listed["topology"]

@@ -24,7 +24,7 @@ def _host_path(arg: str, binds: dict[str, Path]) -> str:
     are: they do not exist before `docker compose up`)."""
     for target, host in binds.items():
         if arg == target or arg.startswith(target + "/"):
-            return str(host / arg[len(target):].lstrip("/"))
+            return str(host / arg[len(target) :].lstrip("/"))
     return arg
 
 
@@ -47,39 +47,63 @@ def _check_all(doc: dict, tmp_path: Path, capsys) -> None:
 
 
 def test_committed_file_is_the_generator_output():
-    assert (ROOT / "docker-compose.yml").read_text() == generate(), \
+    assert (ROOT / "docker-compose.yml").read_text() == generate(), (
         "regenerate with: netdp compose -o docker-compose.yml"
+    )
 
 
 def test_every_service_command_passes_check(tmp_path, capsys):
     doc = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    assert set(doc["services"]) == {"pki", "bootstrap", "submit", *(f"node-{i}" for i in
-                                                                    range(1, 9))}
+    assert set(doc["services"]) == {
+        "pki",
+        "bootstrap",
+        "submit",
+        *(f"node-{i}" for i in range(1, 9)),
+    }
     for i in range(1, 9):
         svc = doc["services"][f"node-{i}"]
-        assert {"type": "volume", "source": "pki", "target": "/certs", "read_only": True,
-                "volume": {"subpath": f"node-{i}"}} in svc["volumes"]  # only its own identity
+        assert {
+            "type": "volume",
+            "source": "pki",
+            "target": "/certs",
+            "read_only": True,
+            "volume": {"subpath": f"node-{i}"},
+        } in svc["volumes"]  # only its own identity
         assert f"ledger-node-{i}:/ledger" in svc["volumes"]  # its own ledger volume
     _check_all(doc, tmp_path, capsys)
 
 
 def test_generated_faults_are_valid(tmp_path, capsys):
-    text = generate(nodes=5, faults=["node-3:drop=0.2,delay_ms=50,jitter_ms=10",
-                                     "node-5:offline=2:5,10:3", "node-4:partition=node-1,node-2"])
+    text = generate(
+        nodes=5,
+        faults=[
+            "node-3:drop=0.2,delay_ms=50,jitter_ms=10",
+            "node-5:offline=2:5,10:3",
+            "node-4:partition=node-1,node-2",
+        ],
+    )
     doc = yaml.safe_load(text)
     env3 = doc["services"]["node-3"]["environment"]
-    assert env3 == {"NETDP_FAULT_DROP": "0.2", "NETDP_FAULT_DELAY_MS": "50",
-                    "NETDP_FAULT_JITTER_MS": "10"}
+    assert env3 == {
+        "NETDP_FAULT_DROP": "0.2",
+        "NETDP_FAULT_DELAY_MS": "50",
+        "NETDP_FAULT_JITTER_MS": "10",
+    }
     plan = plan_from({}, env=doc["services"]["node-5"]["environment"])
     assert plan.offline == ((2.0, 5.0), (10.0, 3.0))
     assert plan_from({}, env=doc["services"]["node-4"]["environment"]).partition == {
-        "node-1", "node-2"}
+        "node-1",
+        "node-2",
+    }
     _check_all(doc, tmp_path, capsys)
 
 
 def test_walk_sum_compose_file_passes_check(tmp_path, capsys):
-    doc = yaml.safe_load(generate(nodes=4, topology="complete", algorithm="walk-sum",
-                                  faults=["node-2:crash_at_step=3"]))
+    doc = yaml.safe_load(
+        generate(
+            nodes=4, topology="complete", algorithm="walk-sum", faults=["node-2:crash_at_step=3"]
+        )
+    )
     cmd = doc["services"]["submit"]["command"]
     assert cmd[cmd.index("--algorithm") + 1] == "walk-sum" and "T=40" in cmd
     _check_all(doc, tmp_path, capsys)
@@ -89,8 +113,15 @@ def test_walk_sum_compose_file_passes_check(tmp_path, capsys):
 
 @pytest.mark.parametrize("algorithm,topology", [("muffliato", "hypercube"), ("inca", "complete")])
 def test_gossip_compose_files_pass_check(algorithm, topology, tmp_path, capsys):
-    doc = yaml.safe_load(generate(nodes=8, topology=topology, algorithm=algorithm, rounds=12,
-                                  faults=["node-3:leave_at_step=4", "node-5:offline=20:5"]))
+    doc = yaml.safe_load(
+        generate(
+            nodes=8,
+            topology=topology,
+            algorithm=algorithm,
+            rounds=12,
+            faults=["node-3:leave_at_step=4", "node-5:offline=20:5"],
+        )
+    )
     cmd = doc["services"]["submit"]["command"]
     assert cmd[cmd.index("--algorithm") + 1] == algorithm and "T=12" in cmd
     _check_all(doc, tmp_path, capsys)
@@ -186,8 +217,12 @@ def test_submit_retries_reattach_to_one_job_id():
     assert sub["restart"].startswith("on-failure")
     cmd = sub["command"]
     job_id = cmd[cmd.index("--job-id") + 1]
-    assert main(["job", "submit", "--bootstrap", "b:1", "--certs", "/x", "--job-id", job_id,
-                 "--check"]) == 0
+    assert (
+        main(
+            ["job", "submit", "--bootstrap", "b:1", "--certs", "/x", "--job-id", job_id, "--check"]
+        )
+        == 0
+    )
     again = yaml.safe_load(generate())["services"]["submit"]["command"]
     assert again[again.index("--job-id") + 1] == job_id
     other = yaml.safe_load(generate(rounds=11))["services"]["submit"]["command"]
@@ -197,8 +232,9 @@ def test_submit_retries_reattach_to_one_job_id():
 
 
 def test_header_documents_versions_and_how_to_wait():
-    head = [ln for ln in (ROOT / "docker-compose.yml").read_text().splitlines()
-            if ln.startswith("#")]
+    head = [
+        ln for ln in (ROOT / "docker-compose.yml").read_text().splitlines() if ln.startswith("#")
+    ]
     text = "\n".join(head)
     assert "Docker Engine >= 26.0" in text and "Compose >= 2.26" in text
     assert "docker compose up -d --build && docker compose wait submit" in text
@@ -245,8 +281,10 @@ def test_real_compose_accepts_the_file_when_installed():
     import subprocess
 
     cmd = None
-    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"],
-                                                 capture_output=True).returncode == 0:
+    if (
+        shutil.which("docker")
+        and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0
+    ):
         cmd = ["docker", "compose"]
     elif shutil.which("docker-compose"):
         v = subprocess.run(["docker-compose", "version"], capture_output=True, text=True)
@@ -254,14 +292,26 @@ def test_real_compose_accepts_the_file_when_installed():
             cmd = ["docker-compose"]
     if cmd is None:
         pytest.skip("no Docker Compose v2 on PATH")
-    r = subprocess.run([*cmd, "-f", str(ROOT / "docker-compose.yml"), "config", "--quiet"],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [*cmd, "-f", str(ROOT / "docker-compose.yml"), "config", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize("algorithm,topology", [
-    ("ring-sum", "ring"), ("ring-sum-r", "ring"), ("walk-sum", "complete"),
-    ("muffliato", "hypercube"), ("muffliato", "ring"), ("inca", "complete")])
+@pytest.mark.parametrize(
+    "algorithm,topology",
+    [
+        ("ring-sum", "ring"),
+        ("ring-sum-r", "ring"),
+        ("walk-sum", "complete"),
+        ("muffliato", "hypercube"),
+        ("muffliato", "ring"),
+        ("inca", "complete"),
+    ],
+)
 def test_the_bootstrap_accepts_every_generated_job(algorithm, topology, tmp_path):
     """--check validates the submitter's flags only; the job itself is the bootstrap's to accept.
     The submit command of each generated file, as the real bootstrap service builds it into a job
@@ -283,8 +333,11 @@ def test_the_bootstrap_accepts_every_generated_job(algorithm, topology, tmp_path
         doc = yaml.safe_load(generate(nodes=8, topology=topology, algorithm=algorithm, rounds=6))
         a = build_parser().parse_args(doc["services"]["submit"]["command"])
         req = bootstrap_pb2.SubmitJobRequest(
-            algorithm=a.algorithm, params_json=json.dumps(dict(a.param or [])),
-            topology_kind=a.topology or "", job_id=a.job_id)
+            algorithm=a.algorithm,
+            params_json=json.dumps(dict(a.param or [])),
+            topology_kind=a.topology or "",
+            job_id=a.job_id,
+        )
         job = svc.make_job(req)
         assert job.job_id == a.job_id and len(job.participants) == 8
         if algorithm == "muffliato":

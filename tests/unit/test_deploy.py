@@ -42,8 +42,14 @@ CLUSTER_DOMAIN = "svc.cluster.local"
 FAULT_VARS = set(FAULT_KEYS.values())
 NETDP_BIN = "/usr/local/bin/netdp"
 # dummy values for the variables of the command lines ($(VAR) in manifests, $VAR in the guides)
-DUMMIES = {"POD_NAME": "netdp-node-0", "JOB_ID": "netdp-ring-sum-x7k2p", "JOB": "job-1-abcdef",
-           "i": "0", "peer": "10.0.0.12", "client": "10.0.0.11"}
+DUMMIES = {
+    "POD_NAME": "netdp-node-0",
+    "JOB_ID": "netdp-ring-sum-x7k2p",
+    "JOB": "job-1-abcdef",
+    "i": "0",
+    "peer": "10.0.0.12",
+    "client": "10.0.0.11",
+}
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -68,16 +74,25 @@ def _docs() -> list[tuple[Path, dict[str, Any]]]:
 
 
 def _one(kind: str, name: str) -> dict[str, Any]:
-    found = [d for _, d in _docs() if d["kind"] == kind and
-             name in (d["metadata"].get("name"), d["metadata"].get("generateName"))]
+    found = [
+        d
+        for _, d in _docs()
+        if d["kind"] == kind
+        and name in (d["metadata"].get("name"), d["metadata"].get("generateName"))
+    ]
     assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
     return found[0]
 
 
 def _pod_specs() -> list[tuple[str, dict[str, Any]]]:
-    return [(f"{d['kind']}/{d['metadata'].get('name') or d['metadata'].get('generateName')}",
-             d["spec"]["template"]["spec"])
-            for _, d in _docs() if d["kind"] in ("Deployment", "StatefulSet", "Job")]
+    return [
+        (
+            f"{d['kind']}/{d['metadata'].get('name') or d['metadata'].get('generateName')}",
+            d["spec"]["template"]["spec"],
+        )
+        for _, d in _docs()
+        if d["kind"] in ("Deployment", "StatefulSet", "Job")
+    ]
 
 
 def _containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -97,10 +112,12 @@ def _netdp_containers() -> list[tuple[str, dict[str, Any]]]:
 def _k8s_expand(args: list[str], env: dict[str, Any], where: str) -> list[str]:
     """Expand $(VAR) as the kubelet does; a variable the container does not define would be left
     as it is by Kubernetes, which is a bug here."""
+
     def sub(m: re.Match[str]) -> str:
         name = m.group(1)
         assert name in env, f"{where}: $({name}) is not defined in the container's env"
         return DUMMIES[name]
+
     return [re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, a) for a in args]
 
 
@@ -119,8 +136,13 @@ def _arg(argv: list[str], flag: str) -> str:
     return values[0]
 
 
-def _check(argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
-           capsys: pytest.CaptureFixture[str], where: str) -> None:
+def _check(
+    argv: list[str],
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    where: str,
+) -> None:
     """`netdp ARGV --check` exits 0 with these environment variables (and no others of netdp's)."""
     for name in FAULT_VARS:
         monkeypatch.delenv(name, raising=False)
@@ -136,8 +158,10 @@ def _check(argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 @pytest.fixture
 def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Any attempt to resolve a name or open a connection fails the test."""
+
     def refuse(*a: Any, **k: Any) -> Any:
         raise AssertionError(f"network access attempted: {a!r}")
+
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
@@ -157,8 +181,10 @@ def test_manifests_validate_against_kubernetes_schemas_offline(no_network):
                 kv.validate(doc, version, strict=True)
             except kv.ValidationError as e:
                 where = "/".join(str(p) for p in e.absolute_path)
-                errors.append(f"{f.name}: {doc['kind']} is invalid for Kubernetes {version} at "
-                              f"{where}: {e.message}")
+                errors.append(
+                    f"{f.name}: {doc['kind']} is invalid for Kubernetes {version} at "
+                    f"{where}: {e.message}"
+                )
     assert not errors, "\n".join(errors)
     # the validator is really checking: a typo and a wrong type are refused
     sts = copy.deepcopy(_one("StatefulSet", "netdp-node"))
@@ -173,19 +199,22 @@ def test_manifests_validate_against_kubernetes_schemas_offline(no_network):
 
 @pytest.mark.timeout(60)
 def test_manifests_hold_the_documented_resources():
-    kinds = sorted((d["kind"], d["metadata"].get("name") or d["metadata"]["generateName"])
-                   for _, d in _docs())
-    assert kinds == sorted([
-        ("Namespace", "netdp"),
-        ("PersistentVolumeClaim", "netdp-bootstrap-state"),
-        ("Deployment", "netdp-bootstrap"),
-        ("Service", "netdp-bootstrap"),
-        ("Service", "netdp-node"),
-        ("StatefulSet", "netdp-node"),
-        ("NetworkPolicy", "netdp-node"),
-        ("NetworkPolicy", "netdp-bootstrap"),
-        ("Job", "netdp-ring-sum-"),
-    ])
+    kinds = sorted(
+        (d["kind"], d["metadata"].get("name") or d["metadata"]["generateName"]) for _, d in _docs()
+    )
+    assert kinds == sorted(
+        [
+            ("Namespace", "netdp"),
+            ("PersistentVolumeClaim", "netdp-bootstrap-state"),
+            ("Deployment", "netdp-bootstrap"),
+            ("Service", "netdp-bootstrap"),
+            ("Service", "netdp-node"),
+            ("StatefulSet", "netdp-node"),
+            ("NetworkPolicy", "netdp-node"),
+            ("NetworkPolicy", "netdp-bootstrap"),
+            ("Job", "netdp-ring-sum-"),
+        ]
+    )
     for f, d in _docs():
         if d["kind"] != "Namespace":
             assert d["metadata"]["namespace"] == NAMESPACE, (f.name, d["kind"])
@@ -249,11 +278,13 @@ def test_node_statefulset_identity_dns_ledger_and_probe():
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert _arg(args, "--listen") == "0.0.0.0:7601"
     assert _arg(args, "--advertise") == (
-        f"$(POD_NAME).{svc['metadata']['name']}.{NAMESPACE}.{CLUSTER_DOMAIN}:7601")
+        f"$(POD_NAME).{svc['metadata']['name']}.{NAMESPACE}.{CLUSTER_DOMAIN}:7601"
+    )
     boot = _one("Service", "netdp-bootstrap")
     boot_port = boot["spec"]["ports"][0]["port"]
     assert _arg(args, "--bootstrap") == (
-        f"{boot['metadata']['name']}.{NAMESPACE}.{CLUSTER_DOMAIN}:{boot_port}")
+        f"{boot['metadata']['name']}.{NAMESPACE}.{CLUSTER_DOMAIN}:{boot_port}"
+    )
     assert node["readinessProbe"]["tcpSocket"]["port"] == 7601
 
     # the ledger on the volumeClaimTemplate
@@ -265,19 +296,24 @@ def test_node_statefulset_identity_dns_ledger_and_probe():
     # every pod's own Secret, in the projected volume that only the init container mounts
     volumes = {v["name"]: v for v in spec["volumes"]}
     (all_ids,) = [n for n, v in volumes.items() if "projected" in v]
-    tls = [s["secret"] for s in volumes[all_ids]["projected"]["sources"]
-           if s["secret"]["name"].endswith("-tls")]
+    tls = [
+        s["secret"]
+        for s in volumes[all_ids]["projected"]["sources"]
+        if s["secret"]["name"].endswith("-tls")
+    ]
     assert [s["name"] for s in tls] == [f"netdp-node-{i}-tls" for i in range(replicas)]
     for i, s in enumerate(tls):
         assert {(it["key"], it["path"]) for it in s["items"]} == {
-            (k, f"netdp-node-{i}/{k}") for k in ("ca.pem", "cert.pem", "key.pem")}
+            (k, f"netdp-node-{i}/{k}") for k in ("ca.pem", "cert.pem", "key.pem")
+        }
     assert all_ids not in mounts, "the node container must not see the other nodes' keys"
     (init,) = spec["initContainers"]
     init_mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
     assert init_mounts[all_ids] == "/secrets"
     assert "/secrets/$POD_NAME" in init["args"][0]
-    certs_vol = [n for n in init_mounts if n in mounts and mounts[n]["mountPath"] ==
-                 _arg(args, "--certs")]
+    certs_vol = [
+        n for n in init_mounts if n in mounts and mounts[n]["mountPath"] == _arg(args, "--certs")
+    ]
     assert len(certs_vol) == 1 and volumes[certs_vol[0]]["emptyDir"]["medium"] == "Memory"
     assert mounts[certs_vol[0]]["readOnly"] is True
 
@@ -316,8 +352,9 @@ def test_manifest_command_lines_parse_and_pass_check(monkeypatch, capsys):
 @pytest.mark.timeout(60)
 def test_commented_fault_examples_are_valid():
     text = (K8S / "nodes.yaml").read_text()
-    examples = dict(re.findall(r"#\s*- name: (NETDP_FAULT_\w+)[^\n]*\n\s*#\s+value: \"([^\"]*)\"",
-                               text))
+    examples = dict(
+        re.findall(r"#\s*- name: (NETDP_FAULT_\w+)[^\n]*\n\s*#\s+value: \"([^\"]*)\"", text)
+    )
     assert set(examples) == FAULT_VARS, set(examples) ^ FAULT_VARS
     env_text = (SYSTEMD / "node.env").read_text()
     env_examples = dict(re.findall(r"^#(NETDP_FAULT_\w+)=(.*)$", env_text, re.M))
@@ -348,26 +385,32 @@ def test_init_container_hands_each_pod_its_own_identity(tmp_path):
     script = re.sub(r"\bpython3\b", shlex.quote(sys.executable), script)
     pki.init_ca(tmp_path / "pki")
     for i in (0, 1):
-        pki.issue(tmp_path / "pki", f"netdp-node-{i}", hosts=(
-            f"netdp-node-{i}.netdp-node.{NAMESPACE}.{CLUSTER_DOMAIN}",))
+        pki.issue(
+            tmp_path / "pki",
+            f"netdp-node-{i}",
+            hosts=(f"netdp-node-{i}.netdp-node.{NAMESPACE}.{CLUSTER_DOMAIN}",),
+        )
     for i in (0, 1):
-        shutil.copytree(tmp_path / "pki" / f"netdp-node-{i}",
-                        tmp_path / "secrets" / f"netdp-node-{i}")
+        shutil.copytree(
+            tmp_path / "pki" / f"netdp-node-{i}", tmp_path / "secrets" / f"netdp-node-{i}"
+        )
     (tmp_path / "secrets" / "netdp-node-0" / "values.txt").write_text("0.25\n")
     # pod 2's Secret holds pod 0's certificate
     shutil.copytree(tmp_path / "pki" / "netdp-node-0", tmp_path / "secrets" / "netdp-node-2")
 
     def run(pod: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "POD_NAME": pod, "PYTHONPATH": str(ROOT)}
-        return subprocess.run([sh, "-c", script], env=env, capture_output=True, text=True,
-                              timeout=30)
+        return subprocess.run(
+            [sh, "-c", script], env=env, capture_output=True, text=True, timeout=30
+        )
 
     for _ in range(2):  # a restarted pod runs it again over its read-only copies
         r = run("netdp-node-0")
         assert r.returncode == 0, r.stderr
         assert "identity of netdp-node-0" in r.stdout
-    assert (tmp_path / "certs" / "cert.pem").read_bytes() == \
-        (tmp_path / "pki" / "netdp-node-0" / "cert.pem").read_bytes()
+    assert (tmp_path / "certs" / "cert.pem").read_bytes() == (
+        tmp_path / "pki" / "netdp-node-0" / "cert.pem"
+    ).read_bytes()
     assert (tmp_path / "certs" / "key.pem").stat().st_mode & 0o777 == 0o400
     assert (tmp_path / "data" / "values.txt").read_text() == "0.25\n"
     r = run("netdp-node-1")  # no values: none left over from the previous pod
@@ -380,8 +423,10 @@ def test_init_container_hands_each_pod_its_own_identity(tmp_path):
 
 
 # -- systemd ------------------------------------------------------------------------------------
-UNITS = {"netdp-node.service": ("node", "/etc/netdp/node.env", "node.env"),
-         "netdp-bootstrap.service": ("bootstrap", "/etc/netdp/bootstrap.env", "bootstrap.env")}
+UNITS = {
+    "netdp-node.service": ("node", "/etc/netdp/node.env", "node.env"),
+    "netdp-bootstrap.service": ("bootstrap", "/etc/netdp/bootstrap.env", "bootstrap.env"),
+}
 
 
 def _unit(path: Path) -> dict[str, list[tuple[str, str]]]:
@@ -445,6 +490,7 @@ def _exec_start(unit: dict[str, list[tuple[str, str]]], env: dict[str, str]) -> 
         def sub(m: re.Match[str]) -> str:
             assert m.group(1) in env, f"${{{m.group(1)}}} is not defined"
             return env[m.group(1)]
+
         words.append(re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", sub, word))
     return words
 
@@ -470,9 +516,14 @@ def test_systemd_unit_has_the_hardening_and_restart_policy(name):
     assert "network-online.target" in " ".join(_get(unit, "Unit", "Wants"))
     one = {k: _get(unit, "Service", k) for k, _ in unit["Service"]}
     expected = {
-        "User": "netdp", "StateDirectory": "netdp", "ProtectSystem": "strict",
-        "NoNewPrivileges": "yes", "PrivateTmp": "yes", "Restart": "on-failure",
-        "KillSignal": "SIGTERM", "EnvironmentFile": UNITS[name][1],
+        "User": "netdp",
+        "StateDirectory": "netdp",
+        "ProtectSystem": "strict",
+        "NoNewPrivileges": "yes",
+        "PrivateTmp": "yes",
+        "Restart": "on-failure",
+        "KillSignal": "SIGTERM",
+        "EnvironmentFile": UNITS[name][1],
     }
     for key, value in expected.items():
         assert one.get(key) == [value], f"{name}: {key}={one.get(key)}, expected {value}"
@@ -506,8 +557,9 @@ def test_systemd_exec_start_parses_and_passes_check(name, tmp_path, monkeypatch,
     faults = {k: v for k, v in env.items() if k in FAULT_VARS}
     _check(argv, faults, monkeypatch, capsys, name)
     # every variable a user may set is documented in the example file (commented or not)
-    documented = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]*)=", (SYSTEMD / env_name).read_text(),
-                                re.M))
+    documented = set(
+        re.findall(r"^#?\s*([A-Z][A-Z0-9_]*)=", (SYSTEMD / env_name).read_text(), re.M)
+    )
     used = set(re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", _get(unit, "Service", "ExecStart")[0]))
     assert used <= documented, used - documented
 
@@ -526,10 +578,14 @@ def test_systemd_analyze_verify_accepts_the_units(tmp_path):
         text = text.replace(f"EnvironmentFile={env_path}", f"EnvironmentFile={tmp_path / env_name}")
         (tmp_path / name).write_text(text)
         paths.append(str(tmp_path / name))
-    r = subprocess.run([analyze, "verify", "--man=no", *paths], capture_output=True, text=True,
-                       timeout=50)
-    complaints = [line for line in (r.stdout + r.stderr).splitlines()
-                  if any(Path(p).name in line for p in paths)]
+    r = subprocess.run(
+        [analyze, "verify", "--man=no", *paths], capture_output=True, text=True, timeout=50
+    )
+    complaints = [
+        line
+        for line in (r.stdout + r.stderr).splitlines()
+        if any(Path(p).name in line for p in paths)
+    ]
     assert not complaints, "\n".join(complaints)
 
 
@@ -559,8 +615,9 @@ def test_every_command_in_the_guides_parses(capsys):
         commands = _doc_commands(guide)
         assert commands, f"no netdp commands found in {guide}"
         for cmd in commands:
-            expanded = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?",
-                              lambda m: DUMMIES.get(m.group(1), "x"), cmd)
+            expanded = re.sub(
+                r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: DUMMIES.get(m.group(1), "x"), cmd
+            )
             words = shlex.split(expanded, comments=True)
             _parse(words[1:], f"{guide.relative_to(ROOT)}: {cmd}", capsys)
             total += 1

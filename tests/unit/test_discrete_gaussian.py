@@ -45,8 +45,8 @@ def chi_square_pvalue(samples: np.ndarray, z: np.ndarray, p: np.ndarray) -> floa
     expected = n * p
     keep = expected >= 5
     lo, hi = np.flatnonzero(keep)[[0, -1]]
-    obs = np.concatenate([[counts[:lo].sum()], counts[lo:hi + 1], [counts[hi + 1:].sum()]])
-    exp = np.concatenate([[expected[:lo].sum()], expected[lo:hi + 1], [expected[hi + 1:].sum()]])
+    obs = np.concatenate([[counts[:lo].sum()], counts[lo : hi + 1], [counts[hi + 1 :].sum()]])
+    exp = np.concatenate([[expected[:lo].sum()], expected[lo : hi + 1], [expected[hi + 1 :].sum()]])
     nz = exp > 0
     stat = float(((obs[nz] - exp[nz]) ** 2 / exp[nz]).sum())
     return float(stats.chi2.sf(stat, nz.sum() - 1))
@@ -132,7 +132,7 @@ def test_outputs_lie_on_the_grid(sigma: float) -> None:
     grid = dg.grid_for(sigma)
     assert math.log2(grid) == int(math.log2(grid))  # a power of two
     m = sigma / grid
-    assert 2 ** (dg.GRID_BITS - 1) < m <= 2 ** dg.GRID_BITS
+    assert 2 ** (dg.GRID_BITS - 1) < m <= 2**dg.GRID_BITS
     x = np.random.default_rng(0).uniform(-5, 5, size=64)
     out = dg.gaussian_on_grid(np.random.default_rng(1), x, sigma, grid)
     k = out / grid
@@ -160,10 +160,10 @@ def test_noise_that_must_cancel_cancels_exactly() -> None:
 def test_tau_series() -> None:
     # direct sum of the definition at a small scale where it is not negligible
     m, n = 0.6, 9
-    direct = 10 * sum(math.exp(-2 * math.pi ** 2 * m * m * k / (k + 1)) for k in range(1, n))
+    direct = 10 * sum(math.exp(-2 * math.pi**2 * m * m * k / (k + 1)) for k in range(1, n))
     assert dg.tau(m, n) == pytest.approx(direct, rel=1e-12)
     assert dg.tau(m, 1) == 0.0
-    assert dg.tau(m, 10 ** 6) >= dg.tau(m, 1000) >= dg.tau(m, n)  # grows with the summands
+    assert dg.tau(m, 10**6) >= dg.tau(m, 1000) >= dg.tau(m, n)  # grows with the summands
     # at the job's scale it is zero in double precision, for any number of summands
     assert dg.tau(2.0 ** (dg.GRID_BITS - 1), dg.MAX_SUMMANDS) == 0.0
 
@@ -172,7 +172,8 @@ def test_accounted_sensitivity_is_the_documented_correction() -> None:
     for sens, sigma, d in [(2.0, 10.0, 1), (0.2, 3.3, 100), (1.0, 1e-2, 4096)]:
         grid = 2.0 ** (math.ceil(math.log2(sigma)) - dg.GRID_BITS)
         assert dg.accounted_sensitivity(sens, sigma, d) == pytest.approx(
-            sens + grid * math.sqrt(d), rel=1e-15)
+            sens + grid * math.sqrt(d), rel=1e-15
+        )
         assert dg.accounted_sensitivity(sens, sigma, d) > sens
     assert dg.accounted_sensitivity(2.0, 0.0, 3) == 2.0  # no noise, no grid
     # where τ is not negligible (a tiny scale: only through the helper's formula), it enters as
@@ -183,7 +184,7 @@ def test_accounted_sensitivity_is_the_documented_correction() -> None:
         grid = dg.grid_for(sigma)
         t = dg.tau(sigma / grid, n)
         assert t > 0
-        want = math.sqrt((sens + grid * math.sqrt(d)) ** 2 + 2 * n * sigma ** 2 * t * d)
+        want = math.sqrt((sens + grid * math.sqrt(d)) ** 2 + 2 * n * sigma**2 * t * d)
         assert dg.accounted_sensitivity(sens, sigma, d, summands=n) == pytest.approx(want)
 
 
@@ -195,11 +196,10 @@ def test_calibration_on_the_grid_meets_the_target() -> None:
         charged = dg.accounted_sensitivity(sens, s, d)
         assert gaussian_sigma(eps, 1e-6, charged) <= s  # the target holds for Δ'
         grid = 2.0 ** (math.ceil(math.log2(s)) - dg.GRID_BITS)
-        assert s == pytest.approx(gaussian_sigma(eps, 1e-6, sens + grid * math.sqrt(d)),
-                                  rel=1e-12)
+        assert s == pytest.approx(gaussian_sigma(eps, 1e-6, sens + grid * math.sqrt(d)), rel=1e-12)
         assert s / gaussian_sigma(eps, 1e-6, sens) - 1.0 < 1e-4  # the correction is small
     with pytest.raises(ValueError, match="grid"):
-        dg.calibrate_on_grid(lambda x: x * 2.0 ** 40, 1.0, 1)
+        dg.calibrate_on_grid(lambda x: x * 2.0**40, 1.0, 1)
 
 
 def test_bad_arguments_are_refused() -> None:
@@ -211,7 +211,7 @@ def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValueError):
         dg.grid_for(0.0)
     with pytest.raises(ValueError):
-        dg.grid_scale(2.0 ** 40, 1.0)
+        dg.grid_scale(2.0**40, 1.0)
     with pytest.raises(ValueError):
         dg.gaussian_on_grid(rng, 1.0, 1.0, None)
 
@@ -253,8 +253,9 @@ def test_gaussian_accountants_charge_the_grid_correction() -> None:
 
     loss = accountant.ring_sum_losses(spec, _entries(k), "p0")["p1"]
     kw = {"sigma": p["sigma"], "windows": k, "delta": p["delta"], "delta_prime": p["delta_prime"]}
-    assert loss.epsilon == pytest.approx(ring_sum_loss(sensitivity=charged, **kw).epsilon,
-                                         rel=1e-12)
+    assert loss.epsilon == pytest.approx(
+        ring_sum_loss(sensitivity=charged, **kw).epsilon, rel=1e-12
+    )
     assert loss.epsilon > ring_sum_loss(sensitivity=p["sensitivity"], **kw).epsilon
     # the calibration meets the job's per-window ε for the charged sensitivity: one window is
     # ρ-zCDP (CKS Thm 4) with ρ = Δ'²/(2σ²), converted by CKS Prop. 12 (computed independently)
@@ -382,13 +383,32 @@ def test_ring_and_walk_sum_use_the_discrete_route() -> None:
         charged = _charged(p["sensitivity"], p["sigma"], 3)
         want = _cks_multiplier(eps, p["delta"]) * charged
         assert want * (1 - 1e-9) <= p["sigma"] <= want * (1 + 1e-4)
-        one = ring_sum_loss(sigma=p["sigma"], sensitivity=charged, windows=1, delta=p["delta"],
-                            delta_prime=p["delta_prime"])
+        one = ring_sum_loss(
+            sigma=p["sigma"],
+            sensitivity=charged,
+            windows=1,
+            delta=p["delta"],
+            delta_prime=p["delta_prime"],
+        )
         assert one.epsilon <= eps * (1 + 1e-9)  # one window: at most the per-window target
-    spec = {"algorithm": "walk-sum", "participants": [f"p{i}" for i in range(40)],
-            "params": {"T": 400, "epsilon": 1.0, "delta": 1e-6, "delta_prime": 1e-6,
-                       "delta_hat": 1e-6, "cap": 0, "regime": "edge-cap", "edge_cap": 2,
-                       "colluders": 1, "stop": "counter", "clip": 1.0, "dim": 2}}
+    spec = {
+        "algorithm": "walk-sum",
+        "participants": [f"p{i}" for i in range(40)],
+        "params": {
+            "T": 400,
+            "epsilon": 1.0,
+            "delta": 1e-6,
+            "delta_prime": 1e-6,
+            "delta_hat": 1e-6,
+            "cap": 0,
+            "regime": "edge-cap",
+            "edge_cap": 2,
+            "colluders": 1,
+            "stop": "counter",
+            "clip": 1.0,
+            "dim": 2,
+        },
+    }
     from netdp_node.protocols.walk import prepare_params as prepare_walk
 
     p = prepare_walk("walk-sum", spec["params"], 40)

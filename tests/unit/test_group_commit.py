@@ -38,8 +38,23 @@ async def test_steps_staged_together_share_one_commit(tmp_path, nd):
     led = Ledger(tmp_path, "n0")
     commits = count_commits(led)
     futs = [led.stage([Entry(job_id="j", direction="local", event=f"e{i}")]) for i in range(3)]
-    futs.append(led.stage([Entry(job_id="j", direction="received", event="value", peer="n1",
-                                 kind="value", round=i, digest="d") for i in range(2)], defer=True))
+    futs.append(
+        led.stage(
+            [
+                Entry(
+                    job_id="j",
+                    direction="received",
+                    event="value",
+                    peer="n1",
+                    kind="value",
+                    round=i,
+                    digest="d",
+                )
+                for i in range(2)
+            ],
+            defer=True,
+        )
+    )
     assert nd.entries(tmp_path, "j") == []  # staged: not in the file yet
     await asyncio.wait_for(asyncio.gather(*futs), 5)
     assert commits[0] == 1
@@ -89,8 +104,11 @@ class _Deferring(Engine):
 
 @pytest.fixture
 def deferring_node(tmp_path, monkeypatch):
-    monkeypatch.setitem(ALGORITHMS, "test-deferring",
-                        Algorithm("test-deferring", _Deferring, lambda p, n: p, "complete"))
+    monkeypatch.setitem(
+        ALGORITHMS,
+        "test-deferring",
+        Algorithm("test-deferring", _Deferring, lambda p, n: p, "complete"),
+    )
     monkeypatch.setattr(Ledger, "DEFER_MAX_S", 30.0)  # only a Flush commits in these tests
     ledger = Ledger(tmp_path, "a")
     node = NodeRuntime("a", ledger, MemoryNetwork().transport("a"))
@@ -114,8 +132,7 @@ async def test_a_deferred_receipt_is_acknowledged_only_once_durable(deferring_no
     assert await first is False and await second is False and await again is True
     assert commits[0] == 1  # the two receipts and the flush step: one transaction
     got = received(nd.entries(directory, "j"))
-    assert sorted((e.peer, e.kind) for e in got) == [("b", "flush"), ("b", "value"),
-                                                      ("c", "value")]
+    assert sorted((e.peer, e.kind) for e in got) == [("b", "flush"), ("b", "value"), ("c", "value")]
     await node.close()
     ledger.close()
 
@@ -150,7 +167,8 @@ async def test_muffliato_round_values_share_commits(tmp_path, kind):
     ids = [f"n{i}" for i in range(8)]
     T = 12
     params = get_algorithm("muffliato").prepare(
-        {"graph": "hypercube", "T": T, "sigma": 0.5, "clip": 10.0}, len(ids))
+        {"graph": "hypercube", "T": T, "sigma": 0.5, "clip": 10.0}, len(ids)
+    )
     data = {v: np.array([float(i)]) for i, v in enumerate(ids)}
     net = await make_net(kind, ids, tmp_path, data=data, seed=3)
     try:

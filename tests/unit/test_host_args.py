@@ -32,28 +32,67 @@ def _configs(argv: list[str]) -> list:
 def test_one_identity_keeps_the_single_node_meaning(ca: Path, tmp_path: Path) -> None:
     data = tmp_path / "v.txt"
     data.write_text("0.5\n")
-    [cfg] = _configs(["node", "--certs", str(ca / "node-1"), "--bootstrap", "127.0.0.1:7600",
-                      "--ledger", str(tmp_path / "led"), "--listen", "127.0.0.1:9000",
-                      "--data", str(data), "--seed", "7"])
+    [cfg] = _configs(
+        [
+            "node",
+            "--certs",
+            str(ca / "node-1"),
+            "--bootstrap",
+            "127.0.0.1:7600",
+            "--ledger",
+            str(tmp_path / "led"),
+            "--listen",
+            "127.0.0.1:9000",
+            "--data",
+            str(data),
+            "--seed",
+            "7",
+        ]
+    )
     assert cfg.certs == ca / "node-1"
     assert cfg.ledger == tmp_path / "led"  # the ledger folder itself, not LEDGER/node-1
     assert cfg.listen == "127.0.0.1:9000" and cfg.seed == 7 and cfg.data == data
 
 
-def test_repeated_certs_give_each_node_its_own_ledger_port_data_seed(ca: Path,
-                                                                     tmp_path: Path) -> None:
+def test_repeated_certs_give_each_node_its_own_ledger_port_data_seed(
+    ca: Path, tmp_path: Path
+) -> None:
     vals = tmp_path / "data"
     vals.mkdir()
     for nid in ("node-2", "node-10"):
         (vals / f"{nid}.txt").write_text("1\n")
-    cfgs = _configs(["node", "--certs", str(ca / "node-2"), "--certs", str(ca / "node-10"),
-                     "--bootstrap", "127.0.0.1:7600", "--ledger", str(tmp_path / "ledgers"),
-                     "--listen", "127.0.0.1:9000", "--advertise", "10.0.0.1:7000",
-                     "--data", str(vals), "--seed", "100", "--fault-drop", "0.1",
-                     "--fault-seed", "5", "--budget-epsilon", "3"])
+    cfgs = _configs(
+        [
+            "node",
+            "--certs",
+            str(ca / "node-2"),
+            "--certs",
+            str(ca / "node-10"),
+            "--bootstrap",
+            "127.0.0.1:7600",
+            "--ledger",
+            str(tmp_path / "ledgers"),
+            "--listen",
+            "127.0.0.1:9000",
+            "--advertise",
+            "10.0.0.1:7000",
+            "--data",
+            str(vals),
+            "--seed",
+            "100",
+            "--fault-drop",
+            "0.1",
+            "--fault-seed",
+            "5",
+            "--budget-epsilon",
+            "3",
+        ]
+    )
     assert [c.certs for c in cfgs] == [ca / "node-2", ca / "node-10"]
-    assert [c.ledger for c in cfgs] == [tmp_path / "ledgers" / "node-2",
-                                        tmp_path / "ledgers" / "node-10"]
+    assert [c.ledger for c in cfgs] == [
+        tmp_path / "ledgers" / "node-2",
+        tmp_path / "ledgers" / "node-10",
+    ]
     assert [c.listen for c in cfgs] == ["127.0.0.1:9000", "127.0.0.1:9001"]
     assert [c.advertise for c in cfgs] == ["10.0.0.1:7000", "10.0.0.1:7001"]
     assert [c.data for c in cfgs] == [vals / "node-2.txt", vals / "node-10.txt"]
@@ -63,8 +102,19 @@ def test_repeated_certs_give_each_node_its_own_ledger_port_data_seed(ca: Path,
 
 
 def test_port_zero_stays_any_port_for_every_node(ca: Path, tmp_path: Path) -> None:
-    cfgs = _configs(["node", "--certs", str(ca / "node-1"), "--certs", str(ca / "node-2"),
-                     "--bootstrap", "127.0.0.1:7600", "--ledger", str(tmp_path)])
+    cfgs = _configs(
+        [
+            "node",
+            "--certs",
+            str(ca / "node-1"),
+            "--certs",
+            str(ca / "node-2"),
+            "--bootstrap",
+            "127.0.0.1:7600",
+            "--ledger",
+            str(tmp_path),
+        ]
+    )
     assert [c.listen for c in cfgs] == ["127.0.0.1:0", "127.0.0.1:0"]
     assert all(c.seed is None and c.data is None for c in cfgs)
 
@@ -72,37 +122,58 @@ def test_port_zero_stays_any_port_for_every_node(ca: Path, tmp_path: Path) -> No
 def test_identities_takes_the_node_folders_of_a_ca_dir_in_natural_order(ca: Path) -> None:
     # operator and bootstrap are skipped; node-10 after node-2
     assert [p.name for p in identity_folders([], [str(ca)])] == ["node-1", "node-2", "node-10"]
-    cfgs = _configs(["node", "--identities", str(ca), "--bootstrap", "127.0.0.1:7600",
-                     "--ledger", "/tmp/x"])
+    cfgs = _configs(
+        ["node", "--identities", str(ca), "--bootstrap", "127.0.0.1:7600", "--ledger", "/tmp/x"]
+    )
     assert [c.ledger.name for c in cfgs] == ["node-1", "node-2", "node-10"]
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--certs", "{ca}/node-1", "--certs", "{ca}/node-1"], "node-1 is given twice"),
-    (["--identities", "{ca}", "--certs", "{ca}/node-2"], "node-2 is given twice"),
-    (["--identities", "{tmp}"], "no node identity folder"),
-    (["--identities", "{tmp}/nope"], "not a folder"),
-    (["--certs", "{ca}/node-1", "--certs", "{ca}/node-2", "--data", "{tmp}/v.txt"],
-     "names a folder"),
-    (["--certs", "{ca}/node-1", "--certs", "{ca}/node-2", "--data", "{tmp}"],
-     "no node-1.txt or node-1.npy"),
-    (["--certs", "{ca}/node-1", "--certs", "{ca}/node-2", "--listen", "127.0.0.1:65535"],
-     "above 65535"),
-    ([], "give --certs DIR"),
-])
-def test_bad_hosting_flags_are_config_errors(ca: Path, tmp_path: Path, argv: list[str],
-                                             says: str) -> None:
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--certs", "{ca}/node-1", "--certs", "{ca}/node-1"], "node-1 is given twice"),
+        (["--identities", "{ca}", "--certs", "{ca}/node-2"], "node-2 is given twice"),
+        (["--identities", "{tmp}"], "no node identity folder"),
+        (["--identities", "{tmp}/nope"], "not a folder"),
+        (
+            ["--certs", "{ca}/node-1", "--certs", "{ca}/node-2", "--data", "{tmp}/v.txt"],
+            "names a folder",
+        ),
+        (
+            ["--certs", "{ca}/node-1", "--certs", "{ca}/node-2", "--data", "{tmp}"],
+            "no node-1.txt or node-1.npy",
+        ),
+        (
+            ["--certs", "{ca}/node-1", "--certs", "{ca}/node-2", "--listen", "127.0.0.1:65535"],
+            "above 65535",
+        ),
+        ([], "give --certs DIR"),
+    ],
+)
+def test_bad_hosting_flags_are_config_errors(
+    ca: Path, tmp_path: Path, argv: list[str], says: str
+) -> None:
     (tmp_path / "v.txt").write_text("1\n")
     argv = [x.format(ca=ca, tmp=tmp_path) for x in argv]
     with pytest.raises(ConfigError, match=says):
-        _configs(["node", *argv, "--bootstrap", "127.0.0.1:7600", "--ledger",
-                  str(tmp_path / "l")])
+        _configs(["node", *argv, "--bootstrap", "127.0.0.1:7600", "--ledger", str(tmp_path / "l")])
 
 
 def test_node_check_with_several_identities_exits_0_and_names_each(
-        ca: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli.main(["node", "--identities", str(ca), "--bootstrap", "127.0.0.1:7600",
-                     "--ledger", str(tmp_path), "--check"])
+    ca: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(
+        [
+            "node",
+            "--identities",
+            str(ca),
+            "--bootstrap",
+            "127.0.0.1:7600",
+            "--ledger",
+            str(tmp_path),
+            "--check",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 0
     for nid in ("node-1", "node-2", "node-10"):
@@ -110,10 +181,22 @@ def test_node_check_with_several_identities_exits_0_and_names_each(
     assert "3 nodes in one process" in err
 
 
-def test_bad_hosting_flag_from_the_command_line_exits_2(ca: Path, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli.main(["node", "--certs", str(ca / "node-1"), "--certs", str(ca / "node-1"),
-                     "--bootstrap", "127.0.0.1:7600", "--ledger", str(tmp_path)])
+def test_bad_hosting_flag_from_the_command_line_exits_2(
+    ca: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(
+        [
+            "node",
+            "--certs",
+            str(ca / "node-1"),
+            "--certs",
+            str(ca / "node-1"),
+            "--bootstrap",
+            "127.0.0.1:7600",
+            "--ledger",
+            str(tmp_path),
+        ]
+    )
     assert code == 2
     assert "node-1 is given twice" in capsys.readouterr().err
 
@@ -132,11 +215,14 @@ def test_demo_workers_flag() -> None:
     assert demo.default_workers() >= 1
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--workers", "0", "--nodes", "65"], "between 3 and 64 with --workers 0"),
-    (["--workers", "2", "--nodes", "2001"], "between 3 and 2000"),
-    (["--workers", "-1"], "--workers must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--workers", "0", "--nodes", "65"], "between 3 and 64 with --workers 0"),
+        (["--workers", "2", "--nodes", "2001"], "between 3 and 2000"),
+        (["--workers", "-1"], "--workers must be >= 0"),
+    ],
+)
 def test_demo_node_count_limits_depend_on_workers(argv: list[str], says: str) -> None:
     a = cli.build_parser().parse_args(["demo", *argv])
     with pytest.raises(ConfigError, match=says):
@@ -144,9 +230,19 @@ def test_demo_node_count_limits_depend_on_workers(argv: list[str], says: str) ->
 
 
 def test_node_configs_rejects_nothing_for_one_folder(ca: Path, tmp_path: Path) -> None:
-    base = cli._node_config(cli.build_parser().parse_args(
-        ["node", "--certs", str(ca / "node-1"), "--bootstrap", "127.0.0.1:1",
-         "--ledger", str(tmp_path)]))
+    base = cli._node_config(
+        cli.build_parser().parse_args(
+            [
+                "node",
+                "--certs",
+                str(ca / "node-1"),
+                "--bootstrap",
+                "127.0.0.1:1",
+                "--ledger",
+                str(tmp_path),
+            ]
+        )
+    )
     [cfg] = node_configs(base, [ca / "node-2"])
     assert cfg.certs == ca / "node-2" and cfg.ledger == tmp_path
 
@@ -157,5 +253,8 @@ def test_packing_splits_where_seeds_are_not_consecutive() -> None:
     seeds = {f"n{i}": 1000 + i for i in range(8)}
     # n2 and n5 run alone (fault flags): the packed ones are n0 n1 n3 n4 n6 n7
     assert _runs(["n0", "n1", "n3", "n4", "n6", "n7"], seeds) == [
-        ["n0", "n1"], ["n3", "n4"], ["n6", "n7"]]
+        ["n0", "n1"],
+        ["n3", "n4"],
+        ["n6", "n7"],
+    ]
     assert _runs(["n0", "n1", "n2"], seeds) == [["n0", "n1", "n2"]]

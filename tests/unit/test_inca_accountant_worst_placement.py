@@ -19,16 +19,26 @@ def _job(n: int, k: int, T: int, seed: int, threat: str):
     ids = [f"n{i}" for i in range(n)]
     p = get_algorithm("inca").prepare({"T": T, "k": k, "threat": threat, "epsilon": 1.0}, n)
     nb = ia.out_neighbours(n, k, T, seed)
-    info = {"online": np.ones((T + 1, n), dtype=bool).tolist(),
-            "counted": [[(ids[i], ids[int(j)]) for i in range(n) for j in nb[t, i]]
-                        for t in range(T)],
-            "lost": [], "final": ids}
-    spec = {"job_id": "review-inca", "algorithm": "inca", "participants": ids, "params": p,
-            "public_seed": seed}
+    info = {
+        "online": np.ones((T + 1, n), dtype=bool).tolist(),
+        "counted": [[(ids[i], ids[int(j)]) for i in range(n) for j in nb[t, i]] for t in range(T)],
+        "lost": [],
+        "final": ids,
+    }
+    spec = {
+        "job_id": "review-inca",
+        "algorithm": "inca",
+        "participants": ids,
+        "params": p,
+        "public_seed": seed,
+    }
 
     def entries(me: str):
-        return [type("E", (), {"event": ev, "direction": "local", "peer": me, "params": prm})()
-                for ev, prm in (("contribute", {}), ("output", {"info": info}))]
+        return [
+            type("E", (), {"event": ev, "direction": "local", "peer": me, "params": prm})()
+            for ev, prm in (("contribute", {}), ("output", {"info": info}))
+        ]
+
     return spec, entries, p, ids
 
 
@@ -53,8 +63,17 @@ def test_inca_guarantee_covers_every_placement_of_the_threat():
     ex = ia.make_execution(n, k, T, seed)
     me = 1
     shown = ACCOUNTANTS["inca"].losses(spec, entries(ids[me]), ids[me])["n0"].epsilon
-    worst = max(float(ia.account(ex, corrupted=list(C), sigma_eta=p["sigma_eta"],
-                                 sigma_delta=p["sigma_delta"], delta=p["delta"],
-                                 sensitivity=p["sensitivity"]).epsilon[me])
-                for C in itertools.combinations([i for i in range(n) if i != me], 3))
+    worst = max(
+        float(
+            ia.account(
+                ex,
+                corrupted=list(C),
+                sigma_eta=p["sigma_eta"],
+                sigma_delta=p["sigma_delta"],
+                delta=p["delta"],
+                sensitivity=p["sensitivity"],
+            ).epsilon[me]
+        )
+        for C in itertools.combinations([i for i in range(n) if i != me], 3)
+    )
     assert shown >= worst - 1e-9, (shown, worst)

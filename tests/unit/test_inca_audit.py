@@ -14,6 +14,7 @@ from netdp_node.privacy import inca_audit as ia
 
 # ------------------------------------------------------------------ schemes (Def. 3.4, Lemma 3.5)
 
+
 @pytest.mark.parametrize("name", ["early", "inc"])
 @pytest.mark.parametrize("T", [1, 2, 5, 12])
 def test_schemes_valid_and_sum_to_u(name, T):
@@ -27,8 +28,10 @@ def test_schemes_valid_and_sum_to_u(name, T):
     if name == "early":
         expect = np.concatenate([[u + Delta.sum()], -Delta])
     else:
-        expect = np.array([Delta[0]] + [u / T - Delta[t - 1] + (Delta[t] if t < T else 0.0)
-                                         for t in range(1, T + 1)])
+        expect = np.array(
+            [Delta[0]]
+            + [u / T - Delta[t - 1] + (Delta[t] if t < T else 0.0) for t in range(1, T + 1)]
+        )
     assert np.allclose(z, expect, atol=1e-12)
 
 
@@ -70,6 +73,7 @@ def test_party_scheme_eq8():
 
 # ------------------------------------------------------------------ schedule and weights
 
+
 def test_out_neighbours_deterministic_distinct():
     a = ia.out_neighbours(9, 3, 5, seed=42)
     b = ia.out_neighbours(9, 3, 5, seed=42)
@@ -89,12 +93,14 @@ def test_effective_weights_by_hand():
     nb = np.array([[1], [2], [0], [0]])  # k = 1: 0→1, 1→2, 2→0, 3→0
     on = np.array([True, True, False, True])
     W = ia.effective_weights(nb, on, counted={(0, 1), (1, 2)})
-    expect = np.array([
-        [0.5, 0.0, 0.0, 0.0],   # 3→0 not counted: weight back to 3
-        [0.5, 0.5, 0.0, 0.0],   # 0→1 counted
-        [0.0, 0.0, 1.0, 0.0],   # 2 offline: column e_2; 1→2 to an offline receiver goes back
-        [0.0, 0.0, 0.0, 1.0],
-    ])
+    expect = np.array(
+        [
+            [0.5, 0.0, 0.0, 0.0],  # 3→0 not counted: weight back to 3
+            [0.5, 0.5, 0.0, 0.0],  # 0→1 counted
+            [0.0, 0.0, 1.0, 0.0],  # 2 offline: column e_2; 1→2 to an offline receiver goes back
+            [0.0, 0.0, 0.0, 1.0],
+        ]
+    )
     expect[1, 1] = 1.0
     assert np.allclose(W, expect)
     assert np.allclose(W.sum(axis=0), 1.0)
@@ -116,6 +122,7 @@ def test_effective_weights_column_stochastic_random():
 
 
 # ------------------------------------------------------------------ simulation (Alg. 1, 2)
+
 
 @pytest.mark.parametrize("scheme", ["early", "inc"])
 def test_simulate_no_dropouts_is_exact_mean(scheme):
@@ -204,6 +211,7 @@ def test_temporary_dropouts_gamma_weighted_mean():
 
 # ------------------------------------------------------------------ account (Thm 4.1, §11.3)
 
+
 def test_account_everything_observed_is_local_dp():
     ex = ia.make_execution(12, 2, 4, seed=3)
     every = [(t, i) for t in range(5) for i in range(12)]
@@ -217,7 +225,7 @@ def test_account_finals_only_is_central():
     a = ia.account(ex, observed=[], sigma_eta=1.0, sigma_delta=1e6, delta=1e-5)
     # Exact value 1/n up to the finite σ_Δ's share (< 1e-11 here); the former Cholesky of
     # M = AAᵀ + σ_Δ²BBᵀ was off by 3e-6 to 2.3e-4 depending on the BLAS kernel.
-    assert a.rank >= 1 and np.allclose(a.s ** 2, 1.0 / n, rtol=1e-8)
+    assert a.rank >= 1 and np.allclose(a.s**2, 1.0 / n, rtol=1e-8)
 
 
 @pytest.mark.parametrize("sd", [1e3, 1e6, 1e8])
@@ -249,8 +257,7 @@ def _raw_rows(n, k, T, seed, observed):
             u[c] = 1.0
         else:
             D[(c - n) // T, (c - n) % T] = 1.0
-        hist, _ = _message_passing(n, k, T, seed, np.ones((T + 1, n), bool), u, 0 * u, D,
-                                   full=True)
+        hist, _ = _message_passing(n, k, T, seed, np.ones((T + 1, n), bool), u, 0 * u, D, full=True)
         rows[:, c] = [hist[t, i] for t, i in order]
     return rows
 
@@ -271,7 +278,7 @@ def test_account_matches_minimal_shift_lemma43():
         assert abs(a.s[kk] ** 2 - w @ w) < 1e-8 * max(1.0, w @ w)
     # The fast pencil used by calibration agrees with the Cholesky route.
     v = ia.linear_view(ex, observed=obs)
-    assert np.allclose(ia._Pencil.of(v).s2(se, sd), a.s ** 2, rtol=1e-8)
+    assert np.allclose(ia._Pencil.of(v).s2(se, sd), a.s**2, rtol=1e-8)
 
 
 def test_lemma44_null_direction():
@@ -292,8 +299,7 @@ def test_lemma44_null_direction():
         want = np.zeros((n, T + 1))  # desired total change of z_{i,s}
         want[j, t] += 1.0
         want[:, t + 1] -= ex.weights[t][:, j]
-        tD = np.array([np.linalg.lstsq(U, want[i] - alpha * v[i], rcond=None)[0]
-                       for i in range(n)])
+        tD = np.array([np.linalg.lstsq(U, want[i] - alpha * v[i], rcond=None)[0] for i in range(n)])
         assert np.allclose(U @ tD.T + np.outer(alpha, v), want.T, atol=1e-12)
         shifted, _ = _message_passing(n, k, T, seed, ex.online, x + v, eta, D + tD, full=True)
         diff = np.abs(shifted - base) > 1e-9
@@ -325,8 +331,10 @@ def test_eavesdropper_50_percent_spec_11_3():
     assert rc["holds"] and rc["rank"] == n - 1
     v = ia.linear_view(ex, observed=obs)
     assert np.allclose(ia.noise_free_leakage(v), 1 / n, atol=1e-9)
-    vals = [ia.account(ex, observed=obs, sigma_eta=1.0, sigma_delta=sd, delta=1e-5,
-                       view=v).s_max ** 2 for sd in (1, 10, 100, 1000)]
+    vals = [
+        ia.account(ex, observed=obs, sigma_eta=1.0, sigma_delta=sd, delta=1e-5, view=v).s_max ** 2
+        for sd in (1, 10, 100, 1000)
+    ]
     assert all(a > b for a, b in zip(vals, vals[1:]))
     assert 0.3 < vals[0] < 0.7 and 0.035 < vals[1] < 0.05 and abs(vals[3] - 1 / n) < 1e-4
 
@@ -336,8 +344,9 @@ def test_analytic_gaussian_against_dp_accounting():
 
     for s in (0.2, 1.0, 3.0):
         ours = ia.gaussian_epsilon(s, 1e-5)
-        ref = pld.from_gaussian_mechanism(1.0 / s, sensitivity=1.0,
-                                          value_discretization_interval=1e-4)
+        ref = pld.from_gaussian_mechanism(
+            1.0 / s, sensitivity=1.0, value_discretization_interval=1e-4
+        )
         assert abs(ours - ref.get_epsilon_for_delta(1e-5)) < 2e-3 * max(1.0, ours)
         assert ours < ia.gaussian_epsilon(s, 1e-5, "paper") or s > 1.0
     assert abs(ia.gaussian_epsilon(ia.target_scale(0.7, 1e-5, "analytic"), 1e-5) - 0.7) < 1e-6
@@ -353,12 +362,13 @@ def test_calibrate_is_tight_and_worst_case():
         exs.append((ex, corr))
     cal = ia.calibrate(views, epsilon=0.5, delta=1e-5, kappa=2.0)
     c = np.sqrt(2 * np.log(1.25 / 1e-5))
-    assert abs(cal.sigma_eta ** 2 - 2 * c ** 2 / (0.25 * 14)) < 1e-9  # κ·c²/(ε² n_H)
+    assert abs(cal.sigma_eta**2 - 2 * c**2 / (0.25 * 14)) < 1e-9  # κ·c²/(ε² n_H)
     assert cal.sigma_delta == max(cal.per_sample)
     for (ex, corr), sd in zip(exs, cal.per_sample):
         ok = ia.account(ex, corrupted=corr, sigma_eta=cal.sigma_eta, sigma_delta=sd, delta=1e-5)
-        bad = ia.account(ex, corrupted=corr, sigma_eta=cal.sigma_eta, sigma_delta=sd * 0.99,
-                         delta=1e-5)
+        bad = ia.account(
+            ex, corrupted=corr, sigma_eta=cal.sigma_eta, sigma_delta=sd * 0.99, delta=1e-5
+        )
         assert ok.epsilon_paper_max <= 0.5 * (1 + 1e-6) < bad.epsilon_paper_max
         assert ok.satisfies(0.5 * (1 + 1e-6)) and not bad.satisfies(0.5)
         assert ok.satisfies(0.5, "analytic")  # the exact Gaussian is tighter than c
@@ -385,8 +395,7 @@ def test_rank_condition_k1_is_undirected_connectivity_and_thm48():
         hits["rank"] += rc["holds"]
         hits["strong"] += e["strongly_connected"]
         if rc["holds"]:  # Thm 4.5 ⇒ only the total is noise-free: [Π_K]_kk = 1/n_H
-            assert np.allclose(ia.noise_free_leakage(ia.linear_view(ex, **adv)), 1 / 17,
-                               atol=1e-8)
+            assert np.allclose(ia.noise_free_leakage(ia.linear_view(ex, **adv)), 1 / 17, atol=1e-8)
     assert hits["rank"] >= hits["strong"]
 
 
@@ -395,9 +404,16 @@ def test_static_topology_breaks_rank_thm49():
     nb = ia.out_neighbours(n, 1, 1, seed=2)[0]
     W = ia.effective_weights(nb, np.ones(n, bool))
     alpha, U = ia.noise_scheme("inc", T)
-    ex = ia.IncaExecution(n=n, T=T, alpha=alpha, U=U, weights=(W,) * T,
-                          online=np.ones((T + 1, n), bool), final=np.ones(n, bool),
-                          out_nbrs=np.repeat(nb[None], T, axis=0))
+    ex = ia.IncaExecution(
+        n=n,
+        T=T,
+        alpha=alpha,
+        U=U,
+        weights=(W,) * T,
+        online=np.ones((T + 1, n), bool),
+        final=np.ones(n, bool),
+        out_nbrs=np.repeat(nb[None], T, axis=0),
+    )
     # Two honest parties with every message observed.
     obs = [(t, i) for t in range(T) for i in (0, 1)]
     assert not ia.rank_condition(ex, observed=obs)["holds"]
@@ -409,10 +425,12 @@ def test_party_report_and_dropout_terms():
     online = ia.dropout_history(n, T, rng, permanent=0.25)
     ex = ia.make_execution(n, 2, T, seed=21, online=online)
     me = int(np.flatnonzero(online[T])[0])
-    r = ia.party_report(ex, me, {"colluders": 0.25}, sigma_eta=1.0, sigma_delta=8.0,
-                        delta=1e-5, samples=3, seed=21)
-    again = ia.party_report(ex, me, {"colluders": 4}, sigma_eta=1.0, sigma_delta=8.0,
-                            delta=1e-5, samples=3, seed=21)
+    r = ia.party_report(
+        ex, me, {"colluders": 0.25}, sigma_eta=1.0, sigma_delta=8.0, delta=1e-5, samples=3, seed=21
+    )
+    again = ia.party_report(
+        ex, me, {"colluders": 4}, sigma_eta=1.0, sigma_delta=8.0, delta=1e-5, samples=3, seed=21
+    )
     assert r["epsilon"] == again["epsilon"] and r["samples"] == 3
     assert 0 < r["epsilon"] < r["local_dp_epsilon"] and r["epsilon_mean"] <= r["epsilon"]
     with pytest.raises(ValueError):
@@ -446,8 +464,7 @@ def test_dropout_summary():
     assert 0 < s["value_share_released"] < 1
     # Against the simulation: the spread of (estimate − γ-free part) over Δ draws.
     x = np.zeros(n)
-    errs = [ia.simulate(ex, x, 0.0, 5.0, np.random.default_rng(r))["estimate"]
-            for r in range(2000)]
+    errs = [ia.simulate(ex, x, 0.0, 5.0, np.random.default_rng(r))["estimate"] for r in range(2000)]
     assert abs(np.std(errs) - s["uncancelled_noise_std"]) < 0.06 * s["uncancelled_noise_std"]
 
 

@@ -57,8 +57,13 @@ def _reference(engines: list[Inca], info: dict, spec: dict) -> tuple[dict, objec
 
 
 def _spec(ids: list[str], p: dict, seed: int) -> dict:
-    return {"job_id": "j", "algorithm": "inca", "participants": ids, "params": p,
-            "public_seed": seed}
+    return {
+        "job_id": "j",
+        "algorithm": "inca",
+        "participants": ids,
+        "params": p,
+        "public_seed": seed,
+    }
 
 
 def _data(ids: list[str], dim: int = 2) -> dict[str, np.ndarray]:
@@ -92,11 +97,21 @@ async def test_no_dropout_estimate_is_mean_plus_noise_and_matches_reference(tmp_
         assert np.abs(e.trace_z - (e.trace_x + e.trace_eta)).max() < 1e-9  # Eq. (2)
 
 
-def _simulate(n: int, p: dict, *, seed: int = 3, down=None, lose=None,
-              retransmit_after: float = 0.5):
+def _simulate(
+    n: int, p: dict, *, seed: int = 3, down=None, lose=None, retransmit_after: float = 0.5
+):
     ids = _ids(n)
-    sim = Simulator("inca", ids, p, _data(ids), seed=seed, public_seed=seed, latency=0.01,
-                    lose=lose, retransmit_after=retransmit_after)
+    sim = Simulator(
+        "inca",
+        ids,
+        p,
+        _data(ids),
+        seed=seed,
+        public_seed=seed,
+        latency=0.01,
+        lose=lose,
+        retransmit_after=retransmit_after,
+    )
     if down is not None:  # down(sim, node): a dropout defined by the node's own iteration
         sim.down = lambda nid, now: down(sim, nid)
     res = sim.run()
@@ -104,16 +119,19 @@ def _simulate(n: int, p: dict, *, seed: int = 3, down=None, lose=None,
     return ids, sim, res
 
 
-@pytest.mark.parametrize("windows,lost,seed", [
-    # n0, n1 leave for good at iterations 2 and 4; n2 misses iterations 2-3; n3 misses 5.
-    ({"n0": (2, 99), "n1": (4, 99), "n2": (2, 3), "n3": (5, 5)}, [], 3),
-    # n3 misses iteration 5 alone: as over gRPC, the messages to it are retried until it is back,
-    # then refused as late (the senders learn it and recover): nothing is lost
-    ({"n3": (5, 5)}, [], 3),
-    # half the parties leave; their exchanges with each other are known only from the histories
-    # their MIX messages carried (without those proxies the rebuilt execution is wrong here)
-    ({"n6": (4, 99), "n7": (3, 99), "n4": (3, 99), "n8": (4, 99), "n9": (5, 99)}, None, 4),
-])
+@pytest.mark.parametrize(
+    "windows,lost,seed",
+    [
+        # n0, n1 leave for good at iterations 2 and 4; n2 misses iterations 2-3; n3 misses 5.
+        ({"n0": (2, 99), "n1": (4, 99), "n2": (2, 3), "n3": (5, 5)}, [], 3),
+        # n3 misses iteration 5 alone: as over gRPC, the messages to it are retried until it is back,
+        # then refused as late (the senders learn it and recover): nothing is lost
+        ({"n3": (5, 5)}, [], 3),
+        # half the parties leave; their exchanges with each other are known only from the histories
+        # their MIX messages carried (without those proxies the rebuilt execution is wrong here)
+        ({"n6": (4, 99), "n7": (3, 99), "n4": (3, 99), "n8": (4, 99), "n9": (5, 99)}, None, 4),
+    ],
+)
 def test_dropouts_eq8_and_reference_in_the_simulator(windows, lost, seed):
     n, T = 10, 6
     p = _params(n, T=T, round_s=1.0)
@@ -183,8 +201,13 @@ def test_lost_acknowledgements_are_reconciled_and_lost_close_is_reported():
     # A CLOSE(1) that never arrives: the receiver does not count the message, the sender did:
     # the one-sided residual, reported as lost (mass lost, never duplicated).
     def lose_close(sender: str, to: str, msg: Message) -> str | None:
-        if msg.kind == CLOSE and sender == "n2" and msg.round == 2 and \
-                msg.scalars["counted"] == 1.0 and not lost:
+        if (
+            msg.kind == CLOSE
+            and sender == "n2"
+            and msg.round == 2
+            and msg.scalars["counted"] == 1.0
+            and not lost
+        ):
             lost.append((2, sender, to))
             return "msg"
         return None
@@ -203,8 +226,14 @@ def test_refuses_late_duplicate_foreign_and_unscheduled_messages():
     p = _params(5, T=3)
     seed = 2
     nb = inca_audit.out_neighbours(5, 2, 3, seed)
-    engines = {nid: Inca(JobContext("j", "inca", nid, tuple(ids), p, seed), np.array([0.5, 0.5]),
-                         np.random.default_rng(i)) for i, nid in enumerate(ids)}
+    engines = {
+        nid: Inca(
+            JobContext("j", "inca", nid, tuple(ids), p, seed),
+            np.array([0.5, 0.5]),
+            np.random.default_rng(i),
+        )
+        for i, nid in enumerate(ids)
+    }
     for e in engines.values():
         e.start()
     me = engines["n0"]
@@ -222,23 +251,31 @@ def test_refuses_late_duplicate_foreign_and_unscheduled_messages():
 
     assert refused(stranger, mix) == RefusalCode.PERMISSION_DENIED
     for t in (0, 4):
-        assert refused(sender, Message(MIX, payload=np.zeros(3), round=t)) == \
-            RefusalCode.FAILED_PRECONDITION  # foreign iteration
-    assert refused(sender, Message(CLOSE, round=1, scalars={"counted": 1.0})) == \
-        RefusalCode.FAILED_PRECONDITION  # CLOSE(1) without its MIX
+        assert (
+            refused(sender, Message(MIX, payload=np.zeros(3), round=t))
+            == RefusalCode.FAILED_PRECONDITION
+        )  # foreign iteration
+    assert (
+        refused(sender, Message(CLOSE, round=1, scalars={"counted": 1.0}))
+        == RefusalCode.FAILED_PRECONDITION
+    )  # CLOSE(1) without its MIX
     bad = np.zeros(width)
     bad[-1] = 0.5  # a history flag that is not 0/1
     assert refused(sender, Message(MIX, payload=bad, round=1)) == RefusalCode.INVALID_ARGUMENT
     me.on_message(ids[sender], mix)
     assert refused(sender, mix) == RefusalCode.FAILED_PRECONDITION  # duplicate
-    assert refused(sender, Message(CLOSE, round=1, scalars={"counted": 0.5})) == \
-        RefusalCode.INVALID_ARGUMENT
+    assert (
+        refused(sender, Message(CLOSE, round=1, scalars={"counted": 0.5}))
+        == RefusalCode.INVALID_ARGUMENT
+    )
     me.on_timer("mix:1")  # the deadline passed, but it waits for the CLOSE of the MIX it holds
     assert me.mixed == 0
     me.on_timer(f"hold:1:{sender}")  # ... up to round_s after that MIX arrived
     assert me.mixed == 1 and not me.counted_in[0].any()
-    assert refused(sender, Message(CLOSE, round=1, scalars={"counted": 1.0})) == \
-        RefusalCode.FAILED_PRECONDITION  # late
+    assert (
+        refused(sender, Message(CLOSE, round=1, scalars={"counted": 1.0}))
+        == RefusalCode.FAILED_PRECONDITION
+    )  # late
 
 
 def test_accountant_reports_the_audited_execution(tmp_path):
@@ -257,9 +294,16 @@ def test_accountant_reports_the_audited_execution(tmp_path):
     entries = res.entries["n3"]
     loss, rep = inca_audit_loss(spec, entries, "n3")
     ex = execution_from_info(spec, res.outputs["n3"].info)
-    direct = party_report(ex, 3, {"colluders": 0.25}, sigma_eta=p["sigma_eta"],
-                          sigma_delta=p["sigma_delta"], delta=p["delta"],
-                          sensitivity=p["sensitivity"], seed=3)
+    direct = party_report(
+        ex,
+        3,
+        {"colluders": 0.25},
+        sigma_eta=p["sigma_eta"],
+        sigma_delta=p["sigma_delta"],
+        delta=p["delta"],
+        sensitivity=p["sensitivity"],
+        seed=3,
+    )
     # the local-DP level of the DISCRETE η: ρ-zCDP for Δ' = Δ + γ√d, converted by CKS Prop. 12
     grid = 2.0 ** (math.ceil(math.log2(p["sigma_eta"])) - GRID_BITS)
     charged = p["sensitivity"] + grid * math.sqrt(p["dim"])
@@ -293,8 +337,13 @@ def test_audit_checks_every_stayer_injected_its_share(tmp_path):
     n = 8
     p = _params(n, T=5, round_s=1.0)
     windows = {"n1": (3, 99), "n4": (2, 2)}
-    ids, sim, res = _simulate(n, p, down=lambda s, nid: windows.get(nid, (0, -1))[0]
-                              <= s.engines[nid].cur <= windows.get(nid, (0, -1))[1])
+    ids, sim, res = _simulate(
+        n,
+        p,
+        down=lambda s, nid: (
+            windows.get(nid, (0, -1))[0] <= s.engines[nid].cur <= windows.get(nid, (0, -1))[1]
+        ),
+    )
     spec = {**_spec(ids, p, 3), "job_id": "sim"}  # the simulator's job id
     write_ledgers(res, spec, tmp_path)
     report = audit.audit([tmp_path / i for i in ids])
@@ -303,8 +352,9 @@ def test_audit_checks_every_stayer_injected_its_share(tmp_path):
     assert report["ok"], report["checks"]
     nodes = audit.load([tmp_path / i for i in ids])
     victim = nodes[4]  # n4 missed iteration 2 and stayed: its share is 4/5
-    k = next(j for j, e in enumerate(victim.entries) if e.params.get("t") == 3 and
-             "u_row" in e.params)
+    k = next(
+        j for j, e in enumerate(victim.entries) if e.params.get("t") == 3 and "u_row" in e.params
+    )
     bad = dict(victim.entries[k].params)
     bad["u_row"] = [v + (0.5 if j == 0 else 0.0) for j, v in enumerate(bad["u_row"])]
     victim.entries[k] = dataclasses.replace(victim.entries[k], params=bad)
@@ -320,9 +370,27 @@ def test_netdp_simulate_inca_with_dropouts(capsys):
 
     from netdp_node.cli import main
 
-    code = main(["simulate", "--algorithm", "inca", "--nodes", "8", "--param", "T=4",
-                 "--param", "k=2", "--leave", "0.25", "--miss", "0.25", "--seed", "2", "--json",
-                 "--quiet"])
+    code = main(
+        [
+            "simulate",
+            "--algorithm",
+            "inca",
+            "--nodes",
+            "8",
+            "--param",
+            "T=4",
+            "--param",
+            "k=2",
+            "--leave",
+            "0.25",
+            "--miss",
+            "0.25",
+            "--seed",
+            "2",
+            "--json",
+            "--quiet",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["final"] <= 6 and len(out["missing"]) == 2
@@ -339,8 +407,14 @@ async def test_a_node_over_budget_declines_and_the_job_completes(tmp_path):
 
     ids = _ids(5)
     p = _params(5, T=3)
-    net = await make_net("memory", ids, tmp_path, data=_data(ids), seed=6,
-                         budgets={"n2": Budget(0.1, 1e-5), "n3": Budget(1e3, 1e-3)})
+    net = await make_net(
+        "memory",
+        ids,
+        tmp_path,
+        data=_data(ids),
+        seed=6,
+        budgets={"n2": Budget(0.1, 1e-5), "n3": Budget(1e3, 1e-3)},
+    )
     try:
         await net.run_job(contexts("j", "inca", ids, p, seed=5), timeout=60)
         engines = [net.nodes[n].jobs["j"].engine for n in ids]
@@ -359,8 +433,11 @@ def test_proxy_without_a_history_is_invalid_argument():
     """A PROXY carries the origin's history as its payload; one without a payload is refused as
     INVALID_ARGUMENT, naming the missing history."""
     ids = _ids(5)
-    me = Inca(JobContext("j", "inca", "n0", tuple(ids), _params(5, T=3), 2), np.array([0.5, 0.5]),
-              np.random.default_rng(0))
+    me = Inca(
+        JobContext("j", "inca", "n0", tuple(ids), _params(5, T=3), 2),
+        np.array([0.5, 0.5]),
+        np.random.default_rng(0),
+    )
     me.start()
     with pytest.raises(Refused) as r:
         me.on_message("n1", Message(PROXY, seq=2, round=1))

@@ -27,7 +27,7 @@ def test_reproduce_inca_quick(tmp_path):
     f2 = json.loads((out / "inca-fig2.json").read_text())
     c2 = 2 * math.log(1.25 / 1e-5)
     n = f2["params"]["n"]
-    assert f2["central"] == pytest.approx(c2 / n ** 2) and f2["local"] == pytest.approx(c2 / n)
+    assert f2["central"] == pytest.approx(c2 / n**2) and f2["local"] == pytest.approx(c2 / n)
     for r in f2["rows"]:
         # σ_η² = κ·c²/(ε² n_H) and the calibrated execution meets ε = 1 exactly (Theorem 4.1).
         assert r["sigma_eta"] ** 2 == pytest.approx(r["kappa"] * c2 / r["n_honest"])
@@ -59,6 +59,7 @@ def test_gopa_view_closed_form():
     v = inca.gopa_view(n, g["edges"], np.array([], int), g["published"], g["rolled"])
     assert np.allclose(ia.noise_free_leakage(v), 1 / n, atol=1e-9)
     # Every pair's Δ revealed (all rolled back): local DP, σ_η² s² = 1.
-    v2 = inca.gopa_view(n, g["edges"], np.array([], int), g["published"],
-                        list(range(len(g["edges"]))))
+    v2 = inca.gopa_view(
+        n, g["edges"], np.array([], int), g["published"], list(range(len(g["edges"])))
+    )
     assert np.allclose(ia.scales(v2, 0.5, 10.0) * 0.5, 1.0)

@@ -45,8 +45,9 @@ def ring_params(**override):
 async def join_all(net, ctxs, finished):
     for nid in reversed(IDS):
         await net.nodes[nid].add_job(ctxs[nid])  # must not raise
-    await asyncio.wait_for(asyncio.gather(*(net.nodes[n].jobs["j"].finished.wait()
-                                            for n in IDS)), 20)
+    await asyncio.wait_for(
+        asyncio.gather(*(net.nodes[n].jobs["j"].finished.wait() for n in IDS)), 20
+    )
 
 
 def watch(net):
@@ -80,8 +81,9 @@ async def test_dim_that_does_not_fit_the_data_fails_with_the_reason(tmp_path):
         assert_failed_everywhere(net, finished, "data has shape (1,), the job expects (1048576,)")
         # a peer's message for it is refused with the reason, not applied
         with pytest.raises(Refused) as err:
-            await net.nodes["node-2"].handle("node-1", "j", Message(
-                "token", payload=np.zeros(1 << 20), walk="ring", seq=1))
+            await net.nodes["node-2"].handle(
+                "node-1", "j", Message("token", payload=np.zeros(1 << 20), walk="ring", seq=1)
+            )
         assert err.value.code == RefusalCode.FAILED_PRECONDITION
         assert "failed" in err.value.reason and "(1048576,)" in err.value.reason
     finally:
@@ -150,8 +152,14 @@ async def test_absurd_rounds_decline_on_a_budget_and_the_job_still_ends(tmp_path
 
 
 def test_check_budget_declines_absurd_rounds_instead_of_raising():
-    spec = {"job_id": "j", "algorithm": "ring-sum", "participants": IDS,
-            "params": ring_params(rounds=10**12), "public_seed": 1, "edges": []}
+    spec = {
+        "job_id": "j",
+        "algorithm": "ring-sum",
+        "participants": IDS,
+        "params": ring_params(rounds=10**12),
+        "public_seed": 1,
+        "edges": [],
+    }
     check = check_budget([], spec, "node-1", epsilon=10.0, delta=1e-5)
     assert not check.ok and "windows*delta + delta_prime must be < 1" in check.reason
     # and a job it can bound is unaffected: 2 rounds at σ for ε = 0.5 per window
@@ -163,8 +171,13 @@ def test_check_budget_declines_absurd_rounds_instead_of_raising():
 async def test_a_restart_does_not_run_a_failed_job_again(tmp_path):
     ctx = JobContext("j", "ring-sum", "node-1", tuple(IDS), ring_params(dim=3), 1)
     data = np.array([0.5])
-    rt = NodeRuntime("node-1", Ledger(tmp_path / "n1", "node-1"), MemoryNetwork().transport("x"),
-                     data=data, budget=Budget(1.0, 1e-5))
+    rt = NodeRuntime(
+        "node-1",
+        Ledger(tmp_path / "n1", "node-1"),
+        MemoryNetwork().transport("x"),
+        data=data,
+        budget=Budget(1.0, 1e-5),
+    )
     seen: list[JobRunner] = []
     rt.on_finished = seen.append
     await rt.add_job(ctx)
@@ -172,8 +185,13 @@ async def test_a_restart_does_not_run_a_failed_job_again(tmp_path):
     assert rt.jobs["j"].state == "failed" and "expects (3,)" in reason and len(seen) == 1
     rt.ledger.close()
     # the node restarts: the job is in the ledger as failed; it is not run (nor recorded) again
-    rt = NodeRuntime("node-1", Ledger(tmp_path / "n1", "node-1"), MemoryNetwork().transport("x"),
-                     data=data, budget=Budget(1.0, 1e-5))
+    rt = NodeRuntime(
+        "node-1",
+        Ledger(tmp_path / "n1", "node-1"),
+        MemoryNetwork().transport("x"),
+        data=data,
+        budget=Budget(1.0, 1e-5),
+    )
     rt.on_finished = seen.append
     await rt.add_job(ctx)
     try:
@@ -207,8 +225,12 @@ async def test_unknown_job_ids_cost_a_bounded_number_of_bootstrap_lookups(tmp_pa
         await asyncio.sleep(0)  # a real call yields
         return None  # the bootstrap does not know these ids
 
-    rt = NodeRuntime("node-1", Ledger(tmp_path / "n1", "node-1"), MemoryNetwork().transport("x"),
-                     job_fetcher=fetch)
+    rt = NodeRuntime(
+        "node-1",
+        Ledger(tmp_path / "n1", "node-1"),
+        MemoryNetwork().transport("x"),
+        job_fetcher=fetch,
+    )
     loop = asyncio.get_running_loop()
     try:
         t0 = loop.time()
@@ -216,8 +238,10 @@ async def test_unknown_job_ids_cost_a_bounded_number_of_bootstrap_lookups(tmp_pa
         for i in range(150):
             with pytest.raises(UnknownJob):
                 await rt.handle("node-2", f"made-up-{i}", _token())
-        got = await asyncio.gather(*(rt.handle("node-2", f"made-up-{i}", _token())
-                                     for i in range(150, 300)), return_exceptions=True)
+        got = await asyncio.gather(
+            *(rt.handle("node-2", f"made-up-{i}", _token()) for i in range(150, 300)),
+            return_exceptions=True,
+        )
         assert all(isinstance(g, UnknownJob) for g in got)
         windows = math.floor((loop.time() - t0) / UNKNOWN_JOB_TTL) + 1
         assert 1 <= len(calls) <= UNKNOWN_JOB_LOOKUPS * windows, (len(calls), windows)
@@ -245,6 +269,7 @@ async def test_a_new_job_is_still_learnt_at_once(tmp_path):
             calls[nid].append(job_id)
             await asyncio.sleep(0)
             return (ctxs[nid], 1) if job_id == "j" else None
+
         return fetch
 
     for nid in IDS:
@@ -284,8 +309,13 @@ async def test_concurrent_messages_for_one_new_job_share_one_lookup(tmp_path):
         await release.wait()
         return ctx, 1
 
-    rt = NodeRuntime("node-2", Ledger(tmp_path / "n2", "node-2"), MemoryNetwork().transport("x"),
-                     data=np.array([0.5]), job_fetcher=fetch)
+    rt = NodeRuntime(
+        "node-2",
+        Ledger(tmp_path / "n2", "node-2"),
+        MemoryNetwork().transport("x"),
+        data=np.array([0.5]),
+        job_fetcher=fetch,
+    )
     try:
         lookups = [asyncio.ensure_future(rt._job_for("j", f"node-{i % 3 + 1}")) for i in range(50)]
         await asyncio.sleep(0)
@@ -302,8 +332,12 @@ def test_a_job_never_run_costs_nothing_in_the_privacy_report(tmp_path):
     ids = ["node-1", "node-2", "node-3", "node-4"]
     params = get_algorithm("muffliato").prepare({"graph": "ring", "T": 3, "sigma": 1.0}, 4)
     ctx = JobContext("m", "muffliato", "node-1", tuple(ids), params, 1)
-    rt = NodeRuntime("node-1", Ledger(tmp_path / "n1", "node-1"), MemoryNetwork().transport("x"),
-                     data=np.array([0.5, 0.5]))  # muffliato of dim 1: two numbers do not fit
+    rt = NodeRuntime(
+        "node-1",
+        Ledger(tmp_path / "n1", "node-1"),
+        MemoryNetwork().transport("x"),
+        data=np.array([0.5, 0.5]),
+    )  # muffliato of dim 1: two numbers do not fit
     seen: list[JobRunner] = []
     rt.on_finished = seen.append
     try:

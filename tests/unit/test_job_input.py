@@ -60,9 +60,13 @@ async def boot(tmp_path: Path) -> AsyncIterator[Boot]:
         pki.issue(d, nid, hosts=("127.0.0.1",))
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     stop = asyncio.Event()
-    server = asyncio.ensure_future(run_bootstrap(
-        BootstrapConfig(certs=d / "bootstrap", state=tmp_path / "state", listen="127.0.0.1:0"),
-        ready=ready, stop=stop))
+    server = asyncio.ensure_future(
+        run_bootstrap(
+            BootstrapConfig(certs=d / "bootstrap", state=tmp_path / "state", listen="127.0.0.1:0"),
+            ready=ready,
+            stop=stop,
+        )
+    )
     port = await asyncio.wait_for(asyncio.shield(ready), 20)
     address = f"127.0.0.1:{port}"
     op = BootstrapClient(address, pki.load_identity(d / "operator"))
@@ -78,11 +82,13 @@ async def boot(tmp_path: Path) -> AsyncIterator[Boot]:
         await asyncio.wait_for(server, 20)
 
 
-async def submit_raw(b: Boot, algorithm: str, params_json: str,
-                     topology_params_json: str = "") -> grpc.aio.AioRpcError | None:
+async def submit_raw(
+    b: Boot, algorithm: str, params_json: str, topology_params_json: str = ""
+) -> grpc.aio.AioRpcError | None:
     """SubmitJob with exactly this params text (no client-side JSON); the error, or None."""
-    req = bootstrap_pb2.SubmitJobRequest(algorithm=algorithm, params_json=params_json,
-                                         topology_params_json=topology_params_json)
+    req = bootstrap_pb2.SubmitJobRequest(
+        algorithm=algorithm, params_json=params_json, topology_params_json=topology_params_json
+    )
     try:
         await b.operator.call("SubmitJob", req, retry_transient=False)
     except grpc.aio.AioRpcError as e:
@@ -93,31 +99,35 @@ async def submit_raw(b: Boot, algorithm: str, params_json: str,
 DEEP = '{"rounds": ' + "[" * 100_000 + "]" * 100_000 + "}"
 
 
-@pytest.mark.parametrize("algorithm, params_json, names", [
-    ("ring-sum", '{"rounds": 2.7}', ["rounds", "integer", "2.7"]),
-    ("ring-sum", '{"rounds": 1e400}', ["rounds", "finite", "inf"]),
-    ("ring-sum", '{"rounds": -1e400}', ["rounds", "finite"]),
-    ("ring-sum", '{"epsilon": NaN}', ["epsilon", "finite"]),
-    ("ring-sum", '{"rounds": "many"}', ["rounds", "integer", "many"]),
-    ("ring-sum", '{"rounds": [1, 2]}', ["rounds", "integer"]),
-    ("ring-sum", '{"rounds": true}', ["rounds", "integer"]),
-    ("ring-sum", '{"rounds": 1' + "0" * 400 + "}", ["rounds", "out of range"]),
-    ("ring-sum", '{"clip": [1.0]}', ["clip"]),
-    ("ring-sum", '{"clip": "wide"}', ["clip", "wide"]),
-    ("ring-sum", DEEP, ["params_json", "nested too deeply"]),
-    ("ring-sum", '{"rounds": ' + "[" * 10 + "]" * 10 + "}", ["rounds", "nested"]),
-    ("ring-sum", '{"rounds": 1000000000000}', ["rounds", f"1..{MAX_ROUNDS}"]),
-    ("ring-histogram", '{"rounds": 1000000000000}', ["rounds", f"1..{MAX_ROUNDS}"]),
-    ("ring-sum", '{"rounds": 5, "delta": 0.3}', ["rounds × delta + delta_prime", "< 1"]),
-    ("ring-sum", '{"dim": 1048576}', ["dim", "MAX_MESSAGE_BYTES", str(MAX_MESSAGE_BYTES)]),
-    ("walk-sum", '{"dim": 1048576}', ["dim", "MAX_MESSAGE_BYTES"]),
-    ("walk-sum", '{"T": 30.5}', ["T", "integer"]),
-    ("walk-histogram", '{"bins": 4.5}', ["bins", "integer"]),
-    ("inca", '{"T": 2.5}', ["T", "integer"]),
-    ("muffliato", '{"T": 3.5, "sigma": 1.0}', ["T", "integer"]),
-    ("ring-sum", '[1, 2]', ["params_json", "object"]),
-    ("ring-sum", '{"rounds": ', ["params_json", "not valid JSON"]),
-], ids=lambda v: v if len(str(v)) < 40 else str(v)[:30])
+@pytest.mark.parametrize(
+    "algorithm, params_json, names",
+    [
+        ("ring-sum", '{"rounds": 2.7}', ["rounds", "integer", "2.7"]),
+        ("ring-sum", '{"rounds": 1e400}', ["rounds", "finite", "inf"]),
+        ("ring-sum", '{"rounds": -1e400}', ["rounds", "finite"]),
+        ("ring-sum", '{"epsilon": NaN}', ["epsilon", "finite"]),
+        ("ring-sum", '{"rounds": "many"}', ["rounds", "integer", "many"]),
+        ("ring-sum", '{"rounds": [1, 2]}', ["rounds", "integer"]),
+        ("ring-sum", '{"rounds": true}', ["rounds", "integer"]),
+        ("ring-sum", '{"rounds": 1' + "0" * 400 + "}", ["rounds", "out of range"]),
+        ("ring-sum", '{"clip": [1.0]}', ["clip"]),
+        ("ring-sum", '{"clip": "wide"}', ["clip", "wide"]),
+        ("ring-sum", DEEP, ["params_json", "nested too deeply"]),
+        ("ring-sum", '{"rounds": ' + "[" * 10 + "]" * 10 + "}", ["rounds", "nested"]),
+        ("ring-sum", '{"rounds": 1000000000000}', ["rounds", f"1..{MAX_ROUNDS}"]),
+        ("ring-histogram", '{"rounds": 1000000000000}', ["rounds", f"1..{MAX_ROUNDS}"]),
+        ("ring-sum", '{"rounds": 5, "delta": 0.3}', ["rounds × delta + delta_prime", "< 1"]),
+        ("ring-sum", '{"dim": 1048576}', ["dim", "MAX_MESSAGE_BYTES", str(MAX_MESSAGE_BYTES)]),
+        ("walk-sum", '{"dim": 1048576}', ["dim", "MAX_MESSAGE_BYTES"]),
+        ("walk-sum", '{"T": 30.5}', ["T", "integer"]),
+        ("walk-histogram", '{"bins": 4.5}', ["bins", "integer"]),
+        ("inca", '{"T": 2.5}', ["T", "integer"]),
+        ("muffliato", '{"T": 3.5, "sigma": 1.0}', ["T", "integer"]),
+        ("ring-sum", "[1, 2]", ["params_json", "object"]),
+        ("ring-sum", '{"rounds": ', ["params_json", "not valid JSON"]),
+    ],
+    ids=lambda v: v if len(str(v)) < 40 else str(v)[:30],
+)
 async def test_submit_refuses_bad_params_naming_them(boot, algorithm, params_json, names):
     err = await submit_raw(boot, algorithm, params_json)
     assert err is not None, f"{params_json[:60]} was accepted"
@@ -149,15 +159,23 @@ async def test_a_job_that_can_run_is_accepted(boot):
     assert [j.job_id for _, j in await boot.operator.list_jobs()] == ["ok-1", "ok-2", "ok-3"]
 
 
-@pytest.mark.parametrize("method, who", [
-    ("SubmitJob", "operator"), ("GetJob", "operator"), ("ListJobs", "node-1"),
-    ("Register", "node-1"), ("ReportResult", "node-1"), ("PublishRevocations", "operator"),
-])
+@pytest.mark.parametrize(
+    "method, who",
+    [
+        ("SubmitJob", "operator"),
+        ("GetJob", "operator"),
+        ("ListJobs", "node-1"),
+        ("Register", "node-1"),
+        ("ReportResult", "node-1"),
+        ("PublishRevocations", "operator"),
+    ],
+)
 async def test_malformed_request_bytes_are_invalid_argument(boot, method, who):
     ch = secure_channel(boot.address, boot.identity(who), BOOTSTRAP_NAME)
     try:
-        call = ch.unary_unary(f"/netdp.v1.Bootstrap/{method}", request_serializer=None,
-                              response_deserializer=None)
+        call = ch.unary_unary(
+            f"/netdp.v1.Bootstrap/{method}", request_serializer=None, response_deserializer=None
+        )
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await call(b"\xff\xff\xff\xff not a protobuf", timeout=10)
     finally:
@@ -170,9 +188,12 @@ async def test_malformed_request_bytes_are_invalid_argument(boot, method, who):
 
 async def test_report_with_a_tensor_that_cannot_exist_is_invalid_argument(boot):
     await boot.operator.submit("ring-sum", {"rounds": 2}, job_id="rep-1")
-    bad = bootstrap_pb2.NodeResult(job_id="rep-1", node_id="node-1", state="done",
-                                   output=common_pb2.Tensor(dtype="float64",
-                                                            shape=[2**62, 2**62, 0], data=b""))
+    bad = bootstrap_pb2.NodeResult(
+        job_id="rep-1",
+        node_id="node-1",
+        state="done",
+        output=common_pb2.Tensor(dtype="float64", shape=[2**62, 2**62, 0], data=b""),
+    )
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await boot.nodes["node-1"].call("ReportResult", bad, retry_transient=False)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
@@ -180,17 +201,32 @@ async def test_report_with_a_tensor_that_cannot_exist_is_invalid_argument(boot):
     assert list((await boot.operator.result("rep-1")).results) == []
 
 
-@pytest.mark.parametrize("param, names", [
-    ("rounds=2.7", ["rounds", "integer"]),
-    ("rounds=1e400", ["rounds", "finite"]),
-    ("rounds=1000000000000", ["rounds", f"1..{MAX_ROUNDS}"]),
-    ("dim=1048576", ["dim", "MAX_MESSAGE_BYTES"]),
-])
+@pytest.mark.parametrize(
+    "param, names",
+    [
+        ("rounds=2.7", ["rounds", "integer"]),
+        ("rounds=1e400", ["rounds", "finite"]),
+        ("rounds=1000000000000", ["rounds", f"1..{MAX_ROUNDS}"]),
+        ("dim=1048576", ["dim", "MAX_MESSAGE_BYTES"]),
+    ],
+)
 async def test_cli_submit_exits_2_naming_the_parameter(boot, param, names):
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "netdp_node.cli", "job", "submit", "--bootstrap", boot.address,
-        "--certs", str(boot.pki_dir / "operator"), "--param", param, cwd=REPO,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "netdp_node.cli",
+        "job",
+        "submit",
+        "--bootstrap",
+        boot.address,
+        "--certs",
+        str(boot.pki_dir / "operator"),
+        "--param",
+        param,
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 25)
     text = err.decode()
     assert proc.returncode == 2, text
@@ -211,8 +247,7 @@ def test_tensor_shape_that_cannot_be_allocated_is_a_wire_error(shape):
         tensor_to_ndarray(t)
 
 
-@pytest.mark.parametrize("shape, size", [([0], 0), ([3, 0], 0), ([2, 2], 4), ([1] * 8, 1)],
-                         ids=str)
+@pytest.mark.parametrize("shape, size", [([0], 0), ([3, 0], 0), ([2, 2], 4), ([1] * 8, 1)], ids=str)
 def test_tensor_shapes_that_exist_still_decode(shape, size):
     t = common_pb2.Tensor(dtype="float64", shape=shape, data=b"\0" * 8 * size)
     assert tensor_to_ndarray(t).shape == tuple(shape)
@@ -227,15 +262,21 @@ async def test_peer_answers_an_impossible_tensor_shape_with_invalid_argument(boo
         got.append(msg)
         return False
 
-    svc = PeerService("node-2", handle, lambda: peer_pb2.StatusReply(node_id="node-2"),
-                      AccessPolicy())
-    server, port = await start_server(boot.identity("node-2"), "127.0.0.1:0",
-                                      lambda s: s.add_generic_rpc_handlers(
-                                          (svc.generic_handler(),)))
+    svc = PeerService(
+        "node-2", handle, lambda: peer_pb2.StatusReply(node_id="node-2"), AccessPolicy()
+    )
+    server, port = await start_server(
+        boot.identity("node-2"),
+        "127.0.0.1:0",
+        lambda s: s.add_generic_rpc_handlers((svc.generic_handler(),)),
+    )
     ch = secure_channel(f"127.0.0.1:{port}", boot.identity("node-1"), peer_name("node-2"))
     try:
-        call = ch.unary_unary("/netdp.v1.Peer/Deliver", request_serializer=None,
-                              response_deserializer=peer_pb2.Ack.FromString)
+        call = ch.unary_unary(
+            "/netdp.v1.Peer/Deliver",
+            request_serializer=None,
+            response_deserializer=peer_pb2.Ack.FromString,
+        )
         env = peer_pb2.Envelope(job_id="j", kind="token", walk_id="ring", seq=1, msg_id=1)
         env.payload.CopyFrom(common_pb2.Tensor(dtype="float64", shape=[2**62, 2**62, 0]))
         with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -246,8 +287,9 @@ async def test_peer_answers_an_impossible_tensor_shape_with_invalid_argument(boo
         # (what Algorithm.validate allows fits the transport's message limit)
         limit = (MAX_MESSAGE_BYTES - ENVELOPE_ALLOWANCE) // 8
         env.job_id = "j" * 64  # the longest job id
-        env.payload.CopyFrom(common_pb2.Tensor(dtype="float64", shape=[limit],
-                                               data=b"\0" * 8 * limit))
+        env.payload.CopyFrom(
+            common_pb2.Tensor(dtype="float64", shape=[limit], data=b"\0" * 8 * limit)
+        )
         ack = await call(env.SerializeToString(), timeout=10)
         assert ack.code == 0 and len(got) == 1 and got[0].payload.shape == (limit,)
     finally:
@@ -261,8 +303,11 @@ async def test_bootstrap_reads_no_file_a_request_names(boot, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("root:x:0:0:do-not-echo\n")
     req = bootstrap_pb2.SubmitJobRequest(
-        algorithm="rw-sgd", params_json="{}", topology_kind="edgelist",
-        topology_params_json=json.dumps({"path": str(secret)}))
+        algorithm="rw-sgd",
+        params_json="{}",
+        topology_kind="edgelist",
+        topology_params_json=json.dumps({"path": str(secret)}),
+    )
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await boot.operator.call("SubmitJob", req, retry_transient=False)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -76,8 +76,19 @@ MAY_IMPORT = {
     "wire": _LOW | {"protocols", "wire"},
     "transport": _LOW | {"protocols", "wire", "security", "faults", "transport"},
     "runtime": _LOW | {"privacy", "ledger", "faults", "protocols", "wire", "transport", "runtime"},
-    "daemon": _LOW | {"privacy", "ledger", "security", "faults", "data", "protocols", "wire",
-                      "transport", "runtime", "daemon"},
+    "daemon": _LOW
+    | {
+        "privacy",
+        "ledger",
+        "security",
+        "faults",
+        "data",
+        "protocols",
+        "wire",
+        "transport",
+        "runtime",
+        "daemon",
+    },
     # the bootstrap shares the base, the PKI and mTLS (security), the algorithm registry and the
     # wire format with the nodes; it never reaches into a node's transport, runtime or daemon
     "bootstrap": _LOW | {"privacy", "security", "data", "protocols", "wire", "bootstrap"},
@@ -102,8 +113,19 @@ FORBIDDEN = {
 # Heavy packages a node does not need to start: never imported at module level on its import path
 # (a layer below "tools"); where a function needs one it imports it there, marked lazy.
 HEAVY = {"scipy", "matplotlib", "networkx"}
-NODE_PATH = {"base", "privacy", "ledger", "security", "faults", "data", "protocols", "wire",
-             "transport", "runtime", "daemon"}
+NODE_PATH = {
+    "base",
+    "privacy",
+    "ledger",
+    "security",
+    "faults",
+    "data",
+    "protocols",
+    "wire",
+    "transport",
+    "runtime",
+    "daemon",
+}
 
 
 @dataclass(frozen=True)
@@ -198,10 +220,21 @@ def test_no_module_imports_a_higher_layer():
 
 
 def test_bootstrap_does_not_import_node_internals():
-    bad = [where(i) for i in IMPORTS if i.module.startswith("netdp_bootstrap")
-           and i.target.startswith(("netdp_node.transport", "netdp_node.runtime",
-                                    "netdp_node.daemon", "netdp_node.bootstrap_client",
-                                    "netdp_node.cli", "netdp_node.ledger"))]
+    bad = [
+        where(i)
+        for i in IMPORTS
+        if i.module.startswith("netdp_bootstrap")
+        and i.target.startswith(
+            (
+                "netdp_node.transport",
+                "netdp_node.runtime",
+                "netdp_node.daemon",
+                "netdp_node.bootstrap_client",
+                "netdp_node.cli",
+                "netdp_node.ledger",
+            )
+        )
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -215,8 +248,11 @@ def test_pure_layers_import_no_io():
 
 
 def test_heavy_packages_only_lazily_on_a_nodes_path():
-    bad = [where(i) for i in IMPORTS if group_of(i.module) in NODE_PATH and not i.local
-           and i.target.split(".")[0] in HEAVY]
+    bad = [
+        where(i)
+        for i in IMPORTS
+        if group_of(i.module) in NODE_PATH and not i.local and i.target.split(".")[0] in HEAVY
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -231,15 +267,22 @@ def test_the_checker_sees_what_it_checks():
     """The parser finds imports at every depth (module level, `if TYPE_CHECKING:`, functions),
     resolves relative ones, tells marked local imports from unmarked ones, and the map refuses
     what the layering forbids."""
-    src = ("from __future__ import annotations\nfrom typing import TYPE_CHECKING\n"
-           "if TYPE_CHECKING:\n    from netdp_node.runtime import NodeRuntime\n"
-           "def f():\n    from . import ring\n    import scipy  # lazy: start-up cost\n"
-           "async def g():\n    # lazy: start-up cost\n    from ..privacy import (\n"
-           "        composition,\n    )\n")
+    src = (
+        "from __future__ import annotations\nfrom typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from netdp_node.runtime import NodeRuntime\n"
+        "def f():\n    from . import ring\n    import scipy  # lazy: start-up cost\n"
+        "async def g():\n    # lazy: start-up cost\n    from ..privacy import (\n"
+        "        composition,\n    )\n"
+    )
     by_target = {i.target: i for i in parse_imports(src, "netdp_node.protocols.probe")}
-    assert set(by_target) == {"__future__.annotations", "typing.TYPE_CHECKING",
-                              "netdp_node.runtime.NodeRuntime", "netdp_node.protocols.ring",
-                              "scipy", "netdp_node.privacy.composition"}
+    assert set(by_target) == {
+        "__future__.annotations",
+        "typing.TYPE_CHECKING",
+        "netdp_node.runtime.NodeRuntime",
+        "netdp_node.protocols.ring",
+        "scipy",
+        "netdp_node.privacy.composition",
+    }
     assert not by_target["netdp_node.runtime.NodeRuntime"].local
     assert group_of("netdp_node.runtime.NodeRuntime") == "runtime"
     assert "runtime" not in MAY_IMPORT[group_of("netdp_node.protocols.probe") or ""]
@@ -249,28 +292,47 @@ def test_the_checker_sees_what_it_checks():
     assert by_target["netdp_node.privacy.composition"].marked
     assert group_of("netdp_node.protocols") == "protocols" and group_of("json") is None
     # the package's own modules are all read
-    assert {"netdp_node.daemon", "netdp_node.privacy.accountant",
-            "netdp_bootstrap.service"} <= {i.module for i in IMPORTS}
+    assert {"netdp_node.daemon", "netdp_node.privacy.accountant", "netdp_bootstrap.service"} <= {
+        i.module for i in IMPORTS
+    }
 
 
 def test_lazy_module_imports_on_first_use():
     """`lazy_module` binds a name without importing; the first attribute read imports it."""
-    code = ("import sys; from netdp_node.lazy import lazy_module; "
-            "m = lazy_module('wave'); a = 'wave' in sys.modules; "
-            "f = m.open; print(a, 'wave' in sys.modules, f is sys.modules['wave'].open)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
-                         timeout=60, cwd=ROOT)
+    code = (
+        "import sys; from netdp_node.lazy import lazy_module; "
+        "m = lazy_module('wave'); a = 'wave' in sys.modules; "
+        "f = m.open; print(a, 'wave' in sys.modules, f is sys.modules['wave'].open)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True", "True"]
 
 
-@pytest.mark.parametrize("module", ["netdp_node.daemon", "netdp_node.cli", "netdp_bootstrap.server"])
+@pytest.mark.parametrize(
+    "module", ["netdp_node.daemon", "netdp_node.cli", "netdp_bootstrap.server"]
+)
 def test_starting_loads_no_heavy_package(module):
     """What a node, the bootstrap or the command line loads when it starts: no scipy, matplotlib or
     networkx (they cost seconds of CPU and tens of MB; the code that needs them imports them)."""
-    code = (f"import sys, {module}; "
-            "print(' '.join(m for m in ('scipy', 'matplotlib', 'networkx') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
-                         timeout=60, cwd=ROOT)
+    code = (
+        f"import sys, {module}; "
+        "print(' '.join(m for m in ('scipy', 'matplotlib', 'networkx') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == []

@@ -16,10 +16,15 @@ def test_commit_and_read_back(tmp_path):
     led = Ledger(tmp_path, "n1")
     assert led.begin_job("j", "ring-sum", {"participants": ["n1", "n2"]}, True)
     assert not led.begin_job("j", "ring-sum", {}, True)  # idempotent
-    led.commit([Entry("j", "received", "token", peer="n2", kind="token", walk="ring", seq=1,
-                      digest="abc"),
-                Entry("j", "local", "contribute", params={"sigma": 2.0, "data": True})],
-               job_update={"job_id": "j", "state": "done", "result": {"value": [1.0]}})
+    led.commit(
+        [
+            Entry(
+                "j", "received", "token", peer="n2", kind="token", walk="ring", seq=1, digest="abc"
+            ),
+            Entry("j", "local", "contribute", params={"sigma": 2.0, "data": True}),
+        ],
+        job_update={"job_id": "j", "state": "done", "result": {"value": [1.0]}},
+    )
     led.close()
     ro = Ledger.open_readonly(tmp_path)
     assert ro.node_id == "n1"

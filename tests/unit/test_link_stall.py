@@ -26,7 +26,8 @@ async def _peer(tmp_path, handle):
     a, b = (pki.load_identity(tmp_path / "pki" / nid) for nid in ("a", "b"))
     service = PeerService("b", handle, lambda: None, AccessPolicy())  # type: ignore[arg-type]
     server, port = await start_server(
-        b, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers((service.generic_handler(),)))
+        b, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers((service.generic_handler(),))
+    )
     return a, server, f"127.0.0.1:{port}"
 
 
@@ -57,6 +58,7 @@ async def test_a_link_whose_peer_never_answers_gives_up(tmp_path):
 async def test_a_slow_but_answering_peer_is_not_given_up(tmp_path):
     """Acknowledgements that keep coming are progress: 6 messages acknowledged 0.3 s apart take
     longer than the give-up time (1 s) in all, and none is given up."""
+
     async def handle(sender: str, job: str, msg: Message) -> bool:
         await asyncio.sleep(0.3)
         return False
@@ -64,8 +66,9 @@ async def test_a_slow_but_answering_peer_is_not_given_up(tmp_path):
     ident, server, addr = await _peer(tmp_path, handle)
     t = GrpcTransport(ident, {"b": addr}, backoff=Backoff(give_up_after=1.0))
     try:
-        futs = [t.submit("b", "j", Message("value", payload=np.zeros(1), round=r))
-                for r in range(6)]
+        futs = [
+            t.submit("b", "j", Message("value", payload=np.zeros(1), round=r)) for r in range(6)
+        ]
         assert await asyncio.wait_for(asyncio.gather(*futs), 30) == [False] * 6
     finally:
         await t.close()

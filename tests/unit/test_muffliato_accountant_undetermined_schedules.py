@@ -19,22 +19,48 @@ def _random_job(n, edges, seq, silent, me):
     are `seq`, in this order; `me`'s ledger: its own activations and the published schedules of
     everyone except `silent` (crashed before publishing, or its schedule message was lost)."""
     ids = [f"n{i}" for i in range(n)]
-    p = {"graph": "topology", "sigma": 1.0, "sensitivity": 2.0, "delta": 1e-5, "rate": 1.0,
-         "duration_s": 1.0}
-    spec = {"job_id": "review", "algorithm": "muffliato-random", "participants": ids,
-            "params": p, "public_seed": 1, "edges": [(ids[a], ids[b]) for a, b in edges]}
+    p = {
+        "graph": "topology",
+        "sigma": 1.0,
+        "sensitivity": 2.0,
+        "delta": 1e-5,
+        "rate": 1.0,
+        "duration_s": 1.0,
+    }
+    spec = {
+        "job_id": "review",
+        "algorithm": "muffliato-random",
+        "participants": ids,
+        "params": p,
+        "public_seed": 1,
+        "edges": [(ids[a], ids[b]) for a, b in edges],
+    }
     acts: dict[int, list] = {i: [] for i in range(n)}
     for k, (a, b) in enumerate(seq):
         acts[a].append([ids[a], k, ids[b], True])
         acts[b].append([ids[a], k, ids[a], True])
     entries = [Entry(job_id="review", direction="local", event="output")]
     for init, k, peer, _ in acts[me]:
-        entries.append(Entry(job_id="review", direction="local", event="activation",
-                             peer=peer if init == ids[me] else init,
-                             params={"initiator": init, "id": k, "status": "committed"}))
-    entries += [Entry(job_id="review", direction="local", event="schedule", peer=ids[i],
-                      params={"activations": acts[i]})
-                for i in range(n) if i not in (me, silent)]
+        entries.append(
+            Entry(
+                job_id="review",
+                direction="local",
+                event="activation",
+                peer=peer if init == ids[me] else init,
+                params={"initiator": init, "id": k, "status": "committed"},
+            )
+        )
+    entries += [
+        Entry(
+            job_id="review",
+            direction="local",
+            event="schedule",
+            peer=ids[i],
+            params={"activations": acts[i]},
+        )
+        for i in range(n)
+        if i not in (me, silent)
+    ]
     return spec, entries, ids
 
 
@@ -96,20 +122,48 @@ def test_random_gossip_silent_responder_may_have_committed():
     2/3), so the accountant must not pick one."""
     n, seq, k, x = 4, [(2, 3), (1, 2), (0, 1), (1, 2)], 0, 3
     ids = [f"n{i}" for i in range(n)]
-    p = {"graph": "topology", "sigma": 1.0, "sensitivity": 2.0, "delta": 1e-5, "rate": 1.0,
-         "duration_s": 1.0}
-    spec = {"job_id": "review-one-sided", "algorithm": "muffliato-random", "participants": ids,
-            "params": p, "public_seed": 1, "edges": [(ids[i], ids[i + 1]) for i in range(n - 1)]}
+    p = {
+        "graph": "topology",
+        "sigma": 1.0,
+        "sensitivity": 2.0,
+        "delta": 1e-5,
+        "rate": 1.0,
+        "duration_s": 1.0,
+    }
+    spec = {
+        "job_id": "review-one-sided",
+        "algorithm": "muffliato-random",
+        "participants": ids,
+        "params": p,
+        "public_seed": 1,
+        "edges": [(ids[i], ids[i + 1]) for i in range(n - 1)],
+    }
     acts: dict[int, list] = {i: [] for i in range(n)}
     for j, (a, b) in enumerate(seq):
         acts[a].append([ids[a], j, ids[b], j != k])
         acts[b].append([ids[a], j, ids[a], j != k])
     me = 0
     entries = [Entry(job_id="x", direction="local", event="output")]
-    entries += [Entry(job_id="x", direction="local", event="activation", peer=ids[1],
-                      params={"initiator": "n0", "id": 2, "status": "committed"})]
-    entries += [Entry(job_id="x", direction="local", event="schedule", peer=ids[i],
-                      params={"activations": acts[i]}) for i in range(n) if i not in (me, x)]
+    entries += [
+        Entry(
+            job_id="x",
+            direction="local",
+            event="activation",
+            peer=ids[1],
+            params={"initiator": "n0", "id": 2, "status": "committed"},
+        )
+    ]
+    entries += [
+        Entry(
+            job_id="x",
+            direction="local",
+            event="schedule",
+            peer=ids[i],
+            params={"activations": acts[i]},
+        )
+        for i in range(n)
+        if i not in (me, x)
+    ]
     truth = _views_with_one_sided(n, seq, k, x)
     Fs, why = ma.leakage_matrices(spec, entries, "n0")
     assert Fs is None and "unknown" in why, why

@@ -63,8 +63,9 @@ def _ldp(p: dict, sigma: float, count: int = 1) -> float:
 def _noisy(x, seed: int, i: int, sigma: float) -> np.ndarray:
     """Node i's first noisy value x + η: the harness's generator (default_rng([seed, i])) draws
     η, and value and noise lie on the job's grid (discrete_gaussian)."""
-    return gaussian_on_grid(np.random.default_rng([seed, i]), np.atleast_1d(x), sigma,
-                            grid_for(sigma))
+    return gaussian_on_grid(
+        np.random.default_rng([seed, i]), np.atleast_1d(x), sigma, grid_for(sigma)
+    )
 
 
 def _ring_edges(n: int) -> list[tuple[int, int]]:
@@ -76,9 +77,15 @@ async def _settle_schedules(net, ids, job="j", timeout=20.0) -> None:
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while loop.time() < end:
-        if all(sum(1 for e in net.ledger(v).entries(job)
-                   if e.event == "schedule" and e.direction == "local") == len(ids) - 1
-               for v in ids):
+        if all(
+            sum(
+                1
+                for e in net.ledger(v).entries(job)
+                if e.event == "schedule" and e.direction == "local"
+            )
+            == len(ids) - 1
+            for v in ids
+        ):
             return
         await asyncio.sleep(0.05)
     raise AssertionError("schedules were not published to everyone in time")
@@ -123,9 +130,11 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
             if v == "n4":
                 continue
             assert out[v].epsilon == pytest.approx(
-                pg.pair_privacy_loss(F[4, j], **kw).epsilon, rel=1e-9)
+                pg.pair_privacy_loss(F[4, j], **kw).epsilon, rel=1e-9
+            )
             assert inc[v].epsilon == pytest.approx(
-                pg.pair_privacy_loss(F[j, 4], **kw).epsilon, rel=1e-9)
+                pg.pair_privacy_loss(F[j, 4], **kw).epsilon, rel=1e-9
+            )
         # spec §0 item 3 / §4.11: ring 8, T = 4, node 4 solves its view for node 0's noisy value,
         # while the paper's eq. (6) says 1.4 % of the LDP level
         assert F[0, 4] == 1.0
@@ -135,7 +144,8 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
         assert base[ma.JOINT_VIEW].epsilon == pytest.approx(max(x.epsilon for x in out.values()))
         mean = pg.mean_privacy_loss(F[:, 4], 4)  # eq. (7) on the joint view
         assert base[ma.MEAN_LOSS].epsilon == pytest.approx(
-            pg.pair_privacy_loss(mean, **kw).epsilon, rel=1e-9)
+            pg.pair_privacy_loss(mean, **kw).epsilon, rel=1e-9
+        )
         # `netdp privacy report` of n4, from its ledger: both directions and the labelled values
         from netdp_node.report import ledger_report, render_text
 
@@ -155,7 +165,8 @@ async def test_randomized_conserves_mass_and_accountant_matches(tmp_path, transp
     ids = _ids(n)
     vals = {v: np.array([0.15 * i]) for i, v in enumerate(ids)}  # inside the clip bound 1
     p = get_algorithm("muffliato-random").prepare(
-        {"graph": "ring", "sigma": 0.1, "rate": 20.0, "duration_s": 0.6, "grace_s": 0.3}, n)
+        {"graph": "ring", "sigma": 0.1, "rate": 20.0, "duration_s": 0.6, "grace_s": 0.3}, n
+    )
     net = await make_net(transport, ids, tmp_path, data=vals, seed=seed)
     try:
         await net.run_job(contexts("j", "muffliato-random", ids, p), timeout=60)
@@ -177,8 +188,10 @@ async def test_randomized_conserves_mass_and_accountant_matches(tmp_path, transp
         kw = {"sigma": p["sigma"], "sensitivity": _charged(p, p["sigma"]), "delta": p["delta"]}
         inc = ma.joint_view(spec, es, "n0", outgoing=False)
         ldp = _ldp(p, p["sigma"])
-        assert all(x.epsilon == pytest.approx(ldp, rel=1e-9) for x in
-                   ACCOUNTANTS["muffliato-random"].incoming(spec, es, "n0").values())
+        assert all(
+            x.epsilon == pytest.approx(ldp, rel=1e-9)
+            for x in ACCOUNTANTS["muffliato-random"].incoming(spec, es, "n0").values()
+        )
         for j, v in enumerate(ids[1:], start=1):
             exact = pg.pair_privacy_loss(F[j, 0], **kw).epsilon
             # the accountant may add pndp_gossip's float margin (a fraction of ε_LDP): never
@@ -256,8 +269,14 @@ class Driver:
 
 def _engines(n, params, vals, seed=0):
     ids = _ids(n)
-    return {v: MuffliatoSync(JobContext("j", "muffliato", v, tuple(ids), params, 1), vals[v],
-                             np.random.default_rng([seed, i])) for i, v in enumerate(ids)}
+    return {
+        v: MuffliatoSync(
+            JobContext("j", "muffliato", v, tuple(ids), params, 1),
+            vals[v],
+            np.random.default_rng([seed, i]),
+        )
+        for i, v in enumerate(ids)
+    }
 
 
 def _realised(engines):
@@ -270,8 +289,9 @@ def test_realised_edges_agree_with_late_and_lost_messages():
     x + η; a node that leaves takes its mass, the survivors conserve theirs exactly."""
     n, T = 8, 6
     ids = _ids(n)
-    p = get_algorithm("muffliato").prepare({"graph": "ring", "T": T, "sigma": 0.3,
-                                            "accelerated": False, "round_timeout_s": 1.0}, n)
+    p = get_algorithm("muffliato").prepare(
+        {"graph": "ring", "T": T, "sigma": 0.3, "accelerated": False, "round_timeout_s": 1.0}, n
+    )
     vals = {v: np.array([0.1 * i]) for i, v in enumerate(ids)}  # inside the clip bound 1
     eng = _engines(n, p, vals)
     late = {("n1", "n2", 1), ("n3", "n2", 2), ("n5", "n4", 0), ("n6", "n7", 4)}
@@ -313,28 +333,52 @@ def test_accountant_rebuilds_the_realised_schedule_with_drops():
     schedules there is none. The guarantee is the local-DP level either way."""
     n, T = 6, 5
     ids = _ids(n)
-    p = get_algorithm("muffliato").prepare({"graph": "ring", "T": T, "sigma": 1.0,
-                                            "accelerated": False, "round_timeout_s": 1.0}, n)
+    p = get_algorithm("muffliato").prepare(
+        {"graph": "ring", "T": T, "sigma": 1.0, "accelerated": False, "round_timeout_s": 1.0}, n
+    )
     eng = _engines(n, p, {v: np.array([0.5]) for v in ids})
     d = Driver(eng, late=lambda s, r, t: (s, r, t) in {("n1", "n2", 0), ("n4", "n3", 2)})
     d.run()
     from netdp_node.ledger import Entry
 
-    spec = {"job_id": "j", "algorithm": "muffliato", "participants": ids, "params": p,
-            "public_seed": 1, "edges": []}
+    spec = {
+        "job_id": "j",
+        "algorithm": "muffliato",
+        "participants": ids,
+        "params": p,
+        "public_seed": 1,
+        "edges": [],
+    }
     own = [Entry(job_id="j", direction="local", event="contribute")]
     for t, R in enumerate(eng["n2"].realised):
-        own.append(Entry(job_id="j", direction="local", event="round",
-                         params={"round": t, "realised": [ids[w] for w in R]}))
+        own.append(
+            Entry(
+                job_id="j",
+                direction="local",
+                event="round",
+                params={"round": t, "realised": [ids[w] for w in R]},
+            )
+        )
     acc = ACCOUNTANTS["muffliato"]
     assert all("local-DP level" in x.method for x in acc.losses(spec, own, "n2").values())
     assert ma.joint_view(spec, own, "n2") is None
-    pub = [Entry(job_id="j", direction="local", event="schedule", peer=v,
-                 params={"realised": {str(t): [ids[w] for w in R]
-                                      for t, R in enumerate(eng[v].realised)}})
-           for v in ids if v != "n2"]
-    edges = [{(min(i, w), max(i, w)) for i, v in enumerate(ids) for w in eng[v].realised[t]}
-             for t in range(T)]
+    pub = [
+        Entry(
+            job_id="j",
+            direction="local",
+            event="schedule",
+            peer=v,
+            params={
+                "realised": {str(t): [ids[w] for w in R] for t, R in enumerate(eng[v].realised)}
+            },
+        )
+        for v in ids
+        if v != "n2"
+    ]
+    edges = [
+        {(min(i, w), max(i, w)) for i, v in enumerate(ids) for w in eng[v].realised[t]}
+        for t in range(T)
+    ]
     assert (1, 2) not in edges[0] and (3, 4) not in edges[2]
     mats = []
     for R in edges:
@@ -349,21 +393,32 @@ def test_accountant_rebuilds_the_realised_schedule_with_drops():
     F = pg.joint_view_matrix(sched, published=range(n))
     kw = {"sigma": 1.0, "sensitivity": _charged(p, 1.0), "delta": p["delta"]}
     ldp = _ldp(p, 1.0)
-    assert all(x.epsilon == pytest.approx(ldp, rel=1e-9) for x in
-               [*acc.losses(spec, own + pub, "n2").values(),
-                *acc.incoming(spec, own + pub, "n2").values()])
+    assert all(
+        x.epsilon == pytest.approx(ldp, rel=1e-9)
+        for x in [
+            *acc.losses(spec, own + pub, "n2").values(),
+            *acc.incoming(spec, own + pub, "n2").values(),
+        ]
+    )
     out = ma.joint_view(spec, own + pub, "n2")
     inc = ma.joint_view(spec, own + pub, "n2", outgoing=False)
     for j, v in enumerate(ids):
         if v != "n2":
-            assert out[v].epsilon == pytest.approx(pg.pair_privacy_loss(F[2, j], **kw).epsilon,
-                                                   rel=1e-9)
-            assert inc[v].epsilon == pytest.approx(pg.pair_privacy_loss(F[j, 2], **kw).epsilon,
-                                                   rel=1e-9)
+            assert out[v].epsilon == pytest.approx(
+                pg.pair_privacy_loss(F[2, j], **kw).epsilon, rel=1e-9
+            )
+            assert inc[v].epsilon == pytest.approx(
+                pg.pair_privacy_loss(F[j, 2], **kw).epsilon, rel=1e-9
+            )
     # two ends that disagree (a one-sided edge) make the schedule unknown: local-DP level
-    bad = own + [e if e.peer != "n3" else Entry(job_id="j", direction="local", event="schedule",
-                                                peer="n3", params={"realised": {}})
-                 for e in pub]
+    bad = own + [
+        e
+        if e.peer != "n3"
+        else Entry(
+            job_id="j", direction="local", event="schedule", peer="n3", params={"realised": {}}
+        )
+        for e in pub
+    ]
     assert ma.joint_view(spec, bad, "n2") is None
     assert "disagree" in ma.leakage_matrices(spec, bad, "n2")[1]
 
@@ -375,22 +430,44 @@ def test_the_enforced_guarantee_is_the_local_dp_level_not_the_joint_view():
     towards every peer, n6 included; the joint view is among the baselines, labelled."""
     n, T = 12, 2
     ids = _ids(n)
-    p = get_algorithm("muffliato").prepare({"graph": "ring", "T": T, "sigma": 1.0,
-                                            "accelerated": False, "round_timeout_s": 1.0}, n)
+    p = get_algorithm("muffliato").prepare(
+        {"graph": "ring", "T": T, "sigma": 1.0, "accelerated": False, "round_timeout_s": 1.0}, n
+    )
     eng = _engines(n, p, {v: np.array([0.5]) for v in ids})
     Driver(eng).run()
     from netdp_node.ledger import Entry
 
-    spec = {"job_id": "j", "algorithm": "muffliato", "participants": ids, "params": p,
-            "public_seed": 1, "edges": []}
+    spec = {
+        "job_id": "j",
+        "algorithm": "muffliato",
+        "participants": ids,
+        "params": p,
+        "public_seed": 1,
+        "edges": [],
+    }
     es = [Entry(job_id="j", direction="local", event="contribute")]
-    es += [Entry(job_id="j", direction="local", event="round",
-                 params={"round": t, "realised": [ids[w] for w in R]})
-           for t, R in enumerate(eng["n0"].realised)]
-    es += [Entry(job_id="j", direction="local", event="schedule", peer=v,
-                 params={"realised": {str(t): [ids[w] for w in R]
-                                      for t, R in enumerate(eng[v].realised)}})
-           for v in ids if v != "n0"]
+    es += [
+        Entry(
+            job_id="j",
+            direction="local",
+            event="round",
+            params={"round": t, "realised": [ids[w] for w in R]},
+        )
+        for t, R in enumerate(eng["n0"].realised)
+    ]
+    es += [
+        Entry(
+            job_id="j",
+            direction="local",
+            event="schedule",
+            peer=v,
+            params={
+                "realised": {str(t): [ids[w] for w in R] for t, R in enumerate(eng[v].realised)}
+            },
+        )
+        for v in ids
+        if v != "n0"
+    ]
     jv = ma.joint_view(spec, es, "n0")
     assert jv is not None and jv["n6"].epsilon == 0.0 and jv["n1"].epsilon > 0.0
     ldp = _ldp(p, 1.0)
@@ -400,8 +477,9 @@ def test_the_enforced_guarantee_is_the_local_dp_level_not_the_joint_view():
     total = total_losses([JobView("j", spec, es)], "n0", p["delta"])
     assert total["n6"].epsilon == pytest.approx(ldp, rel=1e-9)
     # a budget below the local-DP level refuses a second such job, whatever the joint view says
-    assert not check_budget([JobView("j", spec, es)], {**spec, "job_id": "k"}, "n0",
-                            1.5 * ldp, p["delta"]).ok
+    assert not check_budget(
+        [JobView("j", spec, es)], {**spec, "job_id": "k"}, "n0", 1.5 * ldp, p["delta"]
+    ).ok
     base = ACCOUNTANTS["muffliato"].baselines(spec, es, "n0")
     assert base[ma.JOINT_VIEW].epsilon == pytest.approx(max(x.epsilon for x in jv.values()))
 
@@ -419,14 +497,16 @@ def test_published_schedule_names_the_edges_that_did_not_realise():
     assert set(msg.scalars) == {"1:5", "2:1", "2:5"}
     rec = b.on_message("n0", msg)
     assert [(x.event, x.peer, x.params) for x in rec] == [
-        ("schedule", "n0", {"realised": {"0": ["n1", "n5"], "1": ["n1"]}})]
+        ("schedule", "n0", {"realised": {"0": ["n1", "n5"], "1": ["n1"]}})
+    ]
     full = eng["n3"]
     a2 = eng["n4"]
     a2.realised = [[3, 5]] * 3
     msg2 = next(x.msg for x in a2._finish() if isinstance(x, Send))
     assert msg2.scalars == {}  # no drop: an empty schedule
     assert full.on_message("n4", msg2)[0].params["realised"] == {
-        str(r): ["n3", "n5"] for r in range(3)}
+        str(r): ["n3", "n5"] for r in range(3)
+    }
     with pytest.raises(Refused) as ex:  # n0 and n3 are not neighbours on the ring
         eng["n1"].on_message("n0", Message(SCHEDULE, scalars={"0:3": 0.0}))
     assert ex.value.code is RefusalCode.INVALID_ARGUMENT and "not an edge" in ex.value.reason
@@ -465,8 +545,11 @@ def test_refuses_late_duplicate_foreign_and_non_neighbour_values():
     assert "late" in ex.value.reason
     acts = []
     for s in sends:  # outcomes: n1 took ours, n5's link gave up
-        acts += e.on_delivered(s.to, s.msg) if s.to == "n1" else e.on_undeliverable(
-            s.to, s.msg, "UNAVAILABLE", "x")
+        acts += (
+            e.on_delivered(s.to, s.msg)
+            if s.to == "n1"
+            else e.on_undeliverable(s.to, s.msg, "UNAVAILABLE", "x")
+        )
     assert e.r == 1 and e.realised == [[1]]
     # n5 is presumed gone for the next rounds: no value sent to it, its values refused
     assert {a.to for a in acts if isinstance(a, Send)} == {"n1"}
@@ -482,20 +565,26 @@ async def test_budget_declines_at_start_and_job_runs_without_its_data(tmp_path):
     ids = _ids(n)
     vals = {v: np.array([0.15 * (i + 1)]) for i, v in enumerate(ids)}
     p = get_algorithm("muffliato").prepare({"graph": "complete", "T": 1, "sigma": 2.0}, n)
-    spec = {"job_id": "j", "algorithm": "muffliato", "participants": ids, "params": p,
-            "public_seed": 1, "edges": []}
+    spec = {
+        "job_id": "j",
+        "algorithm": "muffliato",
+        "participants": ids,
+        "params": p,
+        "public_seed": 1,
+        "edges": [],
+    }
     ldp = ldp_epsilon(1, p["sigma"] / p["sensitivity"], p["delta"])
     assert not check_budget([], spec, "n0", ldp * 0.9, p["delta"]).ok  # prospective = LDP level
     assert check_budget([], spec, "n0", ldp * 1.1, p["delta"]).ok
-    net = await make_net("memory", ids, tmp_path, data=vals, seed=seed,
-                         budgets={"n0": Budget(ldp * 0.9, p["delta"])})
+    net = await make_net(
+        "memory", ids, tmp_path, data=vals, seed=seed, budgets={"n0": Budget(ldp * 0.9, p["delta"])}
+    )
     try:
         await net.run_job(contexts("j", "muffliato", ids, p))
         assert any(e.event == "decline" for e in net.ledger("n0").entries("j"))
         assert not any(e.event == "contribute" for e in net.ledger("n0").entries("j"))
         # complete graph, Metropolis 1/n: one round gives the exact mean of x + η, n0's x = 0
-        x0 = [_noisy(0.0 if v == "n0" else vals[v][0], seed, i, 2.0)[0]
-              for i, v in enumerate(ids)]
+        x0 = [_noisy(0.0 if v == "n0" else vals[v][0], seed, i, 2.0)[0] for i, v in enumerate(ids)]
         for v in ids:
             assert net.nodes[v].jobs["j"].output.value[0] == pytest.approx(np.mean(x0), abs=1e-12)
         losses = ACCOUNTANTS["muffliato"].losses(spec, net.ledger("n0").entries("j"), "n0")
@@ -513,13 +602,23 @@ def test_gd_learns_and_reports_local_dp_composition():
     ids = _ids(n)
     split = learning_split(n, 8, 0)
     data = dict(zip(ids, split.per_user(n, 8)))
-    p = get_algorithm("muffliato-gd").prepare({"graph": "er", "p": 0.4, "spectral_gap": 0.1,
-                                               "steps": steps, "sigma": 0.05, "T": 6,
-                                               "lipschitz": 2.0}, n)
+    p = get_algorithm("muffliato-gd").prepare(
+        {
+            "graph": "er",
+            "p": 0.4,
+            "spectral_gap": 0.1,
+            "steps": steps,
+            "sigma": 0.05,
+            "T": 6,
+            "lipschitz": 2.0,
+        },
+        n,
+    )
     res = Simulator("muffliato-gd", ids, p, data, seed=1, public_seed=7).run()
     assert len(res.outputs) == n
-    acc = np.mean([logistic_accuracy(res.outputs[v].value, split.X_test, split.y_test)
-                   for v in ids])
+    acc = np.mean(
+        [logistic_accuracy(res.outputs[v].value, split.X_test, split.y_test) for v in ids]
+    )
     # spec §6.4 validation target: Muffliato-GD ≈ GD with exact averaging (same clipped steps)
     from netdp_node.protocols.ring import clip_l2
     from netdp_node.protocols.walk import logistic_gradient
@@ -527,8 +626,9 @@ def test_gd_learns_and_reports_local_dp_composition():
     users = split.user_arrays(n, 8)
     theta = np.zeros(9)
     for _ in range(steps):
-        theta = theta - 0.7 * np.mean([clip_l2(logistic_gradient(theta, X, y), 2.0)
-                                       for X, y in users], axis=0)
+        theta = theta - 0.7 * np.mean(
+            [clip_l2(logistic_gradient(theta, X, y), 2.0) for X, y in users], axis=0
+        )
     central = logistic_accuracy(theta, split.X_test, split.y_test)
     majority = max(np.mean(split.y_test > 0), np.mean(split.y_test < 0))
     assert central > majority + 0.05
@@ -538,17 +638,25 @@ def test_gd_learns_and_reports_local_dp_composition():
         edges = set(public_graph(p, n, 7, c))
         nb = {b if a == 0 else a for a, b in edges if 0 in (a, b)}
         assert set(res.outputs["n0"].info["realised"][c * 6]) == {ids[w] for w in nb}
-    spec = {"job_id": "sim", "algorithm": "muffliato-gd", "participants": ids, "params": p,
-            "public_seed": 7, "edges": []}
+    spec = {
+        "job_id": "sim",
+        "algorithm": "muffliato-gd",
+        "participants": ids,
+        "params": p,
+        "public_seed": 7,
+        "edges": [],
+    }
     accn = ACCOUNTANTS["muffliato-gd"]
     loss = accn.losses(spec, res.entries["n0"], "n0")["n1"]
-    assert loss.epsilon == pytest.approx(ldp_epsilon(steps, p["sigma"] / p["sensitivity"],
-                                                     p["delta"]), rel=1e-9)
+    assert loss.epsilon == pytest.approx(
+        ldp_epsilon(steps, p["sigma"] / p["sensitivity"], p["delta"]), rel=1e-9
+    )
     assert "local-DP composition" in loss.method
     base = accn.baselines(spec, res.entries["n0"], "n0")
     assert ma.PAPER in base
-    assert any(k.startswith("joint view per call") and "not proven for discrete noise" in k
-               for k in base)
+    assert any(
+        k.startswith("joint view per call") and "not proven for discrete noise" in k for k in base
+    )
     JobView("sim", spec, res.entries["n0"])  # the view type the report builds
 
 
@@ -559,11 +667,17 @@ def test_randomized_exchange_serialised_and_abort_agreed():
     from netdp_node.protocols.muffliato import OFFER, PAIR, REPLY, MuffliatoRandom
 
     ids = _ids(3)
-    p = get_algorithm("muffliato-random").prepare({"graph": "ring", "sigma": 0.5, "rate": 1.0,
-                                                   "duration_s": 1.0}, 3)
-    e = {v: MuffliatoRandom(JobContext("j", "muffliato-random", v, tuple(ids), p, 1),
-                            np.array([0.1 * i]), np.random.default_rng([0, i]))
-         for i, v in enumerate(ids)}
+    p = get_algorithm("muffliato-random").prepare(
+        {"graph": "ring", "sigma": 0.5, "rate": 1.0, "duration_s": 1.0}, 3
+    )
+    e = {
+        v: MuffliatoRandom(
+            JobContext("j", "muffliato-random", v, tuple(ids), p, 1),
+            np.array([0.1 * i]),
+            np.random.default_rng([0, i]),
+        )
+        for i, v in enumerate(ids)
+    }
     for v in ids:
         e[v].start()
     x = {v: e[v].x.copy() for v in ids}
@@ -592,17 +706,36 @@ def test_randomized_exchange_serialised_and_abort_agreed():
     from netdp_node.ledger import Entry
 
     def rec(node, a):
-        return Entry(job_id="j", direction="local", event="schedule", peer=node,
-                     params={"activations": [[a[0], a[1], a[2], a[3]]]})
+        return Entry(
+            job_id="j",
+            direction="local",
+            event="schedule",
+            peer=node,
+            params={"activations": [[a[0], a[1], a[2], a[3]]]},
+        )
 
-    spec = {"job_id": "j", "algorithm": "muffliato-random", "participants": ids, "params": p,
-            "public_seed": 1, "edges": []}
-    entries = [Entry(job_id="j", direction="local", event="activation", peer=w,
-                     params={"initiator": "n0", "id": offer.msg.seq, "status": "aborted"}),
-               Entry(job_id="j", direction="local", event="output"),
-               rec(w, ["n0", offer.msg.seq, "n0", False]),
-               Entry(job_id="j", direction="local", event="schedule", peer=other,
-                     params={"activations": []})]
+    spec = {
+        "job_id": "j",
+        "algorithm": "muffliato-random",
+        "participants": ids,
+        "params": p,
+        "public_seed": 1,
+        "edges": [],
+    }
+    entries = [
+        Entry(
+            job_id="j",
+            direction="local",
+            event="activation",
+            peer=w,
+            params={"initiator": "n0", "id": offer.msg.seq, "status": "aborted"},
+        ),
+        Entry(job_id="j", direction="local", event="output"),
+        rec(w, ["n0", offer.msg.seq, "n0", False]),
+        Entry(
+            job_id="j", direction="local", event="schedule", peer=other, params={"activations": []}
+        ),
+    ]
     (s,), why = ma.random_schedule(spec, entries, "n0")
     assert s.T == 1 and len(s.edges[0]) == 1
     np.testing.assert_array_equal(s.matrices[0].toarray(), np.eye(3))
@@ -623,8 +756,9 @@ def test_prepare_chooses_T_from_the_public_bound_and_calibrates_sigma():
     s1 = pg.sigma_for_mean_dp(2.0, 1e-5, sensitivity=2.0, n=n, communications=4 * (p["T"] - 1))
     assert p["T"] == 1 or pg.gossip_rounds(0.4, n, s1, 1.0, dim=1, accelerated=True) > p["T"] - 1
     # calibrate=mean: the mean loss of eq. (7) with T_v = d_max·T is ε at δ (a summary)
-    assert p["sigma"] == pytest.approx(pg.sigma_for_mean_dp(
-        2.0, 1e-5, sensitivity=2.0, n=n, communications=4 * p["T"]))
+    assert p["sigma"] == pytest.approx(
+        pg.sigma_for_mean_dp(2.0, 1e-5, sensitivity=2.0, n=n, communications=4 * p["T"])
+    )
     # calibrate=ldp: the local-DP level, the guarantee every pair has, is ε at δ
     q = prep({"graph": "ring", "epsilon": 2.0, "calibrate": "ldp", "T": 5}, n)
     assert ldp_epsilon(1, q["sigma"] / q["sensitivity"], q["delta"]) == pytest.approx(2.0, rel=1e-6)
@@ -644,11 +778,26 @@ async def test_a_node_leaving_through_the_runtime_is_survived_and_audited(tmp_pa
     n, T = 8, 8
     ids = _ids(n)
     vals = {v: np.array([0.1 * i]) for i, v in enumerate(ids)}
-    p = get_algorithm("muffliato").prepare({"graph": "hypercube", "T": T, "sigma": 0.1,
-                                            "accelerated": False, "round_timeout_s": 0.3,
-                                            "suspend_rounds": 2}, n)
-    net = await make_net("memory", ids, tmp_path, data=vals, seed=4, give_up_after=0.4,
-                         faults={"n3": FaultPlan(leave_at_step=8)})
+    p = get_algorithm("muffliato").prepare(
+        {
+            "graph": "hypercube",
+            "T": T,
+            "sigma": 0.1,
+            "accelerated": False,
+            "round_timeout_s": 0.3,
+            "suspend_rounds": 2,
+        },
+        n,
+    )
+    net = await make_net(
+        "memory",
+        ids,
+        tmp_path,
+        data=vals,
+        seed=4,
+        give_up_after=0.4,
+        faults={"n3": FaultPlan(leave_at_step=8)},
+    )
     survivors = [v for v in ids if v != "n3"]
     try:
         for v in reversed(ids):
@@ -686,9 +835,17 @@ async def test_a_partition_healed_after_one_end_gave_up_leaves_no_one_sided_edge
     n, T, R, cut_node = 4, 6, 1, "n1"
     ids = _ids(n)
     vals = {v: np.array([0.2 * i]) for i, v in enumerate(ids)}
-    p = get_algorithm("muffliato").prepare({"graph": "ring", "T": T, "sigma": 0.1,
-                                            "accelerated": False, "round_timeout_s": 0.5,
-                                            "suspend_rounds": 1}, n)
+    p = get_algorithm("muffliato").prepare(
+        {
+            "graph": "ring",
+            "T": T,
+            "sigma": 0.1,
+            "accelerated": False,
+            "round_timeout_s": 0.5,
+            "suspend_rounds": 1,
+        },
+        n,
+    )
     net = await make_net("memory", ids, tmp_path, data=vals, seed=5, give_up_after=0.3)
     healed = asyncio.Event()
     lost_acks: list[tuple[str, str]] = []
@@ -737,8 +894,10 @@ async def test_a_partition_healed_after_one_end_gave_up_leaves_no_one_sided_edge
         assert sorted(lost_acks) == [("n0", "n1"), ("n1", "n0"), ("n1", "n2"), ("n2", "n1")]
         assert eng[cut_node].realised[R] == []
         # n1 finished round R without them: the neighbours' re-sent round-R values are refused
-        assert sorted(a for a in answers if a[1] == R) == [("n0", R, "FAILED_PRECONDITION"),
-                                                           ("n2", R, "FAILED_PRECONDITION")]
+        assert sorted(a for a in answers if a[1] == R) == [
+            ("n0", R, "FAILED_PRECONDITION"),
+            ("n2", R, "FAILED_PRECONDITION"),
+        ]
         idx = {v: i for i, v in enumerate(ids)}
         for t in range(T):  # both ends agree on every edge of every round
             for v in ids:

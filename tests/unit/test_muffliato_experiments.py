@@ -111,8 +111,9 @@ def test_chebyshev_gossip_is_the_chebyshev_polynomial_and_the_spec_ring8_vector(
     g = chebyshev_gamma(0.195262)  # spec §4.10(a)
     assert g == pytest.approx(1.397659, abs=1e-6)
     x = chebyshev_gossip(W, np.eye(8)[0], 10, g)
-    assert x == pytest.approx([0.125528, 0.122552, 0.124132, 0.125712, 0.129680, 0.125712,
-                               0.124132, 0.122552], abs=5e-7)
+    assert x == pytest.approx(
+        [0.125528, 0.122552, 0.124132, 0.125712, 0.129680, 0.125712, 0.124132, 0.122552], abs=5e-7
+    )
     rng = np.random.default_rng(3)
     e = er_edges(60, 0.1, rng, connected=True)
     W = metropolis_csr(60, e)
@@ -121,7 +122,8 @@ def test_chebyshev_gossip_is_the_chebyshev_polynomial_and_the_spec_ring8_vector(
     dense = chebyshev_polynomial(W.toarray(), g, 7) @ X0
     assert chebyshev_gossip(W, X0, 7, g) == pytest.approx(dense, abs=1e-12)
     assert chebyshev_gossip(W, X0, 7) == pytest.approx(
-        np.linalg.matrix_power(W.toarray(), 7) @ X0, abs=1e-12)
+        np.linalg.matrix_power(W.toarray(), 7) @ X0, abs=1e-12
+    )
     rec = chebyshev_gossip(W, X0, 7, g, record=True)
     assert len(rec) == 8 and rec[1] == pytest.approx(W @ X0)  # x^1 = W x^0 (spec §0 item 5)
 
@@ -149,7 +151,7 @@ def test_muffliato_average_converges_to_the_noisy_mean_and_the_code_bug_scales_i
 
 def _synthetic_nodes(n: int, m: int, seed: int = 0):
     s = datasets.synthetic(int(n * m / 0.8) + 50, seed)
-    return (s.X_train[:n * m].reshape(n, m, -1), s.y_train[:n * m].reshape(n, m), s)
+    return (s.X_train[: n * m].reshape(n, m, -1), s.y_train[: n * m].reshape(n, m), s)
 
 
 def test_logistic_gradients_match_finite_differences() -> None:
@@ -157,10 +159,11 @@ def test_logistic_gradients_match_finite_differences() -> None:
     th = np.random.default_rng(0).normal(size=(3, X.shape[2]))
     G = logistic_gradients(th, X, y)
     for v in range(3):
+
         def loss(t: np.ndarray, v: int = v) -> float:
             return float(np.mean(np.logaddexp(0.0, -y[v] * (X[v] @ t))))
-        num = [(loss(th[v] + 1e-6 * e) - loss(th[v] - 1e-6 * e)) / 2e-6
-               for e in np.eye(X.shape[2])]
+
+        num = [(loss(th[v] + 1e-6 * e) - loss(th[v] - 1e-6 * e)) / 2e-6 for e in np.eye(X.shape[2])]
         assert G[v] == pytest.approx(num, abs=1e-7)
 
 
@@ -170,8 +173,17 @@ def test_muffliato_gd_learns_and_matches_central_when_gossip_is_exact() -> None:
     def acc(th: np.ndarray) -> float:
         return float(np.mean(np.where(th @ s.X_test.T >= 0, 1.0, -1.0) == s.y_test[None, :]))
 
-    res = muffliato_gd(X, y, 12, np.random.default_rng(0), noise_std=0.05, evaluate=acc,
-                       step=1.0, clip=1.0, watch=3)
+    res = muffliato_gd(
+        X,
+        y,
+        12,
+        np.random.default_rng(0),
+        noise_std=0.05,
+        evaluate=acc,
+        step=1.0,
+        clip=1.0,
+        watch=3,
+    )
     assert res.scores[-1] > 0.8 and res.scores[-1] > res.scores[0] + 0.2
     assert len(res.gossip_rounds) == 12 and all(t >= 1 for t in res.gossip_rounds)
     for deg, adj in zip(res.degrees, res.adjacent_to):
@@ -185,8 +197,18 @@ def test_muffliato_gd_learns_and_matches_central_when_gossip_is_exact() -> None:
     # the clipping order: the code clips the noisy update (|step| ≤ ν·L), the theorem order
     # clips the gradient and then adds the noise (rounds=0: no gossip, θ^1 = θ̂)
     for order, bounded in (("code", True), ("theorem", False)):
-        r = muffliato_gd(X, y, 1, np.random.default_rng(2), rounds=0, noise_std=1.0, clip=0.01,
-                         step=1.0, order=order, keep_thetas=True)
+        r = muffliato_gd(
+            X,
+            y,
+            1,
+            np.random.default_rng(2),
+            rounds=0,
+            noise_std=1.0,
+            clip=0.01,
+            step=1.0,
+            order=order,
+            keep_thetas=True,
+        )
         norms = np.linalg.norm(r.thetas[1], axis=1)
         assert (norms.max() <= 0.01 + 1e-12) == bounded
         if not bounded:
@@ -226,10 +248,13 @@ def test_fig1c_without_the_data_is_a_clear_error(tmp_path, monkeypatch, capsys) 
 # =============================================================================================
 
 
-@pytest.mark.parametrize("m,expected", [
-    (6, [1, 1, 0.583, 0.321, 0.199, 0.115]),
-    (8, [1, 0.952, 0.443, 0.246, 0.155, 0.100, 0.070, 0.0466]),
-])
+@pytest.mark.parametrize(
+    "m,expected",
+    [
+        (6, [1, 1, 0.583, 0.321, 0.199, 0.115]),
+        (8, [1, 0.952, 0.443, 0.246, 0.155, 0.100, 0.070, 0.0466]),
+    ],
+)
 def test_fig1a_pipeline_gives_the_spec_hypercube_series(m: int, expected: list[float]) -> None:
     # spec §4.10(e): the same T rule (T_mix) and the code convention, clipped, by distance
     n = 1 << m
@@ -259,12 +284,15 @@ def test_fig1b_joint_view_equals_a_brute_force_projection() -> None:
     for v in range(n):
         if v == u:
             continue
-        K = np.vstack([np.eye(n)[v]] + [msgs[t][w] for t in range(T) for w in range(n)
-                                         if w != v and adj[v, w]])
+        K = np.vstack(
+            [np.eye(n)[v]]
+            + [msgs[t][w] for t in range(T) for w in range(n) if w != v and adj[v, w]]
+        )
         U, s, Vt = np.linalg.svd(K, full_matrices=False)
         basis = Vt[s > 1e-9 * s[0]]
-        assert r["joint_view"][v] == pytest.approx(min(1.0, float(np.sum(basis[:, u] ** 2))),
-                                                   abs=1e-6)
+        assert r["joint_view"][v] == pytest.approx(
+            min(1.0, float(np.sum(basis[:, u] ** 2))), abs=1e-6
+        )
     nb = [v for v in range(n) if v != u and adj[u, v]]
     assert all(r["joint_view"][v] == 1.0 and r["paper_code"][v] == 1.0 for v in nb)
 
@@ -293,8 +321,7 @@ def test_fig6_dropout_accounting_equals_a_brute_force_sum() -> None:
     assert acc["paper_code"] == pytest.approx(_brute_force_eq6(120, sim["rounds"], 1), rel=1e-9)
     assert acc["running_code"][-1][1] == pytest.approx(acc["paper_code"])
     assert acc["joint_view_in_mean"] <= acc["eq7_bound"] + 1e-8  # + the float margin
-    assert acc["joint_view_in_mean"] == pytest.approx((acc["joint_view_rank"] - 1) / 120,
-                                                      abs=1e-6)
+    assert acc["joint_view_in_mean"] == pytest.approx((acc["joint_view_rank"] - 1) / 120, abs=1e-6)
 
 
 @pytest.mark.slow  # a reproduction run

@@ -75,13 +75,13 @@ def test_walk_sum_and_sgd_draw_no_floats() -> None:
 def test_muffliato_and_inca_draw_no_floats() -> None:
     ids = _ids(6)
     p = get_algorithm("muffliato").prepare({"graph": "ring", "T": 3, "sigma": 0.5, "dim": 2}, 6)
-    eng = MuffliatoSync(JobContext("j", "muffliato", "n0", ids, p, 1), np.array([0.2, 0.4]),
-                        IntegersOnly(5))  # type: ignore[arg-type]
+    eng = MuffliatoSync(
+        JobContext("j", "muffliato", "n0", ids, p, 1), np.array([0.2, 0.4]), IntegersOnly(5)
+    )  # type: ignore[arg-type]
     x, _ = eng.call_input(0)
     assert _on_grid(x, grid_for(0.5))
     q = get_algorithm("inca").prepare({"T": 3, "k": 2, "round_s": 2.0, "dim": 2}, 6)
-    inca = Inca(JobContext("j", "inca", "n0", ids, q, 2), np.array([0.3, 0.6]),
-                IntegersOnly(6))  # type: ignore[arg-type]
+    inca = Inca(JobContext("j", "inca", "n0", ids, q, 2), np.array([0.3, 0.6]), IntegersOnly(6))  # type: ignore[arg-type]
     inca.start()
     assert _on_grid(inca.trace_eta, grid_for(q["sigma_eta"]))
     assert _on_grid(inca.trace_x, grid_for(q["sigma_eta"]))

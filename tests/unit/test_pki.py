@@ -181,7 +181,9 @@ def test_san_contents(ca_dir: Path) -> None:
     ]
     # the identity name first ("_" escaped as "__": DNS names ignore case, ids do not), then hosts
     assert san.get_values_for_type(x509.DNSName) == [
-        "node-7.eu__west.operator.netdp.invalid", "node7.example.org", "localhost"
+        "node-7.eu__west.operator.netdp.invalid",
+        "node7.example.org",
+        "localhost",
     ]
     assert san.get_values_for_type(x509.IPAddress) == [
         ipaddress.ip_address("10.0.0.7"),

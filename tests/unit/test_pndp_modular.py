@@ -127,7 +127,10 @@ def test_matmul_mod_matches_python_integers(k: int) -> None:
     A[:, ::2] = rng.integers(0, P, size=A[:, ::2].shape)
     B = rng.integers(P - 4096, P, size=(k, 4))
     C = rng.integers(0, P, size=(3, 4))
-    ref = [[sum(int(a) * int(b) for a, b in zip(A[i], B[:, j])) % P for j in range(4)] for i in range(3)]
+    ref = [
+        [sum(int(a) * int(b) for a, b in zip(A[i], B[:, j])) % P for j in range(4)]
+        for i in range(3)
+    ]
     got = pg._matmul_mod(A.astype(float), B.astype(float), P)
     assert got.tolist() == ref
     sub = pg._sub_matmul_mod(C.astype(float), A.astype(float), B.astype(float), P)

@@ -288,10 +288,14 @@ def test_ring_sum_loss_validation() -> None:
 def test_no_noise_is_no_privacy() -> None:
     import math
 
-    assert ring_sum_loss(sigma=0.0, sensitivity=1.0, windows=1, delta=1e-6,
-                         delta_prime=1e-6).epsilon == math.inf
-    assert ring_sum_loss(sigma=0.0, sensitivity=1.0, windows=0, delta=1e-6,
-                         delta_prime=1e-6).epsilon == 0.0
+    assert (
+        ring_sum_loss(sigma=0.0, sensitivity=1.0, windows=1, delta=1e-6, delta_prime=1e-6).epsilon
+        == math.inf
+    )
+    assert (
+        ring_sum_loss(sigma=0.0, sensitivity=1.0, windows=0, delta=1e-6, delta_prime=1e-6).epsilon
+        == 0.0
+    )
 
 
 def test_jobs_compose_in_rdp() -> None:

@@ -18,8 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 _STAMPS = [
     (re.compile(r"^# Protobuf Python Version: .*$", re.M), "# Protobuf Python Version: <v>"),
     (re.compile(r"^GRPC_GENERATED_VERSION = '[^']*'$", re.M), "GRPC_GENERATED_VERSION = '<v>'"),
-    (re.compile(r"(ValidateProtobufRuntimeVersion\(\n\s*_runtime_version\.Domain\.PUBLIC,\n)"
-                r"\s*\d+,\n\s*\d+,\n\s*\d+,\n"), r"\1<v>\n"),
+    (
+        re.compile(
+            r"(ValidateProtobufRuntimeVersion\(\n\s*_runtime_version\.Domain\.PUBLIC,\n)"
+            r"\s*\d+,\n\s*\d+,\n\s*\d+,\n"
+        ),
+        r"\1<v>\n",
+    ),
 ]
 
 
@@ -49,8 +54,11 @@ def test_pyproject_floors_cover_the_generated_code():
         assert _floor(pyproject, "grpcio") >= _version(m.group(1)), f.name
         assert _floor(pyproject, "grpcio-tools") >= _version(m.group(1)), f.name
     for f in sorted((ROOT / "netdp" / "v1").glob("*_pb2.py")):
-        m = re.search(r"ValidateProtobufRuntimeVersion\(\n\s*_runtime_version\.Domain\.PUBLIC,\n"
-                      r"\s*(\d+),\n\s*(\d+),\n\s*(\d+),", f.read_text())
+        m = re.search(
+            r"ValidateProtobufRuntimeVersion\(\n\s*_runtime_version\.Domain\.PUBLIC,\n"
+            r"\s*(\d+),\n\s*(\d+),\n\s*(\d+),",
+            f.read_text(),
+        )
         assert m, f
         gen = tuple(int(x) for x in m.groups())
         assert _floor(pyproject, "protobuf") >= gen, f.name
@@ -71,7 +79,8 @@ def test_generated_code_is_up_to_date(tmp_path):
         committed = ROOT / "netdp" / "v1" / f.name
         assert committed.exists(), f"{committed} missing: run scripts/gen_proto.py"
         assert _unstamped(committed.read_text()) == _unstamped(f.read_text()), (
-            f"{f.name} is stale: run scripts/gen_proto.py")
+            f"{f.name} is stale: run scripts/gen_proto.py"
+        )
 
 
 def test_only_the_version_stamps_are_ignored():
@@ -80,8 +89,9 @@ def test_only_the_version_stamps_are_ignored():
     newer = re.sub(r"(Domain\.PUBLIC,\n\s*)7,\n\s*35,", r"\g<1>7,\n    36,", text)
     newer = newer.replace("# Protobuf Python Version: 7.35.1", "# Protobuf Python Version: 7.36.0")
     assert newer != text and _unstamped(newer) == _unstamped(text)
-    bumped = re.sub(r"GRPC_GENERATED_VERSION = '[0-9.]+'", "GRPC_GENERATED_VERSION = '9.9.9'",
-                    grpc_text)
+    bumped = re.sub(
+        r"GRPC_GENERATED_VERSION = '[0-9.]+'", "GRPC_GENERATED_VERSION = '9.9.9'", grpc_text
+    )
     assert bumped != grpc_text and _unstamped(bumped) == _unstamped(grpc_text)
     edited = text.replace("netdp/v1/peer.proto", "netdp/v1/peer2.proto", 1)
     assert _unstamped(edited) != _unstamped(text)

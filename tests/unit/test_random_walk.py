@@ -44,8 +44,11 @@ def test_spec_4_12_ring_vectors():
     np.testing.assert_allclose(S[1:9], exact, atol=1e-6)
     np.testing.assert_allclose(communicability_sparse(16, RING16, 0, 1600), S, atol=1e-12)
     ks = known_sender(S, 0, neighbour_lists(16, RING16))
-    np.testing.assert_allclose(ks[1:9], [0.584348, 1.082558, 0.584348, 0.420750, 0.341899,
-                                         0.298008, 0.272736, 0.259426], atol=1e-6)
+    np.testing.assert_allclose(
+        ks[1:9],
+        [0.584348, 1.082558, 0.584348, 0.420750, 0.341899, 0.298008, 0.272736, 0.259426],
+        atol=1e-6,
+    )
     # (ε, δ = 1e-6) of the unclipped ρ, without cap and under the paper's cap α ≤ 4.0707
     rho = 100 * S / 25
     assert linear_rdp_to_dp(rho[8], 1e-6) == pytest.approx(8.5326, abs=1e-4)
@@ -56,8 +59,9 @@ def test_spec_4_12_ring_vectors():
     pe = paper_epsilon(S, 100, 5.0, 1e-6, cap="none")
     assert pe[1] == pytest.approx(12.5130, abs=1e-4) and pe[2] == pytest.approx(12.5130, abs=1e-4)
     # complete graph J/16, T = 1000: H_T/n for every pair
-    assert communicability(np.full((16, 16), 1 / 16), 0, 1000)[5] == pytest.approx(0.467842,
-                                                                                 abs=1e-6)
+    assert communicability(np.full((16, 16), 1 / 16), 0, 1000)[5] == pytest.approx(
+        0.467842, abs=1e-6
+    )
 
 
 def test_conversion_vectors_4_7():
@@ -68,15 +72,23 @@ def test_conversion_vectors_4_7():
 
 
 def _entries(events):
-    return [type("E", (), {"event": ev, "direction": "local", "peer": peer, "params": params})()
-            for ev, peer, params in events]
+    return [
+        type("E", (), {"event": ev, "direction": "local", "peer": peer, "params": params})()
+        for ev, peer, params in events
+    ]
 
 
 def _rw_spec(n, edges, **params):
     ids = [f"p{i}" for i in range(n)]
     p = get_algorithm("rw-sgd").prepare({"mc_walks": 200, **params}, n)
-    return {"job_id": "j", "algorithm": "rw-sgd", "participants": ids, "params": p,
-            "public_seed": 1, "edges": [[ids[a], ids[b]] for a, b in edges]}
+    return {
+        "job_id": "j",
+        "algorithm": "rw-sgd",
+        "participants": ids,
+        "params": p,
+        "public_seed": 1,
+        "edges": [[ids[a], ids[b]] for a, b in edges],
+    }
 
 
 def test_excursion_shift_profiles_4_9():
@@ -99,8 +111,9 @@ def test_excursion_shift_profiles_4_9():
         m = 7
         c = np.sort(rng.choice(m, size=3, replace=False))
         S = np.cumsum(np.isin(np.arange(m), c)).astype(float)
-        assert excursion_q(c, np.array([m])) == pytest.approx(_min_prefix_qp(S, combinations),
-                                                              rel=1e-9)
+        assert excursion_q(c, np.array([m])) == pytest.approx(
+            _min_prefix_qp(S, combinations), rel=1e-9
+        )
 
 
 def _min_prefix_qp(S: np.ndarray, combinations) -> float:
@@ -151,7 +164,8 @@ def test_sound_rdp_is_a_hoeffding_upper_bound():
     for a, got in zip(orders, curve):  # independent computation of the same formula
         y = np.exp((a - 1) * a * q / (2 * sigma**2))
         ub = y.mean() + (np.exp((a - 1) * a * cap / (2 * sigma**2)) - 1) * np.sqrt(
-            np.log(len(orders) / beta) / (2 * len(q)))
+            np.log(len(orders) / beta) / (2 * len(q))
+        )
         assert got == pytest.approx(min(np.log(ub) / (a - 1), a * cap / (2 * sigma**2)))
         assert got >= np.log(y.mean()) / (a - 1)  # above the plain Monte Carlo estimate
     # never above local DP, whatever the sample
@@ -219,14 +233,14 @@ def test_report_sound_accountant_and_after_a_resend():
 
     def figures(view, me):  # the §4.9 figure, shown beside it, labelled
         return rw_sgd_figures(view.spec, view.entries, me, 20)
+
     loss = figures(JobView("j", spec, entries), "p0")
     ldp = ldp_epsilon(20, z, 1e-6)
     q = sound_q(W, 0, [31], 640, 20, 200, np.random.default_rng(7), start=1)[31]
     mine = sound_epsilon(q, z, 20, 1e-6)[0]
     assert mine < ldp  # barely: Hoeffding's range term dominates at δ = 1e-6 (see the README)
     assert "§4.9" in loss["p31"].method and loss["p31"].epsilon <= ldp
-    nopub = sound_q(W, 0, [31], 640, 20, 200, np.random.default_rng(7), start=1,
-                    release=False)[31]
+    nopub = sound_q(W, 0, [31], 640, 20, 200, np.random.default_rng(7), start=1, release=False)[31]
     assert np.all(q >= nopub - 1e-12) and q.mean() > nopub.mean()
     resend = entries + _entries([("reroute", "p5", {"t": 300, "epoch": 1})])
     after = figures(JobView("j", spec, resend), "p0")
@@ -257,19 +271,26 @@ async def test_rw_sgd_walks_on_the_graph_and_reports_the_sound_bound(tmp_path, t
         X = rng.normal(size=(10, 2))
         X /= np.linalg.norm(X, axis=1, keepdims=True)
         data[v] = np.hstack([X, np.where(X @ w_true > 0, 1.0, -1.0)[:, None]]).reshape(-1)
-    p = get_algorithm("rw-sgd").prepare({"T": 120, "dim": 2, "eta": 0.5, "epsilon": 20.0,
-                                         "cap": 40}, 6)
+    p = get_algorithm("rw-sgd").prepare(
+        {"T": 120, "dim": 2, "eta": 0.5, "epsilon": 20.0, "cap": 40}, 6
+    )
     ctxs = {v: JobContext("rw", "rw-sgd", v, tuple(ids), p, 0, edges) for v in ids}
     net = await make_net(transport, ids, tmp_path, data=data, seed=5)
     try:
         await net.run_job(ctxs)
         for v in ids:
-            sent = [e for e in net.ledger(v).entries("rw") if e.kind == TOKEN
-                    and e.direction == "sent"]
+            sent = [
+                e for e in net.ledger(v).entries("rw") if e.kind == TOKEN and e.direction == "sent"
+            ]
             assert all(e.peer in nb[v] for e in sent)  # tokens go to graph neighbours only
         assert sum(net.nodes[v].jobs["rw"].engine.holds for v in ids) == 120
-        spec = {"job_id": "rw", "algorithm": "rw-sgd", "participants": list(ids), "params": p,
-                "edges": [list(e) for e in edges]}
+        spec = {
+            "job_id": "rw",
+            "algorithm": "rw-sgd",
+            "participants": list(ids),
+            "params": p,
+            "edges": [list(e) for e in edges],
+        }
         entries = net.ledger("n1").entries("rw")
         loss = per_job_losses(JobView("rw", spec, entries), "n1")
         count = sum(e.event == "contribute" for e in entries)
@@ -292,16 +313,31 @@ async def test_rw_mean_with_burn_in_replays_from_the_ledgers(tmp_path):
     edges = tuple((ids[i], ids[(i + 1) % 6]) for i in range(6))
     rng = np.random.default_rng(4)
     ys = {v: rng.uniform(-1, 1, size=2) for v in ids}
-    p = get_algorithm("rw-sgd").prepare({"objective": "mean", "dim": 2, "T": 300, "cap": 300,
-                                         "burn_in": 25, "eta": 0.1, "lipschitz": 5.0,
-                                         "epsilon": 1e7, "mc_walks": 10}, 6)
+    p = get_algorithm("rw-sgd").prepare(
+        {
+            "objective": "mean",
+            "dim": 2,
+            "T": 300,
+            "cap": 300,
+            "burn_in": 25,
+            "eta": 0.1,
+            "lipschitz": 5.0,
+            "epsilon": 1e7,
+            "mc_walks": 10,
+        },
+        6,
+    )
     assert p["sigma"] < 0.05  # stationary noise on x: about η·σ/√(1 − (1 − η)²) ≈ 0.01
     ctxs = {v: JobContext("m", "rw-sgd", v, tuple(ids), p, 0, edges) for v in ids}
     net = await make_net("memory", ids, tmp_path, data=ys, seed=2)
     try:
         await net.run_job(ctxs)
-        steps = sorted((e.params["t"], v, e.event) for v in ids for e in net.ledger(v).entries("m")
-                       if e.direction == "local" and "t" in e.params)
+        steps = sorted(
+            (e.params["t"], v, e.event)
+            for v in ids
+            for e in net.ledger(v).entries("m")
+            if e.direction == "local" and "t" in e.params
+        )
         assert [t for t, _, _ in steps] == list(range(1, 326))
         assert all(ev == "pass" for _, _, ev in steps[:25])
         assert all(ev == "contribute" for _, _, ev in steps[25:])
@@ -352,8 +388,7 @@ def test_report_towards_a_collusion_group():
     """A public collusion group (spec §2.5, §7.6 item 21) appears in the report as one observer:
     never below any of its members (more observations), never above local DP; a group holding
     the node itself counts its other members; bad groups are refused."""
-    spec = _rw_spec(16, RING16, T=320, cap=20, epsilon=20.0, collusion_groups=[[4, 8, 12],
-                                                                                 [0, 3]])
+    spec = _rw_spec(16, RING16, T=320, cap=20, epsilon=20.0, collusion_groups=[[4, 8, 12], [0, 3]])
     entries = _entries([("contribute", "", {})] * 20)
     loss = per_job_losses(JobView("j", spec, entries), "p0")
     g = loss["group:p4+p8+p12"]

@@ -50,7 +50,8 @@ def test_ring_closed_form_4_4():
         assert ring_closed_form(16, d, 1000) == pytest.approx(S[d], abs=1e-10)  # vs power sums
         assert ring_closed_form(16, d, None) == pytest.approx(L[d - 1], abs=1e-6)
         assert math.log(1000) / 16 + ring_closed_form(16, d, None) == pytest.approx(
-            thm3[d - 1], abs=1e-6)
+            thm3[d - 1], abs=1e-6
+        )
         assert first_hit(W, 0, [d], 1000) == pytest.approx(first[d - 1], abs=1e-6)
     for kappa in (0.01, 0.5):  # other laziness: the closed form against power sums
         S2 = communicability(_lazy_ring(16, kappa), 0, 1000)
@@ -70,8 +71,9 @@ def test_first_hit_infinite_horizon_and_collusion_2_5():
     assert S[[4, 8, 12]].sum() == pytest.approx(0.939053, abs=1e-6)
     assert first_hit(W, 0, [4, 8, 12], 1600) == pytest.approx(0.072131, abs=1e-6)
     # complete graph: S^first(∞) = ln(n)/(n − 1)
-    assert first_hit(np.full((16, 16), 1 / 16), 0, [3], 5000) == pytest.approx(math.log(16) / 15,
-                                                                              abs=1e-9)
+    assert first_hit(np.full((16, 16), 1 / 16), 0, [3], 5000) == pytest.approx(
+        math.log(16) / 15, abs=1e-9
+    )
 
 
 def test_hypercube_and_complete_and_star_4_4():
@@ -83,8 +85,19 @@ def test_hypercube_and_complete_and_star_4_4():
         assert hypercube_closed_form(4, j, 1000) == pytest.approx(want4[j], abs=1e-8)
         v = next(x for x in range(16) if bin(x).count("1") == j)
         assert S[v] == pytest.approx(want4[j], abs=1e-8)
-    want11 = [0.10409297, 0.01391833, 0.00512919, 0.00329745, 0.00269957, 0.00243634, 0.00229414,
-              0.00220571, 0.00214506, 0.00210043, 0.00206589]
+    want11 = [
+        0.10409297,
+        0.01391833,
+        0.00512919,
+        0.00329745,
+        0.00269957,
+        0.00243634,
+        0.00229414,
+        0.00220571,
+        0.00214506,
+        0.00210043,
+        0.00206589,
+    ]
     for j in range(1, 12):
         assert hypercube_closed_form(11, j, 1150) == pytest.approx(want11[j - 1], abs=1e-8)
     # the paper-Hamilton Q_4 = A/4 is periodic (λ = −1)
@@ -94,17 +107,20 @@ def test_hypercube_and_complete_and_star_4_4():
         assert Sp[v] == pytest.approx(want, abs=1e-6)
     # complete: J/n gives H_T/n; the paper-Hamilton K_n (J − I)/(n − 1): L_uv = ln(n/(n−1))/n
     K16 = [(a, b) for a in range(16) for b in range(a + 1, 16)]
-    assert communicability(transition_matrix(16, K16), 0, 1000)[1] == pytest.approx(0.467842,
-                                                                                    abs=1e-6)
+    assert communicability(transition_matrix(16, K16), 0, 1000)[1] == pytest.approx(
+        0.467842, abs=1e-6
+    )
     Sk = communicability(transition_matrix(16, K16, "paper"), 0, 1000)
     assert Sk[1] == pytest.approx(0.471876, abs=1e-6)
     assert Sk[1] - harmonic(1000) / 16 == pytest.approx(math.log(16 / 15) / 16, abs=1e-7)
     assert harmonic(1000) / 2048 == pytest.approx(0.003655, abs=1e-6)
     # star by Lemma 2 (Theorem 4 is not implemented: it bounds nothing Alg. 1 runs)
     assert star_lemma2(16, 1000, "paper") == pytest.approx(
-        {"leaf->leaf": 0.287036, "centre->leaf": 0.471876, "leaf->centre": 0.471876}, abs=1e-6)
+        {"leaf->leaf": 0.287036, "centre->leaf": 0.471876, "leaf->centre": 0.471876}, abs=1e-6
+    )
     assert star_lemma2(16, 1000, "coded") == pytest.approx(
-        {"leaf->leaf": 0.283003, "centre->leaf": 0.467842, "leaf->centre": 0.467842}, abs=1e-6)
+        {"leaf->leaf": 0.283003, "centre->leaf": 0.467842, "leaf->centre": 0.467842}, abs=1e-6
+    )
 
 
 def test_pipeline_4_12():
@@ -124,23 +140,28 @@ def test_pipeline_4_12():
     for d in range(1, 9):
         assert S[d] == pytest.approx(exact[d - 1], abs=1e-6)
         assert math.log(1600) / 16 + ring_closed_form(16, d, None) == pytest.approx(
-            thm3[d - 1], abs=1e-6)
+            thm3[d - 1], abs=1e-6
+        )
         rho = 100 * S[d] / 25
         assert 2 * rho == pytest.approx(rdp[d - 1], abs=1e-6)
         assert min(2 * rho, 4.0) == pytest.approx(min(rdp[d - 1], 4.0))
         assert linear_rdp_to_dp(rho, 1e-6) == pytest.approx(nocap[d - 1], abs=1e-4)
-        assert linear_rdp_to_dp(rho, 1e-6, alpha_max(5)) == pytest.approx(papercap[d - 1],
-                                                                          abs=1e-4)
+        assert linear_rdp_to_dp(rho, 1e-6, alpha_max(5)) == pytest.approx(papercap[d - 1], abs=1e-4)
         assert ks[d] == pytest.approx(known[d - 1], abs=1e-6)
     assert linear_rdp_to_dp(100 * 0.5 / 25, 1e-6) == pytest.approx(12.5130, abs=1e-4)
     # σ = 20: ε_RDP(α=2) and (ε, δ) for d = 1, 2, 4, 8
-    for d, r, e in ((1, 0.541279, 4.1379), (2, 0.292174, 2.9874), (4, 0.170949, 2.2588),
-                    (8, 0.127628, 1.9417)):
+    for d, r, e in (
+        (1, 0.541279, 4.1379),
+        (2, 0.292174, 2.9874),
+        (4, 0.170949, 2.2588),
+        (8, 0.127628, 1.9417),
+    ):
         rho = 100 * S[d] / 400
         assert 2 * rho == pytest.approx(r, abs=1e-6)
         assert linear_rdp_to_dp(rho, 1e-6) == pytest.approx(e, abs=1e-4)
-    assert linear_rdp_to_dp(100 * S[8] / 400, 1e-6, alpha_max(20)) == pytest.approx(1.9470,
-                                                                                abs=1e-4)
+    assert linear_rdp_to_dp(100 * S[8] / 400, 1e-6, alpha_max(20)) == pytest.approx(
+        1.9470, abs=1e-4
+    )
 
 
 def test_mean_loss_and_sigma_calibration_4_11():
@@ -153,11 +174,13 @@ def test_mean_loss_and_sigma_calibration_4_11():
     # complete J/2048, N = 10, T = 10n: the mean S is H_T/n = 0.00512912 (J/n: every λ_i≥2 is 0)
     mean = harmonic(20480) / 2048
     assert mean == pytest.approx(0.00512912, abs=1e-8)
-    for eps, none, paper, c1 in ((0.5, 3.397, 39.85, 20.03), (1.0, 1.714, 20.27, 10.19),
-                                 (2.0, 0.871, 10.47, 5.26)):
+    for eps, none, paper, c1 in (
+        (0.5, 3.397, 39.85, 20.03),
+        (1.0, 1.714, 20.27, 10.19),
+        (2.0, 0.871, 10.47, 5.26),
+    ):
         assert sigma_for_mean_loss(mean, 10, eps, 1e-6, "none") == pytest.approx(none, abs=2e-3)
-        assert sigma_for_mean_loss(mean, 10, eps, 1e-6, "paper") == pytest.approx(paper,
-                                                                                  abs=1e-2)
+        assert sigma_for_mean_loss(mean, 10, eps, 1e-6, "paper") == pytest.approx(paper, abs=1e-2)
         assert sigma_for_mean_loss(mean, 10, eps, 1e-6, "c1") == pytest.approx(c1, abs=1e-2)
     # LDP: S = 1/2 for every pair
     assert sigma_for_mean_loss(0.5, 10, 1.0, 1e-6, "none") == pytest.approx(16.92, abs=1e-2)
@@ -184,8 +207,7 @@ def test_star_theorem4_erratum_and_lazy_star_4_4():
     W[1:, 0] = 1 - k
     np.fill_diagonal(W, k)
     leaf, centre = communicability(W, 1, 1000), communicability(W, 0, 1000)
-    assert (leaf[2], centre[1], leaf[0]) == pytest.approx((0.226076, 0.272286, 4.084284),
-                                                          abs=1e-6)
+    assert (leaf[2], centre[1], leaf[0]) == pytest.approx((0.226076, 0.272286, 4.084284), abs=1e-6)
     A = np.zeros((n, n))
     A[0, 1:] = A[1:, 0] = 1
     sub_leaf = communicability(A / (n - 1), 1, 1000)

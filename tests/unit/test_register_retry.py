@@ -23,8 +23,13 @@ class FlakyStub:
     async def _call(self, request: object, timeout: float) -> object:
         self.calls += 1
         if self.calls <= self.failures:
-            raise grpc.aio.AioRpcError(grpc.StatusCode.CANCELLED, grpc.aio.Metadata(),
-                                       grpc.aio.Metadata(), "CANCELLED", "CANCELLED:CANCELLED")
+            raise grpc.aio.AioRpcError(
+                grpc.StatusCode.CANCELLED,
+                grpc.aio.Metadata(),
+                grpc.aio.Metadata(),
+                "CANCELLED",
+                "CANCELLED:CANCELLED",
+            )
         return bootstrap_pb2.RegisterReply()
 
     Register = _call
@@ -35,8 +40,9 @@ class FlakyStub:
 async def client(tmp_path: Path) -> BootstrapClient:
     pki.init_ca(tmp_path)
     ident = pki.load_identity(pki.issue(tmp_path, "node-1", hosts=("127.0.0.1",)))
-    return BootstrapClient("127.0.0.1:1", ident, backoff=Backoff(initial=0.01, maximum=0.02,
-                                                                 give_up_after=5))
+    return BootstrapClient(
+        "127.0.0.1:1", ident, backoff=Backoff(initial=0.01, maximum=0.02, give_up_after=5)
+    )
 
 
 async def test_register_is_retried_when_cancelled(client: BootstrapClient) -> None:

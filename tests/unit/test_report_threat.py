@@ -48,8 +48,14 @@ async def ring_job(tmp_path):
     net = await make_net("memory", IDS, tmp_path / "l", data=data)
     daemons = {}
     for nid in IDS:
-        d = NodeDaemon(NodeConfig(certs=tmp_path / "pki" / nid, bootstrap="127.0.0.1:1",
-                                  ledger=tmp_path / "l" / nid, seed=7 if nid == "node-2" else None))
+        d = NodeDaemon(
+            NodeConfig(
+                certs=tmp_path / "pki" / nid,
+                bootstrap="127.0.0.1:1",
+                ledger=tmp_path / "l" / nid,
+                seed=7 if nid == "node-2" else None,
+            )
+        )
         d.ledger = net.ledger(nid)
         d.bootstrap = _Bootstrap()  # type: ignore[assignment]
         daemons[nid] = d
@@ -69,8 +75,11 @@ def _report(capsys, ledger, *flags: str) -> str:
 
 def _noise_rounds(net, nid: str) -> int:
     """Rounds in which the node added noise, from its own ledger (independent of the schedule)."""
-    return sum(1 for e in net.ledger(nid).entries("r1")
-               if e.event == "contribute" and e.params.get("sigma", 0) > 0)
+    return sum(
+        1
+        for e in net.ledger(nid).entries("r1")
+        if e.event == "contribute" and e.params.get("sigma", 0) > 0
+    )
 
 
 async def test_privacy_report_marks_a_seeded_node_and_states_the_threat_model(ring_job, capsys):
@@ -107,8 +116,12 @@ async def test_job_result_marks_the_seeded_node_and_states_the_threat_model(ring
     results = {nid: daemons[nid].bootstrap.results[0] for nid in IDS}  # type: ignore[attr-defined]
     assert results["node-2"].seeded_rng is True
     assert not any(results[n].seeded_rng for n in IDS if n != "node-2")
-    job = common_pb2.JobSpec(job_id="r1", algorithm="ring-sum", params_json=json.dumps(params),
-                             participants=[common_pb2.NodeInfo(node_id=n) for n in IDS])
+    job = common_pb2.JobSpec(
+        job_id="r1",
+        algorithm="ring-sum",
+        params_json=json.dumps(params),
+        participants=[common_pb2.NodeInfo(node_id=n) for n in IDS],
+    )
 
     summary = result_summary(bootstrap_pb2.GetResultReply(job=job, results=list(results.values())))
     text = render_result(summary)
@@ -126,8 +139,11 @@ async def test_job_result_marks_the_seeded_node_and_states_the_threat_model(ring
     assert "threat model: the ε holds against each single node" in " ".join(text.split())
 
     # the same job without the seeded node's report: nothing is marked
-    clean = result_summary(bootstrap_pb2.GetResultReply(
-        job=job, results=[r for n, r in results.items() if n != "node-2"]))
+    clean = result_summary(
+        bootstrap_pb2.GetResultReply(
+            job=job, results=[r for n, r in results.items() if n != "node-2"]
+        )
+    )
     assert clean["seeded_rng"] == [] and clean["not_private"] is None
     assert "NOT PRIVATE" not in render_result(clean)
 
@@ -141,12 +157,16 @@ def test_every_algorithm_has_a_threat_model_and_walks_follow_colluders():
         assert tm.colluders == c
         assert (tm.observers == "each single node (no collusion)") == (c == 1)
         assert (f"up to {c} participants" in tm.statement) == (c > 1)
-    local = threat_model({"algorithm": "walk-sgd", "participants": ids,
-                          "params": {"dp": "local"}})
+    local = threat_model({"algorithm": "walk-sgd", "participants": ids, "params": {"dp": "local"}})
     assert local.colluders is None and "local DP" in local.observers
     # walk-sgd enforces the local-DP level (Lemma 1: continuous noise only): any coalition
-    net = threat_model({"algorithm": "walk-sgd", "participants": ids,
-                        "params": get_algorithm("walk-sgd").prepare({"colluders": 3}, len(ids))})
+    net = threat_model(
+        {
+            "algorithm": "walk-sgd",
+            "participants": ids,
+            "params": get_algorithm("walk-sgd").prepare({"colluders": 3}, len(ids)),
+        }
+    )
     assert net.colluders is None and net.observers == local.observers
     with pytest.raises(ValueError, match="no threat model"):
         threat_model({"algorithm": "nope", "participants": ids, "params": {}})

@@ -28,8 +28,9 @@ async def _jobs(root, jobs=(("j0", IDS),)):
     for job_id, ids in jobs:
         net = await make_net("memory", ids, root, data={i: np.array([0.2]) for i in ids})
         try:
-            await net.run_job(contexts(job_id, "ring-sum", ids,
-                                       prepare_params({"rounds": 3}, len(ids))))
+            await net.run_job(
+                contexts(job_id, "ring-sum", ids, prepare_params({"rounds": 3}, len(ids)))
+            )
         finally:
             await net.close()
     return root
@@ -88,8 +89,9 @@ async def test_budget_spent_and_remaining(tmp_path, capsys):
     text = _report(capsys, "--ledger", str(root / "n1"))
     assert f"remaining ε = {3.0 - spent:.4g}" in text and "recorded in the ledger" in text
     # the budget on the command line wins over the recorded one
-    rep = json.loads(_report(capsys, "--ledger", str(root / "n1"), "--json",
-                             "--budget-epsilon", "0.5"))
+    rep = json.loads(
+        _report(capsys, "--ledger", str(root / "n1"), "--json", "--budget-epsilon", "0.5")
+    )
     assert rep["budget"]["epsilon"] == 0.5 and not rep["budget"]["within"]
 
 
@@ -135,7 +137,7 @@ async def test_heatmap_png_shows_the_pairwise_loss(tmp_path, capsys):
     assert not np.allclose(colour("n1", "n2"), colour("n1", "n4"), atol=0.05)
     assert np.allclose(colour("n1", "n2"), colour("n3", "n2"), atol=0.02)
     # the diagonal (no loss towards oneself) is grey, not a colour of the scale
-    assert np.allclose(colour("n2", "n2"), [0xdd / 255] * 3, atol=0.02)
+    assert np.allclose(colour("n2", "n2"), [0xDD / 255] * 3, atol=0.02)
 
 
 async def test_heatmap_marks_the_cells_over_budget(tmp_path, capsys):
@@ -146,8 +148,21 @@ async def test_heatmap_marks_the_cells_over_budget(tmp_path, capsys):
     towards = {p["peer"]: p["epsilon"] for p in eps_one["total"]["peers"]}
     limit = (towards["n2"] + towards["n4"]) / 2  # n1..n3 over it towards each other, not n4
     png = tmp_path / "b.png"
-    assert main(["privacy", "report", "--ledger", str(root), "--plot", str(png),
-                 "--budget-epsilon", str(limit)]) == 0
+    assert (
+        main(
+            [
+                "privacy",
+                "report",
+                "--ledger",
+                str(root),
+                "--plot",
+                str(png),
+                "--budget-epsilon",
+                str(limit),
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "6 pair(s) over budget" in err
     img = mpimg.imread(png)
@@ -165,8 +180,10 @@ def test_plot_without_matplotlib_says_what_to_install(tmp_path, capsys, monkeypa
         return real(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", no_mpl)
-    assert main(["privacy", "report", "--ledger", str(tmp_path), "--plot",
-                 str(tmp_path / "x.png")]) == 2
+    assert (
+        main(["privacy", "report", "--ledger", str(tmp_path), "--plot", str(tmp_path / "x.png")])
+        == 2
+    )
     assert capsys.readouterr().err.strip() == "install netdp[experiments] (matplotlib) for --plot"
 
 
@@ -193,11 +210,23 @@ async def test_job_result_shows_the_estimate_with_its_noise_std(tmp_path):
         finally:
             led.close()
     assert engine_std == pytest.approx(np.sqrt(added) * params["sigma"] / 3)
-    job = common_pb2.JobSpec(job_id="j0", algorithm="ring-sum", params_json=json.dumps(params),
-                             participants=[common_pb2.NodeInfo(node_id=n) for n in IDS])
-    results = [bootstrap_pb2.NodeResult(job_id="j0", node_id=n, state="done", contributed=True,
-                                        contributions=3, output=ndarray_to_tensor(value))
-               for n in IDS]
+    job = common_pb2.JobSpec(
+        job_id="j0",
+        algorithm="ring-sum",
+        params_json=json.dumps(params),
+        participants=[common_pb2.NodeInfo(node_id=n) for n in IDS],
+    )
+    results = [
+        bootstrap_pb2.NodeResult(
+            job_id="j0",
+            node_id=n,
+            state="done",
+            contributed=True,
+            contributions=3,
+            output=ndarray_to_tensor(value),
+        )
+        for n in IDS
+    ]
     s = result_summary(bootstrap_pb2.GetResultReply(job=job, results=results))
     assert s["std"]["std"] == pytest.approx(engine_std)
     text = render_result(s)
@@ -205,4 +234,5 @@ async def test_job_result_shows_the_estimate_with_its_noise_std(tmp_path):
     # an algorithm without a closed form says so instead of printing a bare value
     job.algorithm = "walk-histogram"
     assert "noise std: no closed form" in render_result(
-        result_summary(bootstrap_pb2.GetResultReply(job=job, results=results)))
+        result_summary(bootstrap_pb2.GetResultReply(job=job, results=results))
+    )

@@ -84,9 +84,16 @@ async def test_a_wiped_node_stays_out_of_old_jobs_and_reports_them_failed(tmp_pa
             return ctx["n3"], seqs[job_id]
 
         ledger = Ledger(tmp_path / "n3-new", "n3")
-        wiped = NodeRuntime("n3", ledger, mem.transport("n3"), data=DATA["n3"],
-                            rng_factory=lambda job: np.random.default_rng(7), job_fetcher=fetch,
-                            on_finished=finished.append, join_pending=True)
+        wiped = NodeRuntime(
+            "n3",
+            ledger,
+            mem.transport("n3"),
+            data=DATA["n3"],
+            rng_factory=lambda job: np.random.default_rng(7),
+            job_fetcher=fetch,
+            on_finished=finished.append,
+            join_pending=True,
+        )
         mem.nodes["n3"] = wiped
         net.nodes["n3"] = wiped
         # before it registered, it takes no job its ledger does not hold (a peer retries)
@@ -137,17 +144,26 @@ async def test_peers_refuse_a_second_release_and_acknowledge_exact_resends(tmp_p
     try:
         ctx = _walk("w", T=8)
         await net.run_job(ctx)
-        (releaser,) = [p for p in IDS if net.nodes[p].jobs["w"].output is not None
-                       and any(e.event == "release" and e.direction == "local"
-                                       for e in net.ledger(p).entries("w"))]
+        (releaser,) = [
+            p
+            for p in IDS
+            if net.nodes[p].jobs["w"].output is not None
+            and any(
+                e.event == "release" and e.direction == "local" for e in net.ledger(p).entries("w")
+            )
+        ]
         peer = next(p for p in IDS if p != releaser)
-        stored = next(e for e in net.ledger(peer).entries("w")
-                      if e.direction == "received" and e.kind == RELEASE)
+        stored = next(
+            e
+            for e in net.ledger(peer).entries("w")
+            if e.direction == "received" and e.kind == RELEASE
+        )
         rt = net.nodes[peer]
         n_before = len(rt.ledger.entries("w"))
         # another release of this finished job (a replay: another epoch, other content)
-        second = Message(RELEASE, payload=np.array([123.0]), walk=WALK, epoch=stored.epoch + 1,
-                         seq=1, round=8)
+        second = Message(
+            RELEASE, payload=np.array([123.0]), walk=WALK, epoch=stored.epoch + 1, seq=1, round=8
+        )
         for sender in (releaser, next(p for p in IDS if p not in (peer, releaser))):
             with pytest.raises(Refused) as e:
                 await rt.handle(sender, "w", second)
@@ -156,8 +172,7 @@ async def test_peers_refuse_a_second_release_and_acknowledge_exact_resends(tmp_p
         assert len(rt.ledger.entries("w")) == n_before
         assert not [x for x in rt.ledger.entries("w") if x.event == "second-release"]
         # close-down traffic of the walk is still taken after the end (a late handoff)
-        assert await rt.handle(releaser, "w", Message(HANDOFF, walk=WALK, epoch=0, seq=77)) \
-            is False
+        assert await rt.handle(releaser, "w", Message(HANDOFF, walk=WALK, epoch=0, seq=77)) is False
         # an exact re-send of the stored release is acknowledged as a duplicate, also after a
         # restart (the job is then finished in the ledger, with no live engine)
         out = net.nodes[releaser].jobs["w"].output
@@ -213,12 +228,16 @@ async def test_audit_accepts_a_crashed_senders_unacknowledged_send_and_catches_a
     assert rep["ok"], rep
 
     # a message that WAS acknowledged and is missing at its receiver is a loss: caught
-    acked = next(e for e in Ledger.open_readonly(dirs[0]).entries("r")
-                 if e.event == "acked" and e.peer == "n2")
+    acked = next(
+        e
+        for e in Ledger.open_readonly(dirs[0]).entries("r")
+        if e.event == "acked" and e.peer == "n2"
+    )
     db = sqlite3.connect(dirs[1] / "ledger.sqlite")
     db.execute("DROP TRIGGER entries_no_delete")
-    db.execute("DELETE FROM entries WHERE direction='received' AND peer='n1' AND seq=?",
-               (acked.seq,))
+    db.execute(
+        "DELETE FROM entries WHERE direction='received' AND peer='n1' AND seq=?", (acked.seq,)
+    )
     db.commit()
     db.close()
     rep = audit(dirs)
@@ -240,28 +259,38 @@ async def test_the_bootstrap_flags_a_node_back_with_a_new_ledger(tmp_path, caplo
         pki.issue(tmp_path / "pki", nid, hosts=("127.0.0.1",))
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     stop = asyncio.Event()
-    server = asyncio.ensure_future(run_bootstrap(BootstrapConfig(
-        certs=tmp_path / "pki" / "bootstrap", state=tmp_path / "state", listen="127.0.0.1:0"),
-        ready, stop))
+    server = asyncio.ensure_future(
+        run_bootstrap(
+            BootstrapConfig(
+                certs=tmp_path / "pki" / "bootstrap", state=tmp_path / "state", listen="127.0.0.1:0"
+            ),
+            ready,
+            stop,
+        )
+    )
     port = await asyncio.wait_for(ready, 20)
     addr = f"127.0.0.1:{port}"
-    nodes = {n: BootstrapClient(addr, pki.load_identity(tmp_path / "pki" / n))
-             for n in ("n1", "n2", "n3")}
+    nodes = {
+        n: BootstrapClient(addr, pki.load_identity(tmp_path / "pki" / n))
+        for n in ("n1", "n2", "n3")
+    }
     op = BootstrapClient(addr, pki.load_identity(tmp_path / "pki" / "operator"))
     try:
         led = {n: Ledger(tmp_path / "ledgers" / n, n) for n in nodes}
         first = {}
         for n, c in nodes.items():
-            first[n] = await c.register(n, "127.0.0.1:1", ledger_id=led[n].ledger_id,
-                                        ledger_created=led[n].created)
+            first[n] = await c.register(
+                n, "127.0.0.1:1", ledger_id=led[n].ledger_id, ledger_created=led[n].created
+            )
         assert first["n1"].job_seq == 0 and first["n1"].store_id
         job = await op.submit("ring-sum", {"rounds": 1}, participants=list(nodes), job_id="old")
         seq, got = await nodes["n2"].get_job_seq("old")
         assert seq == 1 and got.job_id == "old"
         # same ledger again (a plain restart): nothing to flag
         with caplog.at_level(logging.WARNING, logger="netdp.bootstrap"):
-            again = await nodes["n3"].register("n3", "127.0.0.1:2", ledger_id=led["n3"].ledger_id,
-                                               ledger_created=led["n3"].created)
+            again = await nodes["n3"].register(
+                "n3", "127.0.0.1:2", ledger_id=led["n3"].ledger_id, ledger_created=led["n3"].created
+            )
         assert again.job_seq == 1 and again.store_id == first["n3"].store_id
         assert not [r for r in caplog.records if "LEDGER" in r.getMessage()]
         assert list((await op.result(job.job_id)).warnings) == []
@@ -269,8 +298,9 @@ async def test_the_bootstrap_flags_a_node_back_with_a_new_ledger(tmp_path, caplo
         fresh = Ledger(tmp_path / "ledgers" / "n3-new", "n3")
         assert fresh.ledger_id != led["n3"].ledger_id
         with caplog.at_level(logging.WARNING, logger="netdp.bootstrap"):
-            await nodes["n3"].register("n3", "127.0.0.1:3", ledger_id=fresh.ledger_id,
-                                       ledger_created=fresh.created)
+            await nodes["n3"].register(
+                "n3", "127.0.0.1:3", ledger_id=fresh.ledger_id, ledger_created=fresh.created
+            )
         (warn,) = [r.getMessage() for r in caplog.records if "LEDGER" in r.getMessage()]
         assert "n3" in warn and fresh.ledger_id in warn and led["n3"].ledger_id in warn
         reply = await op.result(job.job_id)
@@ -338,8 +368,9 @@ async def test_a_node_restarted_on_its_ledger_reports_its_finished_jobs_again(tm
         mem.nodes.pop("n2")
         ledger = Ledger(tmp_path / "net" / "n2", "n2")
         finished: list[JobRunner] = []
-        back = NodeRuntime("n2", ledger, mem.transport("n2"), data=DATA["n2"],
-                           on_finished=finished.append)
+        back = NodeRuntime(
+            "n2", ledger, mem.transport("n2"), data=DATA["n2"], on_finished=finished.append
+        )
         mem.nodes["n2"] = back
         net.nodes["n2"] = back
         row = ledger.job("r")

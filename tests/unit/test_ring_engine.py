@@ -31,8 +31,16 @@ async def test_exact_sum_without_noise(tmp_path, transport):
     ids = _ids(6)
     vals = {nid: np.array([0.1 * (i + 1), -0.2 * i]) for i, nid in enumerate(ids)}
     vals["n3"] = np.array([30.0, 40.0])  # norm 50, clipped to norm 2 -> (1.2, 1.6)
-    params = {"rounds": 4, "dim": 2, "sigma": 0.0, "clip": 2.0, "sensitivity": 4.0,
-              "epsilon": 0.5, "delta": 1e-6, "delta_prime": 1e-6}
+    params = {
+        "rounds": 4,
+        "dim": 2,
+        "sigma": 0.0,
+        "clip": 2.0,
+        "sensitivity": 4.0,
+        "epsilon": 0.5,
+        "delta": 1e-6,
+        "delta_prime": 1e-6,
+    }
     net = await make_net(transport, ids, tmp_path, data=vals)
     try:
         await net.run_job(contexts("j", "ring-sum", ids, params))
@@ -87,9 +95,13 @@ async def test_accountant_reads_the_ledger(tmp_path, transport):
     try:
         ctx = contexts("j", "ring-sum", ids, params)
         await net.run_job(ctx)
-        expected = ring_sum_loss(sigma=params["sigma"], sensitivity=params["sensitivity"],
-                                 windows=K, delta=params["delta"],
-                                 delta_prime=params["delta_prime"])
+        expected = ring_sum_loss(
+            sigma=params["sigma"],
+            sensitivity=params["sensitivity"],
+            windows=K,
+            delta=params["delta"],
+            delta_prime=params["delta_prime"],
+        )
         for nid in ids:
             view = JobView("j", spec_dict(ctx[nid]), net.ledger(nid).entries("j"))
             losses = per_job_losses(view, nid)
@@ -106,14 +118,23 @@ async def test_budget_decline_adds_noise_only(tmp_path, transport):
     its data; the job completes and its ledger shows no contribution, so no loss."""
     n, K = 5, 4
     ids = _ids(n)
-    params = {"rounds": K, "dim": 1, "sigma": 0.0, "clip": 1.0, "sensitivity": 2.0,
-              "epsilon": 0.5, "delta": 1e-6, "delta_prime": 1e-6}
+    params = {
+        "rounds": K,
+        "dim": 1,
+        "sigma": 0.0,
+        "clip": 1.0,
+        "sensitivity": 2.0,
+        "epsilon": 0.5,
+        "delta": 1e-6,
+        "delta_prime": 1e-6,
+    }
     # sigma=0 makes the arithmetic exact; the budget check still uses the accountant (σ = 0 means
     # infinite loss), so give the declining node a budget and everyone else none.
     params_noisy = prepare_params({"rounds": K}, n)
     vals = {nid: np.array([float(i + 1)]) / 10 for i, nid in enumerate(ids)}
-    net = await make_net(transport, ids, tmp_path, data=vals,
-                         budgets={"n2": Budget(epsilon=0.01, delta=1e-5)})
+    net = await make_net(
+        transport, ids, tmp_path, data=vals, budgets={"n2": Budget(epsilon=0.01, delta=1e-5)}
+    )
     try:
         await net.run_job(contexts("exact", "ring-sum", ids, params))
         est = float(net.nodes["n4"].jobs["exact"].output.value[0])
@@ -122,11 +143,15 @@ async def test_budget_decline_adds_noise_only(tmp_path, transport):
         ev = [e.event for e in net.ledger("n2").entries("exact")]
         assert "decline" in ev and "contribute" not in ev
         await net.run_job(contexts("noisy", "ring-sum", ids, params_noisy))
-        view = JobView("noisy", spec_dict(contexts("noisy", "ring-sum", ids, params_noisy)["n2"]),
-                       net.ledger("n2").entries("noisy"))
+        view = JobView(
+            "noisy",
+            spec_dict(contexts("noisy", "ring-sum", ids, params_noisy)["n2"]),
+            net.ledger("n2").entries("noisy"),
+        )
         assert all(v.epsilon == 0 for v in per_job_losses(view, "n2").values())
-        assert any(e.event == "noise-only" for e in net.ledger("n2").entries("noisy")) or \
-            not any(ring_release_adds_noise(2, k, n, K) for k in range(1, K + 1))
+        assert any(e.event == "noise-only" for e in net.ledger("n2").entries("noisy")) or not any(
+            ring_release_adds_noise(2, k, n, K) for k in range(1, K + 1)
+        )
     finally:
         await net.close()
 
@@ -150,8 +175,9 @@ async def test_refusals_leave_state_unchanged(tmp_path, transport):
             await rt.handle("mallory", "j", tok)
         assert e.value.code is RefusalCode.PERMISSION_DENIED
         with pytest.raises(Refused) as e:
-            await rt.handle("n2", "j", Message("token", payload=np.array([1.0, 2.0]), walk="ring",
-                                               seq=1))
+            await rt.handle(
+                "n2", "j", Message("token", payload=np.array([1.0, 2.0]), walk="ring", seq=1)
+            )
         assert e.value.code is RefusalCode.INVALID_ARGUMENT
         before = len(rt.ledger.entries("j"))
         assert await rt.handle("n2", "j", tok) is False
@@ -160,7 +186,9 @@ async def test_refusals_leave_state_unchanged(tmp_path, transport):
         assert await rt.handle("n2", "j", tok) is True  # exact duplicate: acknowledged, not applied
         assert len(rt.ledger.entries("j")) == after_first
         with pytest.raises(Refused) as e:
-            await rt.handle("n2", "j", Message("token", payload=np.array([2.0]), walk="ring", seq=1))
+            await rt.handle(
+                "n2", "j", Message("token", payload=np.array([2.0]), walk="ring", seq=1)
+            )
         assert e.value.code is RefusalCode.ALREADY_EXISTS
         assert len(rt.ledger.entries("j")) == after_first
         assert rt.jobs["j"].engine.received == 1
@@ -177,5 +205,9 @@ def test_engine_is_sans_io(transport):
     acts = eng.start()
     sends = [a for a in acts if type(a).__name__ == "Send"]
     assert len(sends) == 1 and sends[0].to == "n2" and sends[0].msg.seq == 1
-    assert RingSum(JobContext("j", "ring-sum", "n2", tuple(ids), params, 0), None,
-                   np.random.default_rng(0)).start() == []
+    assert (
+        RingSum(
+            JobContext("j", "ring-sum", "n2", tuple(ids), params, 0), None, np.random.default_rng(0)
+        ).start()
+        == []
+    )

@@ -39,19 +39,29 @@ async def test_ring_sum_r_schedule_and_exact_sum(tmp_path, transport):
                 last = i == n - 1 and e.params["round"] == K
                 want = sigma if first else sigma / math.sqrt(n - 1)
                 if last:
-                    want = math.sqrt(want ** 2 + sigma ** 2)
+                    want = math.sqrt(want**2 + sigma**2)
                 assert e.params["sigma"] == pytest.approx(want)  # spec §2.2 with E2 + release
         out = net.nodes["n2"].jobs["r"].output
         std = out.info["estimate_std"]
         assert std == pytest.approx(sigma * math.sqrt(2 + (n * K - 1) / (n - 1)) / K)
         truth = sum(v[0] for v in vals.values())
         assert abs(out.value[0] - truth) <= 5 * std
-        loss = per_job_losses(JobView("r", {"algorithm": "ring-sum-r", "participants": ids,
-                                            "params": params}, net.ledger("n3").entries("r")),
-                              "n3")
-        ref = per_job_losses(JobView("r", {"algorithm": "ring-sum", "participants": ids,
-                                           "params": params}, net.ledger("n3").entries("r")),
-                             "n3")
+        loss = per_job_losses(
+            JobView(
+                "r",
+                {"algorithm": "ring-sum-r", "participants": ids, "params": params},
+                net.ledger("n3").entries("r"),
+            ),
+            "n3",
+        )
+        ref = per_job_losses(
+            JobView(
+                "r",
+                {"algorithm": "ring-sum", "participants": ids, "params": params},
+                net.ledger("n3").entries("r"),
+            ),
+            "n3",
+        )
         assert loss == ref  # one window of std ≥ σ per contribution, as Theorem 1
     finally:
         await net.close()
@@ -82,8 +92,10 @@ async def test_ring_histogram_counts_and_blanket(tmp_path, transport):
 
 
 def test_ring_histogram_accountant():
-    small = {"participants": list(range(10)), "params": {"epsilon0": 1.0, "delta": 1e-6,
-                                                         "delta_prime": 1e-6}}
+    small = {
+        "participants": list(range(10)),
+        "params": {"epsilon0": 1.0, "delta": 1e-6, "delta_prime": 1e-6},
+    }
     assert ring_histogram_loss(small, 4).epsilon == pytest.approx(4.0)  # no amplification claimed
     big = {"participants": list(range(20000)), "params": small["params"]}
     ew = fmt_shuffle_epsilon(1.0, 19999, 1e-6)

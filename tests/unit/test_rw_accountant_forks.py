@@ -31,13 +31,34 @@ def test_reroute_model_misses_the_stale_branch_of_a_fork():
     edges = [(a, b) for a in range(n) for b in range(a + 1, n)]
     W = transition_matrix(n, edges)
     spec = {"participants": ids, "params": {}}
-    entries = [type("E", (), {"event": "reroute", "direction": "local", "peer": "p1",
-                              "params": {"t": 1, "epoch": 1, "old_epoch": 0}})()]
+    entries = [
+        type(
+            "E",
+            (),
+            {
+                "event": "reroute",
+                "direction": "local",
+                "peer": "p1",
+                "params": {"t": 1, "epoch": 1, "old_epoch": 0},
+            },
+        )()
+    ]
     law = _rw_realised_law(spec, entries, W, ids)
     assert law is not None
     phases, extra = law
-    q = sound_q(W, 0, [3], 2, 1, 20000, np.random.default_rng(5), start=0, release=True,
-                phases=phases, extra_obs=extra)[3]
+    q = sound_q(
+        W,
+        0,
+        [3],
+        2,
+        1,
+        20000,
+        np.random.default_rng(5),
+        start=0,
+        release=True,
+        phases=phases,
+        extra_obs=extra,
+    )[3]
     a = np.asarray(DEFAULT_ORDERS, dtype=np.float64)
     c = (a - 1) * a / (2 * z * z)  # exp((α − 1) D) = exp(c q)
     model = np.array([np.logaddexp.reduce(ci * q) - np.log(len(q)) for ci in c]) / (a - 1)
@@ -56,6 +77,9 @@ def test_a_visible_fork_falls_back_to_the_local_dp_level():
     W = transition_matrix(6, [(i, (i + 1) % 6) for i in range(6)])
     spec = {"participants": ids, "params": {}}
     for ev in ("second-release", "fenced"):
-        entries = [type("E", (), {"event": ev, "direction": "local", "peer": "p2",
-                                  "params": {"epoch": 0}})()]
+        entries = [
+            type(
+                "E", (), {"event": ev, "direction": "local", "peer": "p2", "params": {"epoch": 0}}
+            )()
+        ]
         assert _rw_realised_law(spec, entries, W, ids) is None

@@ -47,20 +47,29 @@ def test_fig3_davis_matches_the_spec():
 @pytest.mark.slow  # a reproduction run
 def test_reproduce_fig2_and_table1_quick(tmp_path):
     out = tmp_path / "res"
-    assert main(["reproduce", "random-walks-fig2", "--quick", "--runs", "2", "--out",
-                 str(out)]) == 0
+    assert (
+        main(["reproduce", "random-walks-fig2", "--quick", "--runs", "2", "--out", str(out)]) == 0
+    )
     res = json.loads((out / "random-walks-fig2.json").read_text())
     assert (out / "random-walks-fig2.png").stat().st_size > 10_000
     assert {r["method"] for r in res["rows"] if r["variant"] == "theorem"} == {
-        "central", "local", "rw-paper", "rw-sound"}
+        "central",
+        "local",
+        "rw-paper",
+        "rw-sound",
+    }
     assert {r["method"] for r in res["rows"] if r["variant"] == "code"} == {
-        "central", "local", "rw"}
+        "central",
+        "local",
+        "rw",
+    }
     paper = [r for r in res["rows"] if r["method"] == "rw-paper"]
     # spec §4.11: σ calibrated on the mean loss is nearly graph-independent (within 1%)
     sig = [r["sigma_abs"] for r in paper]
     assert max(sig) / min(sig) < 1.01
-    assert main(["reproduce", "random-walks-table1", "--quick", "--runs", "1", "--out",
-                 str(out)]) == 0
+    assert (
+        main(["reproduce", "random-walks-table1", "--quick", "--runs", "1", "--out", str(out)]) == 0
+    )
     t1 = json.loads((out / "random-walks-table1.json").read_text())
     assert len(t1["rows"]) == 12
     for r in t1["rows"]:

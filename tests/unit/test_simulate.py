@@ -52,17 +52,27 @@ def test_trace_audit_and_ledgers_round_trip(tmp_path):
     assert header["n"] == n and np.array_equal(holders, res.holders)
     a = audit_trace(tmp_path / "t.jsonl")
     ref = audit_walk(np.asarray(res.holders), n, p["epsilon0"], p["delta"])
-    assert a["ndp_mean"] == pytest.approx(ref.ndp_mean) and a["ldp_max"] == pytest.approx(ref.ldp_max)
-    spec = {"job_id": "sim", "algorithm": "walk-sum", "participants": ids, "params": p,
-            "public_seed": 0, "edges": []}
+    assert a["ndp_mean"] == pytest.approx(ref.ndp_mean) and a["ldp_max"] == pytest.approx(
+        ref.ldp_max
+    )
+    spec = {
+        "job_id": "sim",
+        "algorithm": "walk-sum",
+        "participants": ids,
+        "params": p,
+        "public_seed": 0,
+        "edges": [],
+    }
     write_ledgers(res, spec, tmp_path / "ledgers")
     rep = ledger_report(tmp_path / "ledgers" / "u3", job_id="sim")
     direct = per_job_losses(JobView("sim", spec, res.entries["u3"]), "u3")
     # the accountant's own statement (its δ); the report's `epsilon` is that at the report's δ
     assert rep["jobs"][0]["native"]["epsilon"] == pytest.approx(
-        max(x.epsilon for x in direct.values()))
+        max(x.epsilon for x in direct.values())
+    )
     assert rep["jobs"][0]["contributions"] == sum(
-        1 for e in res.entries["u3"] if e.event == "contribute")
+        1 for e in res.entries["u3"] if e.event == "contribute"
+    )
     # the merged ledgers give the same walk-conditional audit as the trace
     from netdp_node.audit import audit
 

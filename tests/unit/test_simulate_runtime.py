@@ -39,9 +39,22 @@ def _ids(n: int) -> list[str]:
 def _view(entries: list[Entry]) -> list[tuple[Any, ...]]:
     """A node's ledger view, timestamps and row ids aside; `acked` notes aside (they are written
     with a later commit, whose timing is the transport's), in a canonical order."""
-    return sorted((e.direction, e.event, e.peer, e.kind, e.walk, e.epoch, e.seq, e.round,
-                   e.digest, json.dumps(e.params, sort_keys=True))
-                  for e in entries if e.event != "acked")
+    return sorted(
+        (
+            e.direction,
+            e.event,
+            e.peer,
+            e.kind,
+            e.walk,
+            e.epoch,
+            e.seq,
+            e.round,
+            e.digest,
+            json.dumps(e.params, sort_keys=True),
+        )
+        for e in entries
+        if e.event != "acked"
+    )
 
 
 def _bad_traffic(ids: list[str], job: str, dim: int) -> list[tuple[str, str, str, Message]]:
@@ -49,11 +62,19 @@ def _bad_traffic(ids: list[str], job: str, dim: int) -> list[tuple[str, str, str
     return [
         # a payload of the wrong shape for a job that is over: FAILED_PRECONDITION (the runtime
         # refuses anything new for a finished job before it looks at the shape)
-        (ids[1], ids[0], job, Message(TOKEN, payload=np.zeros(dim + 1), walk=WALK, epoch=0,
-                                      seq=77, round=1)),
+        (
+            ids[1],
+            ids[0],
+            job,
+            Message(TOKEN, payload=np.zeros(dim + 1), walk=WALK, epoch=0, seq=77, round=1),
+        ),
         # a new token for a job that is over here: FAILED_PRECONDITION
-        (ids[2], ids[0], job, Message(TOKEN, payload=np.zeros(dim), walk=WALK, epoch=0,
-                                      seq=78, round=1)),
+        (
+            ids[2],
+            ids[0],
+            job,
+            Message(TOKEN, payload=np.zeros(dim), walk=WALK, epoch=0, seq=78, round=1),
+        ),
         # a job the receiver does not know: NOT_FOUND
         (ids[1], ids[2], "no-such-job", Message(TOKEN, payload=np.zeros(dim), walk=WALK)),
     ]
@@ -70,9 +91,14 @@ async def _send_all(send: Any, traffic: list[tuple[str, str, str, Message]]) -> 
     return codes
 
 
-def _grpc_run(tmp_path: Any, algorithm: str, ids: list[str], params: dict[str, Any],
-              data: dict[str, np.ndarray], traffic: list[tuple[str, str, str, Message]]
-              ) -> dict[str, Any]:
+def _grpc_run(
+    tmp_path: Any,
+    algorithm: str,
+    ids: list[str],
+    params: dict[str, Any],
+    data: dict[str, np.ndarray],
+    traffic: list[tuple[str, str, str, Message]],
+) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
         net = await make_net("grpc", ids, tmp_path / "grpc", data=data, seed=SEED)
         try:
@@ -80,20 +106,27 @@ def _grpc_run(tmp_path: Any, algorithm: str, ids: list[str], params: dict[str, A
             # the close-down traffic (handoffs, releases, schedules) is over once no node has
             # a send pending; bounded
             for _ in range(2000):
-                if not any(link.pending for rt in net.nodes.values()
-                           for link in rt.transport.links.values()):  # type: ignore[attr-defined]
+                if not any(
+                    link.pending
+                    for rt in net.nodes.values()
+                    for link in rt.transport.links.values()
+                ):  # type: ignore[attr-defined]
                     break
                 await asyncio.sleep(0.01)
             codes = await _send_all(
-                lambda s, t, j, m: net.nodes[s].transport.send(t, j, m), traffic)
+                lambda s, t, j, m: net.nodes[s].transport.send(t, j, m), traffic
+            )
             out = {}
             for nid in ids:
                 rt = net.nodes[nid]
                 rt.ledger.flush()
                 runner = rt.jobs["j"]
-                out[nid] = (runner.state, None if runner.output is None else
-                            np.asarray(runner.output.value), _view(rt.ledger.entries("j")),
-                            {k: (v[0].tolist(), v[1]) for k, v in rt.ledger.kept("j").items()})
+                out[nid] = (
+                    runner.state,
+                    None if runner.output is None else np.asarray(runner.output.value),
+                    _view(rt.ledger.entries("j")),
+                    {k: (v[0].tolist(), v[1]) for k, v in rt.ledger.kept("j").items()},
+                )
             return {"nodes": out, "codes": codes}
         finally:
             await net.close()
@@ -101,36 +134,57 @@ def _grpc_run(tmp_path: Any, algorithm: str, ids: list[str], params: dict[str, A
     return asyncio.run(go())
 
 
-def _sim_run(algorithm: str, ids: list[str], params: dict[str, Any],
-             data: dict[str, np.ndarray], traffic: list[tuple[str, str, str, Message]]
-             ) -> dict[str, Any]:
+def _sim_run(
+    algorithm: str,
+    ids: list[str],
+    params: dict[str, Any],
+    data: dict[str, np.ndarray],
+    traffic: list[tuple[str, str, str, Message]],
+) -> dict[str, Any]:
     codes: list[str] = []
 
     async def after(sim: Simulator) -> None:
-        codes.extend(await _send_all(
-            lambda s, t, j, m: sim.runtimes[s].transport.send(t, j, m), traffic))
+        codes.extend(
+            await _send_all(lambda s, t, j, m: sim.runtimes[s].transport.send(t, j, m), traffic)
+        )
 
-    sim = Simulator(algorithm, ids, params, data, seed=SEED, public_seed=PUBLIC_SEED, job_id="j",
-                    record="full", after=after)
+    sim = Simulator(
+        algorithm,
+        ids,
+        params,
+        data,
+        seed=SEED,
+        public_seed=PUBLIC_SEED,
+        job_id="j",
+        record="full",
+        after=after,
+    )
     res = sim.run()
     out = {}
     for nid in ids:
         rt = sim.runtimes[nid]
         runner = rt.jobs["j"]
-        out[nid] = (runner.state, None if runner.output is None else
-                    np.asarray(runner.output.value), _view(res.entries[nid]),
-                    {k: (v[0].tolist(), v[1]) for k, v in rt.ledger.kept("j").items()})
+        out[nid] = (
+            runner.state,
+            None if runner.output is None else np.asarray(runner.output.value),
+            _view(res.entries[nid]),
+            {k: (v[0].tolist(), v[1]) for k, v in rt.ledger.kept("j").items()},
+        )
     return {"nodes": out, "codes": codes}
 
 
-@pytest.mark.parametrize("algorithm,n,params", [
-    # token custody: Keep at every hop, Drop at the handoff; the release to every node
-    ("walk-sum", 5, {"T": 25, "edge_cap": 100}),
-    # deferred receipts made durable by Flush when a round's window closes; public schedules
-    ("muffliato", 4, {"graph": "ring", "T": 3}),
-])
-def test_simulator_and_grpc_give_the_same_ledgers_outputs_and_refusals(tmp_path, algorithm, n,
-                                                                       params):
+@pytest.mark.parametrize(
+    "algorithm,n,params",
+    [
+        # token custody: Keep at every hop, Drop at the handoff; the release to every node
+        ("walk-sum", 5, {"T": 25, "edge_cap": 100}),
+        # deferred receipts made durable by Flush when a round's window closes; public schedules
+        ("muffliato", 4, {"graph": "ring", "T": 3}),
+    ],
+)
+def test_simulator_and_grpc_give_the_same_ledgers_outputs_and_refusals(
+    tmp_path, algorithm, n, params
+):
     ids = _ids(n)
     p = get_algorithm(algorithm).validate(params, n)
     data, _ = synthetic_data(algorithm, ids, p, SEED)
@@ -194,8 +248,15 @@ def test_memory_ledger_refuses_a_second_receipt_as_sqlite_does(tmp_path):
 
     for led in (MemoryLedger("a"), Ledger(tmp_path / "a", "a")):
         led.begin_job("j", "walk-sum", {"job_id": "j"}, True)
-        e = Entry(job_id="j", direction="received", event="token", peer="b", kind="token",
-                  seq=3, digest="x")
+        e = Entry(
+            job_id="j",
+            direction="received",
+            event="token",
+            peer="b",
+            kind="token",
+            seq=3,
+            digest="x",
+        )
         led.commit([e])
         with pytest.raises(LedgerError):
             led.commit([e])
@@ -205,13 +266,27 @@ def test_memory_ledger_refuses_a_second_receipt_as_sqlite_does(tmp_path):
 
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
 def test_every_registered_algorithm_can_be_simulated(algorithm, capsys):
-    extra = {"inca": ["--param", "T=3", "--param", "k=2"],
-             "muffliato-random": ["--param", "duration_s=2", "--param", "rate=2"],
-             "walk-sgd": ["--param", "T=64"],
-             "rw-sgd": ["--param", "T=64", "--param", "mc_walks=50"],
-             "muffliato-gd": ["--param", "T=2", "--param", "steps=2"]}.get(algorithm, [])
-    code = main(["simulate", "--algorithm", algorithm, "--nodes", "8", "--seed", "3", "--json",
-                 "--quiet", *extra])
+    extra = {
+        "inca": ["--param", "T=3", "--param", "k=2"],
+        "muffliato-random": ["--param", "duration_s=2", "--param", "rate=2"],
+        "walk-sgd": ["--param", "T=64"],
+        "rw-sgd": ["--param", "T=64", "--param", "mc_walks=50"],
+        "muffliato-gd": ["--param", "T=2", "--param", "steps=2"],
+    }.get(algorithm, [])
+    code = main(
+        [
+            "simulate",
+            "--algorithm",
+            algorithm,
+            "--nodes",
+            "8",
+            "--seed",
+            "3",
+            "--json",
+            "--quiet",
+            *extra,
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["algorithm"] == algorithm and out["nodes"] == 8
     assert "failed" not in out
@@ -239,8 +314,11 @@ def test_ring_sums_release_the_true_sum_plus_the_recorded_noise(algorithm):
         # the noise the ledgers say was added, against the protocol's schedule (independent)
         std = recorded_noise_std(res, ids)
         sigma = p["sigma"]
-        expected = (np.sqrt(ring_release_noise_count(n, K)) * sigma if algorithm == "ring-sum"
-                    else np.sqrt(sigma ** 2 * (2 + (n * K - 1) / (n - 1))))
+        expected = (
+            np.sqrt(ring_release_noise_count(n, K)) * sigma
+            if algorithm == "ring-sum"
+            else np.sqrt(sigma**2 * (2 + (n * K - 1) / (n - 1)))
+        )
         assert std == pytest.approx(expected, rel=1e-9)
         errs.append((res.value - truth) * K / std)  # the token's noise, standardised
     z = np.concatenate(errs)
@@ -272,11 +350,11 @@ def test_rw_sgd_walks_the_graph_and_averages(tmp_path):
     n, T = 16, 400
     ids = _ids(n)
     edges = [(str(a), str(b)) for a, b in build("exponential", ids).edges]
-    p = get_algorithm("rw-sgd").validate({"T": T, "objective": "mean", "dim": 2,
-                                          "epsilon": 1e6, "lipschitz": 10.0, "eta": 0.05}, n)
+    p = get_algorithm("rw-sgd").validate(
+        {"T": T, "objective": "mean", "dim": 2, "epsilon": 1e6, "lipschitz": 10.0, "eta": 0.05}, n
+    )
     data, _ = synthetic_data("rw-sgd", ids, p, 1)
-    res = Simulator("rw-sgd", ids, p, data, seed=1, public_seed=1, edges=edges,
-                    record="full").run()
+    res = Simulator("rw-sgd", ids, p, data, seed=1, public_seed=1, edges=edges, record="full").run()
     assert len(res.outputs) == n and len(res.holders) == T + int(p.get("burn_in", 0))
     adjacent = {(ids.index(a), ids.index(b)) for a, b in edges}
     adjacent |= {(b, a) for a, b in adjacent} | {(i, i) for i in range(n)}
@@ -294,16 +372,20 @@ def test_fault_flags_act_in_the_simulator():
     p = get_algorithm("walk-sum").validate({"T": T, "edge_cap": 100, "clip": 100.0}, n)
     p["sigma"] = 0.0
     data = {v: np.array([float(i + 1)]) for i, v in enumerate(ids)}
-    faults = {ids[3]: plan_from_flags(["--fault-leave-at-step", "1"]),
-              ids[5]: plan_from_flags(["--fault-drop=0.5", "--fault-seed", "2"])}
+    faults = {
+        ids[3]: plan_from_flags(["--fault-leave-at-step", "1"]),
+        ids[5]: plan_from_flags(["--fault-drop=0.5", "--fault-seed", "2"]),
+    }
     res = Simulator("walk-sum", ids, p, data, seed=7, faults=faults, record="full").run()
     assert ids[3] not in res.outputs and len(res.outputs) == n - 1
     # each node's contributions in the result, from its own ledger (the accountant's reading)
     counted = np.array([contributions_in_result(res.entries[v]) for v in ids])
     assert counted[3] == 0 and counted.sum() > 0
     assert res.value[0] == pytest.approx(float(np.dot(counted, np.arange(1, n + 1))))
-    assert any(e.event == "fault" and e.params == {"fault": "leave", "step": 1}
-               for e in res.entries[ids[3]])
+    assert any(
+        e.event == "fault" and e.params == {"fault": "leave", "step": 1}
+        for e in res.entries[ids[3]]
+    )
     drops = [e for e in res.entries[ids[5]] if e.event == "fault"]
     assert drops and all(e.params == {"fault": "drop"} for e in drops)
     assert FaultPlan(drop_prob=0.5, seed=2) == faults[ids[5]]
@@ -318,10 +400,16 @@ def test_simulated_fault_flags_are_the_daemons():
     from netdp_node.faults import FLAGS
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    node_flags = {o for a in sub.choices["node"]._actions for o in a.option_strings
-                  if o.startswith("--fault-")}
+    node_flags = {
+        o
+        for a in sub.choices["node"]._actions
+        for o in a.option_strings
+        if o.startswith("--fault-")
+    }
     assert node_flags == set(FLAGS)
     assert plan_from_flags(["--fault-offline", "1:2", "--fault-offline=5:1"]).offline == (
-        (1.0, 2.0), (5.0, 1.0))
+        (1.0, 2.0),
+        (5.0, 1.0),
+    )
     assert main(["simulate", "--nodes", "5", "--fault", "n9:--fault-drop 0.1"]) == 2
     assert main(["simulate", "--nodes", "5", "--fault", "node-2:--fault-bogus 1"]) == 2

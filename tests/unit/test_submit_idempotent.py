@@ -40,8 +40,9 @@ async def bootstrap(tmp_path: Path) -> AsyncIterator[tuple[BootstrapClient, Path
         pki.issue(root, nid, hosts=("127.0.0.1",))
     stop = asyncio.Event()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    cfg = BootstrapConfig(certs=root / "bootstrap", state=tmp_path / "state",
-                          listen="127.0.0.1:0", grace=0.1)
+    cfg = BootstrapConfig(
+        certs=root / "bootstrap", state=tmp_path / "state", listen="127.0.0.1:0", grace=0.1
+    )
     task = asyncio.ensure_future(run_bootstrap(cfg, ready, stop))
     done, _ = await asyncio.wait({ready, task}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
     assert ready in done, "the bootstrap did not start"
@@ -52,8 +53,9 @@ async def bootstrap(tmp_path: Path) -> AsyncIterator[tuple[BootstrapClient, Path
             await c.register(nid, f"127.0.0.1:{7700 + IDS.index(nid)}")
         finally:
             await c.close()
-    op = BootstrapClient(address, pki.load_identity(root / "operator"),
-                         backoff=Backoff(give_up_after=0))
+    op = BootstrapClient(
+        address, pki.load_identity(root / "operator"), backoff=Backoff(give_up_after=0)
+    )
     try:
         yield op, root
     finally:
@@ -75,29 +77,46 @@ async def test_same_id_same_spec_returns_the_existing_job(bootstrap):
     again = await op.submit("ring-sum", {"rounds": 3}, topology="ring", job_id="retry-1")
     assert again == first  # the stored spec itself: same seed, topology, creation time
     # Naming what the first submission left implicit is the same spec too.
-    named = await op.submit("ring-sum", {"rounds": 3}, participants=IDS, topology="ring",
-                            seed=first.public_seed, job_id="retry-1")
+    named = await op.submit(
+        "ring-sum",
+        {"rounds": 3},
+        participants=IDS,
+        topology="ring",
+        seed=first.public_seed,
+        job_id="retry-1",
+    )
     assert named == first
     jobs = [j.job_id for _, j in await op.list_jobs(0)]
     assert jobs == ["retry-1"]  # one job: nothing to run (or spend) twice
 
 
-@pytest.mark.parametrize("change,field", [
-    (dict(params={"rounds": 4}), "params"),
-    (dict(algorithm="ring-sum-r"), "algorithm"),
-    (dict(participants=IDS[:3]), "participants"),
-    (dict(topology="complete", algorithm="walk-sum", params={"T": 3}), "algorithm"),
-    (dict(seed=12345), "public seed"),
-])
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        (dict(params={"rounds": 4}), "params"),
+        (dict(algorithm="ring-sum-r"), "algorithm"),
+        (dict(participants=IDS[:3]), "participants"),
+        (dict(topology="complete", algorithm="walk-sum", params={"T": 3}), "algorithm"),
+        (dict(seed=12345), "public seed"),
+    ],
+)
 async def test_same_id_other_spec_is_refused(bootstrap, change, field):
     op, _ = bootstrap
-    base = dict(algorithm="ring-sum", params={"rounds": 3}, participants=None, topology="ring",
-                seed=0)
+    base = dict(
+        algorithm="ring-sum", params={"rounds": 3}, participants=None, topology="ring", seed=0
+    )
     first = await op.submit(base["algorithm"], base["params"], topology="ring", job_id="x-1")
     spec = {**base, **change}
-    e = await _refused(op.submit(spec["algorithm"], spec["params"],
-                                 participants=spec["participants"], topology=spec["topology"],
-                                 seed=spec["seed"], job_id="x-1"))
+    e = await _refused(
+        op.submit(
+            spec["algorithm"],
+            spec["params"],
+            participants=spec["participants"],
+            topology=spec["topology"],
+            seed=spec["seed"],
+            job_id="x-1",
+        )
+    )
     assert e.code() == grpc.StatusCode.ALREADY_EXISTS, e
     assert "x-1" in e.details() and field in e.details(), e.details()
     assert [j for _, j in await op.list_jobs(0)] == [first]  # unchanged
@@ -105,13 +124,18 @@ async def test_same_id_other_spec_is_refused(bootstrap, change, field):
 
 async def test_other_topology_params_are_refused(bootstrap):
     op, _ = bootstrap
-    await op.submit("walk-sum", {"T": 3}, topology="erdos_renyi",
-                    topology_params={"p": 0.9}, job_id="er-1")
-    again = await op.submit("walk-sum", {"T": 3}, topology="erdos_renyi",
-                            topology_params={"p": 0.9}, job_id="er-1")
+    await op.submit(
+        "walk-sum", {"T": 3}, topology="erdos_renyi", topology_params={"p": 0.9}, job_id="er-1"
+    )
+    again = await op.submit(
+        "walk-sum", {"T": 3}, topology="erdos_renyi", topology_params={"p": 0.9}, job_id="er-1"
+    )
     assert again.job_id == "er-1"
-    e = await _refused(op.submit("walk-sum", {"T": 3}, topology="erdos_renyi",
-                                 topology_params={"p": 1.0}, job_id="er-1"))
+    e = await _refused(
+        op.submit(
+            "walk-sum", {"T": 3}, topology="erdos_renyi", topology_params={"p": 1.0}, job_id="er-1"
+        )
+    )
     assert e.code() == grpc.StatusCode.ALREADY_EXISTS and "topology" in e.details()
 
 
@@ -129,8 +153,18 @@ async def test_bad_retry_is_invalid_argument_and_no_id_means_new_jobs(bootstrap)
 async def test_cli_resubmission_reattaches(bootstrap, capsys):
     op, root = bootstrap
     address = op.address
-    argv = ["job", "submit", "--bootstrap", address, "--certs", str(root / "operator"),
-            "--job-id", "cli-1", "--param", "rounds=2"]
+    argv = [
+        "job",
+        "submit",
+        "--bootstrap",
+        address,
+        "--certs",
+        str(root / "operator"),
+        "--job-id",
+        "cli-1",
+        "--param",
+        "rounds=2",
+    ]
     assert await asyncio.to_thread(main, argv) == 0
     assert await asyncio.to_thread(main, argv) == 0  # a restarted submitter
     assert capsys.readouterr().out.split() == ["cli-1", "cli-1"]
@@ -144,8 +178,19 @@ async def test_cli_resubmission_reattaches(bootstrap, capsys):
 @pytest.mark.parametrize("bad", ["", "-x", "a b", "x" * 65, "job/1"])
 def test_cli_refuses_a_malformed_job_id(bad, capsys):
     with pytest.raises(SystemExit) as ex:
-        main(["job", "submit", "--bootstrap", "127.0.0.1:1", "--certs", "/nonexistent",
-              "--job-id", bad, "--check"])
+        main(
+            [
+                "job",
+                "submit",
+                "--bootstrap",
+                "127.0.0.1:1",
+                "--certs",
+                "/nonexistent",
+                "--job-id",
+                bad,
+                "--check",
+            ]
+        )
     assert ex.value.code == 2
     assert "--job-id" in capsys.readouterr().err
 
@@ -157,16 +202,35 @@ async def test_a_job_reported_finished_again_keeps_the_first_report(bootstrap):
     await op.submit("ring-sum", {"rounds": 3}, topology="ring", job_id="twice")
     node = BootstrapClient(op.address, pki.load_identity(root / "node-1"))
     try:
-        first = bootstrap_pb2.NodeResult(job_id="twice", node_id="node-1", state="done",
-                                          contributed=True, contributions=3, reported_unix=1)
+        first = bootstrap_pb2.NodeResult(
+            job_id="twice",
+            node_id="node-1",
+            state="done",
+            contributed=True,
+            contributions=3,
+            reported_unix=1,
+        )
         await node.report(first)
-        for again in (bootstrap_pb2.NodeResult(job_id="twice", node_id="node-1", state="done",
-                                               contributed=True, contributions=5,
-                                               reported_unix=2),
-                      bootstrap_pb2.NodeResult(job_id="twice", node_id="node-1",
-                                               state="declined", reported_unix=3),
-                      bootstrap_pb2.NodeResult(job_id="twice", node_id="node-1", state="failed",
-                                               detail="new ledger", reported_unix=4)):
+        for again in (
+            bootstrap_pb2.NodeResult(
+                job_id="twice",
+                node_id="node-1",
+                state="done",
+                contributed=True,
+                contributions=5,
+                reported_unix=2,
+            ),
+            bootstrap_pb2.NodeResult(
+                job_id="twice", node_id="node-1", state="declined", reported_unix=3
+            ),
+            bootstrap_pb2.NodeResult(
+                job_id="twice",
+                node_id="node-1",
+                state="failed",
+                detail="new ledger",
+                reported_unix=4,
+            ),
+        ):
             await node.report(again)
             (got,) = [r for r in (await op.result("twice")).results if r.node_id == "node-1"]
             assert got == first, (again.state, got)

@@ -67,8 +67,15 @@ def test_every_kind_builds(kind, n):
 
 def test_kinds_tuple():
     assert set(KINDS) == {
-        "ring", "complete", "erdos_renyi", "exponential", "hypercube", "grid",
-        "random_geometric", "star", "edgelist",
+        "ring",
+        "complete",
+        "erdos_renyi",
+        "exponential",
+        "hypercube",
+        "grid",
+        "random_geometric",
+        "star",
+        "edgelist",
     }
 
 
@@ -135,8 +142,11 @@ def test_grid_edges(n, params, shape):
     # node i sits at (i // cols, i % cols)
     for i, v in enumerate(nodes):
         r, c = divmod(i, cols)
-        want = {nodes[rr * cols + cc] for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1))
-                if 0 <= rr < rows and 0 <= cc < cols}
+        want = {
+            nodes[rr * cols + cc]
+            for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1))
+            if 0 <= rr < rows and 0 <= cc < cols
+        }
         assert set(g.neighbors_out(v)) == want
 
 
@@ -469,7 +479,9 @@ def test_frozen():
 
 def test_edgelist_inline_edges_match_the_file(edge_file):
     from_file = build("edgelist", ["a", "b", "c", "d"], {"path": edge_file("a b\nb c\nc d\n")})
-    inline = build("edgelist", ["a", "b", "c", "d"], {"edges": [["a", "b"], ["b", "c"], ["c", "d"]]})
+    inline = build(
+        "edgelist", ["a", "b", "c", "d"], {"edges": [["a", "b"], ["b", "c"], ["c", "d"]]}
+    )
     assert inline.edges == from_file.edges
     with pytest.raises(ValueError, match="exactly one of"):
         build("edgelist", ["a", "b"], {"edges": [["a", "b"]], "path": "x"})

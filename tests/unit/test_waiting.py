@@ -40,18 +40,32 @@ class FakeTime:
 def test_slow_but_steady_progress_outlives_the_stall_bound():
     t = FakeTime()
     # one unit of progress every 8 s, the condition after 200 s: far beyond the 10 s stall bound
-    got = wait_progress(lambda: t.now >= 200 and "ready", "slow start", stall=10, limit=1000,
-                        progress=lambda: int(t.now // 8), interval=0.5, clock=t.clock,
-                        sleep=t.sleep)
+    got = wait_progress(
+        lambda: t.now >= 200 and "ready",
+        "slow start",
+        stall=10,
+        limit=1000,
+        progress=lambda: int(t.now // 8),
+        interval=0.5,
+        clock=t.clock,
+        sleep=t.sleep,
+    )
     assert got == "ready" and t.now >= 200
 
 
 def test_a_probe_that_stops_fails_after_the_stall_bound():
     t = FakeTime()
     with pytest.raises(StalledError) as e:
-        wait_progress(lambda: False, "node-1 ready", stall=10, limit=1000,
-                      progress=lambda: int(min(t.now, 30) // 2), interval=0.5, clock=t.clock,
-                      sleep=t.sleep)
+        wait_progress(
+            lambda: False,
+            "node-1 ready",
+            stall=10,
+            limit=1000,
+            progress=lambda: int(min(t.now, 30) // 2),
+            interval=0.5,
+            clock=t.clock,
+            sleep=t.sleep,
+        )
     # the last change was at t=30 (30 // 2 = 15): it fails 10 s later, not at the limit
     assert 40 <= t.now <= 41
     assert "no progress for 10s" in str(e.value) and "node-1 ready" in str(e.value)
@@ -61,16 +75,25 @@ def test_a_probe_that_stops_fails_after_the_stall_bound():
 def test_the_hard_bound_ends_a_wait_that_advances_forever():
     t = FakeTime()
     with pytest.raises(StalledError) as e:
-        wait_progress(lambda: False, "a job", stall=10, limit=120, progress=lambda: t.now,
-                      interval=1.0, clock=t.clock, sleep=t.sleep)
+        wait_progress(
+            lambda: False,
+            "a job",
+            stall=10,
+            limit=120,
+            progress=lambda: t.now,
+            interval=1.0,
+            clock=t.clock,
+            sleep=t.sleep,
+        )
     assert 120 <= t.now <= 121 and "hard bound" in str(e.value)
 
 
 def test_without_a_probe_it_is_a_plain_deadline():
     t = FakeTime()
     with pytest.raises(StalledError) as e:
-        wait_progress(lambda: False, "x", stall=30, limit=600, interval=1.0, clock=t.clock,
-                      sleep=t.sleep)
+        wait_progress(
+            lambda: False, "x", stall=30, limit=600, interval=1.0, clock=t.clock, sleep=t.sleep
+        )
     assert 30 <= t.now <= 31 and str(e.value) == "after 30s: x"
     with pytest.raises(ValueError):
         wait_progress(lambda: True, "x", stall=0)
@@ -83,8 +106,9 @@ async def test_async_variant_follows_progress_too():
         t.now += 1.0  # each poll takes a (simulated) second
         return t.now >= 100
 
-    assert await await_progress(cond, "slow", stall=5, progress=lambda: int(t.now // 4),
-                                interval=0, clock=t.clock)
+    assert await await_progress(
+        cond, "slow", stall=5, progress=lambda: int(t.now // 4), interval=0, clock=t.clock
+    )
     t.now = 0.0
 
     async def never() -> bool:
@@ -92,8 +116,9 @@ async def test_async_variant_follows_progress_too():
         return False
 
     with pytest.raises(StalledError, match="no progress for 5s"):
-        await await_progress(never, "stuck", stall=5, progress=lambda: min(t.now, 20),
-                             interval=0, clock=t.clock)
+        await await_progress(
+            never, "stuck", stall=5, progress=lambda: min(t.now, 20), interval=0, clock=t.clock
+        )
     assert 25 <= t.now <= 26
 
 
@@ -103,8 +128,7 @@ def test_cpu_ticks_follow_a_real_process():
         first = cpu_ticks(child.pid)
         assert first is not None
         # it runs: its CPU time advances (bounded wait; under load it just takes longer)
-        wait_progress(lambda: (cpu_ticks(child.pid) or 0) > first, "the child to use CPU",
-                      stall=60)
+        wait_progress(lambda: (cpu_ticks(child.pid) or 0) > first, "the child to use CPU", stall=60)
         child.send_signal(signal.SIGSTOP)
         wait_progress(lambda: _state(child.pid) == "T", "the child to stop", stall=60)
         stopped = cpu_ticks(child.pid)

@@ -25,8 +25,12 @@ from netdp_node.protocols import get_algorithm
 
 
 def _spec(alg: str, n: int, **kw: object) -> dict:
-    return {"job_id": "j", "algorithm": alg, "participants": [f"p{i}" for i in range(n)],
-            "params": get_algorithm(alg).prepare(dict(kw), n)}
+    return {
+        "job_id": "j",
+        "algorithm": alg,
+        "participants": [f"p{i}" for i in range(n)],
+        "params": get_algorithm(alg).prepare(dict(kw), n),
+    }
 
 
 def _contribs(k: int, live: int | None = None, event: str = "contribute") -> list[Entry]:
@@ -39,8 +43,16 @@ def test_sum_network_loss_is_theorem3_plus_edge_cap_plus_release():
     p = spec["params"]
     k = 25
     got = W.sum_network_loss(p, 200, k)
-    t3 = theorem3(200, 4000 + 200, p["epsilon0"], p["delta"], p["delta_prime"], p["delta_hat"],
-                  cycle="tight", counts="exact")
+    t3 = theorem3(
+        200,
+        4000 + 200,
+        p["epsilon0"],
+        p["delta"],
+        p["delta_prime"],
+        p["delta_hat"],
+        cycle="tight",
+        counts="exact",
+    )
     sp = spotted_loss_capped(min(p["edge_cap"], k), p["epsilon0"], p["delta"], p["delta_prime"])
     assert got.epsilon == pytest.approx(t3.epsilon + sp.epsilon, rel=1e-12)
     assert got.delta == pytest.approx(t3.delta + sp.delta, rel=1e-12)
@@ -49,10 +61,19 @@ def test_sum_network_loss_is_theorem3_plus_edge_cap_plus_release():
     spec2 = _spec("walk-sum", 200, T=4000, epsilon=1.0, regime="lemma2")
     p2 = spec2["params"]
     got2 = W.sum_network_loss(p2, 200, k)
-    t3b = theorem3(200, 4200, p2["epsilon0"], p2["delta"], p2["delta_prime"], p2["delta_hat"],
-                   cycle="tight", counts="exact")
-    s2 = spotted_loss(k, 200, p2["epsilon0"], p2["delta_hat"], p2["delta_prime"], True,
-                      delta=p2["delta"])
+    t3b = theorem3(
+        200,
+        4200,
+        p2["epsilon0"],
+        p2["delta"],
+        p2["delta_prime"],
+        p2["delta_hat"],
+        cycle="tight",
+        counts="exact",
+    )
+    s2 = spotted_loss(
+        k, 200, p2["epsilon0"], p2["delta_hat"], p2["delta_prime"], True, delta=p2["delta"]
+    )
     assert got2.epsilon == pytest.approx(t3b.epsilon + s2.epsilon, rel=1e-12)
     assert "lemma2" in got2.method
 
@@ -63,14 +84,29 @@ def test_histogram_loss_is_theorem6_plus_spotted():
     assert p["gamma"] == pytest.approx(3 / (math.exp(p["epsilon0"]) + 2))
     assert W.rr_epsilon(3, p["gamma"]) == pytest.approx(p["epsilon0"])
     got = W.histogram_network_loss(p, 500, 7)
-    t6 = theorem6(500, 5500, p["epsilon0"], p["delta"], p["delta_prime"], p["delta_hat"],
-                  cycle="numeric", counts="exact")
+    t6 = theorem6(
+        500,
+        5500,
+        p["epsilon0"],
+        p["delta"],
+        p["delta_prime"],
+        p["delta_hat"],
+        cycle="numeric",
+        counts="exact",
+    )
     sp = spotted_loss_capped(2, p["epsilon0"], 0.0, p["delta_prime"])
     assert got.epsilon == pytest.approx(t6.epsilon + sp.epsilon, rel=1e-12)
 
 
-@pytest.mark.parametrize("alg,kw", [("walk-sum", {}), ("walk-histogram", {"bins": 4}),
-                                    ("walk-sgd", {}), ("walk-sum", {"regime": "lemma2"})])
+@pytest.mark.parametrize(
+    "alg,kw",
+    [
+        ("walk-sum", {}),
+        ("walk-histogram", {"bins": 4}),
+        ("walk-sgd", {}),
+        ("walk-sum", {"regime": "lemma2"}),
+    ],
+)
 def test_calibration_meets_the_target_tightly(alg, kw):
     n = 300
     spec = _spec(alg, n, epsilon=1.5, T=3000, **kw)
@@ -109,8 +145,12 @@ def test_report_uses_the_ledger_count_and_the_best_bound():
     assert one.method in ("ldp-basic", "ldp-gaussian-rdp")
     assert one.epsilon == pytest.approx(cks_epsilon(z, p["delta"]), rel=1e-4)
     assert one.epsilon <= p["epsilon0"] * (1 + 1e-9)
-    acc.compose(dp_event.GaussianDpEvent(
-        p["sigma"] / (p["sensitivity"] + grid * math.sqrt(p.get("dim", 1)))), 10)
+    acc.compose(
+        dp_event.GaussianDpEvent(
+            p["sigma"] / (p["sensitivity"] + grid * math.sqrt(p.get("dim", 1)))
+        ),
+        10,
+    )
     if ten.method == "ldp-gaussian-rdp":  # the same conversion as dp-accounting's RdpAccountant
         assert ten.epsilon == pytest.approx(acc.get_epsilon(spec["params"]["delta"]), rel=1e-9)
 
@@ -172,13 +212,24 @@ def test_colluders_cost_more():
     base = _spec("walk-sum", 2000, T=20000, epsilon=1.0)["params"]
     one = W.sum_network_loss(base, 2000, 20)
     ten = W.sum_network_loss({**base, "colluders": 10}, 2000, 20)
-    t3 = theorem3(2000, 20000 + 200, base["epsilon0"], base["delta"], base["delta_prime"],
-                  base["delta_hat"], cycle="tight", counts="exact", colluders=10)
+    t3 = theorem3(
+        2000,
+        20000 + 200,
+        base["epsilon0"],
+        base["delta"],
+        base["delta_prime"],
+        base["delta_hat"],
+        cycle="tight",
+        counts="exact",
+        colluders=10,
+    )
     sp = spotted_loss_capped(20, base["epsilon0"], base["delta"], base["delta_prime"])
     assert ten.epsilon == pytest.approx(t3.epsilon + sp.epsilon) and ten.epsilon > one.epsilon
     sgd = _spec("walk-sgd", 2000, T=20000, epsilon=10.0)["params"]
-    assert W.sgd_network_loss({**sgd, "colluders": 5}, 2000, 12).epsilon > \
-        W.sgd_network_loss(sgd, 2000, 12).epsilon
+    assert (
+        W.sgd_network_loss({**sgd, "colluders": 5}, 2000, 12).epsilon
+        > W.sgd_network_loss(sgd, 2000, 12).epsilon
+    )
 
 
 def _dp_accounting_sgd_epsilon(p: dict, count: int) -> float:

@@ -91,8 +91,9 @@ async def test_walk_histogram_counts_and_sgd_trains(tmp_path, transport):
         X /= np.linalg.norm(X, axis=1, keepdims=True)
         y = np.where(X @ w_true > 0, 1.0, -1.0)
         data[nid] = np.hstack([X, y[:, None]]).reshape(-1)
-    sp = get_algorithm("walk-sgd").prepare({"T": 150, "dim": 3, "eta": 0.5, "cap": 100,
-                                            "epsilon": 50.0}, 6)
+    sp = get_algorithm("walk-sgd").prepare(
+        {"T": 150, "dim": 3, "eta": 0.5, "cap": 100, "epsilon": 50.0}, 6
+    )
     sp["sigma"] = 0.01
     net = await make_net(transport, ids, tmp_path / "s", data=data, seed=3)
     try:
@@ -134,12 +135,19 @@ async def test_restarted_holder_resumes_the_walk(tmp_path):
     nothing but the ledger survives) and comes back: it resumes from its ledger and its kept copy
     (sent again, recognised as an exact re-send), and the walk finishes with an exact result."""
     ids = _ids(5)
-    vals = {nid: np.array([10.0 ** i]) for i, nid in enumerate(ids)}
+    vals = {nid: np.array([10.0**i]) for i, nid in enumerate(ids)}
     params = _sum_params(5, T=50)
     ctxs = contexts("j", "walk-sum", ids, params)
     victim = [n for n in ids if n != start_holder(ctxs["n1"])][0]
-    net = await make_net("memory", ids, tmp_path, data=vals, seed=11,
-                         faults={victim: FaultPlan(crash_at_step=2)}, give_up_after=30.0)
+    net = await make_net(
+        "memory",
+        ids,
+        tmp_path,
+        data=vals,
+        seed=11,
+        faults={victim: FaultPlan(crash_at_step=2)},
+        give_up_after=30.0,
+    )
     try:
         for nid in reversed(ids):
             await net.nodes[nid].add_job(ctxs[nid])
@@ -166,11 +174,18 @@ async def test_receiver_that_never_returns_is_routed_around(tmp_path):
     its durable copy to another participant (epoch + 1), and the walk finishes; the result holds
     exactly the contributions the ledgers say."""
     ids = _ids(5)
-    vals = {nid: np.array([10.0 ** i]) for i, nid in enumerate(ids)}
+    vals = {nid: np.array([10.0**i]) for i, nid in enumerate(ids)}
     ctxs = contexts("j", "walk-sum", ids, _sum_params(5, T=40))
     victim = [n for n in ids if n != start_holder(ctxs["n1"])][1]
-    net = await make_net("memory", ids, tmp_path, data=vals, seed=4,
-                         faults={victim: FaultPlan(leave_at_step=2)}, give_up_after=0.3)
+    net = await make_net(
+        "memory",
+        ids,
+        tmp_path,
+        data=vals,
+        seed=4,
+        faults={victim: FaultPlan(leave_at_step=2)},
+        give_up_after=0.3,
+    )
     live = [n for n in ids if n != victim]
     try:
         for nid in reversed(ids):
@@ -221,16 +236,22 @@ def test_custody_timeout_reroutes_and_stale_branch_is_fenced():
     xacts = xe.on_message("a", send.msg)
     fwd = next((y for y in xacts if isinstance(y, Send) and y.msg.kind == TOKEN), None)
     assert fwd is not None, "with these seeds x forwards the token it got"
-    out = xe.on_undeliverable("a", Message(HANDOFF, walk=WALK, epoch=0, seq=send.msg.seq),
-                              "FAILED_PRECONDITION", "stale branch")
+    out = xe.on_undeliverable(
+        "a",
+        Message(HANDOFF, walk=WALK, epoch=0, seq=send.msg.seq),
+        "FAILED_PRECONDITION",
+        "stale branch",
+    )
     assert out and any(isinstance(y, Record) and y.event == "fenced" for y in out)
     assert xe.discarded >= 1 and not xe.custody
     # the walk ends on another branch while a still holds the re-routed copy: it records the
     # abandoned copy (the audit accepts that token never arriving)
-    done = a.on_message("b", Message("release", payload=np.zeros(1), walk=WALK, epoch=a.max_epoch,
-                                     seq=1, round=30))
-    assert [y.peer for y in done if isinstance(y, Record) and y.event == "abandoned"] == \
-        [new_tokens[0].to]
+    done = a.on_message(
+        "b", Message("release", payload=np.zeros(1), walk=WALK, epoch=a.max_epoch, seq=1, round=30)
+    )
+    assert [y.peer for y in done if isinstance(y, Record) and y.event == "abandoned"] == [
+        new_tokens[0].to
+    ]
     assert not a.custody and any(isinstance(y, Drop) for y in done)
     # a node that has seen epoch 1 refuses an epoch-0 token
     d = _engine("d", ids, 3)
@@ -241,11 +262,13 @@ def test_custody_timeout_reroutes_and_stale_branch_is_fenced():
 
 def test_bad_tokens_are_refused_without_state_change():
     e = _engine("b", ["a", "b", "c"], 1)
-    for bad in (Message(TOKEN, payload=np.array([np.nan]), walk=WALK, seq=3, round=2),
-                Message(TOKEN, payload=np.zeros(1), walk=WALK, seq=3, round=0),
-                Message(TOKEN, payload=np.zeros(1), walk=WALK, seq=3, round=30),
-                Message(TOKEN, payload=np.zeros(1), walk="other", seq=3, round=2),
-                Message("bogus", walk=WALK, seq=3)):
+    for bad in (
+        Message(TOKEN, payload=np.array([np.nan]), walk=WALK, seq=3, round=2),
+        Message(TOKEN, payload=np.zeros(1), walk=WALK, seq=3, round=0),
+        Message(TOKEN, payload=np.zeros(1), walk=WALK, seq=3, round=30),
+        Message(TOKEN, payload=np.zeros(1), walk="other", seq=3, round=2),
+        Message("bogus", walk=WALK, seq=3),
+    ):
         with pytest.raises(Refused):
             e.on_message("a", bad)
     assert e.holds == 0 and e.count == 0 and not e.custody
@@ -253,11 +276,16 @@ def test_bad_tokens_are_refused_without_state_change():
 
 def test_release_is_output_everywhere_once():
     e = _engine("c", ["a", "b", "c"], 1)
-    out = e.on_message("a", Message("release", payload=np.array([4.0]), walk=WALK, epoch=0,
-                                    seq=1, round=30))
+    out = e.on_message(
+        "a", Message("release", payload=np.array([4.0]), walk=WALK, epoch=0, seq=1, round=30)
+    )
     assert any(isinstance(y, Output) for y in out) and e.done
-    assert e.on_message("a", Message("release", payload=np.array([4.0]), walk=WALK, epoch=0,
-                                     seq=1, round=30)) == []
+    assert (
+        e.on_message(
+            "a", Message("release", payload=np.array([4.0]), walk=WALK, epoch=0, seq=1, round=30)
+        )
+        == []
+    )
 
 
 def test_local_dp_sgd_forwards_unchanged_past_the_cap():
@@ -269,8 +297,9 @@ def test_local_dp_sgd_forwards_unchanged_past_the_cap():
     ids = [f"u{i}" for i in range(4)]
     rng = np.random.default_rng(0)
     data = {u: np.hstack([rng.normal(size=(5, 2)), np.ones((5, 1))]).reshape(-1) for u in ids}
-    p = get_algorithm("walk-sgd").prepare({"T": 60, "dim": 2, "cap": 2, "dp": "local",
-                                           "stop": "counter", "epsilon": 5.0}, 4)
+    p = get_algorithm("walk-sgd").prepare(
+        {"T": 60, "dim": 2, "cap": 2, "dp": "local", "stop": "counter", "epsilon": 5.0}, 4
+    )
     res = Simulator("walk-sgd", ids, p, data, seed=2, record="full").run()
     assert len(res.holders) == 60
     for u in ids:

@@ -37,10 +37,15 @@ class Pump:
     def __init__(self, seed: int) -> None:
         p = get_algorithm("walk-sum").prepare({"T": T, "clip": 1e9, "custody_timeout_s": 5.0}, 5)
         p["sigma"] = 0.0  # exact arithmetic: the release is the sum of the data it contains
-        self.x = {v: float(10 ** i) for i, v in enumerate(IDS)}
-        self.eng = {v: WalkSum(JobContext("j", "walk-sum", v, tuple(IDS), dict(p), 3),
-                               np.array([self.x[v]]), np.random.default_rng([seed, i]))
-                    for i, v in enumerate(IDS)}
+        self.x = {v: float(10**i) for i, v in enumerate(IDS)}
+        self.eng = {
+            v: WalkSum(
+                JobContext("j", "walk-sum", v, tuple(IDS), dict(p), 3),
+                np.array([self.x[v]]),
+                np.random.default_rng([seed, i]),
+            )
+            for i, v in enumerate(IDS)
+        }
         self.records: dict[str, list[Record]] = {v: [] for v in IDS}
         self.outputs: dict[str, Output] = {}
         self.log: list[tuple[str, Record]] = []  # every node's records, in the order made
@@ -92,8 +97,11 @@ class Pump:
         first among those still pending fires (all have the same timeout)."""
         for _ in range(limit):
             self.drain()
-            pending = [(v, k) for v, k in self.armed if v not in self.dead
-                       and k in self.eng[v].custody and not self.eng[v].done]
+            pending = [
+                (v, k)
+                for v, k in self.armed
+                if v not in self.dead and k in self.eng[v].custody and not self.eng[v].done
+            ]
             if not pending:
                 return
             self.armed.remove(pending[0])
@@ -112,8 +120,9 @@ def _two_reroutes(seed: int) -> Pump | None:
     (before acknowledging), B's custody timer fires (it re-routes around C) and, before B's handoff
     can reach A, A's fires too (it re-routes around B). None if the walk ends first."""
     pump = Pump(seed)
-    pump.run(start_holder(pump.eng[IDS[0]].ctx), pump.eng[start_holder(pump.eng[IDS[0]].ctx)]
-             .start())
+    pump.run(
+        start_holder(pump.eng[IDS[0]].ctx), pump.eng[start_holder(pump.eng[IDS[0]].ctx)].start()
+    )
     while pump.queue:
         src, dst, msg = pump.queue[0]
         came = [(s, d) for s, d, m in pump.tokens if d == src]
@@ -121,10 +130,16 @@ def _two_reroutes(seed: int) -> Pump | None:
             a, b, c = came[-1][0], src, dst
             pump.queue.popleft()
             pump.dead.add(c)
-            key_b = next(k for k in pump.timers[b] if k in pump.eng[b].custody
-                         and pump.eng[b].custody[k]["to"] == c)
-            key_a = next(k for k in pump.timers[a] if k in pump.eng[a].custody
-                         and pump.eng[a].custody[k]["to"] == b)
+            key_b = next(
+                k
+                for k in pump.timers[b]
+                if k in pump.eng[b].custody and pump.eng[b].custody[k]["to"] == c
+            )
+            key_a = next(
+                k
+                for k in pump.timers[a]
+                if k in pump.eng[a].custody and pump.eng[a].custody[k]["to"] == b
+            )
             # everything B and A sent so far is delivered, except the token to C
             pump.drain()
             pump.fire(b, key_b)  # "node-3 re-routed around node-1"
@@ -167,9 +182,13 @@ def test_concurrent_reroutes_leave_one_branch_and_no_step_twice(seed):
     while lineage[-1][0] != 0:
         r = by_epoch[lineage[-1][0]]
         lineage.append((int(r.params["old_epoch"]), int(r.params["t"])))
-    on_branch = [(v, r) for v in IDS for r in pump.records[v] if r.event in HOLD
-                 and any(int(r.params["epoch"]) == e and int(r.params["t"]) <= last
-                         for e, last in lineage)]
+    on_branch = [
+        (v, r)
+        for v in IDS
+        for r in pump.records[v]
+        if r.event in HOLD
+        and any(int(r.params["epoch"]) == e and int(r.params["t"]) <= last for e, last in lineage)
+    ]
     assert sorted(int(r.params["t"]) for _, r in on_branch) == list(range(1, T + 1))
     expect = sum(pump.x[v] for v, r in on_branch if r.event == "contribute")
     assert float(pump.outputs[live[0]].value[0]) == pytest.approx(expect)
@@ -189,13 +208,15 @@ def test_a_token_refused_because_the_walk_ended_there_is_not_rerouted():
     fwd = [x for x in acts if isinstance(x, Send) and x.msg.kind == TOKEN]
     assert len(fwd) == 1, "with this seed b forwards the token at once"
     c = fwd[0].to
-    out = e_b.on_undeliverable(c, fwd[0].msg, "FAILED_PRECONDITION",
-                               f"job j is finished at {c}; a new token is not taken")
+    out = e_b.on_undeliverable(
+        c, fwd[0].msg, "FAILED_PRECONDITION", f"job j is finished at {c}; a new token is not taken"
+    )
     assert not any(isinstance(x, Record) and x.event == "reroute" for x in out)
     assert not any(isinstance(x, Send) and x.msg.kind == TOKEN for x in out)
     assert [x.event for x in out if isinstance(x, Record)] == ["fenced"]
-    assert [(x.to, x.msg.kind, x.msg.epoch, x.msg.seq) for x in out if isinstance(x, Send)] == \
-        [(a, "handoff", 0, 5)]
+    assert [(x.to, x.msg.kind, x.msg.epoch, x.msg.seq) for x in out if isinstance(x, Send)] == [
+        (a, "handoff", 0, 5)
+    ]
     assert not e_b.custody and c not in e_b.dead
     real = sum(1 for x in acts if isinstance(x, Record) and x.event == "contribute")
     assert e_b.discarded == real
@@ -214,8 +235,7 @@ def test_a_step_held_twice_makes_the_rw_accountant_take_its_fork_fallback():
     spec = {"participants": ids, "params": {}}
 
     def entry(event: str, **params: object) -> Any:
-        return type("E", (), {"event": event, "direction": "local", "peer": "",
-                              "params": params})()
+        return type("E", (), {"event": event, "direction": "local", "peer": "", "params": params})()
 
     one_walk = [entry("contribute", epoch=0, t=4, live=6)]
     assert _rw_realised_law(spec, one_walk, W, ids) == ([], {})

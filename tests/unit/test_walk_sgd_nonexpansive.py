@@ -25,11 +25,13 @@ N, POINTS = 16, 8  # the README's walk-sgd demo: 16 nodes, 8 rows each
 def _engines(eta: float) -> tuple[list[WalkSgd], list[tuple[np.ndarray, np.ndarray]]]:
     split = learning_split(N, POINTS, 0)
     ids = tuple(f"node-{i}" for i in range(1, N + 1))
-    params = get_algorithm("walk-sgd").prepare({"T": 25 * N, "dim": 9, "lipschitz": 1.0,
-                                                "eta": eta}, N)
-    engines = [WalkSgd(JobContext("j", "walk-sgd", me, ids, params, 1), rows,
-                       np.random.default_rng(0))
-               for me, rows in zip(ids, split.per_user(N, POINTS))]
+    params = get_algorithm("walk-sgd").prepare(
+        {"T": 25 * N, "dim": 9, "lipschitz": 1.0, "eta": eta}, N
+    )
+    engines = [
+        WalkSgd(JobContext("j", "walk-sgd", me, ids, params, 1), rows, np.random.default_rng(0))
+        for me, rows in zip(ids, split.per_user(N, POINTS))
+    ]
     return engines, split.user_arrays(N, POINTS)
 
 
@@ -70,8 +72,12 @@ def test_walk_sgd_update_is_non_expansive_on_the_project_split(eta):
         points = _points(X, y, rng)
         new = max(new, _worst_ratio(e.descent, points, rng))
         # the previous update on the same rows and points: the mean gradient clipped to L = 1
-        old = max(old, _worst_ratio(
-            lambda w, X=X, y=y: w - eta * clip_l2(logistic_gradient(w, X, y), 1.0), points, rng))
+        old = max(
+            old,
+            _worst_ratio(
+                lambda w, X=X, y=y: w - eta * clip_l2(logistic_gradient(w, X, y), 1.0), points, rng
+            ),
+        )
     print(f"eta={eta}: worst stretch {old:.6f} (mean clipped), {new:.12f} (engine)")
     assert old > 1.0 + 1e-5, old  # the check finds the old configuration's expansion
     assert new <= 1.0 + 1e-9, new  # up to float rounding
@@ -82,25 +88,31 @@ def test_the_engine_steps_with_its_non_expansive_update_and_bounds_long_rows():
     engines with the same generator); every example's gradient is clipped, so ‖g‖ ≤ L with no
     final clip binding; rows longer than sqrt(8/η) are scaled down to it."""
     ids = ("a", "b", "c")
-    params = get_algorithm("walk-sgd").prepare({"T": 30, "dim": 2, "eta": 2.0,
-                                                "lipschitz": 0.5}, 3)
+    params = get_algorithm("walk-sgd").prepare({"T": 30, "dim": 2, "eta": 2.0, "lipschitz": 0.5}, 3)
     rows = np.array([[3.0, 0.0, 1.0], [0.0, 1.0, -1.0], [-0.5, 0.5, 1.0]])
 
     def engine() -> WalkSgd:
-        return WalkSgd(JobContext("j", "walk-sgd", "a", ids, params, 1), rows.reshape(-1),
-                       np.random.default_rng(5))
+        return WalkSgd(
+            JobContext("j", "walk-sgd", "a", ids, params, 1),
+            rows.reshape(-1),
+            np.random.default_rng(5),
+        )
+
     e = engine()
     assert np.allclose(np.linalg.norm(e.X, axis=1), [2.0, 1.0, np.hypot(0.5, 0.5)])  # R = 2
     w = np.array([-4.0, 3.0])
     real, _ = e.step(w, True)
     noise_only, _ = engine().step(w, False)
     # equal up to the noise grid: the released step is η·γ·(round(g/γ) + Z), |rounding| ≤ γ/2
-    np.testing.assert_allclose(real - noise_only, e.descent(w) - w, rtol=0,
-                               atol=e.eta * e.grid / 2 + 1e-12)
+    np.testing.assert_allclose(
+        real - noise_only, e.descent(w) - w, rtol=0, atol=e.eta * e.grid / 2 + 1e-12
+    )
     # independent per-example computation: −y x min(σ(−m), L/‖x‖), averaged
     X, y = e.X, np.array([1.0, -1.0, 1.0])
-    per = [-yi * xi * min(1 / (1 + np.exp(yi * xi @ w)), 0.5 / np.linalg.norm(xi))
-           for xi, yi in zip(X, y)]
+    per = [
+        -yi * xi * min(1 / (1 + np.exp(yi * xi @ w)), 0.5 / np.linalg.norm(xi))
+        for xi, yi in zip(X, y)
+    ]
     np.testing.assert_allclose(e.gradient(w), np.mean(per, axis=0), rtol=1e-12)
     assert np.linalg.norm(e.gradient(w)) <= 0.5 + 1e-12
     assert e.result_info(w)[1]["rows_scaled_to_bound"] == 1
