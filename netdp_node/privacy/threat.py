@@ -216,14 +216,14 @@ def _inca(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
 
 def _muffliato(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     return ThreatModel(
-        SINGLE,
-        1,
+        ANYONE,
+        None,
         (
-            "Pairwise network DP: the ε towards v bounds v's own joint view over the realised "
-            "schedule (the local-DP level of η until the schedule is known, which holds against "
-            "anyone). Colluding nodes are not covered by it; whatever they pool is computed from the "
-            "noisy values x + η, so the local-DP level of the node's η bounds any coalition. "
-            + LINKS
+            "The reported ε is the local-DP level of the node's discrete-Gaussian release x + η "
+            "(every gossip message is computed from the nodes' releases: data processing), so it "
+            "holds whoever observes (any set of colluding nodes, an eavesdropper on every link). The "
+            "joint-view and paper figures shown beside it would bound single nodes only, and are "
+            "continuous-noise analyses, not proven for discrete noise. " + LINKS
         ),
     )
 

@@ -168,5 +168,9 @@ def test_every_algorithm_has_a_threat_model_and_walks_follow_colluders():
         }
     )
     assert net.colluders is None and net.observers == local.observers
+    # Muffliato enforces the local-DP level of x + η (its gossip views: continuous noise only)
+    for alg in ("muffliato", "muffliato-random"):
+        muff = threat_model({"algorithm": alg, "participants": ids, "params": {}})
+        assert muff.colluders is None and muff.observers == local.observers, alg
     with pytest.raises(ValueError, match="no threat model"):
         threat_model({"algorithm": "nope", "participants": ids, "params": {}})
