@@ -112,9 +112,12 @@ def check_privacy_monotone(nodes: Sequence[NodeLedger], delta: float) -> Check:
     c = Check("privacy-monotone")
     for n in nodes:
         specs = {j.job_id: j.spec for j in n.jobs}
-        prev: dict[str, float] = {}
+        history: dict[str, list[tuple[float, float]]] = {}
         seen: dict[str, list[Entry]] = {}
         # Replay: after each entry that can change the loss, recompute the total from the prefix.
+        # A loss is an (ε, δ) pair: it decreased when the new pair is strictly better in ε at no
+        # larger δ than an earlier one (a smaller ε at a larger δ, e.g. basic composition replacing
+        # an RDP conversion at the target δ, claims no less privacy spent).
         for e in n.entries:
             if e.job_id not in specs:
                 continue
@@ -122,14 +125,25 @@ def check_privacy_monotone(nodes: Sequence[NodeLedger], delta: float) -> Check:
             if e.event not in ("contribute", "noise-only", "decline"):
                 continue
             views = [JobView(jid, specs[jid], es) for jid, es in seen.items()]
-            now = {p: loss.epsilon for p, loss in total_losses(views, n.node, delta).items()}
-            for peer, eps in now.items():
-                if eps + 1e-12 < prev.get(peer, 0.0):
+            now = {
+                p: (loss.epsilon, loss.delta)
+                for p, loss in total_losses(views, n.node, delta).items()
+            }
+            for peer, (eps, dlt) in now.items():
+                past = history.setdefault(peer, [])
+                worse = [
+                    (pe, pd) for pe, pd in past if eps + 1e-12 < pe and dlt <= pd * (1 + 1e-12)
+                ]
+                if worse:
+                    old_eps, old_dlt = max(worse)
                     c.fail(
-                        f"{n.node}: loss towards {peer} decreased from {prev[peer]:.6g} to "
-                        f"{eps:.6g} at ledger entry {e.id}"
+                        f"{n.node}: loss towards {peer} decreased from (ε {old_eps:.6g}, "
+                        f"δ {old_dlt:.3g}) to (ε {eps:.6g}, δ {dlt:.3g}) at ledger entry {e.id}"
                     )
-            prev = now
+                # keep only the pairs no other pair dominates (at least its ε at no larger δ)
+                if not any(pe >= eps and pd <= dlt for pe, pd in past):
+                    past[:] = [(pe, pd) for pe, pd in past if not (eps >= pe and dlt <= pd)]
+                    past.append((eps, dlt))
     return c
 
 

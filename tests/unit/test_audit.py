@@ -192,3 +192,30 @@ def test_a_one_sided_edge_of_a_node_that_left_right_after(n1_state, n3_rounds, c
     assert check.ok is not caught, check.details
     if caught:
         assert any("round 1: n1 used its edge with n3, n3 did not" in d for d in check.details)
+
+
+def test_privacy_monotone_compares_epsilon_at_no_larger_delta(monkeypatch):
+    """A loss is an (ε, δ) pair: a smaller ε at a larger δ (basic composition of a job without an
+    RDP curve replacing an RDP conversion at the target δ) is no decrease; a smaller ε at the same
+    δ as any earlier pair is one. The totals are scripted (the composition itself is tested in
+    test_privacy_composition)."""
+    from netdp_node import audit as audit_mod
+    from netdp_node.audit import NodeLedger, check_privacy_monotone
+    from netdp_node.ledger import Entry, JobRow
+    from netdp_node.privacy.composition import PrivacyLoss
+
+    script = iter([(8.2, 1e-5), (7.5, 2e-5), (9.0, 2e-5), (8.0, 1e-5)])
+
+    def scripted(views, me, delta):
+        eps, dlt = next(script)
+        return {"b": PrivacyLoss(eps, dlt, "scripted")}
+
+    monkeypatch.setattr(audit_mod, "total_losses", scripted)
+    job = JobRow("j", "ring-sum", {}, "done", True, 0.0, 1.0, None, "")
+    entries = [Entry(job_id="j", direction="local", event="contribute", id=i) for i in range(4)]
+    c = check_privacy_monotone([NodeLedger("a", [job], entries)], 1e-5)
+    assert not c.ok
+    # only the last pair is dominated (8.0 < 8.2 at the same δ, and < 9.0 at a smaller δ);
+    # (7.5, 2e-5) after (8.2, 1e-5) is not a decrease
+    assert len(c.details) == 1, c.details
+    assert "to (ε 8, δ 1e-05) at ledger entry 3" in c.details[0]
