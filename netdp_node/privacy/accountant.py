@@ -228,6 +228,14 @@ def gaussian_sum_baselines(
 RW_MC_WALKS = 1000  # simulated trajectories per report (job parameter mc_walks)
 
 
+#: rw-sgd's guarantee: contributions are clipped so that each is a Gaussian mechanism at the
+#: local-DP level, composed in RDP without the α cap of Cyffers, Bellet & Upadhyay (ICML 2024)
+RW_LDP_METHOD = (
+    "local-DP bound: the node's contributions as Gaussian mechanisms in RDP, "
+    "no α cap needed (sound; every contribution clipped at the local-DP level)"
+)
+
+
 def _rw_loss(p: Mapping[str, Any], count: int) -> PrivacyLoss:
     if count == 0:
         return PrivacyLoss(0.0, 0.0, "no-contribution")
@@ -235,8 +243,7 @@ def _rw_loss(p: Mapping[str, Any], count: int) -> PrivacyLoss:
     return PrivacyLoss(
         ldp_epsilon(count, z, float(p["delta"])),
         float(p["delta"]),
-        "local-DP bound: the node's contributions as Gaussian mechanisms in RDP, "
-        "no α cap needed (sound; random-walks.md §4.8)",
+        RW_LDP_METHOD,
         (DEFAULT_ORDERS, tuple(gaussian_rdp(z, DEFAULT_ORDERS, count).tolist())),
     )
 
@@ -299,10 +306,14 @@ def _rw_groups(p: Mapping[str, Any], parts: list[str], u: int) -> list[tuple[int
     return out
 
 
+#: rw-sgd's per-trajectory accountant (netdp's own, docs/accountants.md): amplification by
+#: iteration along simulated walks, which replaces the per-contribution composition of Cyffers,
+#: Bellet & Upadhyay (ICML 2024), App. B, shown unsound in docs/errata.md
+RW_TRAJECTORY = "per-trajectory accountant (amplification by iteration over simulated walks)"
 #: the label of rw-sgd's per-trajectory figure shown beside its guarantee (see below)
 RW_SOUND = (
-    "per-trajectory accountant (random-walks.md §4.9; continuous-noise analysis; not "
-    "proven for discrete noise; not a guarantee)"
+    f"{RW_TRAJECTORY[:-1]}; continuous-noise analysis; not proven for discrete noise; "
+    "not a guarantee)"
 )
 
 
@@ -377,7 +388,7 @@ def rw_sgd_figures(
             ldp.epsilon,
             ldp.delta,
             ldp.method + "; the walk was re-routed "
-            "(custody) at a step this ledger does not record, so the §4.9 "
+            "(custody) at a step this ledger does not record, so the per-trajectory "
             "accountant over the realised law is not computable here",
             ldp.rdp,
         )
@@ -411,7 +422,7 @@ def rw_sgd_figures(
         extra_obs=extra,
         burn_in=burn,
     )
-    law_txt = f"realised law after {len(phases)} re-send(s) (§7.1 item 2)" if phases else "public W"
+    law_txt = f"realised law after {len(phases)} re-send(s)" if phases else "public W"
     out = {}
     for v, i in zip(others, obs):
         eps, dlt, _ = sound_epsilon(qs[i], z, cap, delta)
@@ -419,8 +430,7 @@ def rw_sgd_figures(
             out[v] = PrivacyLoss(
                 eps,
                 dlt,
-                f"per-trajectory accountant (random-walks.md "
-                f"§4.9), {R} simulated walks over the {law_txt}, final model "
+                f"{RW_TRAJECTORY}, {R} simulated walks over the {law_txt}, final model "
                 f"published counted, Hoeffding bound β = δ/10, no α cap needed; "
                 "continuous-noise analysis; not proven for discrete noise",
             )
@@ -478,8 +488,9 @@ def rw_sgd_baselines(
         "paper (not a guarantee)": PrivacyLoss(
             float(eps.max()),
             float(p["delta"]),
-            "Lemma 2 composed over contributions, known sender (App. B.1), α ≤ (1+√(1+8σ²))/2 "
-            "(c ≤ 1 cap, §4.7); unsound in general (random-walks.md §4.9)"
+            "Cyffers, Bellet & Upadhyay, ICML 2024: Lemma 2 composed over contributions, known "
+            "sender (App. B.1), α ≤ (1+√(1+8σ²))/2 (c ≤ 1 cap, §4.2); unsound in general (the "
+            "per-contribution composition of App. B, docs/errata.md)"
             + ("; the walk was re-routed, so W no longer describes it" if rerouted else ""),
         ),
     }
@@ -614,7 +625,8 @@ def inca_baselines(
             float(p["delta"]),
             f"IncA audit of this execution, threat {p['threat']} (Theorem 4.1), worst of "
             f"{rep['samples']} sampled adversaries only: not a bound over all placements "
-            "(inca.md §2); continuous-noise analysis of real-weighted views, not proven for the "
+            "(the paper's C-DP / E-DP are worst cases over placements, docs/errata.md); "
+            "continuous-noise analysis of real-weighted views, not proven for the "
             "discrete noise sampled",
         )
     return out
@@ -639,42 +651,45 @@ ACCOUNTANTS: dict[str, Accountant] = {
     "ring-sum": Accountant(
         ring_sum_losses,
         ring_sum_prospective,
-        "Cyffers & Bellet 2022, Theorem 1 (network-dp.md §3.1, erratum E1)",
+        "Cyffers & Bellet, AISTATS 2022, Theorem 1 (App. A); erratum E1 (docs/errata.md)",
         gaussian_sum_baselines,
     ),
     "ring-sum-r": Accountant(
         ring_sum_losses,
         ring_sum_prospective,
-        "Cyffers & Bellet 2022, Remark 1 with E2 (σ/√(n−1)), accounted as "
-        "Theorem 1 (network-dp.md §2.2, §3.1)",
+        "Cyffers & Bellet, AISTATS 2022, Remark 1 with erratum E2 (σ/√(n−1)), accounted "
+        "as Theorem 1 (errata E1, E2: docs/errata.md)",
         gaussian_sum_baselines,
     ),
     "ring-histogram": Accountant(
         ring_histogram_losses,
         ring_histogram_prospective,
-        "Cyffers & Bellet 2022, Theorem 2 corrected (E3, E4, E22), "
-        "numeric shuffle bound (Remark 2, B6) (network-dp.md §3.2)",
+        "Cyffers & Bellet, AISTATS 2022, Theorem 2 corrected (errata E3, E4, E22: "
+        "docs/errata.md), numeric shuffle bound (Remark 2; Feldman, McMillan & Talwar, "
+        "FOCS 2021, Theorem 3.1)",
     ),
     "rw-sgd": Accountant(
         rw_sgd_losses,
         rw_sgd_prospective,
         "random-walk DP-SGD: the local-DP bound of the node's discrete "
-        "Gaussian releases (random-walks.md §4.8; CKS Theorem 4); the §4.9 "
-        "per-trajectory figure (amplification by iteration, continuous noise "
-        "only) and the paper's Lemma 2 / Theorem 3 value beside it, labelled",
+        "Gaussian releases (Canonne, Kamath & Steinke, NeurIPS 2020, Theorem 4); "
+        "netdp's per-trajectory figure (amplification by iteration, continuous noise "
+        "only; docs/accountants.md) and the Lemma 2 / Theorem 3 value of Cyffers, Bellet "
+        "& Upadhyay, ICML 2024 beside it, labelled",
         rw_sgd_baselines,
     ),
     "walk-sum": Accountant(
         walk_accountant.walk_losses,
         walk_accountant.walk_prospective,
-        "Cyffers & Bellet 2022, Theorem 3 + App. D (E7) + App. G (Lemma 2, E14 / "
-        "edge cap §2.8) (network-dp.md §3.3, §3.6)",
+        "Cyffers & Bellet, AISTATS 2022, Theorem 3 + App. D (E7) + App. G (Lemma 2, "
+        "E14, or netdp's per-edge contribution cap); errata: docs/errata.md",
         gaussian_sum_baselines,
     ),
     "walk-histogram": Accountant(
         walk_accountant.walk_losses,
         walk_accountant.walk_prospective,
-        "Cyffers & Bellet 2022, Theorem 6 with Remark 4 (E8) + App. G (network-dp.md §3.4, §3.6)",
+        "Cyffers & Bellet, AISTATS 2022, Theorem 6 (App. E) with Remark 4 (E8) + App. G; "
+        "errata: docs/errata.md",
     ),
     "walk-sgd": Accountant(
         walk_accountant.walk_losses,
@@ -689,15 +704,15 @@ ACCOUNTANTS: dict[str, Accountant] = {
         inca_losses,
         inca_prospective,
         "IncA (Sabater et al. 2025): exact audit of the execution, Theorem 4.1 "
-        "(inca.md §7.1-7.2, §7.6), capped by the local-DP level of η",
+        "(and Eq. 10, App. A.2), capped by the local-DP level of η",
         inca_baselines,
     ),
     "muffliato": Accountant(
         muffliato_accountant.losses,
         muffliato_accountant.prospective,
-        "Muffliato (Alg. 1): exact joint-view accountant on the realised "
-        "schedule (muffliato.md §4.11), local-DP level until the schedule is "
-        "known; paper eq. (6) beside it, labelled",
+        "Muffliato (Cyffers et al., NeurIPS 2022, Alg. 1): exact joint-view accountant on "
+        "the realised schedule (netdp's own; eq. (6) is not a per-pair bound, docs/errata.md), "
+        "local-DP level until the schedule is known; paper eq. (6) beside it, labelled",
         muffliato_accountant.baselines,
         muffliato_accountant.incoming,
     ),
@@ -705,17 +720,16 @@ ACCOUNTANTS: dict[str, Accountant] = {
         muffliato_accountant.losses,
         muffliato_accountant.prospective,
         "Randomized Muffliato (Alg. 2): exact joint-view accountant on "
-        "the realised exchanges (muffliato.md §3.2, §4.11); paper eq. "
-        "(6) beside it, labelled",
+        "the realised exchanges (Cyffers et al., NeurIPS 2022, §3.3; netdp's own "
+        "accountant, docs/errata.md); paper eq. (6) beside it, labelled",
         muffliato_accountant.baselines,
         muffliato_accountant.incoming,
     ),
     "muffliato-gd": Accountant(
         muffliato_accountant.losses,
         muffliato_accountant.prospective,
-        "Muffliato-GD (Alg. 3): local-DP composition over the steps (the "
-        "guarantee, muffliato.md §4.6); per-call joint view and paper eq. "
-        "(6) beside it, labelled",
+        "Muffliato-GD (Cyffers et al., NeurIPS 2022, Alg. 3): local-DP composition over "
+        "the steps (the guarantee); per-call joint view and paper eq. (6) beside it, labelled",
         muffliato_accountant.baselines,
         muffliato_accountant.incoming,
     ),

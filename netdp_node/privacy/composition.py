@@ -76,7 +76,7 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     if not (0.0 < epsilon < 1.0):
         raise ValueError(
             f"epsilon must satisfy 0 < epsilon < 1 for the classic Gaussian calibration "
-            f"(spec §0), got {epsilon!r}"
+            f"(Dwork & Roth 2014, Theorem A.1), got {epsilon!r}"
         )
     _check_open_unit("delta", delta)
     if not (0.0 < sensitivity < math.inf):

@@ -430,8 +430,8 @@ def _direction(
         loss = _ldp_loss(
             spec,
             calls,
-            "local-DP composition over the steps (muffliato.md §4.6; "
-            "discrete Gaussian, CKS Theorem 4 and Proposition 12)",
+            "local-DP composition over the steps (discrete Gaussian; Canonne, Kamath & "
+            "Steinke, NeurIPS 2020, Theorem 4 and Proposition 12)",
         )
         return {v: loss for v in others}
     # one release x + η per node: the local-DP level, the bound proven for the discrete noise
@@ -500,14 +500,15 @@ def baselines(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[
             spec,
             worst_paper,
             "paper eq. (6), Theorem 1 convention, worst peer; "
-            "NOT a guarantee (muffliato.md §4.11; continuous Gaussian noise)",
+            "NOT a guarantee (Cyffers et al., NeurIPS 2022; summing per-message divergences "
+            "does not bound the joint view, docs/errata.md; continuous Gaussian noise)",
         )
         if spec["algorithm"] == "muffliato-gd":
             Fs, _ = leakage_matrices(spec, es, me)
             if Fs is not None:
                 worst = max(float(np.max(np.delete(F[u], u))) for F in Fs)
                 out[f"joint view per call ({CONTINUOUS}; not a guarantee across steps)"] = _pair(
-                    spec, worst, "exact joint view of one call, worst call and peer (§4.6)"
+                    spec, worst, "exact joint view of one call, worst call and peer"
                 )
     if spec["algorithm"] != "muffliato-gd" and scheds is not None:
         Fs, _ = leakage_matrices(spec, es, me)
@@ -518,7 +519,8 @@ def baselines(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[
             out[MEAN_LOSS] = _pair(
                 spec,
                 pg.mean_privacy_loss(Fs[0][:, u], u),
-                "incoming joint view averaged over the others, (1/n) Σ_u (muffliato.md §2.3)",
+                "incoming joint view averaged over the others, (1/n) Σ_u (the mean privacy "
+                "loss of Cyffers et al., NeurIPS 2022, eq. (7))",
             )
     if spec["algorithm"] != "muffliato-gd" and count:
         sigma, sens, delta = _sigma_ratio(spec)
