@@ -718,8 +718,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--points", type=int, default=8, help="walk-sgd: data points per node")
     d.add_argument(
         "--data-dir",
-        help="walk-sgd: where cal_housing.data is (default "
-        "$NETDP_DATA_DIR, then ../shared/data; synthetic data if absent)",
+        help="walk-sgd: a folder holding cal_housing.data, the California housing file "
+        "(default $NETDP_DATA_DIR); synthetic data if absent",
     )
     d.add_argument("--delta", type=float, default=1e-6, help="per-window δ (default 1e-6)")
     d.add_argument(
@@ -1125,12 +1125,14 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument(
         "--trace",
         help="a walk trace written by `netdp simulate --trace`: run the "
-        "walk-conditional audit (network-dp.md §4) over every ordered pair",
+        "walk-conditional audit of Cyffers & Bellet, AISTATS 2022, §5.1 / Fig. 1(b) "
+        "over every ordered pair",
     )
     au.add_argument(
         "--paper-compatible",
         action="store_true",
-        help="with --trace: reproduce the authors' code exactly (spec §4.2 quirks)",
+        help="with --trace: reproduce the authors' Fig. 1(b) code exactly, quirks included "
+        "(see netdp_node.privacy.empirical)",
     )
     au.add_argument("--delta", type=float, default=1e-5)
     au.add_argument("--json", action="store_true")
@@ -1165,8 +1167,8 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--points", type=int, default=8, help="data points per node (walk-sgd)")
     si.add_argument(
         "--data-dir",
-        help="where cal_housing.data is (walk-sgd; default "
-        "$NETDP_DATA_DIR, then ../shared/data; synthetic data if absent)",
+        help="walk-sgd: a folder holding cal_housing.data, the California housing file "
+        "(default $NETDP_DATA_DIR); synthetic data if absent",
     )
     si.add_argument(
         "--record",
@@ -1240,7 +1242,8 @@ def build_parser() -> argparse.ArgumentParser:
     re_.add_argument("--quick", action="store_true", help="a small version, for a smoke test")
     re_.add_argument(
         "--data-dir",
-        help="where cal_housing.data is (default $NETDP_DATA_DIR, then ../shared/data)",
+        help="a folder holding cal_housing.data, the California housing file "
+        "(default $NETDP_DATA_DIR)",
     )
     re_.set_defaults(fn=cmd_reproduce)
 

@@ -1,11 +1,12 @@
 """Datasets for the learning jobs: the California housing data the papers use, and synthetic data.
 
-The housing file is never shipped with netdp. It is found, in this order, at `--data-dir`, at
-`$NETDP_DATA_DIR`, and at `../shared/data` (relative to the working directory, then to the
-checkout); `download_housing` fetches it for users who are online. Tests that need it skip with a
-reason when it is absent.
+The housing file is never shipped with netdp. It is found, in this order, in the `--data-dir`
+folder, in `$NETDP_DATA_DIR`, and in a `shared/data` folder beside the working directory or beside
+the checkout (a development layout); `download_housing` fetches it for users who are online.
+Tests that need it skip with a reason when it is absent.
 
-Preprocessing (network-dp.md §5.3, random-walks.md §6.2): the target (median house value) is
+Preprocessing (as the authors' code does for Cyffers & Bellet, AISTATS 2022, Fig. 2, and Cyffers,
+Bellet & Upadhyay, ICML 2024, Fig. 2): the target (median house value) is
 binarized at its mean (OpenML 823: below the mean → −1), the 8 features are standardized on all
 rows, every row is scaled to unit L2 norm, then an intercept column of 1 is appended (dimension 9);
 stratified 80/20 train/test split with a fixed seed.
@@ -39,7 +40,7 @@ class Split:
     source: str
 
     def per_user(self, n: int, m: int) -> list[np.ndarray]:
-        """Users i = 0..n−1 get training rows [m·i, m·i + m) (spec §5.3), as flat rows of
+        """Users i = 0..n−1 get training rows [m·i, m·i + m) (as the authors' code), as flat rows of
         features then label, the layout `netdp node --data` files use for walk-sgd."""
         if n * m > len(self.y_train):
             raise ConfigError(

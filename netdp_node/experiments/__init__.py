@@ -21,73 +21,77 @@ from netdp_node.errors import ConfigError
 EXPERIMENTS: dict[str, tuple[str, str]] = {
     "network-dp-fig1a": (
         "fig1a",
-        "Cyffers & Bellet Fig. 1(a): theoretical bounds, real summation (network-dp.md §5.1)",
+        "Cyffers & Bellet (AISTATS 2022) Fig. 1(a), §5.1: theoretical bounds, real summation",
     ),
     "network-dp-fig1b": (
         "fig1b",
-        "Fig. 1(b): walk-conditional audit of simulated walks, real summation (§5.2)",
+        "Cyffers & Bellet Fig. 1(b), §5.1: walk-conditional audit of simulated walks, "
+        "real summation",
     ),
-    "network-dp-fig3": ("fig1b", "Fig. 3 (App. H): the same audit for histograms (§5.4)"),
+    "network-dp-fig3": ("fig1b", "Cyffers & Bellet Fig. 3 (App. H): the same audit for histograms"),
     "network-dp-fig2": (
         "fig2",
-        "Fig. 2: logistic regression, central / local / network DP-SGD, "
-        "as the authors' code ran it and as the theorems require (§5.3)",
+        "Cyffers & Bellet Fig. 2, §5.2: logistic regression, central / local / network "
+        "DP-SGD, as the authors' code ran it and as the theorems require",
     ),
     "random-walks-fig1": (
         "rw_fig1",
-        "Cyffers, Bellet & Upadhyay Fig. 1: loss vs distance, random "
-        "walk vs gossip, anonymous sender, n ≈ 2048 (random-walks.md §6.1)",
+        "Cyffers, Bellet & Upadhyay (ICML 2024) Fig. 1, §7: loss vs distance, random "
+        "walk vs gossip, anonymous sender, n ≈ 2048",
     ),
-    "random-walks-fig4": ("rw_fig1", "Fig. 4 (App. B.1): the same with a known sender (§6.1)"),
+    "random-walks-fig4": (
+        "rw_fig1",
+        "Cyffers, Bellet & Upadhyay Fig. 4 (App. B.1): the same with a known sender",
+    ),
     "random-walks-fig2": (
         "rw_fig2",
-        "Fig. 2: logistic regression, 2048 users × 8, central / local "
-        "/ random-walk DP-SGD at ε = 1 on three graphs (§6.2)",
+        "Cyffers, Bellet & Upadhyay Fig. 2, §7: logistic regression, 2048 users × 8, "
+        "central / local / random-walk DP-SGD at ε = 1 on three graphs",
     ),
     "random-walks-table1": (
         "rw_table1",
-        "Table 1: accuracy at mean loss 0.5 / 1 / 2, random walk "
-        "vs Muffliato-GD on four graphs (§6.3)",
+        "Cyffers, Bellet & Upadhyay Table 1, §7: accuracy at mean loss 0.5 / 1 / 2, "
+        "random walk vs Muffliato-GD on four graphs",
     ),
     "random-walks-fig3": (
         "rw_fig3",
-        "Fig. 3: privacy loss vs communicability and centrality on "
-        "Davis and other networkx graphs (§6.4)",
+        "Cyffers, Bellet & Upadhyay Fig. 3, §7: privacy loss vs communicability and "
+        "centrality on Davis and other networkx graphs",
     ),
     "muffliato-fig1a": (
         "muffliato_fig1a",
-        "Muffliato Fig. 1(a): loss vs shortest-path length, "
-        "paper eq. (6) and the exact joint view (muffliato.md §6.1)",
+        "Muffliato (Cyffers et al., NeurIPS 2022) Fig. 1(a), §5: loss vs shortest-path "
+        "length, paper eq. (6) and the exact joint view",
     ),
     "muffliato-fig1b": (
         "muffliato_fig1b",
-        "Muffliato Fig. 1(b): loss from one node on social "
-        "graphs networkx ships (the Facebook ego graphs are not offline; §6.2)",
+        "Muffliato Fig. 1(b), §5: loss from one node on social "
+        "graphs networkx ships (the Facebook ego graphs are not offline)",
     ),
     "inca-fig2": (
         "inca",
-        "IncA: MSE against the fraction of colluders beside central DP, local "
-        "DP and Muffliato (inca.md §8 Fig. 1)",
+        "IncA (Sabater, Ben Mokhtar & Ramon 2025) Fig. 1, §5: MSE against the fraction "
+        "of colluders beside central DP, local DP and Muffliato",
     ),
     "inca-fig3": (
         "inca",
-        "IncA: probability that Theorem 4.5's precondition holds against k "
-        "and T (inca.md §8 Fig. 2, §11.4)",
+        "IncA (Sabater et al. 2025) Fig. 2, §5: probability that Theorem 4.5's "
+        "precondition holds against k and T",
     ),
     "inca-fig4": (
         "inca",
-        "IncA: MSE under permanent dropouts, early vs incremental injection "
-        "and a GOPA-style baseline (inca.md §8 Fig. 4, §11.5-6)",
+        "IncA (Sabater et al. 2025) Fig. 4, §5: MSE under permanent dropouts, early vs "
+        "incremental injection and a GOPA-style baseline (docs/errata.md)",
     ),
     "muffliato-fig1c": (
         "muffliato_fig1c",
-        "Muffliato Fig. 1(c) / Table 2: Muffliato-GD on a fresh "
-        "ER graph per step vs a trusted aggregator, housing data (§6.4)",
+        "Muffliato Fig. 1(c) / Table 2 (§5, App. H.5): Muffliato-GD on a fresh "
+        "ER graph per step vs a trusted aggregator, housing data",
     ),
     "muffliato-fig6": (
         "muffliato_fig6",
-        "Muffliato Fig. 6 / Table 3: averaging with dropout on "
-        "fresh sparse ER graphs, total privacy loss of node 0 (§3.6, §6.5)",
+        "Muffliato Fig. 6 / Table 3 (appendix): averaging with dropout on "
+        "fresh sparse ER graphs, total privacy loss of node 0",
     ),
 }
 

@@ -239,7 +239,8 @@ def run(name: str, args: Any) -> dict[str, Any]:
         "notes": [
             "paper_out_*: eq. (6) from u = 0 to every v (the paper's figure); paper_in_* and "
             "joint_view_in: what observer v = 0 learns about every u.",
-            "The paper bound is NOT a bound on what a node learns (spec §4.11); the joint view is "
+            "The paper bound is NOT a bound on what a node learns (eq. (6) sums per-message "
+            "divergences of correlated messages; docs/errata.md); the joint view is "
             "exact (Gaussian, linear views).",
             "RGG: another draw than the authors' (their RNG state is not reproducible here).",
         ],

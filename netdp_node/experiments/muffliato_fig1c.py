@@ -111,10 +111,11 @@ def run(name: str, args: Any) -> dict[str, Any]:
         "spec_T": SPEC_T,
         "rows": {},
         "notes": [
-            "Accuracy values are not in the paper's text (spec §6.4); the validation target is "
+            "Accuracy values are not in the paper's text (Fig. 1(c)); the validation target is "
             "'Muffliato ≈ Central within error bars at every iteration'.",
             "Histogram: Theorem-4 bound summed over steps (the code's accounting), not a proven "
-            "guarantee (spec §4.6); netdp's guarantee for GD is the LDP composition (1 here).",
+            "guarantee (Theorem 4 needs c > 1 and a secret graph; docs/errata.md); netdp's "
+            "guarantee for GD is the LDP composition (1 here).",
         ],
     }
     summary = []

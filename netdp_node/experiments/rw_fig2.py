@@ -277,8 +277,7 @@ def run(name: str, args: Any) -> dict[str, Any]:
             "central_accuracy": 0.96,
             "rw_accuracy": "0.955-0.96 on all three graphs",
             "local_accuracy": 0.88,
-            "note": "read off the released result PDFs, whose "
-            "ε is not recorded (code default 10), spec §6.2",
+            "note": "read off the released result PDFs, whose ε is not recorded (code default 10)",
         },
     }
 

@@ -5,9 +5,10 @@ cross-job composition rule (`compose_losses`). `network_dp`: Network DP ring sum
 Bellet 2022, Algorithm 1 / Theorem 1). `network_dp_walk`: the other theorems of that paper (ring
 histogram, complete-graph sum / histogram / SGD, spotted contributions, collusion, baselines,
 calibration). `empirical`: the walk-conditional audit of a realised walk (uses global knowledge).
-Section numbers in docstrings refer to `network-dp.md`, except in `pndp_gossip`: pairwise network
-DP of (accelerated) gossip averaging, Muffliato (Cyffers et al. 2022): gossip matrices, the paper's
-eq. (6) bound and the exact joint-view accountant, whose sections refer to `muffliato.md`.
+`pndp_gossip`: pairwise network DP of (accelerated) gossip averaging, Muffliato (Cyffers, Even,
+Bellet & Massoulié, NeurIPS 2022): gossip matrices, the paper's eq. (6) bound and the exact
+joint-view accountant. Papers are cited by theorem and section; the corrections netdp applies are
+the errata of docs/errata.md (E1–E22 for Cyffers & Bellet, AISTATS 2022).
 """
 
 from __future__ import annotations

@@ -75,13 +75,15 @@ def _others(spec: Mapping[str, Any], me: str) -> list[str]:
 def ring_sum_losses(
     spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str
 ) -> dict[str, PrivacyLoss]:
-    """Theorem 1 (network-dp.md §3.1) from the node's ledger.
+    """Theorem 1 of Cyffers & Bellet, AISTATS 2022 (with erratum E1, docs/errata.md) from the node's
+    ledger.
 
     Every contribution of this node falls in exactly one inter-visit window of each observer v,
-    counting the release of the result as v's last observation (spec §1.3 "Final output"), and no
-    window holds two of them. Every window holds noise from a user other than v: Algorithm 1's
-    schedule for the windows between receptions, and the extra last-step noise of
-    `ring_release_adds_noise` for the final one (the spec's schedule alone leaves it unprotected).
+    counting the release of the result as v's last observation (docs/errata.md, "The released
+    result leaks the last steps"), and no window holds two of them. Every window holds noise from
+    a user other than v: Algorithm 1's schedule for the windows between receptions, and the extra
+    last-step noise of `ring_release_adds_noise` for the final one (the paper's schedule alone
+    leaves it unprotected).
     So the loss towards each v composes one Gaussian window per real
     contribution the ledger shows (noise-only visits of a declining node cost nothing)."""
     p = spec["params"]
@@ -141,7 +143,8 @@ def estimate_std(spec: Mapping[str, Any]) -> tuple[float, str] | None:
 
 # -- ring histogram (Algorithm 2, Theorem 2) -----------------------------------------------------
 def ring_histogram_loss(spec: Mapping[str, Any], windows: int) -> PrivacyLoss:
-    """Theorem 2 (corrected, spec §3.2 with E3/E4/E22) in its numeric form (Remark 2, B6): each of
+    """Theorem 2 (corrected with errata E3/E4/E22, docs/errata.md) in its numeric form (Remark 2;
+    Feldman, McMillan & Talwar's shuffle bound): each of
     the node's real contributions falls in one window of every observer holding the n − 1 reports
     it does not know (the first window: the pre-loaded blanket; the last: the post-load), a shuffle
     of ε0-LDP randomized responses; the FMT bound gives the window's ε at δ, advanced composition
@@ -224,8 +227,16 @@ def gaussian_sum_baselines(
     }
 
 
-# -- random-walk DP-SGD on any graph (random-walks.md) ----------------------------------------------
+# -- random-walk DP-SGD on any graph (Cyffers, Bellet & Upadhyay, ICML 2024) ------------------------
 RW_MC_WALKS = 1000  # simulated trajectories per report (job parameter mc_walks)
+
+
+#: rw-sgd's guarantee: contributions are clipped so that each is a Gaussian mechanism at the
+#: local-DP level, composed in RDP without the α cap of Cyffers, Bellet & Upadhyay (ICML 2024)
+RW_LDP_METHOD = (
+    "local-DP bound: the node's contributions as Gaussian mechanisms in RDP, "
+    "no α cap needed (sound; every contribution clipped at the local-DP level)"
+)
 
 
 def _rw_loss(p: Mapping[str, Any], count: int) -> PrivacyLoss:
@@ -235,8 +246,7 @@ def _rw_loss(p: Mapping[str, Any], count: int) -> PrivacyLoss:
     return PrivacyLoss(
         ldp_epsilon(count, z, float(p["delta"])),
         float(p["delta"]),
-        "local-DP bound: the node's contributions as Gaussian mechanisms in RDP, "
-        "no α cap needed (sound; random-walks.md §4.8)",
+        RW_LDP_METHOD,
         (DEFAULT_ORDERS, tuple(gaussian_rdp(z, DEFAULT_ORDERS, count).tolist())),
     )
 
@@ -252,7 +262,7 @@ def _rw_graph(spec: Mapping[str, Any]) -> tuple[list[str], list[tuple[int, int]]
 def _rw_realised_law(
     spec: Mapping[str, Any], entries: Sequence[ViewEntry], W: Any, parts: list[str]
 ) -> tuple[list[tuple[int, Any]], dict[int, list[int]]] | None:
-    """The walk's law as far as this node's ledger shows it (spec §7.1 item 2): ([], {}) if no
+    """The walk's law as far as this node's ledger shows it (custody re-sends): ([], {}) if no
     re-send is visible; the phases (from step t on: W conditioned on the live set) and the extra
     observations (x_t, seen by every participant: the receiver, or a stale branch) if every re-route
     the ledger reveals is one this node made (its record gives the step); None if the ledger shows
@@ -290,7 +300,7 @@ def _rw_realised_law(
 
 def _rw_groups(p: Mapping[str, Any], parts: list[str], u: int) -> list[tuple[int, ...]]:
     """The job's public collusion groups as observer sets seen from u: each group without u (u's
-    own colluders pool what they see of u), dropped when one member or fewer is left (spec §2.5)."""
+    own colluders pool what they see of u), dropped when one member or fewer is left."""
     out = []
     for g in p.get("collusion_groups", []):
         members = tuple(sorted(int(i) for i in g if int(i) != u))
@@ -299,10 +309,14 @@ def _rw_groups(p: Mapping[str, Any], parts: list[str], u: int) -> list[tuple[int
     return out
 
 
+#: rw-sgd's per-trajectory accountant (netdp's own, docs/accountants.md): amplification by
+#: iteration along simulated walks, which replaces the per-contribution composition of Cyffers,
+#: Bellet & Upadhyay (ICML 2024), App. B, shown unsound in docs/errata.md
+RW_TRAJECTORY = "per-trajectory accountant (amplification by iteration over simulated walks)"
 #: the label of rw-sgd's per-trajectory figure shown beside its guarantee (see below)
 RW_SOUND = (
-    "per-trajectory accountant (random-walks.md §4.9; continuous-noise analysis; not "
-    "proven for discrete noise; not a guarantee)"
+    f"{RW_TRAJECTORY[:-1]}; continuous-noise analysis; not proven for discrete noise; "
+    "not a guarantee)"
 )
 
 
@@ -315,8 +329,8 @@ def rw_sgd_pair_losses(
     walks: int | None = None,
 ) -> dict[str, PrivacyLoss]:
     """The node's loss towards every other participant (and collusion group): the local-DP bound
-    of its `count` discrete Gaussian releases (`_rw_loss`, spec §4.8), the bound proven for them.
-    The §4.9 per-trajectory accountant relies on amplification by iteration (shift reduction over
+    of its `count` discrete Gaussian releases (`_rw_loss`), the bound proven for them.
+    The per-trajectory accountant relies on amplification by iteration (shift reduction over
     real shifts, continuous noise only): it is shown beside it, labelled (`rw_sgd_figures`)."""
     ldp = _rw_loss(spec["params"], count)
     peers = _others(spec, me)
@@ -345,15 +359,15 @@ def rw_sgd_figures(
     Talwar, Thakurta, FOCS 2018), whose shift reduction absorbs REAL shifts into CONTINUOUS
     Gaussian noise; only its a = 1 terms are per-release Gaussian RDP (CKS Theorem 4).
     The smaller of
-    * the per-trajectory accountant of spec §4.9 (`random_walk.sound_q` / `sound_epsilon`): Monte
+    * the per-trajectory accountant (`random_walk.sound_q` / `sound_epsilon`): Monte
       Carlo over `mc_walks` data-independent walks from the public start holder, u contributing at
       its first `cap` visits, the observer seeing the token at its visits and the published final
-      model (spec §7.1 item 4), Hoeffding's certified upper confidence bound (β = δ/10 of δ); over
-      the realised law after a custody re-send this node made (§7.1 item 2), replaced by the
+      model, Hoeffding's certified upper confidence bound (β = δ/10 of δ); over
+      the realised law after a custody re-send this node made, replaced by the
       local-DP bound if the ledger shows a re-send it cannot place in time;
-    * the local-DP bound of the node's `count` contributions (spec §4.8).
-    Also towards every public collusion group ("group:a+b", spec §2.5: the group contracted into
-    one observer whose visits are its members', the §4.9 accountant applied to it).
+    * the local-DP bound of the node's `count` contributions.
+    Also towards every public collusion group ("group:a+b": the group contracted into
+    one observer whose visits are its members', the per-trajectory accountant applied to it).
     Valid for a known sender (mTLS). No α cap applies to either (no Lemma 1). The simulation seed
     is derived from the job id and the node (the accountant stays a pure function)."""
     p = spec["params"]
@@ -377,7 +391,7 @@ def rw_sgd_figures(
             ldp.epsilon,
             ldp.delta,
             ldp.method + "; the walk was re-routed "
-            "(custody) at a step this ledger does not record, so the §4.9 "
+            "(custody) at a step this ledger does not record, so the per-trajectory "
             "accountant over the realised law is not computable here",
             ldp.rdp,
         )
@@ -411,7 +425,7 @@ def rw_sgd_figures(
         extra_obs=extra,
         burn_in=burn,
     )
-    law_txt = f"realised law after {len(phases)} re-send(s) (§7.1 item 2)" if phases else "public W"
+    law_txt = f"realised law after {len(phases)} re-send(s)" if phases else "public W"
     out = {}
     for v, i in zip(others, obs):
         eps, dlt, _ = sound_epsilon(qs[i], z, cap, delta)
@@ -419,8 +433,7 @@ def rw_sgd_figures(
             out[v] = PrivacyLoss(
                 eps,
                 dlt,
-                f"per-trajectory accountant (random-walks.md "
-                f"§4.9), {R} simulated walks over the {law_txt}, final model "
+                f"{RW_TRAJECTORY}, {R} simulated walks over the {law_txt}, final model "
                 f"published counted, Hoeffding bound β = δ/10, no α cap needed; "
                 "continuous-noise analysis; not proven for discrete noise",
             )
@@ -447,9 +460,10 @@ def rw_sgd_baselines(
     spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str
 ) -> dict[str, PrivacyLoss]:
     """The paper's accountant for the node's real count (Lemma 2 composed over its contributions,
-    known-sender form of App. B.1, clipped at the LDP level; spec §4.3–4.8) towards the worst
-    peer, with the c ≤ 1 α cap of spec §4.7 (netdp is not reproducing the paper here): labelled,
-    it is NOT a guarantee (spec §4.9), and only meaningful while the walk follows W (no re-send)."""
+    known-sender form of App. B.1, clipped at the LDP level; Cyffers, Bellet & Upadhyay, ICML 2024,
+    §6) towards the worst peer, with the c ≤ 1 α cap of the paper's §4.2 (netdp is not reproducing
+    the paper here): labelled, it is NOT a guarantee (the per-contribution composition is unsound,
+    docs/errata.md), and only meaningful while the walk follows W (no re-send)."""
     p = spec["params"]
     parts, edges = _rw_graph(spec)
     es = list(entries)
@@ -478,17 +492,18 @@ def rw_sgd_baselines(
         "paper (not a guarantee)": PrivacyLoss(
             float(eps.max()),
             float(p["delta"]),
-            "Lemma 2 composed over contributions, known sender (App. B.1), α ≤ (1+√(1+8σ²))/2 "
-            "(c ≤ 1 cap, §4.7); unsound in general (random-walks.md §4.9)"
+            "Cyffers, Bellet & Upadhyay, ICML 2024: Lemma 2 composed over contributions, known "
+            "sender (App. B.1), α ≤ (1+√(1+8σ²))/2 (c ≤ 1 cap, §4.2); unsound in general (the "
+            "per-contribution composition of App. B, docs/errata.md)"
             + ("; the walk was re-routed, so W no longer describes it" if rerouted else ""),
         ),
     }
 
 
-# -- IncA (inca.md; engine netdp_node.protocols.inca, audit netdp_node.privacy.inca_audit) ---------
+# -- IncA (Sabater et al. 2025; engine netdp_node.protocols.inca, audit privacy.inca_audit) -------
 def _inca_ldp(p: Mapping[str, Any]) -> PrivacyLoss:
     """The local-DP level of the node's η: what an adversary who sees every message of the node
-    learns at most (it recovers x + η, spec §7.1 item 5), so valid whatever the execution: every
+    learns at most (it recovers x + η), so valid whatever the execution: every
     message is a function of the parties' releases x + η and of the data-independent Δ terms
     (data processing). ε is that of the discrete Gaussian η actually drawn
     (`discrete_gaussian.release_epsilon`: CKS Theorem 4 and Proposition 12), not the analytic
@@ -578,7 +593,7 @@ def inca_losses(
 ) -> dict[str, PrivacyLoss]:
     """The guarantee: the local-DP level of η (always valid, whoever the adversary is). The job's
     threat ("collude:ρ", "eavesdrop:P") is a SIZE of adversary and C-DP / E-DP are worst-case over
-    its placement (inca.md §2), while `inca_audit_loss` is the worst of a few sampled placements:
+    its placement (docs/errata.md), while `inca_audit_loss` is the worst of a few sampled placements:
     an audit, shown beside the guarantee (`inca_baselines`), never as it."""
     if walk_accountant.real_contributions(entries) == 0:
         return {v: PrivacyLoss(0.0, 0.0, "no-contribution") for v in _others(spec, me)}
@@ -614,7 +629,8 @@ def inca_baselines(
             float(p["delta"]),
             f"IncA audit of this execution, threat {p['threat']} (Theorem 4.1), worst of "
             f"{rep['samples']} sampled adversaries only: not a bound over all placements "
-            "(inca.md §2); continuous-noise analysis of real-weighted views, not proven for the "
+            "(the paper's C-DP / E-DP are worst cases over placements, docs/errata.md); "
+            "continuous-noise analysis of real-weighted views, not proven for the "
             "discrete noise sampled",
         )
     return out
@@ -639,42 +655,45 @@ ACCOUNTANTS: dict[str, Accountant] = {
     "ring-sum": Accountant(
         ring_sum_losses,
         ring_sum_prospective,
-        "Cyffers & Bellet 2022, Theorem 1 (network-dp.md §3.1, erratum E1)",
+        "Cyffers & Bellet, AISTATS 2022, Theorem 1 (App. A); erratum E1 (docs/errata.md)",
         gaussian_sum_baselines,
     ),
     "ring-sum-r": Accountant(
         ring_sum_losses,
         ring_sum_prospective,
-        "Cyffers & Bellet 2022, Remark 1 with E2 (σ/√(n−1)), accounted as "
-        "Theorem 1 (network-dp.md §2.2, §3.1)",
+        "Cyffers & Bellet, AISTATS 2022, Remark 1 with erratum E2 (σ/√(n−1)), accounted "
+        "as Theorem 1 (errata E1, E2: docs/errata.md)",
         gaussian_sum_baselines,
     ),
     "ring-histogram": Accountant(
         ring_histogram_losses,
         ring_histogram_prospective,
-        "Cyffers & Bellet 2022, Theorem 2 corrected (E3, E4, E22), "
-        "numeric shuffle bound (Remark 2, B6) (network-dp.md §3.2)",
+        "Cyffers & Bellet, AISTATS 2022, Theorem 2 corrected (errata E3, E4, E22: "
+        "docs/errata.md), numeric shuffle bound (Remark 2; Feldman, McMillan & Talwar, "
+        "FOCS 2021, Theorem 3.1)",
     ),
     "rw-sgd": Accountant(
         rw_sgd_losses,
         rw_sgd_prospective,
         "random-walk DP-SGD: the local-DP bound of the node's discrete "
-        "Gaussian releases (random-walks.md §4.8; CKS Theorem 4); the §4.9 "
-        "per-trajectory figure (amplification by iteration, continuous noise "
-        "only) and the paper's Lemma 2 / Theorem 3 value beside it, labelled",
+        "Gaussian releases (Canonne, Kamath & Steinke, NeurIPS 2020, Theorem 4); "
+        "netdp's per-trajectory figure (amplification by iteration, continuous noise "
+        "only; docs/accountants.md) and the Lemma 2 / Theorem 3 value of Cyffers, Bellet "
+        "& Upadhyay, ICML 2024 beside it, labelled",
         rw_sgd_baselines,
     ),
     "walk-sum": Accountant(
         walk_accountant.walk_losses,
         walk_accountant.walk_prospective,
-        "Cyffers & Bellet 2022, Theorem 3 + App. D (E7) + App. G (Lemma 2, E14 / "
-        "edge cap §2.8) (network-dp.md §3.3, §3.6)",
+        "Cyffers & Bellet, AISTATS 2022, Theorem 3 + App. D (E7) + App. G (Lemma 2, "
+        "E14, or netdp's per-edge contribution cap); errata: docs/errata.md",
         gaussian_sum_baselines,
     ),
     "walk-histogram": Accountant(
         walk_accountant.walk_losses,
         walk_accountant.walk_prospective,
-        "Cyffers & Bellet 2022, Theorem 6 with Remark 4 (E8) + App. G (network-dp.md §3.4, §3.6)",
+        "Cyffers & Bellet, AISTATS 2022, Theorem 6 (App. E) with Remark 4 (E8) + App. G; "
+        "errata: docs/errata.md",
     ),
     "walk-sgd": Accountant(
         walk_accountant.walk_losses,
@@ -689,15 +708,15 @@ ACCOUNTANTS: dict[str, Accountant] = {
         inca_losses,
         inca_prospective,
         "IncA (Sabater et al. 2025): exact audit of the execution, Theorem 4.1 "
-        "(inca.md §7.1-7.2, §7.6), capped by the local-DP level of η",
+        "(and Eq. 10, App. A.2), capped by the local-DP level of η",
         inca_baselines,
     ),
     "muffliato": Accountant(
         muffliato_accountant.losses,
         muffliato_accountant.prospective,
-        "Muffliato (Alg. 1): exact joint-view accountant on the realised "
-        "schedule (muffliato.md §4.11), local-DP level until the schedule is "
-        "known; paper eq. (6) beside it, labelled",
+        "Muffliato (Cyffers et al., NeurIPS 2022, Alg. 1): exact joint-view accountant on "
+        "the realised schedule (netdp's own; eq. (6) is not a per-pair bound, docs/errata.md), "
+        "local-DP level until the schedule is known; paper eq. (6) beside it, labelled",
         muffliato_accountant.baselines,
         muffliato_accountant.incoming,
     ),
@@ -705,17 +724,16 @@ ACCOUNTANTS: dict[str, Accountant] = {
         muffliato_accountant.losses,
         muffliato_accountant.prospective,
         "Randomized Muffliato (Alg. 2): exact joint-view accountant on "
-        "the realised exchanges (muffliato.md §3.2, §4.11); paper eq. "
-        "(6) beside it, labelled",
+        "the realised exchanges (Cyffers et al., NeurIPS 2022, §3.3; netdp's own "
+        "accountant, docs/errata.md); paper eq. (6) beside it, labelled",
         muffliato_accountant.baselines,
         muffliato_accountant.incoming,
     ),
     "muffliato-gd": Accountant(
         muffliato_accountant.losses,
         muffliato_accountant.prospective,
-        "Muffliato-GD (Alg. 3): local-DP composition over the steps (the "
-        "guarantee, muffliato.md §4.6); per-call joint view and paper eq. "
-        "(6) beside it, labelled",
+        "Muffliato-GD (Cyffers et al., NeurIPS 2022, Alg. 3): local-DP composition over "
+        "the steps (the guarantee); per-call joint view and paper eq. (6) beside it, labelled",
         muffliato_accountant.baselines,
         muffliato_accountant.incoming,
     ),

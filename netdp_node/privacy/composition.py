@@ -1,17 +1,17 @@
 """Generic differential-privacy composition tools (pure functions, no I/O, no global state).
 
-Everything here is a computable form of a building block of the Network DP specification
-(`network-dp.md`, "the spec"):
+Everything here is a computable form of a building block the papers' accountants use:
 
-* §0 / §2.0  classic Gaussian calibration `σ = Δ·sqrt(2 ln(1.25/δ))/ε` (valid for ε < 1);
-* §3.0 B1    advanced composition (Dwork–Rothblum–Vadhan 2010);
-* §3.0 B7    Rényi DP: composition by addition of curves (Prop. 2) and RDP → (ε,δ) conversion
-             (Prop. 3, here in the improved form of Balle et al. 2020 / Canonne–Kamath–Steinke 2020,
-             the one dp-accounting's `RdpAccountant` uses);
+* classic Gaussian calibration `σ = Δ·sqrt(2 ln(1.25/δ))/ε` (valid for ε < 1; Dwork & Roth 2014,
+  Theorem A.1);
+* advanced composition (Dwork, Rothblum & Vadhan, FOCS 2010);
+* Rényi DP (Mironov, CSF 2017): composition by addition of curves (Prop. 1) and RDP → (ε,δ)
+  conversion (Prop. 3, here in the improved form of Balle et al. 2020 / Canonne–Kamath–Steinke
+  2020, the one dp-accounting's `RdpAccountant` uses);
 * basic (sequential) composition, and the cross-job composition rule a node applies to the losses it
   has incurred towards one peer (`compose_losses`).
 
-All logarithms are natural logarithms (spec §0).
+All logarithms are natural logarithms.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ __all__ = [
     "rdp_to_dp",
 ]
 
-#: Rényi orders α used by default for RDP curves (spec §3.0 B7). Dense near 1 and up to 64 (where
+#: Rényi orders α used by default for RDP curves. Dense near 1 and up to 64 (where
 #: the optimum lies for the usual δ), sparse above, up to 1024 for very large noise multipliers.
 DEFAULT_ORDERS: tuple[float, ...] = (
     (1.25, 1.5, 1.75)
@@ -62,10 +62,10 @@ def _check_nonneg_count(name: str, value: int) -> int:
 
 
 def gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
-    """Noise std of the classic Gaussian mechanism that is (ε, δ)-DP (spec §0 and §2.0, `σ_loc`).
+    """Noise std of the classic Gaussian mechanism that is (ε, δ)-DP (`σ_loc`).
 
     Implements `σ = Δ·sqrt(2 ln(1.25/δ))/ε` (Dwork & Roth 2014, Thm A.1), where Δ is the L2
-    sensitivity. The classic calibration is only valid for ε < 1 (spec §6 item 3), and only for
+    sensitivity. The classic calibration is only valid for ε < 1 (docs/errata.md), and only for
     the CONTINUOUS Gaussian: it is kept for the papers' reproductions, while everything a node
     charges for its discrete noise uses `discrete_gaussian.discrete_gaussian_sigma` /
     `discrete_gaussian_epsilon` (zCDP, Canonne–Kamath–Steinke 2020 Thm 4 and Prop. 12).
@@ -76,7 +76,7 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     if not (0.0 < epsilon < 1.0):
         raise ValueError(
             f"epsilon must satisfy 0 < epsilon < 1 for the classic Gaussian calibration "
-            f"(spec §0), got {epsilon!r}"
+            f"(Dwork & Roth 2014, Theorem A.1), got {epsilon!r}"
         )
     _check_open_unit("delta", delta)
     if not (0.0 < sensitivity < math.inf):
@@ -87,11 +87,11 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
 def advanced_composition(
     epsilon: float, delta: float, k: float, delta_prime: float
 ) -> tuple[float, float]:
-    """Advanced composition of k (ε, δ)-DP mechanisms (spec §3.0 B1, Dwork–Rothblum–Vadhan 2010).
+    """Advanced composition of k (ε, δ)-DP mechanisms (Dwork, Rothblum & Vadhan, FOCS 2010).
 
     Returns `(sqrt(2k ln(1/δ'))·ε + k·ε·(e^ε − 1), k·δ + δ')`. The mechanisms may be chosen
-    adaptively. A non-integer k is rounded up (`ceil(k)`), the guaranteed bound recommended by
-    spec §3.0 B1. k = 0 composes nothing and returns (0.0, 0.0).
+    adaptively. A non-integer k is rounded up (`ceil(k)`), the guaranteed bound. k = 0
+    composes nothing and returns (0.0, 0.0).
 
     Raises:
         ValueError: if ε < 0, δ ∉ [0, 1), k < 0 or δ' ∉ (0, 1).
@@ -115,7 +115,7 @@ def advanced_composition(
 def basic_composition(epsilon: float, delta: float, k: int) -> tuple[float, float]:
     """Basic (sequential) composition of k (ε, δ)-DP mechanisms: returns `(k·ε, k·δ)`.
 
-    This is the "naive" bound that the spec's Fig. 1(a) script also uses (spec §3.0 B1 note).
+    This is the "naive" bound that the authors' Fig. 1(a) script (Cyffers & Bellet 2022) also uses.
 
     Raises:
         ValueError: if ε < 0, δ ∉ [0, 1] or k is not a non-negative integer.
@@ -133,7 +133,7 @@ def basic_composition(epsilon: float, delta: float, k: int) -> tuple[float, floa
 def gaussian_rdp(
     noise_multiplier: float, orders: Sequence[float] = DEFAULT_ORDERS, count: int = 1
 ) -> np.ndarray:
-    """RDP curve of `count` composed Gaussian mechanisms, noise multiplier z = σ/Δ (spec §3.0 B7).
+    """RDP curve of `count` composed Gaussian mechanisms, noise multiplier z = σ/Δ (Mironov 2017).
 
     One Gaussian mechanism with L2 sensitivity Δ and noise std σ is (α, α/(2z²))-RDP for every α > 1
     (Mironov 2017, Prop. 7); RDP composes by addition (Prop. 2), hence `count·α/(2z²)` per order.
@@ -166,7 +166,7 @@ def _as_orders(orders: Sequence[float]) -> np.ndarray:
 def rdp_to_dp(
     orders: Sequence[float], rdp: Sequence[float] | np.ndarray, delta: float
 ) -> tuple[float, float]:
-    """Convert an RDP curve to (ε, δ)-DP at the given δ; returns (ε, best order) (spec §3.0 B7).
+    """Convert an RDP curve to (ε, δ)-DP at the given δ; returns (ε, best order).
 
     Uses the improved conversion of Canonne–Kamath–Steinke 2020 (arXiv:2004.00010, Proposition 12
     in its v4; also Asoodeh et al., arXiv:2001.05990, Eq. 20), which is never worse than the
@@ -220,7 +220,7 @@ class PrivacyLoss:
             "gaussian-rdp", "no-contribution", "none".
         rdp: `(orders, values)`: a *pure* RDP guarantee (no additive δ) of the same mechanism, or
             None.
-            When present it lets several losses compose in RDP (spec §3.0 B7, Prop. 2).
+            When present it lets several losses compose in RDP (Mironov 2017, Prop. 1).
     """
 
     epsilon: float
@@ -271,7 +271,8 @@ class PrivacyLoss:
 def compose_losses(losses: Iterable[PrivacyLoss], delta_target: float) -> PrivacyLoss:
     """Compose the losses a node incurred towards ONE peer across jobs (the cross-job rule).
 
-    The rule (documented composition rule of netdp; spec §3.0 B1 "basic" and B7 Prop. 2/3):
+    The rule (documented composition rule of netdp; basic composition, and RDP composition and
+    conversion, Mironov 2017, Prop. 1 and 3):
 
     1. Basic composition is always computed: `(Σ ε_i, Σ δ_i)`, method "basic".
     2. If every loss carries an RDP curve and all curves use the same orders, the curves are summed

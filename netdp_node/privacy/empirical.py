@@ -70,7 +70,8 @@ __all__ = [
 
 GLOBAL_KNOWLEDGE_NOTE = (
     "uses global knowledge: the whole walk (every token holder at every step), which no honest "
-    "participant knows; an audit/simulation result, not a node's own accountant (network-dp.md §4.1)"
+    "participant knows; an audit/simulation result, not a node's own accountant (Cyffers & "
+    "Bellet, AISTATS 2022, §5.1)"
 )
 
 Mode = Literal["gaussian", "histogram"]

@@ -147,7 +147,7 @@ class IncaExecution:
         if on.shape != (T + 1, n) or on.dtype != bool:
             raise ValueError(f"online must be a ({T + 1}, {n}) bool array")
         if not on[0].all():
-            raise ValueError("every party is online at t = 0 (spec §1)")
+            raise ValueError("every party is online at t = 0 (IncA's setting, Sabater et al. 2025)")
         for t, W in enumerate(self.weights, start=1):
             off = np.flatnonzero(~on[t])
             if off.size and not np.allclose(np.asarray(W)[:, off], np.eye(n)[:, off]):

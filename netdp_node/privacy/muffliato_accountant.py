@@ -1,14 +1,15 @@
 """The node's accountant for Muffliato jobs (muffliato, muffliato-random, muffliato-gd), from its
 own ledger: pure functions of (public job spec, the node's entries).
 
-Spec: ../shared/papers/muffliato.md §4.11 (exact joint-view accountant), §4.1 (paper eq. (6)),
-§4.6 (GD), §7.1 item 8, §7.2. The computations are `netdp_node.privacy.pndp_gossip`'s; this module
-only rebuilds the realised schedule from the ledger.
+Paper: Cyffers, Even, Bellet & Massoulié, "Muffliato", NeurIPS 2022 (eq. (6), Theorem 1;
+Muffliato-GD, §4); the exact joint-view accountant is netdp's own (docs/errata.md explains why
+eq. (6) is not a per-pair bound). The computations are `netdp_node.privacy.pndp_gossip`'s; this
+module only rebuilds the realised schedule from the ledger.
 
 What the ledger holds (see `protocols/muffliato.py`): the node's own "round" records (its realised
 neighbours per round) or "activation" records (randomized gossip), and the "schedule" records of
 the other participants, which every node publishes to all at the end of the job (the realised
-schedule is treated as public, spec §4.9).
+schedule is treated as public).
 
 The guarantee (what the node enforces in its budget checks, records and reports as its loss):
 the LOCAL-DP level of its release x + η, composed over its calls. The noise is a discrete Gaussian
@@ -40,14 +41,15 @@ W_t is supported on the realised edges (`GossipSchedule` allows W_t's support to
 E_t).
 For randomized gossip an exchange that revealed values without committing is a round with the
 edge and W = I. The nodes' outputs stay on the nodes (`Algorithm.private_output`: they are
-never reported to the bootstrap, spec §7.1 item 7 "x^T is not sent"), so an observer's view holds
+never reported to the bootstrap: x^T is not sent), so an observer's view holds
 its own output, which its messages already determine, and no other; publishing every output would
 give every observer P(x + η), i.e. the local-DP level for every pair when P is invertible.
 
-Muffliato-GD (spec §4.6): neither accountant is proven across gradient steps (the inputs of later
-steps depend on u's data through earlier gossip). The guarantee shown is the local-DP composition
-over the node's steps; the per-call joint-view and paper values are shown beside it, labelled.
-The paper's eq. (6) is always labelled "paper bound (not a guarantee)" and never shown alone.
+Muffliato-GD (the paper's Alg. 3): neither accountant is proven across gradient steps (the
+inputs of later steps depend on u's data through earlier gossip). The guarantee shown is the
+local-DP composition over the node's steps; the per-call joint-view and paper values are shown
+beside it, labelled. The paper's eq. (6) is always labelled "paper bound (not a guarantee)"
+and never shown alone.
 """
 
 from __future__ import annotations
@@ -425,13 +427,13 @@ def _direction(
     gd = spec["algorithm"] == "muffliato-gd"
     if outgoing and count == 0:
         return {v: PrivacyLoss(0.0, 0.0, "no-contribution") for v in others}
-    if gd:  # spec §4.6: only the local-DP composition is a guarantee across steps
+    if gd:  # only the local-DP composition is a guarantee across steps
         calls = int(spec["params"].get("calls", 1)) if not outgoing else count
         loss = _ldp_loss(
             spec,
             calls,
-            "local-DP composition over the steps (muffliato.md §4.6; "
-            "discrete Gaussian, CKS Theorem 4 and Proposition 12)",
+            "local-DP composition over the steps (discrete Gaussian; Canonne, Kamath & "
+            "Steinke, NeurIPS 2020, Theorem 4 and Proposition 12)",
         )
         return {v: loss for v in others}
     # one release x + η per node: the local-DP level, the bound proven for the discrete noise
@@ -443,7 +445,7 @@ def _direction(
 def joint_view(
     spec: Mapping[str, Any], entries: Sequence[Any], me: str, outgoing: bool = True
 ) -> dict[str, PrivacyLoss] | None:
-    """The exact joint-view figure on the realised schedule (muffliato.md §4.11) towards (or, with
+    """The exact joint-view figure on the realised schedule (netdp's own accountant) towards (or, with
     outgoing=False, about) every other participant, or None when the ledger does not determine
     the schedule: an analysis of continuous Gaussian noise, NOT proven for the discrete noise the
     nodes draw (module docstring); shown beside the guarantee, never as it."""
@@ -480,7 +482,7 @@ def prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
 def baselines(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
     """Shown beside the guarantee, labelled: the paper's eq. (6) (thm1 convention, clipped at the
     LDP level; worst peer), for GD the per-call joint-view value (worst over calls and peers), and
-    for averaging the local-DP and trusted-curator baselines of the same task (spec §1.1)."""
+    for averaging the local-DP and trusted-curator baselines of the same task."""
     es = list(entries)
     parts = list(spec["participants"])
     u = parts.index(me)
@@ -500,14 +502,15 @@ def baselines(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[
             spec,
             worst_paper,
             "paper eq. (6), Theorem 1 convention, worst peer; "
-            "NOT a guarantee (muffliato.md §4.11; continuous Gaussian noise)",
+            "NOT a guarantee (Cyffers et al., NeurIPS 2022; summing per-message divergences "
+            "does not bound the joint view, docs/errata.md; continuous Gaussian noise)",
         )
         if spec["algorithm"] == "muffliato-gd":
             Fs, _ = leakage_matrices(spec, es, me)
             if Fs is not None:
                 worst = max(float(np.max(np.delete(F[u], u))) for F in Fs)
                 out[f"joint view per call ({CONTINUOUS}; not a guarantee across steps)"] = _pair(
-                    spec, worst, "exact joint view of one call, worst call and peer (§4.6)"
+                    spec, worst, "exact joint view of one call, worst call and peer"
                 )
     if spec["algorithm"] != "muffliato-gd" and scheds is not None:
         Fs, _ = leakage_matrices(spec, es, me)
@@ -518,7 +521,8 @@ def baselines(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[
             out[MEAN_LOSS] = _pair(
                 spec,
                 pg.mean_privacy_loss(Fs[0][:, u], u),
-                "incoming joint view averaged over the others, (1/n) Σ_u (muffliato.md §2.3)",
+                "incoming joint view averaged over the others, (1/n) Σ_u (the mean privacy "
+                "loss of Cyffers et al., NeurIPS 2022, eq. (7))",
             )
     if spec["algorithm"] != "muffliato-gd" and count:
         sigma, sens, delta = _sigma_ratio(spec)

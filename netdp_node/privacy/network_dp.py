@@ -1,10 +1,9 @@
 """Network DP accounting for private summation on the directed ring (pure functions).
 
 Cyffers & Bellet, *Privacy Amplification by Decentralization*, AISTATS 2022, Algorithm 1 and
-Theorem 1 (App. A), as specified in `network-dp.md` ("the spec") §2.1, §3.1, §6 item 1 and
-erratum E1.
+Theorem 1 (App. A), with erratum E1 (docs/errata.md).
 
-Ring conventions (spec §1.3, §2.1): users sit at 1-indexed positions 1..n, the token starts at
+Ring conventions (the paper's §3.1): users sit at 1-indexed positions 1..n, the token starts at
 user 1 and goes round K times; step `s = (k−1)·n + u` is user u's turn in round k. An observer v
 sees the K token values it receives; the difference of two consecutive receptions (an *inter-visit
 window*) contains at most one contribution of each other user and, thanks to the noise schedule,
@@ -55,11 +54,11 @@ def _check_int(name: str, value: int, minimum: int) -> int:
 
 
 def ring_adds_noise(position: int, round_: int, n: int) -> bool:
-    """Whether the user at ring position p adds Gaussian noise in round k (spec §2.1 and §6 item 1).
+    """Whether the user at ring position p adds Gaussian noise in round k (Algorithm 1).
 
     Closed form of Algorithm 1's counter: noise is added at global steps 1, n, 2n−1, ... (once every
     n−1 hops), i.e. user p in round k iff `(p + k − 2) mod (n − 1) == 0` (both 1-indexed). Using n
-    instead of n−1 would allow a window whose only noise is the observer's own (spec §6 item 1).
+    instead of n−1 would allow a window whose only noise is the observer's own.
 
     Raises:
         ValueError: unless n ≥ 3, 1 ≤ position ≤ n and round_ ≥ 1.
@@ -73,7 +72,7 @@ def ring_adds_noise(position: int, round_: int, n: int) -> bool:
 
 
 def ring_noise_count(n: int, K: int) -> int:
-    """Number of noise additions of Algorithm 1 over K rounds of n users (spec §2.1, erratum E1).
+    """Number of noise additions of Algorithm 1 over K rounds of n users (erratum E1).
 
     The noise steps are `{1 + j(n−1)} ∩ [1, Kn]`, hence `⌊(Kn − 1)/(n − 1)⌋ + 1` (the paper's
     `⌊Kn/(n−1)⌋` is off, e.g. n = 5, K = 1 gives 2, not 1). K = 0 gives 0.
@@ -92,12 +91,13 @@ def ring_release_adds_noise(position: int, round_: int, n: int, rounds: int) -> 
     """The noise schedule when the final token is released to every participant (netdp's ring).
 
     Algorithm 1's schedule (`ring_adds_noise`) only protects the windows an observer sees *between*
-    receptions. If the final τ is released (spec §1.3 "Final output", App. C), each observer v < n
-    also sees the steps after its last visit, users v+1..n of round K, and these need not hold any
-    noise: with n = 5, K = 2 the release shows observer 4 the round-2 input of user 5 with no noise
-    but 4's own. So the last step (user n in round K) always adds noise too: every such final window
-    then holds noise from a user other than v. This is a correction to the spec (found while
-    building netdp); it adds at most one noise addition (`ring_release_noise_count`).
+    receptions. If the final τ is released (docs/errata.md, "The released result leaks the last
+    steps"), each observer v < n also sees the steps after its last visit, users v+1..n of round K,
+    and these need not hold any noise: with n = 5, K = 2 the release shows observer 4 the round-2
+    input of user 5 with no noise but 4's own. So the last step (user n in round K) always adds
+    noise too: every such final window then holds noise from a user other than v. This is a
+    correction to the paper (found while building netdp); it adds at most one noise addition
+    (`ring_release_noise_count`).
     """
     kk = _check_int("rounds", rounds, 1)
     return ring_adds_noise(position, round_, n) or (position == n and round_ == kk)
@@ -114,11 +114,11 @@ def ring_release_noise_count(n: int, K: int) -> int:
 
 
 def theorem1(epsilon: float, delta: float, K: int, delta_prime: float) -> tuple[float, float]:
-    """Theorem 1 (App. A; spec §3.1): network-DP guarantee of ring summation over K windows.
+    """Theorem 1 (App. A): network-DP guarantee of ring summation over K windows.
 
     Each of the K observed windows is an (ε, δ) mechanism (the LDP level of Perturb(·; σ_loc)), and
-    advanced composition (spec §3.0 B1) gives
-    `(sqrt(2K ln(1/δ'))·ε + K·ε·(e^ε − 1), K·δ + δ')`. Worked example (spec §3.1): K = 10, ε = 0.5,
+    advanced composition (Dwork, Rothblum & Vadhan 2010) gives
+    `(sqrt(2K ln(1/δ'))·ε + K·ε·(e^ε − 1), K·δ + δ')`. Worked example: K = 10, ε = 0.5,
     δ = δ' = 1e-6 → (11.554897, 1.1e-5).
 
     Raises:
@@ -137,12 +137,12 @@ def ring_sum_loss(
     delta_prime: float,
     orders: Sequence[float] = DEFAULT_ORDERS,
 ) -> PrivacyLoss:
-    """Loss of one node towards one other observer in ring summation (spec §2.1, §3.1, §3.0 B1/B7).
+    """Loss of one node towards one other observer in ring summation (Algorithm 1, Theorem 1).
 
     `windows` is the number of the observer's inter-visit windows (including its first
     observation) that contained a contribution of the node. Each such window releases the node's
     contribution plus Gaussian noise of std ≥ `sigma` added by a user other than the observer
-    (spec §2.1 note), so it is a Gaussian mechanism with L2 sensitivity `sensitivity`; the windows
+    (Algorithm 1), so it is a Gaussian mechanism with L2 sensitivity `sensitivity`; the windows
     compose (possibly adaptively). The caller must make sure that premise holds: on Algorithm 1's
     schedule it does for the K receptions of each observer, but NOT automatically for the stretch
     after an observer's last reception if the final τ is released to it (e.g. n = 5, K = 2,
@@ -157,7 +157,7 @@ def ring_sum_loss(
       `(sqrt(2k ln(1/δ'))ε_w + kε_w(e^{ε_w}−1), kδ + δ')`;
     * "basic": `(k·ε_w, k·δ)`;
     * "gaussian-rdp": the exact RDP curve of k Gaussian mechanisms with z = sigma/sensitivity,
-      `k·α/(2z²)`, converted at δ_tot = kδ + δ' (spec §3.0 B7).
+      `k·α/(2z²)`, converted at δ_tot = kδ + δ' (Mironov 2017).
 
     ε_w holds for every value (no ε_w < 1 condition), so all three are always valid. The candidate
     with the
@@ -209,7 +209,7 @@ def ring_sum_loss(
 
 
 def ring_sum_std(n: int, K: int, sigma: float) -> float:
-    """Std of the final token τ of Algorithm 1: `sqrt(ring_noise_count(n, K))·σ` (spec §3.1, E1).
+    """Std of the final token τ of Algorithm 1: `sqrt(ring_noise_count(n, K))·σ` (E1).
 
     Raises:
         ValueError: unless n ≥ 3, K ≥ 0 and σ ≥ 0.
@@ -220,7 +220,7 @@ def ring_sum_std(n: int, K: int, sigma: float) -> float:
 
 
 def ldp_sum_std(n: int, K: int, sigma: float) -> float:
-    """Std of the local-DP baseline sum: `sqrt(K·n)·σ` (spec §3.1 "Utility").
+    """Std of the local-DP baseline sum: `sqrt(K·n)·σ` (Theorem 1's utility comparison).
 
     Every one of the K·n contributions is noised with the same σ, which gives the same per-peer
     guarantee as the ring; the ratio to `ring_sum_std` is the O(1/sqrt(n)) gain of Theorem 1.

@@ -202,7 +202,7 @@ def count_bound(
         return float(_binomial_quantile(TT, p, delta_hat))
     if strict and TT * p < 3.0 * math.log(1.0 / delta_hat):
         raise ValueError(
-            f"the Chernoff bound of spec §3.0 B3 needs T*p >= 3 ln(1/delta_hat) "
+            f"the Chernoff bound of Cyffers & Bellet's App. D needs T*p >= 3 ln(1/delta_hat) "
             f"(got T*p = {TT * p:.6g} < {3.0 * math.log(1.0 / delta_hat):.6g}); use exact=True"
         )
     return chernoff_count_bound(TT, p, delta_hat)
@@ -243,7 +243,8 @@ def erlingsson_shuffle_epsilon(epsilon0: float, n: int, delta: float) -> float:
     nn = _int_at_least("n", n, 1)
     if not (0.0 < epsilon0 < 0.5):
         raise ValueError(
-            f"Erlingsson's shuffling bound needs 0 < epsilon0 < 1/2 (spec §3.0 B5), got {epsilon0!r}"
+            f"Erlingsson's shuffling bound needs 0 < epsilon0 < 1/2 (Erlingsson et al., SODA "
+            f"2019, Corollary 9), got {epsilon0!r}"
         )
     if not (0.0 < delta < 0.01):
         raise ValueError(f"Erlingsson's shuffling bound needs 0 < delta < 1/100, got {delta!r}")
@@ -277,7 +278,8 @@ def fmt_shuffle_epsilon(epsilon0: float, n: float, delta: float, *, check: bool 
     if check and epsilon0 > fmt_shuffle_condition(n, delta):
         raise ValueError(
             f"FMT shuffling needs epsilon0 <= ln(n/(16 ln(2/delta))) = "
-            f"{fmt_shuffle_condition(n, delta):.6g} (spec §3.0 B6), got {epsilon0!r}"
+            f"{fmt_shuffle_condition(n, delta):.6g} (Feldman, McMillan & Talwar, FOCS 2021, "
+            f"Theorem 3.1), got {epsilon0!r}"
         )
     e = math.exp(epsilon0)
     frac = math.tanh(epsilon0 / 2.0)  # (e^x − 1)/(e^x + 1)

@@ -1,28 +1,27 @@
-"""Accounting of random-walk DP-SGD on any graph (Cyffers, Bellet & Upadhyay, ICML 2024; spec
-`../shared/papers/random-walks.md`, "the spec" below).
+"""Accounting of random-walk DP-SGD on any graph (Cyffers, Bellet & Upadhyay, "Differentially
+Private Decentralized Learning with Random Walks", ICML 2024; its errata in docs/errata.md).
 
 Pure functions of the public graph, the walk parameters and a node's contribution count.
 
 * `transition_matrix`: the Hamilton / Metropolis weights with self-loops as the authors' code builds
-  them, `W_uv = 1/(max(d_u, d_v) + 1)` (spec §1.1, §0 item 6; the default), or the paper's
-  `1/max(d_u, d_v)`.
-* `communicability`: the exact non-asymptotic `S_uv(T) = Σ_{t=1..T} (W^t)_uv / t` (spec §4.3) for one
-  source u and every v, by row iteration (spec §4.10).
+  them, `W_uv = 1/(max(d_u, d_v) + 1)` (the default), or the paper's `1/max(d_u, d_v)`.
+* `communicability`: the exact non-asymptotic `S_uv(T) = Σ_{t=1..T} (W^t)_uv / t` (the paper's
+  §6, exact form) for one source u and every v, by row iteration.
 * `paper_epsilon`: the paper's accountant `ε_{u→v}(α) = N_u·(α/σ²)·min(S_uv, 1/2)` (Lemma 2 composed
-  over the contributions, clipped at the local-DP level, spec §4.3, §4.8), in the known-sender form
-  of App. B.1 (`S̃_uv = max_{w∈N(v)} S_uw` with `S_uu = 1/2`, spec §4.5) by default, converted to
-  (ε, δ) with the α cap of spec §4.7. **It is not a guarantee in general** (spec §0 item 3, §4.9:
-  the composition over contributions is unsound; on a star the centre sees every leaf at the LDP
-  level while the formula claims several times less): netdp shows it labelled, never alone.
+  over the contributions, clipped at the local-DP level), in the known-sender form of App. B.1
+  (`S̃_uv = max_{w∈N(v)} S_uw` with `S_uu = 1/2`) by default, converted to (ε, δ) with the α cap
+  of the paper's §4.2. **It is not a guarantee in general** (docs/errata.md: the composition over
+  contributions is unsound; on a star the centre sees every leaf at the LDP level while the
+  formula claims several times less): netdp shows it labelled, never alone.
 * `ldp_epsilon`: the always-valid local-DP bound, N_u Gaussian mechanisms of multiplier σ composed
-  in RDP (spec §4.8: `N_u α/(2σ²)`), converted at δ.
-* `simulate_walks`, `excursion_q`, `sound_q`, `sound_rdp`, `sound_epsilon`: the sound
-  per-trajectory accountant of spec §4.9 (Monte Carlo over data-independent walks, certified by
-  Hoeffding's bound); `live_law` (the realised law after a re-send, §7.1 item 2), `contract`
-  (collusion as a graph modification, §2.5). A node's report is min(this, `ldp_epsilon`).
-* Closed forms and the paper's accountant in bulk: `ring_closed_form` (§4.4, corrected),
-  `hypercube_closed_form`, `star_lemma2`, `first_hit`, `pairwise_matrix`, `mean_pair_s` and
-  `sigma_for_mean_loss` (§4.11), `mixing_time`.
+  in RDP (`N_u α/(2σ²)`), converted at δ.
+* `simulate_walks`, `excursion_q`, `sound_q`, `sound_rdp`, `sound_epsilon`: netdp's sound
+  per-trajectory accountant (Monte Carlo over data-independent walks, certified by Hoeffding's
+  bound; docs/accountants.md); `live_law` (the realised law after a custody re-send), `contract`
+  (collusion as a graph modification). A node's report is min(this, `ldp_epsilon`).
+* Closed forms and the paper's accountant in bulk: `ring_closed_form` (Theorem 5, corrected in
+  docs/errata.md), `hypercube_closed_form`, `star_lemma2`, `first_hit`, `pairwise_matrix`,
+  `mean_pair_s` and `sigma_for_mean_loss` (the paper's §7), `mixing_time`.
 """
 
 from __future__ import annotations

@@ -2,16 +2,17 @@
 own ledger, their calibration, and their local-DP baselines.
 
 Pure functions of (public job spec, this node's ledger entries, its id); the theorems themselves
-are in `network_dp_walk` (network-dp.md §3). What a node's report uses:
+are in `network_dp_walk` (Cyffers & Bellet, AISTATS 2022). What a node's report uses:
 
 * its REAL number N_u of data contributions (its ledger) where the theorem composes over them
   (Theorem 4 / Lemma 1 for SGD; Lemma 2's trials; the local-DP baseline), marked "counts=ledger";
 * the high-probability bound N_v on an observer's visits (exact binomial quantile, erratum E15)
   where the theorem needs what only the observer knows (Theorems 3 and 6), marked "counts=bound";
-* the known-sender regime (App. G, spec §1.3, §6 item 6), always, because mTLS reveals who sent a
-  token and who receives it: either the edge-usage cap B of spec §2.8 (deterministic, "edge-cap")
+* the known-sender regime (App. G), always, because mTLS reveals who sent a
+  token and who receives it: either netdp's per-edge contribution cap B (deterministic, "edge-cap")
   or Lemma 2 with correction E14 ("lemma2"), ADDED to the amplified bound (basic composition);
-* the release of the final token to everyone as one more observation (spec §1.3 "Final output"):
+* the release of the final token to everyone as one more observation (docs/errata.md, "The
+  released result leaks the last steps"):
   one more fictive cycle (T + n_eff) for Theorems 3/6, one more contribution for Lemma 1;
 * the better of that network bound and the local-DP composition of the node's own N_u
   contributions (each contribution is (ε0, δ)-LDP, so the local-DP bound always holds), per peer;
@@ -93,7 +94,7 @@ def live_participants(spec: Mapping[str, Any], entries: Iterable[Any]) -> int:
     [NOTE] With D participants excluded after a crash the walk is uniform over a live set of at
     least n − D at every step; Theorems 3, 4, 6 and Lemma 2 only get worse as n decreases
     (subsampling probability, visit counts, cycle count T/n), so evaluating them at n − D is
-    conservative (custody, random-walks.md §7.1 item 2)."""
+    conservative (custody)."""
     n = len(spec["participants"])
     lives = [
         int(e.params["live"]) for e in entries if e.direction == "local" and "live" in e.params
@@ -454,7 +455,7 @@ def _bisect_largest(ok: Callable[[float], bool], lo: float, hi: float, iters: in
 def calibrate(algorithm: str, params: dict[str, Any], n: int) -> dict[str, Any]:
     """Fill the noise parameters so that the loss a node's report will show towards every peer (the
     better of the PROVEN network bound and the local-DP bound) for a node making
-    `prospective_count` contributions is at most params["epsilon"] (spec §3.7 calibration).
+    `prospective_count` contributions is at most params["epsilon"] (the calibration).
     walk-sum: ε0 and σ = `discrete_gaussian_sigma(ε0, δ, 2·clip)` on the grid; walk-histogram: ε0
     and γ = L/(e^ε0 + L − 1); walk-sgd: σ = (σ/L)·L for the enforced bound, the local-DP level of
     the cap's discrete Gaussian releases (module docstring; Lemma 1 is not proven for them)."""

@@ -837,7 +837,7 @@ def calibrate_sigma_delta(out: Mapping[str, Any], n: int) -> tuple[float, str]:
     except ValueError as e:
         return default, f"default 10·Δ_x (calibration infeasible: {e})"
     return cal.sigma_delta, (
-        f"calibrated (spec §7.6) on {len(views)} sampled executions against "
+        f"calibrated (Theorem 4.1 audit) on {len(views)} sampled executions against "
         f"{out['threat']}, expect_leave={out['expect_leave']}, "
         f"expect_miss={out['expect_miss']}"
     )

@@ -988,7 +988,10 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
     if out["cap"] < 0 or out["edge_cap"] < 0:
         raise ValueError("cap and edge_cap must be >= 0")
     if out["regime"] not in ("edge-cap", "lemma2"):
-        raise ValueError("regime must be 'edge-cap' (spec §2.8) or 'lemma2' (App. G)")
+        raise ValueError(
+            "regime must be 'edge-cap' (a per-edge contribution cap) or 'lemma2' "
+            "(Cyffers & Bellet, AISTATS 2022, App. G)"
+        )
     if out["stop"] not in ("counter", "geometric"):
         raise ValueError("stop must be 'counter' or 'geometric'")
     if not 1 <= out["colluders"] < n:
@@ -1166,17 +1169,24 @@ def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
     if any(len(g) < 2 or not all(0 <= i < n for i in g) for g in out["collusion_groups"]):
         raise ValueError(f"each collusion group needs >= 2 participant indices in 0..{n - 1}")
     if out["objective"] not in ("logistic", "mean"):
-        raise ValueError("objective must be 'logistic' (§6.2) or 'mean' (the averaging case, §3.3)")
+        raise ValueError(
+            "objective must be 'logistic' (logistic regression) or 'mean' (the averaging case)"
+        )
     if not 0 <= out["burn_in"] <= 10**7:
         raise ValueError("burn_in must be in 0..10^7 steps")
     if out["burn_in"] and out["stop"] != "counter":
         raise ValueError("burn_in needs stop='counter' (the token must carry the step)")
     if out["objective"] == "mean" and out["eta"] > 2.0:
-        raise ValueError("the averaging case needs eta <= 2 (non-expansive steps, spec §3.3)")
+        raise ValueError(
+            "the averaging case needs eta <= 2 (non-expansive steps; Cyffers, Bellet & "
+            "Upadhyay, ICML 2024, eq. (8))"
+        )
     if not 1 <= T <= 10**8 or out["cap"] < 1 or out["epsilon"] <= 0:
         raise ValueError("T in 1..10^8, cap >= 1 and epsilon > 0 are required")
     if not 10 <= out["mc_walks"] <= 10**6:
-        raise ValueError("mc_walks (simulated walks of the §4.9 accountant) must be in 10..10^6")
+        raise ValueError(
+            "mc_walks (simulated walks of the per-trajectory accountant) must be in 10..10^6"
+        )
     if not 0 < out["delta"] < 1 or out["lipschitz"] <= 0 or out["eta"] <= 0:
         raise ValueError("delta in (0, 1), lipschitz and eta positive are required")
     if out["weights"] not in ("coded", "paper") or out["stop"] not in ("counter", "geometric"):

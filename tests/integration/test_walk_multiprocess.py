@@ -9,6 +9,8 @@ import math
 
 import pytest
 
+from netdp_node.privacy.accountant import RW_LDP_METHOD, RW_TRAJECTORY
+
 pytestmark = pytest.mark.slow
 
 
@@ -87,7 +89,7 @@ def test_demo_rw_sgd(tmp_path, nd):
         assert 0.0 <= res["baselines"][mode]["test_accuracy"] <= 1.0
     for row in res["privacy"]:
         assert row["epsilon"] <= 10.0 + 1e-9
-        for p in row["peers"]:  # the best sound value: §4.9 or local DP, never the paper's
+        for p in row["peers"]:  # the best sound value, never the paper's
             assert p["method"] == "no-contribution" or p["method"].startswith(
-                ("local-DP bound", "sound per-trajectory accountant (random-walks.md §4.9)")
+                (RW_LDP_METHOD, RW_TRAJECTORY)
             )

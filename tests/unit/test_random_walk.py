@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 from harness import TRANSPORTS, make_net
 
-from netdp_node.privacy.accountant import ACCOUNTANTS, JobView, per_job_losses, rw_sgd_figures
+from netdp_node.privacy.accountant import (
+    ACCOUNTANTS,
+    RW_LDP_METHOD,
+    RW_TRAJECTORY,
+    JobView,
+    per_job_losses,
+    rw_sgd_figures,
+)
 from netdp_node.privacy.composition import DEFAULT_ORDERS
 from netdp_node.privacy.random_walk import (
     alpha_max,
@@ -229,7 +236,7 @@ def test_report_sound_accountant_and_after_a_resend():
     assert set(enforced) == {f"p{i}" for i in range(1, 32)}
     for x in enforced.values():
         assert x.epsilon == pytest.approx(acc.get_epsilon(1e-6), rel=1e-9)
-        assert "§4.8" in x.method and "§4.9" not in x.method
+        assert x.method.startswith(RW_LDP_METHOD) and RW_TRAJECTORY not in x.method
 
     def figures(view, me):  # the §4.9 figure, shown beside it, labelled
         return rw_sgd_figures(view.spec, view.entries, me, 20)
@@ -239,7 +246,7 @@ def test_report_sound_accountant_and_after_a_resend():
     q = sound_q(W, 0, [31], 640, 20, 200, np.random.default_rng(7), start=1)[31]
     mine = sound_epsilon(q, z, 20, 1e-6)[0]
     assert mine < ldp  # barely: Hoeffding's range term dominates at δ = 1e-6 (see the README)
-    assert "§4.9" in loss["p31"].method and loss["p31"].epsilon <= ldp
+    assert loss["p31"].method.startswith(RW_TRAJECTORY) and loss["p31"].epsilon <= ldp
     nopub = sound_q(W, 0, [31], 640, 20, 200, np.random.default_rng(7), start=1, release=False)[31]
     assert np.all(q >= nopub - 1e-12) and q.mean() > nopub.mean()
     resend = entries + _entries([("reroute", "p5", {"t": 300, "epoch": 1})])
@@ -296,7 +303,7 @@ async def test_rw_sgd_walks_on_the_graph_and_reports_the_sound_bound(tmp_path, t
         count = sum(e.event == "contribute" for e in entries)
         want = ldp_epsilon(count, p["noise_multiplier"], p["delta"])
         assert len(loss) == 5 and all(x.epsilon <= want + 1e-9 for x in loss.values())
-        assert all("§4.9" in x.method or "§4.8" in x.method for x in loss.values())
+        assert all(x.method.startswith((RW_TRAJECTORY, RW_LDP_METHOD)) for x in loss.values())
         base = ACCOUNTANTS["rw-sgd"].baselines(spec, entries, "n1")
         paper = base["paper (not a guarantee)"]
         assert all("not a guarantee" in k for k in base) and paper.epsilon > 0
@@ -392,7 +399,7 @@ def test_report_towards_a_collusion_group():
     entries = _entries([("contribute", "", {})] * 20)
     loss = per_job_losses(JobView("j", spec, entries), "p0")
     g = loss["group:p4+p8+p12"]
-    assert "§4.9" in g.method or "§4.8" in g.method
+    assert g.method.startswith((RW_TRAJECTORY, RW_LDP_METHOD))
     assert g.epsilon >= max(loss[v].epsilon for v in ("p4", "p8", "p12")) - 1e-9
     assert g.epsilon <= ldp_epsilon(20, spec["params"]["noise_multiplier"], 1e-6) + 1e-9
     assert "group:p3" not in " ".join(loss)  # {0, 3} seen from p0 is just p3
