@@ -391,7 +391,8 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         who = await self._auth(context, ("node", "operator"), "ListJobs")
         loop = asyncio.get_running_loop()
         until = loop.time() + min(request.wait_ms, LONG_POLL_MAX_MS) / 1000.0
-        crl = self.revocations.number
+        # the caller's list (`crl_number`, 0 from an older node: the list as the call arrives)
+        crl = request.crl_number or self.revocations.number
         while True:
             news = self._news  # before reading the store: a job added after the read wakes us
             reply = bootstrap_pb2.ListJobsReply()

@@ -192,14 +192,16 @@ class BootstrapClient:
         return (await self.call("SubmitJob", req)).job
 
     async def list_jobs(
-        self, after: int = 0, *, wait: float = 0.0
+        self, after: int = 0, *, wait: float = 0.0, crl_number: int = 0
     ) -> list[tuple[int, common_pb2.JobSpec]]:
         """Jobs with sequence number > after (this node's, or all for an operator). `wait` > 0:
         long poll, the bootstrap answers as soon as there is one, or a new revocation list, or
         after `wait` seconds (at most 30) with none."""
         r = await self.call(
             "ListJobs",
-            bootstrap_pb2.ListJobsRequest(after=after, wait_ms=int(wait * 1000)),
+            bootstrap_pb2.ListJobsRequest(
+                after=after, wait_ms=int(wait * 1000), crl_number=crl_number
+            ),
             extra_time=wait,
         )
         return list(zip(r.seqs, r.jobs))

@@ -356,10 +356,12 @@ class NodeDaemon:
         """The revocation list, then this node's jobs after `after`: a long poll, which the
         bootstrap answers at once when there is a job or a new revocation list (so a node learns a
         job as soon as it is submitted, and an idle node costs one call every LONG_POLL_S)."""
-        return (
-            await self.bootstrap.revocations(),
-            await self.bootstrap.list_jobs(after, wait=LONG_POLL_S),
-        )
+        crl = await self.bootstrap.revocations()
+        self._accept_crl(crl)
+        # the number of the list this node now holds: a newer one answers the poll at once, even
+        # one published between the two calls
+        held = self.revocations.number
+        return crl, await self.bootstrap.list_jobs(after, wait=LONG_POLL_S, crl_number=held)
 
     async def _unless_stopped(self, coro: Any) -> Any:
         """Await coro unless the daemon is asked to stop first (then cancel it, return None)."""

@@ -46,7 +46,7 @@ from netdp_node.ledger import Ledger
 from netdp_node.privacy import inca_audit
 from netdp_node.privacy.accountant import INCA_AUDIT, ring_sum_utility
 from netdp_node.privacy.inca_audit import execution_from_info
-from netdp_node.privacy.muffliato_accountant import CONTINUOUS, JOINT_VIEW, PAPER
+from netdp_node.privacy.muffliato_accountant import CONTINUOUS, JOINT_VIEW, PAPER, schedules
 from netdp_node.privacy.network_dp_walk import bassily_central_sigma
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note
 from netdp_node.privacy.walk_accountant import LEMMA1, ldp_sum_sigma, prospective_count
@@ -316,6 +316,8 @@ async def _run(
     if summary["state"] != "done":
         raise RuntimeError("the job did not complete:\n" + render_result(summary))
     spec_params = json.loads(job.params_json)
+    if a.algorithm in ("muffliato", "muffliato-random"):
+        await _wait_schedules(cluster, job.job_id)
     privacy = []
     for nid in cluster.ids:
         rep = ledger_report(cluster.ledger(nid), delta_target=1e-5, job_id=job.job_id)
@@ -378,6 +380,30 @@ def inca_fault_plan(a: argparse.Namespace, ids: list[str]) -> dict[str, list[str
         round_s=a.round_s,
         horizon=a.timeout + 60,
     )
+
+
+async def _wait_schedules(cluster: LocalCluster, job_id: str, bound: float = 20.0) -> None:
+    """Muffliato: the public end-of-job schedules still travel after the job is done; wait (at most
+    `bound` seconds) until every node's ledger holds them, so that the labelled joint-view and paper
+    figures can be computed for every node (the guarantee itself does not need them)."""
+    waiting = list(cluster.ids)
+    deadline = time.monotonic() + bound
+    while waiting and time.monotonic() < deadline:
+        still = []
+        for nid in waiting:
+            led = Ledger.open_readonly(cluster.ledger(nid))
+            try:
+                spec = next((j.spec for j in led.jobs() if j.job_id == job_id), None)
+                known = (
+                    spec is not None and schedules(spec, led.entries(job_id), nid)[0] is not None
+                )
+            finally:
+                led.close()
+            if not known:
+                still.append(nid)
+        waiting = still
+        if waiting:
+            await asyncio.sleep(0.2)
 
 
 def _inca_outcome(
@@ -548,7 +574,8 @@ def _gossip_outcome(
         if row is not None and row.result and row.result.get("value") is not None:
             est[nid] = float(row.result["value"][0])
     err = {k: abs(v - truth) for k, v in est.items()}
-    worst = max((row["epsilon"] for row in privacy), default=0.0)
+    worst_row = max(privacy, key=lambda row: row["epsilon"], default=None)
+    worst = worst_row["epsilon"] if worst_row is not None else 0.0
     out: dict[str, Any] = {
         "sigma": p["sigma"],
         "truth": truth,
@@ -559,8 +586,9 @@ def _gossip_outcome(
         "netdp_std": p["sigma"] / np.sqrt(n),
         "guarantee_epsilon": worst,
     }
-    if worst > 0:
-        s_ldp = ldp_sigma(worst, p["delta"], p["sensitivity"], 1)
+    if worst_row is not None and worst > 0:
+        # the σ local DP needs for the same guarantee, at the δ that guarantee is stated at
+        s_ldp = ldp_sigma(worst, float(worst_row["delta"]), p["sensitivity"], 1)
         out["ldp_std"] = s_ldp / np.sqrt(n)  # everyone publishes x + N(0, σ²), average
         out["central_std"] = s_ldp / n  # a trusted curator: the mean's sensitivity is Δ/n
     return out

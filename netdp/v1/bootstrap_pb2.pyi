@@ -64,12 +64,14 @@ class SubmitJobReply(_message.Message):
     def __init__(self, job: _Optional[_Union[_common_pb2.JobSpec, _Mapping]] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("after", "wait_ms")
+    __slots__ = ("after", "wait_ms", "crl_number")
     AFTER_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    CRL_NUMBER_FIELD_NUMBER: _ClassVar[int]
     after: int
     wait_ms: int
-    def __init__(self, after: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+    crl_number: int
+    def __init__(self, after: _Optional[int] = ..., wait_ms: _Optional[int] = ..., crl_number: _Optional[int] = ...) -> None: ...
 
 class ListJobsReply(_message.Message):
     __slots__ = ("jobs", "seqs")
