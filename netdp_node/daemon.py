@@ -299,9 +299,8 @@ class NodeDaemon:
                 fetched = await self._unless_stopped(self._fetch_updates(after))
                 if fetched is None:
                     return  # SIGTERM while the bootstrap was unreachable
-                crl, jobs = fetched
+                _, jobs = fetched  # the revocation list was accepted in `_fetch_updates`
                 quick = time.monotonic() - asked < self.cfg.poll_interval
-                self._accept_crl(crl)
                 for seq, job in jobs:
                     after = max(after, seq)
                     if job.job_id in self.runtime.jobs:
