@@ -48,13 +48,13 @@ sys.path.insert(0, str(HERE))
 from bench_transport import CpuMeter, _finite, machine
 from profile_hop import _LEDGER_SYNC, ProfiledCluster, proc_cpu
 
+from netdp_node.algorithms.muffliato.engine import degrees
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
 from netdp_node.jobs import result_summary
 from netdp_node.ledger import Ledger
 from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.muffliato_accountant import public_graph
-from netdp_node.protocols.muffliato import degrees
 
 RESULTS = HERE / "results"
 BARE = HERE / "muff_bare_node.py"

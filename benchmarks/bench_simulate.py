@@ -37,7 +37,7 @@ def _cpu_s() -> float:
 
 
 def walk_sum(n: int, T: int, seed: int, q: mp.Queue) -> None:  # type: ignore[type-arg]
-    from netdp_node.protocols import get_algorithm
+    from netdp_node.algorithms import get_algorithm
     from netdp_node.simulate import Simulator, synthetic_data
 
     ids = [f"node-{i}" for i in range(1, n + 1)]
@@ -64,7 +64,7 @@ def walk_sum(n: int, T: int, seed: int, q: mp.Queue) -> None:  # type: ignore[ty
 
 
 def muffliato(n: int, T: int, seed: int, q: mp.Queue) -> None:  # type: ignore[type-arg]
-    from netdp_node.protocols import get_algorithm
+    from netdp_node.algorithms import get_algorithm
     from netdp_node.simulate import Simulator, synthetic_data
 
     ids = [f"node-{i}" for i in range(1, n + 1)]

@@ -36,8 +36,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from netdp.v1 import peer_pb2
+from netdp_node.algorithms.muffliato.engine import VALUE
 from netdp_node.protocols.base import Message
-from netdp_node.protocols.muffliato import VALUE
 from netdp_node.security.mtls import CHANNEL_OPTIONS, SERVER_OPTIONS
 from netdp_node.wire import message_to_envelope
 

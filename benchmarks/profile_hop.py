@@ -379,9 +379,9 @@ def _time(fn: Any, n: int) -> float:
 
 def part_micro(workdir: Path) -> dict[str, Any]:
     from netdp.v1 import peer_pb2
+    from netdp_node.algorithms.ring.engine import RingSum, prepare_params
     from netdp_node.ledger import Entry, Ledger
     from netdp_node.protocols.base import JobContext, Message
-    from netdp_node.protocols.ring import RingSum, prepare_params
     from netdp_node.security.identity import identity_from_pem
     from netdp_node.wire import envelope_to_message, message_to_envelope
 

@@ -26,9 +26,9 @@ from google.protobuf.message import DecodeError
 from netdp.v1 import bootstrap_pb2, bootstrap_pb2_grpc, common_pb2
 from netdp_bootstrap import topology as topo
 from netdp_bootstrap.store import Store
+from netdp_node.algorithms import get_algorithm
 from netdp_node.errors import SecurityError
 from netdp_node.graphs import COMPLETE
-from netdp_node.protocols import get_algorithm
 from netdp_node.security.identity import PeerIdentity, RevocationList
 from netdp_node.security.mtls import AccessPolicy, Unauthorized
 from netdp_node.wire import WireError, tensor_to_ndarray

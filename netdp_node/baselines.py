@@ -25,15 +25,15 @@ from typing import Literal
 
 import numpy as np
 
-from netdp_node.privacy.random_walk import ldp_noise_multiplier
-from netdp_node.protocols.ring import clip_l2
-from netdp_node.protocols.walk import (
+from netdp_node.algorithms.ring.engine import clip_l2
+from netdp_node.algorithms.walk.engine import (
     bound_rows,
     clipped_logistic_gradient,
     logistic_accuracy,
     logistic_gradient,
     sgd_row_bound,
 )
+from netdp_node.privacy.random_walk import ldp_noise_multiplier
 
 Mode = Literal["central", "local", "network"]
 Order = Literal["theorem", "code"]

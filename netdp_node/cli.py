@@ -124,7 +124,7 @@ def _check_job_params(algorithm: str, params: dict[str, Any], n: int | None) -> 
     """`--algorithm` and `--param` checked as the bootstrap will check them (`Algorithm.validate`,
     or without the number of participants `Algorithm.check_values`): a ConfigError (exit 2) naming
     the parameter, before anything is sent."""
-    from netdp_node.protocols import ALGORITHMS, get_algorithm  # lazy: start-up cost
+    from netdp_node.algorithms import ALGORITHMS, get_algorithm  # lazy: start-up cost
 
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"--algorithm {algorithm!r} is not one of {', '.join(ALGORITHMS)}")

@@ -34,6 +34,9 @@ import numpy as np
 
 from netdp.v1 import peer_pb2
 from netdp_node import audit
+from netdp_node.algorithms.inca.engine import central_dp_std
+from netdp_node.algorithms.muffliato.engine import ldp_sigma
+from netdp_node.algorithms.walk.engine import logistic_accuracy
 from netdp_node.baselines import Mode, local_sgd_sigma, sgd_walk
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
@@ -50,9 +53,6 @@ from netdp_node.privacy.muffliato_accountant import CONTINUOUS, JOINT_VIEW, PAPE
 from netdp_node.privacy.network_dp_walk import bassily_central_sigma
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note
 from netdp_node.privacy.walk_accountant import LEMMA1, ldp_sum_sigma, prospective_count
-from netdp_node.protocols.inca import central_dp_std
-from netdp_node.protocols.muffliato import ldp_sigma
-from netdp_node.protocols.walk import logistic_accuracy
 from netdp_node.report import ledger_report, threat_lines, wrap
 from netdp_node.security.identity import peer_name
 from netdp_node.security.mtls import secure_channel
@@ -856,7 +856,7 @@ def check_args(a: argparse.Namespace) -> dict[str, Any]:
     (`Algorithm.validate`), before anything is created or started: a mistake is a ConfigError
     (exit 2) naming the flag, not a failure after the processes started. Returns the job's
     validated parameters."""
-    from netdp_node.protocols import get_algorithm  # lazy: start-up cost
+    from netdp_node.algorithms import get_algorithm  # lazy: start-up cost
 
     if a.algorithm not in ALGORITHMS:
         raise ConfigError(

@@ -35,6 +35,10 @@ from typing import Any, Literal
 import numpy as np
 
 from netdp_bootstrap.topology import build
+from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.inca.engine import central_dp_std
+from netdp_node.algorithms.ring.engine import clip_l2
+from netdp_node.algorithms.walk.engine import HOLD_EVENTS, logistic_accuracy
 from netdp_node.datasets import learning_split
 from netdp_node.errors import ConfigError
 from netdp_node.faults import FaultInjector, FaultPlan, inca_dropout_flags, plan_from_flags
@@ -44,11 +48,7 @@ from netdp_node.privacy import inca_audit
 from netdp_node.privacy.accountant import JobView, per_job_losses
 from netdp_node.privacy.empirical import GLOBAL_KNOWLEDGE_NOTE, audit_walk
 from netdp_node.privacy.inca_audit import execution_from_info
-from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import Engine, JobContext, Message, Output
-from netdp_node.protocols.inca import central_dp_std
-from netdp_node.protocols.ring import clip_l2
-from netdp_node.protocols.walk import HOLD_EVENTS, logistic_accuracy
 from netdp_node.runtime import NodeRuntime, _result_dict, spec_dict
 from netdp_node.transport.base import DeliveryError
 from netdp_node.transport.memory import MemoryNetwork, MemoryTransport

@@ -32,8 +32,8 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import eigsh
 
+from netdp_node.algorithms.walk.engine import logistic_coefficients
 from netdp_node.privacy.pndp_gossip import chebyshev_gamma
-from netdp_node.protocols.walk import logistic_coefficients
 
 __all__ = [
     "GdResult",

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.algorithms.walk.engine import logistic_coefficients
 from netdp_node.baselines import local_sgd_sigma
 from netdp_node.datasets import load_housing, synthetic
 from netdp_node.errors import ConfigError
@@ -43,7 +44,6 @@ from netdp_node.privacy.random_walk import (
     simulate_walks,
     transition_matrix,
 )
-from netdp_node.protocols.walk import logistic_coefficients
 
 N, M, T, DELTA, EPS, CAP, LIP = 2048, 8, 20_000, 1e-6, 1.0, 12, 1.0
 ETA_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)

@@ -500,7 +500,7 @@ def rw_sgd_baselines(
     }
 
 
-# -- IncA (Sabater et al. 2025; engine netdp_node.protocols.inca, audit privacy.inca_audit) -------
+# -- IncA (Sabater et al. 2025; engine algorithms.inca.engine, audit privacy.inca_audit) -------
 def _inca_ldp(p: Mapping[str, Any]) -> PrivacyLoss:
     """The local-DP level of the node's η: what an adversary who sees every message of the node
     learns at most (it recovers x + η), so valid whatever the execution: every

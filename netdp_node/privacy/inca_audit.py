@@ -103,7 +103,7 @@ class IncaExecution:
         U: (T+1, T) base U.
         weights: T matrices W̃^1..W̃^T, (n, n), column-stochastic effective weights after dropouts
             (a column may sum to less than 1 when a message was lost over a real network,
-            see netdp_node.protocols.inca)
+            see netdp_node.algorithms.inca.engine)
             (Alg. 2 lines 10-12): W̃^t[j, i] is the weight of i's y^(t-1) in j's y^(t); the column
             of an offline i is e_i.
         online: (T+1, n) bool: online[t, i] iff i ∈ O_t; online[0] all True.
@@ -139,7 +139,7 @@ class IncaExecution:
             if np.shape(W) != (n, n):
                 raise ValueError(f"W̃^{t} must be ({n}, {n}), got {np.shape(W)}")
             # Sub-stochastic columns are allowed: over a real network a message its sender counted
-            # can be lost (netdp_node.protocols.inca, the delivery rule's one-sided residual): that
+            # can be lost (algorithms.inca.engine, the delivery rule's one-sided residual): that
             # share left the sender and entered nobody.
             if np.any(np.asarray(W) < 0) or np.any(np.sum(W, axis=0) > 1.0 + 1e-12):
                 raise ValueError(f"W̃^{t} must be non-negative with column sums <= 1")

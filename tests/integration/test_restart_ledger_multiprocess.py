@@ -19,10 +19,10 @@ import time
 
 import pytest
 
+from netdp_node.algorithms.walk.engine import start_holder
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.errors import LedgerError
 from netdp_node.ledger import JobRow, Ledger
-from netdp_node.protocols.walk import start_holder
 
 pytestmark = pytest.mark.slow
 

@@ -40,12 +40,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from netdp.v1 import peer_pb2
+from netdp_node.algorithms.ring.engine import prepare_params
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
 from netdp_node.errors import ConfigError, ServerIdentityError
 from netdp_node.ledger import Ledger
 from netdp_node.protocols.base import JobContext
-from netdp_node.protocols.ring import prepare_params
 from netdp_node.retry import Backoff
 from netdp_node.runtime import NodeRuntime
 from netdp_node.security import pki
@@ -194,7 +194,7 @@ async def test_a_walk_routes_around_the_impostor(ca, tmp_path):
     """The same attack on a random walk (node-7 serves on node-5's and node-6's addresses): each
     token node-4 hands to them is refused at once, recorded as a re-route naming the refused peer
     and why, never as delivered; the walk goes on without them and ends, and node-7 got nothing."""
-    from netdp_node.protocols.walk import prepare_params as walk_params
+    from netdp_node.algorithms.walk.engine import prepare_params as walk_params
 
     impostor = await FakePeer().start(ident(ca, "node-7"))
     transport = GrpcTransport(

@@ -23,9 +23,9 @@ from campaign import (
 )
 from harness import contexts, make_net
 
+from netdp_node.algorithms import get_algorithm
 from netdp_node.audit import NodeLedger, audit, load
 from netdp_node.ledger import Entry, JobRow
-from netdp_node.protocols import get_algorithm
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -258,7 +258,7 @@ def test_schedules_are_reproducible():
         assert [(f.at_s, f.target) for f in w.faults] == [(f.at_s, f.target) for f in k.faults]
         assert all(f.kind != "wipe" for f in k.faults)
     algs = {a for s in range(3) for a in make_schedule(s).algorithms}
-    from netdp_node.protocols import ALGORITHMS
+    from netdp_node.algorithms import ALGORITHMS
 
     assert algs == set(ALGORITHMS)
 

@@ -98,8 +98,8 @@ def test_demo_refuses_bad_flags_before_starting_anything(tmp_path, capsys, flags
 def test_demo_checks_the_job_as_the_bootstrap_does():
     """The demo's check is the bootstrap's (`Algorithm.validate`): what one refuses the other
     refuses, for every algorithm of the demo at its defaults and with a bad δ."""
+    from netdp_node.algorithms import get_algorithm
     from netdp_node.demo import ALGORITHMS, _job_params, check_args
-    from netdp_node.protocols import get_algorithm
 
     for alg in ALGORITHMS:
         a = build_parser().parse_args(["demo", "--algorithm", alg])

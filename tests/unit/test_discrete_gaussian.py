@@ -265,7 +265,7 @@ def test_gaussian_accountants_charge_the_grid_correction() -> None:
 
 
 def test_rw_sgd_noise_multiplier_is_charged() -> None:
-    from netdp_node.protocols.walk import prepare_rw_sgd
+    from netdp_node.algorithms.walk.engine import prepare_rw_sgd
 
     p = prepare_rw_sgd({"T": 40, "dim": 5, "epsilon": 4.0}, 4)
     charged = _charged(p["sensitivity"], p["sigma"], 5)
@@ -276,7 +276,7 @@ def test_rw_sgd_noise_multiplier_is_charged() -> None:
 
 
 def prepare_params_ring(params: dict[str, Any], n: int) -> dict[str, Any]:
-    from netdp_node.protocols.ring import prepare_params
+    from netdp_node.algorithms.ring.engine import prepare_params
 
     return prepare_params(params, n)
 
@@ -409,7 +409,7 @@ def test_ring_and_walk_sum_use_the_discrete_route() -> None:
             "dim": 2,
         },
     }
-    from netdp_node.protocols.walk import prepare_params as prepare_walk
+    from netdp_node.algorithms.walk.engine import prepare_params as prepare_walk
 
     p = prepare_walk("walk-sum", spec["params"], 40)
     charged = _charged(p["sensitivity"], p["sigma"], 2)

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from harness import contexts, make_net
 
+from netdp_node.algorithms import ALGORITHMS, Algorithm, get_algorithm
 from netdp_node.ledger import Entry, Ledger
-from netdp_node.protocols import ALGORITHMS, Algorithm, get_algorithm
 from netdp_node.protocols.base import Engine, Flush, JobContext, Message, Record
 from netdp_node.runtime import NodeRuntime
 from netdp_node.transport.memory import MemoryNetwork

@@ -8,9 +8,9 @@ import itertools
 
 import numpy as np
 
+from netdp_node.algorithms import get_algorithm
 from netdp_node.privacy import inca_audit as ia
 from netdp_node.privacy.accountant import ACCOUNTANTS
-from netdp_node.protocols import get_algorithm
 
 
 def _job(n: int, k: int, T: int, seed: int, threat: str):

@@ -1,4 +1,4 @@
-"""The IncA engine (netdp_node.protocols.inca) against the reference `inca_audit.simulate`, over
+"""The IncA engine (netdp_node.algorithms.inca.engine) against the reference `inca_audit.simulate`, over
 both transports (runtime harness) and in the discrete-event simulator (dropouts, lost
 acknowledgements, lost CLOSE messages); refusals sans-IO.
 
@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from harness import TRANSPORTS, contexts, make_net
 
+from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.inca.engine import CLOSE, MIX, PROXY, Inca
 from netdp_node.privacy import inca_audit
 from netdp_node.privacy.inca_audit import execution_from_info
-from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import JobContext, Message, RefusalCode, Refused
-from netdp_node.protocols.inca import CLOSE, MIX, PROXY, Inca
 from netdp_node.simulate import Simulator
 
 pytestmark = pytest.mark.timeout(120)

@@ -23,10 +23,10 @@ import pytest_asyncio
 
 from netdp.v1 import bootstrap_pb2, common_pb2, peer_pb2
 from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
+from netdp_node.algorithms import ENVELOPE_ALLOWANCE
+from netdp_node.algorithms.ring.engine import MAX_ROUNDS
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.limits import MAX_MESSAGE_BYTES
-from netdp_node.protocols import ENVELOPE_ALLOWANCE
-from netdp_node.protocols.ring import MAX_ROUNDS
 from netdp_node.security import pki
 from netdp_node.security.identity import BOOTSTRAP_NAME, peer_name
 from netdp_node.security.mtls import AccessPolicy, secure_channel, start_server

@@ -40,6 +40,9 @@ GROUP_OF = {
     "netdp_node.data": "data",
     "netdp_node.datasets": "data",
     "netdp_node.protocols": "protocols",
+    # an algorithm's folder spans layers: its parameters and engine are sans-IO protocol code, the
+    # record and hooks that tie them to accountants and tools sit just above
+    "netdp_node.algorithms": "algorithms",
     "netdp_node.wire": "wire",
     "netdp_node.transport": "transport",
     "netdp_node.runtime": "runtime",
@@ -73,9 +76,11 @@ MAY_IMPORT = {
     "faults": {"base", "faults"},
     "data": {"base", "data"},
     "protocols": {"base", "privacy", "protocols"},
+    "algorithms": {"base", "privacy", "data", "faults", "protocols", "algorithms"},
     "wire": _LOW | {"protocols", "wire"},
     "transport": _LOW | {"protocols", "wire", "security", "faults", "transport"},
-    "runtime": _LOW | {"privacy", "ledger", "faults", "protocols", "wire", "transport", "runtime"},
+    "runtime": _LOW
+    | {"privacy", "ledger", "faults", "protocols", "algorithms", "wire", "transport", "runtime"},
     "daemon": _LOW
     | {
         "privacy",
@@ -84,6 +89,7 @@ MAY_IMPORT = {
         "faults",
         "data",
         "protocols",
+        "algorithms",
         "wire",
         "transport",
         "runtime",
@@ -91,7 +97,8 @@ MAY_IMPORT = {
     },
     # the bootstrap shares the base, the PKI and mTLS (security), the algorithm registry and the
     # wire format with the nodes; it never reaches into a node's transport, runtime or daemon
-    "bootstrap": _LOW | {"privacy", "security", "data", "protocols", "wire", "bootstrap"},
+    "bootstrap": _LOW
+    | {"privacy", "security", "data", "protocols", "algorithms", "wire", "bootstrap"},
     "tools": set(GROUP_OF.values()) - {"cli"},
     "cli": set(GROUP_OF.values()),
 }
@@ -102,6 +109,7 @@ FORBIDDEN = {
     "base": {"matplotlib"},
     "privacy": PURE,
     "protocols": PURE | {"time", "random"},  # sans-IO: no clock, no global RNG
+    "algorithms": PURE,
     "ledger": {"grpc", "matplotlib"},
     "security": {"matplotlib"},
     "wire": {"matplotlib", "asyncio", "socket"},
@@ -121,6 +129,7 @@ NODE_PATH = {
     "faults",
     "data",
     "protocols",
+    "algorithms",
     "wire",
     "transport",
     "runtime",
@@ -144,8 +153,18 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+#: modules of an algorithm's folder (netdp_node.algorithms.<family>.<module>) in the protocols layer
+PROTOCOL_MODULES = {"engine", "params"}
+
+
 def group_of(name: str) -> str | None:
     parts = name.split(".")
+    if (
+        parts[:2] == ["netdp_node", "algorithms"]
+        and len(parts) >= 4
+        and parts[3] in PROTOCOL_MODULES
+    ):
+        return "protocols"
     for i in range(len(parts), 0, -1):
         g = GROUP_OF.get(".".join(parts[:i]))
         if g is not None:
@@ -270,23 +289,24 @@ def test_the_checker_sees_what_it_checks():
     src = (
         "from __future__ import annotations\nfrom typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from netdp_node.runtime import NodeRuntime\n"
-        "def f():\n    from . import ring\n    import scipy  # lazy: start-up cost\n"
+        "def f():\n    from .ring import engine\n    import scipy  # lazy: start-up cost\n"
         "async def g():\n    # lazy: start-up cost\n    from ..privacy import (\n"
         "        composition,\n    )\n"
     )
-    by_target = {i.target: i for i in parse_imports(src, "netdp_node.protocols.probe")}
+    by_target = {i.target: i for i in parse_imports(src, "netdp_node.algorithms.probe")}
     assert set(by_target) == {
         "__future__.annotations",
         "typing.TYPE_CHECKING",
         "netdp_node.runtime.NodeRuntime",
-        "netdp_node.protocols.ring",
+        "netdp_node.algorithms.ring.engine",
         "scipy",
         "netdp_node.privacy.composition",
     }
     assert not by_target["netdp_node.runtime.NodeRuntime"].local
     assert group_of("netdp_node.runtime.NodeRuntime") == "runtime"
-    assert "runtime" not in MAY_IMPORT[group_of("netdp_node.protocols.probe") or ""]
-    ring = by_target["netdp_node.protocols.ring"]
+    assert "runtime" not in MAY_IMPORT[group_of("netdp_node.algorithms.probe") or ""]
+    assert group_of("netdp_node.algorithms.walk.engine") == "protocols"
+    ring = by_target["netdp_node.algorithms.ring.engine"]
     assert ring.local and not ring.marked
     assert by_target["scipy"].local and by_target["scipy"].marked
     assert by_target["netdp_node.privacy.composition"].marked

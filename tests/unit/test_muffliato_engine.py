@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 from harness import TRANSPORTS, contexts, make_net
 
+from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.muffliato.engine import SCHEDULE, VALUE, MuffliatoSync
 from netdp_node.privacy import muffliato_accountant as ma
 from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.accountant import ACCOUNTANTS, JobView, check_budget, total_losses
 from netdp_node.privacy.discrete_gaussian import GRID_BITS, gaussian_on_grid, grid_for
 from netdp_node.privacy.muffliato_accountant import public_graph
 from netdp_node.privacy.random_walk import ldp_epsilon
-from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import (
     JobContext,
     Message,
@@ -31,7 +32,6 @@ from netdp_node.protocols.base import (
     Send,
     SetTimer,
 )
-from netdp_node.protocols.muffliato import SCHEDULE, VALUE, MuffliatoSync
 from netdp_node.runtime import Budget
 
 pytestmark = pytest.mark.timeout(90)
@@ -594,8 +594,8 @@ async def test_budget_declines_at_start_and_job_runs_without_its_data(tmp_path):
 
 
 def test_gd_learns_and_reports_local_dp_composition():
+    from netdp_node.algorithms.walk.engine import logistic_accuracy
     from netdp_node.datasets import learning_split
-    from netdp_node.protocols.walk import logistic_accuracy
     from netdp_node.simulate import Simulator
 
     n, steps = 12, 8
@@ -620,8 +620,8 @@ def test_gd_learns_and_reports_local_dp_composition():
         [logistic_accuracy(res.outputs[v].value, split.X_test, split.y_test) for v in ids]
     )
     # spec §6.4 validation target: Muffliato-GD ≈ GD with exact averaging (same clipped steps)
-    from netdp_node.protocols.ring import clip_l2
-    from netdp_node.protocols.walk import logistic_gradient
+    from netdp_node.algorithms.ring.engine import clip_l2
+    from netdp_node.algorithms.walk.engine import logistic_gradient
 
     users = split.user_arrays(n, 8)
     theta = np.zeros(9)
@@ -664,7 +664,7 @@ def test_randomized_exchange_serialised_and_abort_agreed():
     """Algorithm 2's exchange (sans-IO): a busy node refuses offers; a responder that times out
     refuses the initiator's late value, so neither averages and both record the exchange as
     aborted; the accountant counts it as a round in which the pair saw values, with W = I."""
-    from netdp_node.protocols.muffliato import OFFER, PAIR, REPLY, MuffliatoRandom
+    from netdp_node.algorithms.muffliato.engine import OFFER, PAIR, REPLY, MuffliatoRandom
 
     ids = _ids(3)
     p = get_algorithm("muffliato-random").prepare(

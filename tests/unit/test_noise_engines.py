@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.inca.engine import Inca
+from netdp_node.algorithms.muffliato.engine import MuffliatoSync
+from netdp_node.algorithms.ring.engine import RingSum, RingSumR, prepare_params
+from netdp_node.algorithms.walk.engine import WalkSgd, WalkSum
 from netdp_node.privacy.discrete_gaussian import grid_for
-from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import JobContext, Send
-from netdp_node.protocols.inca import Inca
-from netdp_node.protocols.muffliato import MuffliatoSync
-from netdp_node.protocols.ring import RingSum, RingSumR, prepare_params
-from netdp_node.protocols.walk import WalkSgd, WalkSum
 
 
 class IntegersOnly:

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from harness import TRANSPORTS, make_net
 
+from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.walk.engine import TOKEN
 from netdp_node.privacy.accountant import (
     ACCOUNTANTS,
     RW_LDP_METHOD,
@@ -36,9 +38,7 @@ from netdp_node.privacy.random_walk import (
     sound_rdp,
     transition_matrix,
 )
-from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import JobContext
-from netdp_node.protocols.walk import TOKEN
 
 RING16 = [(i, (i + 1) % 16) for i in range(16)]
 

@@ -14,11 +14,11 @@ import pytest
 from harness import contexts, make_net
 
 from netdp.v1 import bootstrap_pb2, common_pb2
+from netdp_node.algorithms import ALGORITHMS, get_algorithm
 from netdp_node.cli import main
 from netdp_node.daemon import NodeConfig, NodeDaemon
 from netdp_node.jobs import render_result, result_summary
 from netdp_node.privacy.threat import NOT_PRIVATE, THREAT_MODELS, threat_model
-from netdp_node.protocols import ALGORITHMS, get_algorithm
 from netdp_node.security import pki
 
 pytestmark = pytest.mark.timeout(60)

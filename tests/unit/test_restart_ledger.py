@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from harness import contexts, make_net
 
+from netdp_node.algorithms.ring.engine import prepare_params as ring_params
+from netdp_node.algorithms.walk.engine import HANDOFF, RELEASE, WALK, prepare_params, start_holder
 from netdp_node.audit import audit
 from netdp_node.errors import NodeUnavailable
 from netdp_node.ledger import Ledger
 from netdp_node.protocols.base import JobContext, Message, RefusalCode, Refused
-from netdp_node.protocols.ring import prepare_params as ring_params
-from netdp_node.protocols.walk import HANDOFF, RELEASE, WALK, prepare_params, start_holder
 from netdp_node.runtime import NOT_JOINED, JobRunner, NodeRuntime
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from harness import TRANSPORTS, contexts, make_net
 
+from netdp_node.algorithms.ring.engine import RingSum, prepare_params
 from netdp_node.privacy.accountant import JobView, per_job_losses, ring_sum_utility
 from netdp_node.privacy.network_dp import (
     ring_release_adds_noise,
@@ -15,7 +16,6 @@ from netdp_node.privacy.network_dp import (
     ring_sum_loss,
 )
 from netdp_node.protocols.base import JobContext, Message, RefusalCode, Refused
-from netdp_node.protocols.ring import RingSum, prepare_params
 from netdp_node.runtime import Budget, spec_dict
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.parametrize("transport", TRANSPORTS)]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from dp_accounting import dp_event, rdp
 
+from netdp_node.algorithms import get_algorithm
 from netdp_node.ledger import Entry
 from netdp_node.privacy import walk_accountant as W
 from netdp_node.privacy.accountant import JobView, per_job_losses
@@ -21,7 +22,6 @@ from netdp_node.privacy.network_dp_walk import (
     theorem3,
     theorem6,
 )
-from netdp_node.protocols import get_algorithm
 
 
 def _spec(alg: str, n: int, **kw: object) -> dict:

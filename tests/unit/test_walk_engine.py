@@ -9,9 +9,17 @@ import numpy as np
 import pytest
 from harness import TRANSPORTS, contexts, make_net
 
+from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.walk.engine import (
+    HANDOFF,
+    TOKEN,
+    WALK,
+    WalkSum,
+    epoch_counter,
+    start_holder,
+)
 from netdp_node.faults import FaultPlan
 from netdp_node.privacy.walk_accountant import contributions_in_result, real_contributions
-from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import (
     Drop,
     JobContext,
@@ -23,7 +31,6 @@ from netdp_node.protocols.base import (
     Send,
     SetTimer,
 )
-from netdp_node.protocols.walk import HANDOFF, TOKEN, WALK, WalkSum, epoch_counter, start_holder
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from netdp_node.protocols import get_algorithm
+from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.walk.engine import TOKEN, WalkSum, epoch_counter, start_holder
 from netdp_node.protocols.base import (
     JobContext,
     Message,
@@ -24,7 +25,6 @@ from netdp_node.protocols.base import (
     Send,
     SetTimer,
 )
-from netdp_node.protocols.walk import TOKEN, WalkSum, epoch_counter, start_holder
 
 IDS = [f"node-{i}" for i in range(1, 6)]
 T = 60

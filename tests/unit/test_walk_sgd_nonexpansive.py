@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.ring.engine import clip_l2
+from netdp_node.algorithms.walk.engine import WalkSgd, logistic_gradient
 from netdp_node.datasets import learning_split
-from netdp_node.protocols import get_algorithm
 from netdp_node.protocols.base import JobContext
-from netdp_node.protocols.ring import clip_l2
-from netdp_node.protocols.walk import WalkSgd, logistic_gradient
 
 N, POINTS = 16, 8  # the README's walk-sgd demo: 16 nodes, 8 rows each
 

@@ -103,6 +103,8 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.algorithms.ring.engine import clip_l2
+from netdp_node.algorithms.walk.engine import logistic_accuracy, logistic_gradient
 from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, gaussian_on_grid, job_grid
 from netdp_node.privacy.muffliato_accountant import GRAPHS, public_graph
@@ -120,8 +122,6 @@ from netdp_node.protocols.base import (
     Send,
     SetTimer,
 )
-from netdp_node.protocols.ring import clip_l2
-from netdp_node.protocols.walk import logistic_accuracy, logistic_gradient
 
 VALUE = "value"
 SCHEDULE = "schedule"

@@ -68,6 +68,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.algorithms.ring.engine import clip_l2
 from netdp_node.privacy.discrete_gaussian import (
     calibrate_on_grid,
     charged_sensitivity,
@@ -95,7 +96,6 @@ from netdp_node.protocols.base import (
     Send,
     SetTimer,
 )
-from netdp_node.protocols.ring import clip_l2
 
 TOKEN = "token"
 HANDOFF = "handoff"

@@ -1,0 +1,1 @@
+"""IncA, incremental correlated noise for decentralized mean estimation (2025)."""
