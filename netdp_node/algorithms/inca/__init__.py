@@ -1,1 +1,29 @@
 """IncA, incremental correlated noise for decentralized mean estimation (2025)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from netdp_node.algorithms.inca import engine as inca
+from netdp_node.algorithms.record import Algorithm
+
+_INCA = frozenset({"T", "k", "dim", "fanout", "calibration_runs"})
+
+
+def _inca_payload(p: Mapping[str, Any], n: int) -> int:
+    dim, k, T = int(p["dim"]), int(p["k"]), int(p["T"])
+    return max(inca.record_length(dim, n, k, T), dim + 1 + inca.history_length(n, k, T))
+
+
+RECORDS = (
+    Algorithm(
+        "inca",
+        inca.Inca,
+        inca.prepare_params,
+        "complete",
+        integers=_INCA,
+        payload=_inca_payload,
+        payload_params="dim, T or k (or the participants)",
+    ),
+)

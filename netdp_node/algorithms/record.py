@@ -1,0 +1,130 @@
+"""An algorithm's record: the one place that ties its name to its engine, its parameters (checked
+once, with errors naming the field) and the size of its messages. Each family's folder builds its
+records (`RECORDS` in `netdp_node/algorithms/<family>/__init__.py`); `netdp_node.algorithms` lists
+the families."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from netdp_node.limits import MAX_MESSAGE_BYTES
+from netdp_node.protocols.base import Engine
+
+#: How deep a job parameter may nest lists and objects (collusion groups are lists of lists).
+MAX_PARAM_DEPTH = 4
+#: Bytes of a message kept for everything but its payload (ids, kind, counters, scalars, detail).
+ENVELOPE_ALLOWANCE = 64 * 1024
+
+
+def _dim(params: Mapping[str, Any], n: int) -> int:
+    return int(params.get("dim", 1))
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    name: str
+    engine: type[Engine]
+    prepare: Callable[[dict[str, Any], int], dict[str, Any]]  # (params, n) -> validated params
+    topology: str  # default topology kind
+    # Each node's output stays on the node (its ledger), never reported to the bootstrap: for
+    # gossip every node ends with its own estimate x_v^T, and showing them all to every participant
+    # would give each observer P(x + η), i.e. x + η itself when P is invertible (muffliato.md §7.1
+    # item 7: x^T is not sent).
+    private_output: bool = False
+    # the parameters that are integers (a non-integer value is refused, never truncated)
+    integers: frozenset[str] = frozenset()
+    # (prepared params, n) -> numbers in the largest message payload, and what sets that size
+    payload: Callable[[Mapping[str, Any], int], int] = _dim
+    payload_params: str = "dim"
+
+    def validate(self, params: Mapping[str, Any], n: int) -> dict[str, Any]:
+        """`prepare`, behind the checks every algorithm shares, for a job that is to run on the
+        network (the bootstrap's SubmitJob): values are finite numbers, strings, booleans or
+        shallow lists; an integer parameter gets an integer (2.7 is refused, not truncated to 2);
+        and the largest message of the job fits the message limit (`netdp_node.limits`
+        MAX_MESSAGE_BYTES). Raises ValueError naming the parameter."""
+        raw = self.check_values(params)
+        try:  # the size first when the raw parameters tell it (before any calibration runs)
+            self._check_payload(self.payload(raw, n), MAX_MESSAGE_BYTES)
+        except (KeyError, TypeError, ArithmeticError):
+            pass  # it needs the prepared parameters: checked below
+        try:
+            out = self.prepare(raw, n)
+        except (TypeError, ArithmeticError, ValueError) as e:
+            # a value of the wrong type (a list or a word where a number belongs): name it
+            text = str(e)
+            suspects = sorted(
+                k
+                for k, v in raw.items()
+                if isinstance(v, (list, tuple, Mapping)) or (isinstance(v, str) and repr(v) in text)
+            )
+            if isinstance(e, ValueError) and (not suspects or any(k in text for k in suspects)):
+                raise  # the algorithm's own message, naming the parameter
+            named = f" (check {', '.join(suspects)})" if suspects else ""
+            raise ValueError(f"invalid {self.name} parameters{named}: {text}") from None
+        self._check_payload(self.payload(out, n), MAX_MESSAGE_BYTES)
+        return out
+
+    def check_values(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The checks of `validate` that do not need the number of participants (types, finite
+        numbers, integers): a client can run them before it knows who will take part. Returns the
+        parameters with integer parameters as int. Raises ValueError naming the parameter."""
+        raw = dict(params)
+        for k, v in raw.items():
+            _check_value(k, v, 0)
+        for k in self.integers & raw.keys():
+            raw[k] = _integer(k, raw[k])
+        return raw
+
+    def _check_payload(self, elements: int, max_bytes: int) -> None:
+        limit = (max_bytes - ENVELOPE_ALLOWANCE) // 8
+        if elements > limit:
+            raise ValueError(
+                f"{self.payload_params}: a message of this {self.name} job would carry {elements} "
+                f"numbers ({8 * elements} bytes), more than the message limit MAX_MESSAGE_BYTES = "
+                f"{max_bytes} bytes allows ({limit} numbers); lower {self.payload_params}"
+            )
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _check_value(name: str, v: Any, depth: int) -> None:
+    if depth > MAX_PARAM_DEPTH:
+        raise ValueError(f"parameter {name} is nested more than {MAX_PARAM_DEPTH} levels deep")
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise ValueError(f"parameter {name} must be a finite number, got {v!r}")
+    elif isinstance(v, int):
+        if abs(v) >= 2**63:
+            raise ValueError(f"parameter {name} is out of range (|value| < 2^63), got {_short(v)}")
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _check_value(name, x, depth + 1)
+    elif isinstance(v, Mapping):
+        for x in v.values():
+            _check_value(name, x, depth + 1)
+    else:
+        raise ValueError(  # noqa: TRY004 - the caller's contract: ValueError, naming the field
+            f"parameter {name} has an unsupported type {type(v).__name__}"
+        )
+
+
+def _integer(name: str, v: Any) -> int:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            pass
+    raise ValueError(f"parameter {name} must be an integer, got {_short(v)}")
