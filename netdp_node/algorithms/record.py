@@ -5,10 +5,11 @@ the families."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from netdp_node.limits import MAX_MESSAGE_BYTES
 from netdp_node.protocols.base import Engine
@@ -17,6 +18,47 @@ from netdp_node.protocols.base import Engine
 MAX_PARAM_DEPTH = 4
 #: Bytes of a message kept for everything but its payload (ids, kind, counters, scalars, detail).
 ENVELOPE_ALLOWANCE = 64 * 1024
+
+
+_P = TypeVar("_P", bound="Params")
+
+
+class Params:
+    """Base of an algorithm's typed job parameters; each subclass is a frozen dataclass.
+
+    The life of a job's parameters:
+    - `prepare(raw, n)` at submission (the bootstrap's SubmitJob, `netdp demo`, `netdp simulate`):
+      fills defaults, checks every value with a ValueError naming the field, calibrates the noise;
+    - `to_wire()` the JSON object the job spec carries to every node (the wire format);
+    - `from_wire(spec_params)` at each node and accountant: reads a prepared object back, with no
+      calibration and no randomness.
+    """
+
+    #: the algorithm these parameters belong to (named in error messages)
+    algorithm: ClassVar[str] = ""
+
+    @classmethod
+    def prepare(cls: type[_P], raw: Mapping[str, Any], n: int) -> _P:
+        raise NotImplementedError
+
+    @classmethod
+    def from_wire(cls: type[_P], wire: Mapping[str, Any]) -> _P:
+        """The prepared parameters of a job spec. Keys the class does not know are refused."""
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(wire) - names)
+        if unknown:
+            raise ValueError(
+                f"unknown {cls.algorithm} parameter(s) {unknown}; known: {sorted(names)}"
+            )
+        return cls(**wire)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON object of the job spec (fields left at None are omitted)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)  # type: ignore[arg-type]
+            if getattr(self, f.name) is not None
+        }
 
 
 def _dim(params: Mapping[str, Any], n: int) -> int:
