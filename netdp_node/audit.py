@@ -55,13 +55,15 @@ which only global knowledge can compute (informational, not a pass/fail check).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from netdp_node.algorithms import ALGORITHMS
+from netdp_node.algorithms.hooks import GOSSIP_MASS, INCA_SHARES, NO_HOOKS, Hooks
 from netdp_node.ledger import Entry, JobRow, Ledger
 from netdp_node.privacy import inca_audit
 from netdp_node.privacy.accountant import JobView, total_losses
@@ -72,6 +74,17 @@ GLOBAL_KNOWLEDGE = (
     "this audit merges the ledgers of several nodes: it uses global knowledge, which no "
     "single participant has"
 )
+
+
+def _hooks(algorithm: str) -> Hooks:
+    """The algorithm's hooks (none for a name no record has: a ledger from another version)."""
+    a = ALGORITHMS.get(algorithm)
+    return NO_HOOKS if a is None else a.hooks
+
+
+def _checked(job: JobRow, check: str) -> bool:
+    """The job's algorithm asks for this audit check (`Hooks.audit_checks`)."""
+    return check in _hooks(job.algorithm).audit_checks
 
 
 @dataclass
@@ -213,7 +226,7 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
         if (job, src, dst) in recovered:
             continue  # a walk went around dst (custody re-route), or the copy's branch was fenced
             # or abandoned when the walk ended elsewhere
-        if row is not None and row.algorithm == "inca":
+        if row is not None and _hooks(row.algorithm).undelivered_expected:
             continue  # IncA: an undelivered message is part of the protocol (see above)
         dst_row = next((j for j in by_node[dst].jobs if j.job_id == job), None)
         src_done = row is not None and row.state == "done"
@@ -234,18 +247,18 @@ def check_messages(nodes: Sequence[NodeLedger]) -> tuple[Check, Check]:
 
 def check_inca_shares(nodes: Sequence[NodeLedger]) -> Check:
     """Eq. (8)-(9) for every IncA party that stayed to the end (see the module docstring)."""
-    check = Check("inca-shares")
+    check = Check(INCA_SHARES)
     jobs: dict[str, tuple[JobRow, dict[str, Any]]] = {}
     for n in nodes:
         for j in n.jobs:
-            if j.algorithm != "inca" or j.result is None:
+            if not _checked(j, INCA_SHARES) or j.result is None:
                 continue
             info = j.result.get("info", {})
             if j.job_id not in jobs or len(info.get("final", [])) > len(
                 jobs[j.job_id][1].get("final", [])
             ):
                 jobs[j.job_id] = (j, info)
-    if not any(j.algorithm == "inca" for n in nodes for j in n.jobs):
+    if not any(_checked(j, INCA_SHARES) for n in nodes for j in n.jobs):
         check.not_applicable = "no IncA job in these ledgers"
     for job_id, (row, info) in jobs.items():
         spec = row.spec
@@ -339,8 +352,8 @@ def _gossip_used(nodes: Sequence[NodeLedger]) -> dict[str, set[tuple[Any, ...]]]
 
 def check_gossip_mass(nodes: Sequence[NodeLedger]) -> Check:
     """gossip-mass-conserved (see the module docstring)."""
-    check = Check("gossip-mass-conserved")
-    if not any(j.algorithm.startswith("muffliato") for n in nodes for j in n.jobs):
+    check = Check(GOSSIP_MASS)
+    if not any(_checked(j, GOSSIP_MASS) for n in nodes for j in n.jobs):
         check.not_applicable = "no Muffliato job in these ledgers"
     rounds: dict[tuple[str, str, int], tuple[set[str], str]] = {}
     acts: dict[tuple[str, str, int], dict[str, bool]] = {}
@@ -348,7 +361,7 @@ def check_gossip_mass(nodes: Sequence[NodeLedger]) -> Check:
         j.job_id
         for n in nodes
         for j in n.jobs
-        if j.algorithm.startswith("muffliato") and j.spec["params"].get("accelerated")
+        if _checked(j, GOSSIP_MASS) and j.spec["params"].get("accelerated")
     }
     for n in nodes:
         for e in n.entries:
@@ -428,7 +441,7 @@ def walk_audits(nodes: Sequence[NodeLedger]) -> list[dict[str, Any]]:
     seen: set[str] = set()
     for n in nodes:
         for j in n.jobs:
-            if j.job_id in seen or j.algorithm not in ("walk-sum", "walk-histogram"):
+            if j.job_id in seen or _hooks(j.algorithm).walk_audit is None:
                 continue
             seen.add(j.job_id)
             parts = list(j.spec["participants"])
@@ -448,13 +461,19 @@ def walk_audits(nodes: Sequence[NodeLedger]) -> list[dict[str, Any]]:
     return out
 
 
+#: The checks an algorithm can ask for (`Hooks.audit_checks`), by name.
+CHECKS: dict[str, Callable[[Sequence[NodeLedger]], Check]] = {
+    INCA_SHARES: check_inca_shares,
+    GOSSIP_MASS: check_gossip_mass,
+}
+
+
 def audit(dirs: Sequence[str | Path], delta: float = 1e-5) -> dict[str, Any]:
     nodes = load(dirs)
     checks = [
         check_privacy_monotone(nodes, delta),
         *check_messages(nodes),
-        check_inca_shares(nodes),
-        check_gossip_mass(nodes),
+        *(check(nodes) for check in CHECKS.values()),
     ]
     return {
         "note": GLOBAL_KNOWLEDGE,

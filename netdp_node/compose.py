@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from netdp_node.algorithms import ALGORITHMS, DEFAULT, get_algorithm
 from netdp_node.errors import ConfigError
 
 FAULT_KEYS = {
@@ -121,6 +122,14 @@ def _split_pairs(text: str) -> list[str]:
     return parts
 
 
+#: The algorithms a compose deployment runs (their hooks make the job's flags).
+COMPOSED = tuple(k for k, a in ALGORITHMS.items() if a.hooks.composed)
+
+
+def _names(names: tuple[str, ...]) -> str:
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
+
+
 def services(
     nodes: int,
     topology: str,
@@ -209,24 +218,13 @@ def services(
         if nid in envs:
             node["environment"] = envs[nid]
         svc[nid] = node
-    if algorithm in ("ring-sum", "ring-sum-r"):
-        job = ["--param", f"rounds={rounds}"]
-    elif algorithm == "walk-sum":
-        job = ["--param", f"T={rounds * nodes}"]  # as many steps as K rounds of the ring
-    elif algorithm == "muffliato":
-        # Muffliato's gossip graph is its `graph` parameter (the job's topology stays the ring)
-        if topology not in ("ring", "complete", "hypercube"):
-            raise ConfigError("muffliato gossips on --topology ring, complete or hypercube")
-        job = ["--param", f"T={rounds}", "--param", f"graph={topology}"]  # gossip rounds
-    elif algorithm == "inca":
-        job = ["--param", f"T={rounds}"]  # IncA iterations
-    else:
-        raise ConfigError(
-            "compose runs ring-sum, ring-sum-r, walk-sum, muffliato or inca (one value per node)"
-        )
-    if algorithm != "ring-sum":
+    if algorithm not in COMPOSED:
+        raise ConfigError(f"compose runs {_names(COMPOSED)} (one value per node)")
+    hooks = get_algorithm(algorithm).hooks
+    job = hooks.compose_job(rounds, nodes, topology)
+    if algorithm != DEFAULT:
         job = ["--algorithm", algorithm, *job]
-    if algorithm != "muffliato":
+    if hooks.compose_topology:
         job = ["--topology", topology, *job]
     job = [*job, "--wait-nodes", str(nodes)]
     svc["submit"] = {
@@ -276,7 +274,7 @@ def generate(
     doc = services(nodes, topology, rounds, faults or [], image, data_dir, algorithm)
     args = (
         f"--nodes {nodes} --topology {topology} --rounds {rounds}"
-        + (f" --algorithm {algorithm}" if algorithm != "ring-sum" else "")
+        + (f" --algorithm {algorithm}" if algorithm != DEFAULT else "")
         + "".join(f" --fault {f}" for f in faults or [])
     )
     header = (

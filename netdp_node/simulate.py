@@ -35,19 +35,16 @@ from typing import Any, Literal
 import numpy as np
 
 from netdp_bootstrap.topology import build
-from netdp_node.algorithms import get_algorithm
-from netdp_node.algorithms.inca.engine import central_dp_std
-from netdp_node.algorithms.ring.engine import clip_l2
-from netdp_node.algorithms.walk.engine import HOLD_EVENTS, logistic_accuracy
-from netdp_node.datasets import learning_split
+from netdp_node.algorithms import ALGORITHMS, get_algorithm
+from netdp_node.algorithms.hooks import SimRun
+from netdp_node.algorithms.ring import hooks as ring_hooks
+from netdp_node.algorithms.walk.engine import HOLD_EVENTS
 from netdp_node.errors import ConfigError
-from netdp_node.faults import FaultInjector, FaultPlan, inca_dropout_flags, plan_from_flags
+from netdp_node.faults import FaultInjector, FaultPlan, plan_from_flags
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.memledger import MemoryLedger
-from netdp_node.privacy import inca_audit
 from netdp_node.privacy.accountant import JobView, per_job_losses
 from netdp_node.privacy.empirical import GLOBAL_KNOWLEDGE_NOTE, audit_walk
-from netdp_node.privacy.inca_audit import execution_from_info
 from netdp_node.protocols.base import Engine, JobContext, Message, Output
 from netdp_node.runtime import NodeRuntime, _result_dict, spec_dict
 from netdp_node.transport.base import DeliveryError
@@ -419,29 +416,9 @@ def synthetic_data(
     """Per-node data for a simulation: values in [0, clip] (sums), categories (histograms), or
     logistic-regression rows (SGD: the housing data when found, else synthetic; returns the split
     too, for test accuracy)."""
-    rng = np.random.default_rng([seed, 7])
-    n = len(ids)
-    if algorithm in ("walk-sum", "ring-sum", "ring-sum-r", "muffliato", "muffliato-random") or (
-        algorithm == "rw-sgd" and params.get("objective") == "mean"
-    ):
-        dim = int(params.get("dim", 1))
-        clip = float(params.get("clip", 1.0))
-        vals = rng.uniform(0.0, clip / np.sqrt(dim), size=(n, dim))
-        if algorithm == "rw-sgd":  # the averaging case: any vectors (the mean is the optimum)
-            vals = rng.normal(0.0, 1.0, size=(n, dim))
-        return {nid: vals[i] for i, nid in enumerate(ids)}, None
-    if algorithm == "inca":
-        vals = rng.uniform(params["lo"], params["hi"], size=(n, int(params["dim"])))
-        return {nid: vals[i] for i, nid in enumerate(ids)}, None
-    if algorithm in ("walk-histogram", "ring-histogram"):
-        L = int(params["bins"])
-        cats = rng.choice(L, size=n, p=np.arange(1, L + 1) / (L * (L + 1) / 2))
-        return {nid: np.array([float(c)]) for nid, c in zip(ids, cats)}, None
-    if algorithm in ("walk-sgd", "muffliato-gd", "rw-sgd"):
-        split = learning_split(n, points_per_node, seed, data_dir)
-        users = split.per_user(n, points_per_node)
-        return dict(zip(ids, users)), split
-    raise ValueError(f"no synthetic data for {algorithm!r}")
+    return get_algorithm(algorithm).hooks.synthetic_data(
+        ids, params, seed, points_per_node, data_dir
+    )
 
 
 def dropout_plans(
@@ -454,25 +431,15 @@ def dropout_plans(
 ) -> dict[str, FaultPlan]:
     """Fault plans for `netdp simulate --leave/--miss`, made of the daemon's fault flags.
 
-    inca: the flags `netdp demo --algorithm inca --leave --miss` gives its node processes
-    (`faults.inca_dropout_flags`: leavers --fault-leave-at-step in the mixing phase, missers
-    --fault-offline windows of 2 iterations every 6). Other algorithms: round(leave·n) nodes leave
-    for good (--fault-leave-at-step) at their first or second step; --miss is for inca."""
+    The algorithm's own flags when its hooks have them (`Hooks.dropout_flags`; inca: those `netdp
+    demo --algorithm inca --leave --miss` gives its node processes). Other algorithms:
+    round(leave·n) nodes leave for good (--fault-leave-at-step) at their first or second step;
+    --miss is for inca."""
 
     if not (0 <= leave < 1 and 0 <= miss < 1 and leave + miss < 1):
         raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
-    if algorithm == "inca":
-        round_s = float(params.get("round_s", 2.0))
-        flags = inca_dropout_flags(
-            ids,
-            leave=leave,
-            miss=miss,
-            seed=seed,
-            T=int(params["T"]),
-            k=int(params["k"]),
-            round_s=round_s,
-            horizon=float(params["T"]) * round_s * 4 + 60,
-        )
+    flags = get_algorithm(algorithm).hooks.dropout_flags(ids, params, leave, miss, seed)
+    if flags is not None:
         return {nid: plan_from_flags(f) for nid, f in flags.items()}
     if miss:
         raise ConfigError(
@@ -504,51 +471,6 @@ def parse_node_faults(specs: Sequence[str], ids: Sequence[str]) -> dict[str, Fau
             )
         out[nid] = plan_from_flags(flags.split())
     return out
-
-
-def inca_summary(
-    res: SimResult,
-    ids: Sequence[str],
-    params: Mapping[str, Any],
-    data: Mapping[str, np.ndarray],
-    spec: Mapping[str, Any],
-) -> dict[str, Any]:
-    """Estimate vs true mean, the central-DP error at the job's target privacy, the finals, and
-    the correlated noise left uncancelled by leavers (`inca_audit.estimate_terms`)."""
-
-    outs = [o for o in res.outputs.values() if o.value is not None]
-    first = max(outs, key=lambda o: len(o.info["final"])) if outs else None
-    lo, hi = float(params["lo"]), float(params["hi"])
-    truth = np.mean([np.clip(np.asarray(data[i], float), lo, hi) for i in ids], axis=0)
-    o: dict[str, Any] = {"truth": truth.tolist()}
-    if first is None:
-        return {**o, "estimate": None}
-    ex = execution_from_info(spec, first.info)
-    terms = inca_audit.estimate_terms(ex)
-    w = terms["omega_total"]
-    est = np.asarray(first.value)
-    o.update(
-        {
-            "estimate": est.tolist(),
-            "abs_error": float(np.abs(est - truth).max()),
-            "final": len(first.info["final"]),
-            "missing": first.info["missing"],
-            "lost_messages": len(first.info["lost"]),
-            "sum_omega": first.info["sum_omega"],
-            "central_dp_std": central_dp_std(
-                float(params["epsilon"]),
-                float(params["delta"]),
-                float(params["sensitivity"]),
-                len(ids),
-            ),
-            "inca_std_eta": float(params["sigma_eta"]) * float(np.linalg.norm(terms["c_u"])) / w,
-            "uncancelled_noise_std": inca_audit.dropout_summary(ex, float(params["sigma_delta"]))[
-                "uncancelled_noise_std"
-            ],
-            "values_lost": float(len(ids) - terms["c_u"].sum()),
-        }
-    )
-    return o
 
 
 def write_trace(res: SimResult, ids: Sequence[str], path: str | Path) -> None:
@@ -618,11 +540,12 @@ def walk_audit_dict(
 ) -> dict[str, Any]:
     """The walk-conditional audit (network-dp.md §4) of one walk, as a JSON-friendly summary."""
 
-    if algorithm not in ("walk-sum", "walk-histogram"):
+    mode = get_algorithm(algorithm).hooks.walk_audit
+    if mode is None:
+        covered = [k for k, v in ALGORITHMS.items() if v.hooks.walk_audit]
         raise ValueError(
-            f"the walk-conditional audit covers walk-sum and walk-histogram, not {algorithm}"
+            f"the walk-conditional audit covers {' and '.join(covered)}, not {algorithm}"
         )
-    mode: Literal["gaussian", "histogram"] = "gaussian" if algorithm == "walk-sum" else "histogram"
     a = audit_walk(
         holders,
         n,
@@ -699,22 +622,22 @@ def run_simulation(a: Any) -> int:
         raise ConfigError("--nodes must be between 3 and 100000")
     ids = [f"node-{i}" for i in range(1, n + 1)]
     try:
-        given = dict(a.param or [])
-        if a.algorithm == "inca":  # calibrate σ_Δ for the dropouts --leave / --miss cause (the
-            # missed share is taken larger than one iteration in T: conservative)
-            given.setdefault("expect_leave", getattr(a, "leave", 0.0))
-            given.setdefault("expect_miss", getattr(a, "miss", 0.0) / 2)
+        hooks = get_algorithm(a.algorithm).hooks
+        given = {
+            **hooks.sim_param_defaults(getattr(a, "leave", 0.0), getattr(a, "miss", 0.0)),
+            **dict(a.param or []),
+        }
         params = get_algorithm(a.algorithm).validate(given, n)
     except ValueError as e:
         raise ConfigError(str(e)) from e
     data, split = synthetic_data(a.algorithm, ids, params, a.seed, a.points, a.data_dir)
     record: RecordMode = a.record or ("full" if n <= 512 or a.ledgers else "walk")
-    if a.algorithm not in ("walk-sum", "walk-histogram", "walk-sgd"):
+    if not hooks.counts_suffice:
         record = "full"  # their accountants read more than the contributions (rounds, schedules)
     if a.ledgers and record != "full":
         raise ConfigError("--ledgers needs --record full")
     edges: list[tuple[str, str]] = []
-    if a.algorithm == "rw-sgd" or params.get("graph") == "topology":
+    if hooks.uses_edges(params):
         kind = getattr(a, "topology", None) or get_algorithm(a.algorithm).topology
         try:
             edges = [(str(u), str(v)) for u, v in build(kind, ids, seed=a.seed).edges]
@@ -767,62 +690,24 @@ def run_simulation(a: Any) -> int:
         "wall_s": res.wall_s,
         "params": {k: v for k, v in params.items()},
     }
-    if a.algorithm != "inca":
-        out["privacy"] = node_privacy(res, ids, spec)
-    value = np.asarray(res.value)
+    skipped = hooks.sim_privacy_skipped(n)
+    out["privacy"] = {"note": skipped} if skipped else node_privacy(res, ids, spec)
     counts = np.bincount(
-        np.asarray(res.holders)[np.asarray(res.data_steps, dtype=bool)], minlength=n
+        np.asarray(res.holders, dtype=np.int64)[np.asarray(res.data_steps, dtype=bool)],
+        minlength=n,
     )
-    if a.algorithm == "walk-sum":
-        truth = sum(
-            counts[i] * clip_l2(np.asarray(data[nid]), params["clip"]) for i, nid in enumerate(ids)
-        )
-        out.update(
-            {
-                "estimate": value.tolist(),
-                "truth": np.asarray(truth).tolist(),
-                "noise_std": float(np.sqrt(len(res.holders)) * params["sigma"]),
-            }
-        )
-    elif a.algorithm == "walk-histogram":
-        truth = np.zeros(int(params["bins"]))
-        for i, nid in enumerate(ids):
-            truth[int(data[nid][0])] += counts[i]
-        out.update({"estimate": value.tolist(), "truth": truth.tolist()})
-    elif a.algorithm == "walk-sgd":
-        out.update(
-            {
-                "test_accuracy": logistic_accuracy(value, split.X_test, split.y_test),
-                "data": split.source,
-                "model": value.tolist(),
-            }
-        )
-    elif a.algorithm == "inca":
-        out.update(inca_summary(res, ids, params, data, spec))
-        out["privacy"] = (
-            node_privacy(res, ids, spec)
-            if n <= 64
-            else {
-                "note": "per-node audits skipped above 64 nodes (each is a linear system of size "
-                "n(T+1)); use `netdp demo --algorithm inca` or inca_audit directly"
-            }
-        )
-    elif a.algorithm.startswith("muffliato"):
-        out.update(gossip_outcome(res, ids, params, data, split, gd=a.algorithm == "muffliato-gd"))
-    elif a.algorithm.startswith("ring-"):
-        out.update(ring_outcome(res, ids, params, data))
-    elif a.algorithm == "rw-sgd":
-        if params.get("objective", "logistic") == "mean":
-            truth = np.mean([np.asarray(data[v], dtype=float) for v in ids], axis=0)
-            out.update({"estimate": value.tolist(), "truth": truth.tolist()})
-        else:
-            out.update(
-                {
-                    "test_accuracy": logistic_accuracy(value, split.X_test, split.y_test),
-                    "data": split.source,
-                    "model": value.tolist(),
-                }
-            )
+    run = SimRun(
+        ids=ids,
+        params=params,
+        spec=spec,
+        data=data,
+        split=split,
+        outputs=res.outputs,
+        counts=counts,
+        steps=len(res.holders),
+        entries=res.entries,
+    )
+    out.update(hooks.sim_outcome(run))
     if failed:
         out["failed"] = failed
     if a.audit:
@@ -842,65 +727,7 @@ def run_simulation(a: Any) -> int:
 def recorded_noise_std(res: SimResult, ids: Sequence[str]) -> float:
     """The std of all the noise the nodes' ledgers say they added (√ of the sum of the recorded
     σ² of every step): read from the ledgers, not from the engines."""
-    var = 0.0
-    for v in ids:
-        for e in res.entries.get(v, []):
-            if e.direction == "local" and "sigma" in e.params:
-                var += float(e.params["sigma"]) ** 2
-    return float(np.sqrt(var))
-
-
-def ring_outcome(
-    res: SimResult, ids: Sequence[str], params: Mapping[str, Any], data: Mapping[str, np.ndarray]
-) -> dict[str, Any]:
-    """Ring sums: the released estimate (the token over K) against the true sum of the clipped
-    inputs, with the std of the noise the ledgers recorded; the ring histogram: the debiased
-    counts against the true ones."""
-
-    out = res.outputs.get(ids[0]) or next(iter(res.outputs.values()))
-    est = np.asarray(out.value, dtype=float)
-    if "bins" in params:
-        truth = np.bincount([int(data[v][0]) for v in ids], minlength=int(params["bins"]))
-        return {"estimate": est.tolist(), "truth": truth.astype(float).tolist()}
-    truth = np.sum([clip_l2(np.asarray(data[v], dtype=float), params["clip"]) for v in ids], axis=0)
-    return {
-        "estimate": est.tolist(),
-        "truth": truth.tolist(),
-        "noise_std": recorded_noise_std(res, ids) / int(params["rounds"]),
-    }
-
-
-def gossip_outcome(
-    res: SimResult,
-    ids: Sequence[str],
-    params: Mapping[str, Any],
-    data: Mapping[str, np.ndarray],
-    split: Any,
-    gd: bool,
-) -> dict[str, Any]:
-    """Muffliato: every node's estimate against the true mean of the (clipped) inputs, or the
-    test accuracy of every node's model (GD)."""
-
-    outs = np.array([np.asarray(res.outputs[v].value) for v in ids])
-    if gd:
-        accs = [logistic_accuracy(w, split.X_test, split.y_test) for w in outs]
-        return {
-            "test_accuracy": float(np.mean(accs)),
-            "test_accuracy_min": float(np.min(accs)),
-            "data": split.source,
-            "model": outs.mean(axis=0).tolist(),
-        }
-    truth = np.mean(
-        [clip_l2(np.asarray(data[v], dtype=float), params["clip"]) for v in ids], axis=0
-    )
-    err = np.linalg.norm(outs - truth, axis=1)
-    return {
-        "estimate": outs.mean(axis=0).tolist(),
-        "truth": truth.tolist(),
-        "error_max": float(err.max()),
-        "error_mean": float(err.mean()),
-        "noise_std": float(params["sigma"] / np.sqrt(len(ids))),
-    }
+    return ring_hooks.recorded_noise_std(res.entries, ids)
 
 
 def render_simulation(o: dict[str, Any]) -> str:

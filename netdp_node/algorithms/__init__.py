@@ -6,7 +6,17 @@ from __future__ import annotations
 from netdp_node.algorithms import inca, muffliato, ring, walk
 from netdp_node.algorithms.record import ENVELOPE_ALLOWANCE, MAX_PARAM_DEPTH, Algorithm
 
-__all__ = ["ALGORITHMS", "ENVELOPE_ALLOWANCE", "MAX_PARAM_DEPTH", "Algorithm", "get_algorithm"]
+__all__ = [
+    "ALGORITHMS",
+    "DEFAULT",
+    "ENVELOPE_ALLOWANCE",
+    "MAX_PARAM_DEPTH",
+    "Algorithm",
+    "get_algorithm",
+]
+
+#: The algorithm `netdp demo` and `netdp job submit` run when --algorithm is not given.
+DEFAULT = "ring-sum"
 
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a for family in (ring, walk, inca, muffliato) for a in family.RECORDS

@@ -27,8 +27,14 @@ from typing import Any
 import numpy as np
 
 from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.walk.baselines import (
+    Mode,
+    Order,
+    local_sgd_sigma,
+    logistic_objective,
+    sgd_walk,
+)
 from netdp_node.algorithms.walk.engine import logistic_accuracy
-from netdp_node.baselines import Mode, Order, local_sgd_sigma, logistic_objective, sgd_walk
 from netdp_node.datasets import learning_split
 from netdp_node.privacy.network_dp_walk import bassily_central_sigma
 from netdp_node.simulate import Simulator

@@ -51,7 +51,6 @@ GROUP_OF = {
     "netdp_node.host": "daemon",
     "netdp_bootstrap": "bootstrap",
     "netdp_node.simulate": "tools",
-    "netdp_node.baselines": "tools",
     "netdp_node.report": "tools",
     "netdp_node.audit": "tools",
     "netdp_node.jobs": "tools",

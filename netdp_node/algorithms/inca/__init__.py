@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from netdp_node.algorithms.inca import engine as inca
+from netdp_node.algorithms.inca.hooks import IncaHooks
 from netdp_node.algorithms.record import Algorithm
 
 _INCA = frozenset({"T", "k", "dim", "fanout", "calibration_runs"})
@@ -25,5 +26,6 @@ RECORDS = (
         integers=_INCA,
         payload=_inca_payload,
         payload_params="dim, T or k (or the participants)",
+        hooks=IncaHooks(),
     ),
 )

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import functools
 
+from netdp_node.algorithms.hooks import Hooks
 from netdp_node.algorithms.muffliato import engine as muffliato
+from netdp_node.algorithms.muffliato.hooks import GossipHooks, MuffliatoGdHooks, MuffliatoSyncHooks
 from netdp_node.algorithms.record import Algorithm
 
 _MUFFLIATO = frozenset({"T", "dim", "steps", "suspend_rounds"})
+
+_RANDOM: Hooks = GossipHooks(
+    name="muffliato-random",
+    demo="private gossip averaging by random pairwise exchanges (Poisson clocks)",
+    poisson=True,
+)
 
 RECORDS = tuple(
     Algorithm(
@@ -17,10 +25,11 @@ RECORDS = tuple(
         "ring",
         True,
         integers=_MUFFLIATO,
+        hooks=hooks,
     )
-    for name, engine in (
-        ("muffliato", muffliato.MuffliatoSync),
-        ("muffliato-random", muffliato.MuffliatoRandom),
-        ("muffliato-gd", muffliato.MuffliatoGd),
+    for name, engine, hooks in (
+        ("muffliato", muffliato.MuffliatoSync, MuffliatoSyncHooks()),
+        ("muffliato-random", muffliato.MuffliatoRandom, _RANDOM),
+        ("muffliato-gd", muffliato.MuffliatoGd, MuffliatoGdHooks()),
     )
 )

@@ -7,6 +7,12 @@ import functools
 
 from netdp_node.algorithms.record import Algorithm
 from netdp_node.algorithms.walk import engine as walk
+from netdp_node.algorithms.walk.hooks import (
+    RwSgdHooks,
+    WalkHistogramHooks,
+    WalkSgdHooks,
+    WalkSumHooks,
+)
 
 _WALK = frozenset({"T", "cap", "edge_cap", "colluders", "dim", "bins"})
 _RW_SGD = frozenset({"T", "cap", "dim", "mc_walks", "burn_in"})
@@ -18,6 +24,7 @@ RECORDS = (
         functools.partial(walk.prepare_params, "walk-sum"),
         "complete",
         integers=_WALK,
+        hooks=WalkSumHooks(),
     ),
     Algorithm(
         "walk-histogram",
@@ -27,6 +34,7 @@ RECORDS = (
         integers=_WALK,
         payload=lambda p, n: int(p["bins"]),
         payload_params="bins",
+        hooks=WalkHistogramHooks(),
     ),
     Algorithm(
         "walk-sgd",
@@ -34,6 +42,14 @@ RECORDS = (
         functools.partial(walk.prepare_params, "walk-sgd"),
         "complete",
         integers=_WALK,
+        hooks=WalkSgdHooks(),
     ),
-    Algorithm("rw-sgd", walk.RandomWalkSgd, walk.prepare_rw_sgd, "exponential", integers=_RW_SGD),
+    Algorithm(
+        "rw-sgd",
+        walk.RandomWalkSgd,
+        walk.prepare_rw_sgd,
+        "exponential",
+        integers=_RW_SGD,
+        hooks=RwSgdHooks(),
+    ),
 )

@@ -1,0 +1,231 @@
+"""What the tools ask an algorithm: `netdp demo`, `netdp simulate`, `netdp compose` and `netdp
+audit` look its behaviour up in its record (`get_algorithm(name).hooks`), never switch on its name.
+
+Each algorithm's hooks live in its family's folder (`<family>/hooks.py`), one object per algorithm,
+a subclass of `Hooks`. The defaults here say "not offered": no demo, no synthetic data, not run by
+compose, no audit check of its own. The tools hand the hooks plain values (`DemoRun`, `SimRun`):
+the hooks never reach into processes, ledgers or transports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from netdp_node.protocols.base import Output
+
+#: The audit checks an algorithm can ask for (`netdp audit`; names as the audit reports them).
+INCA_SHARES = "inca-shares"
+GOSSIP_MASS = "gossip-mass-conserved"
+
+WalkAuditMode = Literal["gaussian", "histogram"]
+
+
+class DemoFlags(Protocol):
+    """The `netdp demo` flags the hooks read (an argparse namespace)."""
+
+    nodes: int
+    seed: int | None
+    clip: float
+    delta: float
+    epsilon: float | None
+    steps: int
+    rounds: int
+    bins: int
+    points: int
+    data_dir: str | None
+    k: int
+    scheme: str
+    threat: str
+    round_s: float
+    leave: float
+    miss: float
+    timeout: float
+    topology: str
+
+
+class JobRecord(Protocol):
+    """A node's row of a job in its ledger (`ledger.JobRow`)."""
+
+    @property
+    def spec(self) -> dict[str, Any]: ...
+
+    @property
+    def result(self) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """A demo job that ended `done`, as `netdp demo` hands it to the hooks."""
+
+    flags: DemoFlags
+    ids: list[str]
+    summary: Mapping[str, Any]  # the bootstrap's result (`jobs.result_summary`)
+    params: dict[str, Any]  # the job's parameters as the bootstrap prepared them
+    values: Mapping[str, np.ndarray]  # each node's --data
+    split: Any  # the train/test split (SGD), else None
+    value: np.ndarray  # the released value (empty when the result stays on the nodes)
+    privacy: list[dict[str, Any]]  # each node's privacy report row, from its own ledger
+    faults: Mapping[str, list[str]]  # the fault flags nodes were started with
+    #: every node's row of the job, read from its ledger (nodes whose ledger has none omitted)
+    job_rows: Callable[[], Mapping[str, JobRecord]]
+    #: an audit check (INCA_SHARES, ...) over the merged ledgers of the nodes: (ok, details)
+    check: Callable[[str], tuple[bool, list[str]]]
+
+
+@dataclass(frozen=True)
+class SimRun:
+    """A finished `netdp simulate` run, as it hands it to the hooks."""
+
+    ids: Sequence[str]
+    params: Mapping[str, Any]
+    spec: Mapping[str, Any]  # the job spec the nodes ran (participants, params, ...)
+    data: Mapping[str, np.ndarray]  # each node's input
+    split: Any  # the train/test split (SGD), else None
+    outputs: Mapping[str, Output]  # node -> its output (nodes that finished)
+    counts: np.ndarray  # data-carrying steps of each node (in `ids` order)
+    steps: int  # steps of the walk (holdings), 0 for the others
+    entries: Mapping[str, Sequence[Any]]  # node -> its ledger entries (`ledger.Entry`)
+
+    @property
+    def value(self) -> np.ndarray:
+        """The value of the first output (the released result of a walk or a ring)."""
+        out = next(iter(self.outputs.values()), None)
+        return np.asarray(None if out is None else out.value)
+
+
+class Hooks:
+    """An algorithm's answers to the tools. Subclasses (frozen dataclasses, one per algorithm in
+    the family's `hooks.py`) override what their algorithm offers."""
+
+    # -- netdp demo ---------------------------------------------------------------------------
+    #: one line for `netdp demo --help`; None: the algorithm has no demo
+    demo: str | None = None
+    #: the demo takes --data (one value per node); False: it makes its own (SGD)
+    demo_takes_values: bool = True
+    #: the job's graph is --topology (a kind the bootstrap serves)
+    demo_topology: bool = False
+    #: after the job, wait until every ledger holds the public end-of-job schedules
+    demo_waits_for_schedules: bool = False
+
+    def check_demo_flags(self, flags: DemoFlags) -> None:
+        """The algorithm's own flags: a ConfigError naming the flag."""
+
+    def demo_params(self, flags: DemoFlags, n: int) -> dict[str, Any]:
+        """The job parameters the demo submits for these flags."""
+        raise NotImplementedError(f"{type(self).__name__} has no demo")
+
+    def demo_data(
+        self, flags: DemoFlags, ids: Sequence[str], values: np.ndarray | None
+    ) -> tuple[dict[str, np.ndarray], Any]:
+        """Each node's --data (from --data `values` or synthetic, seeded by --seed), and the
+        train/test split (SGD) or None. Default: one value per node, uniform in [0, clip]."""
+        rng = np.random.default_rng(flags.seed)
+        vals = values if values is not None else rng.uniform(0.0, flags.clip, size=len(ids))
+        return {nid: np.array([float(v)]) for nid, v in zip(ids, vals)}, None
+
+    def demo_faults(self, flags: DemoFlags, ids: Sequence[str]) -> dict[str, list[str]]:
+        """Node -> the fault flags it is started with."""
+        return {}
+
+    def describe(self, params: Mapping[str, Any], topology: str) -> str:
+        """The submitted job in one line, from its prepared parameters."""
+        raise NotImplementedError(f"{type(self).__name__} has no demo")
+
+    def demo_outcome(self, run: DemoRun) -> dict[str, Any]:
+        """The result against the truth or the baselines (keys of the demo's JSON)."""
+        raise NotImplementedError(f"{type(self).__name__} has no demo")
+
+    def render_demo(self, res: Mapping[str, Any], where: str, head: str) -> list[str]:
+        """The lines the demo prints about the result (`where`: "node processes" or "nodes in W
+        host processes"; `head`: the job id and times)."""
+        raise NotImplementedError(f"{type(self).__name__} has no demo")
+
+    # -- netdp simulate -----------------------------------------------------------------------
+    #: its accountant reads no more than each node's contributions (`--record walk` suffices)
+    counts_suffice: bool = False
+
+    def sim_privacy_skipped(self, n: int) -> str | None:
+        """Why `netdp simulate` skips the per-node accountants over n nodes (None: it runs them)."""
+        return None
+
+    def sim_param_defaults(self, leave: float, miss: float) -> dict[str, Any]:
+        """Parameters set from `--leave`/`--miss` unless --param gives them."""
+        return {}
+
+    def synthetic_data(
+        self,
+        ids: Sequence[str],
+        params: Mapping[str, Any],
+        seed: int,
+        points_per_node: int,
+        data_dir: str | None,
+    ) -> tuple[dict[str, np.ndarray], Any]:
+        """Per-node data of a simulation, and the train/test split (SGD) or None."""
+        raise ValueError(f"no synthetic data for {type(self).__name__}")
+
+    def uses_edges(self, params: Mapping[str, Any]) -> bool:
+        """The job runs on a bootstrap topology (its edges are part of the job spec)."""
+        return params.get("graph") == "topology"
+
+    def dropout_flags(
+        self, ids: Sequence[str], params: Mapping[str, Any], leave: float, miss: float, seed: int
+    ) -> dict[str, list[str]] | None:
+        """The daemon fault flags for `--leave`/`--miss`; None: the generic plan (leavers at their
+        first or second step, no --miss)."""
+        return None
+
+    def sim_outcome(self, run: SimRun) -> dict[str, Any]:
+        """The result against the truth (keys of the simulation's JSON)."""
+        return {}
+
+    # -- netdp compose ------------------------------------------------------------------------
+    #: `netdp compose` deploys it (one value per node)
+    composed: bool = False
+    #: the job's topology is compose's --topology (else the algorithm takes it as a parameter)
+    compose_topology: bool = True
+
+    def compose_job(self, rounds: int, nodes: int, topology: str) -> list[str]:
+        """The `job submit` flags of a compose deployment's job (without --algorithm and
+        --topology): its length from --rounds. A ConfigError names a flag compose cannot use."""
+        raise NotImplementedError(f"{type(self).__name__} is not deployed by compose")
+
+    # -- netdp audit --------------------------------------------------------------------------
+    #: the audit checks of its own (INCA_SHARES, GOSSIP_MASS)
+    audit_checks: frozenset[str] = frozenset()
+    #: a message sent and never received is part of the protocol (not a lost token)
+    undelivered_expected: bool = False
+    #: the walk-conditional audit of its realised walk (network-dp.md §4), or None
+    walk_audit: WalkAuditMode | None = None
+
+
+#: The hooks of an algorithm that offers none (and of a name no record has).
+NO_HOOKS = Hooks()
+
+
+def contribution_counts(res: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(res["contributions"].items()))
+
+
+# -- synthetic data shared by several algorithms --------------------------------------------------
+def uniform_values(
+    ids: Sequence[str], params: Mapping[str, Any], seed: int
+) -> tuple[dict[str, np.ndarray], Any]:
+    """Vectors of `dim` coordinates in [0, clip/√dim] (L2 norm at most clip)."""
+    rng = np.random.default_rng([seed, 7])
+    dim = int(params.get("dim", 1))
+    clip = float(params.get("clip", 1.0))
+    vals = rng.uniform(0.0, clip / np.sqrt(dim), size=(len(ids), dim))
+    return {nid: vals[i] for i, nid in enumerate(ids)}, None
+
+
+def categories(
+    ids: Sequence[str], params: Mapping[str, Any], seed: int
+) -> tuple[dict[str, np.ndarray], Any]:
+    """One category in 0..bins-1 per node, category c drawn with weight c + 1."""
+    rng = np.random.default_rng([seed, 7])
+    L = int(params["bins"])
+    cats = rng.choice(L, size=len(ids), p=np.arange(1, L + 1) / (L * (L + 1) / 2))
+    return {nid: np.array([float(c)]) for nid, c in zip(ids, cats)}, None
