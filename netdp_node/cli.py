@@ -27,6 +27,8 @@ import logging
 import re
 import socket
 import sys
+import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +55,52 @@ class _Parser(argparse.ArgumentParser):
     """No prefix matching of long options (`--node 4` is not `--nodes 4`): every subparser is made
     from this class too, so the rule holds for every command."""
 
+    #: fills in text that needs the algorithm registry when the help is shown (not at start-up)
+    fill_help: Callable[[_Parser], None] | None = None
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def format_help(self) -> str:
+        if self.fill_help is not None:
+            self.fill_help(self)
+        return super().format_help()
+
+
+DEMO_DESCRIPTION = (
+    "Create a throwaway CA, start a bootstrap and N node daemons as separate processes on "
+    "127.0.0.1, run a private job (--algorithm, below), print the result beside the truth or the "
+    "baselines and every node's privacy report, then stop them all."
+)
+
+
+def _demo_help(d: _Parser) -> None:
+    """`netdp demo --help`: every algorithm of the registry, with its demo (its record's hooks)."""
+    from netdp_node.algorithms import ALGORITHMS  # lazy: start-up cost
+
+    demos = {k: a.hooks.demo for k, a in ALGORITHMS.items() if a.hooks.demo}
+    width = max(map(len, demos))
+    lines = [textwrap.fill(DEMO_DESCRIPTION, 78), "", "algorithms (--algorithm):"]
+    lines += [
+        textwrap.fill(f"  {k:<{width}}  {what}", 78, subsequent_indent=" " * (width + 4))
+        for k, what in demos.items()
+    ]
+    others = [k for k, a in ALGORITHMS.items() if not a.hooks.demo]
+    if others:
+        lines.append(
+            textwrap.fill(
+                f"no demo (run them with `netdp simulate` or `netdp job submit`): "
+                f"{', '.join(others)}",
+                78,
+                initial_indent="  ",
+                subsequent_indent="  ",
+            )
+        )
+    d.description = "\n".join(lines)
+    for action in d._actions:
+        if "--algorithm" in action.option_strings:
+            action.help = f"{', '.join(demos)} (default %(default)s)"
 
 
 def _run_daemon(main: Any) -> int:
@@ -625,18 +670,11 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser(
         "demo",
         help="run a private job on loopback processes and report",
-        description="Create a throwaway CA, start a bootstrap and N node daemons as "
-        "separate processes on 127.0.0.1, run a private job (a ring sum by "
-        "default; --algorithm walk-sum, walk-histogram or walk-sgd), print the "
-        "result beside the truth or the baselines and every node's privacy report, "
-        "then stop them all.",
+        description=DEMO_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    d.add_argument(
-        "--algorithm",
-        default="ring-sum",
-        help="ring-sum (default), walk-sum, walk-histogram, walk-sgd, rw-sgd, inca, "
-        "muffliato or muffliato-random",
-    )
+    d.fill_help = _demo_help  # the algorithms, from the registry
+    d.add_argument("--algorithm", default="ring-sum", help="the algorithms below")
     d.add_argument("--k", type=int, default=3, help="inca: out-neighbours per iteration (3)")
     d.add_argument(
         "--scheme",
@@ -698,14 +736,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="walks: steps T of the token (default 10 "
         "per node, 25 for walk-sgd); inca: iterations T (default 10); muffliato: "
-        "gossip rounds T (default from the public spectral gap)",
+        "gossip rounds T (default from the public spectral gap); muffliato-gd: gradient "
+        "steps (default 10)",
     )
     d.add_argument(
         "--epsilon",
         type=float,
         default=None,
         help="ring-sum: per-window ε of the Gaussian noise, > 0 (default 0.5); "
-        "walks: the ε each node may lose towards any other (default 1, 10 for walk-sgd)",
+        "walks: the ε each node may lose towards any other (default 1, 10 for walk-sgd); "
+        "muffliato: the mean loss ε of eq. (7) (default 1, 10 for muffliato-gd)",
     )
     d.add_argument("--bins", type=int, default=4, help="walk-histogram: number of categories")
     d.add_argument(
@@ -715,7 +755,9 @@ def build_parser() -> argparse.ArgumentParser:
         "serves: exponential (default), hypercube, grid, erdos-renyi, ring, complete, "
         "...); the other algorithms use their own",
     )
-    d.add_argument("--points", type=int, default=8, help="walk-sgd: data points per node")
+    d.add_argument(
+        "--points", type=int, default=8, help="walk-sgd, rw-sgd, muffliato-gd: data points per node"
+    )
     d.add_argument(
         "--data-dir",
         help="walk-sgd: a folder holding cal_housing.data, the California housing file "

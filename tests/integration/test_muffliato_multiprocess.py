@@ -243,3 +243,48 @@ def test_demo_muffliato_random(tmp_path, nd):
     checks = {x["name"]: x for x in audit(ledgers)["checks"]}
     assert checks["gossip-mass-conserved"]["ok"], checks["gossip-mass-conserved"]
     assert checks["received-once"]["ok"], checks["received-once"]
+
+
+@pytest.mark.timeout(300)
+def test_demo_muffliato_gd(tmp_path, nd):
+    """Algorithm 3 as separate processes (issue 16): every node's model is read from its own
+    ledger and scored on the test set beside gradient descent at local DP and by a trusted curator
+    at the guarantee the nodes report. That guarantee is the local-DP composition of each node's
+    steps, so local DP at it needs the noise netdp added (the same σ, up to the discrete noise)."""
+    from netdp_node.privacy.composition import gaussian_rdp, rdp_to_dp
+
+    work = tmp_path / "demo"
+    args = ["--algorithm", "muffliato-gd", "--nodes", "8", "--workdir", str(work)]
+    r = nd.netdp("demo", *args, "--json", "--timeout", "200", "--seed", "5", timeout=280)
+    try:
+        assert r.returncode == 0, f"demo exited {r.returncode}:\n{r.stderr[-4000:]}"
+        res = json.loads(r.stdout)
+    finally:
+        assert nd.reap(str(work)) == []
+    p = res["params"]
+    assert res["algorithm"] == "muffliato-gd" and p["graph"] == "hypercube" and p["steps"] == 10
+    assert 0.0 <= res["test_accuracy_min"] <= res["test_accuracy"] <= 1.0
+    assert len(res["model"]) == p["dim"] == 9
+    worst = max(row["epsilon"] for row in res["privacy"])
+    assert res["guarantee_epsilon"] == worst
+    local, central = res["baselines"]["local"], res["baselines"]["central"]
+    assert 0.0 <= local["test_accuracy"] <= 1.0 and 0.0 <= central["test_accuracy"] <= 1.0
+    assert central["sigma"] == pytest.approx(local["sigma"] / 8)
+    # the local-DP σ is (ε, δ)-DP over the 10 steps of sensitivity 2L at the reported guarantee
+    z = local["sigma"] / p["sensitivity"]
+    orders = [1 + x / 10 for x in range(1, 100)] + list(range(12, 256))
+    eps, _ = rdp_to_dp(orders, gaussian_rdp(z, orders, p["steps"]), res["privacy"][0]["delta"])
+    assert eps == pytest.approx(worst, rel=0.02)
+    assert local["sigma"] == pytest.approx(p["sigma"], rel=0.1)
+    for row in res["privacy"]:
+        assert {q["peer"] for q in row["peers"]} == {v["node"] for v in res["privacy"]} - {
+            row["node"]
+        }
+        assert {q["method"] for q in row["peers"]} == {row["peers"][0]["method"]}
+        assert row["peers"][0]["method"].startswith("local-DP composition over the steps")
+    # the printed report, from the same run's JSON
+    from netdp_node.demo import render
+
+    text = render(res)
+    assert f"test accuracy: netdp {res['test_accuracy']:.4f}" in text
+    assert f"local DP {local['test_accuracy']:.4f}" in text and "central DP" in text
