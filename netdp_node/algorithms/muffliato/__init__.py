@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import functools
-
 from netdp_node.algorithms.muffliato import engine as muffliato
+from netdp_node.algorithms.muffliato.params import (
+    MuffliatoAverageParams,
+    MuffliatoGdParams,
+    MuffliatoRandomParams,
+)
 from netdp_node.algorithms.record import Algorithm
 
-_MUFFLIATO = frozenset({"T", "dim", "steps", "suspend_rounds"})
-
-RECORDS = tuple(
-    Algorithm(
-        name,
-        engine,
-        functools.partial(muffliato.prepare_params, name),
-        "ring",
-        True,
-        integers=_MUFFLIATO,
-    )
-    for name, engine in (
-        ("muffliato", muffliato.MuffliatoSync),
-        ("muffliato-random", muffliato.MuffliatoRandom),
-        ("muffliato-gd", muffliato.MuffliatoGd),
-    )
+RECORDS = (
+    Algorithm("muffliato", muffliato.MuffliatoSync, MuffliatoAverageParams, "ring", True),
+    Algorithm("muffliato-random", muffliato.MuffliatoRandom, MuffliatoRandomParams, "ring", True),
+    Algorithm("muffliato-gd", muffliato.MuffliatoGd, MuffliatoGdParams, "ring", True),
 )

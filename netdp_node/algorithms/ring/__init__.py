@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from netdp_node.algorithms.record import Algorithm
 from netdp_node.algorithms.ring import engine as ring
-
-_RING = frozenset({"rounds", "dim"})
-_RING_HISTOGRAM = frozenset({"rounds", "bins"})
+from netdp_node.algorithms.ring.params import RingHistogramParams, RingSumParams, RingSumRParams
 
 RECORDS = (
-    Algorithm("ring-sum", ring.RingSum, ring.prepare_params, "ring", integers=_RING),
-    Algorithm("ring-sum-r", ring.RingSumR, ring.prepare_params, "ring", integers=_RING),
+    Algorithm("ring-sum", ring.RingSum, RingSumParams, "ring"),
+    Algorithm("ring-sum-r", ring.RingSumR, RingSumRParams, "ring"),
     Algorithm(
         "ring-histogram",
         ring.RingHistogram,
-        ring.prepare_histogram_params,
+        RingHistogramParams,
         "ring",
-        integers=_RING_HISTOGRAM,
         payload_params="bins",
     ),
 )

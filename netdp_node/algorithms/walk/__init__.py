@@ -3,37 +3,25 @@ SGD (rw-sgd: Cyffers, Bellet & Upadhyay, ICML 2024)."""
 
 from __future__ import annotations
 
-import functools
-
 from netdp_node.algorithms.record import Algorithm
 from netdp_node.algorithms.walk import engine as walk
-
-_WALK = frozenset({"T", "cap", "edge_cap", "colluders", "dim", "bins"})
-_RW_SGD = frozenset({"T", "cap", "dim", "mc_walks", "burn_in"})
+from netdp_node.algorithms.walk.params import (
+    RwSgdParams,
+    WalkHistogramParams,
+    WalkSgdParams,
+    WalkSumParams,
+)
 
 RECORDS = (
-    Algorithm(
-        "walk-sum",
-        walk.WalkSum,
-        functools.partial(walk.prepare_params, "walk-sum"),
-        "complete",
-        integers=_WALK,
-    ),
+    Algorithm("walk-sum", walk.WalkSum, WalkSumParams, "complete"),
     Algorithm(
         "walk-histogram",
         walk.WalkHistogram,
-        functools.partial(walk.prepare_params, "walk-histogram"),
+        WalkHistogramParams,
         "complete",
-        integers=_WALK,
         payload=lambda p, n: int(p["bins"]),
         payload_params="bins",
     ),
-    Algorithm(
-        "walk-sgd",
-        walk.WalkSgd,
-        functools.partial(walk.prepare_params, "walk-sgd"),
-        "complete",
-        integers=_WALK,
-    ),
-    Algorithm("rw-sgd", walk.RandomWalkSgd, walk.prepare_rw_sgd, "exponential", integers=_RW_SGD),
+    Algorithm("walk-sgd", walk.WalkSgd, WalkSgdParams, "complete"),
+    Algorithm("rw-sgd", walk.RandomWalkSgd, RwSgdParams, "exponential"),
 )
