@@ -47,7 +47,7 @@ class WalkParams(Params):
 
 @dataclass(frozen=True, kw_only=True)
 class CompleteWalkParams(WalkParams):
-    """Walks on the complete graph (`walk.prepare`, `walk_accountant.calibrate`): T (10·n), epsilon
+    """Walks on the complete graph: T (10·n), epsilon
     (target, 1.0; SGD 10), delta (per contribution / conversion) 1e-6, delta_prime, delta_hat 1e-6,
     cap (per-user contributions, 0 = none; SGD ⌈1.2·T/n⌉, spec §2.7), regime "edge-cap" (spec
     §2.8, with edge_cap B, default 2) or "lemma2" (App. G), colluders c (spec §2.9) 1, stop
