@@ -5,15 +5,16 @@ the families."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any
 
 from netdp_node.algorithms.hooks import NO_HOOKS, Hooks
 from netdp_node.limits import MAX_MESSAGE_BYTES
-from netdp_node.protocols.base import Engine
+from netdp_node.protocols.base import Engine, Params
+
+__all__ = ["ENVELOPE_ALLOWANCE", "MAX_PARAM_DEPTH", "Algorithm", "Params"]
 
 #: How deep a job parameter may nest lists and objects (collusion groups are lists of lists).
 MAX_PARAM_DEPTH = 4
@@ -21,69 +22,63 @@ MAX_PARAM_DEPTH = 4
 ENVELOPE_ALLOWANCE = 64 * 1024
 
 
-_P = TypeVar("_P", bound="Params")
-
-
-class Params:
-    """Base of an algorithm's typed job parameters; each subclass is a frozen dataclass.
-
-    The life of a job's parameters:
-    - `prepare(raw, n)` at submission (the bootstrap's SubmitJob, `netdp demo`, `netdp simulate`):
-      fills defaults, checks every value with a ValueError naming the field, calibrates the noise;
-    - `to_wire()` the JSON object the job spec carries to every node (the wire format);
-    - `from_wire(spec_params)` at each node and accountant: reads a prepared object back, with no
-      calibration and no randomness.
-    """
-
-    #: the algorithm these parameters belong to (named in error messages)
-    algorithm: ClassVar[str] = ""
-
-    @classmethod
-    def prepare(cls: type[_P], raw: Mapping[str, Any], n: int) -> _P:
-        raise NotImplementedError
-
-    @classmethod
-    def from_wire(cls: type[_P], wire: Mapping[str, Any]) -> _P:
-        """The prepared parameters of a job spec. Keys the class does not know are refused."""
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        unknown = sorted(set(wire) - names)
-        if unknown:
-            raise ValueError(
-                f"unknown {cls.algorithm} parameter(s) {unknown}; known: {sorted(names)}"
-            )
-        return cls(**wire)
-
-    def to_wire(self) -> dict[str, Any]:
-        """The JSON object of the job spec (fields left at None are omitted)."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)  # type: ignore[arg-type]
-            if getattr(self, f.name) is not None
-        }
-
-
 def _dim(params: Mapping[str, Any], n: int) -> int:
     return int(params.get("dim", 1))
+
+
+#: the old form of an algorithm's parameters, (params, n) -> prepared params (IncA until it has its
+#: `Params` class)
+Prepare = Callable[[dict[str, Any], int], dict[str, Any]]
 
 
 @dataclass(frozen=True)
 class Algorithm:
     name: str
     engine: type[Engine]
-    prepare: Callable[[dict[str, Any], int], dict[str, Any]]  # (params, n) -> validated params
+    # its job parameters: the typed class (`Params`: prepare, from_wire, to_wire), or the old
+    # function that prepares the wire dict
+    params: type[Params] | Prepare
     topology: str  # default topology kind
     # Each node's output stays on the node (its ledger), never reported to the bootstrap: for
     # gossip every node ends with its own estimate x_v^T, and showing them all to every participant
     # would give each observer P(x + η), i.e. x + η itself when P is invertible (muffliato.md §7.1
     # item 7: x^T is not sent).
     private_output: bool = False
-    # the parameters that are integers (a non-integer value is refused, never truncated)
+    # the parameters that are integers (a non-integer value is refused, never truncated); for a
+    # `Params` class, derived from its fields typed int when left empty
     integers: frozenset[str] = frozenset()
     # (prepared params, n) -> numbers in the largest message payload, and what sets that size
     payload: Callable[[Mapping[str, Any], int], int] = _dim
     payload_params: str = "dim"
     # what `netdp demo`, `simulate`, `compose` and `audit` ask it (`algorithms.hooks`)
     hooks: Hooks = NO_HOOKS
+
+    def __post_init__(self) -> None:
+        cls = self.params_class
+        if cls is None:
+            return
+        if cls.algorithm != self.name:
+            raise ValueError(f"{self.name}: its parameters are {cls.algorithm!r}'s")
+        if self.engine.params_class not in (None, cls):
+            raise ValueError(f"{self.name}: its engine reads {self.engine.params_class}")
+        if not self.integers:
+            object.__setattr__(self, "integers", cls.integer_inputs())
+
+    @property
+    def params_class(self) -> type[Params] | None:
+        """The typed parameters (None for a record that still has a prepare function)."""
+        p = self.params
+        return p if isinstance(p, type) and issubclass(p, Params) else None
+
+    def prepare(self, params: Mapping[str, Any], n: int) -> dict[str, Any]:
+        """The job spec's parameters (the wire dict) of a submission's `params` for n
+        participants: defaults filled, values checked (ValueError naming the field), noise
+        calibrated."""
+        cls = self.params_class
+        if cls is not None:
+            return cls.prepare(params, n).to_wire()
+        assert not isinstance(self.params, type)
+        return self.params(dict(params), n)
 
     def validate(self, params: Mapping[str, Any], n: int) -> dict[str, Any]:
         """`prepare`, behind the checks every algorithm shares, for a job that is to run on the

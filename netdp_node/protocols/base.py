@@ -33,9 +33,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -217,6 +219,139 @@ class JobContext:
         return self.shared.get("edge_indices", build)
 
 
+_P = TypeVar("_P", bound="Params")
+
+#: Keys of a job's parameters that the runtime reads for every algorithm (the job's deadline),
+#: whether or not the algorithm's parameters name them: `Params.from_wire` passes over them.
+RUNTIME_KEYS = frozenset({"deadline_s"})
+
+
+class Params:
+    """Base of an algorithm's typed job parameters; each subclass is a frozen dataclass (fields
+    typed, defaults in the class).
+
+    The life of a job's parameters:
+    - `prepare(raw, n)` at submission (the bootstrap's SubmitJob, `netdp demo`, `netdp simulate`):
+      refuses names it does not know (`inputs`, `derived`), fills defaults, checks every value with
+      a ValueError naming the field, calibrates the noise;
+    - `to_wire()` the JSON object the job spec carries to every node (the wire format);
+    - `from_wire(spec_params)` at each node and accountant: reads a prepared object back, with no
+      calibration, no randomness and no checks of the values (the submission checked them), each
+      value converted to its field's type; unknown keys are refused. An engine gets its job's
+      parameters with `of_job(ctx)`: read once per job, shared by the job's engines.
+    """
+
+    #: the algorithm these parameters belong to (named in error messages)
+    algorithm: ClassVar[str] = ""
+    #: the names a submission may give (`prepare`)
+    inputs: ClassVar[frozenset[str]] = frozenset()
+    #: derived names a submission may carry (a prepared spec submitted again): computed afresh
+    derived: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def prepare(cls: type[_P], raw: Mapping[str, Any], n: int) -> _P:
+        raise NotImplementedError
+
+    @classmethod
+    def check_known(cls, raw: Mapping[str, Any]) -> None:
+        """Refuse the names of `raw` that are neither `inputs` nor `derived`."""
+        unknown = set(raw) - cls.inputs - cls.derived
+        if unknown:
+            raise ValueError(
+                f"unknown {cls.algorithm} parameter(s) {sorted(unknown)}; "
+                f"known: {sorted(cls.inputs)}"
+            )
+
+    @classmethod
+    def default(cls, name: str) -> Any:
+        """The class's default of field `name`."""
+        f = {f.name: f for f in dataclasses.fields(cls)}[name]  # type: ignore[arg-type]
+        if f.default is dataclasses.MISSING:
+            raise KeyError(f"{cls.__name__}.{name} has no default")
+        return f.default
+
+    @classmethod
+    def integer_inputs(cls) -> frozenset[str]:
+        """The `inputs` whose field is an integer (a submission's 2.7 is refused, not truncated)."""
+        return frozenset(k for k, conv in _converters(cls).items() if conv is int) & cls.inputs
+
+    @classmethod
+    def from_wire(cls: type[_P], wire: Mapping[str, Any]) -> _P:
+        """The prepared parameters of a job spec. Keys the class does not know are refused (but
+        `RUNTIME_KEYS`); a missing field without a default is an error naming it."""
+        conv = _converters(cls)
+        unknown = sorted(set(wire) - conv.keys() - RUNTIME_KEYS)
+        if unknown:
+            raise ValueError(
+                f"unknown {cls.algorithm} parameter(s) {unknown}; known: {sorted(conv)}"
+            )
+        missing = sorted(
+            f.name
+            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            if f.name not in wire
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        )
+        if missing:
+            raise ValueError(f"the {cls.algorithm} parameters lack {missing}")
+        return cls(**{k: conv[k](v) for k, v in wire.items() if k in conv})
+
+    @classmethod
+    def of_job(cls: type[_P], ctx: JobContext) -> _P:
+        """The job's parameters, read from `ctx.params` once per job and shared by the engines of
+        every node holding the same context (`JobContext.for_node`)."""
+        p = ctx.shared.get("params", lambda: cls.from_wire(ctx.params))
+        # a context used for another algorithm's engine (tests) reads its own
+        return p if type(p) is cls else cls.from_wire(ctx.params)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON object of the job spec (fields left at None are omitted; tuples as lists)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if v is not None:
+                out[f.name] = _json(v)
+        return out
+
+
+def _json(v: Any) -> Any:
+    return [_json(x) for x in v] if isinstance(v, tuple) else v
+
+
+def _tuples(v: Any) -> Any:
+    return tuple(_tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def _optional(conv: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda v: None if v is None else conv(v)
+
+
+def _converter(hint: Any) -> Callable[[Any], Any]:
+    if hint in (int, float, str, bool):
+        return typing.cast(Callable[[Any], Any], hint)
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        rest = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(rest) == 1 and len(rest) < len(typing.get_args(hint)):
+            return _optional(_converter(rest[0]))
+        return lambda v: v
+    if typing.get_origin(hint) is tuple:
+        return _tuples
+    return lambda v: v
+
+
+_CONVERTERS: dict[type, dict[str, Callable[[Any], Any]]] = {}
+
+
+def _converters(cls: type) -> dict[str, Callable[[Any], Any]]:
+    """Field name -> the conversion of a wire value to the field's type (int(), float(), ...)."""
+    conv = _CONVERTERS.get(cls)
+    if conv is None:
+        hints = typing.get_type_hints(cls)
+        fields = dataclasses.fields(cls)
+        conv = _CONVERTERS[cls] = {f.name: _converter(hints[f.name]) for f in fields}
+    return conv
+
+
 class Engine:
     """Base class of protocol engines. Subclasses implement the three entry points."""
 
@@ -235,6 +370,11 @@ class Engine:
     #: runtime refuses every other new message for a job that is over (a second release, a token,
     #: a round value); an exact re-send of a stored message is still acknowledged.
     closing_kinds: frozenset[str] = frozenset()
+    #: the class of this engine's job parameters; None: the engine reads none
+    params_class: ClassVar[type[Params] | None] = None
+    #: the job's parameters (`params_class.of_job`: one object per job, shared and frozen);
+    #: each engine narrows the type
+    params: Any
 
     def __init__(
         self,
@@ -256,6 +396,7 @@ class Engine:
         # protocol assigns it, but contributes no data.
         self.contribute = contribute
         self.done = False
+        self.params = None if self.params_class is None else self.params_class.of_job(ctx)
 
     # -- entry points -------------------------------------------------------------------------
     def start(self) -> list[Action]:

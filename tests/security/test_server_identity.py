@@ -40,7 +40,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from netdp.v1 import peer_pb2
-from netdp_node.algorithms.ring.engine import prepare_params
+from netdp_node.algorithms import get_algorithm
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
 from netdp_node.errors import ConfigError, ServerIdentityError
@@ -134,7 +134,7 @@ async def ring_at(ca: Path, tmp: Path, node5_address: str) -> tuple[NodeRuntime,
         algorithm="ring-sum",
         me="node-4",
         participants=("node-4", "node-5", "node-6"),
-        params=prepare_params({"rounds": 2}, 3),
+        params=get_algorithm("ring-sum").prepare({"rounds": 2}, 3),
         public_seed=1,
     )
     runner = await rt.add_job(ctx)
@@ -194,8 +194,6 @@ async def test_a_walk_routes_around_the_impostor(ca, tmp_path):
     """The same attack on a random walk (node-7 serves on node-5's and node-6's addresses): each
     token node-4 hands to them is refused at once, recorded as a re-route naming the refused peer
     and why, never as delivered; the walk goes on without them and ends, and node-7 got nothing."""
-    from netdp_node.algorithms.walk.engine import prepare_params as walk_params
-
     impostor = await FakePeer().start(ident(ca, "node-7"))
     transport = GrpcTransport(
         ident(ca, "node-4"),
@@ -215,7 +213,7 @@ async def test_a_walk_routes_around_the_impostor(ca, tmp_path):
         algorithm="walk-sum",
         me="node-4",
         participants=ids,
-        params=walk_params("walk-sum", {"T": 30}, 3),
+        params=get_algorithm("walk-sum").prepare({"T": 30}, 3),
         public_seed=0,
     )  # node-4 starts
     try:

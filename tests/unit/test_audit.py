@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from harness import contexts, make_net
 
-from netdp_node.algorithms.ring.engine import prepare_params
+from netdp_node.algorithms import get_algorithm
 from netdp_node.audit import audit
 
 pytestmark = pytest.mark.timeout(60)
@@ -19,7 +19,11 @@ async def _run(tmp_path, n=4, jobs=2):
     net = await make_net("memory", ids, tmp_path, data={i: np.array([0.2]) for i in ids})
     try:
         for j in range(jobs):
-            await net.run_job(contexts(f"j{j}", "ring-sum", ids, prepare_params({"rounds": 3}, n)))
+            await net.run_job(
+                contexts(
+                    f"j{j}", "ring-sum", ids, get_algorithm("ring-sum").prepare({"rounds": 3}, n)
+                )
+            )
     finally:
         await net.close()
     return [tmp_path / i for i in ids]
@@ -68,7 +72,6 @@ async def test_a_lost_token_is_caught(tmp_path):
 
 
 async def test_gossip_mass_conservation_passes_and_catches_a_one_sided_edge(tmp_path):
-    from netdp_node.algorithms import get_algorithm
 
     ids = [f"n{i}" for i in range(1, 7)]
     net = await make_net("memory", ids, tmp_path, data={i: np.array([0.2]) for i in ids})
@@ -100,7 +103,6 @@ async def test_inca_shares_read_every_ledger_a_node_had(tmp_path):
     of the job there, `NodeRuntime.may_join`): the audit over both of its ledgers still finds its
     steps in the first one (the campaign's wipe fault; the audit read only the node's last
     ledger and said it was not online at T)."""
-    from netdp_node.algorithms import get_algorithm
     from netdp_node.ledger import Entry, Ledger
 
     ids = [f"n{i}" for i in range(1, 5)]

@@ -265,9 +265,9 @@ def test_gaussian_accountants_charge_the_grid_correction() -> None:
 
 
 def test_rw_sgd_noise_multiplier_is_charged() -> None:
-    from netdp_node.algorithms.walk.engine import prepare_rw_sgd
+    from netdp_node.algorithms import get_algorithm
 
-    p = prepare_rw_sgd({"T": 40, "dim": 5, "epsilon": 4.0}, 4)
+    p = get_algorithm("rw-sgd").prepare({"T": 40, "dim": 5, "epsilon": 4.0}, 4)
     charged = _charged(p["sensitivity"], p["sigma"], 5)
     assert p["noise_multiplier"] == pytest.approx(p["sigma"] / charged, rel=1e-15)
     from netdp_node.privacy.random_walk import ldp_noise_multiplier
@@ -276,9 +276,9 @@ def test_rw_sgd_noise_multiplier_is_charged() -> None:
 
 
 def prepare_params_ring(params: dict[str, Any], n: int) -> dict[str, Any]:
-    from netdp_node.algorithms.ring.engine import prepare_params
+    from netdp_node.algorithms import get_algorithm
 
-    return prepare_params(params, n)
+    return get_algorithm("ring-sum").prepare(params, n)
 
 
 # -- the (ε, δ) of one release, proven for the discrete noise (CKS Thm 4 + Prop. 12) -------------
@@ -409,9 +409,9 @@ def test_ring_and_walk_sum_use_the_discrete_route() -> None:
             "dim": 2,
         },
     }
-    from netdp_node.algorithms.walk.engine import prepare_params as prepare_walk
+    from netdp_node.algorithms import get_algorithm
 
-    p = prepare_walk("walk-sum", spec["params"], 40)
+    p = get_algorithm("walk-sum").prepare(spec["params"], 40)
     charged = _charged(p["sensitivity"], p["sigma"], 2)
     ref = cks_epsilon(p["sigma"] / charged, p["delta"])
     assert W.sum_eps0(p) == pytest.approx(ref, rel=1e-4)

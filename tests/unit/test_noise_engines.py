@@ -11,7 +11,7 @@ import pytest
 from netdp_node.algorithms import get_algorithm
 from netdp_node.algorithms.inca.engine import Inca
 from netdp_node.algorithms.muffliato.engine import MuffliatoSync
-from netdp_node.algorithms.ring.engine import RingSum, RingSumR, prepare_params
+from netdp_node.algorithms.ring.engine import RingSum, RingSumR
 from netdp_node.algorithms.walk.engine import WalkSgd, WalkSum
 from netdp_node.privacy.discrete_gaussian import grid_for
 from netdp_node.protocols.base import JobContext, Send
@@ -45,7 +45,7 @@ def _on_grid(v: np.ndarray, grid: float) -> bool:
 
 @pytest.mark.parametrize("engine", [RingSum, RingSumR])
 def test_ring_token_is_on_the_grid_without_float_draws(engine: type[RingSum]) -> None:
-    p = prepare_params({"rounds": 2, "dim": 3, "clip": 1.0}, 4)
+    p = get_algorithm("ring-sum").prepare({"rounds": 2, "dim": 3, "clip": 1.0}, 4)
     ctx = JobContext("j", "ring-sum", "n0", _ids(4), p, 0)
     x = np.array([0.123456789, -0.3, 0.7])
     tau = _sent(engine(ctx, x, IntegersOnly(1)).start())  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from harness import contexts, make_net
 
-from netdp_node.algorithms.ring.engine import prepare_params
+from netdp_node.algorithms import get_algorithm
 from netdp_node.cli import main
 from netdp_node.ledger import Ledger
 from netdp_node.privacy.accountant import JobView, per_job_losses
@@ -29,7 +29,12 @@ async def _jobs(root, jobs=(("j0", IDS),)):
         net = await make_net("memory", ids, root, data={i: np.array([0.2]) for i in ids})
         try:
             await net.run_job(
-                contexts(job_id, "ring-sum", ids, prepare_params({"rounds": 3}, len(ids)))
+                contexts(
+                    job_id,
+                    "ring-sum",
+                    ids,
+                    get_algorithm("ring-sum").prepare({"rounds": 3}, len(ids)),
+                )
             )
         finally:
             await net.close()
@@ -193,7 +198,7 @@ async def test_job_result_shows_the_estimate_with_its_noise_std(tmp_path):
     from netdp_node.wire import ndarray_to_tensor
 
     root = await _jobs(tmp_path)
-    params = prepare_params({"rounds": 3}, len(IDS))
+    params = get_algorithm("ring-sum").prepare({"rounds": 3}, len(IDS))
     led = Ledger.open_readonly(root / "n1")
     try:
         row = led.job("j0")

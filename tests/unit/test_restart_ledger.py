@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from harness import contexts, make_net
 
-from netdp_node.algorithms.ring.engine import prepare_params as ring_params
-from netdp_node.algorithms.walk.engine import HANDOFF, RELEASE, WALK, prepare_params, start_holder
+from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.walk.engine import HANDOFF, RELEASE, WALK, start_holder
 from netdp_node.audit import audit
 from netdp_node.errors import NodeUnavailable
 from netdp_node.ledger import Ledger
@@ -34,7 +34,9 @@ DATA = {i: np.array([0.25 * (k + 1)]) for k, i in enumerate(IDS)}
 
 def _walk(job: str, T: int = 12) -> dict[str, JobContext]:
     # seed 2: the walk starts at n3 (the node wiped below), as in the reported run
-    ctx = contexts(job, "walk-sum", IDS, prepare_params("walk-sum", {"T": T}, len(IDS)), seed=2)
+    ctx = contexts(
+        job, "walk-sum", IDS, get_algorithm("walk-sum").prepare({"T": T}, len(IDS)), seed=2
+    )
     assert start_holder(ctx["n3"]) == "n3"
     return ctx
 
@@ -203,7 +205,7 @@ async def test_audit_accepts_a_crashed_senders_unacknowledged_send_and_catches_a
     mem = net.memory
     assert mem is not None
     try:
-        ctx = contexts("r", "ring-sum", IDS, ring_params({"rounds": 3}, 4))
+        ctx = contexts("r", "ring-sum", IDS, get_algorithm("ring-sum").prepare({"rounds": 3}, 4))
         down = mem.nodes.pop("n4")  # n3's token to n4 cannot be delivered (n4 is down)
         for nid in ("n3", "n2", "n1"):
             await net.nodes[nid].add_job(ctx[nid])
@@ -355,7 +357,9 @@ async def test_a_node_restarted_on_its_ledger_reports_its_finished_jobs_again(tm
     bootstrap keeps a node's first finished report, so reporting twice is harmless)."""
     net = await make_net("memory", IDS, tmp_path / "net", data=DATA)
     try:
-        ring = contexts("r", "ring-sum", IDS, ring_params({"rounds": 2}, len(IDS)))
+        ring = contexts(
+            "r", "ring-sum", IDS, get_algorithm("ring-sum").prepare({"rounds": 2}, len(IDS))
+        )
         await net.run_job(ring)
         first = net.nodes["n2"].jobs["r"]
         assert first.state == "done" and first.contributed and first.output is not None

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from harness import TRANSPORTS, contexts, make_net
 
-from netdp_node.algorithms.ring.engine import RingSum, prepare_params
+from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.ring.engine import RingSum
 from netdp_node.privacy.accountant import JobView, per_job_losses, ring_sum_utility
 from netdp_node.privacy.network_dp import (
     ring_release_adds_noise,
@@ -63,7 +64,7 @@ async def test_noise_schedule_and_estimate(tmp_path, transport):
     records its parameters, never the values, and the estimate is within 4 std of the truth."""
     n, K = 5, 6
     ids = _ids(n)
-    params = prepare_params({"rounds": K, "epsilon": 0.5, "clip": 1.0}, n)
+    params = get_algorithm("ring-sum").prepare({"rounds": K, "epsilon": 0.5, "clip": 1.0}, n)
     vals = {nid: np.array([0.5 + 0.01 * i]) for i, nid in enumerate(ids)}
     net = await make_net(transport, ids, tmp_path, data=vals, seed=3)
     try:
@@ -90,7 +91,7 @@ async def test_noise_schedule_and_estimate(tmp_path, transport):
 async def test_accountant_reads_the_ledger(tmp_path, transport):
     n, K = 4, 3
     ids = _ids(n)
-    params = prepare_params({"rounds": K}, n)
+    params = get_algorithm("ring-sum").prepare({"rounds": K}, n)
     net = await make_net(transport, ids, tmp_path, data={i: np.array([0.3]) for i in ids})
     try:
         ctx = contexts("j", "ring-sum", ids, params)
@@ -130,7 +131,7 @@ async def test_budget_decline_adds_noise_only(tmp_path, transport):
     }
     # sigma=0 makes the arithmetic exact; the budget check still uses the accountant (σ = 0 means
     # infinite loss), so give the declining node a budget and everyone else none.
-    params_noisy = prepare_params({"rounds": K}, n)
+    params_noisy = get_algorithm("ring-sum").prepare({"rounds": K}, n)
     vals = {nid: np.array([float(i + 1)]) / 10 for i, nid in enumerate(ids)}
     net = await make_net(
         transport, ids, tmp_path, data=vals, budgets={"n2": Budget(epsilon=0.01, delta=1e-5)}
@@ -160,7 +161,7 @@ async def test_refusals_leave_state_unchanged(tmp_path, transport):
     """Through NodeRuntime.handle: a non-participant, a non-predecessor, a wrong shape, a conflict and
     an exact duplicate."""
     ids = _ids(4)
-    params = prepare_params({"rounds": 50}, 4)
+    params = get_algorithm("ring-sum").prepare({"rounds": 50}, 4)
     net = await make_net(transport, ids, tmp_path, data={i: np.array([0.1]) for i in ids})
     try:
         ctx = contexts("j", "ring-sum", ids, params)
@@ -199,7 +200,7 @@ async def test_refusals_leave_state_unchanged(tmp_path, transport):
 def test_engine_is_sans_io(transport):
     """The engine alone: actions out, nothing else; position 1 starts with a noised token."""
     ids = _ids(3)
-    params = prepare_params({"rounds": 2}, 3)
+    params = get_algorithm("ring-sum").prepare({"rounds": 2}, 3)
     ctx = JobContext("j", "ring-sum", "n1", tuple(ids), params, 0)
     eng = RingSum(ctx, np.array([0.5]), np.random.default_rng(0))
     acts = eng.start()

@@ -97,18 +97,24 @@ Algorithm 2 (`muffliato-random`): see `MuffliatoRandom`. Algorithm 3 (`muffliato
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
+from netdp_node.algorithms.muffliato.params import (
+    MAX_ROUNDS,
+    GossipParams,
+    MuffliatoAverageParams,
+    MuffliatoGdParams,
+    MuffliatoRandomParams,
+    degrees,
+    ldp_sigma,
+)
 from netdp_node.algorithms.ring.engine import clip_l2
 from netdp_node.algorithms.walk.engine import logistic_accuracy, logistic_gradient
-from netdp_node.privacy import pndp_gossip as pg
-from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, gaussian_on_grid, job_grid
-from netdp_node.privacy.muffliato_accountant import GRAPHS, public_graph
-from netdp_node.privacy.random_walk import ldp_noise_multiplier
+from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
+from netdp_node.privacy.muffliato_accountant import public_graph
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -128,18 +134,11 @@ SCHEDULE = "schedule"
 OFFER = "offer"
 REPLY = "reply"
 PAIR = "pair-value"
-_MAX_ROUNDS = 100_000
+
+__all__ = ["MuffliatoGd", "MuffliatoRandom", "MuffliatoSync", "degrees", "ldp_sigma"]
 
 
 # -- public graphs (`muffliato_accountant.public_graph`) ------------------------------------------
-def degrees(n: int, edges: Sequence[tuple[int, int]]) -> np.ndarray:
-    d = np.zeros(n, dtype=np.int64)
-    for a, b in edges:
-        d[a] += 1
-        d[b] += 1
-    return d
-
-
 def _topology_indices(ctx: JobContext) -> list[tuple[int, int]]:
     return ctx.edge_indices()  # built once per job, shared by its engines
 
@@ -177,6 +176,8 @@ class MuffliatoSync(Engine):
     closing_kinds = frozenset({SCHEDULE})  # the peers' schedules, sent when they finish
 
     algorithm = "muffliato"
+    params_class: ClassVar[type[GossipParams]] = MuffliatoAverageParams
+    params: GossipParams
 
     def __init__(
         self,
@@ -186,20 +187,19 @@ class MuffliatoSync(Engine):
         contribute: bool = True,
     ) -> None:
         super().__init__(ctx, data, rng, contribute)
-        p = ctx.params
+        p = self.params
         self.me = self.position[ctx.me]
-        self.dim = int(p.get("dim", 1))
-        self.sigma = float(p["sigma"])
-        self.grid = job_grid(self.sigma)  # values and noise on this grid (discrete_gaussian)
-        self.T = int(p["T"])
-        self.calls = int(p.get("calls", 1))
-        self.gamma = float(p["gamma"]) if p.get("accelerated", True) else 1.0
-        self.round_timeout = float(p.get("round_timeout_s", 5.0))
-        self.suspend_rounds = int(p.get("suspend_rounds", 4))
+        self.dim = p.dim
+        self.grid = job_grid(p.sigma)  # values and noise on this grid (discrete_gaussian)
+        self.T = p.T
+        self.calls = p.calls
+        self.gamma = p.gamma if p.accelerated else 1.0
+        self.round_timeout = p.round_timeout_s
+        self.suspend_rounds = p.suspend_rounds
         self.topology = _topology_indices(ctx)
         self.total = self.T * self.calls
-        if self.total > _MAX_ROUNDS:
-            raise ValueError(f"T × calls = {self.total} rounds is more than {_MAX_ROUNDS}")
+        if self.total > MAX_ROUNDS:
+            raise ValueError(f"T × calls = {self.total} rounds is more than {MAX_ROUNDS}")
         self._graphs: dict[int, tuple[list[int], dict[int, float]]] = {}
         # every node's public neighbours, by call: public, built once per job and shared by its
         # engines (`JobContext.shared`)
@@ -222,12 +222,12 @@ class MuffliatoSync(Engine):
     # -- public graph of the call of round r ----------------------------------------------------
     def _neighbours(self, v: int, call: int) -> list[int]:
         """Participant v's neighbours (indices, sorted) in call `call`'s public graph (cached)."""
-        key = call if self.ctx.params.get("graph") == "er" else 0
+        key = call if self.params.graph == "er" else 0
         adj = self._adjacency.get(key)
         if adj is None:
             adj = [[] for _ in range(self.n)]
             for a, b in public_graph(
-                self.ctx.params, self.n, self.ctx.public_seed, key, self.topology
+                self.params.to_wire(), self.n, self.ctx.public_seed, key, self.topology
             ):
                 adj[a].append(b)
                 adj[b].append(a)
@@ -240,7 +240,7 @@ class MuffliatoSync(Engine):
 
     def graph(self, call: int) -> tuple[list[int], dict[int, float]]:
         """(neighbours of this node, {neighbour: W_vw}) in call `call`'s public graph (cached)."""
-        key = call if self.ctx.params.get("graph") == "er" else 0
+        key = call if self.params.graph == "er" else 0
         if key not in self._graphs:
             nb = self._neighbours(self.me, key)
             adj = self._adjacency[key]
@@ -265,15 +265,17 @@ class MuffliatoSync(Engine):
         x = np.asarray(self.data, dtype=np.float64).reshape(-1)
         if x.shape != (self.dim,):
             raise ValueError(f"data has shape {x.shape}, the job expects ({self.dim},)")
-        return clip_l2(x, float(self.ctx.params["clip"]))
+        if self.params.clip is None:
+            raise ValueError(f"{self.algorithm} parameters have no clip")
+        return clip_l2(x, self.params.clip)
 
     def call_input(self, call: int) -> tuple[np.ndarray, dict[str, Any]]:
         """The noisy input of gossip call `call` and the public parameters of its noise."""
-        x = gaussian_on_grid(self.rng, self.clipped_input(), self.sigma, self.grid)
+        x = gaussian_on_grid(self.rng, self.clipped_input(), self.params.sigma, self.grid)
         return x, {
             "mechanism": "gaussian",
-            "sigma": self.sigma,
-            "sensitivity": float(self.ctx.params["sensitivity"]),
+            "sigma": self.params.sigma,
+            "sensitivity": self.params.sensitivity,
         }
 
     def call_output(self, call: int, x: np.ndarray) -> None:
@@ -532,6 +534,8 @@ class MuffliatoGd(MuffliatoSync):
     flattened (as walk-sgd). θ^0 = 0."""
 
     algorithm = "muffliato-gd"
+    params_class = MuffliatoGdParams
+    params: MuffliatoGdParams
 
     def __init__(
         self,
@@ -541,9 +545,8 @@ class MuffliatoGd(MuffliatoSync):
         contribute: bool = True,
     ) -> None:
         super().__init__(ctx, data, rng, contribute)
-        p = ctx.params
-        self.eta = float(p["eta"])
-        self.L = float(p["lipschitz"])
+        self.eta = self.params.eta
+        self.L = self.params.lipschitz
         self.theta = np.zeros(self.dim)
         if data is None or not contribute:
             self.X, self.y = np.zeros((0, self.dim)), np.zeros(0)
@@ -567,10 +570,10 @@ class MuffliatoGd(MuffliatoSync):
             if real
             else np.zeros(self.dim)
         )
-        step = gaussian_on_grid(self.rng, g, self.sigma, self.grid)
+        step = gaussian_on_grid(self.rng, g, self.params.sigma, self.grid)
         return self.theta - self.eta * step, {
             "mechanism": "gaussian",
-            "sigma": self.sigma,
+            "sigma": self.params.sigma,
             "sensitivity": 2.0 * self.L,
         }
 
@@ -614,6 +617,8 @@ class MuffliatoRandom(Engine):
 
     algorithm = "muffliato-random"
     closing_kinds = frozenset({SCHEDULE})  # the peers' activation lists, sent when they finish
+    params_class = MuffliatoRandomParams
+    params: MuffliatoRandomParams
 
     def __init__(
         self,
@@ -623,19 +628,19 @@ class MuffliatoRandom(Engine):
         contribute: bool = True,
     ) -> None:
         super().__init__(ctx, data, rng, contribute)
-        p = ctx.params
+        p = self.params
         self.me = self.position[ctx.me]
-        self.dim = int(p.get("dim", 1))
-        self.sigma = float(p["sigma"])
-        self.grid = job_grid(self.sigma)
-        self.rate = float(p["rate"])
-        self.duration = float(p["duration_s"])
-        self.grace = float(p.get("grace_s", 2.0))
-        self.timeout = float(p.get("exchange_timeout_s", 5.0))
+        self.dim = p.dim
+        self.grid = job_grid(p.sigma)
+        self.rate = p.rate
+        self.duration = p.duration_s
+        self.grace = p.grace_s
+        self.timeout = p.exchange_timeout_s
         adjacency = ctx.shared.get(
             "muffliato-random-adjacency",
             lambda: _adjacency(
-                self.n, public_graph(p, self.n, ctx.public_seed, 0, _topology_indices(ctx))
+                self.n,
+                public_graph(p.to_wire(), self.n, ctx.public_seed, 0, _topology_indices(ctx)),
             ),
         )
         self.nb = adjacency[self.me]  # sorted; shared, read-only
@@ -661,8 +666,8 @@ class MuffliatoRandom(Engine):
             x = np.asarray(self.data, dtype=np.float64).reshape(-1)
             if x.shape != (self.dim,):
                 raise ValueError(f"data has shape {x.shape}, the job expects ({self.dim},)")
-            x = clip_l2(x, float(self.ctx.params["clip"]))
-        self.x = gaussian_on_grid(self.rng, x, self.sigma, self.grid)
+            x = clip_l2(x, self.params.clip)
+        self.x = gaussian_on_grid(self.rng, x, self.params.sigma, self.grid)
         self.clock_on = bool(self.nb)
         return [
             Record(
@@ -671,8 +676,8 @@ class MuffliatoRandom(Engine):
                     "call": 0,
                     "data": real,
                     "mechanism": "gaussian",
-                    "sigma": self.sigma,
-                    "sensitivity": float(self.ctx.params["sensitivity"]),
+                    "sigma": self.params.sigma,
+                    "sensitivity": self.params.sensitivity,
                 },
             ),
             SetTimer("tick", self._delay()),
@@ -839,221 +844,3 @@ class MuffliatoRandom(Engine):
         self, to: str, msg: Message, code: str, detail: str
     ) -> list[Action] | None:
         return self._settle(to, msg, False)
-
-
-def ldp_sigma(epsilon: float, delta: float, sensitivity: float, count: int) -> float:
-    """σ such that `count` Gaussian mechanisms of sensitivity Δ, composed in RDP, are (ε, δ)-DP:
-    the local-DP level, the guarantee every pair has whatever the schedule."""
-    return ldp_noise_multiplier(count, epsilon, delta) * sensitivity
-
-
-# -- job parameters -----------------------------------------------------------------------------
-_KNOWN = {
-    "muffliato": {
-        "T",
-        "dim",
-        "clip",
-        "sigma",
-        "epsilon",
-        "delta",
-        "alpha",
-        "calibrate",
-        "accelerated",
-        "graph",
-        "p",
-        "spectral_gap",
-        "spread_bound",
-        "round_timeout_s",
-        "suspend_rounds",
-        "deadline_s",
-    },
-    "muffliato-gd": {
-        "T",
-        "dim",
-        "sigma",
-        "epsilon",
-        "delta",
-        "alpha",
-        "calibrate",
-        "accelerated",
-        "graph",
-        "p",
-        "spectral_gap",
-        "round_timeout_s",
-        "steps",
-        "eta",
-        "lipschitz",
-        "suspend_rounds",
-        "deadline_s",
-    },
-    "muffliato-random": {
-        "dim",
-        "clip",
-        "sigma",
-        "epsilon",
-        "delta",
-        "alpha",
-        "calibrate",
-        "graph",
-        "p",
-        "rate",
-        "duration_s",
-        "grace_s",
-        "exchange_timeout_s",
-        "deadline_s",
-    },
-}
-_COMPUTED = {"gamma", "sensitivity", "calls", "d_max", "spectral_gap_used"}
-
-
-def _num(params: Mapping[str, Any], k: str, default: Any) -> float:
-    x = float(params.get(k, default))
-    if not math.isfinite(x):
-        raise ValueError(f"{k} must be a finite number")
-    return x
-
-
-def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[str, Any]:
-    """Validate a Muffliato job's public parameters, fill defaults, choose T from the public bound
-    and calibrate σ (pndp_gossip; spec §3.1, §4.8, §5.4).
-
-    Common: dim (1; 9 for GD), clip B (1.0; inputs clipped to L2 norm B, Δ = 2B; GD: lipschitz L, Δ
-    = 2L), graph (ring | complete | hypercube | er (with p, default 2 ln n / n) | topology), delta
-    (1e-5). Noise: `sigma` directly, or from `epsilon` with calibrate = "mean" (default: σ such that
-    the mean privacy loss of eq. (7), converted at δ, is ε: `pndp_gossip.sigma_for_mean_dp` with T_v
-    = d_max·T, a SUMMARY, not a per-pair guarantee) or "ldp" (σ such that the local-DP level, the
-    guarantee every pair has, is ε at δ). Synchronous: T (default from `pndp_gossip.gossip_rounds`
-    with the public spectral gap, or `spectral_gap` for er/topology, and `spread_bound` (default B²,
-    the largest spread of inputs in a ball of radius B)), accelerated (true), round_timeout_s (5),
-    suspend_rounds (4: rounds a neighbour whose link gave up is skipped). GD: steps (10), eta (0.7),
-    lipschitz (0.4), with T rounds per step. Randomized: rate (activations per second per node, 5),
-    duration_s (10), grace_s (2), exchange_timeout_s (5).
-    """
-    known = _KNOWN[algorithm]
-    unknown = set(params) - known - _COMPUTED
-    if unknown:
-        raise ValueError(
-            f"unknown {algorithm} parameter(s) {sorted(unknown)}; known: {sorted(known)}"
-        )
-    if n < 2:
-        raise ValueError(f"{algorithm} needs at least 2 participants, got {n}")
-    gd = algorithm == "muffliato-gd"
-    out: dict[str, Any] = {k: params[k] for k in ("deadline_s",) if k in params}
-    out["dim"] = int(params.get("dim", 9 if gd else 1))
-    out["graph"] = str(params.get("graph", "ring"))
-    out["delta"] = _num(params, "delta", 1e-5)
-    out["calibrate"] = str(params.get("calibrate", "mean"))
-    if out["graph"] not in GRAPHS:
-        raise ValueError(f"graph must be one of {list(GRAPHS)}")
-    if out["calibrate"] not in ("mean", "ldp"):
-        raise ValueError("calibrate must be 'mean' (eq. 7, a summary) or 'ldp' (the guarantee)")
-    if not 1 <= out["dim"] <= 1 << 16 or not 0 < out["delta"] < 1:
-        raise ValueError("dim must be in 1..65536 and delta in (0, 1)")
-    if out["graph"] == "er":
-        out["p"] = _num(params, "p", min(1.0, 2.0 * math.log(n) / n))
-        if not 0 < out["p"] <= 1:
-            raise ValueError("p must be in (0, 1]")
-    if gd:
-        out["lipschitz"] = _num(params, "lipschitz", 0.4)
-        out["eta"] = _num(params, "eta", 0.7)
-        out["calls"] = out["steps"] = int(params.get("steps", 10))
-        if out["lipschitz"] <= 0 or out["eta"] <= 0 or not 1 <= out["steps"] <= 10_000:
-            raise ValueError("lipschitz and eta must be positive, steps in 1..10000")
-        out["sensitivity"] = 2.0 * out["lipschitz"]
-    else:
-        out["clip"] = _num(params, "clip", 1.0)
-        if out["clip"] <= 0:
-            raise ValueError("clip must be positive")
-        out["sensitivity"] = 2.0 * out["clip"]
-        out["calls"] = 1
-    edges = [] if out["graph"] in ("topology", "er") else public_graph(out, n, 0, 0)
-    # er: a fresh graph per call, any degree is possible: the bound n − 1
-    d_max = int(degrees(n, edges).max()) if edges else n - 1
-    out["d_max"] = d_max
-    if algorithm == "muffliato-random":
-        out["rate"] = _num(params, "rate", 5.0)
-        out["duration_s"] = _num(params, "duration_s", 10.0)
-        out["grace_s"] = _num(params, "grace_s", 2.0)
-        out["exchange_timeout_s"] = _num(params, "exchange_timeout_s", 5.0)
-        if min(out["rate"], out["duration_s"], out["grace_s"], out["exchange_timeout_s"]) <= 0:
-            raise ValueError("rate, duration_s, grace_s and exchange_timeout_s must be positive")
-        comms = max(1, math.ceil(2 * out["rate"] * out["duration_s"]))  # expected exchanges
-    else:
-        out["accelerated"] = bool(params.get("accelerated", True))
-        out["round_timeout_s"] = _num(params, "round_timeout_s", 5.0)
-        out["suspend_rounds"] = int(params.get("suspend_rounds", 4))
-        if out["round_timeout_s"] <= 0 or out["suspend_rounds"] < 0:
-            raise ValueError("round_timeout_s must be positive, suspend_rounds >= 0")
-        if "spectral_gap" in params:
-            lam = _num(params, "spectral_gap", 0.0)
-        elif out["graph"] in ("er", "topology"):
-            raise ValueError(f"graph={out['graph']} needs a public spectral_gap lower bound")
-        else:
-            lam = pg.spectral_gap(pg.metropolis_weights(n, edges))
-        if not 0 < lam <= 1:
-            raise ValueError(f"the spectral gap bound must be in (0, 1], got {lam}")
-        out["spectral_gap_used"] = lam
-        out["gamma"] = pg.chebyshev_gamma(lam) if out["accelerated"] else 1.0
-    sigma = params.get("sigma")
-    if sigma is None:
-        eps = _num(params, "epsilon", 1.0)
-        if eps <= 0:
-            raise ValueError("epsilon must be positive")
-        out["epsilon"] = eps
-        # σ for the sensitivity charged on the noise grid (discrete_gaussian)
-        if out["calibrate"] == "ldp":
-            sigma = calibrate_on_grid(
-                lambda s: ldp_sigma(eps, out["delta"], s, out["calls"]),
-                out["sensitivity"],
-                out["dim"],
-            )
-        else:
-            T_guess = int(params.get("T", 0)) or 1
-            comms_call = comms if algorithm == "muffliato-random" else max(1, d_max) * T_guess
-            sigma = calibrate_on_grid(
-                lambda s: pg.sigma_for_mean_dp(
-                    eps, out["delta"], sensitivity=s, n=n, communications=comms_call * out["calls"]
-                ),
-                out["sensitivity"],
-                out["dim"],
-            )
-    out["sigma"] = float(sigma)
-    if out["sigma"] <= 0:
-        raise ValueError("sigma must be positive")
-    if algorithm != "muffliato-random":
-        if "T" in params:
-            out["T"] = int(params["T"])
-        else:
-            spread = _num(params, "spread_bound", out.get("clip", 1.0) ** 2)
-
-            def rounds(sigma: float) -> int:
-                return max(
-                    1,
-                    pg.gossip_rounds(
-                        out["spectral_gap_used"],
-                        n,
-                        sigma,
-                        spread,
-                        dim=out["dim"],
-                        accelerated=out["accelerated"],
-                    ),
-                )
-
-            out["T"] = rounds(out["sigma"])
-            if "sigma" not in params and out["calibrate"] == "mean":
-                # σ (mean loss ∝ T/σ²) and T (Theorem 2, decreasing in σ) depend on each other:
-                # raise T until it suffices for the σ it implies
-                for _ in range(64):
-                    out["sigma"] = pg.sigma_for_mean_dp(
-                        out["epsilon"],
-                        out["delta"],
-                        sensitivity=out["sensitivity"],
-                        n=n,
-                        communications=max(1, d_max) * out["T"] * out["calls"],
-                    )
-                    if rounds(out["sigma"]) <= out["T"]:
-                        break
-                    out["T"] += 1
-        if not 1 <= out["T"] * out["calls"] <= _MAX_ROUNDS:
-            raise ValueError(f"T × steps must be in 1..{_MAX_ROUNDS}")
-    return out

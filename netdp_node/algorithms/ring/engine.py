@@ -22,18 +22,19 @@ it, so the job completes and the others keep their guarantee (spec §6 item 4).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from netdp_node.privacy.discrete_gaussian import (
-    calibrate_on_grid,
-    discrete_gaussian_sigma,
-    gaussian_on_grid,
-    job_grid,
+from netdp_node.algorithms.ring.params import (
+    MAX_ROUNDS,
+    RingHistogramParams,
+    RingParams,
+    RingSumParams,
+    RingSumRParams,
 )
+from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
 from netdp_node.privacy.network_dp import ring_release_adds_noise, ring_release_noise_count
-from netdp_node.privacy.network_dp_walk import rr_gamma
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -49,8 +50,8 @@ from netdp_node.protocols.base import (
 TOKEN = "token"
 RELEASE = "release"
 WALK = "ring"
-#: Most rounds of a ring job (n·K token hops, each one a durable ledger step at every node).
-MAX_ROUNDS = 100_000
+
+__all__ = ["MAX_ROUNDS", "RingHistogram", "RingSum", "RingSumR", "clip_l2"]
 
 
 def clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
@@ -62,6 +63,8 @@ def clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
 class RingSum(Engine):
     algorithm = "ring-sum"
     mechanism = "gaussian"
+    params_class: ClassVar[type[RingParams]] = RingSumParams
+    params: RingParams
 
     def __init__(
         self,
@@ -71,19 +74,17 @@ class RingSum(Engine):
         contribute: bool = True,
     ) -> None:
         super().__init__(ctx, data, rng, contribute)
-        p = ctx.params
+        p = self.params
         self.order = self.ids
         if self.n < 3:
             raise ValueError("the ring sum needs at least 3 participants")
         self.pos = self.position[ctx.me] + 1  # 1-indexed, as in the paper
         self.pred = self.order[self.pos - 2]  # position 1's predecessor is the last node
         self.succ = self.order[self.pos % self.n]
-        self.rounds = int(p["rounds"])
-        self.dim = int(p.get("dim", 1))
-        self.sigma = float(p["sigma"])
-        self.grid = job_grid(self.sigma)  # values and noise on this grid (discrete_gaussian)
-        self.clip = float(p["clip"])
-        self.sensitivity = float(p["sensitivity"])
+        self.rounds = p.rounds
+        self.dim = p.dim
+        self.grid = job_grid(p.sigma)  # values and noise on this grid (discrete_gaussian)
+        self.clip = p.clip
         if data is None or not contribute:
             self.x = np.zeros(self.dim)
         else:
@@ -112,7 +113,7 @@ class RingSum(Engine):
         Algorithm 1: Gaussian noise on the schedule of `ring_release_adds_noise`; the value and the
         noise on the job's grid (`discrete_gaussian.gaussian_on_grid`)."""
         noisy = ring_release_adds_noise(self.pos, round_, self.n, self.rounds)
-        std = self.sigma if noisy else 0.0
+        std = self.params.sigma if noisy else 0.0
         return tau + gaussian_on_grid(self.rng, self.x, std, self.grid), std
 
     def _visit(self, round_: int, tau: np.ndarray) -> list[Action]:
@@ -124,7 +125,7 @@ class RingSum(Engine):
             "data": bool(self.contribute),
             "mechanism": self.mechanism if noise else "none",
             "sigma": noise,
-            "sensitivity": self.sensitivity,
+            "sensitivity": self.params.sensitivity,
             "clip": self.clip,
         }
         event = "contribute" if self.contribute else ("noise-only" if noise else "pass")
@@ -145,7 +146,7 @@ class RingSum(Engine):
         )
 
     def total_noise_std(self) -> float:
-        return ring_release_noise_count(self.n, self.rounds) ** 0.5 * self.sigma
+        return ring_release_noise_count(self.n, self.rounds) ** 0.5 * self.params.sigma
 
     # -- entry points --------------------------------------------------------------------------
     def start(self) -> list[Action]:
@@ -208,18 +209,20 @@ class RingSumR(RingSum):
     neighbours, is not credited by the accountant."""
 
     algorithm = "ring-sum-r"
+    params_class = RingSumRParams
 
     def _add(self, round_: int, tau: np.ndarray) -> tuple[np.ndarray, float]:
+        sigma = self.params.sigma
         first = self.pos == 1 and round_ == 1
-        var = self.sigma**2 if first else self.sigma**2 / (self.n - 1)
+        var = sigma**2 if first else sigma**2 / (self.n - 1)
         if self.pos == self.n and round_ == self.rounds:
-            var += self.sigma**2
+            var += sigma**2
         std = var**0.5
         return tau + gaussian_on_grid(self.rng, self.x, std, self.grid), std
 
     def total_noise_std(self) -> float:
         steps = self.n * self.rounds
-        return (self.sigma**2 * (2 + (steps - 1) / (self.n - 1))) ** 0.5
+        return (self.params.sigma**2 * (2 + (steps - 1) / (self.n - 1))) ** 0.5
 
 
 class RingHistogram(RingSum):
@@ -232,6 +235,8 @@ class RingHistogram(RingSum):
 
     algorithm = "ring-histogram"
     mechanism = "randomized-response"
+    params_class = RingHistogramParams
+    params: RingHistogramParams
 
     def __init__(
         self,
@@ -240,9 +245,9 @@ class RingHistogram(RingSum):
         rng: np.random.Generator,
         contribute: bool = True,
     ) -> None:
-        p = ctx.params
-        self.L = int(p["bins"])
-        self.gamma = float(p["gamma"])
+        p = RingHistogramParams.of_job(ctx)
+        self.L = p.bins
+        self.gamma = p.gamma
         value = 0
         if data is not None and contribute:
             v = np.asarray(data, dtype=np.float64).reshape(-1)
@@ -284,86 +289,3 @@ class RingHistogram(RingSum):
                 "blanket": self.blanket,
             },
         )
-
-
-def prepare_params(params: dict[str, Any], n: int) -> dict[str, Any]:
-    """Validate a ring-sum job's public parameters, fill defaults and calibrate σ.
-
-    rounds K ≥ 1, dim ≥ 1, clip B > 0 (values are clipped to L2 norm B, so the replace-one
-    sensitivity is Δ = 2B), per-window epsilon > 0, delta, delta_prime in (0, 1).
-    σ makes one window's release (ε, δ)-DP for the sensitivity Δ' charged on the noise grid
-    (`discrete_gaussian.discrete_gaussian_sigma`: the zCDP route proven for the discrete noise,
-    CKS Theorem 4 and Proposition 12; `calibrate_on_grid`)."""
-    known = {"rounds", "dim", "clip", "epsilon", "delta", "delta_prime"}
-    unknown = set(params) - known - {"sigma", "sensitivity"}
-    if unknown:
-        raise ValueError(f"unknown ring-sum parameter(s) {sorted(unknown)}; known: {sorted(known)}")
-    if n < 3:
-        raise ValueError(f"the ring sum needs at least 3 participants, got {n}")
-    out = {
-        "rounds": int(params.get("rounds", 10)),
-        "dim": int(params.get("dim", 1)),
-        "clip": float(params.get("clip", 1.0)),
-        "epsilon": float(params.get("epsilon", 0.5)),
-        "delta": float(params.get("delta", 1e-6)),
-        "delta_prime": float(params.get("delta_prime", 1e-6)),
-    }
-    if not 1 <= out["rounds"] <= MAX_ROUNDS:
-        raise ValueError(f"rounds must be in 1..{MAX_ROUNDS}, got {out['rounds']}")
-    if not 1 <= out["dim"] <= 1 << 20:
-        raise ValueError("dim must be between 1 and 2^20")
-    if not out["clip"] > 0:
-        raise ValueError("clip must be positive")
-    for k in ("delta", "delta_prime"):
-        if not 0 < out[k] < 1:
-            raise ValueError(f"{k} must be in (0, 1)")
-    if not out["rounds"] * out["delta"] + out["delta_prime"] < 1:
-        # Theorem 1's δ over the K windows: at 1 or more nothing is guaranteed (or accounted)
-        raise ValueError(
-            f"rounds × delta + delta_prime must be < 1 (the guarantee's δ over the "
-            f"rounds), got {out['rounds']} × {out['delta']:g} + "
-            f"{out['delta_prime']:g}"
-        )
-    out["sensitivity"] = 2.0 * out["clip"]
-    # calibrated for the sensitivity charged on the noise grid (discrete_gaussian)
-    if not 0 < out["epsilon"] < math.inf:
-        raise ValueError(f"epsilon must be a finite number > 0, got {out['epsilon']!r}")
-    out["sigma"] = calibrate_on_grid(
-        lambda s: discrete_gaussian_sigma(out["epsilon"], out["delta"], s),
-        out["sensitivity"],
-        int(out["dim"]),
-    )
-    return out
-
-
-def prepare_histogram_params(params: dict[str, Any], n: int) -> dict[str, Any]:
-    """Ring histogram: rounds K (10), bins L (4), epsilon0 (the local level of each randomized
-    response, 1.0), delta (the shuffle bound's δ, 1e-6), delta_prime (1e-6). γ = L/(e^ε0 + L − 1)."""
-    known = {"rounds", "bins", "epsilon0", "delta", "delta_prime"}
-    unknown = set(params) - known - {"gamma"}
-    if unknown:
-        raise ValueError(
-            f"unknown ring-histogram parameter(s) {sorted(unknown)}; known: {sorted(known)}"
-        )
-    if n < 3:
-        raise ValueError(f"the ring histogram needs at least 3 participants, got {n}")
-    out: dict[str, Any] = {
-        "rounds": int(params.get("rounds", 10)),
-        "bins": int(params.get("bins", 4)),
-        "epsilon0": float(params.get("epsilon0", 1.0)),
-        "delta": float(params.get("delta", 1e-6)),
-        "delta_prime": float(params.get("delta_prime", 1e-6)),
-    }
-    if not 1 <= out["rounds"] <= MAX_ROUNDS:
-        raise ValueError(f"rounds must be in 1..{MAX_ROUNDS}, got {out['rounds']}")
-    if not 2 <= out["bins"] <= 1 << 16 or not out["epsilon0"] > 0:
-        raise ValueError("2 <= bins <= 65536 and epsilon0 > 0 are required")
-    for k in ("delta", "delta_prime"):
-        if not 0 < out[k] < 1:
-            raise ValueError(f"{k} must be in (0, 1)")
-    out["gamma"] = rr_gamma(out["bins"], out["epsilon0"])
-    out["clip"] = 1.0
-    out["sigma"] = 0.0
-    out["sensitivity"] = 1.0
-    out["dim"] = out["bins"]
-    return out

@@ -3,8 +3,6 @@ SGD (rw-sgd: Cyffers, Bellet & Upadhyay, ICML 2024)."""
 
 from __future__ import annotations
 
-import functools
-
 from netdp_node.algorithms.record import Algorithm
 from netdp_node.algorithms.walk import engine as walk
 from netdp_node.algorithms.walk.hooks import (
@@ -13,43 +11,24 @@ from netdp_node.algorithms.walk.hooks import (
     WalkSgdHooks,
     WalkSumHooks,
 )
-
-_WALK = frozenset({"T", "cap", "edge_cap", "colluders", "dim", "bins"})
-_RW_SGD = frozenset({"T", "cap", "dim", "mc_walks", "burn_in"})
+from netdp_node.algorithms.walk.params import (
+    RwSgdParams,
+    WalkHistogramParams,
+    WalkSgdParams,
+    WalkSumParams,
+)
 
 RECORDS = (
-    Algorithm(
-        "walk-sum",
-        walk.WalkSum,
-        functools.partial(walk.prepare_params, "walk-sum"),
-        "complete",
-        integers=_WALK,
-        hooks=WalkSumHooks(),
-    ),
+    Algorithm("walk-sum", walk.WalkSum, WalkSumParams, "complete", hooks=WalkSumHooks()),
     Algorithm(
         "walk-histogram",
         walk.WalkHistogram,
-        functools.partial(walk.prepare_params, "walk-histogram"),
+        WalkHistogramParams,
         "complete",
-        integers=_WALK,
         payload=lambda p, n: int(p["bins"]),
         payload_params="bins",
         hooks=WalkHistogramHooks(),
     ),
-    Algorithm(
-        "walk-sgd",
-        walk.WalkSgd,
-        functools.partial(walk.prepare_params, "walk-sgd"),
-        "complete",
-        integers=_WALK,
-        hooks=WalkSgdHooks(),
-    ),
-    Algorithm(
-        "rw-sgd",
-        walk.RandomWalkSgd,
-        walk.prepare_rw_sgd,
-        "exponential",
-        integers=_RW_SGD,
-        hooks=RwSgdHooks(),
-    ),
+    Algorithm("walk-sgd", walk.WalkSgd, WalkSgdParams, "complete", hooks=WalkSgdHooks()),
+    Algorithm("rw-sgd", walk.RandomWalkSgd, RwSgdParams, "exponential", hooks=RwSgdHooks()),
 )

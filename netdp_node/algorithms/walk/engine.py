@@ -64,24 +64,20 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from netdp_node.algorithms.ring.engine import clip_l2
-from netdp_node.privacy.discrete_gaussian import (
-    calibrate_on_grid,
-    charged_sensitivity,
-    gaussian_on_grid,
-    job_grid,
+from netdp_node.algorithms.walk.params import (
+    RwSgdParams,
+    WalkHistogramParams,
+    WalkParams,
+    WalkSgdParams,
+    WalkSumParams,
 )
-from netdp_node.privacy.random_walk import (
-    ldp_noise_multiplier,
-    neighbour_lists,
-    transition_row,
-    weight_rule,
-)
-from netdp_node.privacy.walk_accountant import calibrate
+from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
+from netdp_node.privacy.random_walk import neighbour_lists, transition_row, weight_rule
 from netdp_node.protocols.base import (
     Action,
     Drop,
@@ -134,10 +130,10 @@ def start_holder(ctx: JobContext) -> str:
 class CompleteGraphWalk(Engine):
     """The walk and its custody; subclasses define the token and one contribution (`step`)."""
 
-    default_stop = "counter"
     # after the release: a handoff (our copy's receiver handed it on; the release may overtake it)
     # and a fence (a branch we forwarded on went stale); never a second release or a token
     closing_kinds = frozenset({HANDOFF, FENCE})
+    params: WalkParams
 
     def __init__(
         self,
@@ -147,13 +143,15 @@ class CompleteGraphWalk(Engine):
         contribute: bool = True,
     ) -> None:
         super().__init__(ctx, data, rng, contribute)
-        p = ctx.params
-        self.T = int(p["T"])
-        self.cap = int(p.get("cap", 0))  # 0: no per-user cap
-        self.regime = str(p.get("regime", "edge-cap"))
-        self.edge_cap = int(p.get("edge_cap", 1))
-        self.stop = str(p.get("stop", self.default_stop))
-        self.custody_timeout = float(p.get("custody_timeout_s", 120.0))
+        p = self.params
+        self.T = p.T
+        self.cap = p.cap  # 0: no per-user cap
+        self.regime = p.regime
+        # the per-edge cap (regime "edge-cap"), on a contributing step's data under network DP
+        self.edge_cap = 1 if p.edge_cap is None else p.edge_cap
+        self.network_dp = (p.dp or "network") == "network"
+        self.stop = p.stop
+        self.custody_timeout = p.custody_timeout_s
         # -- state (rebuilt from the ledger by restore) --
         self.t_now = 0  # the step being taken (set by _hold)
         self.count = 0  # real contributions (with data)
@@ -212,7 +210,7 @@ class CompleteGraphWalk(Engine):
     def _may_contribute(self, sender: str | None, nxt: str) -> bool:
         if not self.contribute or (self.cap and self.count >= self.cap):
             return False
-        if self.regime == "edge-cap" and self.ctx.params.get("dp", "network") == "network":
+        if self.regime == "edge-cap" and self.network_dp:
             adjacent = {w for w in (sender, nxt) if w is not None and w != self.ctx.me}
             return all(self.edges[w] < self.edge_cap for w in adjacent)
         return True
@@ -678,6 +676,8 @@ class WalkSum(CompleteGraphWalk):
     """Algorithm 3 (spec §2.4): τ ← τ + x_u + N(0, σ²I), x clipped to L2 norm `clip` (Δ = 2·clip)."""
 
     algorithm = "walk-sum"
+    params_class = WalkSumParams
+    params: WalkSumParams
 
     def __init__(
         self,
@@ -687,11 +687,9 @@ class WalkSum(CompleteGraphWalk):
         contribute: bool = True,
     ) -> None:
         super().__init__(ctx, data, rng, contribute)
-        p = ctx.params
-        self.dim = int(p.get("dim", 1))
-        self.sigma = float(p["sigma"])
-        self.grid = job_grid(self.sigma)
-        self.clip = float(p["clip"])
+        self.dim = self.params.dim
+        self.grid = job_grid(self.params.sigma)
+        self.clip = self.params.clip
         if data is None or not contribute:
             self.x = np.zeros(self.dim)
             self.contribute = False
@@ -706,8 +704,9 @@ class WalkSum(CompleteGraphWalk):
 
     def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
         x = self.x if real else np.zeros(self.dim)
-        out = tau + gaussian_on_grid(self.rng, x, self.sigma, self.grid)
-        return out, {"mechanism": "gaussian", "sigma": self.sigma, "sensitivity": 2.0 * self.clip}
+        sigma = self.params.sigma
+        out = tau + gaussian_on_grid(self.rng, x, sigma, self.grid)
+        return out, {"mechanism": "gaussian", "sigma": sigma, "sensitivity": 2.0 * self.clip}
 
     def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         return tau, {"token": tau.tolist()}
@@ -720,6 +719,8 @@ class WalkHistogram(CompleteGraphWalk):
     which the debiasing treats as noise (spec §6 items 4 and 14)."""
 
     algorithm = "walk-histogram"
+    params_class = WalkHistogramParams
+    params: WalkHistogramParams
 
     def __init__(
         self,
@@ -729,9 +730,8 @@ class WalkHistogram(CompleteGraphWalk):
         contribute: bool = True,
     ) -> None:
         super().__init__(ctx, data, rng, contribute)
-        p = ctx.params
-        self.L = int(p["bins"])
-        self.gamma = float(p["gamma"])
+        self.L = self.params.bins
+        self.gamma = self.params.gamma
         self.value = 0
         if data is None or not contribute:
             self.contribute = False
@@ -836,7 +836,8 @@ class WalkSgd(CompleteGraphWalk):
     split (tests/unit/test_walk_sgd_nonexpansive.py)."""
 
     algorithm = "walk-sgd"
-    default_stop = "geometric"
+    params_class: ClassVar[type[WalkSgdParams | RwSgdParams]] = WalkSgdParams
+    params: WalkSgdParams | RwSgdParams
 
     def __init__(
         self,
@@ -846,13 +847,12 @@ class WalkSgd(CompleteGraphWalk):
         contribute: bool = True,
     ) -> None:
         super().__init__(ctx, data, rng, contribute)
-        p = ctx.params
-        self.dim = int(p["dim"])
-        self.sigma = float(p["sigma"])
-        self.grid = job_grid(self.sigma)
-        self.L = float(p["lipschitz"])
-        self.eta = float(p["eta"])
-        self.local = p.get("dp", "network") == "local"
+        p = self.params
+        self.dim = p.dim
+        self.grid = job_grid(p.sigma)
+        self.L = p.lipschitz
+        self.eta = p.eta
+        self.local = p.dp == "local"
         if data is None or not contribute:
             self.contribute = False
             self.X = np.zeros((0, self.dim))
@@ -868,7 +868,7 @@ class WalkSgd(CompleteGraphWalk):
             self.X = rows[:, :-1]
             self.y = np.where(rows[:, -1] > 0, 1.0, -1.0)
         self.rows_bounded = 0
-        if p.get("objective", "logistic") == "logistic" and len(self.X):
+        if p.objective == "logistic" and len(self.X):
             R = sgd_row_bound(self.eta)
             self.rows_bounded = int(np.sum(np.linalg.norm(self.X, axis=1) > R))
             self.X = bound_rows(self.X, R)
@@ -890,10 +890,10 @@ class WalkSgd(CompleteGraphWalk):
             # local DP-SGD (spec §2.7 Alg. 4-B-Loc): past the cap the model goes on unchanged
             return tau, {"event": "pass", "mechanism": "none", "sigma": 0.0}
         g = self.gradient(tau) if real else np.zeros(self.dim)
-        noisy = gaussian_on_grid(self.rng, g, self.sigma, self.grid)
+        noisy = gaussian_on_grid(self.rng, g, self.params.sigma, self.grid)
         return tau - self.eta * noisy, {
             "mechanism": "gaussian",
-            "sigma": self.sigma,
+            "sigma": self.params.sigma,
             "sensitivity": 2.0 * self.L,
         }
 
@@ -904,123 +904,6 @@ class WalkSgd(CompleteGraphWalk):
         if len(self.y):
             info["local_accuracy"] = logistic_accuracy(tau, self.X, self.y)
         return tau, info
-
-
-def _finite(name: str, v: Any) -> float:
-    x = float(v)
-    if not math.isfinite(x):
-        raise ValueError(f"{name} must be a finite number")
-    return x
-
-
-# -- job parameters ---------------------------------------------------------------------------------
-_COMMON = {
-    "T",
-    "epsilon",
-    "delta",
-    "delta_prime",
-    "delta_hat",
-    "cap",
-    "regime",
-    "edge_cap",
-    "colluders",
-    "stop",
-    "custody_timeout_s",
-}
-_SPECIFIC = {
-    "walk-sum": {"dim", "clip"},
-    "walk-histogram": {"bins"},
-    "walk-sgd": {"dim", "lipschitz", "eta", "dp"},
-}
-_COMPUTED = {"sigma", "epsilon0", "gamma", "sensitivity"}
-
-
-def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[str, Any]:
-    """Validate a walk job's public parameters, fill defaults and calibrate the noise
-    (`walk_accountant.calibrate`) so that every node's loss towards every peer is at most
-    `epsilon` (per job, δ-terms as in spec §6 item 13). walk-sgd: that loss is the local-DP level
-    of the cap's discrete Gaussian releases (Lemma 1 is proven for continuous noise only, so the
-    σ is the local-DP-SGD one; `walk_accountant` module docstring).
-
-    Common: T (walk length; mean length with stop=geometric) default 10·n; epsilon (target, default
-    1.0 sum/histogram, 10 SGD); delta (per contribution / conversion) 1e-6; delta_prime, delta_hat
-    1e-6; cap (per-user contributions, 0 = none; SGD default ⌈1.2·T/n⌉, spec §2.7); regime
-    "edge-cap" (spec §2.8, with edge_cap B, default 2) or "lemma2" (App. G); colluders c (spec
-    §2.9), default 1; stop "counter" (sum, histogram) or "geometric" (SGD default; with
-    stop=counter an SGD token carries t, which Theorem 4's proof does not discuss (spec §6 item 10,
-    ambiguity A3): the report labels it "counter-visible");
-    custody_timeout_s, default 120. walk-sum: dim, clip (L2 bound, Δ = 2·clip). walk-histogram:
-    bins (L ≥ 2). walk-sgd: dim, lipschitz (per-example gradient clip L), eta (step size; rows
-    longer than sqrt(8/η) are scaled down to it, so that steps are non-expansive), dp ("network",
-    or "local": the local-DP-SGD baseline, no amplification claimed)."""
-    known = _COMMON | _SPECIFIC[algorithm]
-    unknown = set(params) - known - _COMPUTED
-    if unknown:
-        raise ValueError(
-            f"unknown {algorithm} parameter(s) {sorted(unknown)}; known: {sorted(known)}"
-        )
-    if n < 3:
-        raise ValueError(f"a walk needs at least 3 participants, got {n}")
-    sgd = algorithm == "walk-sgd"
-    T = int(params.get("T", 10 * n))
-    out: dict[str, Any] = {
-        "T": T,
-        "epsilon": _finite("epsilon", params.get("epsilon", 10.0 if sgd else 1.0)),
-        "delta": _finite("delta", params.get("delta", 1e-6)),
-        "delta_prime": _finite("delta_prime", params.get("delta_prime", 1e-6)),
-        "delta_hat": _finite("delta_hat", params.get("delta_hat", 1e-6)),
-        "cap": int(params.get("cap", math.ceil(1.2 * T / n) if sgd else 0)),
-        "regime": str(params.get("regime", "edge-cap")),
-        "edge_cap": int(params.get("edge_cap", 2)),
-        "colluders": int(params.get("colluders", 1)),
-        "stop": str(params.get("stop", "geometric" if sgd else "counter")),
-        "custody_timeout_s": _finite("custody_timeout_s", params.get("custody_timeout_s", 120.0)),
-    }
-    if not 1 <= T <= 10**8:
-        raise ValueError("T must be between 1 and 10^8")
-    if out["epsilon"] <= 0:
-        raise ValueError("epsilon must be positive")
-    for k in ("delta", "delta_prime", "delta_hat"):
-        if not 0 < out[k] < 1:
-            raise ValueError(f"{k} must be in (0, 1)")
-    if sgd and not out["delta"] < 0.5:
-        raise ValueError("walk-sgd needs delta < 1/2 (Theorem 4)")
-    if out["cap"] < 0 or out["edge_cap"] < 0:
-        raise ValueError("cap and edge_cap must be >= 0")
-    if out["regime"] not in ("edge-cap", "lemma2"):
-        raise ValueError(
-            "regime must be 'edge-cap' (a per-edge contribution cap) or 'lemma2' "
-            "(Cyffers & Bellet, AISTATS 2022, App. G)"
-        )
-    if out["stop"] not in ("counter", "geometric"):
-        raise ValueError("stop must be 'counter' or 'geometric'")
-    if not 1 <= out["colluders"] < n:
-        raise ValueError(f"colluders must be between 1 and n - 1 = {n - 1}")
-    if out["custody_timeout_s"] <= 0:
-        raise ValueError("custody_timeout_s must be positive")
-    if algorithm == "walk-sum":
-        out["dim"] = int(params.get("dim", 1))
-        out["clip"] = _finite("clip", params.get("clip", 1.0))
-        if not 1 <= out["dim"] <= 1 << 20 or not out["clip"] > 0:
-            raise ValueError("dim must be in 1..2^20 and clip positive")
-        if out["epsilon"] and out["delta"] >= 1:
-            raise ValueError("delta must be < 1")
-    elif algorithm == "walk-histogram":
-        out["bins"] = int(params.get("bins", 4))
-        if not 2 <= out["bins"] <= 1 << 16:
-            raise ValueError("bins must be in 2..65536")
-    else:
-        out["dim"] = int(params.get("dim", 9))
-        out["lipschitz"] = _finite("lipschitz", params.get("lipschitz", 1.0))
-        out["eta"] = _finite("eta", params.get("eta", 0.05))
-        out["dp"] = str(params.get("dp", "network"))
-        if not 1 <= out["dim"] <= 1 << 16 or out["lipschitz"] <= 0 or out["eta"] <= 0:
-            raise ValueError("dim must be in 1..65536, lipschitz and eta positive")
-        if out["dp"] not in ("network", "local"):
-            raise ValueError("dp must be 'network' or 'local' (the local-DP-SGD baseline)")
-        if out["dp"] == "local" and not out["cap"]:
-            raise ValueError("local DP-SGD needs a contribution cap (cap >= 1)")
-    return calibrate(algorithm, out, n)
 
 
 # -- random-walk DP-SGD on any graph ----------------------------------------------------------------
@@ -1034,7 +917,8 @@ class RandomWalkSgd(WalkSgd):
     the next hop is drawn from the row conditioned on liveness (spec §7.1 item 2)."""
 
     algorithm = "rw-sgd"
-    default_stop = "counter"
+    params_class = RwSgdParams
+    params: RwSgdParams
 
     def __init__(
         self,
@@ -1043,19 +927,20 @@ class RandomWalkSgd(WalkSgd):
         rng: np.random.Generator,
         contribute: bool = True,
     ) -> None:
-        self.objective = str(ctx.params.get("objective", "logistic"))
+        p = RwSgdParams.of_job(ctx)
+        self.objective = p.objective
         if self.objective == "mean" and data is not None:
             # the averaging special case (spec §3.3): the node's vector y_v, stored as WalkSgd's
             # one row of features (with a dummy label)
-            if np.size(data) != int(ctx.params["dim"]):
+            if np.size(data) != p.dim:
                 raise ValueError(
                     f"the averaging case needs one vector of dim = "
-                    f"{ctx.params['dim']} numbers per node, got {np.size(data)}"
+                    f"{p.dim} numbers per node, got {np.size(data)}"
                 )
             data = np.append(np.asarray(data, dtype=np.float64).reshape(-1), 1.0)
         super().__init__(ctx, data, rng, contribute)
 
-        self.burn_in = int(ctx.params.get("burn_in", 0))
+        self.burn_in = p.burn_in
         self.T += self.burn_in  # the token walks burn_in steps, then T update steps
 
         edges = ctx.edge_indices()  # the job's graph: built once per job, shared
@@ -1066,7 +951,7 @@ class RandomWalkSgd(WalkSgd):
             self.n,
             edges,
             self.position[ctx.me],
-            weight_rule(ctx.params.get("weights", "coded")),
+            weight_rule(p.weights),
             nb=nb,
         )
         self.row = [(self.ids[c], p) for c, p in zip(cols, probs) if p > 0]
@@ -1082,10 +967,10 @@ class RandomWalkSgd(WalkSgd):
             return super().step(tau, real)
         # f_v(x) = ½‖x − y_v‖², ∇f_v = x − y_v, clipped to C, noise N(0, σ²Δ²I) (spec §3.3)
         g = clip_l2(tau - self.X[0], self.L) if real else np.zeros(self.dim)
-        noisy = gaussian_on_grid(self.rng, g, self.sigma, self.grid)
+        noisy = gaussian_on_grid(self.rng, g, self.params.sigma, self.grid)
         return tau - self.eta * noisy, {
             "mechanism": "gaussian",
-            "sigma": self.sigma,
+            "sigma": self.params.sigma,
             "sensitivity": 2.0 * self.L,
         }
 
@@ -1107,93 +992,3 @@ class RandomWalkSgd(WalkSgd):
             if x < 0:
                 return v
         return cand[-1][0]
-
-
-def prepare_rw_sgd(params: Mapping[str, Any], n: int) -> dict[str, Any]:
-    """Validate a rw-sgd job and calibrate its noise multiplier σ so that the always-valid bound
-    (local DP over the cap's contributions, spec §4.8) is at most `epsilon` towards everyone.
-    Parameters: T (10·n), cap (⌈1.2·T/n⌉), epsilon (10), delta (1e-6), lipschitz C (1, the
-    gradient clip; Δ = 2C), eta (0.05), dim (9), weights ("coded" or "paper"), stop ("counter"),
-    custody_timeout_s (120), mc_walks (1000: simulated walks of the sound accountant, spec §4.9),
-    collusion_groups ([]: lists of participant indices known to pool their views, e.g. one
-    organisation's nodes; each node's report adds its loss towards every group, spec §2.5),
-    objective ("logistic", or "mean": the averaging special case of spec §3.3, node data a vector
-    y_v of `dim` numbers, f_v(x) = ½‖x − y_v‖², constant step eta ≤ 2 as Alg. 1 and the accountant
-    assume), burn_in (0: steps the token walks first without any update, to get near π, §3.3)."""
-    known = {
-        "T",
-        "cap",
-        "epsilon",
-        "delta",
-        "lipschitz",
-        "eta",
-        "dim",
-        "weights",
-        "stop",
-        "custody_timeout_s",
-        "mc_walks",
-        "objective",
-        "burn_in",
-        "collusion_groups",
-    }
-    unknown = set(params) - known - {"sigma", "noise_multiplier", "sensitivity", "regime"}
-    if unknown:
-        raise ValueError(f"unknown rw-sgd parameter(s) {sorted(unknown)}; known: {sorted(known)}")
-    if n < 2:
-        raise ValueError("rw-sgd needs at least 2 participants")
-    T = int(params.get("T", 10 * n))
-    out: dict[str, Any] = {
-        "T": T,
-        "cap": int(params.get("cap", math.ceil(1.2 * T / n))),
-        "epsilon": _finite("epsilon", params.get("epsilon", 10.0)),
-        "delta": _finite("delta", params.get("delta", 1e-6)),
-        "lipschitz": _finite("lipschitz", params.get("lipschitz", 1.0)),
-        "eta": _finite("eta", params.get("eta", 0.05)),
-        "dim": int(params.get("dim", 9)),
-        "weights": str(params.get("weights", "coded")),
-        "stop": str(params.get("stop", "counter")),
-        "custody_timeout_s": _finite("custody_timeout_s", params.get("custody_timeout_s", 120.0)),
-        "regime": "graph",
-        "dp": "network",
-        "mc_walks": int(params.get("mc_walks", 1000)),
-        "objective": str(params.get("objective", "logistic")),
-        "burn_in": int(params.get("burn_in", 0)),
-    }
-    groups = params.get("collusion_groups", [])
-    try:
-        out["collusion_groups"] = [sorted({int(i) for i in g}) for g in groups]
-    except (TypeError, ValueError):
-        raise ValueError(
-            "collusion_groups must be a list of lists of participant indices"
-        ) from None
-    if any(len(g) < 2 or not all(0 <= i < n for i in g) for g in out["collusion_groups"]):
-        raise ValueError(f"each collusion group needs >= 2 participant indices in 0..{n - 1}")
-    if out["objective"] not in ("logistic", "mean"):
-        raise ValueError(
-            "objective must be 'logistic' (logistic regression) or 'mean' (the averaging case)"
-        )
-    if not 0 <= out["burn_in"] <= 10**7:
-        raise ValueError("burn_in must be in 0..10^7 steps")
-    if out["burn_in"] and out["stop"] != "counter":
-        raise ValueError("burn_in needs stop='counter' (the token must carry the step)")
-    if out["objective"] == "mean" and out["eta"] > 2.0:
-        raise ValueError(
-            "the averaging case needs eta <= 2 (non-expansive steps; Cyffers, Bellet & "
-            "Upadhyay, ICML 2024, eq. (8))"
-        )
-    if not 1 <= T <= 10**8 or out["cap"] < 1 or out["epsilon"] <= 0:
-        raise ValueError("T in 1..10^8, cap >= 1 and epsilon > 0 are required")
-    if not 10 <= out["mc_walks"] <= 10**6:
-        raise ValueError(
-            "mc_walks (simulated walks of the per-trajectory accountant) must be in 10..10^6"
-        )
-    if not 0 < out["delta"] < 1 or out["lipschitz"] <= 0 or out["eta"] <= 0:
-        raise ValueError("delta in (0, 1), lipschitz and eta positive are required")
-    if out["weights"] not in ("coded", "paper") or out["stop"] not in ("counter", "geometric"):
-        raise ValueError("weights must be 'coded' or 'paper', stop 'counter' or 'geometric'")
-    hi = ldp_noise_multiplier(out["cap"], out["epsilon"], out["delta"])
-    out["sensitivity"] = 2.0 * out["lipschitz"]
-    # the absolute noise std WalkSgd adds, for the sensitivity charged on the noise grid
-    out["sigma"] = calibrate_on_grid(lambda s: hi * s, out["sensitivity"], out["dim"])
-    out["noise_multiplier"] = out["sigma"] / charged_sensitivity(out)
-    return out

@@ -1,0 +1,154 @@
+"""The job parameters of the ring algorithms (ring-sum, ring-sum-r, ring-histogram), Cyffers &
+Bellet (AISTATS 2022): one frozen class per algorithm (`protocols.base.Params`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, discrete_gaussian_sigma
+from netdp_node.privacy.network_dp_walk import rr_gamma
+from netdp_node.protocols.base import Params
+
+#: Most rounds of a ring job (n·K token hops, each one a durable ledger step at every node).
+MAX_ROUNDS = 100_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class RingParams(Params):
+    """What every ring job's token and ledger need: rounds K, the token's length `dim`, the L2
+    bound `clip` of a value, the δ of one window and Theorem 1's δ', and the noise: std `sigma`
+    for the replace-one `sensitivity`."""
+
+    rounds: int = 10
+    dim: int = 1
+    clip: float = 1.0
+    delta: float = 1e-6
+    delta_prime: float = 1e-6
+    sensitivity: float
+    sigma: float
+
+    #: what the participants' count check says ("the ring sum needs at least 3 participants")
+    what: ClassVar[str] = "the ring sum"
+
+    @classmethod
+    def _rounds(cls, raw: Mapping[str, Any], n: int) -> int:
+        if n < 3:
+            raise ValueError(f"{cls.what} needs at least 3 participants, got {n}")
+        rounds = int(raw.get("rounds", cls.default("rounds")))
+        if not 1 <= rounds <= MAX_ROUNDS:
+            raise ValueError(f"rounds must be in 1..{MAX_ROUNDS}, got {rounds}")
+        return rounds
+
+    @staticmethod
+    def _check_deltas(delta: float, delta_prime: float) -> None:
+        for k, v in (("delta", delta), ("delta_prime", delta_prime)):
+            if not 0 < v < 1:
+                raise ValueError(f"{k} must be in (0, 1)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RingSumParams(RingParams):
+    """Algorithm 1: rounds K ≥ 1 (10), dim ≥ 1 (1), clip B > 0 (1.0; values are clipped to L2
+    norm B, so the replace-one sensitivity is Δ = 2B), the per-window epsilon > 0 (0.5), delta and
+    delta_prime in (0, 1) (1e-6). σ makes one window's release (ε, δ)-DP for the sensitivity Δ'
+    charged on the noise grid (`discrete_gaussian.discrete_gaussian_sigma`: the zCDP route proven
+    for the discrete noise, CKS Theorem 4 and Proposition 12; `calibrate_on_grid`)."""
+
+    algorithm: ClassVar[str] = "ring-sum"
+    inputs: ClassVar[frozenset[str]] = frozenset(
+        {"rounds", "dim", "clip", "epsilon", "delta", "delta_prime"}
+    )
+    derived: ClassVar[frozenset[str]] = frozenset({"sigma", "sensitivity"})
+
+    epsilon: float = 0.5
+
+    @classmethod
+    def prepare(cls, raw: Mapping[str, Any], n: int) -> RingSumParams:
+        cls.check_known(raw)
+        rounds = cls._rounds(raw, n)
+        dim = int(raw.get("dim", cls.default("dim")))
+        clip = float(raw.get("clip", cls.default("clip")))
+        epsilon = float(raw.get("epsilon", cls.default("epsilon")))
+        delta = float(raw.get("delta", cls.default("delta")))
+        delta_prime = float(raw.get("delta_prime", cls.default("delta_prime")))
+        if not 1 <= dim <= 1 << 20:
+            raise ValueError("dim must be between 1 and 2^20")
+        if not clip > 0:
+            raise ValueError("clip must be positive")
+        cls._check_deltas(delta, delta_prime)
+        if not rounds * delta + delta_prime < 1:
+            # Theorem 1's δ over the K windows: at 1 or more nothing is guaranteed (or accounted)
+            raise ValueError(
+                f"rounds × delta + delta_prime must be < 1 (the guarantee's δ over the "
+                f"rounds), got {rounds} × {delta:g} + {delta_prime:g}"
+            )
+        sensitivity = 2.0 * clip
+        if not 0 < epsilon < math.inf:
+            raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+        # calibrated for the sensitivity charged on the noise grid (discrete_gaussian)
+        sigma = calibrate_on_grid(
+            lambda s: discrete_gaussian_sigma(epsilon, delta, s), sensitivity, dim
+        )
+        return cls(
+            rounds=rounds,
+            dim=dim,
+            clip=clip,
+            epsilon=epsilon,
+            delta=delta,
+            delta_prime=delta_prime,
+            sensitivity=sensitivity,
+            sigma=sigma,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RingSumRParams(RingSumParams):
+    """Algorithm 1-R (Remark 1): the parameters of Algorithm 1; the engine spreads σ over the
+    visits."""
+
+    algorithm: ClassVar[str] = "ring-sum-r"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RingHistogramParams(RingParams):
+    """Algorithm 2: rounds K (10), bins L (4), epsilon0 (the local level of each randomized
+    response, 1.0), delta (the shuffle bound's δ, 1e-6), delta_prime (1e-6). γ = L/(e^ε0 + L − 1).
+    No Gaussian noise: clip 1, sigma 0, sensitivity 1 (one report), and the token has L counts."""
+
+    algorithm: ClassVar[str] = "ring-histogram"
+    inputs: ClassVar[frozenset[str]] = frozenset(
+        {"rounds", "bins", "epsilon0", "delta", "delta_prime"}
+    )
+    derived: ClassVar[frozenset[str]] = frozenset({"gamma"})
+    what: ClassVar[str] = "the ring histogram"
+
+    bins: int = 4
+    epsilon0: float = 1.0
+    gamma: float
+
+    @classmethod
+    def prepare(cls, raw: Mapping[str, Any], n: int) -> RingHistogramParams:
+        cls.check_known(raw)
+        rounds = cls._rounds(raw, n)
+        bins = int(raw.get("bins", cls.default("bins")))
+        epsilon0 = float(raw.get("epsilon0", cls.default("epsilon0")))
+        delta = float(raw.get("delta", cls.default("delta")))
+        delta_prime = float(raw.get("delta_prime", cls.default("delta_prime")))
+        if not 2 <= bins <= 1 << 16 or not epsilon0 > 0:
+            raise ValueError("2 <= bins <= 65536 and epsilon0 > 0 are required")
+        cls._check_deltas(delta, delta_prime)
+        return cls(
+            rounds=rounds,
+            bins=bins,
+            epsilon0=epsilon0,
+            delta=delta,
+            delta_prime=delta_prime,
+            gamma=rr_gamma(bins, epsilon0),
+            clip=1.0,
+            sigma=0.0,
+            sensitivity=1.0,
+            dim=bins,
+        )
