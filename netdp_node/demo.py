@@ -50,8 +50,8 @@ from netdp_node.privacy import inca_audit
 from netdp_node.privacy.accountant import INCA_AUDIT, ring_sum_utility
 from netdp_node.privacy.inca_audit import execution_from_info
 from netdp_node.privacy.muffliato_accountant import CONTINUOUS, JOINT_VIEW, PAPER, schedules
-from netdp_node.privacy.network_dp_walk import bassily_central_sigma
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note
+from netdp_node.privacy.token_walk import bassily_central_sigma
 from netdp_node.privacy.walk_accountant import LEMMA1, ldp_sum_sigma, prospective_count
 from netdp_node.report import ledger_report, threat_lines, wrap
 from netdp_node.security.identity import peer_name

@@ -76,7 +76,7 @@ schedule with one coefficient per round: the accountant then reports the local-D
 expected dropouts use `accelerated=false` (plain gossip, as the paper's dropout experiment, spec
 §3.6), which conserves the survivors' mass exactly and is always accounted exactly.
 
-T comes from a public bound (spec §3.1 "Choice of T", `pndp_gossip.gossip_rounds`): the spectral
+T comes from a public bound (spec §3.1 "Choice of T", `gossip.gossip_rounds`): the spectral
 gap of the public graph (or the `spectral_gap` parameter for ER graphs) and a public bound on the
 data spread, never from the data.
 
@@ -105,10 +105,10 @@ import numpy as np
 
 from netdp_node.algorithms.ring.engine import clip_l2
 from netdp_node.algorithms.walk.engine import logistic_accuracy, logistic_gradient
-from netdp_node.privacy import pndp_gossip as pg
+from netdp_node.privacy import gossip, gossip_paper_bound
 from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, gaussian_on_grid, job_grid
 from netdp_node.privacy.muffliato_accountant import GRAPHS, public_graph
-from netdp_node.privacy.random_walk import ldp_noise_multiplier
+from netdp_node.privacy.rw_sgd import ldp_noise_multiplier
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -915,19 +915,19 @@ def _num(params: Mapping[str, Any], k: str, default: Any) -> float:
 
 def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[str, Any]:
     """Validate a Muffliato job's public parameters, fill defaults, choose T from the public bound
-    and calibrate σ (pndp_gossip; spec §3.1, §4.8, §5.4).
+    and calibrate σ (privacy.gossip_paper_bound; spec §3.1, §4.8, §5.4).
 
     Common: dim (1; 9 for GD), clip B (1.0; inputs clipped to L2 norm B, Δ = 2B; GD: lipschitz L, Δ
     = 2L), graph (ring | complete | hypercube | er (with p, default 2 ln n / n) | topology), delta
     (1e-5). Noise: `sigma` directly, or from `epsilon` with calibrate = "mean" (default: σ such that
-    the mean privacy loss of eq. (7), converted at δ, is ε: `pndp_gossip.sigma_for_mean_dp` with T_v
-    = d_max·T, a SUMMARY, not a per-pair guarantee) or "ldp" (σ such that the local-DP level, the
-    guarantee every pair has, is ε at δ). Synchronous: T (default from `pndp_gossip.gossip_rounds`
-    with the public spectral gap, or `spectral_gap` for er/topology, and `spread_bound` (default B²,
-    the largest spread of inputs in a ball of radius B)), accelerated (true), round_timeout_s (5),
-    suspend_rounds (4: rounds a neighbour whose link gave up is skipped). GD: steps (10), eta (0.7),
-    lipschitz (0.4), with T rounds per step. Randomized: rate (activations per second per node, 5),
-    duration_s (10), grace_s (2), exchange_timeout_s (5).
+    the mean privacy loss of eq. (7), converted at δ, is ε: `gossip_paper_bound.sigma_for_mean_dp`
+    with T_v = d_max·T, a SUMMARY, not a per-pair guarantee) or "ldp" (σ such that the local-DP
+    level, the guarantee every pair has, is ε at δ). Synchronous: T (default from
+    `gossip.gossip_rounds` with the public spectral gap, or `spectral_gap` for er/topology, and
+    `spread_bound` (default B², the largest spread of inputs in a ball of radius B)), accelerated
+    (true), round_timeout_s (5), suspend_rounds (4: rounds a neighbour whose link gave up is
+    skipped). GD: steps (10), eta (0.7), lipschitz (0.4), with T rounds per step. Randomized: rate
+    (activations per second per node, 5), duration_s (10), grace_s (2), exchange_timeout_s (5).
     """
     known = _KNOWN[algorithm]
     unknown = set(params) - known - _COMPUTED
@@ -989,11 +989,11 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
         elif out["graph"] in ("er", "topology"):
             raise ValueError(f"graph={out['graph']} needs a public spectral_gap lower bound")
         else:
-            lam = pg.spectral_gap(pg.metropolis_weights(n, edges))
+            lam = gossip.spectral_gap(gossip.metropolis_weights(n, edges))
         if not 0 < lam <= 1:
             raise ValueError(f"the spectral gap bound must be in (0, 1], got {lam}")
         out["spectral_gap_used"] = lam
-        out["gamma"] = pg.chebyshev_gamma(lam) if out["accelerated"] else 1.0
+        out["gamma"] = gossip.chebyshev_gamma(lam) if out["accelerated"] else 1.0
     sigma = params.get("sigma")
     if sigma is None:
         eps = _num(params, "epsilon", 1.0)
@@ -1011,7 +1011,7 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
             T_guess = int(params.get("T", 0)) or 1
             comms_call = comms if algorithm == "muffliato-random" else max(1, d_max) * T_guess
             sigma = calibrate_on_grid(
-                lambda s: pg.sigma_for_mean_dp(
+                lambda s: gossip_paper_bound.sigma_for_mean_dp(
                     eps, out["delta"], sensitivity=s, n=n, communications=comms_call * out["calls"]
                 ),
                 out["sensitivity"],
@@ -1029,7 +1029,7 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
             def rounds(sigma: float) -> int:
                 return max(
                     1,
-                    pg.gossip_rounds(
+                    gossip.gossip_rounds(
                         out["spectral_gap_used"],
                         n,
                         sigma,
@@ -1044,7 +1044,7 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
                 # σ (mean loss ∝ T/σ²) and T (Theorem 2, decreasing in σ) depend on each other:
                 # raise T until it suffices for the σ it implies
                 for _ in range(64):
-                    out["sigma"] = pg.sigma_for_mean_dp(
+                    out["sigma"] = gossip_paper_bound.sigma_for_mean_dp(
                         out["epsilon"],
                         out["delta"],
                         sensitivity=out["sensitivity"],

@@ -75,7 +75,7 @@ from netdp_node.privacy.discrete_gaussian import (
     gaussian_on_grid,
     job_grid,
 )
-from netdp_node.privacy.random_walk import (
+from netdp_node.privacy.rw_sgd import (
     ldp_noise_multiplier,
     neighbour_lists,
     transition_row,
