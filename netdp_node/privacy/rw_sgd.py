@@ -1,27 +1,14 @@
-"""Accounting of random-walk DP-SGD on any graph (Cyffers, Bellet & Upadhyay, "Differentially
-Private Decentralized Learning with Random Walks", ICML 2024; its errata in docs/errata.md).
+"""Network DP of random-walk DP-SGD on any graph: pure functions of the public graph, the walk
+parameters and a node's contribution count.
 
-Pure functions of the public graph, the walk parameters and a node's contribution count.
-
-* `transition_matrix`: the Hamilton / Metropolis weights with self-loops as the authors' code builds
-  them, `W_uv = 1/(max(d_u, d_v) + 1)` (the default), or the paper's `1/max(d_u, d_v)`.
-* `communicability`: the exact non-asymptotic `S_uv(T) = Σ_{t=1..T} (W^t)_uv / t` (the paper's
-  §6, exact form) for one source u and every v, by row iteration.
-* `paper_epsilon`: the paper's accountant `ε_{u→v}(α) = N_u·(α/σ²)·min(S_uv, 1/2)` (Lemma 2 composed
-  over the contributions, clipped at the local-DP level), in the known-sender form of App. B.1
-  (`S̃_uv = max_{w∈N(v)} S_uw` with `S_uu = 1/2`) by default, converted to (ε, δ) with the α cap
-  of the paper's §4.2. **It is not a guarantee in general** (docs/errata.md: the composition over
-  contributions is unsound; on a star the centre sees every leaf at the LDP level while the
-  formula claims several times less): netdp shows it labelled, never alone.
-* `ldp_epsilon`: the always-valid local-DP bound, N_u Gaussian mechanisms of multiplier σ composed
-  in RDP (`N_u α/(2σ²)`), converted at δ.
-* `simulate_walks`, `excursion_q`, `sound_q`, `sound_rdp`, `sound_epsilon`: netdp's sound
-  per-trajectory accountant (Monte Carlo over data-independent walks, certified by Hoeffding's
-  bound; docs/accountants.md); `live_law` (the realised law after a custody re-send), `contract`
-  (collusion as a graph modification). A node's report is min(this, `ldp_epsilon`).
-* Closed forms and the paper's accountant in bulk: `ring_closed_form` (Theorem 5, corrected in
-  docs/errata.md), `hypercube_closed_form`, `star_communicability`, `first_hit`, `pairwise_matrix`,
-  `mean_pair_s` and `sigma_for_mean_loss` (the paper's §7), `mixing_time`.
+Cyffers, Bellet & Upadhyay, "Differentially Private Decentralized Learning with Random Walks",
+ICML 2024. `paper_epsilon` is the paper's accountant (Lemma 2 composed over the contributions,
+known-sender form of App. B.1); it is NOT a guarantee in general (docs/errata.md), so netdp shows
+it labelled, never alone. A node reports min(`sound_epsilon`, `ldp_epsilon`): netdp's certified
+per-trajectory accountant (Monte Carlo over data-independent walks with Hoeffding's bound;
+docs/accountants.md) and the always-valid local-DP bound. Also: the exact communicability
+`S_uv(T) = Σ_{t≤T} (W^t)_uv/t` (the paper's §6), closed forms (ring, Theorem 5 corrected;
+hypercube; star) and the paper's mean-loss calibration (§7).
 """
 
 from __future__ import annotations
