@@ -35,11 +35,7 @@ def mod_fraction(x: Fraction, p: int) -> int:
 # into chunks of 2^15, so every partial sum of the (non-negative) products is below
 # 2^15·2^13·2^25 = 2^53: each GEMM is exact in float64 whatever its summation order or FMA use.
 _MOD_SPLIT = 8192.0  # 2^13
-
-
 _MOD_CHUNK = 1 << 15
-
-
 _MOD_BLOCK = 30  # rows eliminated together by `ModEchelon.add` (see `sub_matmul_mod`)
 
 
@@ -218,6 +214,7 @@ def frac_solve(G: list[list[Fraction]], B: list[list[Fraction]]) -> list[list[Fr
 
 
 def frac_rref(K: np.ndarray) -> tuple[list[list[Fraction]], list[int]]:
+    """Reduced row echelon form of K in exact Fractions: (independent rows, pivot columns)."""
     rows = [list(r) for r in K]
     m = len(rows)
     n = len(rows[0]) if rows else 0
@@ -352,5 +349,6 @@ class NullSpaceProjector:
 
 
 def round_up(x: Fraction) -> float:
+    """The smallest float ≥ x."""
     v = float(x)
     return v if Fraction(v) >= x else math.nextafter(v, math.inf)

@@ -47,17 +47,14 @@ from netdp_node.privacy.gossip import (
 
 sp = lazy_module("scipy.sparse")  # lazy: start-up cost
 
-
 #: Default tolerance of the joint-view accountant: a new direction of the row space (relative to
 #: its block) counts as resolved when it exceeds `DEFAULT_RTOL` (1e-9 or below is
 #: recommended).
 DEFAULT_RTOL = 1e-10
 
-
 #: Graphs up to this many nodes get the exact rational fallback when the floating-point rank is not
 #: resolved (`joint_view(exact=None)`).
 EXACT_MAX_NODES = 32
-
 
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -213,12 +210,9 @@ def _exact_rank_and_members(
 
 #: Limits of `_lift_null_space` (beyond them `joint_view` stays "conservative").
 _LIFT_MAX_DIM = 1024  # null-space dimension n − rank
-
-
 _LIFT_MAX_NNZ = 50_000  # non-zeros of the null-space basis
-
-
 _LIFT_MAX_WORK = 2_000_000  # Fraction operations: Σ_x Σ_{j ∈ supp x} |W[:, j]| (the products
+#                              W x), and Σ over components of |C|²·|support(C)| (Gram solves)
 
 
 def _lift_null_space(
