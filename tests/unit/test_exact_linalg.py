@@ -20,7 +20,8 @@ P = exact_linalg.PRIMES[0]
 
 def rref_mod_reference(K: np.ndarray, p: int) -> tuple[np.ndarray, list[int]]:
     """Reduced row echelon form of K modulo p: (R, pivot columns). The column-by-column reference
-    (O(n) Python steps on the whole matrix; what `joint_view` used before `_ModEchelon`)."""
+    (O(n) Python steps on the whole matrix; what `joint_view` used before
+    `exact_linalg.ModEchelon`)."""
     A = np.array(K, dtype=np.int64) % p
     m, n = A.shape
     pivots: list[int] = []
@@ -177,11 +178,6 @@ def test_mod_echelon_incremental_equals_all_at_once() -> None:
             grown += new.shape[0]
         assert inc.rank == whole.rank == grown
         assert np.array_equal(inc.members(), whole.members())
-
-
-# =============================================================================================
-# Krylov basis over F_p vs the message rows K_O
-# =============================================================================================
 
 
 def test_rational_reconstruction() -> None:

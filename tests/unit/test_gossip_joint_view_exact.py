@@ -39,6 +39,11 @@ def twins_graph(n_ring: int) -> list[tuple[int, int]]:
     return edges
 
 
+# =============================================================================================
+# Krylov basis over F_p vs the message rows K_O
+# =============================================================================================
+
+
 def _schedules():
     yield "ring16", fixed_schedule(16, ring(16), 9)
     yield "ring16-acc", fixed_schedule(16, ring(16), 9, gamma=chebyshev_gamma(0.1))
