@@ -1,5 +1,5 @@
 """Muffliato accountant benchmark (issue 5): the exact joint-view accountant
-(`pndp_gossip.joint_view`, spec muffliato.md §4.11) for ONE observer (node 0) at n ≈ 2048, on the
+(`gossip_joint_view.joint_view`, spec muffliato.md §4.11) for ONE observer (node 0) at n ≈ 2048, on the
 Fig. 1(a) graphs with their T (Chebyshev schedule, Metropolis weights). Target: < 30 s.
 
     python benchmarks/bench_muffliato_accountant.py           # hypercube, ER, grid; 3 repetitions
@@ -37,7 +37,8 @@ def one(graph: str, quick: bool, q: mp.Queue) -> None:
 
     from netdp_node.experiments.muffliato_common import gap_2, gap_def2, metropolis_csr, t_mix
     from netdp_node.experiments.muffliato_fig1a import graphs
-    from netdp_node.privacy.pndp_gossip import chebyshev_gamma, fixed_schedule, joint_view
+    from netdp_node.privacy.gossip import chebyshev_gamma, fixed_schedule
+    from netdp_node.privacy.gossip_joint_view import joint_view
 
     n, edges = graphs(quick)[graph]
     W = metropolis_csr(n, np.asarray(edges))

@@ -53,7 +53,7 @@ from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
 from netdp_node.jobs import result_summary
 from netdp_node.ledger import Ledger
-from netdp_node.privacy import pndp_gossip as pg
+from netdp_node.privacy import gossip
 from netdp_node.privacy.muffliato_accountant import public_graph
 
 RESULTS = HERE / "results"
@@ -338,7 +338,7 @@ def run(cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
     p = cfg.get("p") or min(1.0, 2.0 * math.log(n) / n)
     seed, edges = connected_er(n, p)
     deg = degrees(n, edges)
-    lam = pg.spectral_gap(pg.metropolis_weights(n, edges))
+    lam = gossip.spectral_gap(gossip.metropolis_weights(n, edges))
     params = {"graph": "er", "p": p, "spectral_gap": lam, "T": T, "sigma": 0.1}
     res: dict[str, Any] = {
         "benchmark": "muffliato_net",

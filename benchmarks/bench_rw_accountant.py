@@ -2,9 +2,9 @@
 Hamilton W = (I + A)/12), T = 20,480 (10 contributions per node on average):
 
 * paper: the whole paper-form pairwise matrix S(T) = Φ diag(s_T(λ)) Φᵀ from one eigendecomposition
-  (`random_walk.pairwise_matrix`, spec §4.10 "Global"). Target < 10 s.
+  (`rw_sgd.pairwise_matrix`, spec §4.10 "Global"). Target < 10 s.
 * sound: the per-trajectory accountant of spec §4.9 for one pair (u = 0, v = 1) with 1,000
-  simulated trajectories (`random_walk.sound_q`, then `sound_epsilon` at σ = 5, cap 20, δ = 1e-6).
+  simulated trajectories (`rw_sgd.sound_q`, then `sound_epsilon` at σ = 5, cap 20, δ = 1e-6).
   Target < 60 s. Also reports E[D] at α = 2, σ = 5 without cap or publication, beside the spec's
   0.0428 (§4.9 table, 200–300 trajectories).
 
@@ -35,14 +35,14 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def _cube(dim: int):  # noqa: ANN202
     import networkx as nx
 
-    from netdp_node.privacy.random_walk import transition_matrix
+    from netdp_node.privacy.rw_sgd import transition_matrix
 
     g = nx.convert_node_labels_to_integers(nx.hypercube_graph(dim), ordering="sorted")
     return transition_matrix(2**dim, list(g.edges()))
 
 
 def paper_part(dim: int, T: int, q: mp.Queue) -> None:
-    from netdp_node.privacy.random_walk import hypercube_closed_form, pairwise_matrix
+    from netdp_node.privacy.rw_sgd import hypercube_closed_form, pairwise_matrix
 
     W = _cube(dim)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -67,7 +67,7 @@ def paper_part(dim: int, T: int, q: mp.Queue) -> None:
 def sound_part(dim: int, T: int, walks: int, q: mp.Queue) -> None:
     import numpy as np
 
-    from netdp_node.privacy.random_walk import ldp_epsilon, sound_epsilon, sound_q
+    from netdp_node.privacy.rw_sgd import ldp_epsilon, sound_epsilon, sound_q
 
     W = _cube(dim)
     n = 2**dim

@@ -29,7 +29,7 @@ def one(n: int, T: int, seed: int, q: mp.Queue) -> None:
     import numpy as np
 
     from netdp_node.algorithms import get_algorithm
-    from netdp_node.privacy.empirical import audit_walk
+    from netdp_node.privacy.walk_audit import audit_walk
     from netdp_node.simulate import Simulator, synthetic_data
 
     ids = [f"node-{i}" for i in range(1, n + 1)]

@@ -1174,7 +1174,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--paper-compatible",
         action="store_true",
         help="with --trace: reproduce the authors' Fig. 1(b) code exactly, quirks included "
-        "(see netdp_node.privacy.empirical)",
+        "(see netdp_node.privacy.walk_audit)",
     )
     au.add_argument("--delta", type=float, default=1e-5)
     au.add_argument("--json", action="store_true")

@@ -44,7 +44,7 @@ from netdp_node.faults import FaultInjector, FaultPlan, plan_from_flags
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.memledger import MemoryLedger
 from netdp_node.privacy.accountant import JobView, per_job_losses
-from netdp_node.privacy.empirical import GLOBAL_KNOWLEDGE_NOTE, audit_walk
+from netdp_node.privacy.walk_audit import GLOBAL_KNOWLEDGE_NOTE, audit_walk
 from netdp_node.protocols.base import Engine, JobContext, Message, Output
 from netdp_node.runtime import NodeRuntime, _result_dict, spec_dict
 from netdp_node.transport.base import DeliveryError

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from netdp_node.privacy.network_dp_walk import _adv, chernoff_count_bound, theorem3
+from netdp_node.privacy.amplification import chernoff_count_bound
+from netdp_node.privacy.token_walk import _adv, walk_sum_loss
 
 EPS0, DELTA = 0.1, 1e-7
 SPEC_ROWS = {  # spec §5.1 table: n -> (LDP code, NDP code, LDP paper, NDP paper, LDP fixed, NDP fixed)
@@ -64,7 +65,9 @@ def run(name: str, args: Any) -> dict[str, Any]:
         row: dict[str, Any] = {"n": float(n), **curves(float(n))}
         ni = int(round(n))
         if 2 <= ni <= 10**6:
-            b = theorem3(ni, 100 * ni, EPS0, DELTA, DELTA, DELTA, cycle="tight", counts="exact")
+            b = walk_sum_loss(
+                ni, 100 * ni, EPS0, DELTA, DELTA, DELTA, cycle="tight", counts="exact"
+            )
             row["netdp_theorem3"] = b.epsilon
         rows.append(row)
     spec_check = []

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from netdp_node.algorithms import get_algorithm
-from netdp_node.privacy.empirical import audit_walk
+from netdp_node.privacy.walk_audit import audit_walk
 from netdp_node.simulate import Simulator
 
 NS = (5, 10, 20, 50, 100, 200, 400)

@@ -36,7 +36,7 @@ from netdp_node.algorithms.walk.baselines import (
 )
 from netdp_node.algorithms.walk.engine import logistic_accuracy
 from netdp_node.datasets import learning_split
-from netdp_node.privacy.network_dp_walk import bassily_central_sigma
+from netdp_node.privacy.token_walk import bassily_central_sigma
 from netdp_node.simulate import Simulator
 
 N, T, M, DELTA, CAP = 2000, 20_000, 8, 1e-6, 12

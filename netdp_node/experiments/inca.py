@@ -28,7 +28,8 @@ import numpy as np
 
 from netdp_node.graphs import hypercube_edges
 from netdp_node.privacy import inca_audit as ia
-from netdp_node.privacy.pndp_gossip import chebyshev_gamma, gossip_rounds, sigma_for_mean_dp
+from netdp_node.privacy.gossip import chebyshev_gamma, gossip_rounds
+from netdp_node.privacy.gossip_paper_bound import sigma_for_mean_dp
 
 EPS, DELTA = 1.0, 1e-5
 C2 = 2.0 * math.log(1.25 / DELTA)
@@ -88,7 +89,7 @@ def _adversary(
 
 def muffliato_mse(n: int, runs: int, rng: np.random.Generator) -> dict[str, Any]:
     """Muffliato on the hypercube (spec §8 baselines): σ for mean PNDP (ε, δ) with
-    communications d·T (`pndp_gossip.sigma_for_mean_dp`), T from Theorem 2
+    communications d·T (`gossip_paper_bound.sigma_for_mean_dp`), T from Theorem 2
     (`gossip_rounds`, spread bound 1/4 for data in [0, 1]) at a fixed point of σ ↔ T, then
     Chebyshev-accelerated gossip with W = (I + Adj)/(d + 1), λ = 2/(d + 1), in plain numpy."""
     d = int(round(math.log2(n)))

@@ -9,7 +9,7 @@ a node; it is the simulation the experiments and the other papers' comparisons r
 * `er_edges`: G(n, q) by geometric skipping over the n(n−1)/2 pairs (exact Bernoulli(q) per pair,
   O(n q n) work), optionally resampled until connected (what the authors' code does, spec §2.3).
 * `metropolis_csr`: the Metropolis ("Hamilton") weights `1/(1+max(d_v,d_w))` of spec §2.2, as a
-  sparse matrix built in NumPy (equal to `pndp_gossip.metropolis_weights`, which is dense).
+  sparse matrix built in NumPy (equal to `gossip.metropolis_weights`, which is dense).
 * `gap_2` / `gap_def2`: `1 − λ_2(W)` (the code's gap, used for T) and Definition 2's gap, by
   sparse Lanczos (`eigsh`) instead of a dense eigendecomposition.
 * `chebyshev_gossip` / `muffliato_average`: Algorithm 1 (spec §3.1): noise once, then T rounds,
@@ -33,7 +33,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import eigsh
 
 from netdp_node.algorithms.walk.engine import logistic_coefficients
-from netdp_node.privacy.pndp_gossip import chebyshev_gamma
+from netdp_node.privacy.gossip import chebyshev_gamma
 
 __all__ = [
     "GdResult",
@@ -119,7 +119,7 @@ def is_connected(n: int, edges: np.ndarray) -> bool:
 def metropolis_csr(n: int, edges: np.ndarray) -> sp.csr_array:
     """Metropolis weights (spec §2.2): `W_vw = 1/(1+max(d_v, d_w))` on the edges, `W_vv = 1 − Σ`,
     as a CSR matrix; an isolated node keeps its value (`W_vv = 1`, spec §3.6). Same matrix as
-    `pndp_gossip.metropolis_weights` (vectorised, for n in the thousands). Edges must be distinct
+    `gossip.metropolis_weights` (vectorised, for n in the thousands). Edges must be distinct
     pairs a ≠ b (either orientation)."""
     e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     if e.size and (np.any(e[:, 0] == e[:, 1]) or e.min() < 0 or e.max() >= n):

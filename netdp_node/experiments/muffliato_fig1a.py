@@ -11,10 +11,10 @@ Chebyshev acceleration, T = the code's `T_mix` = ceil(ln n / sqrt(1 − λ_2)) (
 Per node, in units of ε_LDP, clipped at 1:
 * paper bound eq. (6), OUTGOING from u = 0 towards every v (what the paper plots), in the code's
   convention (t = 1..T, the figure) and Theorem 1's (t = 0..T−1), with
-  `pndp_gossip.paper_bound_outgoing`;
+  `gossip_paper_bound.paper_bound_outgoing`;
 * the exact joint-view accountant (spec §4.11), INCOMING: what observer v = 0 learns about every u
-  (`pndp_gossip.joint_view`), beside the paper bound for the same direction
-  (`pndp_gossip.paper_bound`). On the hypercube both directions coincide (vertex-transitive).
+  (`gossip_joint_view.joint_view`), beside the paper bound for the same direction
+  (`gossip_paper_bound.paper_bound`). On the hypercube both directions coincide (vertex-transitive).
 The outgoing joint view would need one knowledge matrix per observer (2048 of them); the incoming
 one needs one.
 """
@@ -32,14 +32,9 @@ from scipy.sparse.csgraph import shortest_path
 
 from netdp_node.experiments.muffliato_common import gap_2, gap_def2, metropolis_csr, t_mix
 from netdp_node.graphs import hypercube_edges
-from netdp_node.privacy.pndp_gossip import (
-    chebyshev_gamma,
-    clip_to_ldp,
-    fixed_schedule,
-    joint_view,
-    paper_bound,
-    paper_bound_outgoing,
-)
+from netdp_node.privacy.gossip import chebyshev_gamma, clip_to_ldp, fixed_schedule
+from netdp_node.privacy.gossip_joint_view import joint_view
+from netdp_node.privacy.gossip_paper_bound import paper_bound, paper_bound_outgoing
 
 # spec §4.10(d): hypercube, clipped, k = 1..11
 SPEC_CUBE = {

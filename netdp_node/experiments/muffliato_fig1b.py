@@ -13,7 +13,7 @@ at 5 ε_LDP, an inconsistency the spec notes; here both accountants are clipped 
 
 For every node v: the paper bound eq. (6) from u to v (code convention t = 1..T, as the figure,
 and Theorem 1's t = 0..T−1) and the exact joint-view loss u → v (one knowledge matrix per
-observer, `pndp_gossip.outgoing_leakage`). The paper's claim is that the LDP-level loss stays in
+observer, `gossip_joint_view.outgoing_leakage`). The paper's claim is that the LDP-level loss stays in
 u's own community: the summary compares the mean loss inside u's community (networkx greedy
 modularity) with the mean outside, for both accountants.
 """
@@ -27,12 +27,9 @@ import numpy as np
 from scipy.sparse.csgraph import shortest_path
 
 from netdp_node.experiments.muffliato_common import gap_2, metropolis_csr, t_mix
-from netdp_node.privacy.pndp_gossip import (
-    clip_to_ldp,
-    fixed_schedule,
-    outgoing_leakage,
-    paper_bound_outgoing,
-)
+from netdp_node.privacy.gossip import clip_to_ldp, fixed_schedule
+from netdp_node.privacy.gossip_joint_view import outgoing_leakage
+from netdp_node.privacy.gossip_paper_bound import paper_bound_outgoing
 
 ALPHA, EPS = 1.5, 5.0
 SIGMA = float(np.sqrt(ALPHA / 2 * EPS))

@@ -20,7 +20,7 @@ central-DP calibrated noise).
 Privacy histogram (top of Fig. 1(c)): the loss of node 0 towards every v ≠ 0 summed over the 10
 steps, divided by node 0's own total (10 ε_LDP), as the code computes it: per step the Theorem-4
 bound `min(2 T_g (d_v + 2)/(n − d_v − 2), 1)` (the code's degree + 2 quirk; α cancels), ε_LDP for
-the round's neighbours of node 0 (`pndp_gossip.er_pair_bound` with degree d_v + 2); also with the
+the round's neighbours of node 0 (`gossip_paper_bound.er_pair_bound` with degree d_v + 2); also with the
 true degree. Neither is a proven guarantee across gradient steps (spec §4.6, §4.11), Theorem 4
 wants q = c ln n/n with c > 1 (here c = 1), and netdp shows users the local-DP composition over the
 steps, i.e. 1 on this scale.
@@ -34,7 +34,7 @@ import numpy as np
 
 from netdp_node.datasets import load_housing
 from netdp_node.experiments.muffliato_common import muffliato_gd
-from netdp_node.privacy.pndp_gossip import er_pair_bound
+from netdp_node.privacy.gossip_paper_bound import er_pair_bound
 
 ITERATIONS, TRIALS = 10, 10
 SPEC_HIST = {

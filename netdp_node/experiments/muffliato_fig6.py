@@ -8,7 +8,7 @@ NON-accelerated `x^{t+1} = W_t x^t`, until the authors' stopping rule
 simulation convenience, never a protocol rule, spec §7.1 item 7).
 
 Privacy (Table 3): `(1/n) Σ_{v≠0} Σ_t f_t(0, v)`, the paper bound eq. (6) from node 0 over the
-realised schedule (`pndp_gossip.realised_schedule` + `paper_bound_outgoing`), in units of ε_LDP,
+realised schedule (`gossip.realised_schedule` + `paper_bound_outgoing`), in units of ε_LDP,
 in both conventions (code: round t's messages use `W_{0:t+1}`; Theorem 1: `W_{0:t}`). Beside it,
 the exact joint view in the other direction, what node 0 learns about everyone on average,
 `(rank K_0 − 1)/n` (spec §4.11 trace identity), and eq. (7)'s bound `T_0/n`; the outgoing joint
@@ -22,13 +22,9 @@ from typing import Any
 import numpy as np
 
 from netdp_node.experiments.muffliato_common import er_edges, metropolis_csr
-from netdp_node.privacy.pndp_gossip import (
-    GossipSchedule,
-    joint_view,
-    mean_privacy_loss,
-    paper_bound_outgoing,
-    realised_schedule,
-)
+from netdp_node.privacy.gossip import GossipSchedule, realised_schedule
+from netdp_node.privacy.gossip_joint_view import joint_view
+from netdp_node.privacy.gossip_paper_bound import mean_privacy_loss, paper_bound_outgoing
 
 N, P, SIGMA, RUNS = 1000, 0.002, 1.0, 8
 DROPOUTS = (0.0, 0.1, 0.5, 0.9)

@@ -13,8 +13,8 @@ clipped to [0, 1], the source's own entry 1. Columns:
   the source's own entry L_uu (spec §2.4 [CODE]); `rw_known`: netdp's known-sender form, S_uu := 1/2
   (the neighbours of u get the LDP level: no amplification, spec §2.4 [NOTE]);
 * `gossip`: Muffliato's paper bound, code convention (t = 1..T_gossip, plain powers W^t;
-  `pndp_gossip.paper_bound_outgoing`).
-None of these is a guarantee (spec §4.9; pndp_gossip's docstring); they reproduce the figures.
+  `gossip_paper_bound.paper_bound_outgoing`).
+None of these is a guarantee (spec §4.9; gossip_paper_bound's docstring); they reproduce the figures.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from netdp_node.experiments.rw_graphs import code_horizons, synthetic_graphs
-from netdp_node.privacy.pndp_gossip import fixed_schedule, paper_bound_outgoing
-from netdp_node.privacy.random_walk import harmonic, power_sums, transition_matrix
+from netdp_node.privacy.gossip import fixed_schedule
+from netdp_node.privacy.gossip_paper_bound import paper_bound_outgoing
+from netdp_node.privacy.rw_sgd import harmonic, power_sums, transition_matrix
 
 ALPHA, SIGMA = 2.0, 1.0
 # spec §6.1 [CHECK] tables (hypercube: per distance; grid: selected distances; means over v ≠ u)

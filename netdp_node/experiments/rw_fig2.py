@@ -37,13 +37,13 @@ from netdp_node.algorithms.walk.engine import logistic_coefficients
 from netdp_node.datasets import load_housing, synthetic
 from netdp_node.errors import ConfigError
 from netdp_node.experiments.rw_graphs import geometric_graph, synthetic_graphs
-from netdp_node.privacy.network_dp_walk import bassily_central_sigma
-from netdp_node.privacy.random_walk import (
+from netdp_node.privacy.rw_sgd import (
     mean_pair_s,
     sigma_for_mean_loss,
     simulate_walks,
     transition_matrix,
 )
+from netdp_node.privacy.token_walk import bassily_central_sigma
 
 N, M, T, DELTA, EPS, CAP, LIP = 2048, 8, 20_000, 1e-6, 1.0, 12, 1.0
 ETA_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)

@@ -23,7 +23,7 @@ from scipy.linalg import expm
 from scipy.stats import pearsonr, spearmanr
 
 from netdp_node.experiments.rw_graphs import code_horizons
-from netdp_node.privacy.random_walk import pairwise_matrix, transition_matrix
+from netdp_node.privacy.rw_sgd import pairwise_matrix, transition_matrix
 
 ALPHA, SIGMA = 2.0, 10.0
 SPEC_DAVIS = {

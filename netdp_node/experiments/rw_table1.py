@@ -14,9 +14,9 @@ Choices the paper leaves open (spec §6.3 "Not specified"), recorded here:
   10 rounds; each round every node takes a clipped full local gradient step with N(0, σ²Δ²) and
   the nodes run T_g = T_mix Chebyshev-accelerated gossip rounds (`muffliato_common`, the code's
   T_mix and γ); σ from Muffliato's paper bound (eq. (6), code convention, clipped at the LDP
-  level, `pndp_gossip.paper_bound_outgoing`) averaged over pairs (from `SOURCES` sources) and
+  level, `gossip_paper_bound.paper_bound_outgoing`) averaged over pairs (from `SOURCES` sources) and
   composed over the 10 rounds, no α cap (the bound is linear in α for every α) — also not a
-  guarantee (pndp_gossip's docstring);
+  guarantee (gossip_paper_bound's docstring);
 * accuracy: final model on the 4128 test rows (Muffliato: the mean over nodes of each node's
   model's accuracy); step sizes tuned per algorithm and ε̄ on the complete graph by the training
   objective of 2 tuning runs (other seeds);
@@ -39,12 +39,9 @@ from netdp_node.experiments.muffliato_common import (
 )
 from netdp_node.experiments.rw_fig2 import batched_sgd, load_users, walk_paths
 from netdp_node.experiments.rw_graphs import synthetic_graphs
-from netdp_node.privacy.pndp_gossip import (
-    chebyshev_gamma,
-    fixed_schedule,
-    paper_bound_outgoing,
-)
-from netdp_node.privacy.random_walk import mean_pair_s, sigma_for_mean_loss, transition_matrix
+from netdp_node.privacy.gossip import chebyshev_gamma, fixed_schedule
+from netdp_node.privacy.gossip_paper_bound import paper_bound_outgoing
+from netdp_node.privacy.rw_sgd import mean_pair_s, sigma_for_mean_loss, transition_matrix
 
 EPS_BARS = (0.5, 1.0, 2.0)
 K, DELTA, LIP, M = 10, 1e-6, 1.0, 8

@@ -22,6 +22,7 @@ import numpy as np
 
 from netdp_node.graphs import spec_edges
 from netdp_node.privacy import muffliato_accountant, walk_accountant
+from netdp_node.privacy.amplification import fmt_shuffle_condition, fmt_shuffle_epsilon
 from netdp_node.privacy.composition import (
     DEFAULT_ORDERS,
     PrivacyLoss,
@@ -36,9 +37,8 @@ from netdp_node.privacy.inca_audit import (
     party_report,
     threat_dict,
 )
-from netdp_node.privacy.network_dp import ldp_sum_std, ring_release_noise_count, ring_sum_loss
-from netdp_node.privacy.network_dp_walk import fmt_shuffle_condition, fmt_shuffle_epsilon
-from netdp_node.privacy.random_walk import (
+from netdp_node.privacy.ring import ldp_sum_std, ring_release_noise_count, ring_sum_loss
+from netdp_node.privacy.rw_sgd import (
     communicability_sparse,
     known_sender,
     ldp_epsilon,
@@ -359,7 +359,7 @@ def rw_sgd_figures(
     Talwar, Thakurta, FOCS 2018), whose shift reduction absorbs REAL shifts into CONTINUOUS
     Gaussian noise; only its a = 1 terms are per-release Gaussian RDP (CKS Theorem 4).
     The smaller of
-    * the per-trajectory accountant (`random_walk.sound_q` / `sound_epsilon`): Monte
+    * the per-trajectory accountant (`rw_sgd.sound_q` / `sound_epsilon`): Monte
       Carlo over `mc_walks` data-independent walks from the public start holder, u contributing at
       its first `cap` visits, the observer seeing the token at its visits and the published final
       model, Hoeffding's certified upper confidence bound (β = δ/10 of δ); over

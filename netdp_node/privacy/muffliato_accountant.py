@@ -3,8 +3,9 @@ own ledger: pure functions of (public job spec, the node's entries).
 
 Paper: Cyffers, Even, Bellet & Massoulié, "Muffliato", NeurIPS 2022 (eq. (6), Theorem 1;
 Muffliato-GD, §4); the exact joint-view accountant is netdp's own (docs/errata.md explains why
-eq. (6) is not a per-pair bound). The computations are `netdp_node.privacy.pndp_gossip`'s; this
-module only rebuilds the realised schedule from the ledger.
+eq. (6) is not a per-pair bound). The computations are those of
+`netdp_node.privacy.gossip_joint_view` and `gossip_paper_bound`; this module only rebuilds the
+realised schedule from the ledger.
 
 What the ledger holds (see `protocols/muffliato.py`): the node's own "round" records (its realised
 neighbours per round) or "activation" records (randomized gossip), and the "schedule" records of
@@ -69,7 +70,7 @@ from netdp_node.graphs import (
     spec_edges,
 )
 from netdp_node.lazy import lazy_module
-from netdp_node.privacy import pndp_gossip as pg
+from netdp_node.privacy import gossip, gossip_joint_view, gossip_paper_bound
 from netdp_node.privacy.composition import DEFAULT_ORDERS, PrivacyLoss, gaussian_rdp, rdp_to_dp
 from netdp_node.privacy.discrete_gaussian import charged_sensitivity
 
@@ -85,7 +86,7 @@ GUARANTEE = (
     "Theorem 4 and Proposition 12): the guarantee proven for the noise sampled"
 )
 _CACHE: dict[tuple[Any, ...], Any] = {}
-#: schedules up to this many rounds may use pndp_gossip's exact rational fallback
+#: schedules up to this many rounds may use gossip_joint_view's exact rational fallback
 EXACT_MAX_ROUNDS = 60
 
 
@@ -174,7 +175,7 @@ def _csr(n: int, rat: Mapping[tuple[int, int], Fraction]) -> Any:
 
 def sync_schedules(
     spec: Mapping[str, Any], entries: Iterable[Any], me: str
-) -> tuple[list[pg.GossipSchedule] | None, str]:
+) -> tuple[list[gossip.GossipSchedule] | None, str]:
     """The realised schedule of every gossip call of a synchronous job, from the ledger, or
     (None, why) when the ledger does not determine it (yet)."""
     p = spec["params"]
@@ -225,7 +226,7 @@ def sync_schedules(
                 cache[R] = (_csr(n, rat), rat)
             mats.append(cache[R][0])
             rats.append(cache[R][1])
-        out.append(pg.GossipSchedule(n, (E,) * T, tuple(mats), gamma, tuple(rats)))
+        out.append(gossip.GossipSchedule(n, (E,) * T, tuple(mats), gamma, tuple(rats)))
     return out, ""
 
 
@@ -271,7 +272,7 @@ def merge_activations(
 
 def random_schedule(
     spec: Mapping[str, Any], entries: Iterable[Any], me: str
-) -> tuple[list[pg.GossipSchedule] | None, str]:
+) -> tuple[list[gossip.GossipSchedule] | None, str]:
     """The realised schedule of a randomized job (one exchange per round), or (None, why)."""
     idx = _index(spec)
     n = len(idx)
@@ -339,12 +340,12 @@ def random_schedule(
         cur.append((i, j, committed))
         busy |= {i, j}
     flush()
-    return [pg.GossipSchedule(n, tuple(edges), tuple(mats), None, tuple(rats))], ""
+    return [gossip.GossipSchedule(n, tuple(edges), tuple(mats), None, tuple(rats))], ""
 
 
 def schedules(
     spec: Mapping[str, Any], entries: Sequence[Any], me: str
-) -> tuple[list[pg.GossipSchedule] | None, str]:
+) -> tuple[list[gossip.GossipSchedule] | None, str]:
     if spec["algorithm"] == "muffliato-random":
         return random_schedule(spec, entries, me)
     return sync_schedules(spec, entries, me)
@@ -354,7 +355,7 @@ def leakage_matrices(
     spec: Mapping[str, Any], entries: Sequence[Any], me: str
 ) -> tuple[list[np.ndarray] | None, str]:
     """Per gossip call, the joint-view matrix F[u, v] = ε_{u→v}/ε_LDP on the realised schedule
-    (`pndp_gossip.joint_view_matrix`), or (None, why). Cached per (job, node, reported
+    (`gossip_joint_view.joint_view_matrix`), or (None, why). Cached per (job, node, reported
     schedules)."""
     key = (
         "jv",
@@ -371,11 +372,13 @@ def leakage_matrices(
         res = (None, why)
     else:
         n = len(spec["participants"])
-        # exact rational arithmetic (pndp_gossip's fallback when the float basis is unresolved)
+        # exact rational arithmetic (gossip_joint_view's fallback when the float basis is unresolved)
         # only for short schedules: it is slow; otherwise unresolved values are conservative
         res = (
             [
-                pg.joint_view_matrix(s, exact=None if s.T <= EXACT_MAX_ROUNDS else False)
+                gossip_joint_view.joint_view_matrix(
+                    s, exact=None if s.T <= EXACT_MAX_ROUNDS else False
+                )
                 if s.T
                 else np.eye(n)
                 for s in scheds
@@ -413,7 +416,7 @@ def _contributions(entries: Iterable[Any]) -> int:
 
 def _pair(spec: Mapping[str, Any], fraction: float, label: str) -> PrivacyLoss:
     sigma, sens, delta = _sigma_ratio(spec)
-    return pg.pair_privacy_loss(
+    return gossip.pair_privacy_loss(
         min(1.0, max(0.0, fraction)), sigma=sigma, sensitivity=sens, delta=delta, method=label
     )
 
@@ -492,7 +495,13 @@ def baselines(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[
     if scheds is not None and count:
         worst_paper = max(
             (
-                float(np.max(np.delete(pg.clip_to_ldp(pg.paper_bound_outgoing(s, u)), u)))
+                float(
+                    np.max(
+                        np.delete(
+                            gossip.clip_to_ldp(gossip_paper_bound.paper_bound_outgoing(s, u)), u
+                        )
+                    )
+                )
                 for s in scheds
                 if s.T
             ),
@@ -520,7 +529,7 @@ def baselines(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[
                 out[JOINT_VIEW] = max(jv.values(), key=lambda x: x.epsilon)
             out[MEAN_LOSS] = _pair(
                 spec,
-                pg.mean_privacy_loss(Fs[0][:, u], u),
+                gossip_paper_bound.mean_privacy_loss(Fs[0][:, u], u),
                 "incoming joint view averaged over the others, (1/n) Σ_u (the mean privacy "
                 "loss of Cyffers et al., NeurIPS 2022, eq. (7))",
             )

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from netdp_node.privacy.network_dp import ring_release_adds_noise
+from netdp_node.privacy.ring import ring_release_adds_noise
 
 #: ledger event (direction "local") of a job whose private RNG was seeded (`netdp node --seed`)
 SEEDED_RNG_EVENT = "seeded-rng"

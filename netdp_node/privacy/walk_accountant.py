@@ -2,7 +2,7 @@
 own ledger, their calibration, and their local-DP baselines.
 
 Pure functions of (public job spec, this node's ledger entries, its id); the theorems themselves
-are in `network_dp_walk` (Cyffers & Bellet, AISTATS 2022). What a node's report uses:
+are in `token_walk` (Cyffers & Bellet, AISTATS 2022). What a node's report uses:
 
 * its REAL number N_u of data contributions (its ledger) where the theorem composes over them
   (Theorem 4 / Lemma 1 for SGD; Lemma 2's trials; the local-DP baseline), marked "counts=ledger";
@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.privacy.amplification import count_bound
 from netdp_node.privacy.composition import (
     DEFAULT_ORDERS,
     PrivacyLoss,
@@ -53,14 +54,13 @@ from netdp_node.privacy.discrete_gaussian import (
     release_epsilon,
 )
 from netdp_node.privacy.muffliato_accountant import CONTINUOUS
-from netdp_node.privacy.network_dp_walk import (
-    count_bound,
-    rr_gamma,
+from netdp_node.privacy.ring import rr_gamma
+from netdp_node.privacy.token_walk import (
     sgd_alpha_max,
     spotted_loss,
     spotted_loss_capped,
-    theorem3,
-    theorem6,
+    walk_histogram_loss,
+    walk_sum_loss,
 )
 
 
@@ -191,7 +191,7 @@ def sum_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> PrivacyLo
     eps0 = sum_eps0(params)
     T, d_extra = walk_horizon(params)
     c = int(params.get("colluders", 1))
-    b = theorem3(
+    b = walk_sum_loss(
         n,
         T + math.ceil(n / c),
         eps0,
@@ -274,7 +274,7 @@ def histogram_network_loss(params: Mapping[str, Any], n: int, n_u: float) -> Pri
     eps0 = float(params["epsilon0"])
     T, d_extra = walk_horizon(params)
     c = int(params.get("colluders", 1))
-    b = theorem6(
+    b = walk_histogram_loss(
         n,
         T + math.ceil(n / c),
         eps0,

@@ -10,7 +10,7 @@ Same topology as test_netns.py (one namespace per process on a bridge, built and
   killed node's neighbours report its edge missing in every round from some round to the end;
 * the realised schedule, rebuilt from the survivors' ledgers (each node's own rounds plus the
   schedules the others published), explains every survivor's output: it is (P x)_v plus that
-  node's share of the noise, P the product of the rounds' weight matrices (pndp_gossip), within 6
+  node's share of the noise, P the product of the rounds' weight matrices (privacy.gossip), within 6
   standard deviations σ·‖P_v‖;
 * `netdp audit` over the six merged ledgers passes, `gossip-mass-conserved` included (every
   realised edge was used by both ends), and every survivor's privacy report comes from its ledger.

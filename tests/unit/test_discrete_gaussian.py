@@ -230,13 +230,13 @@ def _entries(k: int) -> list[Any]:
 
 def test_gaussian_accountants_charge_the_grid_correction() -> None:
     """The local-DP baseline of a ring sum (k Gaussian contributions in RDP) is dp-accounting's
-    RDP accountant at noise multiplier σ/(Δ + γ√d); the ring's Theorem 1 loss is network_dp's at
+    RDP accountant at noise multiplier σ/(Δ + γ√d); the ring's Theorem 1 loss is privacy.ring's at
     that sensitivity; both exceed the nominal-Δ values by a relative O(γ√d/Δ) only."""
     from dp_accounting import dp_event, rdp
 
     from netdp_node.privacy import accountant
     from netdp_node.privacy.composition import DEFAULT_ORDERS
-    from netdp_node.privacy.network_dp import ring_sum_loss
+    from netdp_node.privacy.ring import ring_sum_loss
 
     n, k, dim = 6, 7, 4
     p = prepare_params_ring({"rounds": k, "dim": dim, "clip": 0.5, "epsilon": 0.4}, n)
@@ -270,7 +270,7 @@ def test_rw_sgd_noise_multiplier_is_charged() -> None:
     p = get_algorithm("rw-sgd").prepare({"T": 40, "dim": 5, "epsilon": 4.0}, 4)
     charged = _charged(p["sensitivity"], p["sigma"], 5)
     assert p["noise_multiplier"] == pytest.approx(p["sigma"] / charged, rel=1e-15)
-    from netdp_node.privacy.random_walk import ldp_noise_multiplier
+    from netdp_node.privacy.rw_sgd import ldp_noise_multiplier
 
     assert p["noise_multiplier"] >= ldp_noise_multiplier(p["cap"], p["epsilon"], p["delta"])
 
@@ -376,7 +376,7 @@ def test_ring_and_walk_sum_use_the_discrete_route() -> None:
     from cks_reference import cks_epsilon
 
     from netdp_node.privacy import walk_accountant as W
-    from netdp_node.privacy.network_dp import ring_sum_loss
+    from netdp_node.privacy.ring import ring_sum_loss
 
     for eps in (0.5, 2.0):
         p = prepare_params_ring({"rounds": 4, "dim": 3, "clip": 0.5, "epsilon": eps}, 5)

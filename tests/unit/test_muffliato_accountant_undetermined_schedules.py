@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from netdp_node.ledger import Entry
+from netdp_node.privacy import gossip, gossip_joint_view
 from netdp_node.privacy import muffliato_accountant as ma
-from netdp_node.privacy import pndp_gossip as pg
 
 
 def _random_job(n, edges, seq, silent, me):
@@ -74,7 +74,7 @@ def test_random_gossip_silent_node_order_is_not_guessed():
     n, edges = 4, [(0, 1), (1, 2), (2, 3)]
     seq = [(1, 2), (2, 3), (2, 3), (0, 1)]
     spec, entries, _ = _random_job(n, edges, seq, silent=1, me=3)
-    truth = pg.joint_view_matrix(pg.pairwise_schedule(n, seq))
+    truth = gossip_joint_view.joint_view_matrix(gossip.pairwise_schedule(n, seq))
     Fs, why = ma.leakage_matrices(spec, entries, "n3")
     assert Fs is None and "n1" in why, why
     # the accountant either refuses to rebuild the schedule or its value covers the real run
@@ -87,7 +87,7 @@ def test_random_gossip_every_reporter_gives_the_exact_joint_view():
     seq = [(1, 2), (2, 3), (2, 3), (0, 1)]
     spec, entries, _ = _random_job(n, edges, seq, silent=-1, me=3)
     Fs, _ = ma.leakage_matrices(spec, entries, "n3")
-    truth = pg.joint_view_matrix(pg.pairwise_schedule(n, seq))
+    truth = gossip_joint_view.joint_view_matrix(gossip.pairwise_schedule(n, seq))
     np.testing.assert_allclose(Fs[0], truth, atol=1e-6)
 
 

@@ -1,6 +1,6 @@
 """Muffliato engines (protocols/muffliato.py) through the runtime over both transports, the
 acknowledgement-based agreement on realised edges with late and lost messages (sans-IO driver),
-refusals, and the ledger accountant against pndp_gossip on the same schedule."""
+refusals, and the ledger accountant against privacy.gossip_joint_view on the same schedule."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from harness import TRANSPORTS, contexts, make_net
 
 from netdp_node.algorithms import get_algorithm
 from netdp_node.algorithms.muffliato.engine import SCHEDULE, VALUE, MuffliatoSync
+from netdp_node.privacy import gossip, gossip_joint_view, gossip_paper_bound
 from netdp_node.privacy import muffliato_accountant as ma
-from netdp_node.privacy import pndp_gossip as pg
 from netdp_node.privacy.accountant import ACCOUNTANTS, JobView, check_budget, total_losses
 from netdp_node.privacy.discrete_gaussian import GRID_BITS, gaussian_on_grid, grid_for
 from netdp_node.privacy.muffliato_accountant import public_graph
-from netdp_node.privacy.random_walk import ldp_epsilon
+from netdp_node.privacy.rw_sgd import ldp_epsilon
 from netdp_node.protocols.base import (
     JobContext,
     Message,
@@ -103,7 +103,7 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
         await net.run_job(contexts("j", "muffliato", ids, p), timeout=60)
         await _settle_schedules(net, ids)
         x0 = np.array([_noisy(vals[v], seed, i, p["sigma"]) for i, v in enumerate(ids)])
-        sched = pg.fixed_schedule(n, _ring_edges(n), 4, gamma=p["gamma"])
+        sched = gossip.fixed_schedule(n, _ring_edges(n), 4, gamma=p["gamma"])
         expect = sched.run(x0)[-1]  # x^T = P_T(W)(x + η), spec §3.1
         out = np.array([net.nodes[v].jobs["j"].output.value for v in ids])
         np.testing.assert_allclose(out, expect, atol=1e-12)
@@ -111,7 +111,7 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
         # the guarantee the node enforces and records: the local-DP level of its discrete
         # release (the joint view is a continuous-noise analysis), towards and about every peer
         assert get_algorithm("muffliato").private_output
-        F = pg.joint_view_matrix(sched)
+        F = gossip_joint_view.joint_view_matrix(sched)
         spec = net.ledger("n4").job("j").spec
         acc = ACCOUNTANTS["muffliato"]
         es = net.ledger("n4").entries("j")
@@ -122,7 +122,7 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
         total = total_losses([JobView("j", spec, es)], "n4", p["delta"])
         assert set(total) == set(ids) - {"n4"}
         assert all(x.epsilon == pytest.approx(ldp, rel=1e-9) for x in total.values())
-        # the joint view (labelled, beside it) == pndp_gossip on the same (fixed) schedule, both
+        # the joint view (labelled, beside it) == gossip_joint_view on the same (fixed) schedule, both
         # directions; outputs stay on the nodes (Algorithm.private_output): no published views
         kw = {"sigma": p["sigma"], "sensitivity": _charged(p, p["sigma"]), "delta": p["delta"]}
         out, inc = ma.joint_view(spec, es, "n4"), ma.joint_view(spec, es, "n4", outgoing=False)
@@ -130,21 +130,21 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
             if v == "n4":
                 continue
             assert out[v].epsilon == pytest.approx(
-                pg.pair_privacy_loss(F[4, j], **kw).epsilon, rel=1e-9
+                gossip.pair_privacy_loss(F[4, j], **kw).epsilon, rel=1e-9
             )
             assert inc[v].epsilon == pytest.approx(
-                pg.pair_privacy_loss(F[j, 4], **kw).epsilon, rel=1e-9
+                gossip.pair_privacy_loss(F[j, 4], **kw).epsilon, rel=1e-9
             )
         # spec §0 item 3 / §4.11: ring 8, T = 4, node 4 solves its view for node 0's noisy value,
         # while the paper's eq. (6) says 1.4 % of the LDP level
         assert F[0, 4] == 1.0
-        assert pg.paper_bound(sched, 4)[0] == pytest.approx(0.0142, abs=5e-4)
+        assert gossip_paper_bound.paper_bound(sched, 4)[0] == pytest.approx(0.0142, abs=5e-4)
         base = acc.baselines(spec, es, "n4")
         assert ma.PAPER in base and "not proven for discrete noise" in ma.PAPER
         assert base[ma.JOINT_VIEW].epsilon == pytest.approx(max(x.epsilon for x in out.values()))
-        mean = pg.mean_privacy_loss(F[:, 4], 4)  # eq. (7) on the joint view
+        mean = gossip_paper_bound.mean_privacy_loss(F[:, 4], 4)  # eq. (7) on the joint view
         assert base[ma.MEAN_LOSS].epsilon == pytest.approx(
-            pg.pair_privacy_loss(mean, **kw).epsilon, rel=1e-9
+            gossip.pair_privacy_loss(mean, **kw).epsilon, rel=1e-9
         )
         # `netdp privacy report` of n4, from its ledger: both directions and the labelled values
         from netdp_node.report import ledger_report, render_text
@@ -181,10 +181,10 @@ async def test_randomized_conserves_mass_and_accountant_matches(tmp_path, transp
         committed = [(idx[a], idx[b]) for _, _, a, b, c in seq if c]
         aborted = [s for s in seq if not s[4]]
         assert not aborted  # no fault: every exchange that started committed
-        sched = pg.pairwise_schedule(n, committed)  # Algorithm 2, spec §3.2
+        sched = gossip.pairwise_schedule(n, committed)  # Algorithm 2, spec §3.2
         np.testing.assert_allclose(out, sched.run(x0)[-1], atol=1e-12)
         assert out.sum() == pytest.approx(x0.sum(), abs=1e-12)  # pairwise averages keep the mass
-        F = pg.joint_view_matrix(sched, exact=True)  # exact rationals
+        F = gossip_joint_view.joint_view_matrix(sched, exact=True)  # exact rationals
         kw = {"sigma": p["sigma"], "sensitivity": _charged(p, p["sigma"]), "delta": p["delta"]}
         inc = ma.joint_view(spec, es, "n0", outgoing=False)
         ldp = _ldp(p, p["sigma"])
@@ -193,10 +193,10 @@ async def test_randomized_conserves_mass_and_accountant_matches(tmp_path, transp
             for x in ACCOUNTANTS["muffliato-random"].incoming(spec, es, "n0").values()
         )
         for j, v in enumerate(ids[1:], start=1):
-            exact = pg.pair_privacy_loss(F[j, 0], **kw).epsilon
-            # the accountant may add pndp_gossip's float margin (a fraction of ε_LDP): never
+            exact = gossip.pair_privacy_loss(F[j, 0], **kw).epsilon
+            # the accountant may add gossip_joint_view's float margin (a fraction of ε_LDP): never
             # below the exact value, and at most 1e-5 of the LDP level above it
-            above = pg.pair_privacy_loss(min(1.0, F[j, 0] + 1e-5), **kw).epsilon
+            above = gossip.pair_privacy_loss(min(1.0, F[j, 0] + 1e-5), **kw).epsilon
             assert exact * (1 - 1e-12) <= inc[v].epsilon <= above
     finally:
         await net.close()
@@ -328,7 +328,7 @@ def test_realised_edges_agree_with_late_and_lost_messages():
 
 
 def test_accountant_rebuilds_the_realised_schedule_with_drops():
-    """The joint view rebuilt from the ledger on a run with drops equals pndp_gossip's on the
+    """The joint view rebuilt from the ledger on a run with drops equals gossip_joint_view's on the
     realised schedule built here from the engines' realised edges; without the published
     schedules there is none. The guarantee is the local-DP level either way."""
     n, T = 6, 5
@@ -389,8 +389,8 @@ def test_accountant_rebuilds_the_realised_schedule_with_drops():
             W[b, b] -= 1 / 3
         mats.append(W)
     E = frozenset(_ring_edges(n))  # every message of the public graph counts as seen
-    sched = pg.GossipSchedule(n, (E,) * T, tuple(mats))
-    F = pg.joint_view_matrix(sched, published=range(n))
+    sched = gossip.GossipSchedule(n, (E,) * T, tuple(mats))
+    F = gossip_joint_view.joint_view_matrix(sched, published=range(n))
     kw = {"sigma": 1.0, "sensitivity": _charged(p, 1.0), "delta": p["delta"]}
     ldp = _ldp(p, 1.0)
     assert all(
@@ -405,10 +405,10 @@ def test_accountant_rebuilds_the_realised_schedule_with_drops():
     for j, v in enumerate(ids):
         if v != "n2":
             assert out[v].epsilon == pytest.approx(
-                pg.pair_privacy_loss(F[2, j], **kw).epsilon, rel=1e-9
+                gossip.pair_privacy_loss(F[2, j], **kw).epsilon, rel=1e-9
             )
             assert inc[v].epsilon == pytest.approx(
-                pg.pair_privacy_loss(F[j, 2], **kw).epsilon, rel=1e-9
+                gossip.pair_privacy_loss(F[j, 2], **kw).epsilon, rel=1e-9
             )
     # two ends that disagree (a one-sided edge) make the schedule unknown: local-DP level
     bad = own + [
@@ -740,24 +740,30 @@ def test_randomized_exchange_serialised_and_abort_agreed():
     assert s.T == 1 and len(s.edges[0]) == 1
     np.testing.assert_array_equal(s.matrices[0].toarray(), np.eye(3))
     # n0 saw w's value: the joint view says n0 learnt w's noisy value exactly
-    assert pg.joint_view(s, 0).leakage[ids.index(w)] == 1.0
+    assert gossip_joint_view.joint_view(s, 0).leakage[ids.index(w)] == 1.0
 
 
 def test_prepare_chooses_T_from_the_public_bound_and_calibrates_sigma():
     n = 16
     prep = get_algorithm("muffliato").prepare
     p = prep({"graph": "hypercube", "epsilon": 2.0, "delta": 1e-5}, n)
-    W = pg.metropolis_weights(n, public_graph(p, n, 0, 0))
-    assert p["spectral_gap_used"] == pytest.approx(pg.spectral_gap(W)) == pytest.approx(0.4)
-    assert p["gamma"] == pytest.approx(pg.chebyshev_gamma(0.4))
+    W = gossip.metropolis_weights(n, public_graph(p, n, 0, 0))
+    assert p["spectral_gap_used"] == pytest.approx(gossip.spectral_gap(W)) == pytest.approx(0.4)
+    assert p["gamma"] == pytest.approx(gossip.chebyshev_gamma(0.4))
     # T suffices for Theorem 2's public bound (spread ≤ clip² = 1) at the σ the job uses, and is
     # the smallest such T (one round fewer would not)
-    assert p["T"] >= pg.gossip_rounds(0.4, n, p["sigma"], 1.0, dim=1, accelerated=True)
-    s1 = pg.sigma_for_mean_dp(2.0, 1e-5, sensitivity=2.0, n=n, communications=4 * (p["T"] - 1))
-    assert p["T"] == 1 or pg.gossip_rounds(0.4, n, s1, 1.0, dim=1, accelerated=True) > p["T"] - 1
+    assert p["T"] >= gossip.gossip_rounds(0.4, n, p["sigma"], 1.0, dim=1, accelerated=True)
+    s1 = gossip_paper_bound.sigma_for_mean_dp(
+        2.0, 1e-5, sensitivity=2.0, n=n, communications=4 * (p["T"] - 1)
+    )
+    assert (
+        p["T"] == 1 or gossip.gossip_rounds(0.4, n, s1, 1.0, dim=1, accelerated=True) > p["T"] - 1
+    )
     # calibrate=mean: the mean loss of eq. (7) with T_v = d_max·T is ε at δ (a summary)
     assert p["sigma"] == pytest.approx(
-        pg.sigma_for_mean_dp(2.0, 1e-5, sensitivity=2.0, n=n, communications=4 * p["T"])
+        gossip_paper_bound.sigma_for_mean_dp(
+            2.0, 1e-5, sensitivity=2.0, n=n, communications=4 * p["T"]
+        )
     )
     # calibrate=ldp: the local-DP level, the guarantee every pair has, is ε at δ
     q = prep({"graph": "ring", "epsilon": 2.0, "calibrate": "ldp", "T": 5}, n)

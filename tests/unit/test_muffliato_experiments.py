@@ -29,11 +29,7 @@ from netdp_node.experiments.muffliato_common import (
     muffliato_gd,
     t_mix,
 )
-from netdp_node.privacy.pndp_gossip import (
-    chebyshev_gamma,
-    chebyshev_polynomial,
-    metropolis_weights,
-)
+from netdp_node.privacy.gossip import chebyshev_gamma, chebyshev_polynomial, metropolis_weights
 
 pytestmark = pytest.mark.timeout(120)
 

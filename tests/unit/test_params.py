@@ -14,7 +14,7 @@ from netdp_node.algorithms import get_algorithm
 from netdp_node.algorithms.ring.engine import RingSum
 from netdp_node.algorithms.walk.engine import WalkSum, start_holder
 from netdp_node.privacy.discrete_gaussian import accounted_sensitivity, discrete_gaussian_epsilon
-from netdp_node.privacy.random_walk import ldp_noise_multiplier
+from netdp_node.privacy.rw_sgd import ldp_noise_multiplier
 from netdp_node.protocols.base import JobContext
 
 # algorithm -> (a submission, participants, the keys of its job spec's parameters)

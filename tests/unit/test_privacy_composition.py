@@ -10,7 +10,7 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 
-from netdp_node.privacy import (
+from netdp_node.privacy.composition import (
     DEFAULT_ORDERS,
     PrivacyLoss,
     advanced_composition,

@@ -11,11 +11,7 @@ from harness import TRANSPORTS, contexts, make_net
 from netdp_node.algorithms import get_algorithm
 from netdp_node.algorithms.ring.engine import RingSum
 from netdp_node.privacy.accountant import JobView, per_job_losses, ring_sum_utility
-from netdp_node.privacy.network_dp import (
-    ring_release_adds_noise,
-    ring_release_noise_count,
-    ring_sum_loss,
-)
+from netdp_node.privacy.ring import ring_release_adds_noise, ring_release_noise_count, ring_sum_loss
 from netdp_node.protocols.base import JobContext, Message, RefusalCode, Refused
 from netdp_node.runtime import Budget, spec_dict
 

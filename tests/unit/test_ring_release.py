@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from netdp_node.privacy.network_dp import (
+from netdp_node.privacy.ring import (
     ring_adds_noise,
     ring_release_adds_noise,
     ring_release_noise_count,

@@ -11,8 +11,9 @@ from harness import TRANSPORTS, contexts, make_net
 
 from netdp_node.algorithms import get_algorithm
 from netdp_node.privacy.accountant import JobView, per_job_losses, ring_histogram_loss
+from netdp_node.privacy.amplification import fmt_shuffle_epsilon
 from netdp_node.privacy.composition import advanced_composition
-from netdp_node.privacy.network_dp_walk import fmt_shuffle_epsilon, rr_gamma
+from netdp_node.privacy.ring import rr_gamma
 
 pytestmark = pytest.mark.timeout(60)
 

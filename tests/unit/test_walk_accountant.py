@@ -16,11 +16,11 @@ from netdp_node.privacy import walk_accountant as W
 from netdp_node.privacy.accountant import JobView, per_job_losses
 from netdp_node.privacy.composition import DEFAULT_ORDERS, rdp_to_dp
 from netdp_node.privacy.discrete_gaussian import GRID_BITS
-from netdp_node.privacy.network_dp_walk import (
+from netdp_node.privacy.token_walk import (
     spotted_loss,
     spotted_loss_capped,
-    theorem3,
-    theorem6,
+    walk_histogram_loss,
+    walk_sum_loss,
 )
 
 
@@ -43,7 +43,7 @@ def test_sum_network_loss_is_theorem3_plus_edge_cap_plus_release():
     p = spec["params"]
     k = 25
     got = W.sum_network_loss(p, 200, k)
-    t3 = theorem3(
+    t3 = walk_sum_loss(
         200,
         4000 + 200,
         p["epsilon0"],
@@ -61,7 +61,7 @@ def test_sum_network_loss_is_theorem3_plus_edge_cap_plus_release():
     spec2 = _spec("walk-sum", 200, T=4000, epsilon=1.0, regime="lemma2")
     p2 = spec2["params"]
     got2 = W.sum_network_loss(p2, 200, k)
-    t3b = theorem3(
+    t3b = walk_sum_loss(
         200,
         4200,
         p2["epsilon0"],
@@ -84,7 +84,7 @@ def test_histogram_loss_is_theorem6_plus_spotted():
     assert p["gamma"] == pytest.approx(3 / (math.exp(p["epsilon0"]) + 2))
     assert W.rr_epsilon(3, p["gamma"]) == pytest.approx(p["epsilon0"])
     got = W.histogram_network_loss(p, 500, 7)
-    t6 = theorem6(
+    t6 = walk_histogram_loss(
         500,
         5500,
         p["epsilon0"],
@@ -212,7 +212,7 @@ def test_colluders_cost_more():
     base = _spec("walk-sum", 2000, T=20000, epsilon=1.0)["params"]
     one = W.sum_network_loss(base, 2000, 20)
     ten = W.sum_network_loss({**base, "colluders": 10}, 2000, 20)
-    t3 = theorem3(
+    t3 = walk_sum_loss(
         2000,
         20000 + 200,
         base["epsilon0"],

@@ -228,7 +228,7 @@ def test_a_step_held_twice_makes_the_rw_accountant_take_its_fork_fallback():
     random-walk accountant does not describe its view, which must fall back (as for a fenced copy
     or a second release)."""
     from netdp_node.privacy.accountant import _rw_realised_law
-    from netdp_node.privacy.random_walk import transition_matrix
+    from netdp_node.privacy.rw_sgd import transition_matrix
 
     ids = [f"p{i}" for i in range(6)]
     W = transition_matrix(6, [(i, (i + 1) % 6) for i in range(6)])

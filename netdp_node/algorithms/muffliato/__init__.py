@@ -35,6 +35,11 @@ RECORDS = (
         hooks=_RANDOM,
     ),
     Algorithm(
-        "muffliato-gd", muffliato.MuffliatoGd, MuffliatoGdParams, "ring", True, hooks=MuffliatoGdHooks()
+        "muffliato-gd",
+        muffliato.MuffliatoGd,
+        MuffliatoGdParams,
+        "ring",
+        True,
+        hooks=MuffliatoGdHooks(),
     ),
 )

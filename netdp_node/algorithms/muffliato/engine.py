@@ -76,7 +76,7 @@ schedule with one coefficient per round: the accountant then reports the local-D
 expected dropouts use `accelerated=false` (plain gossip, as the paper's dropout experiment, spec
 §3.6), which conserves the survivors' mass exactly and is always accounted exactly.
 
-T comes from a public bound (spec §3.1 "Choice of T", `pndp_gossip.gossip_rounds`): the spectral
+T comes from a public bound (spec §3.1 "Choice of T", `gossip.gossip_rounds`): the spectral
 gap of the public graph (or the `spectral_gap` parameter for ER graphs) and a public bound on the
 data spread, never from the data.
 

@@ -11,10 +11,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from netdp_node.privacy import pndp_gossip as pg
+from netdp_node.privacy import gossip, gossip_paper_bound
 from netdp_node.privacy.discrete_gaussian import calibrate_on_grid
 from netdp_node.privacy.muffliato_accountant import GRAPHS, public_graph
-from netdp_node.privacy.random_walk import ldp_noise_multiplier
+from netdp_node.privacy.rw_sgd import ldp_noise_multiplier
 from netdp_node.protocols.base import Params
 
 #: Most rounds of a job (T × calls).
@@ -52,7 +52,7 @@ class MuffliatoParams(Params):
     """What every Muffliato job has: dim, graph (ring | complete | hypercube | er (with p, default
     2 ln n / n) | topology), delta (1e-5), the noise std `sigma` per coordinate (given, or
     calibrated from `epsilon` (1.0) with calibrate = "mean" (default: σ such that the mean privacy
-    loss of eq. (7), converted at δ, is ε: `pndp_gossip.sigma_for_mean_dp` with T_v = d_max·T, a
+    loss of eq. (7), converted at δ, is ε: `gossip_paper_bound.sigma_for_mean_dp` with T_v = d_max·T, a
     SUMMARY, not a per-pair guarantee) or "ldp" (σ such that the local-DP level, the guarantee every
     pair has, is ε at δ)), the replace-one `sensitivity` (2·clip, or 2·lipschitz for GD), the gossip
     calls, the public graph's largest degree d_max, and an optional job deadline_s (kept as given).
@@ -102,7 +102,7 @@ class MuffliatoParams(Params):
     @classmethod
     def prepare(cls, raw: Mapping[str, Any], n: int) -> MuffliatoParams:
         """Validate a Muffliato job's public parameters, fill defaults, choose T from the public
-        bound and calibrate σ (pndp_gossip; spec §3.1, §4.8, §5.4)."""
+        bound and calibrate σ (`privacy.gossip_paper_bound`; docs/algorithms/muffliato.md)."""
         cls.check_known(raw)
         if n < 2:
             raise ValueError(f"{cls.algorithm} needs at least 2 participants, got {n}")
@@ -144,7 +144,7 @@ class MuffliatoParams(Params):
                 T_guess = int(raw.get("T", 0)) or 1
                 comms_call = comms if comms is not None else max(1, d_max) * T_guess
                 sigma = calibrate_on_grid(
-                    lambda s: pg.sigma_for_mean_dp(
+                    lambda s: gossip_paper_bound.sigma_for_mean_dp(
                         eps,
                         out["delta"],
                         sensitivity=s,
@@ -164,7 +164,7 @@ class MuffliatoParams(Params):
 @dataclass(frozen=True, kw_only=True)
 class GossipParams(MuffliatoParams):
     """Synchronous rounds (Algorithms 1 and 3): T rounds per gossip call (default from
-    `pndp_gossip.gossip_rounds` with the public spectral gap, or `spectral_gap` for er/topology,
+    `gossip.gossip_rounds` with the public spectral gap, or `spectral_gap` for er/topology,
     and `spread_bound` (default B², the largest spread of inputs in a ball of radius B)),
     accelerated (true; Chebyshev γ from the spectral gap, 1 when plain), round_timeout_s (5),
     suspend_rounds (4: rounds a neighbour whose link gave up is skipped)."""
@@ -192,11 +192,11 @@ class GossipParams(MuffliatoParams):
         elif out["graph"] in ("er", "topology"):
             raise ValueError(f"graph={out['graph']} needs a public spectral_gap lower bound")
         else:
-            lam = pg.spectral_gap(pg.metropolis_weights(n, edges))
+            lam = gossip.spectral_gap(gossip.metropolis_weights(n, edges))
         if not 0 < lam <= 1:
             raise ValueError(f"the spectral gap bound must be in (0, 1], got {lam}")
         out["spectral_gap_used"] = lam
-        out["gamma"] = pg.chebyshev_gamma(lam) if out["accelerated"] else 1.0
+        out["gamma"] = gossip.chebyshev_gamma(lam) if out["accelerated"] else 1.0
         return None
 
     @classmethod
@@ -209,7 +209,7 @@ class GossipParams(MuffliatoParams):
             def rounds(sigma: float) -> int:
                 return max(
                     1,
-                    pg.gossip_rounds(
+                    gossip.gossip_rounds(
                         out["spectral_gap_used"],
                         n,
                         sigma,
@@ -224,7 +224,7 @@ class GossipParams(MuffliatoParams):
                 # σ (mean loss ∝ T/σ²) and T (Theorem 2, decreasing in σ) depend on each other:
                 # raise T until it suffices for the σ it implies
                 for _ in range(64):
-                    out["sigma"] = pg.sigma_for_mean_dp(
+                    out["sigma"] = gossip_paper_bound.sigma_for_mean_dp(
                         out["epsilon"],
                         out["delta"],
                         sensitivity=out["sensitivity"],

@@ -1,7 +1,7 @@
 """Algorithm 1 of Cyffers & Bellet (AISTATS 2022): private real summation on the directed ring.
 
 Spec: ../shared/papers/network-dp.md §2.1 (with erratum E1), accountant Theorem 1 (§3.1) in
-`netdp_node.privacy.network_dp`.
+`netdp_node.privacy.ring`.
 
 The token starts at the first node of the public ring order and goes round K times. At its k-th
 visit the node at 1-indexed position p adds its (clipped) value, and Gaussian noise N(0, σ²I) iff
@@ -34,7 +34,7 @@ from netdp_node.algorithms.ring.params import (
     RingSumRParams,
 )
 from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
-from netdp_node.privacy.network_dp import ring_release_adds_noise, ring_release_noise_count
+from netdp_node.privacy.ring import ring_release_adds_noise, ring_release_noise_count
 from netdp_node.protocols.base import (
     Action,
     Engine,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, discrete_gaussian_sigma
-from netdp_node.privacy.network_dp_walk import rr_gamma
+from netdp_node.privacy.ring import rr_gamma
 from netdp_node.protocols.base import Params
 
 #: Most rounds of a ring job (n·K token hops, each one a durable ledger step at every node).

@@ -33,7 +33,7 @@ from netdp_node.algorithms.walk.engine import (
     logistic_gradient,
     sgd_row_bound,
 )
-from netdp_node.privacy.random_walk import ldp_noise_multiplier
+from netdp_node.privacy.rw_sgd import ldp_noise_multiplier
 
 Mode = Literal["central", "local", "network"]
 Order = Literal["theorem", "code"]

@@ -25,7 +25,7 @@ from netdp_node.algorithms.walk.baselines import Mode, local_sgd_sigma, sgd_walk
 from netdp_node.algorithms.walk.engine import logistic_accuracy
 from netdp_node.datasets import learning_split
 from netdp_node.errors import ConfigError
-from netdp_node.privacy.network_dp_walk import bassily_central_sigma
+from netdp_node.privacy.token_walk import bassily_central_sigma
 from netdp_node.privacy.walk_accountant import LEMMA1, ldp_sum_sigma, prospective_count
 
 

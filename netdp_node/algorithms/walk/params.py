@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from netdp_node.privacy.discrete_gaussian import accounted_sensitivity, calibrate_on_grid
-from netdp_node.privacy.random_walk import ldp_noise_multiplier
+from netdp_node.privacy.rw_sgd import ldp_noise_multiplier
 from netdp_node.privacy.walk_accountant import calibrate
 from netdp_node.protocols.base import Params
 

@@ -10,7 +10,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from netdp_node.privacy.random_walk import (
+from netdp_node.privacy.rw_sgd import (
     alpha_max,
     communicability,
     communicability_interval,
@@ -25,7 +25,7 @@ from netdp_node.privacy.random_walk import (
     pairwise_matrix,
     ring_closed_form,
     sigma_for_mean_loss,
-    star_lemma2,
+    star_communicability,
     transition_matrix,
 )
 
@@ -115,10 +115,10 @@ def test_hypercube_and_complete_and_star_4_4():
     assert Sk[1] - harmonic(1000) / 16 == pytest.approx(math.log(16 / 15) / 16, abs=1e-7)
     assert harmonic(1000) / 2048 == pytest.approx(0.003655, abs=1e-6)
     # star by Lemma 2 (Theorem 4 is not implemented: it bounds nothing Alg. 1 runs)
-    assert star_lemma2(16, 1000, "paper") == pytest.approx(
+    assert star_communicability(16, 1000, "paper") == pytest.approx(
         {"leaf->leaf": 0.287036, "centre->leaf": 0.471876, "leaf->centre": 0.471876}, abs=1e-6
     )
-    assert star_lemma2(16, 1000, "coded") == pytest.approx(
+    assert star_communicability(16, 1000, "coded") == pytest.approx(
         {"leaf->leaf": 0.283003, "centre->leaf": 0.467842, "leaf->centre": 0.467842}, abs=1e-6
     )
 
@@ -217,7 +217,7 @@ def test_star_theorem4_erratum_and_lazy_star_4_4():
     assert thm4_leaf == pytest.approx(0.004600, abs=1e-6)
     assert thm4_leaf == pytest.approx(2 * sub_leaf[2], rel=1e-3)
     assert thm4_centre == pytest.approx(0.068210, abs=1e-6)
-    assert star_lemma2(16, 1000, "paper")["leaf->leaf"] > 60 * thm4_leaf
+    assert star_communicability(16, 1000, "paper")["leaf->leaf"] > 60 * thm4_leaf
 
 
 def test_local_row_with_certified_tail_4_10():

@@ -1,8 +1,9 @@
-"""Tests of netdp_node.privacy.network_dp_walk against every worked number of network-dp.md §3.0,
-§3.2–§3.6 (and the σ table of §5.3), plus independent derivations: brute-force maxima and minima,
-binomial tails summed by hand, dp-accounting's RDP and PLD accountants.
+"""Tests of netdp_node.privacy.token_walk, amplification and the ring histogram of ring (Cyffers &
+Bellet, AISTATS 2022, Theorems 2–4, 6, Lemmas 1–2, Proposition 1) against worked numbers, plus
+independent derivations: brute-force maxima and minima, binomial tails summed by hand,
+dp-accounting's RDP and PLD accountants.
 
-Values printed by the spec are compared at the precision they are printed with (`_printed`).
+Worked values are compared at the precision they are printed with (`_printed`).
 """
 
 from __future__ import annotations
@@ -15,43 +16,49 @@ from dp_accounting import dp_event
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 
-from netdp_node.privacy import (
-    advanced_composition,
-    bassily_central_sigma,
-    calibrate_local_sgd_sigma,
-    calibrate_sgd_sigma,
-    calibrate_sum_sigma,
+from netdp_node.privacy.amplification import (
     chernoff_count_bound,
     count_bound,
     erlingsson_shuffle_epsilon,
     fmt_shuffle_condition,
     fmt_shuffle_epsilon,
     fmt_shuffle_epsilon_simplified,
+    subsampled_epsilon,
+)
+from netdp_node.privacy.composition import (
+    advanced_composition,
     gaussian_rdp,
     gaussian_sigma,
-    ldp_baseline,
-    ldp_walk_sum,
-    lemma1_nrdp,
-    max_cycle_epsilon,
-    prop1_utility_bound,
     rdp_to_dp,
+)
+from netdp_node.privacy.ring import (
     ring_histogram_gamma_as_printed,
     ring_histogram_local_epsilon,
     ring_histogram_local_epsilon_fmt,
+    ring_histogram_loss,
     rr_gamma,
+)
+from netdp_node.privacy.token_walk import (
+    bassily_central_sigma,
+    calibrate_local_sgd_sigma,
+    calibrate_sgd_sigma,
+    calibrate_sum_sigma,
+    histogram_cycle_epsilon,
+    ldp_baseline,
+    ldp_walk_sum,
+    max_cycle_epsilon,
     sgd_alpha_max,
     spotted_loss,
     spotted_loss_capped,
-    subsampled_epsilon,
-    theorem2,
-    theorem3,
-    theorem3_as_printed,
-    theorem4,
-    theorem4_closed,
-    theorem4_numeric,
-    theorem6,
-    theorem6_as_printed,
-    theorem6_cycle_epsilon,
+    walk_histogram_loss,
+    walk_histogram_loss_as_printed,
+    walk_sgd_loss,
+    walk_sgd_loss_closed,
+    walk_sgd_loss_numeric,
+    walk_sgd_rdp,
+    walk_sgd_utility_bound,
+    walk_sum_loss,
+    walk_sum_loss_as_printed,
 )
 
 D7 = 1e-7
@@ -178,7 +185,7 @@ def test_theorem2_worked_example() -> None:
     eps0_p, gamma_p = ring_histogram_gamma_as_printed(10_000, 10, 0.2, D6)
     _printed(eps0_p, "0.089206")
     _printed(gamma_p, "0.990756")
-    r = theorem2(10_000, 10, 0.2, D6, 5, D6, reports="n")
+    r = ring_histogram_loss(10_000, 10, 0.2, D6, 5, D6, reports="n")
     _printed(r.epsilon0, "0.448400")
     _printed(r.gamma, "0.946449")
     _printed(r.epsilon, "2.572191")
@@ -197,16 +204,16 @@ def test_theorem2_rr_gamma_is_eps0_ldp() -> None:
 
 
 def test_theorem2_default_uses_n_minus_1_reports() -> None:
-    r = theorem2(10_000, 10, 0.2, D6, 5, D6)
+    r = ring_histogram_loss(10_000, 10, 0.2, D6, 5, D6)
     assert r.reports == 9_999
     assert r.epsilon0 == pytest.approx((0.2 / 12) * math.sqrt(9_999 / math.log(1e6)), rel=1e-14)
-    assert r.epsilon0 < theorem2(10_000, 10, 0.2, D6, 5, D6, reports="n").epsilon0
+    assert r.epsilon0 < ring_histogram_loss(10_000, 10, 0.2, D6, 5, D6, reports="n").epsilon0
 
 
 def test_theorem2_validity_conditions() -> None:
     # spec §3.2: with ε = 0.4 the corrected ε0 = 0.897 violates Erlingsson's ε0 < 1/2
     with pytest.raises(ValueError, match=r"0\.89"):
-        theorem2(10_000, 10, 0.4, D6, 5, D6, reports="n")
+        ring_histogram_loss(10_000, 10, 0.4, D6, 5, D6, reports="n")
     with pytest.raises(ValueError, match="n >= 1000"):
         ring_histogram_local_epsilon(999, 0.01, D6)
     with pytest.raises(ValueError, match="1/100"):
@@ -218,7 +225,7 @@ def test_theorem2_fmt_alternative() -> None:
     for eps in (0.2, 0.4):
         e0 = ring_histogram_local_epsilon_fmt(9_999, eps, D6)
         assert fmt_shuffle_epsilon(e0, 9_999, D6) == pytest.approx(eps, rel=1e-9)
-        r = theorem2(10_000, 10, eps, D6, 5, D6, method="fmt")
+        r = ring_histogram_loss(10_000, 10, eps, D6, 5, D6, method="fmt")
         assert r.epsilon0 == e0 and r.method == "theorem2-fmt"
     # here FMT allows a larger local level than Erlingsson (0.4484 at ε = 0.2)
     assert ring_histogram_local_epsilon_fmt(9_999, 0.2, D6) > 0.9
@@ -277,13 +284,13 @@ THM3_ROWS = [
 def test_theorem3_table(
     n: int, T: int, eps: float, d: float, nv: str, k: str, ec: str, corr: str, printed: str, df: str
 ) -> None:
-    b = theorem3(n, T, eps, d, d, d)
+    b = walk_sum_loss(n, T, eps, d, d, d)
     _printed(b.n_visits, nv)
     _printed(b.k, k)
     _printed(b.epsilon_cycle, ec)
     _printed(b.epsilon, corr)
     _printed(b.delta, df)
-    pe, pd = theorem3_as_printed(n, T, eps, d, d, d)
+    pe, pd = walk_sum_loss_as_printed(n, T, eps, d, d, d)
     _printed(pe, printed)
     assert pd == pytest.approx(b.delta, rel=1e-12)
     # E7: the printed and corrected first terms agree; only the second term differs
@@ -296,11 +303,11 @@ def test_theorem3_table(
 
 def test_theorem3_tight_cycle_and_exact_counts() -> None:
     # spec §3.3: ε_c* = 0.010026634 at m = 1000 → 0.961857; exact N_v = 156 (k = 256) → 0.936716
-    b = theorem3(1000, 100_000, 0.5, D7, D7, D7, cycle="tight")
+    b = walk_sum_loss(1000, 100_000, 0.5, D7, D7, D7, cycle="tight")
     _printed(b.epsilon_cycle, "0.010026634")
     assert b.m_star == 1000
     _printed(b.epsilon, "0.961857")
-    e = theorem3(1000, 100_000, 0.5, D7, D7, D7, cycle="tight", counts="exact")
+    e = walk_sum_loss(1000, 100_000, 0.5, D7, D7, D7, cycle="tight", counts="exact")
     assert e.n_visits == 156 and e.k == 256
     _printed(e.epsilon, "0.936716")
     _printed(e.delta, "2.58e-5")
@@ -336,8 +343,8 @@ def test_theorem3_cycle_gaussian_premise_with_dp_accounting() -> None:
 
 
 def test_theorem3_floor_rounding_is_tighter_and_integer() -> None:
-    real = theorem3(1000, 100_000, 0.5, D7, D7, D7)
-    floor = theorem3(1000, 100_000, 0.5, D7, D7, D7, k_rounding="floor")
+    real = walk_sum_loss(1000, 100_000, 0.5, D7, D7, D7)
+    floor = walk_sum_loss(1000, 100_000, 0.5, D7, D7, D7, k_rounding="floor")
     assert floor.k == 169 + 100
     assert floor.epsilon == advanced_composition(3 * 0.5 / math.sqrt(1000), D7, 269, D7)[0]
     assert floor.epsilon < real.epsilon < advanced_composition(real.epsilon_cycle, D7, 270, D7)[0]
@@ -345,11 +352,11 @@ def test_theorem3_floor_rounding_is_tighter_and_integer() -> None:
 
 def test_theorem3_rejects_bad_parameters() -> None:
     with pytest.raises(ValueError, match="epsilon < 1"):
-        theorem3(1000, 100_000, 1.0, D7, D7, D7)
+        walk_sum_loss(1000, 100_000, 1.0, D7, D7, D7)
     with pytest.raises(ValueError, match="colluders"):
-        theorem3(1000, 100_000, 0.5, D7, D7, D7, colluders=1000)
+        walk_sum_loss(1000, 100_000, 0.5, D7, D7, D7, colluders=1000)
     with pytest.raises(ValueError):
-        theorem3(1000, 100_000, 0.5, D7, D7, D7, cycle="loose")  # type: ignore[arg-type]
+        walk_sum_loss(1000, 100_000, 0.5, D7, D7, D7, cycle="loose")  # type: ignore[arg-type]
 
 
 def test_ldp_analogue() -> None:
@@ -363,7 +370,7 @@ def test_ldp_analogue() -> None:
 
 def test_collusion_example_and_n_over_c() -> None:
     # spec §3.3: c = 10 (n_eff = 100): N_v = 1219.896, k = 2219.896, ε_cycle = 0.15, ε = 94.0146
-    b = theorem3(1000, 100_000, 0.5, D7, D7, D7, colluders=10)
+    b = walk_sum_loss(1000, 100_000, 0.5, D7, D7, D7, colluders=10)
     _printed(b.n_visits, "1219.896")
     _printed(b.k, "2219.896")
     _printed(b.epsilon_cycle, "0.15")
@@ -371,16 +378,18 @@ def test_collusion_example_and_n_over_c() -> None:
     # §2.9: every complete-graph formula with c colluders is the c = 1 formula at n/c
     for cyc in ("closed", "tight"):
         for counts in ("chernoff", "exact"):
-            a = theorem3(1000, 100_000, 0.5, D7, D7, D7, cycle=cyc, counts=counts, colluders=10)
-            r = theorem3(100, 100_000, 0.5, D7, D7, D7, cycle=cyc, counts=counts)
+            a = walk_sum_loss(
+                1000, 100_000, 0.5, D7, D7, D7, cycle=cyc, counts=counts, colluders=10
+            )
+            r = walk_sum_loss(100, 100_000, 0.5, D7, D7, D7, cycle=cyc, counts=counts)
             assert (a.epsilon, a.delta, a.k) == pytest.approx((r.epsilon, r.delta, r.k), rel=1e-12)
-    a6 = theorem6(20_000, 1_000_000, 0.5, D7, D7, D7, colluders=2)
-    r6 = theorem6(10_000, 1_000_000, 0.5, D7, D7, D7)
+    a6 = walk_histogram_loss(20_000, 1_000_000, 0.5, D7, D7, D7, colluders=2)
+    r6 = walk_histogram_loss(10_000, 1_000_000, 0.5, D7, D7, D7)
     assert a6.epsilon == pytest.approx(r6.epsilon, rel=1e-12)
-    assert theorem4_numeric(2000, 12, 5.0, D6, colluders=4).epsilon == pytest.approx(
-        theorem4_numeric(500, 12, 5.0, D6).epsilon, rel=1e-12
+    assert walk_sgd_loss_numeric(2000, 12, 5.0, D6, colluders=4).epsilon == pytest.approx(
+        walk_sgd_loss_numeric(500, 12, 5.0, D6).epsilon, rel=1e-12
     )
-    assert lemma1_nrdp(2000, 12, 10, 5, colluders=4) == pytest.approx(lemma1_nrdp(500, 12, 10, 5))
+    assert walk_sgd_rdp(2000, 12, 10, 5, colluders=4) == pytest.approx(walk_sgd_rdp(500, 12, 10, 5))
     assert (
         spotted_loss(12, 2000, 0.5, D6, D6, colluders=4).n_spotted
         == spotted_loss(12, 500, 0.5, D6, D6).n_spotted
@@ -393,7 +402,7 @@ def test_collusion_example_and_n_over_c() -> None:
 def test_theorem6_large_n_example() -> None:
     # spec §3.4: n = 1e6, T = 1e8, ε = 0.5 (n >= 3430.86): ε_c = 0.043930, k = 269.537, 4.626671
     assert 14**2 * math.log(4 / D7) == pytest.approx(3430.86, abs=0.005)
-    b = theorem6(10**6, 10**8, 0.5, D7, D7, D7, cycle="closed")
+    b = walk_histogram_loss(10**6, 10**8, 0.5, D7, D7, D7, cycle="closed")
     _printed(b.epsilon_cycle, "0.043930")
     _printed(b.k, "269.537")
     _printed(b.epsilon, "4.626671")
@@ -401,15 +410,15 @@ def test_theorem6_large_n_example() -> None:
 
 
 def test_theorem6_closed_and_numeric_at_n_1e4() -> None:
-    closed = theorem6(10_000, 1_000_000, 0.5, D7, D7, D7, cycle="closed")
+    closed = walk_histogram_loss(10_000, 1_000_000, 0.5, D7, D7, D7, cycle="closed")
     _printed(closed.epsilon_cycle, "0.439302")
     _printed(closed.epsilon, "106.27")
-    num = theorem6(10_000, 1_000_000, 0.5, D7, D7, D7, cycle="numeric")
+    num = walk_histogram_loss(10_000, 1_000_000, 0.5, D7, D7, D7, cycle="numeric")
     _printed(num.epsilon_cycle, "0.0646096")
     assert num.m_star == 10_000
     _printed(num.epsilon, "7.184820")
     # the printed form has the same first term (E7 applies to Thm 6 as well)
-    pe, _ = theorem6_as_printed(10_000, 1_000_000, 0.5, D7, D7, D7)
+    pe, _ = walk_histogram_loss_as_printed(10_000, 1_000_000, 0.5, D7, D7, D7)
     first = math.sqrt(2 * closed.k * math.log(1 / D7)) * closed.epsilon_cycle
     assert pe == pytest.approx(
         first + math.sqrt(closed.k) * 0.5 * math.expm1(closed.epsilon_cycle), rel=1e-12
@@ -424,7 +433,7 @@ def test_theorem6_cycle_epsilon_brute_force() -> None:
         if eps <= math.log(m / (16 * math.log(2 / d))):
             ea = min(eps, fmt_shuffle_epsilon(eps, m, d))
         best = max(best, float(subsampled_epsilon(ea, n, m)))
-    assert theorem6_cycle_epsilon(eps, n, d)[0] == pytest.approx(best, rel=1e-12)
+    assert histogram_cycle_epsilon(eps, n, d)[0] == pytest.approx(best, rel=1e-12)
 
 
 def test_theorem6_constant_21_is_a_valid_bound() -> None:
@@ -444,12 +453,12 @@ def test_theorem6_constant_21_is_a_valid_bound() -> None:
 
 def test_theorem6_conditions() -> None:
     with pytest.raises(ValueError, match="14"):
-        theorem6(3000, 300_000, 0.5, D7, D7, D7, cycle="closed")
+        walk_histogram_loss(3000, 300_000, 0.5, D7, D7, D7, cycle="closed")
     with pytest.raises(ValueError, match="epsilon <= 1"):
-        theorem6(10_000, 1_000_000, 1.5, D7, D7, D7, cycle="closed")
+        walk_histogram_loss(10_000, 1_000_000, 1.5, D7, D7, D7, cycle="closed")
     # the numeric procedure has neither restriction
-    assert theorem6(3000, 300_000, 1.5, D7, D7, D7).epsilon > 0
-    c42 = theorem6(10_000, 1_000_000, 0.5, D7, D7, D7, cycle="closed", constant=42)
+    assert walk_histogram_loss(3000, 300_000, 1.5, D7, D7, D7).epsilon > 0
+    c42 = walk_histogram_loss(10_000, 1_000_000, 0.5, D7, D7, D7, cycle="closed", constant=42)
     assert c42.epsilon_cycle == pytest.approx(2 * 0.439302, rel=1e-5)
 
 
@@ -516,7 +525,7 @@ def test_theorem4_table(
     constrained: bool,
     ldp: str,
 ) -> None:
-    c = theorem4(n, T, eps, D6, D6)
+    c = walk_sgd_loss(n, T, eps, D6, D6)
     _printed(c.sigma_over_L, s)
     _printed(c.T_u, nu)
     assert c.q is not None
@@ -524,42 +533,42 @@ def test_theorem4_table(
     _printed(c.epsilon, closed)
     assert c.delta == pytest.approx(2 * D6)
     # Eq. 7 in ε and the σ form of App. F step 6 agree
-    assert theorem4_closed(n, c.T_u, c.sigma_over_L, D6).epsilon == pytest.approx(c.epsilon)
-    num = theorem4(n, T, eps, D6, D6, method="numeric")
+    assert walk_sgd_loss_closed(n, c.T_u, c.sigma_over_L, D6).epsilon == pytest.approx(c.epsilon)
+    num = walk_sgd_loss(n, T, eps, D6, D6, method="numeric")
     _printed(num.epsilon, numeric)
     _printed(num.alpha, alpha)
     assert num.constrained is constrained
-    assert num.epsilon == theorem4_numeric(n, c.T_u, c.sigma_over_L, D6).epsilon
+    assert num.epsilon == walk_sgd_loss_numeric(n, c.T_u, c.sigma_over_L, D6).epsilon
     _printed(ldp_baseline(c.T_u, eps, D6, D6)[0], ldp)
 
 
 def test_theorem4_numeric_brute_force() -> None:
     # min over 1 < α ≤ α_max of ε_c(α) = aα + ln(1/δ)/(α−1), on a fine grid
     for n, tu, s in [(10_000, 164.378981, 21.19521), (1000, 10643.79, 21.19521), (2000, 12, 2.5)]:
-        r = theorem4_numeric(n, tu, s, D6)
+        r = walk_sgd_loss_numeric(n, tu, s, D6)
         a = 4 * tu * math.log(n) / (s * s * n)
         grid = np.linspace(1 + 1e-6, sgd_alpha_max(s), 400_001)
         vals = a * grid + math.log(1 / D6) / (grid - 1)
         assert r.epsilon <= vals.min() + 1e-12
         assert r.epsilon == pytest.approx(vals.min(), rel=1e-6)
         assert r.epsilon == pytest.approx(
-            lemma1_nrdp(n, tu, s, r.alpha) + math.log(1e6) / (r.alpha - 1)
+            walk_sgd_rdp(n, tu, s, r.alpha) + math.log(1e6) / (r.alpha - 1)
         )
 
 
 def test_lemma1_spot_value_and_constraint() -> None:
     # spec §3.5: σ/L = 10, T_u = 12, n = 2000, α = 5 → 0.009121083; α_max(10) = 7.588723
-    _printed(lemma1_nrdp(2000, 12, 10.0, 5.0), "0.009121083")
+    _printed(walk_sgd_rdp(2000, 12, 10.0, 5.0), "0.009121083")
     _printed(sgd_alpha_max(10.0), "7.588723")
     # σ ≥ L sqrt(2α(α−1)) exactly at α_max
     amax = sgd_alpha_max(10.0)
     assert 10.0 == pytest.approx(math.sqrt(2 * amax * (amax - 1)), rel=1e-12)
     with pytest.raises(ValueError, match="alpha <="):
-        lemma1_nrdp(2000, 12, 10.0, 7.6)
-    assert lemma1_nrdp(2000, 12, 10.0, 5.0, factor=2) == pytest.approx(0.009121083 / 2, rel=1e-8)
+        walk_sgd_rdp(2000, 12, 10.0, 7.6)
+    assert walk_sgd_rdp(2000, 12, 10.0, 5.0, factor=2) == pytest.approx(0.009121083 / 2, rel=1e-8)
     # E10: exact geometric sum ln n/(n−1)
-    assert lemma1_nrdp(2000, 12, 10.0, 5.0, geometric_exact=True) == pytest.approx(
-        lemma1_nrdp(2000, 12, 10.0, 5.0) * 2000 / 1999, rel=1e-12
+    assert walk_sgd_rdp(2000, 12, 10.0, 5.0, geometric_exact=True) == pytest.approx(
+        walk_sgd_rdp(2000, 12, 10.0, 5.0) * 2000 / 1999, rel=1e-12
     )
 
 
@@ -568,8 +577,8 @@ def test_lemma1_curve_is_a_gaussian_curve_dp_accounting() -> None:
     # accountant (improved conversion) on orders ≤ α_max must equal composition.rdp_to_dp and be
     # no worse than the Prop. 3 numeric value.
     n, tu, s = 1000, 10643.79, 21.19521
-    num = theorem4_numeric(n, tu, s, D6)
-    a = lemma1_nrdp(n, tu, s, 2.0) / 2.0
+    num = walk_sgd_loss_numeric(n, tu, s, D6)
+    a = walk_sgd_rdp(n, tu, s, 2.0) / 2.0
     z = 1.0 / math.sqrt(2.0 * a)
     orders = [float(x) for x in np.linspace(1.1, sgd_alpha_max(s), 300)]
     curve = gaussian_rdp(z, orders)
@@ -584,8 +593,8 @@ def test_lemma1_curve_is_a_gaussian_curve_dp_accounting() -> None:
 def test_theorem4_closed_needs_alpha_above_2() -> None:
     # E12: α = (σ/L) sqrt(ln(1/δ)/q) with q = 2 ln(1/δ) is σ/(L√2): σ/L = 2 gives α < 2
     with pytest.raises(ValueError, match="alpha > 2"):
-        theorem4_closed(2000, 12, 2.0, D6)
-    r = theorem4_closed(2000, 12, 10.0, D6)
+        walk_sgd_loss_closed(2000, 12, 2.0, D6)
+    r = walk_sgd_loss_closed(2000, 12, 10.0, D6)
     assert r.alpha == pytest.approx(10 / math.sqrt(2)) and r.epsilon < 2 * math.log(1e6)
 
 
@@ -597,10 +606,10 @@ def test_calibrate_sgd_sigma_fig2(eps: float, factor: int, expected: str) -> Non
     # spec §3.5: minimal σ/L for n = 2000, K_max = 12, δ_c = 1e-6 (Lemma 1 factor 4; code factor 2)
     s = calibrate_sgd_sigma(2000, 12, eps, D6, factor)
     _printed(s, expected)
-    assert theorem4_numeric(2000, 12, s, D6, factor=factor).epsilon <= eps
-    assert theorem4_numeric(2000, 12, s * (1 - 1e-7), D6, factor=factor).epsilon > eps
+    assert walk_sgd_loss_numeric(2000, 12, s, D6, factor=factor).epsilon <= eps
+    assert walk_sgd_loss_numeric(2000, 12, s * (1 - 1e-7), D6, factor=factor).epsilon > eps
     # α = α_max binds here (K_max ≪ n ln(1/δ)/ln n); σ/L ≈ √2(1/2 + ln(1/δ)/ε) to within 3.5%
-    assert theorem4_numeric(2000, 12, s, D6, factor=factor).constrained
+    assert walk_sgd_loss_numeric(2000, 12, s, D6, factor=factor).constrained
     assert s == pytest.approx(math.sqrt(2) * (0.5 + math.log(1e6) / eps), rel=0.035)
 
 
@@ -626,11 +635,11 @@ def test_sigma_table_section_5_3() -> None:
 
 
 def test_prop1_example() -> None:
-    r = prop1_utility_bound(2.0, 1.0, 8, 1.0, D6, 20_000)
+    r = walk_sgd_utility_bound(2.0, 1.0, 8, 1.0, D6, 20_000)
     _printed(r.G, "29.991230")
     _printed(r.bound, "10.097491")
     sigma = gaussian_sigma(0.5, D6, 2.0)  # Alg. 4's σ at ε = 0.5 (sensitivity 2L)
-    g = prop1_utility_bound(1.0, 1.0, 3, 0.5, D6, 100).G
+    g = walk_sgd_utility_bound(1.0, 1.0, 3, 0.5, D6, 100).G
     assert g == pytest.approx(math.sqrt(1 + 3 * sigma**2), rel=1e-12)
 
 
@@ -675,10 +684,10 @@ def test_edge_cap_variant() -> None:
 
 def test_calibrate_sum_sigma() -> None:
     c = calibrate_sum_sigma(1000, 100_000, 1.0, D7, D7, D7)
-    b = theorem3(1000, 100_000, c.epsilon0, D7, D7, D7, cycle="tight", counts="exact")
+    b = walk_sum_loss(1000, 100_000, c.epsilon0, D7, D7, D7, cycle="tight", counts="exact")
     assert b.epsilon == pytest.approx(1.0, rel=1e-9) and b.epsilon <= 1.0
     assert (
-        theorem3(
+        walk_sum_loss(
             1000, 100_000, c.epsilon0 * (1 + 1e-8), D7, D7, D7, cycle="tight", counts="exact"
         ).epsilon
         > 1.0

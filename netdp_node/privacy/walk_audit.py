@@ -1,32 +1,33 @@
 """Walk-conditional ("empirical") privacy accounting of a complete-graph random walk.
 
-Spec `network-dp.md` §4 (paper §5.1, Fig. 1(b), App. H / Fig. 3): given the realised sequence of
+Cyffers & Bellet, AISTATS 2022, §5.1, Fig. 1(b), App. H / Fig. 3: given the realised sequence of
 token holders, compute for every ordered pair (observer w, protected u) the privacy loss of u towards
 w from what w actually saw, compose it over w's observation cycles with the heterogeneous
-composition of Kairouz et al. (B2), and compare with the local-DP loss of the same walk.
+composition of Kairouz, Oh & Viswanath (ICML 2015, Theorem 3.5), and compare with the local-DP loss
+of the same walk.
 
 **GLOBAL KNOWLEDGE.** Every function here needs the whole walk (who held the token at every step).
-No honest participant knows it; this is an audit / simulation tool, never a node's own accountant
-(network-dp.md §4.1 and §6 item 15; DESIGN.md "a separate audit tool ... must say that it uses
-global knowledge"). Every result carries `global_knowledge = True` and a `knowledge` note.
+No honest participant knows it; this is an audit / simulation tool, never a node's own accountant.
+Every result carries `global_knowledge = True` and a `knowledge` note.
 
-Model (spec §4.1–§4.2). The walk is x_0, x_1, ..., x_{T−1} (x_0 is the public starting holder, whose
+Model. The walk is x_0, x_1, ..., x_{T−1} (x_0 is the public starting holder, whose
 contribution at time 0 is in the token). At each reception i of w, w sees the token; the *cycle* is
 the set of contributions since w's previous reception. w knows who sent it the token (x_{i−1}) and
 whom it sent the token to last time: these are *flagged* (App. G's known-sender/receiver regime, so
 the accounting is more conservative than Theorem 3's hidden path). Per cycle of m unknown Gaussian
 contributions (each (ε0, δ)-LDP), the aggregate is (ε0/√m, δ)-DP for a contribution of u; a
-protected user flagged c times costs c·ε0/√m, an unflagged one is subsampled with replacement (B4).
+protected user flagged c times costs c·ε0/√m, an unflagged one is subsampled with replacement
+(`amplification.subsampled_epsilon`).
 
 Two modes:
 
-* `paper_compatible=True` reproduces the authors' procedure (§4.2, `fig1/randomWalk.py` +
+* `paper_compatible=True` reproduces the authors' procedure (their code's `fig1/randomWalk.py` +
   `fig1/expe.py`) exactly, quirks included: (i) no fictive cap at n; (ii) m counts w's own
   contribution at the start of the cycle; (iii) on w's first reception vertex 0 is flagged as
   "receiver of w's last send"; (iv) all m slots are treated as uniform draws; (v) an observer with no
   reception gets NaN; the sender and the receiver flags are counted twice when they are the same
-  slot; the LDP count omits the starting holder's time-0 contribution. It reproduces the §4.4 test
-  vectors to the printed 6 decimals.
+  slot; the LDP count omits the starting holder's time-0 contribution. It reproduces the authors'
+  test vectors to the printed 6 decimals.
 * the default mode fixes (ii): a cycle holds m − 1 contributions unknown to w (w's own is known),
   except w's first cycle when w ≠ x_0 (all m unknown). It also flags the sender slot and the
   last-receiver slot once when they coincide, gives observers without receptions a loss of 0 and
@@ -34,9 +35,8 @@ Two modes:
   the LDP baseline, and flags the public starting holder x_0 (not the literal vertex 0) in w's first
   cycle. Quirks (i) and (iv) are kept: both only make the bound more conservative.
 
-Everything per pair is vectorised with numpy: O(T + n²) time and a few n×n float64 arrays of memory.
-Measured for n = 2048, T = 204 800 (4.19 million ordered pairs, the issue's target): 0.6–1.1 s per
-walk in either mode, Gaussian or histogram, with a tracemalloc peak of 236 MiB (process RSS 339 MiB).
+Everything per pair is vectorised with numpy: O(T + n²) time, a few n×n float64 arrays (n = 2048,
+T = 204 800: 0.6–1.1 s per walk, 236 MiB peak).
 """
 
 from __future__ import annotations
@@ -76,18 +76,18 @@ GLOBAL_KNOWLEDGE_NOTE = (
 
 Mode = Literal["gaussian", "histogram"]
 
-# Constants of the privacy-blanket numerics (spec §4.3, Balle et al. 2019b code as used by the authors).
+# Constants of the privacy-blanket numerics (Balle et al. 2019b code as used by the authors).
 _TOL_DELTA = 1e-11  # δ(ε) is floored here and set to it for ε ≥ ε0
 _MIN_EPS = 1e-6  # left end of the root-finding bracket
 
 
-# --------------------------------------------------------------------------- B2: Kairouz et al.
+# --------------------------------------------------------------------------- Kairouz et al.
 
 
 def kairouz_composition(
     epsilons: Sequence[float], delta: float, delta_tilde: float | None = None
 ) -> tuple[float, float]:
-    """Heterogeneous composition (spec §3.0 B2; Kairouz–Oh–Viswanath 2015, Thm 3.5 simplified).
+    """Heterogeneous composition (Kairouz–Oh–Viswanath 2015, Thm 3.5 simplified).
 
     For mechanisms ε_1..ε_k, each with δ_l = `delta`:
     `ε_tot = min{ Σε_l, Σ (e^{ε_l}−1)ε_l/(e^{ε_l}+1) + sqrt(2 Σε_l² ln(min(1/δ̃, e + sqrt(Σε_l²)/δ̃))) }`
@@ -116,18 +116,19 @@ def kairouz_composition(
 
 
 def _kairouz(s1: np.ndarray, s2: np.ndarray, s3: np.ndarray, dt: np.ndarray) -> np.ndarray:
-    """Vectorised B2 from the sums Σε, Σε², Σ(e^ε−1)ε/(e^ε+1) and δ̃ (elementwise)."""
+    """Vectorised heterogeneous composition from the sums Σε, Σε², Σ(e^ε−1)ε/(e^ε+1) and δ̃
+    (elementwise)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         log_term = np.log(np.minimum(1.0 / dt, math.e + np.sqrt(s2) / dt))
         total = s3 + np.sqrt(2.0 * s2 * log_term)
     return np.where(total > s1, s1, total)
 
 
-# --------------------------------------------------------------------------- §4.3: shuffling numerics
+# --------------------------------------------------------------------------- shuffling numerics
 
 
 def hoeffding_delta(eps: np.ndarray | float, eps0: float, m: np.ndarray | float) -> np.ndarray:
-    """δ(ε) of the Hoeffding privacy-blanket bound for m shuffled ε0-LDP reports (spec §4.3).
+    """δ(ε) of the Hoeffding privacy-blanket bound for m shuffled ε0-LDP reports.
 
     Generic randomizer: γ_lb = e^{−ε0}, γ_ub = 1; `a = e^ε − 1`, `b = (e^ε + 1)(e^{ε0} − e^{−ε0})`,
     `δ = (1/(γ_lb m))·(b²/(4a))·(1 − γ_lb(1 − e^{−2a²/b²}))^m`, floored at 1e-11, capped at 1, and
@@ -146,7 +147,7 @@ def hoeffding_delta(eps: np.ndarray | float, eps0: float, m: np.ndarray | float)
 
 
 def bennett_delta(eps: np.ndarray | float, eps0: float, m: np.ndarray | float) -> np.ndarray:
-    """δ(ε) of the Bennett privacy-blanket bound for m shuffled ε0-LDP reports (spec §4.3).
+    """δ(ε) of the Bennett privacy-blanket bound for m shuffled ε0-LDP reports.
 
     `b⁺ = e^{ε0}(1 − e^{ε−2ε0})`, `c = e^{ε0}(e^{2ε} + 1) − 2γ_lb e^{ε−2ε0}`, `α' = c/b⁺²`,
     `β' = a b⁺/c`, `η' = 1/b⁺`, `φ(x) = (1+x)ln(1+x) − x` (x² if that is < 0 numerically), and
@@ -183,7 +184,7 @@ def _solve_eps(
     delta: float,
     iters: int = 64,
 ) -> np.ndarray:
-    """Vectorised bisection for the root of δ(ε) = δ on [1e-6, ε0] (spec §4.3), per m.
+    """Vectorised bisection for the root of δ(ε) = δ on [1e-6, ε0], per m.
 
     δ(ε) − δ is positive below the root and ≤ 0 at ε0 (δ(ε0) = 1e-11), so the bracket always holds;
     where δ jumps at ε0 (no shuffling gain, e.g. m ≤ 50) the root found is ε0, as the authors'
@@ -202,14 +203,14 @@ def _solve_eps(
 
 
 def hoeffding_epsilon(eps0: float, m: np.ndarray | float, delta: float) -> np.ndarray | float:
-    """ε with Hoeffding δ(ε) = δ for m shuffled ε0-LDP reports (spec §4.3), vectorised over m."""
+    """ε with Hoeffding δ(ε) = δ for m shuffled ε0-LDP reports, vectorised over m."""
     mm = np.atleast_1d(np.asarray(m, dtype=np.float64))
     out = _solve_eps(hoeffding_delta, eps0, mm, delta)
     return float(out[0]) if np.ndim(m) == 0 else out
 
 
 def bennett_epsilon(eps0: float, m: np.ndarray | float, delta: float) -> np.ndarray | float:
-    """ε with Bennett δ(ε) = δ for m shuffled ε0-LDP reports (spec §4.3), vectorised over m."""
+    """ε with Bennett δ(ε) = δ for m shuffled ε0-LDP reports, vectorised over m."""
     mm = np.atleast_1d(np.asarray(m, dtype=np.float64))
     out = _solve_eps(bennett_delta, eps0, mm, delta)
     return float(out[0]) if np.ndim(m) == 0 else out
@@ -218,9 +219,9 @@ def bennett_epsilon(eps0: float, m: np.ndarray | float, delta: float) -> np.ndar
 def erlingsson_epsilon_or_nan(
     eps0: float, m: np.ndarray | float, delta: float
 ) -> np.ndarray | float:
-    """Erlingsson et al. `12 ε0 sqrt(ln(1/δ)/m)` as the §4.3 numerics use it: NaN unless ε0 ≤ 0.5,
+    """Erlingsson et al. `12 ε0 sqrt(ln(1/δ)/m)` as the authors' numerics use it: NaN unless ε0 ≤ 0.5,
     m ≥ 1000, δ ≤ 0.01 and the result is ≤ ε0 (the checked version is
-    `network_dp_walk.erlingsson_shuffle_epsilon`)."""
+    `amplification.erlingsson_shuffle_epsilon`)."""
     mm = np.atleast_1d(np.asarray(m, dtype=np.float64))
     with np.errstate(divide="ignore", invalid="ignore"):
         e = 12.0 * eps0 * np.sqrt(math.log(1.0 / delta) / mm)
@@ -230,9 +231,9 @@ def erlingsson_epsilon_or_nan(
 
 
 def mass_epsilon(eps0: float, m: np.ndarray | float, delta: float) -> np.ndarray | float:
-    """Shuffle amplification of one cycle of m ε0-LDP reports in histogram mode (spec §4.3):
+    """Shuffle amplification of one cycle of m ε0-LDP reports in histogram mode:
     `min(Hoeffding, Bennett, Erlingsson)`, a NaN Erlingsson value being ignored. Vectorised over m.
-    Spec vectors (δ = 1e-7): ε0 = 0.1, m = 200 → 0.068123; ε0 = 0.4, m = 5000 → 0.064690."""
+    Example vectors (δ = 1e-7): ε0 = 0.1, m = 200 → 0.068123; ε0 = 0.4, m = 5000 → 0.064690."""
     mm = np.atleast_1d(np.asarray(m, dtype=np.float64))
     h = np.atleast_1d(hoeffding_epsilon(eps0, mm, delta))
     b = np.atleast_1d(bennett_epsilon(eps0, mm, delta))
@@ -245,7 +246,7 @@ def mass_epsilon(eps0: float, m: np.ndarray | float, delta: float) -> np.ndarray
 
 
 def sample_walk(n: int, T: int, rng: np.random.Generator, start: int = 0) -> np.ndarray:
-    """A uniform complete-graph walk of length T (spec §2.4 [CODE], §4.2): x_0 = start, then T−1
+    """A uniform complete-graph walk of length T: x_0 = start, then T−1
     i.i.d. uniform holders in {0..n−1} (self-loops allowed). The caller supplies the generator."""
     if not (isinstance(n, (int, np.integer)) and n >= 2):
         raise ValueError(f"n must be an integer >= 2, got {n!r}")
@@ -266,7 +267,7 @@ class WalkCycles:
     Attributes:
         n: number of users; walk: the holders x_0..x_{T−1}.
         observer: x_i, the user receiving at time i.
-        m: the paper's cycle length i − last[x_i] (§4.2).
+        m: the paper's cycle length i − last[x_i].
         m_unknown: contributions in the cycle that the observer does not know: m in paper mode;
             m − 1 when the observer held the token at the start of the cycle, else m (default).
         flag_receiver: the user flagged as the receiver of the observer's previous send (−1: none).
@@ -289,7 +290,7 @@ class WalkCycles:
     knowledge: str = GLOBAL_KNOWLEDGE_NOTE
 
     def flag_counts(self) -> list[dict[int, int]]:
-        """Per cycle, {flagged user: count} as in the spec's §4.4 Test 1 table."""
+        """Per cycle, {flagged user: count} as in the authors' first test table."""
         out: list[dict[int, int]] = []
         for a, b, same in zip(
             self.flag_receiver.tolist(), self.flag_sender.tolist(), self.same_slot.tolist()
@@ -304,7 +305,7 @@ class WalkCycles:
 
     def cycles_of(self, w: int) -> list[tuple[int, dict[int, int]]]:
         """The cycles of observer w as (m_unknown, {flagged user: count}); in paper mode m_unknown is
-        the paper's m, so this is exactly the §4.4 Test 1 table."""
+        the paper's m, so this is exactly the authors' first test table."""
         flags = self.flag_counts()
         idx = np.flatnonzero(self.observer == w)
         return [(int(self.m_unknown[j]), flags[j]) for j in idx]
@@ -313,9 +314,9 @@ class WalkCycles:
 def walk_cycles(
     walk: Sequence[int] | np.ndarray, n: int, *, paper_compatible: bool = False
 ) -> WalkCycles:
-    """Cut a walk into every observer's cycles with their sender/receiver flags (spec §4.1–§4.2).
+    """Cut a walk into every observer's cycles with their sender/receiver flags.
 
-    Vectorised equivalent of the §4.2 loop (`last[w]`, `lastsend[w]`). For reception i of w, with p1
+    Vectorised equivalent of the authors' loop (`last[w]`, `lastsend[w]`). For reception i of w, with p1
     the latest time < i at which w held the token and p2 the latest such time ≤ i − 2:
     `m = i − max(p1, 0)`; paper mode flags `x_{p2+1}` (0 if p2 does not exist) and `x_{i−1}`. The
     default mode flags the slot after w's last holding (x_{p1+1}; x_0 on w's first cycle) and the
@@ -375,7 +376,7 @@ def walk_cycles(
 
 @dataclass(frozen=True)
 class WalkAudit:
-    """Per-pair walk-conditional losses of one walk (spec §4; uses global knowledge).
+    """Per-pair walk-conditional losses of one walk (uses global knowledge).
 
     Attributes:
         losses: (n, n) array, `losses[w, u]` = ε of protected u towards observer w; NaN on the
@@ -433,14 +434,14 @@ class WalkAudit:
         return float(np.max(self.ldp))
 
     def summary(self) -> AuditSummary:
-        """The §4.2 statistics of this walk."""
+        """The summary statistics of this walk."""
         return summarize_audits([self])
 
 
 @dataclass(frozen=True)
 class AuditSummary:
     """Mean/min/max of the network-DP pair losses and of the LDP losses over one or more walks
-    (spec §4.2 "statistics", §4.5 table). Uses global knowledge."""
+    Uses global knowledge."""
 
     ndp_mean: float
     ndp_min: float
@@ -473,7 +474,7 @@ def summarize_audits(audits: Sequence[WalkAudit]) -> AuditSummary:
 def _per_cycle_base(
     m_eff: np.ndarray, n: int, epsilon0: float, delta: float, mode: Mode
 ) -> np.ndarray:
-    """ε_A per cycle: ε0/√m (Gaussian aggregation) or the §4.3 shuffle numerics (histogram)."""
+    """ε_A per cycle: ε0/√m (Gaussian aggregation) or the shuffle numerics (histogram)."""
     uniq, inv = np.unique(m_eff, return_inverse=True)
     pos = uniq > 0
     vals = np.zeros(uniq.shape, dtype=np.float64)
@@ -488,7 +489,7 @@ def _per_cycle_base(
 
 
 def _g(e: np.ndarray) -> np.ndarray:
-    """(e^ε − 1)ε/(e^ε + 1) = ε·tanh(ε/2), the first-order term of B2."""
+    """(e^ε − 1)ε/(e^ε + 1) = ε·tanh(ε/2), the first-order term of the heterogeneous composition."""
     return e * np.tanh(e / 2.0)
 
 
@@ -501,21 +502,22 @@ def audit_walk(
     mode: Mode = "gaussian",
     paper_compatible: bool = False,
 ) -> WalkAudit:
-    """Walk-conditional network-DP audit of one walk (spec §4.2–§4.4, Fig. 1(b) / Fig. 3).
+    """Walk-conditional network-DP audit of one walk (Fig. 1(b) / Fig. 3).
 
     USES GLOBAL KNOWLEDGE (the whole walk): an audit/simulation tool, not a node's accountant.
 
     For every ordered pair (observer w, protected u ≠ w), each cycle of w with m unknown
     contributions costs u, with ε_A = ε0/√m (Gaussian) or `mass_epsilon(ε0, m, δ)` (histogram):
-    * `ln(1 + (1 − (1−1/n)^m)(e^{ε_A} − 1))` if u is not flagged (subsampling with replacement, B4);
+    * `ln(1 + (1 − (1−1/n)^m)(e^{ε_A} − 1))` if u is not flagged (subsampling with replacement);
     * `c·ε_A` if u is flagged c ∈ {1, 2} times (sender of the token / receiver of w's last send);
-    and the per-cycle losses compose by B2 with δ̃ = kδ (k = w's cycles). The LDP baseline of user v
-    is `adv(ε0, δ, #contributions of v, δ' = δ)`. `paper_compatible=True` reproduces the authors'
-    code exactly (module docstring; §4.4 test vectors); the default fixes quirk (ii) (m − 1 unknown
-    contributions).
+    and the per-cycle losses compose by `kairouz_composition` with δ̃ = kδ (k = w's cycles). The LDP
+    baseline of user v is `adv(ε0, δ, #contributions of v, δ' = δ)`. `paper_compatible=True`
+    reproduces the authors' code exactly (module docstring); the default fixes quirk (ii) (m − 1
+    unknown contributions).
 
     Vectorised: per-observer sums of the unflagged values plus sparse corrections for the ≤ 2
-    flagged users of each cycle (np.bincount over w·n + u), then B2 elementwise on n×n arrays.
+    flagged users of each cycle (np.bincount over w·n + u), then the composition elementwise on n×n
+    arrays.
 
     Raises:
         ValueError: on a bad walk, n, ε0 ≤ 0, δ ∉ (0, 1) or unknown mode.
@@ -535,7 +537,7 @@ def audit_walk(
     m_eff = cyc.m_unknown[use]
     e_a = _per_cycle_base(m_eff, nn, epsilon0, delta, mode)
     q = -np.expm1(m_eff.astype(np.float64) * math.log1p(-1.0 / nn))
-    e0 = np.log1p(q * np.expm1(e_a))  # unflagged: subsampling (B4)
+    e0 = np.log1p(q * np.expm1(e_a))  # unflagged: subsampling
 
     k_obs = np.bincount(obs, minlength=nn).astype(np.float64)
     s1 = np.bincount(obs, weights=e0, minlength=nn)

@@ -1,8 +1,8 @@
-"""Tests of netdp_node.privacy.empirical (network-dp.md §4: walk-conditional accounting).
+"""Tests of netdp_node.privacy.walk_audit (walk-conditional accounting of a token walk).
 
-Reference values: the spec's §4.3 and §4.4 test vectors (and three rows of §4.5), plus two slow
-per-pair reference implementations written directly from the spec's text: the §4.2 loop with its
-dictionaries (paper mode) and a slot-by-slot reading of the corrected model (default mode).
+Reference values: the test vectors of the authors' code (Cyffers & Bellet, AISTATS 2022, Fig. 1(b)),
+plus two slow per-pair reference implementations: the authors' loop with its dictionaries (paper
+mode) and a slot-by-slot reading of the corrected model (default mode).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from netdp_node.privacy import (
+from netdp_node.privacy.amplification import subsampled_epsilon
+from netdp_node.privacy.composition import advanced_composition
+from netdp_node.privacy.walk_audit import (
     GLOBAL_KNOWLEDGE_NOTE,
-    advanced_composition,
     audit_walk,
     bennett_delta,
     bennett_epsilon,
@@ -26,7 +27,6 @@ from netdp_node.privacy import (
     kairouz_composition,
     mass_epsilon,
     sample_walk,
-    subsampled_epsilon,
     summarize_audits,
     walk_cycles,
 )

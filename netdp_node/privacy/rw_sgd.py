@@ -1,27 +1,14 @@
-"""Accounting of random-walk DP-SGD on any graph (Cyffers, Bellet & Upadhyay, "Differentially
-Private Decentralized Learning with Random Walks", ICML 2024; its errata in docs/errata.md).
+"""Network DP of random-walk DP-SGD on any graph: pure functions of the public graph, the walk
+parameters and a node's contribution count.
 
-Pure functions of the public graph, the walk parameters and a node's contribution count.
-
-* `transition_matrix`: the Hamilton / Metropolis weights with self-loops as the authors' code builds
-  them, `W_uv = 1/(max(d_u, d_v) + 1)` (the default), or the paper's `1/max(d_u, d_v)`.
-* `communicability`: the exact non-asymptotic `S_uv(T) = Σ_{t=1..T} (W^t)_uv / t` (the paper's
-  §6, exact form) for one source u and every v, by row iteration.
-* `paper_epsilon`: the paper's accountant `ε_{u→v}(α) = N_u·(α/σ²)·min(S_uv, 1/2)` (Lemma 2 composed
-  over the contributions, clipped at the local-DP level), in the known-sender form of App. B.1
-  (`S̃_uv = max_{w∈N(v)} S_uw` with `S_uu = 1/2`) by default, converted to (ε, δ) with the α cap
-  of the paper's §4.2. **It is not a guarantee in general** (docs/errata.md: the composition over
-  contributions is unsound; on a star the centre sees every leaf at the LDP level while the
-  formula claims several times less): netdp shows it labelled, never alone.
-* `ldp_epsilon`: the always-valid local-DP bound, N_u Gaussian mechanisms of multiplier σ composed
-  in RDP (`N_u α/(2σ²)`), converted at δ.
-* `simulate_walks`, `excursion_q`, `sound_q`, `sound_rdp`, `sound_epsilon`: netdp's sound
-  per-trajectory accountant (Monte Carlo over data-independent walks, certified by Hoeffding's
-  bound; docs/accountants.md); `live_law` (the realised law after a custody re-send), `contract`
-  (collusion as a graph modification). A node's report is min(this, `ldp_epsilon`).
-* Closed forms and the paper's accountant in bulk: `ring_closed_form` (Theorem 5, corrected in
-  docs/errata.md), `hypercube_closed_form`, `star_lemma2`, `first_hit`, `pairwise_matrix`,
-  `mean_pair_s` and `sigma_for_mean_loss` (the paper's §7), `mixing_time`.
+Cyffers, Bellet & Upadhyay, "Differentially Private Decentralized Learning with Random Walks",
+ICML 2024. `paper_epsilon` is the paper's accountant (Lemma 2 composed over the contributions,
+known-sender form of App. B.1); it is NOT a guarantee in general (docs/errata.md), so netdp shows
+it labelled, never alone. A node reports min(`sound_epsilon`, `ldp_epsilon`): netdp's certified
+per-trajectory accountant (Monte Carlo over data-independent walks with Hoeffding's bound;
+docs/accountants.md) and the always-valid local-DP bound. Also: the exact communicability
+`S_uv(T) = Σ_{t≤T} (W^t)_uv/t` (the paper's §6), closed forms (ring, Theorem 5 corrected;
+hypercube; star) and the paper's mean-loss calibration (§7).
 """
 
 from __future__ import annotations
@@ -72,8 +59,8 @@ def transition_matrix(
 
 
 def communicability(W: np.ndarray, u: int, T: int) -> np.ndarray:
-    """S_u·(T) = Σ_{t=1..T} (W^t)_{u,·}/t for every v (spec §4.3 exact form, §4.10 row iteration).
-    Spec §4.12: ring n = 16, W = (I + A)/3, T = 1600, u = 0: S_{0,8} = 0.255255, S_{0,1} = 1.082558;
+    """S_u·(T) = Σ_{t=1..T} (W^t)_{u,·}/t for every v (row iteration).
+    Example: ring n = 16, W = (I + A)/3, T = 1600, u = 0: S_{0,8} = 0.255255, S_{0,1} = 1.082558;
     complete J/16, T = 1000: H_T/16 = 0.467842 for every pair."""
     if T < 1:
         raise ValueError("T must be >= 1")
@@ -90,10 +77,10 @@ def communicability(W: np.ndarray, u: int, T: int) -> np.ndarray:
 def communicability_interval(
     W: Any, u: int, T: int, t0: int, lam_star: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """What node u computes locally in O(t0·|E|) (spec §4.10): the row iteration up to t0, then the
+    """What node u computes locally in O(t0·|E|): the row iteration up to t0, then the
     stationary part (H_T − H_t0)/n and a certified tail ±λ*^{t0+1}/((t0+1)(1 − λ*)), λ* the
     largest |λ_i|, i ≥ 2, of the public symmetric doubly-stochastic W (Cauchy–Schwarz). Returns
-    (lower, upper) bounds on S_u·(T). Spec: ring16, T = 1600, t0 = 200: S_{0,8} in
+    (lower, upper) bounds on S_u·(T). Examples: ring16, T = 1600, t0 = 200: S_{0,8} in
     [0.25525291, 0.25525848]."""
     if not 0 <= lam_star < 1 or not 1 <= t0 <= T:
         raise ValueError("need 0 <= λ* < 1 and 1 <= t0 <= T")
@@ -104,7 +91,7 @@ def communicability_interval(
 
 
 def known_sender(S_u: np.ndarray, u: int, neighbours: Sequence[Sequence[int]]) -> np.ndarray:
-    """App. B.1 (spec §2.4, §4.5): an observer v that knows who sent it the token learns at least what
+    """App. B.1: an observer v that knows who sent it the token learns at least what
     its most exposed neighbour w would: S̃_uv = max_{w∈N(v)} S_uw, with S_uu := 1/2 (so the
     neighbours of u get the LDP level). `neighbours[v]` lists v's neighbours (self excluded)."""
     S = S_u.copy()
@@ -113,7 +100,7 @@ def known_sender(S_u: np.ndarray, u: int, neighbours: Sequence[Sequence[int]]) -
 
 
 def alpha_max(sigma: float, cap: Literal["paper", "c1", "none"] = "paper") -> float:
-    """The largest Rényi order Lemma 1 allows (spec §4.1, §4.7): σ² ≥ 2α(α − 1) ("paper":
+    """The largest Rényi order Lemma 1 allows: σ² ≥ 2α(α − 1) ("paper":
     (1 + √(1 + 2σ²))/2), or c ≤ 1 ("c1": (1 + √(1 + 8σ²))/2), or no cap."""
     if cap == "paper":
         return (1.0 + math.sqrt(1.0 + 2.0 * sigma * sigma)) / 2.0
@@ -123,9 +110,9 @@ def alpha_max(sigma: float, cap: Literal["paper", "c1", "none"] = "paper") -> fl
 
 
 def linear_rdp_to_dp(rho: float, delta: float, amax: float = math.inf) -> float:
-    """min over 1 < α ≤ amax of αρ + ln(1/δ)/(α − 1) (spec §4.7, the paper's conversion): the
+    """min over 1 < α ≤ amax of αρ + ln(1/δ)/(α − 1) (the paper's conversion): the
     unconstrained optimum α* = 1 + √(ln(1/δ)/ρ) gives ρ + 2√(ρ ln(1/δ)); past the cap, α = amax.
-    Spec: ρ = 0.01, σ = 10 → 0.753384 unconstrained, 2.172729 (paper cap), 1.158563 (c ≤ 1)."""
+    Examples: ρ = 0.01, σ = 10 → 0.753384 unconstrained, 2.172729 (paper cap), 1.158563 (c ≤ 1)."""
     if rho <= 0:
         return 0.0
     L = math.log(1.0 / delta)
@@ -152,7 +139,7 @@ def paper_epsilon(
 
 def ldp_epsilon(n_u: int, sigma: float, delta: float) -> float:
     """The always-valid bound: n_u Gaussian mechanisms with noise multiplier σ (noise σΔ for
-    sensitivity Δ) composed in RDP, converted at δ (spec §4.8)."""
+    sensitivity Δ) composed in RDP, converted at δ."""
     if n_u <= 0:
         return 0.0
     curve = gaussian_rdp(sigma, DEFAULT_ORDERS, int(n_u))
@@ -212,9 +199,9 @@ def communicability_sparse(
     return communicability(sparse.csr_matrix((vals, (rows, cols)), shape=(n, n)), u, T)
 
 
-# -- the sound per-trajectory accountant (spec §4.9) -----------------------------------------------
+# -- the sound per-trajectory accountant -----------------------------------------------
 def live_law(W: np.ndarray, dead: Iterable[int]) -> np.ndarray:
-    """W conditioned on liveness (spec §7.1 item 2): every row renormalised over the columns not in
+    """W conditioned on liveness: every row renormalised over the columns not in
     `dead` (a row keeps its self-loop: a node never skips itself); dead rows are left as they are
     (the walk never reaches them)."""
     gone = sorted(set(dead))
@@ -240,11 +227,11 @@ def simulate_walks(
     phases: Sequence[tuple[int, np.ndarray]] = (),
     chunk: int = 1000,
 ) -> Iterable[np.ndarray]:
-    """Trajectories of the data-independent walk (spec §2.3 [NOTE]): yields arrays of shape
+    """Trajectories of the data-independent walk: yields arrays of shape
     (T, r) (r ≤ chunk walks each, `walks` in all), entry [t, k] the holder at step t of walk k
     (it contributes at step t; step 0 is the start). `start`: the public start holder, or None for
     a π-distributed (uniform) start. `phases`: (step, W') pairs: from that step on the holder draws
-    its next hop from W' instead (a custody re-route changes the law, spec §7.1 item 2)."""
+    its next hop from W' instead (a custody re-route changes the law)."""
     n = W.shape[0]
     if W.shape != (n, n) or T < 1 or walks < 1:
         raise ValueError("W must be square, T >= 1 and walks >= 1")
@@ -285,13 +272,13 @@ def simulate_walks(
 
 
 def excursion_q(contrib: np.ndarray, obs: np.ndarray) -> float:
-    """Σ_j Σ_k a_k² of spec §4.9 for one trajectory (the per-trajectory RDP is D(τ) = α/(2σ²)·q):
-    `contrib` the steps at which u contributes (sorted), `obs` the steps at which the observer sees
-    the token (sorted; its visits, plus T if the final model is published). Excursion j is the
-    steps strictly between two observations (r_0 := −1); its shift profile is u's contributions in
-    it; a = increments of the greatest convex minorant of (k, S_k) pinned at (0, 0) and
-    (m_j, S_{m_j}); a contribution after the last observation is never seen.
-    Spec: one contribution i draws before the observation gives 1/i; K consecutive right before it
+    """Σ_j Σ_k a_k² (docs/accountants.md) for one trajectory (the per-trajectory RDP is D(τ) =
+    α/(2σ²)·q): `contrib` the steps at which u contributes (sorted), `obs` the steps at which the
+    observer sees the token (sorted; its visits, plus T if the final model is published). Excursion
+    j is the steps strictly between two observations (r_0 := −1); its shift profile is u's
+    contributions in it; a = increments of the greatest convex minorant of (k, S_k) pinned at (0, 0)
+    and (m_j, S_{m_j}); a contribution after the last observation is never seen.
+    Examples: one contribution i draws before the observation gives 1/i; K consecutive right before it
     give K; contributions at steps 1 and 3 of 4 give 1."""
     if len(contrib) == 0 or len(obs) == 0:
         return 0.0
@@ -346,13 +333,13 @@ def sound_q(
     extra_obs: Mapping[Any, Sequence[int]] | None = None,
     burn_in: int = 0,
 ) -> dict[Any, np.ndarray]:
-    """q(τ) of `excursion_q` for `walks` simulated trajectories and each observer v (spec §4.9):
+    """q(τ) of `excursion_q` for `walks` simulated trajectories and each observer v:
     u contributes at its first `cap` visits from step `burn_in` on (0: every visit; Remark 5), v
-    observes at its visits, at step T if the final model is published (`release`, spec §7.1 item
-    4) and at `extra_obs[v]` (e.g. a crashed receiver that saw a re-sent copy, §7.1 item 2).
+    observes at its visits, at step T if the final model is published (`release` item
+    4) and at `extra_obs[v]` (e.g. a crashed receiver that saw a re-sent copy).
     T counts every step, burn-in included. An observer may be a tuple of nodes: a colluding set
     F pooling its views, i.e. F contracted into one super-node whose visits are its members'
-    (spec §2.5, "collusion as a modification of the graph")."""
+    ("collusion as a modification of the graph")."""
     out = {v: np.empty(walks) for v in observers}
     k = 0
     for path in simulate_walks(W, T, walks, rng, start=start, phases=phases):
@@ -383,7 +370,7 @@ def sound_q(
 def sound_rdp(
     q: np.ndarray, sigma: float, cap: int, beta: float, orders: Sequence[float] = DEFAULT_ORDERS
 ) -> np.ndarray:
-    """The certified per-trajectory view bound of spec §4.9 as an RDP curve:
+    """The certified per-trajectory view bound (docs/accountants.md) as an RDP curve:
     ε(α) ≤ ln UCB_β[E_τ exp((α − 1) D(τ))]/(α − 1), D(τ) = α q(τ)/(2σ²), with Hoeffding's upper
     confidence bound on the mean of exp((α − 1)D) ∈ [1, exp((α − 1)α·cap/(2σ²))] (q ≤ cap: every
     slope is ≤ 1), β split evenly over the orders (union bound); never above the local-DP level
@@ -406,19 +393,19 @@ def sound_epsilon(
     q: np.ndarray, sigma: float, cap: int, delta: float, beta_share: float = 0.1
 ) -> tuple[float, float, np.ndarray]:
     """(ε, δ) from `sound_rdp`: δ splits into β = beta_share·δ for the Monte Carlo confidence and
-    the rest for the RDP conversion (spec §7.6 item 22). Returns (ε, δ, the RDP curve)."""
+    the rest for the RDP conversion. Returns (ε, δ, the RDP curve)."""
     beta = beta_share * delta
     curve = sound_rdp(q, sigma, cap, beta)
     return rdp_to_dp(DEFAULT_ORDERS, curve, delta - beta)[0], delta, curve
 
 
-# -- closed forms, the spectral pairwise matrix, mean loss (spec §4.3, §4.4, §4.11) ----------------
+# -- closed forms, the spectral pairwise matrix, mean loss ----------------
 def harmonic(T: int) -> float:
     return float(np.sum(1.0 / np.arange(1, T + 1)))
 
 
 def power_sums(lams: np.ndarray, T: int) -> np.ndarray:
-    """s_T(λ) = Σ_{t=1..T} λ^t/t for every λ (s_T(1) = H_T; spec §4.3), by direct summation (exact;
+    """s_T(λ) = Σ_{t=1..T} λ^t/t for every λ (s_T(1) = H_T), by direct summation (exact;
     stops once every |λ|^t < 1e−20 below the unit eigenvalues, which then get H_T − H_t more)."""
     lam = np.asarray(lams, dtype=np.float64)
     unit = np.abs(lam - 1.0) < 1e-12
@@ -434,8 +421,8 @@ def power_sums(lams: np.ndarray, T: int) -> np.ndarray:
 
 
 def pairwise_matrix(W: np.ndarray, T: int) -> np.ndarray:
-    """The whole matrix S(T) = Φ diag(s_T(λ)) Φᵀ from one eigendecomposition of the symmetric W
-    (spec §4.10 "Global"): S_uv = Σ_t (W^t)_uv/t for every pair at once."""
+    """The whole matrix S(T) = Φ diag(s_T(λ)) Φᵀ from one eigendecomposition of the symmetric W:
+    S_uv = Σ_t (W^t)_uv/t for every pair at once."""
     if not np.allclose(W, W.T, atol=1e-12):
         raise ValueError(
             "the spectral form needs a symmetric W (Assumption 2); use "
@@ -446,12 +433,12 @@ def pairwise_matrix(W: np.ndarray, T: int) -> np.ndarray:
 
 
 def ring_closed_form(n: int, d: int, T: int | None, kappa: float = 1.0 / 3.0) -> float:
-    """The corrected ring formula of spec §4.4 (the paper's Theorem 5 has the wrong index, a
+    """The corrected ring formula (docs/errata.md; the paper's Theorem 5 has the wrong index, a
     spurious factor 2 and cos(πak/n)): lazy ring W = κI + (1 − κ)(P + Pᵀ)/2,
     λ_k = κ + (1 − κ)cos(2πk/n), S_uv(T) = (1/n)[H_T + Σ_{k=1..n−1} cos(2πkd/n) s_T(λ_k)] for
     ring distance d; with T=None the infinite-horizon
     L_uv = (1/n) Σ_k cos(2πkd/n)·(−ln((1 − κ)(1 − cos(2πk/n)))) (the code's logW).
-    Spec: n = 16, κ = 1/3, T = 1000: d = 1 → 1.053194, L_01 = 0.585352."""
+    Examples: n = 16, κ = 1/3, T = 1000: d = 1 → 1.053194, L_01 = 0.585352."""
     if not 0 <= kappa < 1 or n < 3:
         raise ValueError("kappa in [0, 1) and n >= 3 are required")
     k = np.arange(1, n)
@@ -463,9 +450,9 @@ def ring_closed_form(n: int, d: int, T: int | None, kappa: float = 1.0 / 3.0) ->
 
 
 def hypercube_closed_form(dim: int, j: int, T: int) -> float:
-    """Coded Hamilton weights on Q_dim, W = (I + A)/(dim + 1) (spec §4.4, "Hypercube"):
+    """Coded Hamilton weights on Q_dim, W = (I + A)/(dim + 1) ("Hypercube"):
     S_uv(T) = (1/n) Σ_k K_k(j) s_T(λ_k), λ_k = (dim + 1 − 2k)/(dim + 1), K_k the Krawtchouk
-    polynomial, j the Hamming distance. Spec: dim = 4, T = 1000, j = 0..4: 0.70563783, 0.63454369,
+    polynomial, j the Hamming distance. Examples: dim = 4, T = 1000, j = 0..4: 0.70563783, 0.63454369,
     0.41057376, 0.35989062, 0.33865324."""
     lam = np.array([(dim + 1 - 2 * k) / (dim + 1) for k in range(dim + 1)])
     K = np.array(
@@ -478,10 +465,10 @@ def hypercube_closed_form(dim: int, j: int, T: int) -> float:
     return float(np.sum(K * power_sums(lam, T)) / 2**dim)
 
 
-def star_lemma2(n: int, T: int, rule: WeightRule = "coded") -> dict[str, float]:
-    """The star (centre 0) computed with Lemma 2 on a genuine walk (spec §4.4: the paper's Theorem 4
+def star_communicability(n: int, T: int, rule: WeightRule = "coded") -> dict[str, float]:
+    """The star (centre 0) computed with Lemma 2 on a genuine walk (the paper's Theorem 4
     sums powers of the sub-stochastic A/(n − 1) and bounds nothing Alg. 1 runs; not implemented).
-    Returns S for leaf→leaf, centre→leaf and leaf→centre. Spec n = 16, T = 1000, paper weights:
+    Returns S for leaf→leaf, centre→leaf and leaf→centre. Example: n = 16, T = 1000, paper weights:
     0.287036 / 0.471876 / 0.471876."""
     star = [(0, i) for i in range(1, n)]
     W = transition_matrix(n, star, rule)
@@ -495,8 +482,8 @@ def star_lemma2(n: int, T: int, rule: WeightRule = "coded") -> dict[str, float]:
 
 def first_hit(W: np.ndarray, u: int, targets: Sequence[int], T: int) -> float:
     """S^first_uF(T) = Σ_{i≤T} P_u(τ_F = i)/i, the first-hit form of eq. (12) by the taboo iteration
-    r ← rW; S += r_F/t; r_F ← 0 (spec §4.9 "Valid refinements"), for one observer (F = {v}) or a
-    colluding set F (eq. (17), spec §2.5). Valid for a SINGLE contribution only (§4.9 (b))."""
+    r ← rW; S += r_F/t; r_F ← 0, for one observer (F = {v}) or a
+    colluding set F (eq. (17)). Valid for a SINGLE contribution only."""
     F = list(targets)
     r = np.zeros(W.shape[0])
     r[u] = 1.0
@@ -509,8 +496,8 @@ def first_hit(W: np.ndarray, u: int, targets: Sequence[int], T: int) -> float:
 
 
 def mean_pair_s(W: np.ndarray, T: int) -> float:
-    """mean_{u≠v} S_uv(T) = (n H_T − Σ_i s_T(λ_i))/(n(n − 1)) for symmetric doubly-stochastic W
-    (spec §4.11); ≤ H_T/(n − 1). Spec: ring16, T = 1600: 0.45164708; complete J/2048, T = 20480:
+    """mean_{u≠v} S_uv(T) = (n H_T − Σ_i s_T(λ_i))/(n(n − 1)) for symmetric doubly-stochastic W;
+    ≤ H_T/(n − 1). Examples: ring16, T = 1600: 0.45164708; complete J/2048, T = 20480:
     0.00512912."""
     n = W.shape[0]
     lam = np.linalg.eigvalsh(W)
@@ -525,10 +512,10 @@ def sigma_for_mean_loss(
     cap: Literal["paper", "c1", "none"] = "paper",
 ) -> float:
     """σ such that the (ε, δ) of the mean RDP, ρ = N·mean_S/σ² (ε_RDP = αρ), converted with the α
-    cap of spec §4.7, equals `epsilon` (spec §4.11: the paper sets σ from the mean loss; netdp
-    converts the mean RDP, as the authors' ba.py does). Spec, complete J/2048, N = 10, δ = 1e-6,
+    cap of `alpha_max`, equals `epsilon` (the paper sets σ from the mean loss; netdp
+    converts the mean RDP, as the authors' ba.py does). Example: complete J/2048, N = 10, δ = 1e-6,
     ε̄ = 1: 1.714 (no cap), 20.27 (paper cap), 10.19 (c ≤ 1). The paper's accountant: not a
-    guarantee (§4.9)."""
+    guarantee."""
     return smallest_scale(
         lambda s: linear_rdp_to_dp(contributions * mean_s / (s * s), delta, alpha_max(s, cap)),
         epsilon,
@@ -537,8 +524,8 @@ def sigma_for_mean_loss(
 
 
 def mixing_time(W: np.ndarray, iota: float = 0.25, t_max: int = 100_000) -> int:
-    """τ_mix(ι) = min{t : max_v ½‖(W^t)_v· − 1/n‖₁ ≤ ι} (Def. 5, spec §5 [NOTE]; doubly stochastic
-    W). Spec §4.12: ring16 κ = 1/3 → 18, hypercube Q_4 (I + A)/5 → 3, J/16 → 1."""
+    """τ_mix(ι) = min{t : max_v ½‖(W^t)_v· − 1/n‖₁ ≤ ι} (Def. 5, doubly stochastic
+    W). Example: ring16 κ = 1/3 → 18, hypercube Q_4 (I + A)/5 → 3, J/16 → 1."""
     n = W.shape[0]
     P = np.eye(n)
     for t in range(1, t_max + 1):
@@ -549,7 +536,7 @@ def mixing_time(W: np.ndarray, iota: float = 0.25, t_max: int = 100_000) -> int:
 
 
 def contract(W: np.ndarray, F: Sequence[int]) -> tuple[np.ndarray, list[int]]:
-    """Collusion as a modification of the graph (spec §2.5 [NOTE]): the colluding set F becomes one
+    """Collusion as a modification of the graph: the colluding set F becomes one
     super-node f (the last index), entered from w with probability Σ_{v∈F} W_wv; f leaves like the
     stationary mix of its members (any rule: only the first hit of f matters). The first-hit time
     of f in the contracted chain equals that of F in W, so single-observer accountants that allow a

@@ -18,7 +18,7 @@ from netdp_node.privacy.accountant import (
     rw_sgd_figures,
 )
 from netdp_node.privacy.composition import DEFAULT_ORDERS
-from netdp_node.privacy.random_walk import (
+from netdp_node.privacy.rw_sgd import (
     alpha_max,
     communicability,
     communicability_sparse,

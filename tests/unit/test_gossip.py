@@ -1,7 +1,8 @@
-"""Tests of netdp_node.privacy.pndp_gossip (Muffliato, `shared/papers/muffliato.md`, "the spec").
+"""Tests of netdp_node.privacy.gossip, gossip_paper_bound and gossip_joint_view (Muffliato,
+Cyffers, Even, Bellet & Massoulié, NeurIPS 2022).
 
-Reference values: every worked vector of spec §4 (§4.1-§4.3, §4.5, §4.8, §4.10(a)-(f), §4.11),
-the weight examples of §2.2, the ring-of-8 example of the issue, and an independent attack: a
+Reference values: worked vectors of the paper's accountants, the Metropolis weight examples, the
+ring-of-8 example of the issue, and an independent attack: a
 message-passing simulation of the protocol (written here, not using the module) whose observer
 solves its received messages for `x_u + η_u` by least squares.
 """
@@ -19,44 +20,47 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 
 from netdp_bootstrap.topology import build
-from netdp_node.privacy import (
-    DEFAULT_ORDERS,
+from netdp_node.privacy.composition import DEFAULT_ORDERS, compose_losses
+from netdp_node.privacy.gossip import (
+    GossipSchedule,
     chebyshev_coefficients,
     chebyshev_gamma,
     chebyshev_polynomial,
     check_gossip_matrix,
     clip_to_ldp,
-    compose_losses,
-    corollary1_bound,
     edges_from_topology,
-    er_pair_bound,
     fixed_schedule,
     gossip_rounds,
+    knowledge_matrix,
+    ldp_level,
+    metropolis_weights,
+    pair_privacy_loss,
+    pairwise_schedule,
+    realised_schedule,
+    second_eigenvalue_gap,
+    spectral_gap,
+)
+from netdp_node.privacy.gossip_joint_view import (
     group_leakage,
     incoming_leakage,
     joint_view,
     joint_view_leakage,
     joint_view_matrix,
-    knowledge_matrix,
-    ldp_level,
+    outgoing_leakage,
+)
+from netdp_node.privacy.gossip_paper_bound import (
+    er_alpha_cap,
+    er_pair_bound,
+    fixed_graph_pair_bound,
     mean_loss_bound,
     mean_privacy_loss,
-    metropolis_weights,
-    outgoing_leakage,
-    pair_privacy_loss,
-    pairwise_schedule,
     paper_bound,
     paper_bound_matrix,
     paper_bound_outgoing,
     rdp_to_dp_optimal,
-    realised_schedule,
-    second_eigenvalue_gap,
     sigma_for_mean_dp,
     sigma_for_mean_loss,
-    spectral_gap,
-    theorem4_alpha_cap,
 )
-from netdp_node.privacy.pndp_gossip import GossipSchedule
 
 A6 = 5e-7  # the spec prints 6 decimals
 
@@ -514,9 +518,9 @@ def test_corollary1_ring8() -> None:
     for u, (bound, thm1) in enumerate(
         [(2.4844, 0.5775), (3.6953, 0.9515), (9.5907, 2.3028), (29.361, 4.4430)]
     ):
-        assert corollary1_bound(W, 10, u, 4) == pytest.approx(bound, rel=5e-5)
+        assert fixed_graph_pair_bound(W, 10, u, 4) == pytest.approx(bound, rel=5e-5)
         assert f[u] == pytest.approx(thm1, abs=5e-5)
-        assert corollary1_bound(W, 10, u, 4) >= f[u]
+        assert fixed_graph_pair_bound(W, 10, u, 4) >= f[u]
 
 
 def test_theorem4() -> None:
@@ -525,9 +529,9 @@ def test_theorem4() -> None:
     assert er_pair_bound(2048, 32, 8, adjacent=False) == pytest.approx(0.2510, abs=5e-5)
     assert er_pair_bound(2048, 32, 8, adjacent=True) == 1.0
     assert er_pair_bound(100, 50, 10, adjacent=False) == 1.0  # clipped
-    assert theorem4_alpha_cap(1.0, 1.0) == pytest.approx(2.0)
+    assert er_alpha_cap(1.0, 1.0) == pytest.approx(2.0)
     sigma = 3.0
-    cap = theorem4_alpha_cap(sigma, 1.0)
+    cap = er_alpha_cap(sigma, 1.0)
     assert sigma**2 == pytest.approx(cap * (cap - 1) / 2)
 
 

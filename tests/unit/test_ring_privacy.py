@@ -1,4 +1,4 @@
-"""Tests of netdp_node.privacy.network_dp (ring summation, Cyffers & Bellet 2022, Thm 1).
+"""Tests of netdp_node.privacy.ring (ring summation, Cyffers & Bellet 2022, Thm 1).
 
 Reference values: the spec's worked example (§3.1, E1), brute-force simulation of Algorithm 1's
 counter, dp-accounting's RDP and PLD accountants, and the closed-form exact Gaussian tradeoff.
@@ -17,18 +17,20 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import RdpAccountant
 from scipy import optimize, stats
 
-from netdp_node.privacy import (
+from netdp_node.privacy.composition import (
     DEFAULT_ORDERS,
     compose_losses,
     gaussian_rdp,
     gaussian_sigma,
-    ldp_sum_std,
     rdp_to_dp,
+)
+from netdp_node.privacy.ring import (
+    ldp_sum_std,
     ring_adds_noise,
     ring_noise_count,
+    ring_sum_guarantee,
     ring_sum_loss,
     ring_sum_std,
-    theorem1,
 )
 
 SIGMA_LOC = 10.597605053700947  # spec §3.1: σ_loc(ε=0.5, δ=1e-6, Δ=1)
@@ -97,13 +99,13 @@ def _pld_generic_eps(eps_w: float, delta_w: float, windows: int, delta: float) -
 
 
 def test_theorem1_worked_example() -> None:
-    eps, dlt = theorem1(0.5, 1e-6, 10, 1e-6)
+    eps, dlt = ring_sum_guarantee(0.5, 1e-6, 10, 1e-6)
     assert eps == pytest.approx(11.554897, rel=1e-6)
     assert dlt == pytest.approx(1.1e-5, rel=1e-12)
     assert gaussian_sigma(0.5, 1e-6, 1.0) == pytest.approx(10.597605, rel=1e-6)
-    assert theorem1(0.5, 1e-6, 0, 1e-6) == (0.0, 0.0)
+    assert ring_sum_guarantee(0.5, 1e-6, 0, 1e-6) == (0.0, 0.0)
     with pytest.raises(ValueError):
-        theorem1(0.5, 1e-6, 2.5, 1e-6)  # type: ignore[arg-type]
+        ring_sum_guarantee(0.5, 1e-6, 2.5, 1e-6)  # type: ignore[arg-type]
 
 
 def test_ring_noise_count_erratum_e1() -> None:
@@ -255,7 +257,7 @@ def test_ring_sum_loss_sanity_floor(
     eps_w = math.sqrt(2 * math.log(1.25 / delta)) / sigma
     if eps_w < 1:
         delta_tot = windows * delta + delta_prime
-        adv_eps, adv_delta = theorem1(eps_w, delta, windows, delta_prime)
+        adv_eps, adv_delta = ring_sum_guarantee(eps_w, delta, windows, delta_prime)
         assert adv_delta == pytest.approx(delta_tot)
         assert adv_eps >= _pld_generic_eps(eps_w, delta, windows, delta_tot)
         assert windows * eps_w >= _pld_generic_eps(eps_w, delta, windows, windows * delta)
