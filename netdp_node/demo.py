@@ -35,7 +35,9 @@ import numpy as np
 from netdp.v1 import peer_pb2
 from netdp_node import audit
 from netdp_node.algorithms.inca.engine import central_dp_std
+from netdp_node.algorithms.muffliato.accountant import schedules
 from netdp_node.algorithms.muffliato.engine import ldp_sigma
+from netdp_node.algorithms.ring.accountant import ring_sum_utility
 from netdp_node.algorithms.walk.engine import logistic_accuracy
 from netdp_node.baselines import Mode, local_sgd_sigma, sgd_walk
 from netdp_node.bootstrap_client import BootstrapClient
@@ -47,9 +49,9 @@ from netdp_node.faults import inca_dropout_flags
 from netdp_node.jobs import render_result, result_summary
 from netdp_node.ledger import Ledger
 from netdp_node.privacy import inca_audit
-from netdp_node.privacy.accountant import INCA_AUDIT, ring_sum_utility
+from netdp_node.privacy.accountant import INCA_AUDIT
 from netdp_node.privacy.inca_audit import execution_from_info
-from netdp_node.privacy.muffliato_accountant import CONTINUOUS, JOINT_VIEW, PAPER, schedules
+from netdp_node.privacy.muffliato_accountant import CONTINUOUS, JOINT_VIEW, PAPER
 from netdp_node.privacy.network_dp_walk import bassily_central_sigma
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note
 from netdp_node.privacy.walk_accountant import LEMMA1, ldp_sum_sigma, prospective_count

@@ -36,6 +36,8 @@ import numpy as np
 
 from netdp_bootstrap.topology import build
 from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.accounting import JobView
+from netdp_node.algorithms.budget import per_job_losses
 from netdp_node.algorithms.inca.engine import central_dp_std
 from netdp_node.algorithms.ring.engine import clip_l2
 from netdp_node.algorithms.walk.engine import HOLD_EVENTS, logistic_accuracy
@@ -45,7 +47,6 @@ from netdp_node.faults import FaultInjector, FaultPlan, inca_dropout_flags, plan
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.memledger import MemoryLedger
 from netdp_node.privacy import inca_audit
-from netdp_node.privacy.accountant import JobView, per_job_losses
 from netdp_node.privacy.empirical import GLOBAL_KNOWLEDGE_NOTE, audit_walk
 from netdp_node.privacy.inca_audit import execution_from_info
 from netdp_node.protocols.base import Engine, JobContext, Message, Output

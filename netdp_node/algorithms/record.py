@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from netdp_node.algorithms.accounting import Accountant
 from netdp_node.limits import MAX_MESSAGE_BYTES
 from netdp_node.protocols.base import Engine
 
@@ -81,6 +82,8 @@ class Algorithm:
     # (prepared params, n) -> numbers in the largest message payload, and what sets that size
     payload: Callable[[Mapping[str, Any], int], int] = _dim
     payload_params: str = "dim"
+    # its accountant: the node's privacy loss from its own view (algorithms/<family>/accountant.py)
+    accountant: Accountant = dataclasses.field(kw_only=True)
 
     def validate(self, params: Mapping[str, Any], n: int) -> dict[str, Any]:
         """`prepare`, behind the checks every algorithm shares, for a job that is to run on the

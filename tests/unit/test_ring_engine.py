@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from harness import TRANSPORTS, contexts, make_net
 
+from netdp_node.algorithms.accounting import JobView
+from netdp_node.algorithms.budget import per_job_losses
+from netdp_node.algorithms.ring.accountant import ring_sum_utility
 from netdp_node.algorithms.ring.engine import RingSum, prepare_params
-from netdp_node.privacy.accountant import JobView, per_job_losses, ring_sum_utility
 from netdp_node.privacy.network_dp import (
     ring_release_adds_noise,
     ring_release_noise_count,

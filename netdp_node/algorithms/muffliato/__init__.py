@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import functools
 
+from netdp_node.algorithms.muffliato import accountant as ma
 from netdp_node.algorithms.muffliato import engine as muffliato
 from netdp_node.algorithms.record import Algorithm
 
 _MUFFLIATO = frozenset({"T", "dim", "steps", "suspend_rounds"})
+#: the joint views the family's accountants computed, bounded as one cache
+_JOINT_VIEWS = ma.JointViewCache()
 
 RECORDS = tuple(
     Algorithm(
@@ -17,10 +20,11 @@ RECORDS = tuple(
         "ring",
         True,
         integers=_MUFFLIATO,
+        accountant=ma.accountant(theorem, _JOINT_VIEWS),
     )
-    for name, engine in (
-        ("muffliato", muffliato.MuffliatoSync),
-        ("muffliato-random", muffliato.MuffliatoRandom),
-        ("muffliato-gd", muffliato.MuffliatoGd),
+    for name, engine, theorem in (
+        ("muffliato", muffliato.MuffliatoSync, ma.SYNC_THEOREM),
+        ("muffliato-random", muffliato.MuffliatoRandom, ma.RANDOM_THEOREM),
+        ("muffliato-gd", muffliato.MuffliatoGd, ma.GD_THEOREM),
     )
 )

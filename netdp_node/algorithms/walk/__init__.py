@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 
 from netdp_node.algorithms.record import Algorithm
+from netdp_node.algorithms.walk import accountant
 from netdp_node.algorithms.walk import engine as walk
 
 _WALK = frozenset({"T", "cap", "edge_cap", "colluders", "dim", "bins"})
@@ -18,6 +19,7 @@ RECORDS = (
         functools.partial(walk.prepare_params, "walk-sum"),
         "complete",
         integers=_WALK,
+        accountant=accountant.WALK_SUM,
     ),
     Algorithm(
         "walk-histogram",
@@ -27,6 +29,7 @@ RECORDS = (
         integers=_WALK,
         payload=lambda p, n: int(p["bins"]),
         payload_params="bins",
+        accountant=accountant.WALK_HISTOGRAM,
     ),
     Algorithm(
         "walk-sgd",
@@ -34,6 +37,14 @@ RECORDS = (
         functools.partial(walk.prepare_params, "walk-sgd"),
         "complete",
         integers=_WALK,
+        accountant=accountant.WALK_SGD,
     ),
-    Algorithm("rw-sgd", walk.RandomWalkSgd, walk.prepare_rw_sgd, "exponential", integers=_RW_SGD),
+    Algorithm(
+        "rw-sgd",
+        walk.RandomWalkSgd,
+        walk.prepare_rw_sgd,
+        "exponential",
+        integers=_RW_SGD,
+        accountant=accountant.RW_SGD,
+    ),
 )

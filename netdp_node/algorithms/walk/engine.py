@@ -81,7 +81,7 @@ from netdp_node.privacy.random_walk import (
     transition_row,
     weight_rule,
 )
-from netdp_node.privacy.walk_accountant import calibrate
+from netdp_node.privacy.walk_accountant import calibrate_histogram, calibrate_sgd, calibrate_sum
 from netdp_node.protocols.base import (
     Action,
     Drop,
@@ -1020,7 +1020,12 @@ def prepare_params(algorithm: str, params: Mapping[str, Any], n: int) -> dict[st
             raise ValueError("dp must be 'network' or 'local' (the local-DP-SGD baseline)")
         if out["dp"] == "local" and not out["cap"]:
             raise ValueError("local DP-SGD needs a contribution cap (cap >= 1)")
-    return calibrate(algorithm, out, n)
+    calibrate = {
+        "walk-sum": calibrate_sum,
+        "walk-histogram": calibrate_histogram,
+        "walk-sgd": calibrate_sgd,
+    }[algorithm]
+    return calibrate(out, n)
 
 
 # -- random-walk DP-SGD on any graph ----------------------------------------------------------------
