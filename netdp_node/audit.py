@@ -63,10 +63,11 @@ from typing import Any
 import numpy as np
 
 from netdp_node.algorithms import ALGORITHMS
+from netdp_node.algorithms.accounting import JobView
+from netdp_node.algorithms.budget import total_losses
 from netdp_node.algorithms.hooks import GOSSIP_MASS, INCA_SHARES, NO_HOOKS, Hooks
 from netdp_node.ledger import Entry, JobRow, Ledger
 from netdp_node.privacy import inca_audit
-from netdp_node.privacy.accountant import JobView, total_losses
 from netdp_node.privacy.inca_audit import execution_from_info
 from netdp_node.simulate import read_trace, walk_audit_dict
 

@@ -24,13 +24,13 @@ import numpy as np
 
 from netdp.v1 import bootstrap_pb2, peer_pb2
 from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.accounting import CONTRIBUTION_EVENTS, contributions_in_result
 from netdp_node.bootstrap_client import BootstrapClient, addresses, is_transient, job_context
 from netdp_node.data import load_values
 from netdp_node.errors import SecurityError, ServerIdentityError
 from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.privacy.threat import NOT_PRIVATE, SEEDED_RNG_EVENT
-from netdp_node.privacy.walk_accountant import CONTRIBUTION_EVENTS, contributions_in_result
 from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
 from netdp_node.runtime import Budget, JobRunner, NodeRuntime, private_rng

@@ -37,13 +37,13 @@ from netdp_node import audit
 from netdp_node.algorithms import ALGORITHMS as REGISTRY
 from netdp_node.algorithms import get_algorithm
 from netdp_node.algorithms.hooks import DemoRun, Hooks
+from netdp_node.algorithms.muffliato.accountant import schedules
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
 from netdp_node.data import load_values
 from netdp_node.errors import ConfigError
 from netdp_node.jobs import render_result, result_summary
 from netdp_node.ledger import JobRow, Ledger
-from netdp_node.privacy.muffliato_accountant import schedules
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note
 from netdp_node.report import ledger_report, threat_lines, wrap
 from netdp_node.security.identity import peer_name

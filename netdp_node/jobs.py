@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from netdp.v1 import bootstrap_pb2, common_pb2
+from netdp_node.algorithms import get_algorithm
 from netdp_node.bootstrap_client import BootstrapClient
-from netdp_node.privacy.accountant import estimate_std
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note, threat_model
 from netdp_node.report import threat_lines, wrap
 from netdp_node.wire import tensor_to_ndarray
@@ -59,13 +59,13 @@ def _std(job: common_pb2.JobSpec) -> dict[str, Any] | None:
     """{std, how}: the released value's noise std from the job's public parameters, or None."""
     try:
         params = json.loads(job.params_json) if job.params_json else {}
-        got = estimate_std(
-            {
-                "algorithm": job.algorithm,
-                "participants": [p.node_id for p in job.participants],
-                "params": params,
-            }
-        )
+        std = get_algorithm(job.algorithm).accountant.estimate_std
+        spec = {
+            "algorithm": job.algorithm,
+            "participants": [p.node_id for p in job.participants],
+            "params": params,
+        }
+        got = None if std is None else std(spec)
     except (ValueError, KeyError, TypeError):
         return None
     return None if got is None else {"std": got[0], "how": got[1]}

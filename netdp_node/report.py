@@ -10,18 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.accounting import JobView, never_ran, real_contributions
+from netdp_node.algorithms.budget import per_job_losses, total_losses
 from netdp_node.errors import LedgerError
 from netdp_node.ledger import LEDGER_FILE, Ledger
-from netdp_node.privacy.accountant import (
-    ACCOUNTANTS,
-    JobView,
-    never_ran,
-    per_job_losses,
-    total_losses,
-)
 from netdp_node.privacy.composition import PrivacyLoss, compose_losses
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note, seeded, threat_model
-from netdp_node.privacy.walk_accountant import real_contributions
 from netdp_node.progress import table
 
 #: the δ of a report when neither --delta nor a recorded budget names one
@@ -106,7 +101,7 @@ def ledger_report(
             peers = [{"peer": p, **_loss(loss)} for p, loss in sorted(losses.items())]
             worst = max(losses.values(), key=lambda x: x.epsilon, default=None)
             native = max(raw.values(), key=lambda x: x.epsilon, default=None)
-            acc = ACCOUNTANTS[j.algorithm]
+            acc = get_algorithm(j.algorithm).accountant
             base = (
                 {
                     k: _loss(at_delta(v, delta))
@@ -138,7 +133,7 @@ def ledger_report(
                     "contributions": real_contributions(entries),
                     "messages_sent": sum(1 for e in entries if e.direction == "sent"),
                     "messages_received": sum(1 for e in entries if e.direction == "received"),
-                    "theorem": ACCOUNTANTS[j.algorithm].theorem,
+                    "theorem": acc.theorem,
                     "epsilon": worst.epsilon if worst else 0.0,
                     "delta": worst.delta if worst else 0.0,
                     "native": _loss(native) if native else None,

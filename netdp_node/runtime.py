@@ -42,11 +42,12 @@ from typing import Any
 import numpy as np
 
 from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.accounting import NOT_RUN, JobView
+from netdp_node.algorithms.budget import check_budget
 from netdp_node.errors import LedgerError, NodeUnavailable, UnknownJob
 from netdp_node.faults import EXIT_CRASHED, FaultInjector
 from netdp_node.graphs import COMPLETE, CompleteEdges
 from netdp_node.ledger import Entry, JobRow, Ledger
-from netdp_node.privacy.accountant import NOT_RUN, JobView, check_budget
 from netdp_node.protocols.base import (
     Action,
     Drop,

@@ -36,6 +36,8 @@ import numpy as np
 
 from netdp_bootstrap.topology import build
 from netdp_node.algorithms import ALGORITHMS, get_algorithm
+from netdp_node.algorithms.accounting import JobView
+from netdp_node.algorithms.budget import per_job_losses
 from netdp_node.algorithms.hooks import SimRun
 from netdp_node.algorithms.ring import hooks as ring_hooks
 from netdp_node.algorithms.walk.engine import HOLD_EVENTS
@@ -43,7 +45,6 @@ from netdp_node.errors import ConfigError
 from netdp_node.faults import FaultInjector, FaultPlan, plan_from_flags
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.memledger import MemoryLedger
-from netdp_node.privacy.accountant import JobView, per_job_losses
 from netdp_node.privacy.walk_audit import GLOBAL_KNOWLEDGE_NOTE, audit_walk
 from netdp_node.protocols.base import Engine, JobContext, Message, Output
 from netdp_node.runtime import NodeRuntime, _result_dict, spec_dict

@@ -21,9 +21,9 @@ import grpc
 import grpc.aio
 
 from netdp.v1 import bootstrap_pb2, peer_pb2
+from netdp_node.algorithms import get_algorithm
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.jobs import render_result, result_summary
-from netdp_node.privacy.accountant import ACCOUNTANTS
 from netdp_node.progress import is_tty, live
 from netdp_node.security.identity import peer_name
 from netdp_node.security.mtls import secure_channel
@@ -91,7 +91,7 @@ def spend(reply: bootstrap_pb2.GetResultReply) -> tuple[float, float] | None:
             "participants": parts,
             "params": json.loads(job.params_json or "{}"),
         }
-        losses = ACCOUNTANTS[job.algorithm].prospective(spec, parts[0])
+        losses = get_algorithm(job.algorithm).accountant.prospective(spec, parts[0])
     except (KeyError, ValueError, TypeError, IndexError, ArithmeticError):
         return None
     worst = max(losses.values(), key=lambda x: x.epsilon, default=None)

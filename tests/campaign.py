@@ -45,11 +45,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from netdp_node.algorithms.accounting import JobView
+from netdp_node.algorithms.budget import total_losses
 from netdp_node.audit import NodeLedger, load
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
 from netdp_node.ledger import Entry
-from netdp_node.privacy.accountant import JobView, total_losses
 
 REPO = Path(__file__).resolve().parent.parent
 PROXY = REPO / "tests" / "e2e" / "tcp_proxy.py"

@@ -5,11 +5,13 @@ the families."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from netdp_node.algorithms.accounting import Accountant
 from netdp_node.algorithms.hooks import NO_HOOKS, Hooks
 from netdp_node.limits import MAX_MESSAGE_BYTES
 from netdp_node.protocols.base import Engine, Params
@@ -52,6 +54,8 @@ class Algorithm:
     payload_params: str = "dim"
     # what `netdp demo`, `simulate`, `compose` and `audit` ask it (`algorithms.hooks`)
     hooks: Hooks = NO_HOOKS
+    # its accountant: the node's privacy loss from its own view (algorithms/<family>/accountant.py)
+    accountant: Accountant = dataclasses.field(kw_only=True)
 
     def __post_init__(self) -> None:
         cls = self.params_class

@@ -1,8 +1,10 @@
-"""Accountants of the complete-graph token walks (walk-sum, walk-histogram, walk-sgd) from a node's
-own ledger, their calibration, and their local-DP baselines.
+"""The bounds of the complete-graph token walks (walk-sum, walk-histogram, walk-sgd) as a node's
+accountant applies them, their calibration, and their local-DP baselines.
 
-Pure functions of (public job spec, this node's ledger entries, its id); the theorems themselves
-are in `token_walk` (Cyffers & Bellet, AISTATS 2022). What a node's report uses:
+Pure functions of (public job parameters, the number of participants, the node's number of
+contributions): one `Bounds` per algorithm (`SUM`, `HISTOGRAM`, `SGD`); the theorems themselves
+are in `network_dp_walk` (Cyffers & Bellet, AISTATS 2022). What reads the node's ledger is
+`netdp_node/algorithms/walk/accountant.py`. What a node's report uses:
 
 * its REAL number N_u of data contributions (its ledger) where the theorem composes over them
   (Theorem 4 / Lemma 1 for SGD; Lemma 2's trials; the local-DP baseline), marked "counts=ledger";
@@ -16,7 +18,8 @@ are in `token_walk` (Cyffers & Bellet, AISTATS 2022). What a node's report uses:
   one more fictive cycle (T + n_eff) for Theorems 3/6, one more contribution for Lemma 1;
 * the better of that network bound and the local-DP composition of the node's own N_u
   contributions (each contribution is (ε0, δ)-LDP, so the local-DP bound always holds), per peer;
-* n minus the participants the walk was re-routed around (`live_participants`), after a crash.
+* n minus the participants the walk was re-routed around (the walk accountant's
+  `live_participants`), after a crash.
 
 walk-sgd is the exception: its network bound (Theorem 4 via Lemma 1) rests on privacy
 amplification by iteration (Feldman, Mironov, Talwar, Thakurta, FOCS 2018), whose shift-reduction
@@ -27,14 +30,15 @@ What a walk-sgd node enforces, records and reports towards every peer is therefo
 bound: the RDP composition of its own N_u discrete Gaussian releases (sensitivity Δ' charged on
 the grid; CKS Theorem 4, converted by CKS Proposition 12; the final model and everything else an
 observer sees is post-processing of them), i.e. the local-DP level (`_sgd_ldp`), and the default
-calibration targets it. The Lemma-1 figure is shown beside it (`sgd_baselines`), labelled
-"continuous-noise analysis; not proven for discrete noise", never as it.
+calibration targets it. The Lemma-1 figure is shown beside it (the walk accountant's
+`sgd_baselines`), labelled "continuous-noise analysis; not proven for discrete noise", never as it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -62,52 +66,6 @@ from netdp_node.privacy.token_walk import (
     walk_histogram_loss,
     walk_sum_loss,
 )
-
-
-# -- reading the view ------------------------------------------------------------------------------
-def real_contributions(entries: Iterable[Any]) -> int:
-    """Data contributions this node made, from its ledger: its "contribute" records (every engine
-    records a step with data as "contribute", and a step without data under another name). For a
-    walk every copy it ever made counts, kept or discarded."""
-    return sum(1 for e in entries if e.event == "contribute")
-
-
-#: the only ledger events `contributions_in_result` reads
-CONTRIBUTION_EVENTS = ("contribute", "fenced")
-
-
-def contributions_in_result(entries: Iterable[Any]) -> int:
-    """Data contributions of this node that the released result contains: all of them minus those
-    on branches of the walk that were fenced off after a re-route (custody). Reads only the
-    CONTRIBUTION_EVENTS entries."""
-    es = list(entries)
-    return real_contributions(es) - sum(
-        int(e.params.get("discarded", 0))
-        for e in es
-        if e.direction == "local" and e.event == "fenced"
-    )
-
-
-def live_participants(spec: Mapping[str, Any], entries: Iterable[Any]) -> int:
-    """n for the theorems: the participants minus those the walk was re-routed around, as far as
-    this node's view shows (its own steps and the release record how many were still live).
-    [NOTE] With D participants excluded after a crash the walk is uniform over a live set of at
-    least n − D at every step; Theorems 3, 4, 6 and Lemma 2 only get worse as n decreases
-    (subsampling probability, visit counts, cycle count T/n), so evaluating them at n − D is
-    conservative (custody)."""
-    n = len(spec["participants"])
-    lives = [
-        int(e.params["live"]) for e in entries if e.direction == "local" and "live" in e.params
-    ]
-    return max(2, min([n, *lives]))
-
-
-def _p(spec: Mapping[str, Any]) -> Mapping[str, Any]:
-    return spec["params"]
-
-
-def _others(spec: Mapping[str, Any], me: str) -> list[str]:
-    return [p for p in spec["participants"] if p != me]
 
 
 def walk_horizon(params: Mapping[str, Any]) -> tuple[int, float]:
@@ -241,20 +199,6 @@ def ldp_sum_sigma(params: Mapping[str, Any], count: int) -> float:
     return sigma_of(_bisect_largest(ok, 1e-6, 1.0 - 1e-9))
 
 
-def _per_peer(
-    spec: Mapping[str, Any],
-    me: str,
-    count: int,
-    network: Callable[[int], PrivacyLoss | None],
-    local: PrivacyLoss,
-) -> dict[str, PrivacyLoss]:
-    if count == 0:
-        loss = PrivacyLoss(0.0, 0.0, "no-contribution", local.rdp)
-    else:
-        loss = _best(network(count), local)
-    return {v: loss for v in _others(spec, me)}
-
-
 def prospective_count(params: Mapping[str, Any], n: int) -> int:
     """Contributions a node may make: the cap, else the exact binomial quantile of Bin(T, 1/n)."""
     if int(params.get("cap", 0)):
@@ -386,54 +330,38 @@ def _sgd_proven_network(params: Mapping[str, Any], n: int, n_u: float) -> Privac
     return None
 
 
-def sgd_baselines(
-    spec: Mapping[str, Any], entries: Iterable[Any], me: str
-) -> dict[str, PrivacyLoss]:
-    """Shown beside walk-sgd's guarantee, labelled: the Lemma-1 network figure (Theorem 4 + App. G)
-    for the node's real contributions and the live participants, unclipped (at small n it can
-    exceed the local-DP level). An analysis of CONTINUOUS Gaussian noise, NOT a guarantee for the
-    discrete noise sampled (module docstring)."""
-    p, es = _p(spec), list(entries)
-    count = real_contributions(es)
-    if count == 0 or p.get("dp", "network") == "local":
-        return {}
-    fig = sgd_network_loss(p, live_participants(spec, es), count)
-    return {LEMMA1: PrivacyLoss(fig.epsilon, fig.delta, f"{fig.method}; {CONTINUOUS}")}
-
-
 def _histogram_ldp(p: Mapping[str, Any], count: int) -> PrivacyLoss:
     return _ldp(float(p["epsilon0"]), 0.0, count, float(p["delta_prime"]), None)
 
 
-# algorithm -> (PROVEN network bound (params, n, N_u), or None, local-DP bound (params, N_u))
-BOUNDS: dict[
-    str,
-    tuple[
-        Callable[[Mapping[str, Any], int, float], PrivacyLoss | None],
-        Callable[[Mapping[str, Any], int], PrivacyLoss],
-    ],
-] = {
-    "walk-sum": (sum_network_loss, _sum_ldp),
-    "walk-histogram": (histogram_network_loss, _histogram_ldp),
-    "walk-sgd": (_sgd_proven_network, _sgd_ldp),
-}
+@dataclass(frozen=True)
+class Bounds:
+    """One walk algorithm's bounds, functions of (params, n, N_u): the PROVEN network bound (or
+    None where none is proven for the noise sampled) and the local-DP bound of N_u contributions.
+    The loss towards every peer is the better of the two (`_best`)."""
+
+    network: Callable[[Mapping[str, Any], int, float], PrivacyLoss | None]
+    local: Callable[[Mapping[str, Any], int], PrivacyLoss]
+
+    def loss(self, params: Mapping[str, Any], n: int, count: int) -> PrivacyLoss:
+        """The loss towards any peer of `count` contributions among `n` live participants."""
+        local = self.local(params, count)
+        if count == 0:
+            return PrivacyLoss(0.0, 0.0, "no-contribution", local.rdp)
+        return _best(self.network(params, n, count), local)
+
+    def prospective(self, params: Mapping[str, Any], n: int) -> PrivacyLoss:
+        """The loss if the node makes its maximum number of contributions (`prospective_count`):
+        the budget check and the calibration."""
+        return self.loss(params, n, prospective_count(params, n))
 
 
-def walk_losses(spec: Mapping[str, Any], entries: Iterable[Any], me: str) -> dict[str, PrivacyLoss]:
-    """A walk job's loss towards every peer, from this node's ledger: its real contributions and
-    the participants still live (module docstring)."""
-    p, es = _p(spec), list(entries)
-    network, local = BOUNDS[spec["algorithm"]]
-    count, n = real_contributions(es), live_participants(spec, es)
-    return _per_peer(spec, me, count, lambda k: network(p, n, k), local(p, count))
-
-
-def walk_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
-    """The loss if the node makes its maximum number of contributions (budget check, calibration)."""
-    p, n = _p(spec), len(spec["participants"])
-    network, local = BOUNDS[spec["algorithm"]]
-    count = prospective_count(p, n)
-    return _per_peer(spec, me, count, lambda k: network(p, n, k), local(p, count))
+#: walk-sum: Theorem 3 (+ App. G, the release) or the local-DP composition of the Gaussians
+SUM = Bounds(sum_network_loss, _sum_ldp)
+#: walk-histogram: Theorem 6 (+ App. G, the release) or the local-DP composition of the responses
+HISTOGRAM = Bounds(histogram_network_loss, _histogram_ldp)
+#: walk-sgd: the local-DP level of the discrete Gaussian releases (no network bound proven)
+SGD = Bounds(_sgd_proven_network, _sgd_ldp)
 
 
 # -- calibration ------------------------------------------------------------------------------------
@@ -452,53 +380,58 @@ def _bisect_largest(ok: Callable[[float], bool], lo: float, hi: float, iters: in
     return lo
 
 
-def calibrate(algorithm: str, params: dict[str, Any], n: int) -> dict[str, Any]:
-    """Fill the noise parameters so that the loss a node's report will show towards every peer (the
-    better of the PROVEN network bound and the local-DP bound) for a node making
-    `prospective_count` contributions is at most params["epsilon"] (the calibration).
-    walk-sum: ε0 and σ = `discrete_gaussian_sigma(ε0, δ, 2·clip)` on the grid; walk-histogram: ε0
-    and γ = L/(e^ε0 + L − 1); walk-sgd: σ = (σ/L)·L for the enforced bound, the local-DP level of
-    the cap's discrete Gaussian releases (module docstring; Lemma 1 is not proven for them)."""
+def calibrate_sum(params: dict[str, Any], n: int) -> dict[str, Any]:
+    """Fill walk-sum's noise parameters so that the loss a node's report will show towards every
+    peer (the better of the PROVEN network bound and the local-DP bound, `SUM`) for a node making
+    `prospective_count` contributions is at most params["epsilon"]: ε0 and
+    σ = `discrete_gaussian_sigma(ε0, δ, 2·clip)` on the grid."""
     target = float(params["epsilon"])
-    spec = {"algorithm": algorithm, "participants": [str(i) for i in range(n)], "params": params}
+    sens = 2.0 * float(params["clip"])
+
+    def with_e0(e0: float) -> dict[str, Any]:
+        # σ of ε0 for the sensitivity charged on the noise grid (discrete_gaussian)
+        return {
+            **params,
+            "epsilon0": e0,
+            "sensitivity": sens,
+            "sigma": calibrate_on_grid(
+                lambda s: discrete_gaussian_sigma(e0, params["delta"], s),
+                sens,
+                int(params.get("dim", 1)),
+            ),
+        }
+
+    # ε0 ≥ 1e-6: far smaller ones would need σ beyond the grid's reach (discrete_gaussian)
+    return with_e0(
+        _bisect_largest(
+            lambda e0: SUM.prospective(with_e0(e0), n).epsilon <= target, 1e-6, 1 - 1e-9
+        )
+    )
+
+
+def calibrate_histogram(params: dict[str, Any], n: int) -> dict[str, Any]:
+    """walk-histogram's calibration (as `calibrate_sum`, with `HISTOGRAM`): ε0 and
+    γ = L/(e^ε0 + L − 1)."""
+    target = float(params["epsilon"])
     out = dict(params)
-
-    def worst(p: dict[str, Any]) -> float:
-        # what a node's report will show: the better of the network and local-DP bounds
-        return max(x.epsilon for x in walk_prospective({**spec, "params": p}, "0").values())
-
-    if algorithm == "walk-sum":
-        sens = 2.0 * float(params["clip"])
-
-        def with_e0(e0: float) -> dict[str, Any]:
-            # σ of ε0 for the sensitivity charged on the noise grid (discrete_gaussian)
-            return {
-                **params,
-                "epsilon0": e0,
-                "sensitivity": sens,
-                "sigma": calibrate_on_grid(
-                    lambda s: discrete_gaussian_sigma(e0, params["delta"], s),
-                    sens,
-                    int(params.get("dim", 1)),
-                ),
-            }
-
-        # ε0 ≥ 1e-6: far smaller ones would need σ beyond the grid's reach (discrete_gaussian)
-        out = with_e0(_bisect_largest(lambda e0: worst(with_e0(e0)) <= target, 1e-6, 1 - 1e-9))
-    elif algorithm == "walk-histogram":
-        e0 = _bisect_largest(lambda e: worst({**params, "epsilon0": e}) <= target, 1e-9, 5.0)
-        out["epsilon0"] = e0
-        out["gamma"] = rr_gamma(int(params["bins"]), e0)
-    elif algorithm == "walk-sgd":
-        lip = float(params["lipschitz"])
-        # monotone in 1/s = L/σ
-        inv = _bisect_largest(lambda i: worst({**params, "sigma": lip / i}) <= target, 1e-6, 10.0)
-        out["sigma"] = lip / inv
-    else:
-        raise ValueError(f"no calibration for {algorithm!r}")
+    e0 = _bisect_largest(
+        lambda e: HISTOGRAM.prospective({**params, "epsilon0": e}, n).epsilon <= target, 1e-9, 5.0
+    )
+    out["epsilon0"] = e0
+    out["gamma"] = rr_gamma(int(params["bins"]), e0)
     return out
 
 
-PROSPECTIVE: dict[str, Callable[[Mapping[str, Any], str], dict[str, PrivacyLoss]]] = {
-    alg: walk_prospective for alg in BOUNDS
-}
+def calibrate_sgd(params: dict[str, Any], n: int) -> dict[str, Any]:
+    """walk-sgd's calibration (as `calibrate_sum`, with `SGD`): σ = (σ/L)·L for the enforced bound,
+    the local-DP level of the cap's discrete Gaussian releases (module docstring; Lemma 1 is not
+    proven for them)."""
+    target = float(params["epsilon"])
+    out = dict(params)
+    lip = float(params["lipschitz"])
+    # monotone in 1/s = L/σ
+    inv = _bisect_largest(
+        lambda i: SGD.prospective({**params, "sigma": lip / i}, n).epsilon <= target, 1e-6, 10.0
+    )
+    out["sigma"] = lip / inv
+    return out

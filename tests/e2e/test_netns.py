@@ -60,9 +60,9 @@ import numpy as np
 import pytest
 from e2e_netns import HERE, NODE_PORT, NetnsCluster, Proc, ip, wait_until
 
+from netdp_node.algorithms.ring.accountant import ring_sum_utility
 from netdp_node.errors import LedgerError
 from netdp_node.ledger import JobRow, Ledger
-from netdp_node.privacy.accountant import ring_sum_utility
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from e2e_netns import REPO, wait_until
 
-from netdp_node.privacy.muffliato_accountant import sync_schedules
+from netdp_node.algorithms.muffliato.accountant import sync_schedules
 from netdp_node.report import ledger_report
 
 pytestmark = pytest.mark.slow

@@ -28,9 +28,9 @@ import numpy as np
 import pytest
 from e2e_netns import NODE_PORT, REPO, wait_until
 
+from netdp_node.algorithms.accounting import contributions_in_result
 from netdp_node.algorithms.walk.engine import HOLD_EVENTS
 from netdp_node.ledger import Ledger
-from netdp_node.privacy.walk_accountant import contributions_in_result
 
 pytestmark = pytest.mark.slow
 

@@ -23,11 +23,11 @@ import numpy as np
 import pytest
 
 from netdp_node import audit
+from netdp_node.algorithms.ring.accountant import ring_sum_utility
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
 from netdp_node.errors import LedgerError
 from netdp_node.jobs import result_summary
-from netdp_node.privacy.accountant import ring_sum_utility
 from netdp_node.report import ledger_report
 
 pytestmark = pytest.mark.slow

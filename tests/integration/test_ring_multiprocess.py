@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pytest
 
+from netdp_node.algorithms.ring.accountant import ring_sum_utility
 from netdp_node.bootstrap_client import BootstrapClient
-from netdp_node.privacy.accountant import ring_sum_utility
 
 pytestmark = pytest.mark.slow
 

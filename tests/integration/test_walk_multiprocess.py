@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from netdp_node.privacy.accountant import RW_LDP_METHOD, RW_TRAJECTORY
+from netdp_node.algorithms.walk.accountant import RW_LDP_METHOD, RW_TRAJECTORY
 
 pytestmark = pytest.mark.slow
 

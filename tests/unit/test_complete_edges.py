@@ -14,10 +14,10 @@ from netdp.v1 import bootstrap_pb2
 from netdp_bootstrap.service import BootstrapService
 from netdp_bootstrap.store import Store
 from netdp_bootstrap.topology import build
+from netdp_node.algorithms.walk.accountant import _rw_graph
 from netdp_node.bootstrap_client import job_context
 from netdp_node.graphs import CompleteEdges, spec_edges
 from netdp_node.limits import MAX_MESSAGE_BYTES
-from netdp_node.privacy.accountant import _rw_graph
 from netdp_node.runtime import spec_dict
 from netdp_node.security import pki
 

@@ -234,7 +234,7 @@ def test_gaussian_accountants_charge_the_grid_correction() -> None:
     that sensitivity; both exceed the nominal-Δ values by a relative O(γ√d/Δ) only."""
     from dp_accounting import dp_event, rdp
 
-    from netdp_node.privacy import accountant
+    from netdp_node.algorithms import get_algorithm
     from netdp_node.privacy.composition import DEFAULT_ORDERS
     from netdp_node.privacy.ring import ring_sum_loss
 
@@ -242,7 +242,7 @@ def test_gaussian_accountants_charge_the_grid_correction() -> None:
     p = prepare_params_ring({"rounds": k, "dim": dim, "clip": 0.5, "epsilon": 0.4}, n)
     spec = {"algorithm": "ring-sum", "participants": [f"p{i}" for i in range(n)], "params": p}
     charged = _charged(p["sensitivity"], p["sigma"], dim)
-    base = accountant.gaussian_sum_baselines(spec, _entries(k), "p0")["local-dp"]
+    base = get_algorithm("ring-sum").accountant.baselines(spec, _entries(k), "p0")["local-dp"]
     acc = rdp.RdpAccountant(orders=list(DEFAULT_ORDERS))
     acc.compose(dp_event.GaussianDpEvent(p["sigma"] / charged), k)
     assert base.epsilon == pytest.approx(acc.get_epsilon(p["delta"]), rel=1e-9)
@@ -251,7 +251,7 @@ def test_gaussian_accountants_charge_the_grid_correction() -> None:
     gap = base.epsilon / nominal.get_epsilon(p["delta"]) - 1.0
     assert 0.0 < gap < 1e-5
 
-    loss = accountant.ring_sum_losses(spec, _entries(k), "p0")["p1"]
+    loss = get_algorithm("ring-sum").accountant.losses(spec, _entries(k), "p0")["p1"]
     kw = {"sigma": p["sigma"], "windows": k, "delta": p["delta"], "delta_prime": p["delta_prime"]}
     assert loss.epsilon == pytest.approx(
         ring_sum_loss(sensitivity=charged, **kw).epsilon, rel=1e-12

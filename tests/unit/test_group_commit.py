@@ -107,7 +107,14 @@ def deferring_node(tmp_path, monkeypatch):
     monkeypatch.setitem(
         ALGORITHMS,
         "test-deferring",
-        Algorithm("test-deferring", _Deferring, lambda p, n: p, "complete"),
+        Algorithm(
+            "test-deferring",
+            _Deferring,
+            lambda p, n: p,
+            "complete",
+            # every record has an accountant; these tests never ask it (no budget, no report)
+            accountant=get_algorithm("ring-sum").accountant,
+        ),
     )
     monkeypatch.setattr(Ledger, "DEFER_MAX_S", 30.0)  # only a Flush commits in these tests
     ledger = Ledger(tmp_path, "a")

@@ -10,7 +10,6 @@ import numpy as np
 
 from netdp_node.algorithms import get_algorithm
 from netdp_node.privacy import inca_audit as ia
-from netdp_node.privacy.accountant import ACCOUNTANTS
 
 
 def _job(n: int, k: int, T: int, seed: int, threat: str):
@@ -54,7 +53,7 @@ def test_party_report_worst_of_samples_is_below_a_real_placement():
 
 
 def test_inca_guarantee_covers_every_placement_of_the_threat():
-    """The value `ACCOUNTANTS['inca'].losses` returns is what budgets are charged with
+    """The value `get_algorithm('inca').accountant.losses` returns is what budgets are charged with
     (`total_losses`, `check_budget`): it must bound the loss against EVERY coalition of the job's
     size (C-DP is worst-case, inca.md §2), not only the sampled ones. Brute force over all
     C(9, 3) = 84 coalitions of a small job."""
@@ -62,7 +61,7 @@ def test_inca_guarantee_covers_every_placement_of_the_threat():
     spec, entries, p, ids = _job(n, k, T, seed, "collude:0.3")
     ex = ia.make_execution(n, k, T, seed)
     me = 1
-    shown = ACCOUNTANTS["inca"].losses(spec, entries(ids[me]), ids[me])["n0"].epsilon
+    shown = get_algorithm("inca").accountant.losses(spec, entries(ids[me]), ids[me])["n0"].epsilon
     worst = max(
         float(
             ia.account(

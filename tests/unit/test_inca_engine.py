@@ -283,7 +283,8 @@ def test_accountant_reports_the_audited_execution(tmp_path):
     above the always-valid local-DP level of its η."""
     from cks_reference import cks_epsilon
 
-    from netdp_node.privacy.accountant import ACCOUNTANTS, INCA_AUDIT, inca_audit_loss
+    from netdp_node.algorithms import get_algorithm
+    from netdp_node.privacy.accountant import INCA_AUDIT, inca_audit_loss
     from netdp_node.privacy.discrete_gaussian import GRID_BITS
     from netdp_node.privacy.inca_audit import party_report
 
@@ -313,15 +314,15 @@ def test_accountant_reports_the_audited_execution(tmp_path):
     assert loss.epsilon < ldp  # the correlated noise helps: below local DP
     # ... but it is an audit of sampled placements: shown beside the guarantee, labelled; the
     # guarantee stays the local-DP level of η (C-DP is worst-case over placements, inca.md §2)
-    shown = ACCOUNTANTS["inca"].losses(spec, entries, "n3")
+    shown = get_algorithm("inca").accountant.losses(spec, entries, "n3")
     assert all(v.epsilon == pytest.approx(ldp, rel=1e-4) for v in shown.values())
-    base = ACCOUNTANTS["inca"].baselines(spec, entries, "n3")
+    base = get_algorithm("inca").accountant.baselines(spec, entries, "n3")
     assert "not proven for discrete noise" in INCA_AUDIT
     assert base[INCA_AUDIT].epsilon == pytest.approx(direct["epsilon"])
     # before a result, only the local-DP level of η
     early = [e for e in entries if e.event != "output"]
     assert inca_audit_loss(spec, early, "n3")[0].epsilon == pytest.approx(ldp, rel=1e-4)
-    pros = ACCOUNTANTS["inca"].prospective(spec, "n3")
+    pros = get_algorithm("inca").accountant.prospective(spec, "n3")
     assert set(pros) == set(ids) - {"n3"} and pros["n0"].epsilon == pytest.approx(ldp, rel=1e-4)
 
 

@@ -17,9 +17,10 @@ import pytest
 from harness import contexts, make_net
 
 from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.accounting import JobView
+from netdp_node.algorithms.budget import check_budget, per_job_losses
 from netdp_node.errors import UnknownJob
 from netdp_node.ledger import Ledger
-from netdp_node.privacy.accountant import JobView, check_budget, per_job_losses
 from netdp_node.protocols.base import JobContext, Message, RefusalCode, Refused
 from netdp_node.runtime import (
     UNKNOWN_JOB_LOOKUPS,

@@ -1,4 +1,4 @@
-"""The Muffliato ledger accountant (privacy/muffliato_accountant.py) against
+"""The Muffliato ledger accountant (algorithms/muffliato/accountant.py) against
 muffliato.md §4.11, §7.1: executions the ledger does not determine, where a guessed schedule can
 give a value below the exact joint-view loss of the execution that really happened. (They were
 found when every node's output was published; outputs are now private to each node,
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from netdp_node.algorithms.muffliato import accountant as ma
 from netdp_node.ledger import Entry
 from netdp_node.privacy import gossip, gossip_joint_view
-from netdp_node.privacy import muffliato_accountant as ma
 
 
 def _random_job(n, edges, seq, silent, me):

@@ -15,10 +15,11 @@ import pytest
 from harness import TRANSPORTS, contexts, make_net
 
 from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.accounting import JobView
+from netdp_node.algorithms.budget import check_budget, total_losses
+from netdp_node.algorithms.muffliato import accountant as ma
 from netdp_node.algorithms.muffliato.engine import SCHEDULE, VALUE, MuffliatoSync
 from netdp_node.privacy import gossip, gossip_joint_view, gossip_paper_bound
-from netdp_node.privacy import muffliato_accountant as ma
-from netdp_node.privacy.accountant import ACCOUNTANTS, JobView, check_budget, total_losses
 from netdp_node.privacy.discrete_gaussian import GRID_BITS, gaussian_on_grid, grid_for
 from netdp_node.privacy.muffliato_accountant import public_graph
 from netdp_node.privacy.rw_sgd import ldp_epsilon
@@ -113,7 +114,7 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
         assert get_algorithm("muffliato").private_output
         F = gossip_joint_view.joint_view_matrix(sched)
         spec = net.ledger("n4").job("j").spec
-        acc = ACCOUNTANTS["muffliato"]
+        acc = get_algorithm("muffliato").accountant
         es = net.ledger("n4").entries("j")
         ldp = _ldp(p, p["sigma"])
         for loss in [*acc.losses(spec, es, "n4").values(), *acc.incoming(spec, es, "n4").values()]:
@@ -190,7 +191,7 @@ async def test_randomized_conserves_mass_and_accountant_matches(tmp_path, transp
         ldp = _ldp(p, p["sigma"])
         assert all(
             x.epsilon == pytest.approx(ldp, rel=1e-9)
-            for x in ACCOUNTANTS["muffliato-random"].incoming(spec, es, "n0").values()
+            for x in get_algorithm("muffliato-random").accountant.incoming(spec, es, "n0").values()
         )
         for j, v in enumerate(ids[1:], start=1):
             exact = gossip.pair_privacy_loss(F[j, 0], **kw).epsilon
@@ -359,7 +360,7 @@ def test_accountant_rebuilds_the_realised_schedule_with_drops():
                 params={"round": t, "realised": [ids[w] for w in R]},
             )
         )
-    acc = ACCOUNTANTS["muffliato"]
+    acc = get_algorithm("muffliato").accountant
     assert all("local-DP level" in x.method for x in acc.losses(spec, own, "n2").values())
     assert ma.joint_view(spec, own, "n2") is None
     pub = [
@@ -471,7 +472,7 @@ def test_the_enforced_guarantee_is_the_local_dp_level_not_the_joint_view():
     jv = ma.joint_view(spec, es, "n0")
     assert jv is not None and jv["n6"].epsilon == 0.0 and jv["n1"].epsilon > 0.0
     ldp = _ldp(p, 1.0)
-    losses = ACCOUNTANTS["muffliato"].losses(spec, es, "n0")
+    losses = get_algorithm("muffliato").accountant.losses(spec, es, "n0")
     assert losses["n6"].epsilon == pytest.approx(ldp, rel=1e-9)
     assert all(x.epsilon == pytest.approx(ldp, rel=1e-9) for x in losses.values())
     total = total_losses([JobView("j", spec, es)], "n0", p["delta"])
@@ -480,7 +481,7 @@ def test_the_enforced_guarantee_is_the_local_dp_level_not_the_joint_view():
     assert not check_budget(
         [JobView("j", spec, es)], {**spec, "job_id": "k"}, "n0", 1.5 * ldp, p["delta"]
     ).ok
-    base = ACCOUNTANTS["muffliato"].baselines(spec, es, "n0")
+    base = get_algorithm("muffliato").accountant.baselines(spec, es, "n0")
     assert base[ma.JOINT_VIEW].epsilon == pytest.approx(max(x.epsilon for x in jv.values()))
 
 
@@ -587,7 +588,9 @@ async def test_budget_declines_at_start_and_job_runs_without_its_data(tmp_path):
         x0 = [_noisy(0.0 if v == "n0" else vals[v][0], seed, i, 2.0)[0] for i, v in enumerate(ids)]
         for v in ids:
             assert net.nodes[v].jobs["j"].output.value[0] == pytest.approx(np.mean(x0), abs=1e-12)
-        losses = ACCOUNTANTS["muffliato"].losses(spec, net.ledger("n0").entries("j"), "n0")
+        losses = get_algorithm("muffliato").accountant.losses(
+            spec, net.ledger("n0").entries("j"), "n0"
+        )
         assert all(x.epsilon == 0.0 for x in losses.values())  # declined: nothing incurred
     finally:
         await net.close()
@@ -646,7 +649,7 @@ def test_gd_learns_and_reports_local_dp_composition():
         "public_seed": 7,
         "edges": [],
     }
-    accn = ACCOUNTANTS["muffliato-gd"]
+    accn = get_algorithm("muffliato-gd").accountant
     loss = accn.losses(spec, res.entries["n0"], "n0")["n1"]
     assert loss.epsilon == pytest.approx(
         ldp_epsilon(steps, p["sigma"] / p["sensitivity"], p["delta"]), rel=1e-9

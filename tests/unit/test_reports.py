@@ -13,9 +13,10 @@ import pytest
 from harness import contexts, make_net
 
 from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.accounting import JobView
+from netdp_node.algorithms.budget import per_job_losses
 from netdp_node.cli import main
 from netdp_node.ledger import Ledger
-from netdp_node.privacy.accountant import JobView, per_job_losses
 from netdp_node.privacy.composition import rdp_to_dp
 
 pytestmark = pytest.mark.timeout(60)

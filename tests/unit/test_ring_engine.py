@@ -9,8 +9,10 @@ import pytest
 from harness import TRANSPORTS, contexts, make_net
 
 from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.accounting import JobView
+from netdp_node.algorithms.budget import per_job_losses
+from netdp_node.algorithms.ring.accountant import ring_sum_utility
 from netdp_node.algorithms.ring.engine import RingSum
-from netdp_node.privacy.accountant import JobView, per_job_losses, ring_sum_utility
 from netdp_node.privacy.ring import ring_release_adds_noise, ring_release_noise_count, ring_sum_loss
 from netdp_node.protocols.base import JobContext, Message, RefusalCode, Refused
 from netdp_node.runtime import Budget, spec_dict

@@ -10,7 +10,9 @@ import pytest
 from harness import TRANSPORTS, contexts, make_net
 
 from netdp_node.algorithms import get_algorithm
-from netdp_node.privacy.accountant import JobView, per_job_losses, ring_histogram_loss
+from netdp_node.algorithms.accounting import JobView
+from netdp_node.algorithms.budget import per_job_losses
+from netdp_node.algorithms.ring.accountant import ring_histogram_loss
 from netdp_node.privacy.amplification import fmt_shuffle_epsilon
 from netdp_node.privacy.composition import advanced_composition
 from netdp_node.privacy.ring import rr_gamma

@@ -1,11 +1,11 @@
 """The sound random-walk accountant (privacy/rw_sgd.py §4.9 machinery as used by
-`rw_sgd_pair_losses`, privacy/accountant.py) against random-walks.md §4.9, §7.1 item 1–2."""
+`rw_sgd_pair_losses`, algorithms/walk/accountant.py) against random-walks.md §4.9, §7.1 item 1–2."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from netdp_node.privacy.accountant import _rw_realised_law
+from netdp_node.algorithms.walk.accountant import _rw_realised_law
 from netdp_node.privacy.composition import DEFAULT_ORDERS, rdp_to_dp
 from netdp_node.privacy.rw_sgd import sound_q, transition_matrix
 

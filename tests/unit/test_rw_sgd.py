@@ -8,15 +8,10 @@ import pytest
 from harness import TRANSPORTS, make_net
 
 from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.accounting import JobView
+from netdp_node.algorithms.budget import per_job_losses
+from netdp_node.algorithms.walk.accountant import RW_LDP_METHOD, RW_TRAJECTORY, rw_sgd_figures
 from netdp_node.algorithms.walk.engine import TOKEN
-from netdp_node.privacy.accountant import (
-    ACCOUNTANTS,
-    RW_LDP_METHOD,
-    RW_TRAJECTORY,
-    JobView,
-    per_job_losses,
-    rw_sgd_figures,
-)
 from netdp_node.privacy.composition import DEFAULT_ORDERS
 from netdp_node.privacy.rw_sgd import (
     alpha_max,
@@ -200,7 +195,9 @@ def test_star_counterexample_paper_value_below_the_sound_one():
     spec = _rw_spec(n, star, weights="paper", T=20 * n, cap=40, epsilon=8.0)
     entries = _entries([("contribute", "", {})] * 30)
     loss = per_job_losses(JobView("j", spec, entries), "p1")
-    paper_loss = ACCOUNTANTS["rw-sgd"].baselines(spec, entries, "p1")["paper (not a guarantee)"]
+    paper_loss = get_algorithm("rw-sgd").accountant.baselines(spec, entries, "p1")[
+        "paper (not a guarantee)"
+    ]
     ldp = ldp_epsilon(30, spec["params"]["noise_multiplier"], spec["params"]["delta"])
     assert loss["p0"].epsilon <= ldp + 1e-9
     z = spec["params"]["noise_multiplier"]
@@ -208,7 +205,9 @@ def test_star_counterexample_paper_value_below_the_sound_one():
     assert loss["p0"].epsilon > 1.5 * anonymous  # the paper's anonymous-sender claim: too small
     # netdp's labelled paper value is the known-sender one: the centre, p1's neighbour, gets LDP
     assert paper_loss.epsilon >= loss["p0"].epsilon
-    assert "not a guarantee" in next(iter(ACCOUNTANTS["rw-sgd"].baselines(spec, entries, "p1")))
+    assert "not a guarantee" in next(
+        iter(get_algorithm("rw-sgd").accountant.baselines(spec, entries, "p1"))
+    )
     assert "c ≤ 1 cap" in paper_loss.method
 
 
@@ -304,7 +303,7 @@ async def test_rw_sgd_walks_on_the_graph_and_reports_the_sound_bound(tmp_path, t
         want = ldp_epsilon(count, p["noise_multiplier"], p["delta"])
         assert len(loss) == 5 and all(x.epsilon <= want + 1e-9 for x in loss.values())
         assert all(x.method.startswith((RW_TRAJECTORY, RW_LDP_METHOD)) for x in loss.values())
-        base = ACCOUNTANTS["rw-sgd"].baselines(spec, entries, "n1")
+        base = get_algorithm("rw-sgd").accountant.baselines(spec, entries, "n1")
         paper = base["paper (not a guarantee)"]
         assert all("not a guarantee" in k for k in base) and paper.epsilon > 0
     finally:

@@ -10,9 +10,10 @@ import pytest
 from scipy import stats
 
 from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.accounting import JobView
+from netdp_node.algorithms.budget import per_job_losses
 from netdp_node.audit import audit_trace
 from netdp_node.cli import main
-from netdp_node.privacy.accountant import JobView, per_job_losses
 from netdp_node.privacy.walk_audit import audit_walk
 from netdp_node.report import ledger_report
 from netdp_node.simulate import Simulator, read_trace, synthetic_data, write_ledgers, write_trace

@@ -14,13 +14,13 @@ import pytest
 from harness import contexts, make_net
 
 from netdp_node.algorithms import ALGORITHMS, get_algorithm
+from netdp_node.algorithms.accounting import contributions_in_result
 from netdp_node.algorithms.ring.engine import clip_l2, ring_release_noise_count
 from netdp_node.algorithms.walk.engine import TOKEN, WALK
 from netdp_node.cli import main
 from netdp_node.faults import FaultPlan, plan_from_flags
 from netdp_node.ledger import Entry
 from netdp_node.memledger import MemoryLedger
-from netdp_node.privacy.walk_accountant import contributions_in_result
 from netdp_node.protocols.base import JobContext, Message
 from netdp_node.simulate import Simulator, recorded_noise_std, synthetic_data
 from netdp_node.transport.base import DeliveryError

@@ -11,9 +11,11 @@ import pytest
 from dp_accounting import dp_event, rdp
 
 from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.accounting import JobView
+from netdp_node.algorithms.budget import per_job_losses
+from netdp_node.algorithms.walk.accountant import live_participants
 from netdp_node.ledger import Entry
 from netdp_node.privacy import walk_accountant as W
-from netdp_node.privacy.accountant import JobView, per_job_losses
 from netdp_node.privacy.composition import DEFAULT_ORDERS, rdp_to_dp
 from netdp_node.privacy.discrete_gaussian import GRID_BITS
 from netdp_node.privacy.token_walk import (
@@ -111,7 +113,7 @@ def test_calibration_meets_the_target_tightly(alg, kw):
     n = 300
     spec = _spec(alg, n, epsilon=1.5, T=3000, **kw)
     p = spec["params"]
-    worst = max(x.epsilon for x in W.PROSPECTIVE[alg](spec, "p0").values())
+    worst = max(x.epsilon for x in get_algorithm(alg).accountant.prospective(spec, "p0").values())
     assert worst <= 1.5 + 1e-9
     # 2% less noise (or a 2% larger per-step ε0) would exceed the target: the calibration is tight
     q = dict(p)
@@ -121,7 +123,10 @@ def test_calibration_meets_the_target_tightly(alg, kw):
         q["epsilon0"] = p["epsilon0"] * 1.02
         if alg == "walk-sum":
             q["sigma"] = p["sigma"] / 1.02
-    worse = max(x.epsilon for x in W.PROSPECTIVE[alg]({**spec, "params": q}, "p0").values())
+    worse = max(
+        x.epsilon
+        for x in get_algorithm(alg).accountant.prospective({**spec, "params": q}, "p0").values()
+    )
     assert worse > 1.5
 
 
@@ -159,7 +164,7 @@ def test_fewer_live_participants_cost_more():
     spec = _spec("walk-sum", 2000, T=20000, epsilon=1.0)
     full = per_job_losses(JobView("j", spec, _contribs(10, live=2000)), "p0")["p1"]
     fewer = per_job_losses(JobView("j", spec, _contribs(10, live=1500)), "p0")["p1"]
-    assert W.live_participants(spec, _contribs(3, live=1500)) == 1500
+    assert live_participants(spec, _contribs(3, live=1500)) == 1500
     assert full.method.startswith("theorem3") and fewer.epsilon > full.epsilon
 
 
@@ -246,8 +251,6 @@ def test_walk_sgd_enforces_the_proven_local_dp_level_not_lemma1():
     """Lemma 1 (amplification by iteration) needs noise absorbing real shifts: not proven for the
     discrete Gaussian. The recorded/enforced loss is the RDP composition of the node's releases;
     the Lemma-1 figure is shown beside it, labelled."""
-    from netdp_node.privacy.accountant import ACCOUNTANTS
-
     spec = _spec("walk-sgd", 2000, T=20000, epsilon=10.0)
     p = spec["params"]
     k = 12
@@ -258,11 +261,11 @@ def test_walk_sgd_enforces_the_proven_local_dp_level_not_lemma1():
         assert x.epsilon == pytest.approx(want, rel=1e-9) and x.delta == p["delta"]
     lemma1 = W.sgd_network_loss(p, 2000, k)
     assert lemma1.epsilon < 0.9 * want  # the figure Lemma 1 gives is smaller: not what is charged
-    base = ACCOUNTANTS["walk-sgd"].baselines(spec, _contribs(k), "p0")
+    base = get_algorithm("walk-sgd").accountant.baselines(spec, _contribs(k), "p0")
     assert base[W.LEMMA1].epsilon == pytest.approx(lemma1.epsilon, rel=1e-12)
     assert "not proven for discrete noise" in W.LEMMA1
     # before the run (budget check) the same: the cap's releases
-    pro = W.walk_prospective(spec, "p0")["p1"]
+    pro = get_algorithm("walk-sgd").accountant.prospective(spec, "p0")["p1"]
     assert pro.epsilon == pytest.approx(_dp_accounting_sgd_epsilon(p, p["cap"]), rel=1e-9)
 
 

@@ -10,6 +10,7 @@ import pytest
 from harness import TRANSPORTS, contexts, make_net
 
 from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms.accounting import contributions_in_result, real_contributions
 from netdp_node.algorithms.walk.engine import (
     HANDOFF,
     TOKEN,
@@ -19,7 +20,6 @@ from netdp_node.algorithms.walk.engine import (
     start_holder,
 )
 from netdp_node.faults import FaultPlan
-from netdp_node.privacy.walk_accountant import contributions_in_result, real_contributions
 from netdp_node.protocols.base import (
     Drop,
     JobContext,
@@ -298,7 +298,8 @@ def test_release_is_output_everywhere_once():
 def test_local_dp_sgd_forwards_unchanged_past_the_cap():
     """dp=local (spec §2.7 Alg. 4-B-Loc): past its cap a holder passes the model on unchanged and
     adds no noise; the accountant claims local DP only."""
-    from netdp_node.privacy.accountant import JobView, per_job_losses
+    from netdp_node.algorithms.accounting import JobView
+    from netdp_node.algorithms.budget import per_job_losses
     from netdp_node.simulate import Simulator
 
     ids = [f"u{i}" for i in range(4)]

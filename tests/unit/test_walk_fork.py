@@ -227,7 +227,7 @@ def test_a_step_held_twice_makes_the_rw_accountant_take_its_fork_fallback():
     `repeat`) saw a fork, whether or not a fence reached it: the single-walk law of the sound
     random-walk accountant does not describe its view, which must fall back (as for a fenced copy
     or a second release)."""
-    from netdp_node.privacy.accountant import _rw_realised_law
+    from netdp_node.algorithms.walk.accountant import _rw_realised_law
     from netdp_node.privacy.rw_sgd import transition_matrix
 
     ids = [f"p{i}" for i in range(6)]

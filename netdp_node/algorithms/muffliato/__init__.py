@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from netdp_node.algorithms.muffliato import accountant as ma
 from netdp_node.algorithms.muffliato import engine as muffliato
 from netdp_node.algorithms.muffliato.hooks import GossipHooks, MuffliatoGdHooks, MuffliatoSyncHooks
 from netdp_node.algorithms.muffliato.params import (
@@ -10,6 +11,9 @@ from netdp_node.algorithms.muffliato.params import (
     MuffliatoRandomParams,
 )
 from netdp_node.algorithms.record import Algorithm
+
+#: the joint views the family's accountants computed, bounded as one cache
+_JOINT_VIEWS = ma.JointViewCache()
 
 _RANDOM = GossipHooks(
     name="muffliato-random",
@@ -25,6 +29,7 @@ RECORDS = (
         "ring",
         True,
         hooks=MuffliatoSyncHooks(),
+        accountant=ma.accountant(ma.SYNC_THEOREM, _JOINT_VIEWS),
     ),
     Algorithm(
         "muffliato-random",
@@ -33,6 +38,7 @@ RECORDS = (
         "ring",
         True,
         hooks=_RANDOM,
+        accountant=ma.accountant(ma.RANDOM_THEOREM, _JOINT_VIEWS),
     ),
     Algorithm(
         "muffliato-gd",
@@ -41,5 +47,6 @@ RECORDS = (
         "ring",
         True,
         hooks=MuffliatoGdHooks(),
+        accountant=ma.accountant(ma.GD_THEOREM, _JOINT_VIEWS),
     ),
 )

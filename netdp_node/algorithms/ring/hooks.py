@@ -16,8 +16,8 @@ from netdp_node.algorithms.hooks import (
     categories,
     uniform_values,
 )
+from netdp_node.algorithms.ring.accountant import ring_sum_utility
 from netdp_node.algorithms.ring.engine import clip_l2
-from netdp_node.privacy.accountant import ring_sum_utility
 
 
 def recorded_noise_std(entries: Mapping[str, Sequence[Any]], ids: Sequence[str]) -> float:

@@ -4,6 +4,7 @@ SGD (rw-sgd: Cyffers, Bellet & Upadhyay, ICML 2024)."""
 from __future__ import annotations
 
 from netdp_node.algorithms.record import Algorithm
+from netdp_node.algorithms.walk import accountant
 from netdp_node.algorithms.walk import engine as walk
 from netdp_node.algorithms.walk.hooks import (
     RwSgdHooks,
@@ -19,7 +20,14 @@ from netdp_node.algorithms.walk.params import (
 )
 
 RECORDS = (
-    Algorithm("walk-sum", walk.WalkSum, WalkSumParams, "complete", hooks=WalkSumHooks()),
+    Algorithm(
+        "walk-sum",
+        walk.WalkSum,
+        WalkSumParams,
+        "complete",
+        hooks=WalkSumHooks(),
+        accountant=accountant.WALK_SUM,
+    ),
     Algorithm(
         "walk-histogram",
         walk.WalkHistogram,
@@ -28,7 +36,22 @@ RECORDS = (
         payload=lambda p, n: int(p["bins"]),
         payload_params="bins",
         hooks=WalkHistogramHooks(),
+        accountant=accountant.WALK_HISTOGRAM,
     ),
-    Algorithm("walk-sgd", walk.WalkSgd, WalkSgdParams, "complete", hooks=WalkSgdHooks()),
-    Algorithm("rw-sgd", walk.RandomWalkSgd, RwSgdParams, "exponential", hooks=RwSgdHooks()),
+    Algorithm(
+        "walk-sgd",
+        walk.WalkSgd,
+        WalkSgdParams,
+        "complete",
+        hooks=WalkSgdHooks(),
+        accountant=accountant.WALK_SGD,
+    ),
+    Algorithm(
+        "rw-sgd",
+        walk.RandomWalkSgd,
+        RwSgdParams,
+        "exponential",
+        hooks=RwSgdHooks(),
+        accountant=accountant.RW_SGD,
+    ),
 )

@@ -77,7 +77,11 @@ from netdp_node.algorithms.walk.params import (
     WalkSumParams,
 )
 from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
-from netdp_node.privacy.rw_sgd import neighbour_lists, transition_row, weight_rule
+from netdp_node.privacy.rw_sgd import (
+    neighbour_lists,
+    transition_row,
+    weight_rule,
+)
 from netdp_node.protocols.base import (
     Action,
     Drop,

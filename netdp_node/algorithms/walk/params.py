@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from netdp_node.privacy.discrete_gaussian import accounted_sensitivity, calibrate_on_grid
 from netdp_node.privacy.rw_sgd import ldp_noise_multiplier
-from netdp_node.privacy.walk_accountant import calibrate
+from netdp_node.privacy.walk_accountant import calibrate_histogram, calibrate_sgd, calibrate_sum
 from netdp_node.protocols.base import Params
 
 
@@ -54,8 +54,8 @@ class CompleteWalkParams(WalkParams):
     "counter" (sum, histogram) or "geometric" (SGD default; with stop=counter an SGD token carries
     t, which Theorem 4's proof does not discuss (spec §6 item 10, ambiguity A3): the report labels
     it "counter-visible"), custody_timeout_s 120. The noise is calibrated
-    (`walk_accountant.calibrate`) so that every node's loss towards every peer is at most
-    `epsilon` (per job, δ-terms as in spec §6 item 13)."""
+    (`walk_accountant.calibrate_sum` / `_histogram` / `_sgd`) so that every node's loss towards
+    every peer is at most `epsilon` (per job, δ-terms as in spec §6 item 13)."""
 
     inputs: ClassVar[frozenset[str]] = frozenset(
         {
@@ -152,7 +152,7 @@ class WalkSumParams(CompleteWalkParams):
         out["clip"] = _finite("clip", raw.get("clip", cls.default("clip")))
         if not 1 <= out["dim"] <= 1 << 20 or not out["clip"] > 0:
             raise ValueError("dim must be in 1..2^20 and clip positive")
-        noise = calibrate(cls.algorithm, out, n)
+        noise = calibrate_sum(out, n)
         return cls(
             **out,
             epsilon0=noise["epsilon0"],
@@ -178,7 +178,7 @@ class WalkHistogramParams(CompleteWalkParams):
         out["bins"] = int(raw.get("bins", cls.default("bins")))
         if not 2 <= out["bins"] <= 1 << 16:
             raise ValueError("bins must be in 2..65536")
-        noise = calibrate(cls.algorithm, out, n)
+        noise = calibrate_histogram(out, n)
         return cls(**out, epsilon0=noise["epsilon0"], gamma=noise["gamma"])
 
 
@@ -230,7 +230,7 @@ class WalkSgdParams(CompleteWalkParams):
             raise ValueError("dp must be 'network' or 'local' (the local-DP-SGD baseline)")
         if out["dp"] == "local" and not out["cap"]:
             raise ValueError("local DP-SGD needs a contribution cap (cap >= 1)")
-        noise = calibrate(cls.algorithm, out, n)
+        noise = calibrate_sgd(out, n)
         return cls(**out, sigma=noise["sigma"])
 
 
