@@ -73,6 +73,8 @@ class PeerService:
         self.gate = gate
         self.log = logging.LoggerAdapter(log, {})
         self._stopping = asyncio.Event()
+        # the Link handlers waiting for their next message (`stop_links` ends them)
+        self._idle: set[asyncio.Task[Any]] = set()
 
     def stop_links(self) -> None:
         """The daemon is stopping: end every incoming link stream between two messages (a message
@@ -82,6 +84,8 @@ class PeerService:
         always waited the full grace (the demo SIGKILLed nodes on a loaded machine). The sender
         re-sends whatever it has not had acknowledged, as after any broken stream."""
         self._stopping.set()
+        for task in list(self._idle):
+            task.cancel()
 
     def generic_handler(self) -> grpc.GenericRpcHandler:
         ident = None  # raw bytes in: we decode ourselves
@@ -180,22 +184,31 @@ class PeerService:
             who = self.policy.check(context, ("node",), "Link")
         except Unauthorized as e:
             await context.abort(e.code, e.reason)
+        # One await per message on the request stream itself (no task, no asyncio.wait per
+        # message: they cost two event-loop hand-offs on every hop). `stop_links` cancels the
+        # handlers that are waiting for their next message; one handling a message answers it,
+        # then sees `_stopping` and ends.
         it = requests.__aiter__()
-        stopping = asyncio.ensure_future(self._stopping.wait())
+        task = asyncio.current_task()
+        assert task is not None
         try:
             while not self._stopping.is_set():
-                nxt = asyncio.ensure_future(it.__anext__())
-                await asyncio.wait((nxt, stopping), return_when=asyncio.FIRST_COMPLETED)
-                if not nxt.done():  # stopping while idle: end the stream (status OK)
-                    nxt.cancel()
-                    return
+                self._idle.add(task)
                 try:
-                    raw = nxt.result()
+                    raw = await it.__anext__()
                 except StopAsyncIteration:
                     return
+                except asyncio.CancelledError:
+                    if not self._stopping.is_set():
+                        raise
+                    if hasattr(task, "uncancel"):  # Python >= 3.11: the cancel is consumed
+                        task.uncancel()
+                    return  # stopping while idle: end the stream (status OK)
+                finally:
+                    self._idle.discard(task)
                 yield await self._handle_one(who, raw, context)
         finally:
-            stopping.cancel()
+            self._idle.discard(task)
 
     async def Status(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.StatusReply:
         try:
