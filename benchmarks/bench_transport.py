@@ -725,7 +725,7 @@ async def wait_jobs(
     t0 = time.monotonic()
     deadline = t0 + timeout
     pending = set(job_ids)
-    last_count, last_change = -1, t0
+    last_count, last_change, last_check = -1, t0, -1e9
     while True:
         for j in list(pending):
             s = result_summary(await client.result(j))
@@ -738,10 +738,14 @@ async def wait_jobs(
         now = time.monotonic()
         if not pending:
             return {"outcome": "done", "done_at": now, "unfinished": []}
-        count = progress.received(job_ids)
-        if count != last_count:
-            last_count, last_change = count, now
-        elif now - last_change >= stall_s:
+        # the ledgers are counted at most once a second (the rates come from the ledgers'
+        # timestamps, not from this loop: it only has to notice the end, or a stall)
+        if now - last_check >= 1.0:
+            last_check = now
+            count = progress.received(job_ids)
+            if count != last_count:
+                last_count, last_change = count, now
+        if now - last_change >= stall_s:
             return {
                 "outcome": "stalled",
                 "done_at": last_change,
@@ -750,7 +754,7 @@ async def wait_jobs(
             }
         if now > deadline:
             return {"outcome": "timeout", "done_at": now, "unfinished": sorted(pending)}
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.2)
 
 
 def analyse_job(
@@ -1077,6 +1081,9 @@ def target(sw: dict[str, Any]) -> dict[str, Any]:
                 "walk_complete": a["complete"],
                 "counts": (not f["starved"]) and a["complete"],
                 "loadavg_1m": a["loadavg"][0],
+                # CPU time of the whole cluster (and this driver) per token hop: less sensitive
+                # to other processes than the rate
+                "cpu_us_per_hop": a["cpu"]["own_cpu_s"] / max(1, a["token_hops"]) * 1e6,
                 "foreign_share": {
                     "pingpong": f["pingpong_cpu"]["foreign_share_of_machine"],
                     "commit": f["commit_cpu"]["foreign_share_of_machine"],
@@ -1225,8 +1232,14 @@ def main(argv: list[str] | None = None) -> int:
         help="first wait up to S seconds for other processes to use < 10%% of the "
         "machine (default 60 for a full run, 0 with --quick)",
     )
+    ap.add_argument("--rounds", type=int, help="K of the single walks (default 300, quick 10)")
+    ap.add_argument("--reps", type=int, help="paired repetitions (default 5, quick 3)")
     a = ap.parse_args(argv)
-    cfg = QUICK if a.quick else FULL
+    cfg = json.loads(json.dumps(QUICK if a.quick else FULL))
+    if a.rounds is not None:
+        cfg["netdp"]["rounds"] = a.rounds
+    if a.reps is not None:
+        cfg["netdp"]["reps"] = a.reps
     out = a.out or RESULTS / ("transport-quick.json" if a.quick else "transport.json")
 
     # SIGTERM -> SystemExit, so that the finally blocks stop every process we started.
