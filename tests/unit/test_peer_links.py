@@ -5,6 +5,7 @@ OK, a busy one after it answered the message it is handling."""
 from __future__ import annotations
 
 import asyncio
+import os
 
 import grpc
 import grpc.aio
@@ -16,7 +17,7 @@ from netdp_node.protocols.base import Message
 from netdp_node.security import pki
 from netdp_node.security.identity import peer_name
 from netdp_node.security.mtls import AccessPolicy, secure_channel, start_server
-from netdp_node.transport.grpc import PEER_SERVICE, PeerService
+from netdp_node.transport.grpc import PEER_SERVICE, GrpcTransport, PeerService
 from netdp_node.wire import message_to_envelope
 
 pytestmark = pytest.mark.timeout(60)
@@ -100,4 +101,66 @@ async def test_stop_links_ends_idle_and_busy_streams_after_answering(tmp_path):
         release.set()
         await ch_idle.close()
         await ch_busy.close()
+        await server.stop(0)
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+async def test_an_idle_link_closes_its_channel_and_a_later_message_dials_again(tmp_path):
+    handled: list[int] = []
+
+    async def handle(sender: str, job: str, msg: Message) -> bool:
+        handled.append(msg.round)
+        return False
+
+    ident, service, server, addr = await _serve(tmp_path, handle)
+    t = GrpcTransport(ident, {"b": addr}, idle_close_after=0.5)
+    try:
+        before = _open_fds()  # the server listens; no link yet
+        assert (
+            await asyncio.wait_for(t.submit("b", "j", Message("value", np.zeros(1), round=1)), 10)
+            is False
+        )
+        link = t.links["b"]
+        first = link.channel
+        assert first is not None
+        assert _open_fds() > before  # the link's socket (and the server's end of it)
+        # nothing more to send: after the idle bound the channel is closed, the sockets go
+        await _wait_for(lambda: link.channel is None, "the idle link to close its channel")
+        await _wait_for(lambda: _open_fds() <= before, "the link's file descriptors to close")
+        assert not service._idle  # the server's end of the stream ended too
+        # a later message dials again, on a new channel, and is delivered
+        assert (
+            await asyncio.wait_for(t.submit("b", "j", Message("value", np.zeros(1), round=2)), 10)
+            is False
+        )
+        assert link.channel is not None and link.channel is not first
+        assert handled == [1, 2]
+        assert _open_fds() > before
+    finally:
+        await t.close()
+        await server.stop(0)
+
+
+async def test_a_link_in_use_is_not_closed_as_idle(tmp_path):
+    """Messages every 0.2 s keep a link with a 0.5 s idle bound open: one channel throughout."""
+
+    async def handle(sender: str, job: str, msg: Message) -> bool:
+        return False
+
+    ident, service, server, addr = await _serve(tmp_path, handle)
+    t = GrpcTransport(ident, {"b": addr}, idle_close_after=0.5)
+    try:
+        channels = set()
+        for r in range(8):
+            fut = t.submit("b", "j", Message("value", np.zeros(1), round=r))
+            assert await asyncio.wait_for(fut, 10) is False
+            channels.add(id(t.links["b"].channel))
+            await asyncio.sleep(0.2)
+        assert len(channels) == 1
+    finally:
+        await t.close()
         await server.stop(0)
