@@ -153,6 +153,29 @@ def _params_json(params: dict[str, Any]) -> str:
     return json.dumps(params, sort_keys=True) if params else "{}"
 
 
+_INSERT_ENTRY = (
+    "INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch, seq, round,"
+    " digest, params_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+def _entry_row(e: Entry, now: float) -> tuple[Any, ...]:
+    return (
+        e.ts or now,
+        e.job_id,
+        e.direction,
+        e.event,
+        e.peer,
+        e.kind,
+        e.walk,
+        e.epoch,
+        e.seq,
+        e.round,
+        e.digest,
+        _params_json(e.params),
+    )
+
+
 class Ledger:
     """A node's ledger in `directory/ledger.sqlite`. One writer (the daemon); readers may be many."""
 
@@ -451,8 +474,13 @@ class Ledger:
         now = time.time()
         try:
             with self._tx() as db:
+                # every step's entries in one statement (staging order is id order), then the
+                # steps' job rows and custody changes in order: one transaction either way
+                rows = [_entry_row(e, now) for step in steps for e in step.entries]
+                if rows:
+                    db.executemany(_INSERT_ENTRY, rows)
                 for step in steps:
-                    self._write_step(db, step, now)
+                    self._write_step(db, step)
         except sqlite3.IntegrityError as e:
             raise LedgerError(f"ledger refused the entries: {e}") from e
         except sqlite3.Error as e:
@@ -464,30 +492,9 @@ class Ledger:
                     if index is not None:
                         index[_identity(entry)] = entry.digest
 
-    def _write_step(self, db: sqlite3.Connection, step: _Step, now: float) -> None:
-        entries, job_update, keep, drop = step.entries, step.job_update, step.keep, step.drop
-        if entries:
-            db.executemany(
-                "INSERT INTO entries (ts, job_id, direction, event, peer, kind, walk, epoch,"
-                " seq, round, digest, params_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [
-                    (
-                        e.ts or now,
-                        e.job_id,
-                        e.direction,
-                        e.event,
-                        e.peer,
-                        e.kind,
-                        e.walk,
-                        e.epoch,
-                        e.seq,
-                        e.round,
-                        e.digest,
-                        _params_json(e.params),
-                    )
-                    for e in entries
-                ],
-            )
+    def _write_step(self, db: sqlite3.Connection, step: _Step) -> None:
+        """A step's job row and custody changes (its entries are written by `_write`)."""
+        job_update, keep, drop = step.job_update, step.keep, step.drop
         if job_update:
             self._update_job(db, **job_update)
         for job_id, key in drop:

@@ -73,6 +73,8 @@ class PeerService:
         self.gate = gate
         self.log = logging.LoggerAdapter(log, {})
         self._stopping = asyncio.Event()
+        # the Link handlers waiting for their next message (`stop_links` ends them)
+        self._idle: set[asyncio.Task[Any]] = set()
 
     def stop_links(self) -> None:
         """The daemon is stopping: end every incoming link stream between two messages (a message
@@ -82,6 +84,8 @@ class PeerService:
         always waited the full grace (the demo SIGKILLed nodes on a loaded machine). The sender
         re-sends whatever it has not had acknowledged, as after any broken stream."""
         self._stopping.set()
+        for task in list(self._idle):
+            task.cancel()
 
     def generic_handler(self) -> grpc.GenericRpcHandler:
         ident = None  # raw bytes in: we decode ourselves
@@ -180,22 +184,31 @@ class PeerService:
             who = self.policy.check(context, ("node",), "Link")
         except Unauthorized as e:
             await context.abort(e.code, e.reason)
+        # One await per message on the request stream itself (no task, no asyncio.wait per
+        # message: they cost two event-loop hand-offs on every hop). `stop_links` cancels the
+        # handlers that are waiting for their next message; one handling a message answers it,
+        # then sees `_stopping` and ends.
         it = requests.__aiter__()
-        stopping = asyncio.ensure_future(self._stopping.wait())
+        task = asyncio.current_task()
+        assert task is not None
         try:
             while not self._stopping.is_set():
-                nxt = asyncio.ensure_future(it.__anext__())
-                await asyncio.wait((nxt, stopping), return_when=asyncio.FIRST_COMPLETED)
-                if not nxt.done():  # stopping while idle: end the stream (status OK)
-                    nxt.cancel()
-                    return
+                self._idle.add(task)
                 try:
-                    raw = nxt.result()
+                    raw = await it.__anext__()
                 except StopAsyncIteration:
                     return
+                except asyncio.CancelledError:
+                    if not self._stopping.is_set():
+                        raise
+                    if hasattr(task, "uncancel"):  # Python >= 3.11: the cancel is consumed
+                        task.uncancel()
+                    return  # stopping while idle: end the stream (status OK)
+                finally:
+                    self._idle.discard(task)
                 yield await self._handle_one(who, raw, context)
         finally:
-            stopping.cancel()
+            self._idle.discard(task)
 
     async def Status(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.StatusReply:
         try:
@@ -246,8 +259,21 @@ def _settle(
             log.exception("outcome callback of a message failed")
 
 
+async def _first_error(tasks: set[asyncio.Task[None]]) -> BaseException | None:
+    """Wait until one of a stream's tasks ends; its error (the reader's first: it carries the
+    peer's status), or None."""
+    done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    errors = [e for t in done if not t.cancelled() and (e := t.exception()) is not None]
+    errors.sort(key=lambda e: not isinstance(e, grpc.aio.AioRpcError))
+    return errors[0] if errors else None
+
+
 class Stalled(ConnectionError):
     """A link's stream has had messages pending and no acknowledgement for the give-up time."""
+
+
+class IdleLink(Exception):
+    """A link has had nothing to send for `GrpcTransport.idle_close_after`: its channel closes."""
 
 
 class Link:
@@ -259,6 +285,8 @@ class Link:
     A stream that neither fails nor acknowledges (a peer behind a link that went down: TCP only
     notices after tens of seconds, a connect hangs) is progress neither: once nothing pending has
     been acknowledged for the give-up time, the link gives up (`Stalled`) as it would on errors.
+    A link with nothing pending for `idle_close_after` closes its stream and channel (its socket:
+    a host of many nodes does not keep every channel it ever opened); the next message dials again.
     """
 
     def __init__(self, transport: GrpcTransport, peer: str, address: str) -> None:
@@ -310,6 +338,16 @@ class Link:
                 await self._stream_once()
             except asyncio.CancelledError:
                 raise
+            except IdleLink:
+                await self._close_channel()
+                log.debug(
+                    "[node=%s] link to %s (%s) idle for %gs: channel closed",
+                    self.t.me,
+                    self.peer,
+                    self.address,
+                    self.t.idle_close_after,
+                )
+                continue  # (a message submitted meanwhile is pending: it dials again at once)
             except Exception as e:  # noqa: BLE001 - any stream failure: reconnect and re-send
                 # (grpc raises InvalidStateError when writing to a stream that just finished)
                 code = e.code().name if isinstance(e, grpc.aio.AioRpcError) else "UNAVAILABLE"
@@ -379,7 +417,7 @@ class Link:
         faults = self.t.faults
         loop = asyncio.get_running_loop()
 
-        async def writer() -> None:
+        async def writer(call: Any) -> None:
             while True:
                 mid = await self.queue.get()
                 entry = self.pending.get(mid)
@@ -398,7 +436,7 @@ class Link:
                         continue
                 await call.write(env)
 
-        async def reader() -> None:
+        async def reader(call: Any) -> None:
             while True:
                 ack = await call.read()
                 if ack is grpc.aio.EOF:
@@ -408,33 +446,46 @@ class Link:
                 self._on_ack(ack, loop)
 
         async def watchdog() -> None:
+            # last_progress: the last acknowledgement, or the first message after an idle spell
             g = self.t.backoff.give_up_after
-            if g <= 0:  # never gives up
+            idle = self.t.idle_close_after
+            if g <= 0 and idle <= 0:  # never gives up, never closes
                 await asyncio.Event().wait()
+            tick = min(0.5, *(x / 4 for x in (g, idle) if x > 0))
             while True:
-                await asyncio.sleep(min(0.5, g / 4))
-                if self.pending and time.monotonic() - self.last_progress >= g:
-                    raise Stalled(
-                        f"no acknowledgement for {g:g}s (the stream neither failed nor answered)"
-                    )
+                await asyncio.sleep(tick)
+                quiet = time.monotonic() - self.last_progress
+                if self.pending:
+                    if 0 < g <= quiet:
+                        raise Stalled(
+                            f"no acknowledgement for {g:g}s (the stream neither failed nor "
+                            "answered)"
+                        )
+                elif 0 < idle <= quiet:
+                    raise IdleLink()
 
         tasks = {
-            asyncio.ensure_future(writer()),
-            asyncio.ensure_future(reader()),
+            asyncio.ensure_future(writer(call)),
+            asyncio.ensure_future(reader(call)),
             asyncio.ensure_future(watchdog()),
         }
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            errors = [e for t in done if not t.cancelled() and (e := t.exception()) is not None]
-            # the reader's error carries the peer's status; prefer it to the writer's
-            errors.sort(key=lambda e: not isinstance(e, grpc.aio.AioRpcError))
-            if errors:
-                raise errors[0]
+            err = await _first_error(tasks)
         finally:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             call.cancel()
+            # No reference cycle may keep the call (even cancelled, it holds its channel's
+            # connection open) until the cycle collector runs: the tasks and the call go now, and
+            # the error raised below does not keep this frame (see the `finally`).
+            tasks.clear()
+            del call
+        if err is not None:
+            try:
+                raise err
+            finally:
+                del err
 
     def _on_ack(self, ack: peer_pb2.Ack, loop: asyncio.AbstractEventLoop) -> None:
         entry = self.pending.get(ack.msg_id)
@@ -482,13 +533,22 @@ class Link:
         for entry in entries:
             _settle(entry, False, DeliveryError(self.peer, code, detail))
 
+    async def _close_channel(self) -> None:
+        channel, self.channel = self.channel, None
+        if channel is not None:
+            await channel.close()
+
     async def close(self) -> None:
         if self.task is not None:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.task
-        if self.channel is not None:
-            await self.channel.close()
+        await self._close_channel()
+
+
+#: Seconds a link to a peer may have nothing to send before its channel (and socket) is closed; the
+#: next message to that peer dials again (one TLS handshake).
+IDLE_CLOSE_AFTER = 120.0
 
 
 class GrpcTransport(Transport):
@@ -502,8 +562,11 @@ class GrpcTransport(Transport):
         faults: FaultInjector | None = None,
         on_fault: Callable[[str, str, str], None] | None = None,
         retransmit_after: float = 0.5,
+        idle_close_after: float = IDLE_CLOSE_AFTER,
     ) -> None:
         self.identity = identity
+        # a link with nothing to send for this long closes its channel (<= 0: never)
+        self.idle_close_after = idle_close_after
         self.me = identity.node_id
         self.addresses: dict[str, str] = dict(addresses or {})
         self.backoff = backoff or Backoff(give_up_after=60.0)

@@ -1,0 +1,140 @@
+"""Before/after of the hop path: bench_transport.py run alternately on two checkouts, in one run.
+
+    git worktree add /tmp/netdp-before <commit>
+    python benchmarks/compare_hop.py --before /tmp/netdp-before [--runs 3] [--rounds 150] [--reps 3]
+
+Each run is `bench_transport.py --quick --rounds R --reps P` of THIS checkout's benchmark script
+(copied next to the other checkout's code, so both are measured the same way) on the code of
+`--before`, then on this working tree, alternating `--runs` times: a change in the machine's load
+hits both sides alike. Per run it keeps the single-walk hop rates, the floor, the ratios, the CPU
+per hop of the whole cluster (less sensitive to other processes than the rates) and the load.
+Writes benchmarks/results/transport-compare.json and .txt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, capture_output=True, text=True, check=False
+    ).stdout.strip()
+
+
+def run_one(tree: Path, out: Path, rounds: int, reps: int) -> dict[str, Any]:
+    script = tree / "benchmarks" / "_compare_bench_transport.py"
+    shutil.copy(HERE / "bench_transport.py", script)
+    try:
+        subprocess.run(
+            [sys.executable, str(script), "--quick", "--rounds", str(rounds), "--reps", str(reps)]
+            + ["--out", str(out)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            timeout=900,
+        )
+    finally:
+        script.unlink(missing_ok=True)
+    r = json.loads(out.read_text())
+    pairs = r["target"]["pairs"]
+    return {
+        "hops_per_s": [p["hops_per_s"] for p in pairs],
+        "floor_per_s": [p["floor_per_s"] for p in pairs],
+        "ratio_to_floor": [p["ratio_to_floor"] for p in pairs],
+        "ratio_to_pingpong": [p["ratio_to_pingpong"] for p in pairs],
+        "cpu_us_per_hop": [p["cpu_us_per_hop"] for p in pairs],
+        "floor_starved": [p["floor_starved"] for p in pairs],
+        "loadavg_start": r["machine"]["loadavg_at_start"][0],
+        "loadavg_end": r["machine"]["loadavg_at_end"][0],
+        "concurrent_hops_per_s": r["netdp"]["concurrent_walks"]["aggregate_hops_per_s"],
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--before", type=Path, required=True, help="checkout of the old code")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=150)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "transport-compare.json")
+    a = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="netdp-compare-"))
+    sides = {"before": a.before.resolve(), "after": REPO}
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    t0 = dt.datetime.now(dt.timezone.utc)
+    try:
+        for i in range(a.runs):
+            for name, tree in sides.items():
+                res = run_one(tree, work / f"{name}-{i}.json", a.rounds, a.reps)
+                runs[name].append(res)
+                print(
+                    f"{name:6} run {i + 1}: hops/s "
+                    + " ".join(f"{x:.0f}" for x in res["hops_per_s"])
+                    + "  cpu us/hop "
+                    + " ".join(f"{x:.0f}" for x in res["cpu_us_per_hop"])
+                    + f"  load {res['loadavg_end']:.1f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    def med(side: str, key: str) -> float:
+        return float(statistics.median(x for r in runs[side] for x in r[key]))
+
+    keys = ("hops_per_s", "cpu_us_per_hop", "ratio_to_floor", "ratio_to_pingpong", "floor_per_s")
+    summary = {side: {k: med(side, k) for k in keys} for side in sides}
+    res = {
+        "date": t0.isoformat(timespec="seconds"),
+        "nproc": os.cpu_count(),
+        "command": " ".join(["python benchmarks/compare_hop.py", *sys.argv[1:]]),
+        "before_commit": _git(sides["before"], "rev-parse", "HEAD"),
+        "after_commit": _git(REPO, "rev-parse", "HEAD"),
+        "after_dirty": bool(_git(REPO, "status", "--porcelain", "--untracked-files=no")),
+        "config": {"runs": a.runs, "rounds": a.rounds, "reps": a.reps},
+        "median_over_all_pairs": summary,
+        "runs": runs,
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(res, indent=2) + "\n")
+    lines = [
+        f"hop path before/after, {res['date']}, {res['nproc']} CPU(s); before "
+        f"{res['before_commit'][:10]}, after {res['after_commit'][:10]}"
+        + (" (+ uncommitted changes)" if res["after_dirty"] else ""),
+        f"  {a.runs} alternating runs x {a.reps} pairs, single walk K={a.rounds} on 8 node "
+        "processes; medians over all pairs:",
+        "           hops/s  cpu us/hop  hop/floor  hop/ping-pong  floor/s",
+        *[
+            f"  {side:7} {s['hops_per_s']:7.0f} {s['cpu_us_per_hop']:11.0f} "
+            f"{s['ratio_to_floor']:10.3f} {s['ratio_to_pingpong']:14.3f} {s['floor_per_s']:8.0f}"
+            for side, s in summary.items()
+        ],
+        "  load average (1 min) per run: "
+        + ", ".join(
+            f"{side} {r['loadavg_start']:.1f}-{r['loadavg_end']:.1f}"
+            for i in range(a.runs)
+            for side in sides
+            for r in [runs[side][i]]
+        ),
+    ]
+    text = "\n".join(lines)
+    a.out.with_suffix(".txt").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

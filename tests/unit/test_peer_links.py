@@ -1,0 +1,166 @@
+"""Incoming link streams (PeerService.Link) on real mTLS gRPC over loopback: each message is
+answered in order on the stream, and `stop_links` ends the streams, an idle one at once with status
+OK, a busy one after it answered the message it is handling."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import grpc
+import grpc.aio
+import numpy as np
+import pytest
+
+from netdp.v1 import peer_pb2
+from netdp_node.protocols.base import Message
+from netdp_node.security import pki
+from netdp_node.security.identity import peer_name
+from netdp_node.security.mtls import AccessPolicy, secure_channel, start_server
+from netdp_node.transport.grpc import PEER_SERVICE, GrpcTransport, PeerService
+from netdp_node.wire import message_to_envelope
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def _serve(tmp_path, handle):
+    pki.init_ca(tmp_path / "pki")
+    for nid in ("a", "b"):
+        pki.issue(tmp_path / "pki", nid, hosts=("127.0.0.1",))
+    a, b = (pki.load_identity(tmp_path / "pki" / nid) for nid in ("a", "b"))
+    service = PeerService("b", handle, lambda: None, AccessPolicy())  # type: ignore[arg-type]
+    server, port = await start_server(
+        b, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers((service.generic_handler(),))
+    )
+    return a, service, server, f"127.0.0.1:{port}"
+
+
+def _open_link(channel: grpc.aio.Channel) -> grpc.aio.StreamStreamCall:
+    return channel.stream_stream(
+        f"/{PEER_SERVICE}/Link",
+        request_serializer=peer_pb2.Envelope.SerializeToString,
+        response_deserializer=peer_pb2.Ack.FromString,
+    )()
+
+
+def _env(msg_id: int, rnd: int) -> peer_pb2.Envelope:
+    return message_to_envelope("j", Message("value", payload=np.zeros(1), round=rnd), msg_id)
+
+
+async def _wait_for(cond, what: str) -> None:
+    for _ in range(200):  # bounded: 10 s
+        if cond():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_stop_links_ends_idle_and_busy_streams_after_answering(tmp_path):
+    release = asyncio.Event()
+    handled: list[int] = []
+
+    async def handle(sender: str, job: str, msg: Message) -> bool:
+        handled.append(msg.round)
+        if msg.round == 99:  # the busy link's message: held until released
+            await release.wait()
+        return False
+
+    ident, service, server, addr = await _serve(tmp_path, handle)
+    ch_idle = secure_channel(addr, ident, peer_name("b"))
+    ch_busy = secure_channel(addr, ident, peer_name("b"))
+    try:
+        idle, busy = _open_link(ch_idle), _open_link(ch_busy)
+        # the idle link: two messages answered in order, then it waits for the next one
+        for mid, rnd in ((1, 10), (2, 11)):
+            await idle.write(_env(mid, rnd))
+            ack = await asyncio.wait_for(idle.read(), 10)
+            assert (ack.msg_id, ack.code) == (mid, 0)
+        await busy.write(_env(7, 99))
+        await _wait_for(lambda: 99 in handled, "the busy link's message to be handled")
+        await _wait_for(lambda: len(service._idle) == 1, "the idle link to wait for more")
+
+        service.stop_links()
+
+        # the idle stream ends at once, with status OK (not cancelled, not an error)
+        assert await asyncio.wait_for(idle.read(), 10) is grpc.aio.EOF
+        assert await asyncio.wait_for(idle.code(), 10) == grpc.StatusCode.OK
+        # the busy one answers the message it is handling first, then ends the same way
+        release.set()
+        ack = await asyncio.wait_for(busy.read(), 10)
+        assert (ack.msg_id, ack.code) == (7, 0)
+        assert await asyncio.wait_for(busy.read(), 10) is grpc.aio.EOF
+        assert await asyncio.wait_for(busy.code(), 10) == grpc.StatusCode.OK
+        assert handled == [10, 11, 99]
+        assert not service._idle
+        # a new link after stop_links is ended at once, nothing handled
+        late = _open_link(ch_idle)
+        await late.write(_env(3, 12))
+        assert await asyncio.wait_for(late.read(), 10) is grpc.aio.EOF
+        assert handled == [10, 11, 99]
+    finally:
+        release.set()
+        await ch_idle.close()
+        await ch_busy.close()
+        await server.stop(0)
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+async def test_an_idle_link_closes_its_channel_and_a_later_message_dials_again(tmp_path):
+    handled: list[int] = []
+
+    async def handle(sender: str, job: str, msg: Message) -> bool:
+        handled.append(msg.round)
+        return False
+
+    ident, service, server, addr = await _serve(tmp_path, handle)
+    t = GrpcTransport(ident, {"b": addr}, idle_close_after=0.5)
+    try:
+        before = _open_fds()  # the server listens; no link yet
+        assert (
+            await asyncio.wait_for(t.submit("b", "j", Message("value", np.zeros(1), round=1)), 10)
+            is False
+        )
+        link = t.links["b"]
+        first = link.channel
+        assert first is not None
+        assert _open_fds() > before  # the link's socket (and the server's end of it)
+        # nothing more to send: after the idle bound the channel is closed, the sockets go
+        await _wait_for(lambda: link.channel is None, "the idle link to close its channel")
+        await _wait_for(lambda: _open_fds() <= before, "the link's file descriptors to close")
+        assert not service._idle  # the server's end of the stream ended too
+        # a later message dials again, on a new channel, and is delivered
+        assert (
+            await asyncio.wait_for(t.submit("b", "j", Message("value", np.zeros(1), round=2)), 10)
+            is False
+        )
+        assert link.channel is not None and link.channel is not first
+        assert handled == [1, 2]
+        assert _open_fds() > before
+    finally:
+        await t.close()
+        await server.stop(0)
+
+
+async def test_a_link_in_use_is_not_closed_as_idle(tmp_path):
+    """Messages every 0.2 s keep a link with a 0.5 s idle bound open: one channel throughout."""
+
+    async def handle(sender: str, job: str, msg: Message) -> bool:
+        return False
+
+    ident, service, server, addr = await _serve(tmp_path, handle)
+    t = GrpcTransport(ident, {"b": addr}, idle_close_after=0.5)
+    try:
+        channels = set()
+        for r in range(8):
+            fut = t.submit("b", "j", Message("value", np.zeros(1), round=r))
+            assert await asyncio.wait_for(fut, 10) is False
+            channels.add(id(t.links["b"].channel))
+            await asyncio.sleep(0.2)
+        assert len(channels) == 1
+    finally:
+        await t.close()
+        await server.stop(0)
