@@ -34,6 +34,7 @@ import numpy as np
 
 from netdp.v1 import peer_pb2
 from netdp_node import audit
+from netdp_node.algorithms.inca.accountant import INCA_AUDIT
 from netdp_node.algorithms.inca.engine import central_dp_std
 from netdp_node.algorithms.muffliato.engine import ldp_sigma
 from netdp_node.algorithms.walk.engine import logistic_accuracy
@@ -47,7 +48,7 @@ from netdp_node.faults import inca_dropout_flags
 from netdp_node.jobs import render_result, result_summary
 from netdp_node.ledger import Ledger
 from netdp_node.privacy import inca_audit
-from netdp_node.privacy.accountant import INCA_AUDIT, ring_sum_utility
+from netdp_node.privacy.accountant import ring_sum_utility
 from netdp_node.privacy.inca_audit import execution_from_info
 from netdp_node.privacy.muffliato_accountant import CONTINUOUS, JOINT_VIEW, PAPER, schedules
 from netdp_node.privacy.network_dp_walk import bassily_central_sigma

@@ -12,7 +12,6 @@ composition; see its docstring). The node's budget (ε, δ) must hold towards ev
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,12 +29,7 @@ from netdp_node.privacy.composition import (
     gaussian_rdp,
     rdp_to_dp,
 )
-from netdp_node.privacy.discrete_gaussian import charged_sensitivity, release_epsilon
-from netdp_node.privacy.inca_audit import (
-    execution_from_info,
-    party_report,
-    threat_dict,
-)
+from netdp_node.privacy.discrete_gaussian import charged_sensitivity
 from netdp_node.privacy.network_dp import ldp_sum_std, ring_release_noise_count, ring_sum_loss
 from netdp_node.privacy.network_dp_walk import fmt_shuffle_condition, fmt_shuffle_epsilon
 from netdp_node.privacy.random_walk import (
@@ -500,142 +494,6 @@ def rw_sgd_baselines(
     }
 
 
-# -- IncA (Sabater et al. 2025; engine algorithms.inca.engine, audit privacy.inca_audit) -------
-def _inca_ldp(p: Mapping[str, Any]) -> PrivacyLoss:
-    """The local-DP level of the node's η: what an adversary who sees every message of the node
-    learns at most (it recovers x + η), so valid whatever the execution: every
-    message is a function of the parties' releases x + η and of the data-independent Δ terms
-    (data processing). ε is that of the discrete Gaussian η actually drawn
-    (`discrete_gaussian.release_epsilon`: CKS Theorem 4 and Proposition 12), not the analytic
-    continuous-Gaussian ε (Balle & Wang), which is not proven for discrete noise."""
-    eps = release_epsilon(p, sigma_key="sigma_eta")
-    return PrivacyLoss(
-        eps,
-        float(p["delta"]),
-        "local DP of η (always valid; discrete Gaussian, zCDP → (ε, δ) by CKS Prop. 12)",
-    )
-
-
-_INCA_CACHE: dict[str, PrivacyLoss] = {}
-#: the label of IncA's audited value: twice not a guarantee (sampled placements; Theorem 4.1 is a
-#: continuous-Gaussian analysis of real-weighted sums, not proven for the discrete noise drawn)
-INCA_AUDIT = (
-    "audit of sampled adversaries (continuous-noise analysis; not proven for discrete "
-    "noise; not a guarantee)"
-)
-
-
-def inca_audit_loss(
-    spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str, samples: int = 8
-) -> tuple[PrivacyLoss, dict[str, Any] | None]:
-    """The node's privacy for an IncA job under the job's threat model (`threat`), computed from
-    the public schedule and its own ledger: the result it received states the public execution
-    (online sets, counted messages, finals, from the dissemination records), which
-    `inca_audit.party_report` audits (Theorem 4.1, worst of `samples` adversaries drawn from the
-    job's public seed). Before the node has a result, and as a cap, the local-DP level of its η
-    (always valid). Returns (loss, the party report or None)."""
-    es = list(entries)
-    p = spec["params"]
-    if walk_accountant.real_contributions(es) == 0:
-        return PrivacyLoss(0.0, 0.0, "no-contribution"), None
-    ldp = _inca_ldp(p)
-    out = [e for e in es if e.direction == "local" and e.event == "output"]
-    if not out:
-        return ldp, None
-    info = out[-1].params.get("info", {})
-    key = json.dumps(
-        [
-            spec.get("job_id"),
-            me,
-            p,
-            info.get("online"),
-            info.get("counted"),
-            info.get("final"),
-            samples,
-        ],
-        sort_keys=True,
-        default=str,
-    )
-    rep_key = key + "#report"
-    if rep_key in _INCA_CACHE:
-        return _INCA_CACHE[key], _INCA_CACHE[rep_key]  # type: ignore[return-value]
-    ex = execution_from_info(spec, info)
-    parts = list(spec["participants"])
-    rep = party_report(
-        ex,
-        parts.index(me),
-        threat_dict(p["threat"], len(parts)),
-        sigma_eta=float(p["sigma_eta"]),
-        sigma_delta=float(p["sigma_delta"]),
-        delta=float(p["delta"]),
-        sensitivity=charged_sensitivity(p, sigma_key="sigma_eta"),
-        samples=samples,
-        seed=int(spec.get("public_seed", 0)),
-    )
-    if rep["epsilon"] < ldp.epsilon:
-        loss = PrivacyLoss(
-            rep["epsilon"],
-            float(p["delta"]),
-            f"IncA audit of this execution, threat {p['threat']} (Theorem 4.1, "
-            f"worst of {rep['samples']} sampled adversaries; "
-            f"rank condition in {rep['rank_condition_fraction']:.0%})",
-        )
-    else:
-        loss = ldp
-    if len(_INCA_CACHE) > 256:
-        _INCA_CACHE.clear()
-    _INCA_CACHE[key], _INCA_CACHE[rep_key] = loss, rep  # type: ignore[assignment]
-    return loss, rep
-
-
-def inca_losses(
-    spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str
-) -> dict[str, PrivacyLoss]:
-    """The guarantee: the local-DP level of η (always valid, whoever the adversary is). The job's
-    threat ("collude:ρ", "eavesdrop:P") is a SIZE of adversary and C-DP / E-DP are worst-case over
-    its placement (docs/errata.md), while `inca_audit_loss` is the worst of a few sampled placements:
-    an audit, shown beside the guarantee (`inca_baselines`), never as it."""
-    if walk_accountant.real_contributions(entries) == 0:
-        return {v: PrivacyLoss(0.0, 0.0, "no-contribution") for v in _others(spec, me)}
-    loss = _inca_ldp(spec["params"])
-    return {v: loss for v in _others(spec, me)}
-
-
-def inca_prospective(spec: Mapping[str, Any], me: str) -> dict[str, PrivacyLoss]:
-    """Before the job: the always-valid local-DP level of η (the execution is not known yet)."""
-    loss = _inca_ldp(spec["params"])
-    return {v: loss for v in _others(spec, me)}
-
-
-def inca_baselines(
-    spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str
-) -> dict[str, PrivacyLoss]:
-    """The local-DP level of η beside the audited value (what the node would have without the
-    correlated noise), and the job's target."""
-    p = spec["params"]
-    es = list(entries)
-    out = {
-        "local-dp": _inca_ldp(p),
-        "target": PrivacyLoss(
-            float(p["epsilon"]),
-            float(p["delta"]),
-            f"the job's calibration target against {p['threat']}",
-        ),
-    }
-    _, rep = inca_audit_loss(spec, es, me)
-    if rep is not None:
-        out[INCA_AUDIT] = PrivacyLoss(
-            rep["epsilon"],
-            float(p["delta"]),
-            f"IncA audit of this execution, threat {p['threat']} (Theorem 4.1), worst of "
-            f"{rep['samples']} sampled adversaries only: not a bound over all placements "
-            "(the paper's C-DP / E-DP are worst cases over placements, docs/errata.md); "
-            "continuous-noise analysis of real-weighted views, not proven for the "
-            "discrete noise sampled",
-        )
-    return out
-
-
 @dataclass(frozen=True)
 class Accountant:
     losses: Callable[[Mapping[str, Any], Iterable[ViewEntry], str], dict[str, PrivacyLoss]]
@@ -704,13 +562,7 @@ ACCOUNTANTS: dict[str, Accountant] = {
         "it, labelled",
         walk_accountant.sgd_baselines,
     ),
-    "inca": Accountant(
-        inca_losses,
-        inca_prospective,
-        "IncA (Sabater et al. 2025): exact audit of the execution, Theorem 4.1 "
-        "(and Eq. 10, App. A.2), capped by the local-DP level of η",
-        inca_baselines,
-    ),
+    # "inca": registered by netdp_node.algorithms.inca (its accountant lives in that folder)
     "muffliato": Accountant(
         muffliato_accountant.losses,
         muffliato_accountant.prospective,

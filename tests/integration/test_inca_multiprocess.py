@@ -16,7 +16,7 @@ import math
 
 import pytest
 
-from netdp_node.privacy.accountant import INCA_AUDIT
+from netdp_node.algorithms.inca.accountant import INCA_AUDIT
 from netdp_node.privacy.discrete_gaussian import release_epsilon
 
 pytestmark = pytest.mark.slow

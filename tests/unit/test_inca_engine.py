@@ -283,7 +283,10 @@ def test_accountant_reports_the_audited_execution(tmp_path):
     above the always-valid local-DP level of its η."""
     from cks_reference import cks_epsilon
 
-    from netdp_node.privacy.accountant import ACCOUNTANTS, INCA_AUDIT, inca_audit_loss
+    from netdp_node.algorithms.inca.accountant import INCA, INCA_AUDIT
+    from netdp_node.privacy.accountant import ACCOUNTANTS
+
+    inca_audit_loss = INCA.audit_loss
     from netdp_node.privacy.discrete_gaussian import GRID_BITS
     from netdp_node.privacy.inca_audit import party_report
 
