@@ -36,6 +36,7 @@ from netdp.v1 import peer_pb2
 from netdp_node import audit
 from netdp_node.algorithms.inca.accountant import INCA_AUDIT
 from netdp_node.algorithms.inca.engine import central_dp_std
+from netdp_node.algorithms.inca.states import node_states
 from netdp_node.algorithms.muffliato.engine import ldp_sigma
 from netdp_node.algorithms.walk.engine import logistic_accuracy
 from netdp_node.baselines import Mode, local_sgd_sigma, sgd_walk
@@ -442,8 +443,9 @@ def _inca_outcome(
     ]
     eps_exec = max(stayer_eps) if stayer_eps else float("nan")
     shares = audit.check_inca_shares(nodes)
-    leavers = sorted(nid for nid, f in faults.items() if "--fault-leave-at-step" in f)
-    missers = sorted(nid for nid, f in faults.items() if "--fault-offline" in f)
+    # each node's state from the execution the result states, not from the planned faults (a
+    # planned departure may come after T, a planned offline window may miss no iteration)
+    states = node_states(ex, cluster.ids)
     agree = all(
         np.allclose(results[nid]["value"], est, atol=1e-12)
         for nid in results
@@ -461,11 +463,10 @@ def _inca_outcome(
         "missing": info["missing"],
         "lost_messages": info["lost"],
         "stayers_agree": agree,
-        "leavers": leavers,
-        "missers": missers,
-        "missed_iterations": {
-            nid: int((~ex.online[:, cluster.ids.index(nid)]).sum()) for nid in missers
-        },
+        "stayed": states.stayed,
+        "leavers": states.gone,
+        "missers": states.rejoined,
+        "missed_iterations": states.missed,
         "epsilon_execution": eps_exec,
         "epsilon_target": float(p["epsilon"]),
         "central_dp_std": central_dp_std(eps_exec, float(p["delta"]), float(p["sensitivity"]), n)
@@ -746,8 +747,8 @@ def render(res: dict[str, Any]) -> str:
         ]
         if res["leavers"] or res["missers"]:
             lines.append(
-                f"  left for good: {', '.join(res['leavers']) or '-'}; dropped out for "
-                f"a while: "
+                f"  gone by T (left for good, or record never arrived): "
+                f"{', '.join(res['leavers']) or '-'}; dropped out for a while, back at T: "
                 + (
                     ", ".join(
                         f"{k} ({v} iterations missed)" for k, v in res["missed_iterations"].items()

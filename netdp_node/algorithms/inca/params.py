@@ -14,7 +14,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from netdp_node.privacy import inca_audit
-from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, charged_sensitivity
+from netdp_node.privacy.discrete_gaussian import (
+    calibrate_on_grid,
+    charged_sensitivity,
+    discrete_gaussian_sigma,
+    release_epsilon,
+)
 from netdp_node.privacy.inca_audit import parse_threat
 
 #: the parameters a user may give (the others are computed by `prepare`)
@@ -79,14 +84,19 @@ class IncaParams:
 
         T (10), k (2), scheme ("inc" or "early"), dim (1), lo/hi (the box domain, 0 and 1;
         values are clipped into it, Δ_x = (hi − lo)·√dim), epsilon (1.0) and delta (1e-5): the
-        target against the threat model `threat` ("eavesdrop:0.5" or "collude:ρ"); kappa (2.0).
-        σ_η² = κ·c²Δ_x²/(ε² n_H) with c² = 2 ln(1.25/δ) and n_H the honest parties (n, or
-        n − ⌊ρn⌉): κ times the Theorem 4.5 lower bound σ_η*² (spec §7.2, §8 Fig. 4). sigma_delta:
-        calibrated for the target by `calibrate_sigma_delta` (spec §7.6, §9 item 9) on executions
-        sampled with the expected dropouts expect_leave (0) and expect_miss (0),
-        calibration_runs (4) of them. Either σ may be given explicitly. round_s (iteration
-        deadline, 2 s), gossip_s (dissemination window, 2·round_s), fanout (relays per new
-        record, 2). Re-preparing prepared parameters gives them back unchanged."""
+        target, met by every node's guarantee on whatever execution happens (any dropouts, any
+        placement of the adversary): the local-DP level of its discrete η (its accountant,
+        `inca.accountant`). So σ_η is the smallest noise (on its grid) whose local-DP level is at
+        most ε (CKS Theorem 4 and Proposition 12) and that is at least the paper's
+        √κ·σ_η*, σ_η*² = c²Δ_x²/(ε² n_H) (Theorem 4.5, spec §7.2; kappa 2.0, c² = 2 ln(1.25/δ),
+        n_H the honest parties of `threat`, "eavesdrop:0.5" or "collude:ρ"). A given sigma_eta
+        whose local-DP level exceeds ε is refused (ValueError naming sigma_eta). sigma_delta:
+        calibrated by `calibrate_sigma_delta` (spec §7.6, §9 item 9) at the paper's σ_η on
+        executions sampled with the expected dropouts expect_leave (0) and expect_miss (0),
+        calibration_runs (4) of them: it shapes the labelled audit, not the guarantee. Either σ
+        may be given explicitly. round_s (iteration deadline, 2 s), gossip_s (dissemination
+        window, 2·round_s), fanout (relays per new record, 2). Re-preparing prepared parameters
+        gives them back unchanged."""
         unknown = set(raw) - KNOWN - COMPUTED
         if unknown:
             raise ValueError(f"unknown inca parameter(s) {sorted(unknown)}; known: {sorted(KNOWN)}")
@@ -122,20 +132,29 @@ class IncaParams:
                 "expect_leave in [0, 1], expect_miss in [0, 1), calibration_runs in "
                 "1..1000 are required"
             )
-        kind, frac = parse_threat(threat, n)
+        parse_threat(threat, n)
         sens = (hi - lo) * math.sqrt(dim)
-        n_h = n - (round(frac * n) if kind == "collude" else 0)
-        c2 = 2 * math.log(1.25 / delta)
-        # σ_η* scaled by √κ, for the sensitivity charged on the noise grid (discrete_gaussian)
-        sigma_eta = (
-            float(raw["sigma_eta"])
-            if "sigma_eta" in raw
-            else calibrate_on_grid(
-                lambda s: math.sqrt(kappa * c2 * s**2 / (epsilon**2 * n_h)), sens, dim
-            )
+        if "sigma_eta" in raw:
+            sigma_eta = float(raw["sigma_eta"])
+            if not sigma_eta > 0:
+                raise ValueError("sigma_eta must be positive")
+        else:
+            sigma_eta = _calibrate_sigma_eta(epsilon, delta, kappa, sens, dim, threat, n)
+        # the guarantee every node reports (its accountant, `inca.accountant.inca_ldp`): the
+        # local-DP level of its discrete η, whatever the execution; the job is refused when it
+        # would exceed the ε asked for
+        got = release_epsilon(
+            {"sigma_eta": sigma_eta, "sensitivity": sens, "dim": dim, "delta": delta},
+            sigma_key="sigma_eta",
         )
-        if not sigma_eta > 0:
-            raise ValueError("sigma_eta must be positive")
+        if not got <= epsilon:
+            need = _calibrate_sigma_eta(epsilon, delta, 1.0, sens, dim, threat, n)
+            raise ValueError(
+                f"sigma_eta = {sigma_eta:.6g} gives each node the guarantee ε = {got:.4g} at "
+                f"δ = {delta:g} (the local-DP level of its η, which holds whatever the execution "
+                f"and the dropouts), above epsilon = {epsilon:g}: give sigma_eta >= {need:.6g} "
+                "or leave it out to have it calibrated"
+            )
         p = cls(
             T=T,
             k=k,
@@ -162,7 +181,7 @@ class IncaParams:
         if "sigma_delta" in raw:
             sd, source = float(raw["sigma_delta"]), str(raw.get("sigma_delta_source", "given"))
         else:
-            sd, source = calibrate_sigma_delta(p, n)
+            sd, source = calibrate_sigma_delta(p, n, paper_sigma_eta(p, n))
         if not sd >= 0:
             raise ValueError("sigma_delta must be >= 0")
         return dataclasses.replace(p, sigma_delta=sd, sigma_delta_source=source)
@@ -185,14 +204,49 @@ class IncaParams:
         }
 
 
-def calibrate_sigma_delta(p: IncaParams, n: int) -> tuple[float, str]:
-    """σ_Δ by the exact procedure of spec §7.6 (`inca_audit.calibrate`, analytic Gaussian ε):
-    the worst case over `calibration_runs` executions sampled with the job's n, k, T, scheme and
-    expected dropouts (`expect_leave` parties leave for good, `expect_miss` of the party-iterations
-    are missed; `inca_audit.dropout_history`), each against one adversary of the job's threat,
-    from a fixed seed (so every submission of the same job gets the same σ_Δ). Returns
-    (σ_Δ, how it was obtained); 10·Δ_x with the reason when calibration is too large or
-    infeasible at this σ_η (raise kappa)."""
+def _calibrate_sigma_eta(
+    epsilon: float, delta: float, kappa: float, sens: float, dim: int, threat: str, n: int
+) -> float:
+    """The smallest σ_η (on its grid) meeting both: the local-DP level of the discrete η is at
+    most ε (the guarantee, `discrete_gaussian_sigma`: CKS Theorem 4 and Proposition 12, for the
+    sensitivity charged on the grid), and σ_η ≥ √κ·σ_η* (the paper's calibration, Theorem 4.5)."""
+    kind, frac = parse_threat(threat, n)
+    n_h = n - (round(frac * n) if kind == "collude" else 0)
+    c2 = 2 * math.log(1.25 / delta)
+
+    def rule(s: float) -> float:
+        return max(
+            discrete_gaussian_sigma(epsilon, delta, s),
+            math.sqrt(kappa * c2 * s**2 / (epsilon**2 * n_h)),
+        )
+
+    try:
+        return calibrate_on_grid(rule, sens, dim)
+    except ValueError as e:
+        raise ValueError(f"epsilon = {epsilon:g} at delta = {delta:g} cannot be met: {e}") from None
+
+
+def paper_sigma_eta(p: IncaParams, n: int) -> float:
+    """The paper's σ_η = √κ·σ_η*, σ_η*² = c²Δ_x²/(ε² n_H) (Theorem 4.5, spec §7.2), for the
+    sensitivity charged on its grid: the η the correlated noise is calibrated against."""
+    kind, frac = parse_threat(p.threat, n)
+    n_h = n - (round(frac * n) if kind == "collude" else 0)
+    c2 = 2 * math.log(1.25 / p.delta)
+    return calibrate_on_grid(
+        lambda s: math.sqrt(p.kappa * c2 * s**2 / (p.epsilon**2 * n_h)), p.sensitivity, p.dim
+    )
+
+
+def calibrate_sigma_delta(p: IncaParams, n: int, sigma_eta: float) -> tuple[float, str]:
+    """σ_Δ by the exact procedure of spec §7.6 (`inca_audit.calibrate`, analytic Gaussian ε) at
+    the paper's `sigma_eta` (`paper_sigma_eta`): the worst case over `calibration_runs`
+    executions sampled with the job's n, k, T, scheme and expected dropouts (`expect_leave`
+    parties leave for good, `expect_miss` of the party-iterations are missed;
+    `inca_audit.dropout_history`), each against one adversary of the job's threat, from a fixed
+    seed (so every submission of the same job gets the same σ_Δ). Returns (σ_Δ, how it was
+    obtained); 10·Δ_x (the paper's range, spec §9 item 11) with the reason when calibration is
+    too large or infeasible. σ_Δ shapes the labelled audit and the noise leavers leave behind;
+    the guarantee does not depend on it (it is met by η alone, `IncaParams.prepare`)."""
     default = 10.0 * p.sensitivity
     T, k = p.T, p.k
     if n * (T + 1) > CALIBRATION_MAX_ROWS:
@@ -219,15 +273,18 @@ def calibrate_sigma_delta(p: IncaParams, n: int) -> tuple[float, str]:
             views,
             epsilon=p.epsilon,
             delta=p.delta,
-            sigma_eta=p.sigma_eta,
-            sensitivity=charged_sensitivity(p.to_wire(), sigma_key="sigma_eta"),
+            sigma_eta=sigma_eta,
+            sensitivity=charged_sensitivity(
+                {"sensitivity": p.sensitivity, "sigma_eta": sigma_eta, "dim": p.dim},
+                sigma_key="sigma_eta",
+            ),
             method="analytic",
         )
     except ValueError as e:
         return default, f"default 10·Δ_x (calibration infeasible: {e})"
     return cal.sigma_delta, (
-        f"calibrated (Theorem 4.1 audit) on {len(views)} sampled executions against "
-        f"{p.threat}, expect_leave={p.expect_leave}, "
+        f"calibrated (Theorem 4.1 audit at the paper's σ_η = {sigma_eta:.4g}) on {len(views)} "
+        f"sampled executions against {p.threat}, expect_leave={p.expect_leave}, "
         f"expect_miss={p.expect_miss}"
     )
 
