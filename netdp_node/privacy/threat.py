@@ -146,18 +146,26 @@ def _walk(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
                 "link."
             ),
         )
-    if spec.get("algorithm") == "walk-sgd":
-        return ThreatModel(
-            ANYONE,
-            None,
-            (
-                "walk-sgd: the ε is the local-DP level of the node's own noisy steps (Lemma 1's "
-                "amplification is proven for continuous noise only; its figure is shown beside it, "
-                "labelled), so it holds whoever sees them: any set of colluding nodes, and an "
-                "eavesdropper on every link."
-            ),
-        )
-    c = int(p.get("colluders", 1))
+    return _walk_network(spec)
+
+
+def _walk_sgd(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
+    if spec["params"].get("dp", "network") == "local":
+        return _walk(spec, me)
+    return ThreatModel(
+        ANYONE,
+        None,
+        (
+            "walk-sgd: the ε is the local-DP level of the node's own noisy steps (Lemma 1's "
+            "amplification is proven for continuous noise only; its figure is shown beside it, "
+            "labelled), so it holds whoever sees them: any set of colluding nodes, and an "
+            "eavesdropper on every link."
+        ),
+    )
+
+
+def _walk_network(spec: Mapping[str, Any]) -> ThreatModel:
+    c = int(spec["params"].get("colluders", 1))
     who = SINGLE if c == 1 else f"any colluding set of up to {c} nodes"
     whom = (
         "each other participant observing alone (the job parameter colluders=1)"
@@ -248,7 +256,7 @@ THREAT_MODELS: dict[str, Callable[[Mapping[str, Any], str | None], ThreatModel]]
     "ring-histogram": _ring_histogram,
     "walk-sum": _walk,
     "walk-histogram": _walk,
-    "walk-sgd": _walk,
+    "walk-sgd": _walk_sgd,
     "rw-sgd": _rw_sgd,
     "inca": _inca,
     "muffliato": _muffliato,

@@ -284,7 +284,9 @@ def test_accountant_reports_the_audited_execution(tmp_path):
     from cks_reference import cks_epsilon
 
     from netdp_node.algorithms import get_algorithm
-    from netdp_node.privacy.accountant import INCA_AUDIT, inca_audit_loss
+    from netdp_node.algorithms.inca.accountant import INCA, INCA_AUDIT
+
+    inca_audit_loss = INCA.audit_loss
     from netdp_node.privacy.discrete_gaussian import GRID_BITS
     from netdp_node.privacy.inca_audit import party_report
 

@@ -311,7 +311,7 @@ def test_the_checker_sees_what_it_checks():
     assert by_target["netdp_node.privacy.composition"].marked
     assert group_of("netdp_node.protocols") == "protocols" and group_of("json") is None
     # the package's own modules are all read
-    assert {"netdp_node.daemon", "netdp_node.privacy.accountant", "netdp_bootstrap.service"} <= {
+    assert {"netdp_node.daemon", "netdp_node.privacy.composition", "netdp_bootstrap.service"} <= {
         i.module for i in IMPORTS
     }
 

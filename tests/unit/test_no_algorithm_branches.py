@@ -17,12 +17,6 @@ OWN = ROOT / "netdp_node" / "algorithms"
 
 #: Files allowed to compare names for now, and why.
 ALLOWED = {
-    # the accountants still live in privacy/ and dispatch on the job's algorithm; they move into
-    # their algorithm's folder (issue 14, the accountants branch), which ends these
-    "netdp_node/privacy/accountant.py": "accountant dispatch (moving to the algorithm folders)",
-    "netdp_node/privacy/walk_accountant.py": "accountant dispatch (moving)",
-    "netdp_node/privacy/muffliato_accountant.py": "accountant dispatch (moving)",
-    "netdp_node/privacy/threat.py": "threat-model text per accountant (moving)",
     # labels of the paper figures' variants ("muffliato" vs "central" runs), not job algorithms
     "netdp_node/experiments/muffliato_common.py": "figure variant labels",
     "netdp_node/experiments/muffliato_fig1c.py": "figure variant labels",

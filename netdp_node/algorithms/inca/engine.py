@@ -87,15 +87,10 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.algorithms.inca.params import IncaParams
 from netdp_node.privacy import inca_audit
-from netdp_node.privacy.discrete_gaussian import (
-    calibrate_on_grid,
-    charged_sensitivity,
-    job_grid,
-    noise_on_grid,
-    on_grid,
-)
-from netdp_node.privacy.inca_audit import build_execution, parse_threat
+from netdp_node.privacy.discrete_gaussian import job_grid, noise_on_grid, on_grid
+from netdp_node.privacy.inca_audit import build_execution
 from netdp_node.protocols.base import (
     Action,
     Engine,
@@ -278,17 +273,19 @@ class Inca(Engine):
         contribute: bool = True,
     ) -> None:
         super().__init__(ctx, data, rng, contribute)
-        p = ctx.params
+        # parsed once per job, shared by the engines of every node holding the same context
+        p: IncaParams = ctx.shared.get("params", lambda: IncaParams.from_wire(ctx.params))
+        self.params = p
         self.me = self.position[ctx.me]
-        self.T, self.k, self.dim = int(p["T"]), int(p["k"]), int(p["dim"])
-        self.scheme = str(p["scheme"])
-        self.sigma_eta, self.sigma_delta = float(p["sigma_eta"]), float(p["sigma_delta"])
+        self.T, self.k, self.dim = p.T, p.k, p.dim
+        self.scheme = p.scheme
+        self.sigma_eta, self.sigma_delta = p.sigma_eta, p.sigma_delta
         # η and x on σ_η's grid, the Δ terms on σ_Δ's (powers of two: U's ±1 rows cancel exactly)
         self.grid_eta = job_grid(self.sigma_eta)
         self.grid_delta = job_grid(self.sigma_delta)
-        self.lo, self.hi = float(p["lo"]), float(p["hi"])
-        self.round_s, self.gossip_s = float(p["round_s"]), float(p["gossip_s"])
-        self.fanout = int(p["fanout"])
+        self.lo, self.hi = p.lo, p.hi
+        self.round_s, self.gossip_s = p.round_s, p.gossip_s
+        self.fanout = p.fanout
         self.w = 1.0 / (self.k + 1)
         self.alpha, self.U = inca_audit.noise_scheme(self.scheme, self.T)
         self.nbrs = inca_audit.out_neighbours(self.n, self.k, self.T, int(ctx.public_seed))
@@ -768,169 +765,6 @@ class Inca(Engine):
                 },
             )
         ]
-
-
-# -- job parameters ------------------------------------------------------------------------------
-_KNOWN = {
-    "T",
-    "k",
-    "scheme",
-    "dim",
-    "lo",
-    "hi",
-    "epsilon",
-    "delta",
-    "threat",
-    "kappa",
-    "sigma_eta",
-    "sigma_delta",
-    "round_s",
-    "gossip_s",
-    "fanout",
-    "deadline_s",
-    "expect_leave",
-    "expect_miss",
-    "calibration_runs",
-}
-_COMPUTED = {"sensitivity", "sigma_delta_source"}
-CALIBRATION_MAX_ROWS = 700  # n(T+1) above which σ_Δ is not calibrated at submission (too slow)
-
-
-def calibrate_sigma_delta(out: Mapping[str, Any], n: int) -> tuple[float, str]:
-    """σ_Δ by the exact procedure of spec §7.6 (`inca_audit.calibrate`, analytic Gaussian ε):
-    the worst case over `calibration_runs` executions sampled with the job's n, k, T, scheme and
-    expected dropouts (`expect_leave` parties leave for good, `expect_miss` of the party-iterations
-    are missed; `inca_audit.dropout_history`), each against one adversary of the job's threat,
-    from a fixed seed (so every submission of the same job gets the same σ_Δ). Returns
-    (σ_Δ, how it was obtained); 10·Δ_x with the reason when calibration is too large or
-    infeasible at this σ_η (raise kappa)."""
-    default = 10.0 * float(out["sensitivity"])
-    T, k = int(out["T"]), int(out["k"])
-    if n * (T + 1) > CALIBRATION_MAX_ROWS:
-        return default, (
-            f"default 10·Δ_x (n(T+1) = {n * (T + 1)} > {CALIBRATION_MAX_ROWS}: not "
-            "calibrated at submission)"
-        )
-    kind, frac = parse_threat(out["threat"], n)
-    rng = np.random.default_rng(0x1CA)
-    views = []
-    for r in range(int(out["calibration_runs"])):
-        on = inca_audit.dropout_history(
-            n, T, rng, permanent=float(out["expect_leave"]), temporary=float(out["expect_miss"])
-        )
-        ex = inca_audit.make_execution(n, k, T, r, str(out["scheme"]), online=on)
-        adversary = (
-            {"observed": inca_audit.sample_observed(ex, frac, rng)}
-            if kind == "eavesdrop"
-            else {"corrupted": inca_audit.sample_corrupted(n, round(frac * n), rng)}
-        )
-        views.append(inca_audit.linear_view(ex, **adversary))
-    try:
-        cal = inca_audit.calibrate(
-            views,
-            epsilon=float(out["epsilon"]),
-            delta=float(out["delta"]),
-            sigma_eta=float(out["sigma_eta"]),
-            sensitivity=charged_sensitivity(out, sigma_key="sigma_eta"),
-            method="analytic",
-        )
-    except ValueError as e:
-        return default, f"default 10·Δ_x (calibration infeasible: {e})"
-    return cal.sigma_delta, (
-        f"calibrated (Theorem 4.1 audit) on {len(views)} sampled executions against "
-        f"{out['threat']}, expect_leave={out['expect_leave']}, "
-        f"expect_miss={out['expect_miss']}"
-    )
-
-
-def prepare_params(params: Mapping[str, Any], n: int) -> dict[str, Any]:
-    """Validate an IncA job's public parameters, fill defaults and calibrate σ_η.
-
-    T (10), k (2), scheme ("inc" or "early"), dim (1), lo/hi (the box domain, 0 and 1; values are
-    clipped into it, Δ_x = (hi − lo)·√dim), epsilon (1.0) and delta (1e-5): the target against the
-    threat model `threat` ("eavesdrop:0.5" or "collude:ρ"); kappa (2.0). σ_η² = κ·c²Δ_x²/(ε² n_H)
-    with c² = 2 ln(1.25/δ) and n_H the honest parties (n, or n − ⌊ρn⌉): κ times the Theorem 4.5
-    lower bound σ_η*² (spec §7.2, §8 Fig. 4). sigma_delta: calibrated for the target by
-    `calibrate_sigma_delta` (spec §7.6, §9 item 9) on executions sampled with the expected
-    dropouts expect_leave (0) and expect_miss (0), calibration_runs (4) of them; the audit reports
-    what the real execution achieved. Either σ may be given explicitly. round_s (iteration
-    deadline, 2 s), gossip_s (dissemination window, 2·round_s), fanout (relays per new record, 2).
-    Re-preparing prepared parameters gives them back unchanged."""
-    unknown = set(params) - _KNOWN - _COMPUTED
-    if unknown:
-        raise ValueError(f"unknown inca parameter(s) {sorted(unknown)}; known: {sorted(_KNOWN)}")
-    if unknown:
-        raise ValueError(f"unknown inca parameter(s) {sorted(unknown)}; known: {sorted(_KNOWN)}")
-    if n < 3:
-        raise ValueError(f"IncA needs at least 3 participants, got {n}")
-    out: dict[str, Any] = {
-        "T": int(params.get("T", 10)),
-        "k": int(params.get("k", 2)),
-        "scheme": str(params.get("scheme", "inc")),
-        "dim": int(params.get("dim", 1)),
-        "lo": float(params.get("lo", 0.0)),
-        "hi": float(params.get("hi", 1.0)),
-        "epsilon": float(params.get("epsilon", 1.0)),
-        "delta": float(params.get("delta", 1e-5)),
-        "threat": str(params.get("threat", "eavesdrop:0.5")),
-        "kappa": float(params.get("kappa", 2.0)),
-        "round_s": float(params.get("round_s", 2.0)),
-        "fanout": int(params.get("fanout", 2)),
-        "expect_leave": float(params.get("expect_leave", 0.0)),
-        "expect_miss": float(params.get("expect_miss", 0.0)),
-        "calibration_runs": int(params.get("calibration_runs", 4)),
-    }
-    out["gossip_s"] = float(params.get("gossip_s", 2 * out["round_s"]))
-    if "deadline_s" in params:
-        out["deadline_s"] = float(params["deadline_s"])
-    if not 1 <= out["T"] <= 10_000:
-        raise ValueError("T must be in 1..10000")
-    if not 1 <= out["k"] <= n - 1:
-        raise ValueError(f"k must be in 1..n-1 = {n - 1}")
-    if out["scheme"] not in ("inc", "early"):
-        raise ValueError("scheme must be 'inc' (Example 3.2) or 'early' (Example 3.1)")
-    if not 1 <= out["dim"] <= 1 << 16:
-        raise ValueError("dim must be in 1..65536")
-    if not (math.isfinite(out["lo"]) and math.isfinite(out["hi"]) and out["lo"] < out["hi"]):
-        raise ValueError("the domain needs finite lo < hi")
-    if not out["epsilon"] > 0 or not 0 < out["delta"] < 1 or not out["kappa"] >= 1:
-        raise ValueError("epsilon > 0, 0 < delta < 1 and kappa >= 1 are required")
-    if not out["round_s"] > 0 or not out["gossip_s"] > 0 or out["fanout"] < 0:
-        raise ValueError("round_s and gossip_s must be positive, fanout >= 0")
-    if not (
-        0 <= out["expect_leave"] <= 1
-        and 0 <= out["expect_miss"] < 1
-        and 1 <= out["calibration_runs"] <= 1000
-    ):
-        raise ValueError(
-            "expect_leave in [0, 1], expect_miss in [0, 1), calibration_runs in "
-            "1..1000 are required"
-        )
-    kind, frac = parse_threat(out["threat"], n)
-    sens = (out["hi"] - out["lo"]) * math.sqrt(out["dim"])
-    out["sensitivity"] = sens
-    n_h = n - (round(frac * n) if kind == "collude" else 0)
-    c2 = 2 * math.log(1.25 / out["delta"])
-    # σ_η* scaled by √κ, for the sensitivity charged on the noise grid (discrete_gaussian)
-    out["sigma_eta"] = (
-        float(params["sigma_eta"])
-        if "sigma_eta" in params
-        else calibrate_on_grid(
-            lambda s: math.sqrt(out["kappa"] * c2 * s**2 / (out["epsilon"] ** 2 * n_h)),
-            sens,
-            int(out["dim"]),
-        )
-    )
-    if not out["sigma_eta"] > 0:
-        raise ValueError("sigma_eta must be positive")
-    if "sigma_delta" in params:
-        out["sigma_delta"] = float(params["sigma_delta"])
-        out["sigma_delta_source"] = str(params.get("sigma_delta_source", "given"))
-    else:
-        out["sigma_delta"], out["sigma_delta_source"] = calibrate_sigma_delta(out, n)
-    if not out["sigma_delta"] >= 0:
-        raise ValueError("sigma_delta must be >= 0")
-    return out
 
 
 def central_dp_std(epsilon: float, delta: float, sensitivity: float, n: int) -> float:

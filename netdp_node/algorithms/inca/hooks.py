@@ -9,11 +9,12 @@ from typing import Any
 import numpy as np
 
 from netdp_node.algorithms.hooks import INCA_SHARES, DemoFlags, DemoRun, Hooks, SimRun
+from netdp_node.algorithms.inca.accountant import INCA_AUDIT
 from netdp_node.algorithms.inca.engine import central_dp_std
+from netdp_node.algorithms.inca.states import node_states
 from netdp_node.errors import ConfigError
 from netdp_node.faults import inca_dropout_flags
 from netdp_node.privacy import inca_audit
-from netdp_node.privacy.accountant import INCA_AUDIT
 from netdp_node.privacy.inca_audit import execution_from_info
 
 #: Most nodes whose per-node audits `netdp simulate` runs (each is a linear system of n(T+1)).
@@ -79,7 +80,7 @@ class IncaHooks(Hooks):
         """The result the stayers released (read from their ledgers), the true mean, the
         central-DP error at the privacy the execution achieved, the share check (Eq. 8) over the
         merged ledgers, and what the leavers took away (`inca_audit.estimate_terms`)."""
-        ids, values, privacy, faults = run.ids, run.values, run.privacy, run.faults
+        ids, values, privacy = run.ids, run.values, run.privacy
         rows = run.job_rows()
         results = {nid: r.result for nid, r in rows.items() if r.result and r.result.get("value")}
         ref_node = max(results, key=lambda nid: len(results[nid]["info"]["final"]))
@@ -104,8 +105,9 @@ class IncaHooks(Hooks):
         ]
         eps_exec = max(stayer_eps) if stayer_eps else float("nan")
         shares_ok, shares_details = run.check(INCA_SHARES)
-        leavers = sorted(nid for nid, f in faults.items() if "--fault-leave-at-step" in f)
-        missers = sorted(nid for nid, f in faults.items() if "--fault-offline" in f)
+        # each node's state from the execution the result states, not from the planned faults (a
+        # planned departure may come after T, a planned offline window may miss no iteration)
+        states = node_states(ex, ids)
         agree = all(
             np.allclose(results[nid]["value"], est, atol=1e-12)
             for nid in results
@@ -123,11 +125,10 @@ class IncaHooks(Hooks):
             "missing": info["missing"],
             "lost_messages": info["lost"],
             "stayers_agree": agree,
-            "leavers": leavers,
-            "missers": missers,
-            "missed_iterations": {
-                nid: int((~ex.online[:, ids.index(nid)]).sum()) for nid in missers
-            },
+            "stayed": states.stayed,
+            "leavers": states.gone,
+            "missers": states.rejoined,
+            "missed_iterations": states.missed,
             "epsilon_execution": eps_exec,
             "epsilon_target": float(p["epsilon"]),
             "central_dp_std": central_dp_std(
@@ -171,8 +172,8 @@ class IncaHooks(Hooks):
         ]
         if res["leavers"] or res["missers"]:
             lines.append(
-                f"  left for good: {', '.join(res['leavers']) or '-'}; dropped out for "
-                f"a while: "
+                f"  gone by T (left for good, or record never arrived): "
+                f"{', '.join(res['leavers']) or '-'}; dropped out for a while, back at T: "
                 + (
                     ", ".join(
                         f"{k} ({v} iterations missed)" for k, v in res["missed_iterations"].items()

@@ -1,0 +1,297 @@
+"""IncA's job parameters, typed: `IncaParams.prepare(raw, n)` at submission (defaults, checks
+naming the field, calibration of σ_η and σ_Δ), `to_wire()` for the job spec, `from_wire` at every
+node and accountant (no calibration, no randomness). Spec: the IncA notes §7.2 and §7.6 (the
+calibration), §9 item 9 (calibrate before the run)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from netdp_node.privacy import inca_audit
+from netdp_node.privacy.discrete_gaussian import (
+    calibrate_on_grid,
+    charged_sensitivity,
+    discrete_gaussian_sigma,
+    release_epsilon,
+)
+from netdp_node.privacy.inca_audit import parse_threat
+from netdp_node.protocols.base import Params
+
+#: the parameters a user may give (the others are computed by `prepare`)
+KNOWN = frozenset(
+    {
+        "T",
+        "k",
+        "scheme",
+        "dim",
+        "lo",
+        "hi",
+        "epsilon",
+        "delta",
+        "threat",
+        "kappa",
+        "sigma_eta",
+        "sigma_delta",
+        "round_s",
+        "gossip_s",
+        "fanout",
+        "deadline_s",
+        "expect_leave",
+        "expect_miss",
+        "calibration_runs",
+    }
+)
+COMPUTED = frozenset({"sensitivity", "sigma_delta_source"})
+CALIBRATION_MAX_ROWS = 700  # n(T+1) above which σ_Δ is not calibrated at submission (too slow)
+
+
+@dataclass(frozen=True)
+class IncaParams(Params):
+    """The prepared parameters of an IncA job (see `prepare` for their meaning)."""
+
+    algorithm: ClassVar[str] = "inca"
+    inputs: ClassVar[frozenset[str]] = KNOWN
+    derived: ClassVar[frozenset[str]] = COMPUTED
+
+    T: int
+    k: int
+    scheme: str
+    dim: int
+    lo: float
+    hi: float
+    epsilon: float
+    delta: float
+    threat: str
+    kappa: float
+    round_s: float
+    fanout: int
+    expect_leave: float
+    expect_miss: float
+    calibration_runs: int
+    gossip_s: float
+    deadline_s: float | None
+    sensitivity: float
+    sigma_eta: float
+    sigma_delta: float
+    sigma_delta_source: str
+
+    @classmethod
+    def prepare(cls, raw: Mapping[str, Any], n: int) -> IncaParams:
+        """Validate an IncA job's public parameters, fill defaults and calibrate the noise.
+
+        T (10), k (2), scheme ("inc" or "early"), dim (1), lo/hi (the box domain, 0 and 1;
+        values are clipped into it, Δ_x = (hi − lo)·√dim), epsilon (1.0) and delta (1e-5): the
+        target, met by every node's guarantee on whatever execution happens (any dropouts, any
+        placement of the adversary): the local-DP level of its discrete η (its accountant,
+        `inca.accountant`). So σ_η is the smallest noise (on its grid) whose local-DP level is at
+        most ε (CKS Theorem 4 and Proposition 12) and that is at least the paper's
+        √κ·σ_η*, σ_η*² = c²Δ_x²/(ε² n_H) (Theorem 4.5, spec §7.2; kappa 2.0, c² = 2 ln(1.25/δ),
+        n_H the honest parties of `threat`, "eavesdrop:0.5" or "collude:ρ"). A given sigma_eta
+        whose local-DP level exceeds ε is refused (ValueError naming sigma_eta). sigma_delta:
+        calibrated by `calibrate_sigma_delta` (spec §7.6, §9 item 9) at the paper's σ_η on
+        executions sampled with the expected dropouts expect_leave (0) and expect_miss (0),
+        calibration_runs (4) of them: it shapes the labelled audit, not the guarantee. Either σ
+        may be given explicitly. round_s (iteration deadline, 2 s), gossip_s (dissemination
+        window, 2·round_s), fanout (relays per new record, 2). Re-preparing prepared parameters
+        gives them back unchanged."""
+        unknown = set(raw) - KNOWN - COMPUTED
+        if unknown:
+            raise ValueError(f"unknown inca parameter(s) {sorted(unknown)}; known: {sorted(KNOWN)}")
+        if n < 3:
+            raise ValueError(f"IncA needs at least 3 participants, got {n}")
+        T, k = int(raw.get("T", 10)), int(raw.get("k", 2))
+        scheme, dim = str(raw.get("scheme", "inc")), int(raw.get("dim", 1))
+        lo, hi = float(raw.get("lo", 0.0)), float(raw.get("hi", 1.0))
+        epsilon, delta = float(raw.get("epsilon", 1.0)), float(raw.get("delta", 1e-5))
+        threat, kappa = str(raw.get("threat", "eavesdrop:0.5")), float(raw.get("kappa", 2.0))
+        round_s, fanout = float(raw.get("round_s", 2.0)), int(raw.get("fanout", 2))
+        expect_leave = float(raw.get("expect_leave", 0.0))
+        expect_miss = float(raw.get("expect_miss", 0.0))
+        runs = int(raw.get("calibration_runs", 4))
+        gossip_s = float(raw.get("gossip_s", 2 * round_s))
+        deadline_s = float(raw["deadline_s"]) if "deadline_s" in raw else None
+        if not 1 <= T <= 10_000:
+            raise ValueError("T must be in 1..10000")
+        if not 1 <= k <= n - 1:
+            raise ValueError(f"k must be in 1..n-1 = {n - 1}")
+        if scheme not in ("inc", "early"):
+            raise ValueError("scheme must be 'inc' (Example 3.2) or 'early' (Example 3.1)")
+        if not 1 <= dim <= 1 << 16:
+            raise ValueError("dim must be in 1..65536")
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError("the domain needs finite lo < hi")
+        if not epsilon > 0 or not 0 < delta < 1 or not kappa >= 1:
+            raise ValueError("epsilon > 0, 0 < delta < 1 and kappa >= 1 are required")
+        if not round_s > 0 or not gossip_s > 0 or fanout < 0:
+            raise ValueError("round_s and gossip_s must be positive, fanout >= 0")
+        if not (0 <= expect_leave <= 1 and 0 <= expect_miss < 1 and 1 <= runs <= 1000):
+            raise ValueError(
+                "expect_leave in [0, 1], expect_miss in [0, 1), calibration_runs in "
+                "1..1000 are required"
+            )
+        parse_threat(threat, n)
+        sens = (hi - lo) * math.sqrt(dim)
+        if "sigma_eta" in raw:
+            sigma_eta = float(raw["sigma_eta"])
+            if not sigma_eta > 0:
+                raise ValueError("sigma_eta must be positive")
+        else:
+            sigma_eta = _calibrate_sigma_eta(epsilon, delta, kappa, sens, dim, threat, n)
+        # the guarantee every node reports (its accountant, `inca.accountant.inca_ldp`): the
+        # local-DP level of its discrete η, whatever the execution; the job is refused when it
+        # would exceed the ε asked for
+        got = release_epsilon(
+            {"sigma_eta": sigma_eta, "sensitivity": sens, "dim": dim, "delta": delta},
+            sigma_key="sigma_eta",
+        )
+        if not got <= epsilon:
+            need = _calibrate_sigma_eta(epsilon, delta, 1.0, sens, dim, threat, n)
+            raise ValueError(
+                f"sigma_eta = {sigma_eta:.6g} gives each node the guarantee ε = {got:.4g} at "
+                f"δ = {delta:g} (the local-DP level of its η, which holds whatever the execution "
+                f"and the dropouts), above epsilon = {epsilon:g}: give sigma_eta >= {need:.6g} "
+                "or leave it out to have it calibrated"
+            )
+        p = cls(
+            T=T,
+            k=k,
+            scheme=scheme,
+            dim=dim,
+            lo=lo,
+            hi=hi,
+            epsilon=epsilon,
+            delta=delta,
+            threat=threat,
+            kappa=kappa,
+            round_s=round_s,
+            fanout=fanout,
+            expect_leave=expect_leave,
+            expect_miss=expect_miss,
+            calibration_runs=runs,
+            gossip_s=gossip_s,
+            deadline_s=deadline_s,
+            sensitivity=sens,
+            sigma_eta=sigma_eta,
+            sigma_delta=0.0,
+            sigma_delta_source="",
+        )
+        if "sigma_delta" in raw:
+            sd, source = float(raw["sigma_delta"]), str(raw.get("sigma_delta_source", "given"))
+        else:
+            sd, source = calibrate_sigma_delta(p, n, paper_sigma_eta(p, n))
+        if not sd >= 0:
+            raise ValueError("sigma_delta must be >= 0")
+        return dataclasses.replace(p, sigma_delta=sd, sigma_delta_source=source)
+
+    @classmethod
+    def from_wire(cls, wire: Mapping[str, Any]) -> IncaParams:
+        """The prepared parameters of a job spec. Keys the class does not know are refused."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(wire) - names)
+        if unknown:
+            raise ValueError(f"unknown inca parameter(s) {unknown}; known: {sorted(names)}")
+        return cls(**{"deadline_s": None, **wire})
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON object of the job spec (fields left at None are omitted)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) is not None
+        }
+
+
+def _calibrate_sigma_eta(
+    epsilon: float, delta: float, kappa: float, sens: float, dim: int, threat: str, n: int
+) -> float:
+    """The smallest σ_η (on its grid) meeting both: the local-DP level of the discrete η is at
+    most ε (the guarantee, `discrete_gaussian_sigma`: CKS Theorem 4 and Proposition 12, for the
+    sensitivity charged on the grid), and σ_η ≥ √κ·σ_η* (the paper's calibration, Theorem 4.5)."""
+    kind, frac = parse_threat(threat, n)
+    n_h = n - (round(frac * n) if kind == "collude" else 0)
+    c2 = 2 * math.log(1.25 / delta)
+
+    def rule(s: float) -> float:
+        return max(
+            discrete_gaussian_sigma(epsilon, delta, s),
+            math.sqrt(kappa * c2 * s**2 / (epsilon**2 * n_h)),
+        )
+
+    try:
+        return calibrate_on_grid(rule, sens, dim)
+    except ValueError as e:
+        raise ValueError(f"epsilon = {epsilon:g} at delta = {delta:g} cannot be met: {e}") from None
+
+
+def paper_sigma_eta(p: IncaParams, n: int) -> float:
+    """The paper's σ_η = √κ·σ_η*, σ_η*² = c²Δ_x²/(ε² n_H) (Theorem 4.5, spec §7.2), for the
+    sensitivity charged on its grid: the η the correlated noise is calibrated against."""
+    kind, frac = parse_threat(p.threat, n)
+    n_h = n - (round(frac * n) if kind == "collude" else 0)
+    c2 = 2 * math.log(1.25 / p.delta)
+    return calibrate_on_grid(
+        lambda s: math.sqrt(p.kappa * c2 * s**2 / (p.epsilon**2 * n_h)), p.sensitivity, p.dim
+    )
+
+
+def calibrate_sigma_delta(p: IncaParams, n: int, sigma_eta: float) -> tuple[float, str]:
+    """σ_Δ by the exact procedure of spec §7.6 (`inca_audit.calibrate`, analytic Gaussian ε) at
+    the paper's `sigma_eta` (`paper_sigma_eta`): the worst case over `calibration_runs`
+    executions sampled with the job's n, k, T, scheme and expected dropouts (`expect_leave`
+    parties leave for good, `expect_miss` of the party-iterations are missed;
+    `inca_audit.dropout_history`), each against one adversary of the job's threat, from a fixed
+    seed (so every submission of the same job gets the same σ_Δ). Returns (σ_Δ, how it was
+    obtained); 10·Δ_x (the paper's range, spec §9 item 11) with the reason when calibration is
+    too large or infeasible. σ_Δ shapes the labelled audit and the noise leavers leave behind;
+    the guarantee does not depend on it (it is met by η alone, `IncaParams.prepare`)."""
+    default = 10.0 * p.sensitivity
+    T, k = p.T, p.k
+    if n * (T + 1) > CALIBRATION_MAX_ROWS:
+        return default, (
+            f"default 10·Δ_x (n(T+1) = {n * (T + 1)} > {CALIBRATION_MAX_ROWS}: not "
+            "calibrated at submission)"
+        )
+    kind, frac = parse_threat(p.threat, n)
+    rng = np.random.default_rng(0x1CA)
+    views = []
+    for r in range(p.calibration_runs):
+        on = inca_audit.dropout_history(
+            n, T, rng, permanent=p.expect_leave, temporary=p.expect_miss
+        )
+        ex = inca_audit.make_execution(n, k, T, r, p.scheme, online=on)
+        adversary = (
+            {"observed": inca_audit.sample_observed(ex, frac, rng)}
+            if kind == "eavesdrop"
+            else {"corrupted": inca_audit.sample_corrupted(n, round(frac * n), rng)}
+        )
+        views.append(inca_audit.linear_view(ex, **adversary))
+    try:
+        cal = inca_audit.calibrate(
+            views,
+            epsilon=p.epsilon,
+            delta=p.delta,
+            sigma_eta=sigma_eta,
+            sensitivity=charged_sensitivity(
+                {"sensitivity": p.sensitivity, "sigma_eta": sigma_eta, "dim": p.dim},
+                sigma_key="sigma_eta",
+            ),
+            method="analytic",
+        )
+    except ValueError as e:
+        return default, f"default 10·Δ_x (calibration infeasible: {e})"
+    return cal.sigma_delta, (
+        f"calibrated (Theorem 4.1 audit at the paper's σ_η = {sigma_eta:.4g}) on {len(views)} "
+        f"sampled executions against {p.threat}, expect_leave={p.expect_leave}, "
+        f"expect_miss={p.expect_miss}"
+    )
+
+
+def prepare(raw: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """The record's `prepare`: `IncaParams.prepare(raw, n).to_wire()`."""
+    return IncaParams.prepare(raw, n).to_wire()
