@@ -38,6 +38,7 @@ from netdp_node.errors import ConfigError
 from netdp_node.privacy.accountant import ACCOUNTANTS, estimate_std
 from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, discrete_gaussian_sigma
 from netdp_node.protocols.base import JobContext
+from netdp_node.report import DEFAULT_DELTA, at_delta
 
 #: the label of a figure proven for continuous noise only (as the reports print it)
 CONTINUOUS = "continuous-noise analysis; not proven for discrete noise"
@@ -179,12 +180,18 @@ def _spec(algorithm: str, n: int, params: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def worst_loss(algorithm: str, prepared: Mapping[str, Any], n: int) -> Loss:
+def worst_loss(
+    algorithm: str, prepared: Mapping[str, Any], n: int, delta: float | None = None
+) -> Loss:
     """The largest per-peer loss of a node contributing its maximum (the accountant's prospective
-    loss, the node's budget check before a job)."""
+    loss, the node's budget check before a job), stated at `delta` as `netdp privacy report`
+    states it (`report.at_delta`; its own δ when it cannot be stated at `delta`), or at the
+    accountant's own δ when `delta` is None."""
     spec = _spec(algorithm, n, prepared)
-    losses = ACCOUNTANTS[algorithm].prospective(spec, spec["participants"][0])
-    w = max(losses.values(), key=lambda x: (x.epsilon, x.delta))
+    losses = list(ACCOUNTANTS[algorithm].prospective(spec, spec["participants"][0]).values())
+    if delta is not None:
+        losses = [at_delta(x, delta) for x in losses]
+    w = max(losses, key=lambda x: (x.epsilon, x.delta))
     return Loss(float(w.epsilon), float(w.delta), w.method)
 
 
@@ -196,12 +203,43 @@ def _validate(algorithm: str, raw: Mapping[str, Any], n: int) -> dict[str, Any]:
 
 
 def params_for_target(
-    algorithm: str, params: Mapping[str, Any], n: int, target_epsilon: float
+    algorithm: str,
+    params: Mapping[str, Any],
+    n: int,
+    target_epsilon: float,
+    target_delta: float = DEFAULT_DELTA,
 ) -> Planned:
-    """The job parameters `params` with the noise parameter set so that a node contributing its
-    maximum loses at most `target_epsilon` towards every peer (the accountant's prospective loss,
-    at the δ the job's own parameters give). Searches the algorithm's noise parameter (`KNOBS`)
-    through the registry's calibration; raises ConfigError naming the field if no value works."""
+    """The job parameters `params` with the noise set so that a node contributing its maximum
+    loses at most (`target_epsilon`, `target_delta`) towards every peer, as `netdp privacy report`
+    states a loss at one δ (default 1e-5, the reports' default). The noise parameter (`KNOBS`) is
+    searched through the registry's calibration; the job's δ parameters are lowered when the
+    per-peer δ cannot be stated at `target_delta` (the ring's grows with the rounds, the walk's
+    with T). Raises ConfigError naming the field if nothing works."""
+    if not 0 < target_delta < 1:
+        raise ConfigError(f"target delta must be in (0, 1), got {target_delta!r}")
+    b = dict(params)
+    planned = _search(algorithm, b, n, target_epsilon, target_delta)
+    for _ in range(8):
+        if planned.loss.delta <= target_delta * (1 + _TOL):
+            return planned
+        f = 0.98 * target_delta / planned.loss.delta
+        for k in ("delta", "delta_prime", "delta_hat"):
+            if k in planned.prepared:
+                b[k] = float(planned.prepared[k]) * f
+        planned = _search(algorithm, b, n, target_epsilon, target_delta)
+    if planned.loss.delta <= target_delta * (1 + _TOL):
+        return planned
+    raise ConfigError(
+        f"{algorithm}: no delta parameters give a per-peer δ ≤ {target_delta:g} "
+        f"(got {planned.loss.delta:g})"
+    )
+
+
+def _search(
+    algorithm: str, params: Mapping[str, Any], n: int, target_epsilon: float, delta: float
+) -> Planned:
+    """The ε half of `params_for_target`: the noise parameter (`KNOBS`) for which the worst
+    per-peer ε, stated at `delta`, is at most the target (geometric bisection)."""
     if not 0 < target_epsilon < math.inf:
         raise ConfigError(f"target epsilon must be a finite number > 0, got {target_epsilon!r}")
     if algorithm not in KNOBS:
@@ -221,7 +259,7 @@ def params_for_target(
     def attempt(v: float) -> tuple[dict[str, Any], dict[str, Any], Loss]:
         r = {**raw, knob: v}
         p = _validate(algorithm, r, n)
-        return r, p, worst_loss(algorithm, p, n)
+        return r, p, worst_loss(algorithm, p, n, delta)
 
     def ok(loss: Loss) -> bool:
         return loss.epsilon <= target_epsilon * (1 + _TOL)
@@ -353,22 +391,6 @@ def _base_params(algorithm: str, t: Target, topo: str, c: int) -> dict[str, Any]
     p = {"graph": topo, "dim": t.dim, "delta": t.delta}
     p["lipschitz" if algorithm == "muffliato-gd" else "clip"] = t.clip
     return p
-
-
-def _scale_delta(algorithm: str, base: dict[str, Any], t: Target) -> tuple[Planned, dict[str, Any]]:
-    """Plan at the target ε, lowering the job's δ parameters until the per-peer δ the accountant
-    gives is at most the target δ (the ring's δ grows with the rounds, the walk's with T)."""
-    b = dict(base)
-    planned = params_for_target(algorithm, b, t.n, t.epsilon)
-    for _ in range(6):
-        if planned.loss.delta <= t.delta * (1 + _TOL):
-            break
-        f = 0.98 * t.delta / planned.loss.delta
-        for k in ("delta", "delta_prime", "delta_hat"):
-            if k in planned.prepared:
-                b[k] = float(planned.prepared[k]) * f
-        planned = params_for_target(algorithm, b, t.n, t.epsilon)
-    return planned, b
 
 
 def _engine_std(algorithm: str, p: Mapping[str, Any], n: int) -> float:
@@ -572,7 +594,7 @@ def plan(t: Target, algorithms: Sequence[str] = PLANNED) -> dict[str, Any]:
             continue
         base = _base_params(alg, t, topo, c if alg == "walk-sum" else 1)
         try:
-            planned, used = _scale_delta(alg, base, t)
+            planned = params_for_target(alg, base, t.n, t.epsilon, t.delta)
         except ConfigError as e:
             rows.append(Row(alg, False, reason=str(e)))
             continue
@@ -587,6 +609,7 @@ def plan(t: Target, algorithms: Sequence[str] = PLANNED) -> dict[str, Any]:
             note=planned.note,
         )
         _fill(row, alg, p, t, topo)
+        used = {k: v for k, v in planned.params.items() if k not in NOISE_PARAMS}
         row.paper = _paper(alg, used, t, p)
         rows.append(row)
     for alg, why in NOT_PLANNED.items():

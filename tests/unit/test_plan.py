@@ -15,7 +15,8 @@ from netdp_node.algorithms.ring.engine import clip_l2
 from netdp_node.cli import build_parser, main
 from netdp_node.privacy.accountant import ACCOUNTANTS
 from netdp_node.privacy.discrete_gaussian import charged_sensitivity, discrete_gaussian_epsilon
-from netdp_node.simulate import Simulator, node_privacy, synthetic_data
+from netdp_node.report import at_delta, ledger_report
+from netdp_node.simulate import Simulator, synthetic_data, write_ledgers
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -63,7 +64,8 @@ def test_plan_lists_every_algorithm_and_meets_the_target(res16):
 
 def test_plan_uses_the_registry_and_the_accountant(res16):
     """A plan and a run cannot disagree: the parameters the plan would submit, prepared by the
-    registry, give the plan's σ, and the accountant's prospective loss is the plan's ε."""
+    registry, give the plan's σ, and the accountant's prospective loss, stated at the target δ as
+    `netdp privacy report` states it, is the plan's ε."""
     ids = [f"node-{i}" for i in range(1, 17)]
     for r in res16["algorithms"]:
         if not r["applies"]:
@@ -72,7 +74,8 @@ def test_plan_uses_the_registry_and_the_accountant(res16):
         p = get_algorithm(name).validate(r["params"], 16)
         assert float(p.get("sigma_eta", p.get("sigma"))) == pytest.approx(r["sigma"]), name
         spec = {"algorithm": name, "participants": ids, "params": p, "edges": []}
-        worst = max(e.epsilon for e in ACCOUNTANTS[name].prospective(spec, ids[3]).values())
+        losses = ACCOUNTANTS[name].prospective(spec, ids[3]).values()
+        worst = max(at_delta(e, 1e-5).epsilon for e in losses)  # as the reports state it
         assert worst == pytest.approx(r["epsilon"]), name
 
 
@@ -203,9 +206,10 @@ def test_plot_without_matplotlib_says_how(monkeypatch, capsys, tmp_path):
     ("name", "n", "target"),
     [("ring-sum", 8, 0.8), ("walk-sum", 16, 1.5), ("muffliato", 8, 1.2)],
 )
-def test_demo_target_epsilon_holds_in_the_accountant(name, n, target):
+def test_demo_target_epsilon_holds_in_the_report(name, n, target, tmp_path):
     """`netdp demo --target-epsilon E`: the job the demo would submit, run on the simulator (the
-    daemon's runtime, in memory); every node's accountant then reports ε ≤ E from its ledger."""
+    daemon's runtime, in memory), its ledgers written; `netdp privacy report` of every node then
+    states ε ≤ E towards every peer, at its default δ (1e-5)."""
     a = build_parser().parse_args(
         ["demo", "--algorithm", name, "--nodes", str(n), "--target-epsilon", str(target)]
     )
@@ -215,11 +219,25 @@ def test_demo_target_epsilon_holds_in_the_accountant(name, n, target):
     ids = [f"node-{i}" for i in range(1, n + 1)]
     data, _ = synthetic_data(name, ids, p, 1)
     res = Simulator(name, ids, p, data, seed=1, public_seed=1).run()
-    spec = {"job_id": "sim", "algorithm": name, "participants": ids, "params": p, "edges": []}
-    got = node_privacy(res, ids, spec)
-    assert got["epsilon_max"] <= target * (1 + 1e-9)
+    spec = {
+        "job_id": "sim",
+        "algorithm": name,
+        "participants": ids,
+        "params": p,
+        "public_seed": 1,
+        "edges": [],
+    }
+    write_ledgers(res, spec, tmp_path)
+    worst = []
+    for nid in ids:
+        rep = ledger_report(tmp_path / nid)
+        assert rep["delta_target"] == 1e-5
+        (job,) = rep["jobs"]
+        assert job["delta"] <= 1e-5
+        worst.append(job["epsilon"])
+    assert max(worst) <= target * (1 + 1e-9)
     if name == "ring-sum":  # every node contributes in every round: the target is used
-        assert got["epsilon_max"] >= 0.95 * target
+        assert max(worst) >= 0.95 * target
 
 
 def test_target_epsilon_refusals(capsys):
