@@ -25,6 +25,9 @@ machine, real processes, mTLS and durable ledgers. They are orders of magnitude,
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -165,15 +168,16 @@ def parse_threat(threat: str, n: int) -> tuple[str, int]:
     raise ConfigError(f"--threat must be single, collude:C or any, not {threat!r}")
 
 
-def _ids(n: int) -> list[str]:
-    return [f"node-{i}" for i in range(1, n + 1)]
+@functools.lru_cache(maxsize=8)
+def _ids(n: int) -> tuple[str, ...]:
+    return tuple(f"node-{i}" for i in range(1, n + 1))
 
 
 def _spec(algorithm: str, n: int, params: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "job_id": "plan",
         "algorithm": algorithm,
-        "participants": _ids(n),
+        "participants": list(_ids(n)),
         "params": dict(params),
         "public_seed": 0,
         "edges": [],
@@ -188,18 +192,46 @@ def worst_loss(
     states it (`report.at_delta`; its own δ when it cannot be stated at `delta`), or at the
     accountant's own δ when `delta` is None."""
     spec = _spec(algorithm, n, prepared)
-    losses = list(ACCOUNTANTS[algorithm].prospective(spec, spec["participants"][0]).values())
+    # most accountants give every peer the same loss object: state each distinct one once
+    distinct = {id(x): x for x in ACCOUNTANTS[algorithm].prospective(spec, _ids(n)[0]).values()}
+    losses = list(distinct.values())
     if delta is not None:
         losses = [at_delta(x, delta) for x in losses]
     w = max(losses, key=lambda x: (x.epsilon, x.delta))
     return Loss(float(w.epsilon), float(w.delta), w.method)
 
 
+#: prepared parameters by (algorithm, raw parameters, n): a plan prepares the same job several
+#: times (the search, the paper's figure) and some preparations cost seconds at large n (the
+#: public spectral gap of Muffliato's graph)
+_PREPARED: dict[tuple[str, str, int], dict[str, Any]] = {}
+_PREPARED_MAX = 256
+#: Muffliato's preparation computes the public spectral gap of its graph (ring, complete,
+#: hypercube: a function of the graph and n only) by a dense eigen-decomposition, seconds at
+#: n = 2000: a plan computes it once and gives the value back to the later preparations
+_GAPS: dict[tuple[str, int], float] = {}
+_GAP_USERS = ("muffliato", "muffliato-gd")
+
+
 def _validate(algorithm: str, raw: Mapping[str, Any], n: int) -> dict[str, Any]:
+    key = (algorithm, json.dumps(raw, sort_keys=True, default=repr), n)
+    hit = _PREPARED.get(key)
+    if hit is not None:
+        return copy.deepcopy(hit)
+    call = dict(raw)
+    gap_key = (str(raw.get("graph")), n)
+    if algorithm in _GAP_USERS and "spectral_gap" not in raw and gap_key in _GAPS:
+        call["spectral_gap"] = _GAPS[gap_key]  # the value its preparation computed before
     try:
-        return get_algorithm(algorithm).validate(dict(raw), n)
+        out = get_algorithm(algorithm).validate(call, n)
     except ValueError as e:
         raise ConfigError(f"{algorithm}: {e}") from None
+    if algorithm in _GAP_USERS and "spectral_gap" not in raw and "spectral_gap_used" in out:
+        _GAPS[gap_key] = float(out["spectral_gap_used"])
+    if len(_PREPARED) >= _PREPARED_MAX:
+        _PREPARED.pop(next(iter(_PREPARED)))
+    _PREPARED[key] = copy.deepcopy(out)
+    return out
 
 
 def params_for_target(
