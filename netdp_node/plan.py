@@ -419,7 +419,10 @@ def _base_params(algorithm: str, t: Target, topo: str, c: int) -> dict[str, Any]
             p["T"] = t.steps
         return p
     if algorithm == "inca":
-        return {"dim": t.dim, "lo": -t.clip, "hi": t.clip, "delta": t.delta}
+        p = {"dim": t.dim, "lo": -t.clip, "hi": t.clip, "delta": t.delta}
+        if c > 1:  # the paper's calibration (shown, labelled) against that share of colluders
+            p["threat"] = f"collude:{c / t.n:.6g}"
+        return p
     p = {"graph": topo, "dim": t.dim, "delta": t.delta}
     p["lipschitz" if algorithm == "muffliato-gd" else "clip"] = t.clip
     return p
@@ -624,7 +627,7 @@ def plan(t: Target, algorithms: Sequence[str] = PLANNED) -> dict[str, Any]:
         if topo is None or why:
             rows.append(Row(alg, False, reason=why))
             continue
-        base = _base_params(alg, t, topo, c if alg == "walk-sum" else 1)
+        base = _base_params(alg, t, topo, c if kind == "collude" else 1)
         try:
             planned = params_for_target(alg, base, t.n, t.epsilon, t.delta)
         except ConfigError as e:

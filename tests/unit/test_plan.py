@@ -87,6 +87,8 @@ def test_threat_and_topology_rule_algorithms_out():
     rows = _rows(plan.plan(plan.Target(n=16, epsilon=1.0, delta=1e-5, threat="collude:3")))
     assert not rows["ring-sum"]["applies"]
     assert rows["walk-sum"]["applies"] and rows["walk-sum"]["params"]["colluders"] == 3
+    assert rows["inca"]["params"]["threat"] == "collude:0.1875"  # 3 of 16, the paper's figure
+    assert "collude:0.1875" in rows["inca"]["paper"]["what"]
     rows = _rows(plan.plan(plan.Target(n=12, epsilon=1.0, delta=1e-5, topology="hypercube")))
     assert not rows["muffliato"]["applies"] and "power of two" in rows["muffliato"]["reason"]
     rows = _rows(plan.plan(plan.Target(n=16, epsilon=1.0, delta=1e-5, topology="exponential")))
