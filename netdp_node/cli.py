@@ -12,6 +12,8 @@
     netdp audit                     invariants over several nodes' ledgers (global knowledge)
     netdp simulate                  the same engines for thousands of nodes in one process
     netdp reproduce NAME            the papers' experiments (JSON + PNG; `netdp reproduce list`)
+    netdp plan --nodes N --epsilon E --delta D
+                                    which algorithm and noise for a per-peer target (vs local/central DP)
 
 Exit codes: 0 success; 1 runtime failure (a job failed, a peer refused); 2 usage or configuration
 error; 3 certificate / security error; 4 ledger error; 5 timeout; 70 crash injected by
@@ -386,6 +388,16 @@ def cmd_job(a: argparse.Namespace) -> int:
     async def main() -> int:
         if a.job_cmd == "submit":
             parts = a.participants.split(",") if a.participants else None
+            if a.target_epsilon is not None:
+                n = len(parts) if parts else a.wait_nodes
+                if not n:
+                    raise ConfigError(
+                        "--target-epsilon needs the number of participants: give "
+                        "--participants or --wait-nodes N"
+                    )
+                a.param = list(
+                    _target(a.algorithm, dict(a.param or []), n, a.target_epsilon).items()
+                )
             _check_job_params(a.algorithm, dict(a.param or []), len(parts) if parts else None)
         if a.job_cmd == "submit" and a.check:
             print(
@@ -647,6 +659,45 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     return run(a)
 
 
+def cmd_plan(a: argparse.Namespace) -> int:
+    from netdp_node.plan import Target, plan, plot, render  # lazy: start-up cost
+
+    if a.plot:
+        try:
+            import matplotlib  # noqa: F401  # lazy: start-up cost
+        except ImportError:
+            print("install netdp[experiments] (matplotlib) for --plot", file=sys.stderr)
+            return EXIT_USAGE
+    res = plan(
+        Target(
+            n=a.nodes,
+            epsilon=a.epsilon,
+            delta=a.delta,
+            topology=a.topology,
+            threat=a.threat,
+            clip=a.clip,
+            dim=a.dim,
+            rounds=a.rounds,
+            steps=a.steps,
+        )
+    )
+    if a.plot:
+        out = plot(res, a.plot)
+        print(f"wrote {a.plot}: predicted std of {len(out['bars'])} algorithm(s)", file=sys.stderr)
+    print(json.dumps(res, indent=2) if a.json else render(res))
+    return EXIT_OK
+
+
+def _target(algorithm: str, params: dict[str, Any], n: int, target: float) -> dict[str, Any]:
+    """`--target-epsilon`: the planner sets the job's noise parameters (netdp_node.plan); the
+    choice is printed on stderr before anything starts."""
+    from netdp_node.plan import apply_target  # lazy: start-up cost
+
+    out, line = apply_target(algorithm, params, n, target)
+    print(line, file=sys.stderr)
+    return out
+
+
 def cmd_simulate(a: argparse.Namespace) -> int:
     from netdp_node.simulate import run_simulation  # lazy: start-up cost
 
@@ -746,6 +797,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="ring-sum: per-window ε of the Gaussian noise, > 0 (default 0.5); "
         "walks: the ε each node may lose towards any other (default 1, 10 for walk-sgd); "
         "muffliato: the mean loss ε of eq. (7) (default 1, 10 for muffliato-gd)",
+    )
+    d.add_argument(
+        "--target-epsilon",
+        type=float,
+        default=None,
+        metavar="E",
+        help="instead of --epsilon: the planner of `netdp plan` sets the job's noise so that "
+        "each node loses at most E towards every peer (at the job's δ); printed before the "
+        "job starts",
     )
     d.add_argument("--bins", type=int, default=4, help="walk-histogram: number of categories")
     d.add_argument(
@@ -1096,6 +1156,14 @@ def build_parser() -> argparse.ArgumentParser:
                 help="algorithm parameter (repeat), e.g. rounds=10 epsilon=0.5",
             )
             jp.add_argument("--participants", help="comma-separated ids (default: all registered)")
+            jp.add_argument(
+                "--target-epsilon",
+                type=_positive,
+                metavar="E",
+                help="set the job's noise so that each node loses at most E towards every "
+                "peer (at the job's δ), with the planner of `netdp plan`; needs "
+                "--participants or --wait-nodes N (the number of participants)",
+            )
             jp.add_argument("--topology", help="topology kind (default: the algorithm's)")
             jp.add_argument("--seed", type=int, default=0, help="public seed (default: random)")
             jp.add_argument(
@@ -1288,6 +1356,43 @@ def build_parser() -> argparse.ArgumentParser:
         "(default $NETDP_DATA_DIR)",
     )
     re_.set_defaults(fn=cmd_reproduce)
+
+    pl = sub.add_parser(
+        "plan",
+        help="which algorithm and noise for a per-peer (ε, δ) target",
+        description="For N participants, a topology, a threat model and a per-peer target "
+        "(ε, δ), evaluate every algorithm that applies (calibrated σ, steps, caps, predicted "
+        "std of the released estimate, messages and time per node) beside local DP and central "
+        "DP at the same guarantee, with the calibration the bootstrap runs. Algorithms that do "
+        "not apply are listed with the reason.",
+    )
+    pl.add_argument("--nodes", type=int, required=True, help="number of participants (3..100000)")
+    pl.add_argument(
+        "--topology",
+        default=None,
+        help="the graph the nodes can use (ring, complete, hypercube, exponential, ...; "
+        "default: each algorithm its own)",
+    )
+    pl.add_argument(
+        "--threat",
+        default="single",
+        help="who the guarantee must hold against: single (each single node, default), "
+        "collude:C (up to C colluding nodes) or any (anyone, colluders included)",
+    )
+    pl.add_argument("--epsilon", type=float, required=True, help="per-peer target ε")
+    pl.add_argument("--delta", type=float, required=True, help="per-peer target δ")
+    pl.add_argument("--clip", type=float, default=1.0, help="values clipped to this L2 norm (1)")
+    pl.add_argument("--dim", type=int, default=1, help="values per node (1)")
+    pl.add_argument("--rounds", type=int, default=10, help="ring: rounds K (10)")
+    pl.add_argument("--steps", type=int, default=0, help="walks: steps T (default 10·n)")
+    pl.add_argument("--json", action="store_true", help="print one JSON object")
+    pl.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also draw the predicted std per algorithm vs the baselines as a PNG "
+        "(needs matplotlib: netdp[experiments])",
+    )
+    pl.set_defaults(fn=cmd_plan)
 
     pr = sub.add_parser("privacy", help="privacy reports")
     prs = pr.add_subparsers(dest="privacy_cmd", required=True, metavar="PRIVACY_COMMAND")

@@ -116,7 +116,22 @@ def _write_data(
 
 
 def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
-    return _hooks(a).demo_params(a, n)
+    """The job's parameters from the flags; with --target-epsilon, the planner's noise
+    (`netdp_node.plan.apply_target`, the choice kept in `a.planned` to be printed)."""
+    params = _hooks(a).demo_params(a, n)
+    target = getattr(a, "target_epsilon", None)
+    if target is None:
+        return params
+    from netdp_node.plan import NOISE_PARAMS, apply_target  # lazy: start-up cost
+
+    key = (n, a.algorithm, target)
+    if getattr(a, "planned", None) is None or a.planned[0] != key:
+        base = {k: v for k, v in params.items() if k not in NOISE_PARAMS}
+        try:
+            a.planned = (key, *apply_target(a.algorithm, base, n, target))
+        except ConfigError as e:  # check_args names the flag of a ValueError
+            raise ValueError(str(e)) from None
+    return dict(a.planned[1])
 
 
 async def _run(
@@ -367,6 +382,7 @@ PARAM_FLAGS = {
     "delta": "--delta",
     "delta_prime": "--delta",
     "epsilon": "--epsilon",
+    "target": "--target-epsilon",
     "rounds": "--rounds",
     "T": "--steps",
     "steps": "--steps",
@@ -410,6 +426,11 @@ def check_args(a: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(f"--delta must be in (0, 1), not {a.delta:g}")
     if a.epsilon is not None and not 0 < a.epsilon < math.inf:
         raise ConfigError(f"--epsilon must be a finite number > 0, not {a.epsilon:g}")
+    target = getattr(a, "target_epsilon", None)
+    if target is not None and a.epsilon is not None:
+        raise ConfigError("--target-epsilon sets the noise of the job: do not also give --epsilon")
+    if target is not None and not 0 < target < math.inf:
+        raise ConfigError(f"--target-epsilon must be a finite number > 0, not {target:g}")
     hooks = _hooks(a)
     hooks.check_demo_flags(a)
     if hooks.demo_topology and a.topology:
@@ -443,6 +464,8 @@ STOP_GRACE = 8.0
 
 def run_demo(a: argparse.Namespace) -> int:
     check_args(a)
+    if getattr(a, "planned", None) is not None:
+        _say(a.planned[2])  # what --target-epsilon chose, before anything starts
     values = None
     if a.data:
         if not _hooks(a).demo_takes_values:

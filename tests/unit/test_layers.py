@@ -59,6 +59,7 @@ GROUP_OF = {
     "netdp_node.compose": "tools",
     "netdp_node.watch": "tools",
     "netdp_node.progress": "tools",
+    "netdp_node.plan": "tools",
     "netdp_node.experiments": "tools",
     "netdp_experiments": "tools",
     "netdp_node.cli": "cli",
