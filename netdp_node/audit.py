@@ -48,8 +48,9 @@ lists that node as missing).
   busy, presumed gone): the sender's own records say the edge or exchange did not happen.
 
 For every walk-sum / walk-histogram job whose whole walk the ledgers show, it also runs the
-walk-conditional audit of spec §4 (Fig. 1(b)) on the realised walk: the loss of every ordered pair,
-which only global knowledge can compute (informational, not a pass/fail check).
+walk-conditional audit of Cyffers & Bellet, AISTATS 2022, §5.1 (Fig. 1(b)) on the realised walk: the
+loss of every ordered pair, which only global knowledge can compute (informational, not a pass/fail
+check).
 """
 
 from __future__ import annotations
@@ -436,8 +437,9 @@ def walk_of_job(
 
 
 def walk_audits(nodes: Sequence[NodeLedger]) -> list[dict[str, Any]]:
-    """The walk-conditional audit (network-dp.md §4) of every walk-sum / walk-histogram job whose
-    whole walk the merged ledgers show: the loss of every ordered pair given the realised walk."""
+    """The walk-conditional audit (Cyffers & Bellet, §5.1) of every walk-sum / walk-histogram job
+    whose whole walk the merged ledgers show: the loss of every ordered pair given the realised
+    walk."""
     out = []
     seen: set[str] = set()
     for n in nodes:
@@ -495,8 +497,8 @@ def audit(dirs: Sequence[str | Path], delta: float = 1e-5) -> dict[str, Any]:
 
 
 def audit_trace(path: str | Path, *, paper_compatible: bool = False) -> dict[str, Any]:
-    """The walk-conditional audit (network-dp.md §4, Fig. 1(b)) of a simulated walk's trace: the
-    loss of every ordered pair (observer, protected) given the whole walk. Global knowledge."""
+    """The walk-conditional audit (Cyffers & Bellet, §5.1, Fig. 1(b)) of a simulated walk's trace:
+    the loss of every ordered pair (observer, protected) given the whole walk. Global knowledge."""
     header, holders = read_trace(path)
     return walk_audit_dict(
         holders, int(header["n"]), header["algorithm"], header["params"], paper_compatible

@@ -338,8 +338,9 @@ def rw_sgd_losses(
     spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str
 ) -> dict[str, PrivacyLoss]:
     """The proven loss towards each peer from the node's ledger (`rw_sgd_pair_losses` with its
-    real contributions): the local-DP level. The §4.9 figure and the paper's per-pair value are
-    not guarantees for discrete noise; they are shown beside it, labelled (`rw_sgd_baselines`)."""
+    real contributions): the local-DP level. The sound per-trajectory figure and the paper's
+    per-pair value are not guarantees for discrete noise; they are shown beside it, labelled
+    (`rw_sgd_baselines`)."""
     es = list(entries)
     return rw_sgd_pair_losses(spec, es, me, real_contributions(es))
 
