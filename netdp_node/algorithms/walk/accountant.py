@@ -50,7 +50,7 @@ from netdp_node.privacy.walk_accountant import (
 def live_participants(spec: Mapping[str, Any], entries: Iterable[Any]) -> int:
     """n for the theorems: the participants minus those the walk was re-routed around, as far as
     this node's view shows (its own steps and the release record how many were still live).
-    [NOTE] With D participants excluded after a crash the walk is uniform over a live set of at
+    With D participants excluded after a crash the walk is uniform over a live set of at
     least n − D at every step; Theorems 3, 4, 6 and Lemma 2 only get worse as n decreases
     (subsampling probability, visit counts, cycle count T/n), so evaluating them at n − D is
     conservative (custody)."""
