@@ -26,14 +26,13 @@ finished and another node re-routed around it (it died with the token unsent); a
 release/handoff/fence to or from a node that never finished the job is expected (the job result
 lists that node as missing).
 
-* inca-shares (IncA, spec Eq. 8-9): every party of an IncA job that stayed to the end (its value is
-  in the released result) injected exactly its share: the public coefficients its ledger records
-  per iteration (α^(i)_t and
-  the row U^(i)_t it applied to its Δ; never the samples) sum to γ_i = Σ_{t online} α_t and to 0
-  (every Δ cancelled), its online history is the one the released result states, and its public
-  weight ω follows Alg. 2 line 15 in every iteration from the ω^(t-1) its in-neighbours' ledgers
-  show they sent (the public messages) and its own counted messages (the public weights), up to
-  the ω^(T) the result releases for it. A MIX or CLOSE an IncA
+* inca-shares (IncA, Sabater et al. 2025, Eq. 8-9): every party of an IncA job that stayed to the
+  end (its value is in the released result) injected exactly its share: the public coefficients its
+  ledger records per iteration (α^(i)_t and the row U^(i)_t it applied to its Δ; never the samples)
+  sum to γ_i = Σ_{t online} α_t and to 0 (every Δ cancelled), its online history is the one the
+  released result states, and its public weight ω follows Alg. 2 line 15 in every iteration from the
+  ω^(t-1) its in-neighbours' ledgers show they sent (the public messages) and its own counted
+  messages (the public weights), up to the ω^(T) the result releases for it. A MIX or CLOSE an IncA
   party sent but nobody recorded is expected (the receiver was down or had mixed: the protocol's
   delivery rule accounts for it), so tokens-conserved only checks what was received.
 * gossip-mass-conserved (Muffliato jobs): the mass of linear gossip is conserved among the

@@ -1033,8 +1033,8 @@ def estimate_terms(ex: IncaExecution) -> dict[str, Any]:
 
 
 def dropout_summary(ex: IncaExecution, sigma_delta: float) -> dict[str, Any]:
-    """What the permanent dropouts cost the released estimate ("utility under dropouts",
-    issue 7: "the correlated noise the leavers took with them"), from public data only.
+    """What the permanent dropouts cost the released estimate (the correlated noise the
+    leavers took with them), from public data only.
 
     leavers: parties not online at T; uncancelled_noise_std: σ_Δ‖c_Δ‖/Σω, the std of the
     correlated (Δ) noise left in the estimate because messages carrying it were lost or its

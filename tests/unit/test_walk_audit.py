@@ -201,8 +201,8 @@ def test_test2_seeded() -> None:
 
 def test_fig1b_first_rows_section_4_5() -> None:
     # Fig. 1(b): np.random.seed(0) once, 10 runs per point, ε0 = 0.1 for n = 5, 10, 20 (in that
-    # order). The spec prints LDP max 7.663 for n = 10; the value is adv(0.1, 1e-7, 125) = 7.662490,
-    # so the spec double-rounded it (7.66249 → 7.6625 → 7.663).
+    # order). The reference prints LDP max 7.663 for n = 10; the value is adv(0.1, 1e-7, 125) =
+    # 7.662490, so the reference value was double-rounded (7.66249 → 7.6625 → 7.663).
     np.random.seed(0)
     rows = {
         5: ("2.392", "1.679", "3.151", "6.716", "5.835", "7.518"),

@@ -245,7 +245,7 @@ def rw_sgd_figures(
     *,
     walks: int | None = None,
 ) -> dict[str, PrivacyLoss]:
-    """The per-trajectory figure towards every other participant (formerly the enforced loss).
+    """The per-trajectory figure towards every other participant (shown, not enforced).
     Not proven for the discrete noise sampled: its shift profiles a_k (e.g. 1/i for a contribution
     i draws before the observation) come from amplification by iteration (Feldman, Mironov,
     Talwar, Thakurta, FOCS 2018), whose shift reduction absorbs REAL shifts into CONTINUOUS
