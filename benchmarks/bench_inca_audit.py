@@ -1,13 +1,14 @@
 """IncA audit benchmark (issue 7): the exact privacy audit of one execution with n = 200 parties and
 T = 20 iterations (k = 1), against a colluding set of 30% and an eavesdropper who sees 50% of the
-messages, plus the calibration of σ_Δ on that execution (spec §7.6).
+messages, plus the calibration of σ_Δ on that execution (Theorem 4.1 of Sabater, Ben Mokhtar &
+Ramon 2025).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_inca_audit.py           # n = 200, T = 20, 3 reps
     OMP_NUM_THREADS=1 python benchmarks/bench_inca_audit.py --quick   # n = 50, T = 10, 1 rep
 
 Phases timed (`netdp_node.privacy.inca_audit`): `linear_view` (coefficient rows of every observed
-message, §7.1, and the SVD row reduction, §7.6 step 2), `account` (M = σ_η²AAᵀ + σ_Δ²BBᵀ, Cholesky
-and triangular solve, per-party ε, §7.6 steps 3-4), `calibrate` (one generalised eigendecomposition
+message, Eq. 10, and the SVD row reduction), `account` (M = σ_η²AAᵀ + σ_Δ²BBᵀ, Cholesky
+and triangular solve, per-party ε, Theorem 4.1), `calibrate` (one generalised eigendecomposition
 and a bisection on σ_Δ), `explain` (Lemma 4.4 rank condition and Theorem 4.8 strong connectivity).
 The linear system's size is recorded (rows observed, honest unknowns n_H(T+1), rank after
 reduction).

@@ -1,5 +1,5 @@
 """Muffliato accountant benchmark (issue 5): the exact joint-view accountant
-(`gossip_joint_view.joint_view`, spec muffliato.md §4.11) for ONE observer (node 0) at n ≈ 2048, on the
+(`gossip_joint_view.joint_view`; docs/errata.md) for ONE observer (node 0) at n ≈ 2048, on the
 Fig. 1(a) graphs with their T (Chebyshev schedule, Metropolis weights). Target: < 30 s.
 
     python benchmarks/bench_muffliato_accountant.py           # hypercube, ER, grid; 3 repetitions

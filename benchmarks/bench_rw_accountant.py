@@ -2,11 +2,11 @@
 Hamilton W = (I + A)/12), T = 20,480 (10 contributions per node on average):
 
 * paper: the whole paper-form pairwise matrix S(T) = Φ diag(s_T(λ)) Φᵀ from one eigendecomposition
-  (`rw_sgd.pairwise_matrix`, spec §4.10 "Global"). Target < 10 s.
-* sound: the per-trajectory accountant of spec §4.9 for one pair (u = 0, v = 1) with 1,000
-  simulated trajectories (`rw_sgd.sound_q`, then `sound_epsilon` at σ = 5, cap 20, δ = 1e-6).
-  Target < 60 s. Also reports E[D] at α = 2, σ = 5 without cap or publication, beside the spec's
-  0.0428 (§4.9 table, 200–300 trajectories).
+  (`rw_sgd.pairwise_matrix`). Target < 10 s.
+* sound: the sound per-trajectory accountant (docs/accountants.md) for one pair (u = 0, v = 1) with
+  1,000 simulated trajectories (`rw_sgd.sound_q`, then `sound_epsilon` at σ = 5, cap 20, δ = 1e-6).
+  Target < 60 s. Also reports E[D] at α = 2, σ = 5 without cap or publication, beside the reference
+  value 0.0428 (200–300 trajectories).
 
     python benchmarks/bench_rw_accountant.py [--reps 3] [--quick]
 
@@ -135,7 +135,7 @@ def main() -> None:
     }
     out = {
         "benchmark": "random-walk accountants: paper-form pairwise matrix (one eigh) and the "
-        "§4.9 sound accountant for one pair",
+        "sound per-trajectory accountant for one pair",
         "graph": f"hypercube Q_{dim}, coded Hamilton W",
         "n": 2**dim,
         "T": T,

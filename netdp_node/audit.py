@@ -26,14 +26,13 @@ finished and another node re-routed around it (it died with the token unsent); a
 release/handoff/fence to or from a node that never finished the job is expected (the job result
 lists that node as missing).
 
-* inca-shares (IncA, spec Eq. 8-9): every party of an IncA job that stayed to the end (its value is
-  in the released result) injected exactly its share: the public coefficients its ledger records
-  per iteration (α^(i)_t and
-  the row U^(i)_t it applied to its Δ; never the samples) sum to γ_i = Σ_{t online} α_t and to 0
-  (every Δ cancelled), its online history is the one the released result states, and its public
-  weight ω follows Alg. 2 line 15 in every iteration from the ω^(t-1) its in-neighbours' ledgers
-  show they sent (the public messages) and its own counted messages (the public weights), up to
-  the ω^(T) the result releases for it. A MIX or CLOSE an IncA
+* inca-shares (IncA, Sabater et al. 2025, Eq. 8-9): every party of an IncA job that stayed to the
+  end (its value is in the released result) injected exactly its share: the public coefficients its
+  ledger records per iteration (α^(i)_t and the row U^(i)_t it applied to its Δ; never the samples)
+  sum to γ_i = Σ_{t online} α_t and to 0 (every Δ cancelled), its online history is the one the
+  released result states, and its public weight ω follows Alg. 2 line 15 in every iteration from the
+  ω^(t-1) its in-neighbours' ledgers show they sent (the public messages) and its own counted
+  messages (the public weights), up to the ω^(T) the result releases for it. A MIX or CLOSE an IncA
   party sent but nobody recorded is expected (the receiver was down or had mixed: the protocol's
   delivery rule accounts for it), so tokens-conserved only checks what was received.
 * gossip-mass-conserved (Muffliato jobs): the mass of linear gossip is conserved among the
@@ -48,8 +47,9 @@ lists that node as missing).
   busy, presumed gone): the sender's own records say the edge or exchange did not happen.
 
 For every walk-sum / walk-histogram job whose whole walk the ledgers show, it also runs the
-walk-conditional audit of spec §4 (Fig. 1(b)) on the realised walk: the loss of every ordered pair,
-which only global knowledge can compute (informational, not a pass/fail check).
+walk-conditional audit of Cyffers & Bellet, AISTATS 2022, §5.1 (Fig. 1(b)) on the realised walk: the
+loss of every ordered pair, which only global knowledge can compute (informational, not a pass/fail
+check).
 """
 
 from __future__ import annotations
@@ -436,8 +436,9 @@ def walk_of_job(
 
 
 def walk_audits(nodes: Sequence[NodeLedger]) -> list[dict[str, Any]]:
-    """The walk-conditional audit (network-dp.md §4) of every walk-sum / walk-histogram job whose
-    whole walk the merged ledgers show: the loss of every ordered pair given the realised walk."""
+    """The walk-conditional audit (Cyffers & Bellet, §5.1) of every walk-sum / walk-histogram job
+    whose whole walk the merged ledgers show: the loss of every ordered pair given the realised
+    walk."""
     out = []
     seen: set[str] = set()
     for n in nodes:
@@ -495,8 +496,8 @@ def audit(dirs: Sequence[str | Path], delta: float = 1e-5) -> dict[str, Any]:
 
 
 def audit_trace(path: str | Path, *, paper_compatible: bool = False) -> dict[str, Any]:
-    """The walk-conditional audit (network-dp.md §4, Fig. 1(b)) of a simulated walk's trace: the
-    loss of every ordered pair (observer, protected) given the whole walk. Global knowledge."""
+    """The walk-conditional audit (Cyffers & Bellet, §5.1, Fig. 1(b)) of a simulated walk's trace:
+    the loss of every ordered pair (observer, protected) given the whole walk. Global knowledge."""
     header, holders = read_trace(path)
     return walk_audit_dict(
         holders, int(header["n"]), header["algorithm"], header["params"], paper_compatible

@@ -497,7 +497,7 @@ class JobRunner:
 
 def private_rng(key: int | None = None) -> np.random.Generator:
     """A node's private generator for one job: ChaCha20 (a CSPRNG, randomgen) keyed with 256 bits
-    from the OS. Noise and next hops come from it (spec §6 item 7, random-walks.md §7.3 item 11):
+    from the OS. Noise and next hops come from it :
     an observer of some outputs (the hops it sees) cannot predict the others, as it could with a
     statistical generator such as PCG64. `--seed` replaces it with a seeded PCG64, for tests only.
 

@@ -539,7 +539,8 @@ def walk_audit_dict(
     params: Mapping[str, Any],
     paper_compatible: bool = False,
 ) -> dict[str, Any]:
-    """The walk-conditional audit (network-dp.md §4) of one walk, as a JSON-friendly summary."""
+    """The walk-conditional audit (Cyffers & Bellet, AISTATS 2022, §5.1) of one walk, as a
+    JSON-friendly summary."""
 
     mode = get_algorithm(algorithm).hooks.walk_audit
     if mode is None:

@@ -43,8 +43,8 @@ class Algorithm:
     topology: str  # default topology kind
     # Each node's output stays on the node (its ledger), never reported to the bootstrap: for
     # gossip every node ends with its own estimate x_v^T, and showing them all to every participant
-    # would give each observer P(x + η), i.e. x + η itself when P is invertible (muffliato.md §7.1
-    # item 7: x^T is not sent).
+    # would give each observer P(x + η), i.e. x + η itself when P is invertible (so x^T is
+    # not sent).
     private_output: bool = False
     # the parameters that are integers (a non-integer value is refused, never truncated); for a
     # `Params` class, derived from its fields typed int when left empty

@@ -1,7 +1,7 @@
 """`netdp reproduce NAME`: the papers' experiments, each writing NAME.json and NAME.png.
 
 Registry of experiments: name -> (module, one-line description). Each module has
-`run(args) -> dict` (JSON-friendly: parameters, the numbers, the spec's numbers beside them, notes)
+`run(args) -> dict` (JSON-friendly: parameters, the numbers, reference numbers beside them, notes)
 and `plot(result, path)`. Results and the machine they ran on are quoted in docs/reproductions.md.
 """
 

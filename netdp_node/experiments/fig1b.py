@@ -1,5 +1,5 @@
-"""Fig. 1(b) and Fig. 3 of Cyffers & Bellet (network-dp.md §5.2, §5.4): the walk-conditional audit
-(§4) of simulated walks, T = 100n, δ = 1e-7, n ∈ {5, 10, 20, 50, 100, 200, 400}, ε0 ∈ {0.1, 0.4},
+"""Fig. 1(b) and Fig. 3 of Cyffers & Bellet (AISTATS 2022, §5.1, App. H): the walk-conditional
+audit of simulated walks, T = 100n, δ = 1e-7, n ∈ {5, 10, 20, 50, 100, 200, 400}, ε0 ∈ {0.1, 0.4},
 `--runs` walks per n (the paper: 10). Gaussian mode for Fig. 1(b) (real summation), the privacy-blanket
 numerics for Fig. 3 (histograms, generic ε0-LDP randomizer).
 
@@ -7,7 +7,7 @@ The walks come from netdp's own walk-sum engine run by the simulator (`netdp sim
 same code the daemons run, a private generator per node); the audit uses global knowledge, which
 no participant has. Each point: the mean over all ordered pairs and runs, with min and max; in the
 default mode (quirk (ii) fixed: m − 1 unknown contributions when the observer opens the cycle) and
-in paper-compatible mode, which reproduces the authors' code and is what §4.5 tabulates.
+in paper-compatible mode, which reproduces the authors' code and is what `SPEC_45` lists.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from netdp_node.simulate import Simulator
 NS = (5, 10, 20, 50, 100, 200, 400)
 EPS0 = (0.1, 0.4)
 DELTA = 1e-7
-SPEC_45 = {  # spec §4.5 (paper-compatible, one seed, 10 runs): (ε0, n) -> NDP mean, min, max, LDP mean
+# reference values (paper-compatible, one seed, 10 runs): (ε0, n) -> NDP mean, min, max, LDP mean
+SPEC_45 = {
     (0.1, 5): (2.392, 1.679, 3.151, 6.716),
     (0.1, 10): (1.338, 0.808, 2.102, 6.719),
     (0.1, 20): (0.775, 0.503, 1.577, 6.722),

@@ -1,12 +1,12 @@
-"""Fig. 2 of Cyffers & Bellet (network-dp.md §5.3): decentralized logistic regression on the
+"""Fig. 2 of Cyffers & Bellet (AISTATS 2022, §5.2): decentralized logistic regression on the
 California housing data (OpenML 823), n = 2000 users × 8 points, T = 20 000, δ = 1e-6,
 ε ∈ {10, 1}, central / local / network DP-SGD, objective and test accuracy every 100 iterations,
 `--runs` runs each (the paper: 20), twice:
 
-* "code": as the authors' code ran it (§5.3): L = 0.4, the σ values their findSigma computes (the
-  spec's table: local 5.871056 / 46.868738, central 0.696821 / 6.968208, network 1.227015 /
-  10.983400 at ε = 10 / 1), the noisy gradient clipped to L AFTER the noise, their step sizes;
-* "theorem": as the theorems require (§6 item 5): the gradient clipped to L = 1 BEFORE the noise,
+* "code": as the authors' code ran it: L = 0.4, the σ values their findSigma computes (local
+  5.871056 / 46.868738, central 0.696821 / 6.968208, network 1.227015 / 10.983400 at ε = 10 / 1),
+  the noisy gradient clipped to L AFTER the noise, their step sizes;
+* "theorem": as the theorems require (Lemma 1): the gradient clipped to L = 1 BEFORE the noise,
   no clipping after; network σ from netdp's own calibration (Lemma 1 in RDP + the spotted
   contributions of the known-sender regime, edge cap B = 2, + the release), local σ from the
   tight Gaussian-RDP composition of K = 12 local steps (sensitivity 2L), central σ from the

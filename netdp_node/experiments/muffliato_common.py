@@ -1,23 +1,23 @@
 """Vectorised Muffliato for the paper reproductions (NumPy/SciPy; thousands of nodes, many steps).
 
-E. Cyffers, M. Even, A. Bellet, L. Massoulié, *Muffliato*, NeurIPS 2022, as specified in
-`shared/papers/muffliato.md` ("the spec"). The networked engines (`protocols/muffliato.py`) run
-one node per state machine; the figures need n = 2000–4000 nodes and hundreds of gossip rounds, so
-here a gossip round is one sparse matrix product over all nodes. Nothing in this module is used by
-a node; it is the simulation the experiments and the other papers' comparisons run.
+E. Cyffers, M. Even, A. Bellet, L. Massoulié, *Muffliato*, NeurIPS 2022. The networked engines
+(`protocols/muffliato.py`) run one node per state machine; the figures need n = 2000–4000 nodes and
+hundreds of gossip rounds, so here a gossip round is one sparse matrix product over all nodes.
+Nothing in this module is used by a node; it is the simulation the experiments and the other papers'
+comparisons run.
 
 * `er_edges`: G(n, q) by geometric skipping over the n(n−1)/2 pairs (exact Bernoulli(q) per pair,
-  O(n q n) work), optionally resampled until connected (what the authors' code does, spec §2.3).
-* `metropolis_csr`: the Metropolis ("Hamilton") weights `1/(1+max(d_v,d_w))` of spec §2.2, as a
+  O(n q n) work), optionally resampled until connected (what the authors' code does).
+* `metropolis_csr`: the Metropolis ("Hamilton") weights `1/(1+max(d_v,d_w))`, as a
   sparse matrix built in NumPy (equal to `gossip.metropolis_weights`, which is dense).
 * `gap_2` / `gap_def2`: `1 − λ_2(W)` (the code's gap, used for T) and Definition 2's gap, by
   sparse Lanczos (`eigsh`) instead of a dense eigendecomposition.
-* `chebyshev_gossip` / `muffliato_average`: Algorithm 1 (spec §3.1): noise once, then T rounds,
-  `x^1 = W x^0`, `x^{t+1} = γ W x^t + (1−γ) x^{t−1}` (spec §0 item 5). `x_minus1_zero=True`
-  reproduces the authors' GD gossip bug instead (`x^{−1} = 0`, consensus × 1/(2−γ), spec §6.4).
-* `muffliato_gd`: Algorithm 3 (spec §3.4, §6.4): logistic regression, local full-batch gradient,
+* `chebyshev_gossip` / `muffliato_average`: Algorithm 1 (§3.2): noise once, then T rounds,
+  `x^1 = W x^0`, `x^{t+1} = γ W x^t + (1−γ) x^{t−1}` (docs/errata.md). `x_minus1_zero=True`
+  reproduces the authors' GD gossip bug instead (`x^{−1} = 0`, consensus × 1/(2−γ), docs/errata.md).
+* `muffliato_gd`: Algorithm 3 (§4; Fig. 1(c)): logistic regression, local full-batch gradient,
   Gaussian noise, clipping, step, then one Muffliato call on a FRESH Erdős–Rényi graph per step
-  (spec §3.5); or the "central" baseline (exact average of the same noisy steps).
+  (Remark 3); or the "central" baseline (exact average of the same noisy steps).
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def er_edges(
 
     The pairs are enumerated row-major over the upper triangle and the gaps between present pairs
     are geometric (exactly a Bernoulli(q) process), so the cost is O(q n²/2), not O(n²). With
-    `connected=True` the graph is redrawn until connected, as the authors' code does (spec §2.3;
-    spec §7.1 item 10: a real deployment uses c > 1 instead, connected w.h.p.).
+    `connected=True` the graph is redrawn until connected, as the authors' code does (a
+    real deployment uses c > 1 instead, connected w.h.p.).
 
     Raises:
         ValueError: bad n or q, or no connected draw in `max_attempts`.
@@ -117,8 +117,8 @@ def is_connected(n: int, edges: np.ndarray) -> bool:
 
 
 def metropolis_csr(n: int, edges: np.ndarray) -> sp.csr_array:
-    """Metropolis weights (spec §2.2): `W_vw = 1/(1+max(d_v, d_w))` on the edges, `W_vv = 1 − Σ`,
-    as a CSR matrix; an isolated node keeps its value (`W_vv = 1`, spec §3.6). Same matrix as
+    """Metropolis weights: `W_vw = 1/(1+max(d_v, d_w))` on the edges, `W_vv = 1 − Σ`,
+    as a CSR matrix; an isolated node keeps its value (`W_vv = 1`, as in App. H.6). Same matrix as
     `gossip.metropolis_weights` (vectorised, for n in the thousands). Edges must be distinct
     pairs a ≠ b (either orientation)."""
     e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
@@ -151,20 +151,20 @@ def _top_eigs(W: Any, k: int, which: str) -> np.ndarray:
 
 
 def gap_2(W: Any) -> float:
-    """`1 − λ_2(W)`, the authors' spectral gap (spec §2.1 [CODE]; ignores negative eigenvalues).
+    """`1 − λ_2(W)`, the authors' spectral gap (their code; ignores negative eigenvalues).
     Used for T (`t_mix`) and γ as the code does. Sparse Lanczos for n > 400."""
     return float(1.0 - _top_eigs(W, 2, "LA")[0])
 
 
 def gap_def2(W: Any) -> float:
-    """Definition 2's gap `min_{λ ≠ 1} (1 − |λ|)` (spec §2.1), negative eigenvalues included."""
+    """Definition 2's gap `min_{λ ≠ 1} (1 − |λ|)` (§2.1), negative eigenvalues included."""
     lam2 = _top_eigs(W, 2, "LA")[0]
     lmin = _top_eigs(W, 1, "SA")[0]
     return float(max(0.0, 1.0 - max(abs(lam2), abs(lmin))))
 
 
 def t_mix(n: int, sigma: float, gap: float, spread: float = 0.25) -> int:
-    """The authors' `T_mix` (spec §3.1): `ceil(ln(n/σ² · max(spread, σ²)) / sqrt(gap))`, spread
+    """The authors' `T_mix`: `ceil(ln(n/σ² · max(spread, σ²)) / sqrt(gap))`, spread
     being the public data-spread bound (0.25 for data in [0, 1])."""
     return math.ceil(math.log(n / sigma**2 * max(spread, sigma**2)) / math.sqrt(gap))
 
@@ -183,13 +183,13 @@ def chebyshev_gossip(
     x_minus1_zero: bool = False,
     record: bool = False,
 ) -> Any:
-    """T synchronous gossip rounds on all nodes at once (spec §3.1 steps 4–5).
+    """T synchronous gossip rounds on all nodes at once (Algorithm 1).
 
     `gamma=None`: plain gossip `x^{t+1} = W x^t` (Fig. 1(b), dropout). Otherwise Chebyshev:
-    `x^1 = W x^0` then `x^{t+1} = γ W x^t + (1−γ) x^{t−1}` (spec §0 item 5), so `x^t = P_t(W) x^0`
+    `x^1 = W x^0` then `x^{t+1} = γ W x^t + (1−γ) x^{t−1}` (docs/errata.md), so `x^t = P_t(W) x^0`
     and the mean is preserved. `x_minus1_zero=True` is the authors' GD gossip instead: the update
     rule from t = 0 with `x^{−1} = 0`, i.e. `x^1 = γ W x^0`, which multiplies the consensus by
-    `1/(2−γ)` (spec §0 item 5, §6.4). x0 has shape (n,) or (n, D).
+    `1/(2−γ)` (docs/errata.md). x0 has shape (n,) or (n, D).
 
     Returns x^T, or with `record=True` the list `[x^0, …, x^T]` (the messages of round t are x^t).
     """
@@ -221,9 +221,9 @@ def muffliato_average(
     clip: tuple[float, float] | None = None,
     x_minus1_zero: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Algorithm 1 (spec §3.1) on all nodes: `x^0 = x + η`, `η ~ N(0, σ² I)` once per node, then
+    """Algorithm 1 (§3.2) on all nodes: `x^0 = x + η`, `η ~ N(0, σ² I)` once per node, then
     `chebyshev_gossip(W, x^0, T, gamma)`. `clip=(lo, hi)` clips the noisy values (the authors'
-    averaging code, post-processing, spec §3.6). Returns (x^T, x^0)."""
+    averaging code, post-processing, App. H.6). Returns (x^T, x^0)."""
     x0 = np.asarray(x, dtype=np.float64) + rng.normal(0.0, sigma, size=np.shape(x))
     if clip is not None:
         x0 = np.clip(x0, clip[0], clip[1])
@@ -295,22 +295,22 @@ def muffliato_gd(
     evaluate: Callable[[np.ndarray], Any] | None = None,
     keep_thetas: bool = False,
 ) -> GdResult:
-    """Muffliato-GD (Algorithm 3, spec §3.4) with a fresh Erdős–Rényi graph per step (spec §3.5,
-    §6.4), logistic regression, θ_v^0 = 0, or the "central" (trusted aggregator) baseline.
+    """Muffliato-GD (Algorithm 3, §4) with a fresh Erdős–Rényi graph per step (Remark 3,
+    App. H.5), logistic regression, θ_v^0 = 0, or the "central" (trusted aggregator) baseline.
 
     Per step t, every node v:
       1. `g_v` = full local gradient (`logistic_gradients`);
-      2. `order="code"` (the authors' gd.py, spec §6.4): `u_v = clip_L(g_v + N(0, s²I))`;
-         `order="theorem"`: `u_v = clip_L(g_v) + N(0, s²I)` (the order the sensitivity needs,
-         spec §7.1 item 6); s = `noise_std` (the code's 0.5·σ = 0.75);
+      2. `order="code"` (the authors' gd.py): `u_v = clip_L(g_v + N(0, s²I))`;
+         `order="theorem"`: `u_v = clip_L(g_v) + N(0, s²I)` (the order the sensitivity needs); s =
+         `noise_std` (the code's 0.5·σ = 0.75);
       3. `θ̂_v = θ_v − step·u_v`;
       4. muffliato: a fresh `G(n, q)` (q = ln n/n by default) resampled until connected, Metropolis
          W_t, `T_g = rounds` (default the code's `t_mix(n, gossip_sigma, 1 − λ_2(W_t))`; a
          callable receives the gap), γ from `1 − λ_2(W_t)`, `θ^{t+1} = P_{T_g}(W_t) θ̂` — the
          gradient noise plays the role of η (no extra gossip noise, as the code);
          central: `θ_v^{t+1} = mean_w θ̂_w` for every v.
-    `x_minus1_zero=True` runs the authors' gossip bug (spec §6.4); the default is Algorithm 1 as
-    specified (`x^1 = W x^0`). Node 0's privacy bookkeeping (degrees, adjacency to `watch`) is
+    `x_minus1_zero=True` runs the authors' gossip bug (docs/errata.md); the default is Algorithm 1
+    as specified (`x^1 = W x^0`). Node 0's privacy bookkeeping (degrees, adjacency to `watch`) is
     recorded for the Theorem-4 accounting of the figure.
 
     Args:

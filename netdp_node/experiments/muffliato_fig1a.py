@@ -1,19 +1,19 @@
-"""Muffliato Fig. 1(a) (muffliato.md §6.1): pairwise privacy loss against shortest-path length on
-four synthetic graphs of ~2048 nodes, with BOTH accountants side by side.
+"""Muffliato Fig. 1(a) (Cyffers et al., NeurIPS 2022, §5): pairwise privacy loss against
+shortest-path length on four synthetic graphs of ~2048 nodes, with BOTH accountants side by side.
 
-Graphs (spec §2.3, §6.1): hypercube m = 11 (the paper's "exponential graph"), the authors' ER graph
+Graphs (§5, App. H): hypercube m = 11 (the paper's "exponential graph"), the authors' ER graph
 (python `random.seed(0)`, G(2048, ln n/n) redrawn until connected: 7873 edges), a random geometric
-graph (2048 uniform points, `np.random.RandomState(0)`, r = 0.07; the spec's RGG came from another
-RNG state, so ours is another draw) and the 45 × 45 grid (2025 nodes). Metropolis weights,
-Chebyshev acceleration, T = the code's `T_mix` = ceil(ln n / sqrt(1 − λ_2)) (σ = 1), α = 2, ε_LDP =
-1; node 0 is the source (grid: a corner).
+graph (2048 uniform points, `np.random.RandomState(0)`, r = 0.07; the reference values' RGG came
+from another RNG state, so ours is another draw) and the 45 × 45 grid (2025 nodes). Metropolis
+weights, Chebyshev acceleration, T = the code's `T_mix` = ceil(ln n / sqrt(1 − λ_2)) (σ = 1), α = 2,
+ε_LDP = 1; node 0 is the source (grid: a corner).
 
 Per node, in units of ε_LDP, clipped at 1:
 * paper bound eq. (6), OUTGOING from u = 0 towards every v (what the paper plots), in the code's
   convention (t = 1..T, the figure) and Theorem 1's (t = 0..T−1), with
   `gossip_paper_bound.paper_bound_outgoing`;
-* the exact joint-view accountant (spec §4.11), INCOMING: what observer v = 0 learns about every u
-  (`gossip_joint_view.joint_view`), beside the paper bound for the same direction
+* the exact joint-view accountant (docs/errata.md), INCOMING: what observer v = 0 learns about every
+  u (`gossip_joint_view.joint_view`), beside the paper bound for the same direction
   (`gossip_paper_bound.paper_bound`). On the hypercube both directions coincide (vertex-transitive).
 The outgoing joint view would need one knowledge matrix per observer (2048 of them); the incoming
 one needs one.
@@ -36,7 +36,7 @@ from netdp_node.privacy.gossip import chebyshev_gamma, clip_to_ldp, fixed_schedu
 from netdp_node.privacy.gossip_joint_view import joint_view
 from netdp_node.privacy.gossip_paper_bound import paper_bound, paper_bound_outgoing
 
-# spec §4.10(d): hypercube, clipped, k = 1..11
+# reference values: hypercube, clipped, k = 1..11
 SPEC_CUBE = {
     "code": [
         1,
@@ -65,7 +65,7 @@ SPEC_CUBE = {
         0.0094540,
     ],
 }
-# spec §4.10(f), code convention, outgoing from u = 0: distance -> mean [, min, max]
+# reference values, code convention, outgoing from u = 0: distance -> mean [, min, max]
 SPEC_OUT = {
     "erdos_renyi": {
         1: (1.0,),
@@ -93,8 +93,8 @@ SPEC_OUT = {
         40: (3.3e-4,),
     },
 }
-# spec §4.11 table (joint view, observer v = 0): distance -> value (hypercube exact; ER: the
-# spec's truncated-SVD means, and the exact values netdp's accountant gives, see joint_view's doc)
+# reference values (joint view, observer v = 0): distance -> value (hypercube exact; ER:
+# truncated-SVD means, and the exact values netdp's accountant gives, see joint_view's doc)
 SPEC_JV = {
     "hypercube": {2: 0.200, 5: 0.0238, 8: 0.0667, 10: 1.0, 11: 1.0},
     "erdos_renyi": {2: 0.259, 3: 0.095, 4: 0.080, 6: 0.986},
@@ -258,7 +258,7 @@ def run(name: str, args: Any) -> dict[str, Any]:
 
 
 def compare(g: dict[str, Any]) -> dict[str, Any]:
-    """Our numbers beside the spec's (§4.10(d)(f), §4.11), by distance."""
+    """Our numbers beside the reference values, by distance."""
 
     def at(name: str, key: str, k: int) -> dict[str, float]:
         d = g[name]["by_distance"][key]

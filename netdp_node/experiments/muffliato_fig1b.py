@@ -1,15 +1,16 @@
-"""Muffliato Fig. 1(b) / Fig. 5 (muffliato.md §6.2) on the social graphs networkx ships.
+"""Muffliato Fig. 1(b) / Fig. 5 (Cyffers et al., NeurIPS 2022, §5, App. H.4) on the social graphs
+networkx ships.
 
 The paper uses SNAP's Facebook ego graphs, which are not available offline; netdp uses four small
 social graphs that come with networkx instead: Zachary's karate club (34 nodes), Les Misérables
 co-appearances (77), the Florentine families (15) and Davis' southern women (32 people and events,
 bipartite). Giant component, nodes relabelled 0..n−1 in networkx's order.
 
-Parameters as the authors' `figb.py` (spec §6.2): α = 1.5, ε = 5, σ = sqrt(α/2·ε) = 1.9365, so
+Parameters as the authors' `figb.py`: α = 1.5, ε = 5, σ = sqrt(α/2·ε) = 1.9365, so
 ε_LDP = α/(2σ²) = 0.2; T = T_mix = ceil(ln n / sqrt(1 − λ_2)); NON-accelerated gossip
 `x^{t+1} = W x^t`, Metropolis weights; the source u drawn with `np.random.seed(1)`,
 `randint(n)`. Values are in units of ε_LDP, clipped at 1 (the code clips the raw value at 1, i.e.
-at 5 ε_LDP, an inconsistency the spec notes; here both accountants are clipped at ε_LDP).
+at 5 ε_LDP, an inconsistency of the authors' code; here both accountants are clipped at ε_LDP).
 
 For every node v: the paper bound eq. (6) from u to v (code convention t = 1..T, as the figure,
 and Theorem 1's t = 0..T−1) and the exact joint-view loss u → v (one knowledge matrix per

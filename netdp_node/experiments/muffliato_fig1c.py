@@ -1,7 +1,8 @@
-"""Muffliato Fig. 1(c) / Table 2 (muffliato.md §6.4): logistic regression with Muffliato-GD on a
-fresh Erdős–Rényi graph per step, n = 2000 and 4000, against the trusted-aggregator baseline.
+"""Muffliato Fig. 1(c) / Table 2 (Cyffers et al., NeurIPS 2022, §5, App. H.5): logistic regression
+with Muffliato-GD on a fresh Erdős–Rényi graph per step, n = 2000 and 4000, against the
+trusted-aggregator baseline.
 
-Setup as the authors' code (spec §6.4): the California housing data (`datasets.load_housing`:
+Setup as the authors' code: the California housing data (`datasets.load_housing`:
 binarized at the mean, standardized, rows at unit norm, intercept; netdp's stratified 80/20 split,
 16 512 training rows, where the code's `train_size=0.7755` gives 16 006; either way 8 rows per node
 at n = 2000 and 4 at n = 4000), θ^0 = 0, 10 iterations, 10 trials; per step every node takes its
@@ -10,7 +11,7 @@ with 0.7; then Muffliato on a fresh G(n, ln n/n) redrawn until connected, Metrop
 T_g = ceil(ln n / sqrt(1 − λ_2)), Chebyshev with γ from 1 − λ_2; the gradient noise is η. Accuracy
 is the mean over nodes of the local models' test accuracy (central: every node holds the mean).
 
-Two gossip variants are run (spec §0 item 5, §6.4):
+Two gossip variants are run (docs/errata.md, Algorithm 1):
 * "muffliato" — Algorithm 1 as specified, `x^1 = W x^0` (mean preserved). This is netdp's.
 * "muffliato_code_bug" — the authors' vector gossip with `x^{−1} = 0`, which multiplies the
   consensus by 1/(2−γ) ≈ 2.5, i.e. an effective step of ≈ 1.75 instead of 0.7.
@@ -21,9 +22,9 @@ Privacy histogram (top of Fig. 1(c)): the loss of node 0 towards every v ≠ 0 s
 steps, divided by node 0's own total (10 ε_LDP), as the code computes it: per step the Theorem-4
 bound `min(2 T_g (d_v + 2)/(n − d_v − 2), 1)` (the code's degree + 2 quirk; α cancels), ε_LDP for
 the round's neighbours of node 0 (`gossip_paper_bound.er_pair_bound` with degree d_v + 2); also with the
-true degree. Neither is a proven guarantee across gradient steps (spec §4.6, §4.11), Theorem 4
-wants q = c ln n/n with c > 1 (here c = 1), and netdp shows users the local-DP composition over the
-steps, i.e. 1 on this scale.
+true degree. Neither is a proven guarantee across gradient steps (Theorem 6; docs/errata.md),
+Theorem 4 wants q = c ln n/n with c > 1 (here c = 1), and netdp shows users the local-DP composition
+over the steps, i.e. 1 on this scale.
 """
 
 from __future__ import annotations

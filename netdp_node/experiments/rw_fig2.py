@@ -1,4 +1,4 @@
-"""Figure 2 of Cyffers, Bellet & Upadhyay (random-walks.md §6.2): private logistic regression on
+"""Figure 2 of Cyffers, Bellet & Upadhyay (ICML 2024, §7): private logistic regression on
 the housing data, 2048 users × 8 points, central vs local vs random-walk DP-SGD at ε = 1,
 δ = 1e-6, on the complete graph, the hypercube Q_11 ("exponential"/"expander") and a random
 geometric graph (r = 0.07).
@@ -8,18 +8,18 @@ iteration; the walks are drawn from the same coded Hamilton W as the engine, `si
 The update is netdp's RandomWalkSgd's: the holder's full local logistic gradient (8 points, with
 intercept, no L2) clipped to C = 1 (Δ = 2C), plus N(0, σ_abs² I) with σ_abs = σ·Δ (σ the noise
 multiplier),
-w ← w − η(g + Z) (spec §6.2 "deviations to fix": clip before noise). T = 20 000 iterations, cap
+w ← w − η(g + Z) (clip before noise). T = 20 000 iterations, cap
 12 contributions per user (1.25·T/n), past the cap: noise only (RW, Remark 5) or nothing (local).
 
 σ, all at ε = 1, δ = 1e-6 towards every peer (or on the mean, for the paper's accountant):
-* central: Bassily et al. (the paper's formula, spec §6.2), on J/n with no cap;
-* local: 12 Gaussian steps composed in RDP (`baselines.local_sgd_sigma`; spec §6.2 asks for the
+* central: Bassily et al. (the paper's formula), on J/n with no cap;
+* local: 12 Gaussian steps composed in RDP (`baselines.local_sgd_sigma`; the paper asks for the
   RDP accountant for local too, apples to apples);
-* rw (paper): the paper's accountant on the MEAN loss (spec §4.11, ε̄ = (ε, δ) of the mean RDP,
+* rw (paper): the paper's accountant on the MEAN loss (§7, ε̄ = (ε, δ) of the mean RDP,
   N = 12, the paper's α cap σ² ≥ 2α(α − 1) since this reproduces the paper) for each graph;
 * rw (sound): the best sound value netdp ships, towards the WORST peer: on these graphs the
-  certified §4.9 accountant does not beat local DP at δ = 1e-6 (see README), so σ is local DP's
-  and the walk only adds the noise-only steps past the cap: shown on the complete graph.
+  certified per-trajectory accountant does not beat local DP at δ = 1e-6 (see README), so σ is local
+  DP's and the walk only adds the noise-only steps past the cap: shown on the complete graph.
 A second block of rows ("code") runs the authors' configuration (`CODE`: clip 0.4 after the noise,
 their σ and step sizes), which is what the paper's figure shows and carries no proven guarantee.
 Step size η: tuned per method on `ETA_GRID` by the final training objective of 2 tuning runs
@@ -47,7 +47,7 @@ from netdp_node.privacy.token_walk import bassily_central_sigma
 
 N, M, T, DELTA, EPS, CAP, LIP = 2048, 8, 20_000, 1e-6, 1.0, 12, 1.0
 ETA_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
-# "as the authors' code ran it" (spec §6.2, §3.4): L = 0.4, their findSigma σ at ε = 1 (absolute
+# "as the authors' code ran it" : L = 0.4, their findSigma σ at ε = 1 (absolute
 # std; RW from findSigma.net, the complete-graph formula, for every graph), the noisy gradient
 # clipped to L AFTER the noise, their step sizes (local 0.06733333, central and RW 0.03416667)
 CODE: dict[str, Any] = {
@@ -60,7 +60,7 @@ EVERY = 500
 
 def load_users(n: int, m: int, args: Any, quick: bool) -> tuple[np.ndarray, np.ndarray, Any]:
     """(X (n, m, 9), y (n, m), split): the housing data (a clear error when absent), or in a
-    quick run without the file a synthetic stand-in of the same layout (spec §6.6)."""
+    quick run without the file a synthetic stand-in of the same layout."""
     try:
         split = load_housing(getattr(args, "data_dir", None))
     except ConfigError:
@@ -90,7 +90,7 @@ def batched_sgd(
 ) -> dict[str, Any]:
     """R runs at once; paths (T, R) the holder of each step. mode: "network" (past the cap, noise
     only), "local" (past the cap, nothing), "central" (no cap). order "theorem": clip the gradient
-    to `clip`, then add the noise; "code": the authors' clip of gradient + noise (spec §3.4).
+    to `clip`, then add the noise; "code": the authors' clip of gradient + noise.
     Records the test accuracy and the training objective every `every` steps."""
     Tn, R = paths.shape
     n, _, d = X.shape

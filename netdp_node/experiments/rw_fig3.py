@@ -1,15 +1,15 @@
-"""Figure 3 of Cyffers, Bellet & Upadhyay (random-walks.md §6.4): on real graphs, the random walk's
+"""Figure 3 of Cyffers, Bellet & Upadhyay (ICML 2024, §7): on real graphs, the random walk's
 pairwise privacy loss against communicability, and each node's summed loss against its
 centrality. The Davis Southern Women graph as in the paper (networkx ships it); instead of the
-Facebook ego graphs (SNAP files, not downloadable here, spec §6.6), other real graphs networkx
+Facebook ego graphs (SNAP files, not downloadable here), other real graphs networkx
 ships: Zachary's karate club, the Florentine families, Les Misérables.
 
-The code's procedure (spec §6.4): coded Hamilton weights, α = 2, σ = 10, T = computeTwalk (spec
-§6.0), priv = priv_global(logW, T, α, σ) (Theorem 3 with ln T and N_u = T/n; diagonal 0),
-communicability expm(W) with zeroed diagonal. Node colour = priv.sum(axis=0). The paper's panel
-says "Katz centrality" but the code plots eigenvector centrality (spec erratum 17): both are
-reported, and the degree. The exact Lemma-2 matrix (H_T, tails) is reported beside it. These are
-the paper's values, not guarantees (spec §4.9).
+The code's procedure: coded Hamilton weights, α = 2, σ = 10, T = computeTwalk, priv =
+priv_global(logW, T, α, σ) (Theorem 3 with ln T and N_u = T/n; diagonal 0), communicability expm(W)
+with zeroed diagonal. Node colour = priv.sum(axis=0). The paper's panel says "Katz centrality" but
+the code plots eigenvector centrality (docs/errata.md): both are reported, and the degree. The exact
+Lemma-2 matrix (H_T, tails) is reported beside it. These are the paper's values, not guarantees
+(docs/errata.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Graphs and conventions shared by the random-walks.md reproductions (spec §6.0, §6.1).
+"""Graphs and conventions shared by the reproductions of Cyffers, Bellet & Upadhyay (ICML 2024).
 
-`synthetic_graphs(quick)`: the Fig. 1 graphs as the authors' code builds them (spec §6.1): the
+`synthetic_graphs(quick)`: the Fig. 1 graphs as the authors' code builds them: the
 hypercube Q_11 ("exponential" in the code), Erdős–Rényi gnp(2048, 1.2 ln n/n) resampled until
 connected, the 45×45 grid (2025 nodes, source a corner), a random geometric graph (2048 points,
 radius 0.07), and the complete graph. Nodes are 0..n−1; node 0 is the source.
-`code_horizons`: the code's T_walk and T_gossip from the one-sided gap 1 − λ_2 (spec §6.0).
+`code_horizons`: the code's T_walk and T_gossip from the one-sided gap 1 − λ_2.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def _relabel(g: nx.Graph) -> nx.Graph:
 
 
 def er_graph(n: int, c: float = 1.2, seed: int = 0) -> nx.Graph:
-    """gnp(n, c ln n/n), the first connected draw from `seed` on (spec §6.1: c = 1.2)."""
+    """gnp(n, c ln n/n), the first connected draw from `seed` on (c = 1.2, as the authors' code)."""
     for s in range(seed, seed + 1000):
         g = nx.gnp_random_graph(n, c * math.log(n) / n, seed=s)
         if nx.is_connected(g):
@@ -31,7 +31,7 @@ def er_graph(n: int, c: float = 1.2, seed: int = 0) -> nx.Graph:
 
 def geometric_graph(n: int, radius: float, seed: int = 0) -> nx.Graph:
     """n uniform points in [0, 1]² (numpy default_rng(seed)), edges below `radius`; the first
-    connected draw from `seed` on (the authors' code does not check; spec §6.1)."""
+    connected draw from `seed` on (the authors' code does not check)."""
     for s in range(seed, seed + 100):
         pts = np.random.default_rng(s).random((n, 2))
         g = nx.random_geometric_graph(n, radius, pos={i: tuple(p) for i, p in enumerate(pts)})
@@ -59,7 +59,7 @@ def synthetic_graphs(quick: bool = False) -> dict[str, nx.Graph]:
 
 
 def code_horizons(lam_sorted: np.ndarray, n: int, sigma: float) -> dict[str, Any]:
-    """The code's conventions (spec §6.0): gap = 1 − λ_2 (one-sided), T_walk = int(20·⌈ln n/gap⌉·
+    """The code's conventions: gap = 1 − λ_2 (one-sided), T_walk = int(20·⌈ln n/gap⌉·
     (0.25 + σ²)/σ²), T_gossip = ⌈ln(n·max(0.25, σ²)/σ²)/√gap⌉."""
     gap = 1.0 - float(lam_sorted[-2])
     if not 0 < gap <= 1 + 1e-9:

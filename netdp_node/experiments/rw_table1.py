@@ -1,15 +1,15 @@
-"""Table 1 of Cyffers, Bellet & Upadhyay (random-walks.md §6.3): test accuracy of logistic
+"""Table 1 of Cyffers, Bellet & Upadhyay (ICML 2024, §7): test accuracy of logistic
 regression at a fixed MEAN privacy loss ε̄ ∈ {0.5, 1, 2}, random-walk DP-SGD vs Muffliato-GD, on
 the complete graph, the hypercube Q_11 ("exponential"), a random geometric graph (2048 nodes,
 r = 0.07) and the 45×45 grid (2025 nodes), each node participating 10 times.
 
-Choices the paper leaves open (spec §6.3 "Not specified"), recorded here:
+Choices the paper leaves open, recorded here:
 * ε̄ is the (ε, δ = 1e-6) of the MEAN RDP over ordered pairs (as the authors' ba.py), the same
   unit for both algorithms;
-* random walk: T = 10·n steps, cap 10, σ from the paper's accountant on the mean (spec §4.11,
+* random walk: T = 10·n steps, cap 10, σ from the paper's accountant on the mean (§7,
   `sigma_for_mean_loss`), with the paper's α cap σ² ≥ 2α(α − 1) ("rw") and without it
-  ("rw_nocap", what the paper's numbers suggest it used; §4.7 floor effect) — neither is a
-  guarantee (§4.9);
+  ("rw_nocap", what the paper's numbers suggest it used; the floor of the α cap, §4.2) — neither is
+  a guarantee (docs/errata.md);
 * Muffliato-GD (Cyffers et al. 2022, Algorithm 3) on the SAME fixed graph and coded Hamilton W:
   10 rounds; each round every node takes a clipped full local gradient step with N(0, σ²Δ²) and
   the nodes run T_g = T_mix Chebyshev-accelerated gossip rounds (`muffliato_common`, the code's
@@ -71,7 +71,7 @@ PAPER = {  # Table 1 (gossip, random walk), mean ± std over 8 runs
 
 
 def rho_for(eps: float, delta: float) -> float:
-    """The RDP slope ρ (ε_RDP(α) = αρ for every α) whose optimal conversion is ε (spec §4.7)."""
+    """The RDP slope ρ (ε_RDP(α) = αρ for every α) whose optimal conversion is ε (§4.2)."""
     L = math.log(1 / delta)
     return (math.sqrt(eps + L) - math.sqrt(L)) ** 2
 

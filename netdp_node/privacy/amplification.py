@@ -81,7 +81,8 @@ def subsampled_epsilon(
     """Subsampling with replacement (Balle–Barthe–Gaboardi 2018, Eq. 10).
 
     `ε = ln(1 + (1 − (1 − 1/n)^m)(e^{ε_A} − 1))` for a mechanism A that is (ε_A, δ_A)-DP run on m
-    users drawn uniformly with replacement among n (δ stays δ_A, as the paper states; ambiguity A4).
+    users drawn uniformly with replacement among n (δ stays δ_A, as the paper states;
+    it does not discuss u drawn more than once).
     Vectorised over ε_A and m; n may be a real n_eff = n/c.
     """
     if not (n > 1.0):

@@ -1,16 +1,16 @@
 """IncA (Sabater, Ben Mokhtar, Ramon 2025): reference simulation and exact privacy audit.
 
-Pure functions, no I/O, no global RNG. Implements the computable parts of the IncA spec
-(`inca.md`, "the spec"):
+Pure functions, no I/O, no global RNG. Implements the computable parts of the paper:
 
 * the noise schemes D_early / D_inc (Def. 3.3, Examples 3.1/3.2) and their Valid conditions
-  (Def. 3.4, Lemma 3.5), and the per-party scheme adapted to a dropout history (§6, Eq. 6-9);
+  (Def. 3.4, Lemma 3.5), and the per-party scheme adapted to a dropout history (Algorithm 2, Eq.
+  6-9);
 * the public schedule: k random out-neighbours per party per iteration from the job's public seed,
   the effective column-stochastic weights W̃^t after dropouts (Alg. 2 lines 10-13);
 * a vectorised reference run of Algorithm 2 (`simulate`), used by tests, experiments and as the
   oracle for the networked engine;
-* the adversary's linear system (§7.1) and the exact covariance condition of Theorem 4.1 (§7.2,
-  §7.6): per honest party k, the privacy loss of the view is Gaussian with scale
+* the adversary's linear system (Eq. 10, App. A.2) and the exact covariance condition of
+  Theorem 4.1: per honest party k, the privacy loss of the view is Gaussian with scale
   s_k = Δ_x·sqrt(a_kᵀ M⁻¹ a_k), M = σ_η² A Aᵀ + σ_Δ² B Bᵀ (Cholesky + triangular solve).
   This is an analysis of CONTINUOUS Gaussian noise. The networked engine draws η and the Δ terms
   as discrete Gaussians on grids (`discrete_gaussian`); the Δ terms a party injects cancel with
@@ -27,11 +27,11 @@ Conventions (all choices are written down here, in the docstrings and in the tes
 
 * Parties are 0..n-1; iterations 1..T; y^(t) for t = 0..T. A *message* (t, i) is the value
   y_i^(t) that party i sends in iteration t+1 (t = 0..T-1); (T, i) is i's final value released by
-  the dissemination phase. Finals are ALWAYS in the adversary's view (spec §2, the proofs include
+  the dissemination phase. Finals are ALWAYS in the adversary's view (the paper's proofs include
   them because dissemination reveals them).
 * Noise columns: Δ of party i is Δ_{i,1..T}, stored at column index l = 0..T-1 (l = t-1).
-* Adapted scheme under dropouts (spec §6, R-mid): row masking; a party online at T cancels every
-  term it injected. The spec's alternative for temporary dropouts (cancel the last outstanding term)
+* Adapted scheme under dropouts (Algorithm 2, our reading): row masking; a party online at T cancels
+  every term it injected. The alternative for temporary dropouts (cancel the last outstanding term)
   is not used. Privacy does not depend on that choice being the paper's: the audit is exact for
   whatever (α^(i), U^(i)) the parties actually used, since it is computed from those very rows.
 """
@@ -94,7 +94,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class IncaExecution:
-    """A finished or simulated IncA execution. Everything in it is public (spec §2, §7.6).
+    """A finished or simulated IncA execution. Everything in it is public (the paper's threat
+    model).
 
     Attributes:
         n: parties 0..n-1 (the job's participant order).
@@ -110,7 +111,7 @@ class IncaExecution:
         final: (n,) bool: whose (y^(T), ω^(T)) the released result contains.
         out_nbrs: optional (T, n, k) planned out-neighbours (public schedule). When given, a
             colluding party is assumed to see every message PLANNED for it by an online sender,
-            even one that did not count (the safe reading over a real network, spec §9).
+            even one that did not count (the safe reading over a real network).
     """
 
     n: int
@@ -164,7 +165,7 @@ class IncaExecution:
         return np.stack([np.asarray(W, dtype=float) for W in self.weights])
 
     def party_schemes(self) -> tuple[np.ndarray, np.ndarray]:
-        """(α^(i), U^(i)) of every party, shapes (n, T+1) and (n, T+1, T) (spec §6)."""
+        """(α^(i), U^(i)) of every party, shapes (n, T+1) and (n, T+1, T) (Algorithm 2)."""
         alphas = np.empty((self.n, self.T + 1))
         Us = np.empty((self.n, self.T + 1, self.T))
         for i in range(self.n):
@@ -182,7 +183,7 @@ class IncaExecution:
 
 
 # ---------------------------------------------------------------------------------------------
-# Noise schemes (Def. 3.3, 3.4, Examples 3.1, 3.2, Lemma 3.5; §6 Eq. 6-9)
+# Noise schemes (Def. 3.3, 3.4, Examples 3.1, 3.2, Lemma 3.5; Eq. 6-9)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -213,7 +214,7 @@ def noise_scheme(name: str, T: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def is_valid_scheme(alpha: np.ndarray, U: np.ndarray, tol: float = 1e-10) -> bool:
-    """Def. 3.4 as reconstructed (spec §5, R-lo for (ii)/(iii)).
+    """Def. 3.4 as we read it (conditions (ii)/(iii) uncertain: the paper's text lost its formulas).
 
     (i) 1ᵀα = 1 and 1ᵀU = 0 (Eq. 2 for every u and Δ); (ii) U without its first row and
     (iii) U without its last row are invertible. Given (i), (ii) ⇔ (iii) ⇔ rank U = T.
@@ -230,7 +231,7 @@ def is_valid_scheme(alpha: np.ndarray, U: np.ndarray, tol: float = 1e-10) -> boo
 def party_scheme(
     alpha: np.ndarray, U: np.ndarray, online_i: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(α^(i), U^(i)) adapted to party i's online history (spec §6, Eq. 6-9).
+    """(α^(i), U^(i)) adapted to party i's online history (Algorithm 2, Eq. 6-9).
 
     With S_i = {t : online_i[t]}: α^(i)_t = α_t·1[t ∈ S_i]; U^(i)_t = U_t for t ∈ S_i, t < T;
     U^(i)_T = −Σ_{s<T} U^(i)_s if T ∈ S_i (the last iteration cancels every term injected);
@@ -253,7 +254,7 @@ def party_scheme(
 
 
 # ---------------------------------------------------------------------------------------------
-# Public schedule and effective weights (§4 weights, Alg. 2 lines 10-13)
+# Public schedule and effective weights (Alg. 1 weights, Alg. 2 lines 10-13)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -285,9 +286,9 @@ def effective_weights(
 ) -> np.ndarray:
     """W̃^t from the planned out-neighbours, the online set and the counted messages.
 
-    Planned weights are even, 1/(k+1) on i and each of its k out-neighbours (spec §4). A message
+    Planned weights are even, 1/(k+1) on i and each of its k out-neighbours (Algorithm 1). A message
     from online i to j counts iff j is online and, over a real network, (i, j) ∈ `counted` (both
-    ends counted it, spec §9); None means every message from an online sender to an online
+    ends counted it); None means every message from an online sender to an online
     receiver counted. Uncounted weight goes back to the sender's diagonal (Alg. 2 line 13) so each
     column stays stochastic; the column of an offline sender is e_i (it keeps its mass).
     """
@@ -354,8 +355,8 @@ def dropout_history(
     n: int, T: int, rng: np.random.Generator, *, permanent: float = 0.0, temporary: float = 0.0
 ) -> np.ndarray:
     """(T+1, n) online mask: round(permanent·n) parties leave for good at a uniform iteration
-    d ∈ 1..T (offline from d on, spec §8 Fig. 4); independently every other (t ≥ 1, i) is offline
-    with probability `temporary`, except at T where temporary dropouts are back online."""
+    d ∈ 1..T (offline from d on, as in the paper's Fig. 4); independently every other (t ≥ 1, i) is
+    offline with probability `temporary`, except at T where temporary dropouts are back online."""
     if not (0.0 <= permanent <= 1.0 and 0.0 <= temporary < 1.0):
         raise ValueError("permanent must be in [0, 1] and temporary in [0, 1)")
     on = np.ones((T + 1, n), dtype=bool)
@@ -421,13 +422,13 @@ def simulate(
 
 
 # ---------------------------------------------------------------------------------------------
-# Audit (§7.1, §7.2, §7.6)
+# Audit (Eq. 10, Theorem 4.1)
 # ---------------------------------------------------------------------------------------------
 
 
 def gaussian_epsilon(s: float, delta: float, method: str = "analytic") -> float:
     """ε at δ of a mechanism whose privacy loss is Gaussian with scale s (= Δ/σ of a Gaussian
-    mechanism, spec §7.2).
+    mechanism, Theorem 4.1).
 
     'paper': ε = c·s with c = sqrt(2 ln(1.25/δ)) (Dwork & Roth Thm A.1, Lemma A.1; only VALID
     when the result is < 1; returned regardless, check `< 1` yourself).
@@ -467,7 +468,7 @@ def gaussian_epsilon(s: float, delta: float, method: str = "analytic") -> float:
 
 @dataclass(frozen=True)
 class LinearView:
-    """The adversary's reduced linear system (§7.1): obs = A u_H + B Δ_H with [A B] of full row
+    """The adversary's reduced linear system (Eq. 10): obs = A u_H + B Δ_H with [A B] of full row
     rank (rows: an orthonormal-basis recombination of the observed rows, no knowledge lost).
 
     honest: the honest parties (the order of A's columns); A (r, n_H); B (r, n_H·T), Δ of honest
@@ -490,7 +491,7 @@ class LinearView:
 
 
 def _coefficient_rows(ex: IncaExecution, wanted: dict[int, list[int]]) -> np.ndarray:
-    """Rows of Y^(t) (coefficients of y_i^(t) on (u, Δ), §7.1 step 1) for the (t, i) in wanted."""
+    """Rows of Y^(t) (coefficients of y_i^(t) on (u, Δ)) for the (t, i) in wanted."""
     n, T = ex.n, ex.T
     alphas, Us = ex.party_schemes()
     cols = n + n * T
@@ -530,7 +531,7 @@ def _observed_from(
         if not (0 <= tt <= T and 0 <= i < n):
             raise ValueError(f"observed message {(tt, i)} out of range")
         seen.add((tt, i))
-    # Finals are always revealed by dissemination (spec §2).
+    # Finals are always revealed by dissemination (the paper's threat model).
     seen.update((T, int(i)) for i in np.flatnonzero(ex.final))
     if corr.any():
         for t in range(T + 1):  # C's own values at every t.
@@ -554,12 +555,12 @@ def linear_view(
     corrupted: Iterable[int] | None = None,
     tol: float = 1e-10,
 ) -> LinearView:
-    """The adversary's linear system (§7.1) for an eavesdropper seeing `observed` (messages (t, i),
-    value y_i^(t); finals always added) and/or a colluding set `corrupted` (its own values at every
-    t, every message sent to it by an online sender, the finals; its u and Δ columns are known and
-    removed). Redundant rows are removed by SVD with tolerance tol·σ_max (§7.6 step 2): directions
-    below it are taken for rounding noise (the audit's s_k is checked against a least-norm solve
-    on the raw rows in the tests).
+    """The adversary's linear system (Eq. 10) for an eavesdropper seeing `observed` (messages (t,
+    i), value y_i^(t); finals always added) and/or a colluding set `corrupted` (its own values at
+    every t, every message sent to it by an online sender, the finals; its u and Δ columns are known
+    and removed). Redundant rows are removed by SVD with tolerance tol·σ_max: directions below it
+    are taken for rounding noise (the audit's s_k is checked against a least-norm solve on the raw
+    rows in the tests).
     """
     seen, honest_mask = _observed_from(ex, observed, corrupted)
     wanted: dict[int, list[int]] = {}
@@ -635,7 +636,7 @@ def scales(
     view: LinearView, sigma_eta: float, sigma_delta: float, sensitivity: float = 1.0
 ) -> np.ndarray:
     """s_k for every honest k (view order): Δ_x²·a_kᵀ M⁻¹ a_k with M = σ_η² AAᵀ + σ_Δ² BBᵀ
-    (Theorem 4.1, §7.6 step 3).
+    (Theorem 4.1).
 
     M is never formed: with G = [σ_η A, σ_Δ B] (M = GGᵀ) and the QR factorisation Gᵀ = QR,
     M = RᵀR and s_k² = ‖R⁻ᵀ a_k‖². Forming M squares G's condition number, which is large
@@ -669,9 +670,9 @@ def account(
     view: LinearView | None = None,
 ) -> IncaAudit:
     """(ε, δ) of this execution against an eavesdropper who sees `observed` ((t, i) messages:
-    y_i^(t), finals always included) or a colluding set `corrupted` (spec §7.1, §7.2, Thm 4.1),
-    with the per-party s_k. `sensitivity` is Δ_x (spec: X = [0, 1], Δ_x = 1); for vector values
-    run coordinate-wise with independent noise it is the L2 bound on a change of one party's
+    y_i^(t), finals always included) or a colluding set `corrupted` (Eq. 10, Thm 4.1),
+    with the per-party s_k. `sensitivity` is Δ_x (the paper's X = [0, 1], Δ_x = 1); for vector
+    values run coordinate-wise with independent noise it is the L2 bound on a change of one party's
     vector (the system is the same per coordinate, so s_k² = ‖Δx_k‖²·a_kᵀM⁻¹a_k). A precomputed
     `linear_view` may be passed to skip step 1-2 (used by calibration)."""
     if not (0.0 < delta < 1.0):
@@ -703,7 +704,7 @@ def account(
 
 
 # ---------------------------------------------------------------------------------------------
-# Adversaries: sampled observation sets and colluding sets (§8, §10 item 5)
+# Adversaries: sampled observation sets and colluding sets (the paper's §5)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -711,8 +712,9 @@ def sample_observed(
     ex: IncaExecution, fraction: float, rng: np.random.Generator
 ) -> set[tuple[int, int]]:
     """An eavesdropper who sees round(fraction·m_t) of the m_t party-messages sent in each
-    iteration t, uniformly at random (spec §8 Fig. 2: "50% of messages per iteration observed at
-    random"; §10 item 5: per party-message, not per edge). Finals are added by `account`."""
+    iteration t, uniformly at random (the paper's Fig. 2: "50% of messages per
+    iteration observed at random", read per party-message, not per edge). Finals are added by
+    `account`."""
     if not (0.0 <= fraction <= 1.0):
         raise ValueError(f"fraction must be in [0, 1], got {fraction!r}")
     seen: set[tuple[int, int]] = set()
@@ -734,7 +736,7 @@ def sample_corrupted(
 
 
 # ---------------------------------------------------------------------------------------------
-# Fast evaluation for calibration: one generalised eigendecomposition per view (§7.6)
+# Fast evaluation for calibration: one generalised eigendecomposition per view
 # ---------------------------------------------------------------------------------------------
 
 
@@ -766,7 +768,7 @@ class _Pencil:
 
 
 def noise_free_leakage(view: LinearView, tol: float = 1e-9) -> np.ndarray:
-    """[Π_K]_kk per honest party (view order): lim_{σ_Δ→∞} σ_η² s_k²/Δ_x² (spec §7.2, "feasibility
+    """[Π_K]_kk per honest party (view order): lim_{σ_Δ→∞} σ_η² s_k²/Δ_x² (Theorem 4.1, "feasibility
     limit"). Without dropouts and under Theorem 4.5's condition every entry is 1/n_H."""
     return view.pencil.limit(tol)
 
@@ -774,7 +776,7 @@ def noise_free_leakage(view: LinearView, tol: float = 1e-9) -> np.ndarray:
 def target_scale(epsilon: float, delta: float, method: str = "paper") -> float:
     """The largest s with gaussian_epsilon(s, δ, method) ≤ ε.
 
-    'paper': s = ε/c. The classic constant is only proven for ε < 1; for ε ≥ 1 (the spec's §11
+    'paper': s = ε/c. The classic constant is only proven for ε < 1; for ε ≥ 1 (our
     runs use ε = 1) it is accepted only when the exact analytic Gaussian confirms that s is
     (ε, δ)-DP (it does for ε = 1, δ = 1e-5: the analytic ε at s = 1/c is below 1), else an error.
     """
@@ -803,9 +805,9 @@ def target_scale(epsilon: float, delta: float, method: str = "paper") -> float:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Result of `calibrate` (spec §7.6). sigma_delta is the worst case over the sampled
+    """Result of `calibrate`. sigma_delta is the worst case over the sampled
     (execution, adversary) pairs; per_sample lists each pair's minimal σ_Δ; sigma_eta_star is
-    the spec's lower bound sqrt(c²Δ_x²/(ε² n_H)) (the paper's 'σ_η*')."""
+    the lower bound sqrt(c²Δ_x²/(ε² n_H)) (the paper's 'σ_η*')."""
 
     sigma_eta: float
     sigma_delta: float
@@ -826,7 +828,7 @@ def min_sigma_delta(
     rel: float = 1e-4,
 ) -> float:
     """Smallest σ_Δ with max_k s_k ≤ s_target at this σ_η (bisection on log σ_Δ; s_k decreases
-    in σ_Δ, §7.6). Returns inf if even σ_Δ → ∞ does not reach the target (σ_η too small for
+    in σ_Δ). Returns inf if even σ_Δ → ∞ does not reach the target (σ_η too small for
     this view: σ_η² < Δ_x² max_k Π_kk / s_target²)."""
     pen = view.pencil
     goal = (s_target / sensitivity) ** 2
@@ -854,9 +856,9 @@ def calibrate(
     sensitivity: float = 1.0,
     method: str = "paper",
 ) -> Calibration:
-    """σ_η and σ_Δ for a target (ε, δ) by the exact procedure of spec §7.6.
+    """σ_η and σ_Δ for a target (ε, δ) by the exact covariance condition (Theorem 4.1).
 
-    σ_η² = κ·c²Δ_x²/(ε² n_H) (the spec's σ_η*² times κ, n_H from the first view) unless
+    σ_η² = κ·c²Δ_x²/(ε² n_H) (the paper's σ_η*² times κ, n_H from the first view) unless
     `sigma_eta` is given; then σ_Δ = the worst case, over the sampled views (executions ×
     adversaries), of the smallest σ_Δ meeting Theorem 4.1 (max_k s_k ≤ s_target; with
     method='paper' s_target = ε/c, with 'analytic' the exact Balle–Wang inversion). Raises
@@ -914,7 +916,7 @@ def lemma44_vectors(ex: IncaExecution, **adversary: Any) -> tuple[np.ndarray, np
     """(V, parties): rows v^{(t,j)} = Γ⁻¹(e_j − W̃^{t+1}_{:,j}) restricted to the coalition H'
     (`parties`) for the unseen delivered messages exchanged inside H' (Lemma 4.4, Thm 4.7).
 
-    H' = honest parties with γ_i > 0 that are still online at T (not permanent dropouts; spec
+    H' = honest parties with γ_i > 0 that are still online at T (not permanent dropouts;
     Thm 4.7: early leavers are protected by their own uncancelled Δ). A message counts only if all
     its effective receivers are in H' (conservative: a vector with mass outside H' is dropped)."""
     _, honest = _observed_from(ex, adversary.get("observed"), adversary.get("corrupted"))
@@ -937,10 +939,10 @@ def lemma44_vectors(ex: IncaExecution, **adversary: Any) -> tuple[np.ndarray, np
 
 
 def rank_condition(ex: IncaExecution, **adversary: Any) -> dict[str, Any]:
-    """Theorems 4.5/4.6 (as §7.5 reconstructs them): the Lemma 4.4 vectors of the unseen delivered
+    """Theorems 4.5/4.6 (as we reconstruct them): the Lemma 4.4 vectors of the unseen delivered
     messages inside H' span n_{H'} − 1 dimensions. Returns {'holds', 'rank', 'needed',
     'vectors'}. Sufficient, not necessary; the exact statement is the noise-free leakage
-    (`noise_free_leakage`, rank(K) = 1 in §7.2)."""
+    (`noise_free_leakage`, rank(K) = 1)."""
     V, parties = lemma44_vectors(ex, **adversary)
     rank = int(np.linalg.matrix_rank(V)) if V.size else 0
     needed = max(parties.size - 1, 0)
@@ -1031,8 +1033,8 @@ def estimate_terms(ex: IncaExecution) -> dict[str, Any]:
 
 
 def dropout_summary(ex: IncaExecution, sigma_delta: float) -> dict[str, Any]:
-    """What the permanent dropouts cost the released estimate (spec §6 "utility under dropouts",
-    issue 7: "the correlated noise the leavers took with them"), from public data only.
+    """What the permanent dropouts cost the released estimate (the correlated noise the
+    leavers took with them), from public data only.
 
     leavers: parties not online at T; uncancelled_noise_std: σ_Δ‖c_Δ‖/Σω, the std of the
     correlated (Δ) noise left in the estimate because messages carrying it were lost or its
@@ -1119,13 +1121,13 @@ def party_report(
     samples: int = 8,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Party `me`'s privacy for this job under a configured threat model (spec §2, §7.6).
+    """Party `me`'s privacy for this job under a configured threat model.
 
     threat: {'eavesdropper': f} — a fraction f of the messages of each iteration is seen at random
     (`sample_observed`); {'colluders': m or ρ} — m (or round(ρ·n)) colluding parties, never `me`;
     {'corrupted': [ids]} or {'observed': [(t, i)]} — a specific adversary.
 
-    Choice for a threat that is not a specific adversary (the safe reading, spec §2: C-DP and
+    Choice for a threat that is not a specific adversary (the safe reading: the paper's C-DP and
     E-DP are worst-case notions): `samples` adversaries are drawn from
     np.random.Generator(np.random.PCG64(seed)) — pass the job's public seed so every node and the
     lead compute the same ones — and the report gives the WORST ε over them for `me`
@@ -1258,8 +1260,8 @@ def execution_from_info(spec: Mapping[str, Any], info: Mapping[str, Any]) -> Inc
 
 
 def parse_threat(threat: str, n: int) -> tuple[str, float]:
-    """`eavesdrop:p` (each sent message observed with probability p, spec §8 Fig. 2) or
-    `collude:ρ` (a fraction ρ of the other parties colludes, spec §2 C-DP)."""
+    """`eavesdrop:p` (each sent message observed with probability p, as in the paper's Fig. 2) or
+    `collude:ρ` (a fraction ρ of the other parties colludes, C-DP)."""
     kind, _, val = str(threat).partition(":")
     try:
         frac = float(val)

@@ -322,7 +322,7 @@ class RingHistogramBound:
         epsilon, delta: the network-DP guarantee `(adv(ε, δ', K), Kδ + δ')`.
         epsilon0: local RR level; gamma: `L/(e^{ε0} + L − 1)`.
         reports: number of shuffled reports per window used in the inversion (n or n−1).
-        initial_elements: ⌈γn⌉ uniform elements to pre-load the token with (E6, §6 item 2).
+        initial_elements: ⌈γn⌉ uniform elements to pre-load the token with (docs/errata.md, E6).
         expected_random_responses: γn(K+1).
         method: "theorem2-erlingsson" or "theorem2-fmt".
     """

@@ -83,7 +83,7 @@ def _regime_loss(
 ) -> tuple[float, float, str]:
     """The loss of spotted contributions, App. G: (ε, δ, label)."""
     if params["regime"] == "edge-cap":
-        # c colluders see the real contributions adjacent to any of them: up to c·B (spec §2.9)
+        # c colluders see the real contributions adjacent to any of them: up to c·B (§4.3)
         c = int(params.get("colluders", 1))
         b = min(c * int(params["edge_cap"]), math.ceil(n_u))
         s = spotted_loss_capped(b, eps0, delta0, params["delta_prime"])

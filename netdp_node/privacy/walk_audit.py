@@ -35,8 +35,8 @@ Two modes:
   the LDP baseline, and flags the public starting holder x_0 (not the literal vertex 0) in w's first
   cycle. Quirks (i) and (iv) are kept: both only make the bound more conservative.
 
-Everything per pair is vectorised with numpy: O(T + n²) time, a few n×n float64 arrays (n = 2048,
-T = 204 800: 0.6–1.1 s per walk, 236 MiB peak).
+Everything per pair is vectorised with numpy: O(T + n²) time, a few n×n float64 arrays (timings:
+docs/performance.md).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 of the nodes go offline for some rounds (`--fault-offline`, repeated windows), 10% leave for good
 (`--fault-leave-at-step`). The job still finishes at every other node; the outputs list, per
 neighbour, the rounds whose edge did not realise (who dropped and when); the survivors' error is
-measured against the survivors' true mean (a node that leaves takes its mass with it, muffliato.md
-§7.1 item 8); every survivor's accountant reads its own ledger. Also `netdp demo --algorithm
+measured against the survivors' true mean (a node that leaves takes its mass with it);
+every survivor's accountant reads its own ledger. Also `netdp demo --algorithm
 muffliato`."""
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ async def test_muffliato_16_processes_with_offline_and_leaving_nodes(tmp_path):
             await op.close()
         states = {r.node_id: r.state for r in reply.results}
         assert all(states.get(v) == "done" for v in survivors), states
-        # each node's estimate stays on the node (muffliato.md §7.1 item 7): the bootstrap shows
+        # each node's estimate stays on the node: the bootstrap shows
         # none, the node's own ledger holds it
         assert not any(r.HasField("output") for r in reply.results)
         est = {v: float(_output_value(c, v, "faulty")) for v in survivors}

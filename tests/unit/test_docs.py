@@ -3,8 +3,8 @@
 * README.md has at most 200 lines (the details live in docs/);
 * every relative link in README.md, REPRODUCTION.md and docs/**/*.md points to a file of the
   repository, and an anchor (`page.md#section`) to a heading of that page;
-* no page cites a file outside the repository (the project's private paper specifications such as
-  `network-dp.md §4.11`, `../shared/...`): papers are cited by authors, venue and theorem.
+* no page cites a file outside the repository (the private paper specifications the project was
+  built from, or their folder): papers are cited by authors, venue and theorem.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""`netdp reproduce`: Fig. 1(a) against the spec's table and crossover points, and small versions
-of Fig. 1(b) (against spec §4.5) and Fig. 2 run end to end and write JSON + PNG."""
+"""`netdp reproduce`: Fig. 1(a) against independently computed reference values and crossover
+points, and small versions of Fig. 1(b) (against reference values) and Fig. 2 run end to end and
+write JSON + PNG."""
 
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ def test_fig1a_matches_the_spec_table():
         n = row["n"]
         for key in fig1a.KEYS:
             ours, spec = row[key]["ours"], row[key]["spec"]
-            # the spec prints 4 significant digits of n (10.83, 23.95, ...): a 0.3% tolerance
-            # covers that rounding, except at n = 1e10 where the spec's 4-digit values are exact
+            # the reference table has 4 significant digits of n (10.83, 23.95, ...): a 0.3%
+            # tolerance covers that rounding, except at n = 1e10 where the 4-digit reference values
+            # are exact
             assert ours == pytest.approx(spec, rel=3e-3 if n < 1e10 else 2e-3), (n, key)
     ndp = [r["netdp_theorem3"] for r in res["rows"] if "netdp_theorem3" in r]
     assert all(b < a for a, b in zip(ndp, ndp[1:]))  # netdp's bound decreases with n
@@ -38,8 +40,9 @@ def test_reproduce_fig1b_quick_and_fig2_quick(tmp_path, capsys):
     for r in res["rows"]:
         if r["paper_compatible"]:
             spec = r["spec_45"]
-            # different walks (the spec's are seeded numpy walks): the mean over pairs of 3 walks
-            # is within 10% of the spec's 10-walk mean; the LDP level within 0.5%
+            # different walks (the reference values come from seeded numpy walks): the mean over
+            # pairs of 3 walks is within 10% of the reference 10-walk mean; the LDP level within
+            # 0.5%
             assert r["ndp_mean"] == pytest.approx(spec["ndp_mean"], rel=0.10)
             assert r["ldp_mean"] == pytest.approx(spec["ldp_mean"], rel=5e-3)
         assert r["ndp_mean"] < r["ldp_mean"]

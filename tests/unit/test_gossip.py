@@ -62,7 +62,7 @@ from netdp_node.privacy.gossip_paper_bound import (
     sigma_for_mean_loss,
 )
 
-A6 = 5e-7  # the spec prints 6 decimals
+A6 = 5e-7  # the reference values have 6 decimals
 
 
 def ring(n: int) -> list[tuple[int, int]]:
@@ -83,13 +83,13 @@ def popcount(n: int) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def cube11() -> GossipSchedule:
-    """Hypercube m = 11 (n = 2048, the "exponential graph" of Fig. 1a), T = 19 (spec §4.10(d))."""
+    """Hypercube m = 11 (n = 2048, the "exponential graph" of Fig. 1a), T = 19 (reference value)."""
     return fixed_schedule(2048, hypercube(11), 19)
 
 
 @pytest.fixture(scope="module")
 def authors_er() -> tuple[nx.Graph, GossipSchedule]:
-    """The authors' ER graph of Fig. 1(a) (spec §4.10(f)): python random.seed(0), G(2048, ln n/n)
+    """The authors' ER graph of Fig. 1(a) (reference value): python random.seed(0), G(2048, ln n/n)
     resampled until connected (third draw: 7873 edges), T = 32."""
     n = 2048
     state = random.getstate()
@@ -105,7 +105,7 @@ def authors_er() -> tuple[nx.Graph, GossipSchedule]:
 
 
 # =============================================================================================
-# Gossip matrices (spec §0 items 4-5, §2)
+# Gossip matrices (§2.1)
 # =============================================================================================
 
 
@@ -120,7 +120,7 @@ def test_metropolis_examples_of_spec_2_2() -> None:
     P = metropolis_weights(4, path(4))
     assert P[0] == pytest.approx([2 / 3, 1 / 3, 0, 0])
     assert P[1] == pytest.approx([1 / 3, 1 / 3, 1 / 3, 0])
-    # path P5 rows of §4.10(b)
+    # path P5 rows of the reference values
     P5 = metropolis_weights(5, path(5))
     assert P5[0] == pytest.approx([2 / 3, 1 / 3, 0, 0, 0])
     assert P5[1] == pytest.approx([1 / 3, 1 / 3, 1 / 3, 0, 0])
@@ -142,8 +142,8 @@ def test_metropolis_isolated_node_keeps_its_value_and_edges_in_any_order() -> No
 
 
 def test_min_rule_of_table_1_is_periodic_on_the_even_ring() -> None:
-    # spec §2.2 [CHECK]: W = A/d has eigenvalue −1, so λ_W = 0. The spec lists 9 eigenvalues for
-    # n = 8 ("0, 0, 0"); the spectrum is cos(2πk/8): 0 has multiplicity 2, not 3.
+    # Metropolis weights: W = A/d has eigenvalue −1, so λ_W = 0. The reference lists 9 eigenvalues
+    # for n = 8 ("0, 0, 0"); the spectrum is cos(2πk/8): 0 has multiplicity 2, not 3.
     A = nx.to_numpy_array(nx.cycle_graph(8))
     Wmin = A / 2
     ev = np.sort(np.linalg.eigvalsh(Wmin))
@@ -182,14 +182,14 @@ def test_spectra_ring8_and_p5() -> None:
     P5 = metropolis_weights(5, path(5))
     assert spectral_gap(P5) == pytest.approx(0.127322, abs=A6)
     assert chebyshev_gamma(spectral_gap(P5)) == pytest.approx(1.480278, abs=A6)
-    # the code's 1 − λ_2 agrees with Definition 2 on these graphs (spec §2.1)
+    # the code's 1 − λ_2 agrees with Definition 2 on these graphs
     assert second_eigenvalue_gap(W) == pytest.approx(spectral_gap(W), abs=1e-12)
     assert second_eigenvalue_gap(P5) == pytest.approx(spectral_gap(P5), abs=1e-12)
 
 
 @pytest.mark.parametrize("m", [3, 6, 8])
 def test_hypercube_spectrum(m: int) -> None:
-    # spec §2.3 [CHECK]: Metropolis hypercube spectrum 1 − 2k/(m+1), k = 0..m; λ_W = 2/(m+1)
+    # Metropolis hypercube spectrum 1 − 2k/(m+1), k = 0..m; λ_W = 2/(m+1)
     W = metropolis_weights(1 << m, hypercube(m))
     ev = np.unique(np.round(np.linalg.eigvalsh(W), 9))
     assert ev == pytest.approx(sorted(1 - 2 * k / (m + 1) for k in range(m + 1)), abs=1e-9)
@@ -227,7 +227,7 @@ def test_chebyshev_coefficients() -> None:
 
 
 def test_chebyshev_run_ring8() -> None:
-    # spec §4.10(a): x^0 = e_0, no noise, T = 10
+    # reference value: x^0 = e_0, no noise, T = 10
     W = metropolis_weights(8, ring(8))
     g = chebyshev_gamma(spectral_gap(W))
     X = fixed_schedule(8, ring(8), 10, gamma=g).run(np.eye(8)[0])
@@ -246,14 +246,14 @@ def test_chebyshev_run_ring8() -> None:
 
 
 def test_gossip_rounds() -> None:
-    # hypercube n = 2048: T_stop = 18.676 → 19 (spec §4.10(d))
+    # hypercube n = 2048: T_stop = 18.676 → 19 (reference value)
     assert gossip_rounds(1 / 6, 2048, 1.0, 0.25) == 19
     assert math.log(2048) / math.sqrt(1 / 6) == pytest.approx(18.676, abs=5e-4)
-    # the authors' T_mix on the ER / grid graphs of Fig. 1a (spec §4.10(f))
+    # the authors' T_mix on the ER / grid graphs of Fig. 1a (reference value)
     assert gossip_rounds(0.06030511, 2048, 1.0, 0.25) == 32
     assert gossip_rounds(0.000985116, 2025, 1.0, 0.25) == 243
     assert gossip_rounds(0.00473, 2048, 1.0, 0.25) == 111
-    # Fig. 3 hypercubes (spec §4.10(e)): λ = 2/(m+1), T = ceil(ln n/√λ)
+    # Fig. 3 hypercubes (reference value): λ = 2/(m+1), T = ceil(ln n/√λ)
     for m, T in [(4, 5), (6, 8), (8, 12), (10, 17), (12, 22)]:
         assert gossip_rounds(2 / (m + 1), 1 << m, 1.0, 0.25) == T
     # spread above Dσ² and the non-accelerated rate 1/λ
@@ -289,7 +289,7 @@ def test_schedule_validation() -> None:
 
 
 def test_restart_rule_of_accelerated_time_varying_runs() -> None:
-    # spec §7.1 item 2: plain first step, and restart whenever W changes
+    # plain first step, and restart whenever W changes
     s = realised_schedule(5, [ring(5), ring(5), path(5), path(5), path(5)], gamma=1.5)
     assert [s.coefficient(t) for t in range(5)] == [1.0, 1.5, 1.0, 1.5, 1.5]
     x0 = np.arange(5.0)
@@ -333,7 +333,7 @@ def test_paper_bound_ring8(T: int) -> None:
     assert paper_bound_outgoing(s, 0) == pytest.approx(RING8[T], abs=A6)
     for v in range(8):  # per-observer computation agrees with the matrix form
         assert paper_bound(s, v) == pytest.approx(F[:, v], abs=1e-12)
-    # identity Σ_u f(u, v) = T_v = d_v T (spec §4.1)
+    # identity Σ_u f(u, v) = T_v = d_v T (Theorem 1)
     assert F.sum(axis=0) == pytest.approx(np.full(8, 2.0 * T), abs=1e-9)
 
 
@@ -359,7 +359,7 @@ def test_paper_bound_ring8_code_convention_clipping_and_cumulative() -> None:
 
 
 def test_paper_bound_uses_plain_products_even_for_accelerated_runs() -> None:
-    # spec §4.1 [CHECK]: P_t(W) rows would give f(0,4) = 1.6508 instead of 0.5775 (ring 8, T = 10)
+    # Theorem 1: P_t(W) rows would give f(0,4) = 1.6508 instead of 0.5775 (ring 8, T = 10)
     W = metropolis_weights(8, ring(8))
     g = chebyshev_gamma(spectral_gap(W))
     acc = fixed_schedule(8, ring(8), 10, gamma=g)
@@ -372,7 +372,7 @@ def test_paper_bound_uses_plain_products_even_for_accelerated_runs() -> None:
 
 
 def test_paper_bound_path5_is_asymmetric() -> None:
-    # spec §4.10(b)
+    # reference value
     expected = np.array(
         [
             [1.970794, 4.731734, 2.020238, 0.478522, 0.049444],
@@ -394,7 +394,7 @@ RING6_SEQ = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (0, 1), (2, 3), (1,
 
 
 def test_randomized_ring6() -> None:
-    # spec §4.10(c)
+    # reference value
     s = pairwise_schedule(6, RING6_SEQ)
     f = paper_bound(s, 3)
     assert f == pytest.approx([0.212121, 0.212121, 0.848485, 0.727273, 1.0, 0.0], abs=A6)
@@ -405,14 +405,14 @@ def test_randomized_ring6() -> None:
         [1.757812, 2.175781, 2.175781, 2.59375, 3.148438, 3.148438], abs=1e-6
     )
     assert X[-1].mean() == pytest.approx(2.5)
-    # W_t is the pairwise average I − (e_a − e_b)(e_a − e_b)ᵀ/2 (spec §2.2), a projection
+    # W_t is the pairwise average I − (e_a − e_b)(e_a − e_b)ᵀ/2 , a projection
     for t, (a, b) in enumerate(RING6_SEQ):
         d = np.zeros(6)
         d[a], d[b] = 1, -1
         Wt = s.matrices[t].toarray()
         assert Wt == pytest.approx(np.eye(6) - np.outer(d, d) / 2)
         assert Wt.T @ Wt == pytest.approx(Wt)
-    # the wrong column convention (W_{0:t})[u,w]/||column||... gives the spec's other numbers
+    # the wrong column convention (W_{0:t})[u,w]/||column||... gives other numbers
     M = np.eye(6)
     wrong = np.zeros(6)
     for t, (a, b) in enumerate(RING6_SEQ):
@@ -424,7 +424,7 @@ def test_randomized_ring6() -> None:
 
 
 def test_paper_bound_hypercube_2048(cube11: GossipSchedule) -> None:
-    # spec §4.10(d): u = 0, the value depends only on the distance k (App. H.2)
+    # reference value: u = 0, the value depends only on the distance k (App. H.2)
     thm1 = [
         1,
         0.63373,
@@ -458,7 +458,7 @@ def test_paper_bound_hypercube_2048(cube11: GossipSchedule) -> None:
             vals = f[dist == k]
             assert np.ptp(vals) < 1e-12
             assert vals[0] == pytest.approx(expected[k - 1], rel=5e-5, abs=5e-6)
-    # eq. (7) (spec §4.2): actual 0.10083, bound 209/2048 = 0.10205
+    # eq. (7): actual 0.10083, bound 209/2048 = 0.10205
     f = paper_bound(cube11, 0)
     assert mean_privacy_loss(f, 0) == pytest.approx(0.10083, abs=5e-6)
     assert mean_loss_bound(cube11, 0) == pytest.approx(0.10205, abs=5e-6)
@@ -474,7 +474,7 @@ def test_paper_bound_hypercube_2048(cube11: GossipSchedule) -> None:
     ],
 )
 def test_fig3_hypercube_series(m: int, expected: list[float]) -> None:
-    # spec §4.10(e): code convention, clipped, T = ceil(ln n / √λ), λ = 2/(m+1)
+    # reference value: code convention, clipped, T = ceil(ln n / √λ), λ = 2/(m+1)
     n = 1 << m
     T = gossip_rounds(2 / (m + 1), n, 1.0, 0.25)
     f = clip_to_ldp(paper_bound(fixed_schedule(n, hypercube(m), T), 0, convention="code"))
@@ -489,14 +489,14 @@ def test_authors_er_graph_paper_bound(authors_er: tuple[nx.Graph, GossipSchedule
     assert g.degree(0) == 11
     dist = nx.single_source_shortest_path_length(g, 0)
     d = np.array([dist[i] for i in range(2048)])
-    # spec §4.11 table, paper column: observer v = 0, eq. (6) clipped, mean at distance 2/3/4, and
+    # reference values, paper column: observer v = 0, eq. (6) clipped, mean at distance 2/3/4, and
     # the single distance-6 node (degree 1)
     f = clip_to_ldp(paper_bound(s, 0))
     assert [f[d == k].mean() for k in (2, 3, 4)] == pytest.approx([0.557, 0.167, 0.119], abs=5e-4)
     (far,) = np.flatnonzero(d == 6)
     assert g.degree(int(far)) == 1
     assert f[far] == pytest.approx(0.033, abs=5e-4)
-    # spec §4.10(f): source u = 0, code convention, clipped, mean [min, max] per distance
+    # reference value: source u = 0, code convention, clipped, mean [min, max] per distance
     out = clip_to_ldp(paper_bound_outgoing(s, 0, convention="code"))
     table = {
         2: (0.261, 0.162, 0.339),
@@ -512,7 +512,7 @@ def test_authors_er_graph_paper_bound(authors_er: tuple[nx.Graph, GossipSchedule
 
 
 def test_corollary1_ring8() -> None:
-    # spec §4.3: ring 8, T = 10, v = 4; Corollary 1 bound vs Theorem 1 value
+    # Corollary 1: ring 8, T = 10, v = 4; Corollary 1 bound vs Theorem 1 value
     W = metropolis_weights(8, ring(8))
     f = paper_bound(fixed_schedule(8, ring(8), 10), 4)
     for u, (bound, thm1) in enumerate(
@@ -524,7 +524,7 @@ def test_corollary1_ring8() -> None:
 
 
 def test_theorem4() -> None:
-    # spec §4.5: n = 2048, T = 32, d_v = 8, α = 2, σ = Δ = 1 → 0.2510 (ε_LDP = 1)
+    # Theorem 4, reference value: n = 2048, T = 32, d_v = 8, α = 2, σ = Δ = 1 → 0.2510 (ε_LDP = 1)
     assert ldp_level(2.0, 1.0, 1.0) == 1.0
     assert er_pair_bound(2048, 32, 8, adjacent=False) == pytest.approx(0.2510, abs=5e-5)
     assert er_pair_bound(2048, 32, 8, adjacent=True) == 1.0
@@ -536,7 +536,7 @@ def test_theorem4() -> None:
 
 
 # =============================================================================================
-# Conversion and calibration (spec §4.8, §5.4)
+# Conversion and calibration (§2.2, Table 1)
 # =============================================================================================
 
 
@@ -552,7 +552,7 @@ def test_theorem4() -> None:
 def test_rdp_to_dp_optimal_vectors(
     rho: float, alpha_max: float | None, alpha: str, eps: str
 ) -> None:
-    # spec §4.8 (δ = 1e-5); tolerance: half a unit of the last printed digit
+    # reference values (δ = 1e-5); tolerance: half a unit of the last printed digit
     def half_ulp(text: str) -> float:
         return 0.5 * 10.0 ** -len(text.partition(".")[2]) if "." in text else 1e-12
 
@@ -604,14 +604,14 @@ def test_sigma_calibration_round_trips() -> None:
     assert rdp_to_dp_optimal(rho, 1e-5, 2.0) == pytest.approx((20.0, 2.0))
     with pytest.raises(ValueError, match="unreachable"):
         sigma_for_mean_dp(5.0, 1e-5, sensitivity=1.0, n=n, communications=tv, alpha_max=2.0)
-    # Table 1 derivation (spec §5.4): σ² = αΔ² d T_stop/(2nε)
+    # Table 1 derivation: σ² = αΔ² d T_stop/(2nε)
     assert sigma_for_mean_loss(
         0.5, alpha=3.0, sensitivity=2.0, n=100, communications=40
     ) ** 2 == pytest.approx(3 * 4 * 40 / (2 * 100 * 0.5))
 
 
 # =============================================================================================
-# The exact joint-view accountant (spec §4.11)
+# The exact joint-view accountant (docs/errata.md)
 # =============================================================================================
 
 
@@ -638,7 +638,7 @@ def test_issue_ring8_example() -> None:
 
 
 def test_joint_view_evidence_table() -> None:
-    # spec §4.11: ring 8, T = 10, all u: 1 (rank 8); path P5, v = 4, T = 6: 1 for every u
+    # reference values: ring 8, T = 10, all u: 1 (rank 8); path P5, v = 4, T = 6: 1 for every u
     v10 = joint_view(fixed_schedule(8, ring(8), 10), 4)
     assert v10.rank == 8 and np.all(v10.leakage == 1.0)
     p5 = joint_view(fixed_schedule(5, path(5), 6), 4)
@@ -655,7 +655,7 @@ def test_joint_view_evidence_table() -> None:
 
 
 def test_joint_view_hypercube_2048(cube11: GossipSchedule) -> None:
-    # spec §4.11: v = 0, T = 19: distance 2/5/8 → 0.200/0.0238/0.0667; distance 10 and 11 → 1;
+    # reference values: v = 0, T = 19: distance 2/5/8 → 0.200/0.0238/0.0667; distance 10 and 11 → 1;
     # rank K = 112 (T_v = 209), Σ_{u≠v} = 111
     view = joint_view(cube11, 0)
     assert view.resolved and view.method == "float"
@@ -669,9 +669,9 @@ def test_joint_view_hypercube_2048(cube11: GossipSchedule) -> None:
     assert np.all(f[dist >= 10] == 1.0) and np.all(view.full[dist >= 10])
     assert not np.any(view.full[(dist >= 2) & (dist <= 9)])
     assert np.sum(f) - 1 == pytest.approx(111, abs=1e-4)
-    # eq. (7) survives (spec §4.11): mean ≤ T_v/n
+    # eq. (7) survives (docs/errata.md): mean ≤ T_v/n
     assert mean_privacy_loss(f, 0) <= mean_loss_bound(cube11, 0)
-    # the antipode reconstruction, on a simulated accelerated run (spec §4.11 "Details")
+    # the antipode reconstruction, on a simulated accelerated run (docs/errata.md)
     g = chebyshev_gamma(1 / 6)
     acc = fixed_schedule(2048, hypercube(11), 19, gamma=g)
     z = np.random.default_rng(3).normal(size=2048)
@@ -688,7 +688,7 @@ def test_joint_view_hypercube_2048(cube11: GossipSchedule) -> None:
 
 
 def test_accelerated_and_plain_have_the_same_joint_view() -> None:
-    # spec §4.11: identical for accelerated and plain gossip with the same T
+    # identical for accelerated and plain gossip with the same T
     g = nx.random_regular_graph(3, 30, seed=1)
     E = list(g.edges())
     lam = spectral_gap(metropolis_weights(30, E))
@@ -712,7 +712,7 @@ def test_joint_view_trace_identity_and_mean_bound() -> None:
     for v in range(0, 24, 5):
         view = joint_view(s, v)
         assert view.resolved
-        # Σ_u ||Π e_u||² = rank K_v ≤ 1 + T_v (spec §4.11)
+        # Σ_u ||Π e_u||² = rank K_v ≤ 1 + T_v (trace identity)
         assert np.sum(view.leakage) == pytest.approx(view.rank, abs=1e-6)
         assert view.rank <= 1 + s.communications(v)
         assert mean_privacy_loss(view.leakage, v) <= mean_loss_bound(s, v) + 1e-6
@@ -736,7 +736,7 @@ def test_incoming_outgoing_and_matrix() -> None:
 
 
 def test_published_outputs_add_knowledge() -> None:
-    # spec §7.1 item 7: x^T is not sent; if outputs are published, they are one more linear view
+    # x^T is not sent; if outputs are published, they are one more linear view
     s = fixed_schedule(9, path(9), 2)
     without = joint_view_leakage(s, 0)
     own = joint_view_leakage(s, 0, published=[0])  # its own output: post-processing
@@ -756,7 +756,7 @@ def test_colluders() -> None:
     f15 = paper_bound(s, [0, 5])
     assert np.sum(f15) == pytest.approx(3 * 4, abs=1e-9)
     assert f15 == pytest.approx(paper_bound(s, 0) + paper_bound(s, 5))  # disjoint neighbourhoods
-    # colluders with a dominating set learn everything (spec §1.3 G.1.4)
+    # colluders with a dominating set learn everything (App. G.1.4)
     dom = joint_view(fixed_schedule(10, ring(10), 1), [0, 3, 6, 8])
     assert np.all(dom.leakage == 1.0)
 
@@ -823,7 +823,7 @@ def test_float_and_exact_agree_and_unresolved_falls_back() -> None:
 
 
 def _metropolis(n: int, edges: list[tuple[int, int]]) -> np.ndarray:
-    """Independent Metropolis weights (spec §2.2) from an edge list."""
+    """Independent Metropolis weights from an edge list."""
     deg = [0] * n
     for a, b in edges:
         deg[a] += 1

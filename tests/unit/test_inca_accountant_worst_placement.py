@@ -1,5 +1,5 @@
-"""The `inca` accountant (privacy/accountant.py, privacy/inca_audit.py) against inca.md
-§2 and §7: C-DP / E-DP are worst-case over the adversary's placement, while the value in the
+"""The `inca` accountant (privacy/accountant.py, privacy/inca_audit.py): the paper's
+C-DP / E-DP are worst-case over the adversary's placement, while the value in the
 guarantee slot is the worst of a few SAMPLED placements."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_party_report_worst_of_samples_is_below_a_real_placement():
 def test_inca_guarantee_covers_every_placement_of_the_threat():
     """The value `get_algorithm('inca').accountant.losses` returns is what budgets are charged with
     (`total_losses`, `check_budget`): it must bound the loss against EVERY coalition of the job's
-    size (C-DP is worst-case, inca.md §2), not only the sampled ones. Brute force over all
+    size (C-DP is worst-case), not only the sampled ones. Brute force over all
     C(9, 3) = 84 coalitions of a small job."""
     n, k, T, seed = 10, 1, 6, 3
     spec, entries, p, ids = _job(n, k, T, seed, "collude:0.3")

@@ -1,8 +1,8 @@
-"""Tests of netdp_node.privacy.inca_audit (IncA, `shared/papers/inca.md`, "the spec").
+"""Tests of netdp_node.privacy.inca_audit (IncA, Sabater, Ben Mokhtar & Ramon 2025).
 
-Reference values: the closed forms of the spec (Examples 3.1/3.2, Eq. 2-5, Eq. 8-9), an
+Reference values: the paper's closed forms (Examples 3.1/3.2, Eq. 2-5, Eq. 8-9), an
 independent per-party message-passing run of Algorithm 2 written here from the Examples' formulas
-(not from the module's U matrices), and the spec's verified accounting cases (§11 item 3).
+(not from the module's U matrices), and verified accounting cases of a reference simulation.
 """
 
 from __future__ import annotations
@@ -206,10 +206,10 @@ def test_temporary_dropouts_gamma_weighted_mean():
     x = rng.random(n)
     r = ia.simulate(ex, x, 0.4, 30.0, rng)
     g, u = r["gamma"], x + r["eta"]
-    assert abs(r["estimate"] - (g * u).sum() / g.sum()) < 1e-10  # spec §6, utility
+    assert abs(r["estimate"] - (g * u).sum() / g.sum()) < 1e-10  # Algorithm 2, utility
 
 
-# ------------------------------------------------------------------ account (Thm 4.1, §11.3)
+# ------------------------------------------------------------------ account (Thm 4.1)
 
 
 def test_account_everything_observed_is_local_dp():
@@ -322,8 +322,8 @@ def test_colluders_leave_one_honest_is_local_dp():
 
 
 def test_eavesdropper_50_percent_spec_11_3():
-    """§11 item 3 (n = 30, T = 8, k = 2, 50% observed): rank condition with n_H − 1 = 29, σ_η²s²
-    decreasing in σ_Δ to 1/n (spec: 0.497 / 0.042 / 0.0334 / 0.0333 on its draw)."""
+    """Reference simulation (n = 30, T = 8, k = 2, 50% observed): rank condition with n_H − 1 = 29,
+    σ_η²s² decreasing in σ_Δ to 1/n (spec: 0.497 / 0.042 / 0.0334 / 0.0333 on its draw)."""
     n = 30
     ex = ia.make_execution(n, 2, 8, seed=12345)
     obs = ia.sample_observed(ex, 0.5, np.random.default_rng(12345))
@@ -377,8 +377,9 @@ def test_calibrate_is_tight_and_worst_case():
 
 
 def test_rank_condition_k1_is_undirected_connectivity_and_thm48():
-    """§7.5: for k = 1 the Lemma 4.4 vectors are incidence vectors, so the rank condition is the
-    connectivity of the undirected unseen graph; strong connectivity implies it (Thm 4.8)."""
+    """Theorems 4.5/4.6: for k = 1 the Lemma 4.4 vectors are incidence vectors, so the rank
+    condition is the connectivity of the undirected unseen graph; strong connectivity implies it
+    (Thm 4.8)."""
     import networkx as nx
 
     n = 24

@@ -315,7 +315,7 @@ def test_accountant_reports_the_audited_execution(tmp_path):
     assert loss.epsilon == pytest.approx(min(direct["epsilon"], ldp), rel=1e-4)
     assert loss.epsilon < ldp  # the correlated noise helps: below local DP
     # ... but it is an audit of sampled placements: shown beside the guarantee, labelled; the
-    # guarantee stays the local-DP level of η (C-DP is worst-case over placements, inca.md §2)
+    # guarantee stays the local-DP level of η (C-DP is worst-case over placements)
     shown = get_algorithm("inca").accountant.losses(spec, entries, "n3")
     assert all(v.epsilon == pytest.approx(ldp, rel=1e-4) for v in shown.values())
     base = get_algorithm("inca").accountant.baselines(spec, entries, "n3")

@@ -1,7 +1,7 @@
 """`netdp reproduce inca-fig2/3/4 --quick`: the IncA reproductions run end to end through the CLI
-and write JSON + PNG; their numbers obey the closed forms they must (spec `inca.md` §4 Eq. 3-5,
-§7.2, §8 baselines) and the GOPA baseline's linear system gives the closed form of its simplest
-case."""
+and write JSON + PNG; their numbers obey the closed forms they must (Algorithm 1 Eq. 3-5,
+Theorem 4.1, the baselines of the paper's §5) and the GOPA baseline's linear system gives the closed
+form of its simplest case."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The Muffliato ledger accountant (algorithms/muffliato/accountant.py) against
-muffliato.md §4.11, §7.1: executions the ledger does not determine, where a guessed schedule can
+docs/errata.md: executions the ledger does not determine, where a guessed schedule can
 give a value below the exact joint-view loss of the execution that really happened. (They were
 found when every node's output was published; outputs are now private to each node,
 `Algorithm.private_output`, and the views below are modelled that way: an observer's view is its

@@ -105,7 +105,7 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
         await _settle_schedules(net, ids)
         x0 = np.array([_noisy(vals[v], seed, i, p["sigma"]) for i, v in enumerate(ids)])
         sched = gossip.fixed_schedule(n, _ring_edges(n), 4, gamma=p["gamma"])
-        expect = sched.run(x0)[-1]  # x^T = P_T(W)(x + η), spec §3.1
+        expect = sched.run(x0)[-1]  # x^T = P_T(W)(x + η), Algorithm 1
         out = np.array([net.nodes[v].jobs["j"].output.value for v in ids])
         np.testing.assert_allclose(out, expect, atol=1e-12)
         np.testing.assert_allclose(out.mean(axis=0), x0.mean(axis=0), atol=1e-12)  # x̄ + η̄
@@ -136,7 +136,7 @@ async def test_sync_result_is_the_closed_form_and_accountant_matches(tmp_path, t
             assert inc[v].epsilon == pytest.approx(
                 gossip.pair_privacy_loss(F[j, 4], **kw).epsilon, rel=1e-9
             )
-        # spec §0 item 3 / §4.11: ring 8, T = 4, node 4 solves its view for node 0's noisy value,
+        # docs/errata.md: ring 8, T = 4, node 4 solves its view for node 0's noisy value,
         # while the paper's eq. (6) says 1.4 % of the LDP level
         assert F[0, 4] == 1.0
         assert gossip_paper_bound.paper_bound(sched, 4)[0] == pytest.approx(0.0142, abs=5e-4)
@@ -182,7 +182,7 @@ async def test_randomized_conserves_mass_and_accountant_matches(tmp_path, transp
         committed = [(idx[a], idx[b]) for _, _, a, b, c in seq if c]
         aborted = [s for s in seq if not s[4]]
         assert not aborted  # no fault: every exchange that started committed
-        sched = gossip.pairwise_schedule(n, committed)  # Algorithm 2, spec §3.2
+        sched = gossip.pairwise_schedule(n, committed)  # Algorithm 2
         np.testing.assert_allclose(out, sched.run(x0)[-1], atol=1e-12)
         assert out.sum() == pytest.approx(x0.sum(), abs=1e-12)  # pairwise averages keep the mass
         F = gossip_joint_view.joint_view_matrix(sched, exact=True)  # exact rationals
@@ -286,7 +286,7 @@ def _realised(engines):
 
 def test_realised_edges_agree_with_late_and_lost_messages():
     """Both ends of every edge agree on whether it was realised in each round; the run is the
-    schedule of the realised edges (public-degree Metropolis weights, spec §7.1 item 8) applied to
+    schedule of the realised edges (public-degree Metropolis weights) applied to
     x + η; a node that leaves takes its mass, the survivors conserve theirs exactly."""
     n, T = 8, 6
     ids = _ids(n)
@@ -622,7 +622,7 @@ def test_gd_learns_and_reports_local_dp_composition():
     acc = np.mean(
         [logistic_accuracy(res.outputs[v].value, split.X_test, split.y_test) for v in ids]
     )
-    # spec §6.4 validation target: Muffliato-GD ≈ GD with exact averaging (same clipped steps)
+    # validation target: Muffliato-GD ≈ GD with exact averaging (same clipped steps)
     from netdp_node.algorithms.ring.engine import clip_l2
     from netdp_node.algorithms.walk.engine import logistic_gradient
 
@@ -636,7 +636,7 @@ def test_gd_learns_and_reports_local_dp_composition():
     majority = max(np.mean(split.y_test > 0), np.mean(split.y_test < 0))
     assert central > majority + 0.05
     assert abs(acc - central) < 0.05
-    # a fresh public ER graph per step (spec §3.5): the realised neighbours are those of the call
+    # a fresh public ER graph per step (Remark 3): the realised neighbours are those of the call
     for c in range(steps):
         edges = set(public_graph(p, n, 7, c))
         nb = {b if a == 0 else a for a, b in edges if 0 in (a, b)}

@@ -1,6 +1,6 @@
 """The Muffliato reproductions (`netdp reproduce muffliato-*`) and their vectorised simulation
-(`experiments/muffliato_common.py`), at small n, against independent values: the spec's worked
-vectors (muffliato.md §4.10), dense closed forms (`P_T(W) x^0`, `x̄ + η̄`), dense eigenvalues, a
+(`experiments/muffliato_common.py`), at small n, against independent values: worked
+reference vectors, dense closed forms (`P_T(W) x^0`, `x̄ + η̄`), dense eigenvalues, a
 brute-force projector built from simulated messages, and a brute-force eq. (6) sum written here.
 """
 
@@ -75,7 +75,7 @@ def test_metropolis_csr_equals_the_accountants_weights_and_spec_examples() -> No
     e = er_edges(30, 0.15, rng)
     W = metropolis_csr(30, e)
     assert np.abs(W.toarray() - metropolis_weights(30, e.tolist())).max() < 1e-15
-    star = metropolis_csr(4, np.array([[0, 1], [0, 2], [0, 3]])).toarray()  # spec §2.2
+    star = metropolis_csr(4, np.array([[0, 1], [0, 2], [0, 3]])).toarray()  # Metropolis weights
     assert star[0] == pytest.approx([0.25] * 4)
     assert star[1] == pytest.approx([0.25, 0.75, 0, 0])
     iso = metropolis_csr(3, np.array([[0, 1]])).toarray()
@@ -87,14 +87,14 @@ def test_metropolis_csr_equals_the_accountants_weights_and_spec_examples() -> No
 def test_sparse_gaps_match_dense_eigenvalues_and_the_hypercube_closed_form() -> None:
     # n > 400 takes the sparse Lanczos path
     W = metropolis_csr(512, np.array(cube(9)))
-    assert gap_2(W) == pytest.approx(2 / 10, abs=1e-9)  # spectrum 1 − 2k/(m+1), spec §2.3
+    assert gap_2(W) == pytest.approx(2 / 10, abs=1e-9)  # spectrum 1 − 2k/(m+1), App. H
     assert gap_def2(W) == pytest.approx(2 / 10, abs=1e-9)
     e = er_edges(450, 2 * math.log(450) / 450, np.random.default_rng(2), connected=True)
     W = metropolis_csr(450, e)
     ev = np.linalg.eigvalsh(W.toarray())
     assert gap_2(W) == pytest.approx(1 - ev[-2], abs=1e-9)
     assert gap_def2(W) == pytest.approx(1 - max(abs(ev[-2]), abs(ev[0])), abs=1e-9)
-    assert t_mix(2048, 1.0, 1 / 6) == 19  # spec §4.10(d)
+    assert t_mix(2048, 1.0, 1 / 6) == 19  # reference value
 
 
 # =============================================================================================
@@ -104,7 +104,7 @@ def test_sparse_gaps_match_dense_eigenvalues_and_the_hypercube_closed_form() -> 
 
 def test_chebyshev_gossip_is_the_chebyshev_polynomial_and_the_spec_ring8_vector() -> None:
     W = metropolis_csr(8, ring(8))
-    g = chebyshev_gamma(0.195262)  # spec §4.10(a)
+    g = chebyshev_gamma(0.195262)  # reference value
     assert g == pytest.approx(1.397659, abs=1e-6)
     x = chebyshev_gossip(W, np.eye(8)[0], 10, g)
     assert x == pytest.approx(
@@ -121,7 +121,7 @@ def test_chebyshev_gossip_is_the_chebyshev_polynomial_and_the_spec_ring8_vector(
         np.linalg.matrix_power(W.toarray(), 7) @ X0, abs=1e-12
     )
     rec = chebyshev_gossip(W, X0, 7, g, record=True)
-    assert len(rec) == 8 and rec[1] == pytest.approx(W @ X0)  # x^1 = W x^0 (spec §0 item 5)
+    assert len(rec) == 8 and rec[1] == pytest.approx(W @ X0)  # x^1 = W x^0 (docs/errata.md)
 
 
 def test_muffliato_average_converges_to_the_noisy_mean_and_the_code_bug_scales_it() -> None:
@@ -134,7 +134,7 @@ def test_muffliato_average_converges_to_the_noisy_mean_and_the_code_bug_scales_i
     eta_bar = np.mean(x0 - x)
     assert xT == pytest.approx(np.full(80, x.mean() + eta_bar), abs=1e-10)  # x̄ + η̄
     assert np.std(x0 - x) == pytest.approx(0.5, abs=0.15)  # the noise was really added
-    bug = chebyshev_gossip(W, x0, 300, g, x_minus1_zero=True)  # spec §6.4: × 1/(2−γ)
+    bug = chebyshev_gossip(W, x0, 300, g, x_minus1_zero=True)  # Fig. 1(c), App. H.5: × 1/(2−γ)
     assert bug == pytest.approx(np.full(80, x0.mean() / (2 - g)), abs=1e-9)
     xc, x0c = muffliato_average(x, W, 3, 2.0, rng, clip=(0.0, 1.0))
     assert x0c.min() >= 0 and x0c.max() <= 1 and np.sum(x0c) == pytest.approx(np.sum(xc))
@@ -215,7 +215,7 @@ def test_muffliato_gd_learns_and_matches_central_when_gossip_is_exact() -> None:
 
 
 def test_fig1c_privacy_histogram_matches_the_spec_at_n_2000() -> None:
-    # spec §6.4 [CHECK]: the code's Theorem-4 sum over steps / LDP has mean ≈ 0.29 at n = 2000
+    # Fig. 1(c), App. H.5: the code's Theorem-4 sum over steps / LDP has mean ≈ 0.29 at n = 2000
     X, y, _ = _synthetic_nodes(2000, 1)
     res = muffliato_gd(X, y, 3, np.random.default_rng(7))
     code, ours = muffliato_fig1c._privacy(res, 2000)
@@ -252,7 +252,7 @@ def test_fig1c_without_the_data_is_a_clear_error(tmp_path, monkeypatch, capsys) 
     ],
 )
 def test_fig1a_pipeline_gives_the_spec_hypercube_series(m: int, expected: list[float]) -> None:
-    # spec §4.10(e): the same T rule (T_mix) and the code convention, clipped, by distance
+    # reference value: the same T rule (T_mix) and the code convention, clipped, by distance
     n = 1 << m
     r = muffliato_fig1a.one_graph("hypercube", n, cube(m))
     got = [r["by_distance"]["paper_out_code"][k]["mean"] for k in range(1, m + 1)]
@@ -263,8 +263,8 @@ def test_fig1a_pipeline_gives_the_spec_hypercube_series(m: int, expected: list[f
         assert r["by_distance"]["paper_in_code"][k]["mean"] == pytest.approx(b["mean"])
     jv = r["joint_view"]
     assert jv["mean_loss"] == pytest.approx((jv["rank"] - 1) / n, abs=1e-6)  # trace identity
-    assert jv["mean_loss"] <= r["mean_loss_bound_eq7"] + 1e-12  # eq. (7) survives (§4.11)
-    # the antipode is solvable from node 0's view (spec §4.11): a full leak eq. (6) misses
+    assert jv["mean_loss"] <= r["mean_loss_bound_eq7"] + 1e-12  # eq. (7) survives (docs/errata.md)
+    # the antipode is solvable from node 0's view (docs/errata.md): a full leak eq. (6) misses
     assert r["by_distance"]["joint_view_in"][m]["mean"] == 1.0
     assert r["by_distance"]["paper_in_thm1"][m]["mean"] < 0.2
 

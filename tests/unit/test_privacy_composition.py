@@ -44,7 +44,7 @@ def test_default_orders_are_sorted_floats_above_one() -> None:
 
 
 def test_gaussian_sigma_worked_example() -> None:
-    # spec §3.1: σ_loc(ε=0.5, δ=1e-6, Δ=1) = sqrt(2 ln(1.25e6))/0.5 = 10.597605
+    # Theorem 1: σ_loc(ε=0.5, δ=1e-6, Δ=1) = sqrt(2 ln(1.25e6))/0.5 = 10.597605
     assert gaussian_sigma(0.5, 1e-6, 1.0) == pytest.approx(10.597605, rel=1e-6)
     # linear in Δ, inverse in ε
     assert gaussian_sigma(0.25, 1e-6, 2.0) == pytest.approx(4 * 10.597605, rel=1e-6)
@@ -74,7 +74,7 @@ def test_gaussian_sigma_rejects_invalid(
 
 
 def test_advanced_composition_worked_example() -> None:
-    # spec §3.1 worked example (Theorem 1 = B1 over K = 10 windows)
+    # Theorem 1 worked example (Theorem 1 = B1 over K = 10 windows)
     eps, dlt = advanced_composition(0.5, 1e-6, 10, 1e-6)
     assert eps == pytest.approx(11.554897, rel=1e-6)
     assert dlt == pytest.approx(1.1e-5, rel=1e-12)
@@ -88,7 +88,7 @@ def test_advanced_composition_hand_value_and_edge_cases() -> None:
     assert eps == pytest.approx(1.093372721181, rel=1e-9)  # bc -l
     assert dlt == pytest.approx(4e-5 + 1e-6, rel=1e-12)
     assert advanced_composition(0.5, 1e-6, 0, 1e-6) == (0.0, 0.0)
-    # non-integer k is rounded up (spec §3.0 B1 note)
+    # non-integer k is rounded up (advanced composition)
     assert advanced_composition(0.1, 1e-5, 3.2, 1e-6) == advanced_composition(0.1, 1e-5, 4, 1e-6)
     with pytest.raises(ValueError, match="delta_prime"):
         advanced_composition(0.1, 1e-5, 3, 0.0)
@@ -128,7 +128,7 @@ def test_rdp_to_dp_matches_dp_accounting(z: float, count: int, delta: float) -> 
     ref_eps, ref_order = _rdp_accountant_eps(z, count, delta)
     assert eps == pytest.approx(ref_eps, rel=1e-6)
     assert order == ref_order
-    # the improved conversion is never worse than the paper's Prop. 3 (spec §3.0 B7)
+    # the improved conversion is never worse than the paper's Prop. 3
     alphas = np.asarray(DEFAULT_ORDERS)
     prop3 = np.min(count * alphas / (2 * z * z) + math.log(1 / delta) / (alphas - 1))
     assert eps <= prop3

@@ -1,7 +1,8 @@
 """Tests of netdp_node.privacy.ring (ring summation, Cyffers & Bellet 2022, Thm 1).
 
-Reference values: the spec's worked example (§3.1, E1), brute-force simulation of Algorithm 1's
-counter, dp-accounting's RDP and PLD accountants, and the closed-form exact Gaussian tradeoff.
+Reference values: a worked example of Theorem 1 (docs/errata.md, E1), brute-force simulation of
+Algorithm 1's counter, dp-accounting's RDP and PLD accountants, and the closed-form exact Gaussian
+tradeoff.
 """
 
 from __future__ import annotations
@@ -33,14 +34,14 @@ from netdp_node.privacy.ring import (
     ring_sum_std,
 )
 
-SIGMA_LOC = 10.597605053700947  # spec §3.1: σ_loc(ε=0.5, δ=1e-6, Δ=1)
+SIGMA_LOC = 10.597605053700947  # Theorem 1: σ_loc(ε=0.5, δ=1e-6, Δ=1)
 
 
 # --------------------------------------------------------------------------- helpers
 
 
 def _simulate_algorithm1(n: int, K: int) -> list[tuple[int, bool]]:
-    """Algorithm 1 (spec §2.1) with its explicit counter `a`: [(user, adds_noise)] per step."""
+    """Algorithm 1 with its explicit counter `a`: [(user, adds_noise)] per step."""
     steps: list[tuple[int, bool]] = []
     a = 0
     for _k in range(1, K + 1):
@@ -95,7 +96,7 @@ def _pld_generic_eps(eps_w: float, delta_w: float, windows: int, delta: float) -
     return float(pld.self_compose(windows).get_epsilon_for_delta(delta))
 
 
-# --------------------------------------------------------------------------- spec §3.1 numbers
+# --------------------------------------------------------------------------- Theorem 1 numbers
 
 
 def test_theorem1_worked_example() -> None:
@@ -146,7 +147,7 @@ def test_ring_adds_noise_rejects_bad_position_and_round() -> None:
         ring_adds_noise(1, 0, 5)
 
 
-# --------------------------------------------------------------------------- schedule, spec §2.1
+# --------------------------------------------------------------------------- schedule, Algorithm 1
 
 
 @pytest.mark.parametrize("n", range(3, 30))
@@ -178,7 +179,7 @@ def test_schedule_property_brute_force(n: int) -> None:
 
 
 def test_final_release_tail_window_may_lack_foreign_noise() -> None:
-    """Documents why releasing the final τ (spec §1.3 "Final output", §6 item 11) is not just "one
+    """Documents why releasing the final τ (App. C) is not just "one
     more window": after v's last reception, the remaining steps need not hold noise from a user ≠ v.
     n = 5, K = 2, v = 4: steps 9 (user 4, noisy) and 10 (user 5, not noisy)."""
     n, K, v = 5, 2, 4

@@ -43,7 +43,7 @@ async def test_ring_sum_r_schedule_and_exact_sum(tmp_path, transport):
                 want = sigma if first else sigma / math.sqrt(n - 1)
                 if last:
                     want = math.sqrt(want**2 + sigma**2)
-                assert e.params["sigma"] == pytest.approx(want)  # spec §2.2 with E2 + release
+                assert e.params["sigma"] == pytest.approx(want)  # Remark 1 with E2 + release
         out = net.nodes["n2"].jobs["r"].output
         std = out.info["estimate_std"]
         assert std == pytest.approx(sigma * math.sqrt(2 + (n * K - 1) / (n - 1)) / K)

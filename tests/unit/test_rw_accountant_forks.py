@@ -1,5 +1,6 @@
-"""The sound random-walk accountant (privacy/rw_sgd.py §4.9 machinery as used by
-`rw_sgd_pair_losses`, algorithms/walk/accountant.py) against random-walks.md §4.9, §7.1 item 1–2."""
+"""The sound random-walk accountant (privacy/rw_sgd.py machinery as used by
+`rw_sgd_pair_losses`, algorithms/walk/accountant.py) against the sound per-trajectory model
+(docs/errata.md)."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def test_reroute_model_misses_the_stale_branch_of_a_fork():
 
 def test_a_visible_fork_falls_back_to_the_local_dp_level():
     """A second release (two branches reached T) or a fenced copy of this node (it held a stale
-    branch) shows the walk forked: the single-walk §4.9 model does not describe it, whatever
+    branch) shows the walk forked: the single-walk model does not describe it, whatever
     "live" the records carry (the stale branch's release does not carry the other's dead set)."""
     ids = [f"p{i}" for i in range(6)]
     W = transition_matrix(6, [(i, (i + 1) % 6) for i in range(6)])

@@ -1,5 +1,5 @@
 """`netdp reproduce random-walks-*`: Fig. 1/4 on the hypercube Q_11 and Fig. 3 on the Davis graph
-against random-walks.md §6.1 and §6.4 [CHECK] numbers; small versions of Fig. 2 and Table 1 run
+against reference numbers for Fig. 1 and Fig. 3; small versions of Fig. 2 and Table 1 run
 end to end and write JSON + PNG."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_reproduce_fig2_and_table1_quick(tmp_path):
         "rw",
     }
     paper = [r for r in res["rows"] if r["method"] == "rw-paper"]
-    # spec §4.11: σ calibrated on the mean loss is nearly graph-independent (within 1%)
+    # §7: σ calibrated on the mean loss is nearly graph-independent (within 1%)
     sig = [r["sigma_abs"] for r in paper]
     assert max(sig) / min(sig) < 1.01
     assert (
@@ -73,6 +73,6 @@ def test_reproduce_fig2_and_table1_quick(tmp_path):
     t1 = json.loads((out / "random-walks-table1.json").read_text())
     assert len(t1["rows"]) == 12
     for r in t1["rows"]:
-        # the paper's α cap costs the walk noise (spec §4.7): σ with the cap ≫ without
+        # the paper's α cap costs the walk noise (§4.2): σ with the cap ≫ without
         assert r["sigma_abs"]["rw"] > 3 * r["sigma_abs"]["rw_nocap"]
         assert 0 <= r["muffliato"]["accuracy_mean"] <= 1

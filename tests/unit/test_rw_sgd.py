@@ -1,5 +1,5 @@
-"""Random-walk DP-SGD on any graph: the accountant against random-walks.md §4.3–4.12, the star
-counterexample of §4.9, and the rw-sgd engine over both transports on a ring."""
+"""Random-walk DP-SGD on any graph: the accountant against Theorem 3 and reference values, the
+star counterexample (docs/errata.md), and the rw-sgd engine over both transports on a ring."""
 
 from __future__ import annotations
 
@@ -94,8 +94,8 @@ def _rw_spec(n, edges, **params):
 
 
 def test_excursion_shift_profiles_4_9():
-    """Spec §4.9: one contribution i draws before the observation gives 1/i (= β(i) in units of
-    α/(2σ²)), K consecutive right before it give K, contributions at steps 1 and 3 of 4 give 1; a
+    """Sound accountant: one contribution i draws before the observation gives 1/i (= β(i) in units
+    of α/(2σ²)), K consecutive right before it give K, contributions at steps 1 and 3 of 4 give 1; a
     contribution after the observer's last look is never seen; excursions add up."""
     assert excursion_q(np.array([0]), np.array([3])) == pytest.approx(1 / 3)
     assert excursion_q(np.array([7, 8, 9]), np.array([2, 10])) == pytest.approx(3.0)
@@ -135,9 +135,9 @@ def _min_prefix_qp(S: np.ndarray, combinations) -> float:
 
 
 def test_sound_accountant_matches_the_spec_monte_carlo_4_9():
-    """Spec §4.9 table (α = 2, σ = 5, no cap, no publication): ring16 κ = 1/3, T = 1600, sound
-    E[D] and the view bound (1/(α−1)) ln E exp((α−1)D): d = 1: 2.586 / 2.918, d = 4: 0.856 /
-    0.908, d = 8: 0.621 / 0.654 (the spec used 200–300 walks: 5% tolerance)."""
+    """Sound accountant, reference values (α = 2, σ = 5, no cap, no publication): ring16 κ = 1/3, T
+    = 1600, sound E[D] and the view bound (1/(α−1)) ln E exp((α−1)D): d = 1: 2.586 / 2.918, d = 4:
+    0.856 / 0.908, d = 8: 0.621 / 0.654 (the reference used 200–300 walks: 5% tolerance)."""
     W = transition_matrix(16, RING16)
     qs = sound_q(W, 0, [1, 4, 8], 1600, 0, 300, np.random.default_rng(1), release=False)
     for d, mean, view in ((1, 2.586, 2.918), (4, 0.856, 0.908), (8, 0.621, 0.654)):
@@ -175,7 +175,7 @@ def test_sound_rdp_is_a_hoeffding_upper_bound():
 
 
 def test_star_counterexample_paper_value_below_the_sound_one():
-    """Spec §0 item 3 / §4.9: on a star the centre sees every leaf's update at the LDP level; the
+    """docs/errata.md: on a star the centre sees every leaf's update at the LDP level; the
     paper's per-contribution S claims 4× less at n = 64 (14× at n = 256); the sound per-trajectory
     accountant finds the truth and the node's report uses it, the paper's value only beside it."""
     for n, factor in ((64, 4.0), (256, 14.0)):
@@ -188,7 +188,7 @@ def test_star_counterexample_paper_value_below_the_sound_one():
     q = sound_q(W, 1, [0], 20 * n, 0, 400, np.random.default_rng(3), release=False)[0]
     sound_mean = 2 / 50 * q.mean()  # α = 2, σ = 5: spec 0.783 (E[N_u] 20.5) vs paper 0.199
     S = communicability(W, 1, 20 * n)[0]
-    assert S == pytest.approx(0.12106, abs=1e-5)  # spec §4.9 table, n = 64
+    assert S == pytest.approx(0.12106, abs=1e-5)  # reference value, n = 64
     paper = 20 * 2 / 25 * S
     assert sound_mean > 3 * paper
     # the report of leaf p1: towards the centre p0, the sound value (well above the paper's)
@@ -212,10 +212,10 @@ def test_star_counterexample_paper_value_below_the_sound_one():
 
 
 def test_report_sound_accountant_and_after_a_resend():
-    """Hypercube Q_5 (n = 32): the report is min(§4.9 at the cap, local DP of the real count),
-    computed here independently; the final model's publication is one more observation (never
-    less than without it); after a re-send this node made the law is the realised one; a re-send
-    it cannot place in time falls back to local DP, each said in the method."""
+    """Hypercube Q_5 (n = 32): the report is min(sound accountant at the cap, local DP of the real
+    count), computed here independently; the final model's publication is one more observation
+    (never less than without it); after a re-send this node made the law is the realised one; a
+    re-send it cannot place in time falls back to local DP, each said in the method."""
     import networkx as nx
 
     g = nx.convert_node_labels_to_integers(nx.hypercube_graph(5), ordering="sorted")
@@ -224,9 +224,9 @@ def test_report_sound_accountant_and_after_a_resend():
     z = spec["params"]["noise_multiplier"]
     W = transition_matrix(32, edges)
     entries = _entries([("contribute", "", {"live": 32})] * 20)
-    # the enforced loss is the local-DP level (the §4.9 figure rests on amplification by
-    # iteration, a continuous-noise analysis): 20 Gaussian releases of multiplier z, composed by
-    # dp-accounting's RdpAccountant independently
+    # the enforced loss is the local-DP level (the sound per-trajectory figure rests on
+    # amplification by iteration, a continuous-noise analysis): 20 Gaussian releases of multiplier
+    # z, composed by dp-accounting's RdpAccountant independently
     from dp_accounting import dp_event, rdp
 
     acc = rdp.RdpAccountant(orders=list(DEFAULT_ORDERS))
@@ -237,7 +237,7 @@ def test_report_sound_accountant_and_after_a_resend():
         assert x.epsilon == pytest.approx(acc.get_epsilon(1e-6), rel=1e-9)
         assert x.method.startswith(RW_LDP_METHOD) and RW_TRAJECTORY not in x.method
 
-    def figures(view, me):  # the §4.9 figure, shown beside it, labelled
+    def figures(view, me):  # the sound per-trajectory figure, shown beside it, labelled
         return rw_sgd_figures(view.spec, view.entries, me, 20)
 
     loss = figures(JobView("j", spec, entries), "p0")
@@ -312,7 +312,7 @@ async def test_rw_sgd_walks_on_the_graph_and_reports_the_sound_bound(tmp_path, t
 
 @pytest.mark.timeout(60)
 async def test_rw_mean_with_burn_in_replays_from_the_ledgers(tmp_path):
-    """The averaging special case (spec §3.3) with burn-in, over the memory transport: the first
+    """The averaging special case (eq. (8)) with burn-in, over the memory transport: the first
     `burn_in` holdings update nothing; the result equals the noise-free replay of the ledgers'
     steps x ← x − η(x − y_holder) up to the (tiny) noise, computed here independently."""
     ids = [f"n{i}" for i in range(1, 7)]
@@ -359,8 +359,8 @@ async def test_rw_mean_with_burn_in_replays_from_the_ledgers(tmp_path):
 
 
 def test_collusion_as_a_graph_modification_2_5():
-    """Spec §2.5: contracting F = {4, 8, 12} into one node keeps the first hit (0.072131 at
-    T = 1600 for ring16); the §4.9 accountant with F as one observer sees at least what each
+    """§4.2, App. D: contracting F = {4, 8, 12} into one node keeps the first hit (0.072131 at
+    T = 1600 for ring16); the sound accountant with F as one observer sees at least what each
     member sees, trajectory by trajectory (more observations pin the minorant at more points),
     and (18) Σ_v is the paper's collusion bound."""
     W = transition_matrix(16, RING16)
@@ -391,7 +391,7 @@ def test_simulated_walks_follow_w():
 
 
 def test_report_towards_a_collusion_group():
-    """A public collusion group (spec §2.5, §7.6 item 21) appears in the report as one observer:
+    """A public collusion group (§4.2, App. D) appears in the report as one observer:
     never below any of its members (more observations), never above local DP; a group holding
     the node itself counts its other members; bad groups are refused."""
     spec = _rw_spec(16, RING16, T=320, cap=20, epsilon=20.0, collusion_groups=[[4, 8, 12], [0, 3]])

@@ -1,6 +1,6 @@
-"""Closed forms and the paper's accountant against every vector of random-walks.md §4.4 and §4.12:
+"""Closed forms and the paper's accountant against reference vectors (§6.2, App. E):
 the corrected ring formula, the hypercube (Krawtchouk), the star by Lemma 2, first-hit sums, the
-pipeline table of §4.12, the mean loss and σ calibration of §4.11, mixing times."""
+a worked pipeline table, the mean loss and σ calibration of §7, mixing times."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_first_hit_infinite_horizon_and_collusion_2_5():
     W = transition_matrix(16, RING16)
     for d, want in ((1, 0.45679283), (2, 0.14361044), (4, 0.04220991), (8, 0.01878006)):
         assert first_hit(W, 0, [d], 20000) == pytest.approx(want, abs=1e-8)
-    # §2.5: F = {4, 8, 12}, T = 1600: (18) Σ_v S_0v = 0.939053, the first hit of F 0.072131
+    # §4.2, App. D: F = {4, 8, 12}, T = 1600: (18) Σ_v S_0v = 0.939053, the first hit of F 0.072131
     S = communicability(W, 0, 1600)
     assert S[[4, 8, 12]].sum() == pytest.approx(0.939053, abs=1e-6)
     assert first_hit(W, 0, [4, 8, 12], 1600) == pytest.approx(0.072131, abs=1e-6)
@@ -196,7 +196,7 @@ def test_mixing_times_4_12():
 
 
 def test_star_theorem4_erratum_and_lazy_star_4_4():
-    """Spec §4.4 star table (n = 16, T = 1000): the κ-lazy simple walk (non-symmetric, Lemma 2)
+    """§6.2, App. E star table (n = 16, T = 1000): the κ-lazy simple walk (non-symmetric, Lemma 2)
     gives 0.226076 / 0.272286 / 4.084284; what Theorem 4's proof sums (powers of the
     sub-stochastic A/(n − 1)) gives 0.002300 / 0.068210 / 0.068210 and its closed form (κ → 0)
     0.004600 for leaf→leaf, exactly 2× the sum (Proposition 1 lacks a factor 1/2): values 4× to 60×

@@ -66,7 +66,7 @@ D6 = 1e-6
 
 
 def _printed(value: float, printed: str) -> None:
-    """Assert `value` rounds to the spec's printed string (e.g. "5.042602", "2.7154e-5")."""
+    """Assert `value` rounds to the reference value's printed string (e.g. "5.042602")."""
     mant, _, exp = printed.lower().partition("e")
     decimals = len(mant.split(".")[1]) if "." in mant else 0
     scale = 10.0 ** int(exp) if exp else 1.0
@@ -148,7 +148,7 @@ def test_b4_subsampling_formula_and_vectorisation() -> None:
 
 
 def test_b5_erlingsson() -> None:
-    # §4.3 table: ε0 = 0.1, m = 5000, δ = 1e-7 → 0.068132
+    # histogram numerics (Fig. 3), reference value: ε0 = 0.1, m = 5000, δ = 1e-7 → 0.068132
     _printed(erlingsson_shuffle_epsilon(0.1, 5000, D7), "0.068132")
     with pytest.raises(ValueError, match="1/2"):
         erlingsson_shuffle_epsilon(0.5, 5000, D7)
@@ -181,7 +181,7 @@ def test_b6_condition() -> None:
 
 
 def test_theorem2_worked_example() -> None:
-    # spec §3.2: n = 10 000, L = 10, ε = 0.2, δ = δ' = 1e-6, K = 5 (paper's "n answers")
+    # Theorem 2: n = 10 000, L = 10, ε = 0.2, δ = δ' = 1e-6, K = 5 (paper's "n answers")
     eps0_p, gamma_p = ring_histogram_gamma_as_printed(10_000, 10, 0.2, D6)
     _printed(eps0_p, "0.089206")
     _printed(gamma_p, "0.990756")
@@ -211,7 +211,7 @@ def test_theorem2_default_uses_n_minus_1_reports() -> None:
 
 
 def test_theorem2_validity_conditions() -> None:
-    # spec §3.2: with ε = 0.4 the corrected ε0 = 0.897 violates Erlingsson's ε0 < 1/2
+    # Theorem 2: with ε = 0.4 the corrected ε0 = 0.897 violates Erlingsson's ε0 < 1/2
     with pytest.raises(ValueError, match=r"0\.89"):
         ring_histogram_loss(10_000, 10, 0.4, D6, 5, D6, reports="n")
     with pytest.raises(ValueError, match="n >= 1000"):
@@ -302,7 +302,8 @@ def test_theorem3_table(
 
 
 def test_theorem3_tight_cycle_and_exact_counts() -> None:
-    # spec §3.3: ε_c* = 0.010026634 at m = 1000 → 0.961857; exact N_v = 156 (k = 256) → 0.936716
+    # Theorem 3, App. D, reference: ε_c* = 0.010026634 at m = 1000 → 0.961857; exact N_v = 156 (k =
+    # 256) → 0.936716
     b = walk_sum_loss(1000, 100_000, 0.5, D7, D7, D7, cycle="tight")
     _printed(b.epsilon_cycle, "0.010026634")
     assert b.m_star == 1000
@@ -360,7 +361,7 @@ def test_theorem3_rejects_bad_parameters() -> None:
 
 
 def test_ldp_analogue() -> None:
-    # spec §3.3: n = 1000, T = 1e5, ε = 0.5: adv 91.954823; min(adv, naive) 84.768623
+    # Theorem 3, App. D: n = 1000, T = 1e5, ε = 0.5: adv 91.954823; min(adv, naive) 84.768623
     eps, dlt = ldp_walk_sum(1000, 100_000, 0.5, D7, D7, D7)
     _printed(eps, "91.954823")
     assert dlt == pytest.approx(169.537247 * D7 + 2 * D7, rel=1e-6)
@@ -369,13 +370,14 @@ def test_ldp_analogue() -> None:
 
 
 def test_collusion_example_and_n_over_c() -> None:
-    # spec §3.3: c = 10 (n_eff = 100): N_v = 1219.896, k = 2219.896, ε_cycle = 0.15, ε = 94.0146
+    # Theorem 3, App. D: c = 10 (n_eff = 100): N_v = 1219.896, k = 2219.896, ε_cycle = 0.15, ε =
+    # 94.0146
     b = walk_sum_loss(1000, 100_000, 0.5, D7, D7, D7, colluders=10)
     _printed(b.n_visits, "1219.896")
     _printed(b.k, "2219.896")
     _printed(b.epsilon_cycle, "0.15")
     _printed(b.epsilon, "94.0146")
-    # §2.9: every complete-graph formula with c colluders is the c = 1 formula at n/c
+    # §4.3: every complete-graph formula with c colluders is the c = 1 formula at n/c
     for cyc in ("closed", "tight"):
         for counts in ("chernoff", "exact"):
             a = walk_sum_loss(
@@ -400,7 +402,7 @@ def test_collusion_example_and_n_over_c() -> None:
 
 
 def test_theorem6_large_n_example() -> None:
-    # spec §3.4: n = 1e6, T = 1e8, ε = 0.5 (n >= 3430.86): ε_c = 0.043930, k = 269.537, 4.626671
+    # Theorem 6: n = 1e6, T = 1e8, ε = 0.5 (n >= 3430.86): ε_c = 0.043930, k = 269.537, 4.626671
     assert 14**2 * math.log(4 / D7) == pytest.approx(3430.86, abs=0.005)
     b = walk_histogram_loss(10**6, 10**8, 0.5, D7, D7, D7, cycle="closed")
     _printed(b.epsilon_cycle, "0.043930")
@@ -557,7 +559,7 @@ def test_theorem4_numeric_brute_force() -> None:
 
 
 def test_lemma1_spot_value_and_constraint() -> None:
-    # spec §3.5: σ/L = 10, T_u = 12, n = 2000, α = 5 → 0.009121083; α_max(10) = 7.588723
+    # Theorem 4, App. F: σ/L = 10, T_u = 12, n = 2000, α = 5 → 0.009121083; α_max(10) = 7.588723
     _printed(walk_sgd_rdp(2000, 12, 10.0, 5.0), "0.009121083")
     _printed(sgd_alpha_max(10.0), "7.588723")
     # σ ≥ L sqrt(2α(α−1)) exactly at α_max
@@ -603,7 +605,8 @@ def test_theorem4_closed_needs_alpha_above_2() -> None:
     [(10.0, 4, "2.578620"), (1.0, 4, "20.361907"), (10.0, 2, "2.571932"), (1.0, 2, "20.297372")],
 )
 def test_calibrate_sgd_sigma_fig2(eps: float, factor: int, expected: str) -> None:
-    # spec §3.5: minimal σ/L for n = 2000, K_max = 12, δ_c = 1e-6 (Lemma 1 factor 4; code factor 2)
+    # Theorem 4, App. F: minimal σ/L for n = 2000, K_max = 12, δ_c = 1e-6 (Lemma 1 factor 4; code
+    # factor 2)
     s = calibrate_sgd_sigma(2000, 12, eps, D6, factor)
     _printed(s, expected)
     assert walk_sgd_loss_numeric(2000, 12, s, D6, factor=factor).epsilon <= eps
@@ -614,7 +617,7 @@ def test_calibrate_sgd_sigma_fig2(eps: float, factor: int, expected: str) -> Non
 
 
 def test_sigma_table_section_5_3() -> None:
-    # spec §5.3 σ table (n = 2000, T = 20 000, K = 12, δ = 1e-6)
+    # Fig. 2 σ values (n = 2000, T = 20 000, K = 12, δ = 1e-6)
     for L, eps, central, local_code, eps0, faithful_net, faithful_local in [
         (0.4, 10, "0.696821", "5.871056", "0.39166", "1.0314", "11.788"),
         (0.4, 1, "6.968208", "46.868738", "0.04906", "8.1448", "94.181"),
@@ -643,11 +646,11 @@ def test_prop1_example() -> None:
     assert g == pytest.approx(math.sqrt(1 + 3 * sigma**2), rel=1e-12)
 
 
-# --------------------------------------------------------------------------- Lemma 2 / §2.8
+# --------------------------------------------------------------------------- Lemma 2 / edge cap
 
 
 def test_lemma2_table() -> None:
-    # spec §3.6: N_u = 12, n = 2000, ε = 0.5, δ̃ = δ' = 1e-6
+    # Lemma 2, App. G: N_u = 12, n = 2000, ε = 0.5, δ̃ = δ' = 1e-6
     ch = spotted_loss(12, 2000, 0.5, D6, D6, exact=False)
     _printed(ch.n_spotted, "0.717236")
     _printed(ch.epsilon_simple, "0.358618")

@@ -213,7 +213,7 @@ def test_ldp_sum_sigma_meets_the_target():
 
 
 def test_colluders_cost_more():
-    """c colluders: every theorem at n/c (spec §2.9) and up to c·B spotted contributions."""
+    """c colluders: every theorem at n/c (§4.3) and up to c·B spotted contributions."""
     base = _spec("walk-sum", 2000, T=20000, epsilon=1.0)["params"]
     one = W.sum_network_loss(base, 2000, 20)
     ten = W.sum_network_loss({**base, "colluders": 10}, 2000, 20)

@@ -33,7 +33,7 @@ from netdp_node.privacy.walk_audit import (
 
 
 def _printed(value: float, printed: str) -> None:
-    """Assert `value` rounds to the spec's printed decimal string."""
+    """Assert `value` rounds to the reference value's printed decimal string."""
     decimals = len(printed.split(".")[1]) if "." in printed else 0
     assert abs(value - float(printed)) <= 0.5 * 10.0**-decimals * (1 + 1e-9), (value, printed)
 
@@ -42,7 +42,7 @@ def _printed(value: float, printed: str) -> None:
 
 
 def _kairouz_ref(eps: list[float], delta: float) -> float:
-    """B2 exactly as written in spec §3.0, δ̃ = k·δ."""
+    """B2 (advanced composition), δ̃ = k·δ."""
     k = len(eps)
     dt = k * delta
     s2 = sum(e * e for e in eps)
@@ -58,7 +58,7 @@ def _cycle_eps(c: int, m: int, n: int, e_a: float) -> float:
 
 
 def _reference_paper(walk: list[int], n: int, eps0: float, delta: float, hist: bool = False):
-    """The §4.2 procedure, line by line."""
+    """The authors' Fig. 1(b) audit procedure, line by line."""
     last = [0] * n
     lastsend = [0] * n
     cycles: list[list[tuple[int, dict[int, int]]]] = [[] for _ in range(n)]
@@ -121,7 +121,7 @@ def _reference_default(walk: list[int], n: int, eps0: float, delta: float):
     return losses, ldp
 
 
-# --------------------------------------------------------------------------- §4.4 Test 1
+# --------------------------------------------------------------------------- Fig. 1(b) audit Test 1
 
 WALK1 = [0, 2, 1, 2, 3, 0, 2]
 TEST1_LOSSES = {
@@ -177,11 +177,11 @@ def test_test1_default_mode_fixes_quirk_ii() -> None:
     assert a.contributions.tolist() == [2, 1, 3, 1]
 
 
-# --------------------------------------------------------------------------- §4.4 Test 2
+# --------------------------------------------------------------------------- Fig. 1(b) audit Test 2
 
 
 def _seeded_walk(n: int, T: int) -> list[int]:
-    """The spec's walk: legacy global RandomState, one randint call per step."""
+    """The reference walk: legacy global RandomState, one randint call per step."""
     return [0] + [np.random.randint(n) for _ in range(T - 1)]
 
 
@@ -200,9 +200,9 @@ def test_test2_seeded() -> None:
 
 
 def test_fig1b_first_rows_section_4_5() -> None:
-    # §4.5: np.random.seed(0) once, 10 runs per point, ε0 = 0.1 for n = 5, 10, 20 (in that order).
-    # The spec prints LDP max 7.663 for n = 10; the value is adv(0.1, 1e-7, 125) = 7.662490, so the
-    # spec double-rounded it (7.66249 → 7.6625 → 7.663).
+    # Fig. 1(b): np.random.seed(0) once, 10 runs per point, ε0 = 0.1 for n = 5, 10, 20 (in that
+    # order). The reference prints LDP max 7.663 for n = 10; the value is adv(0.1, 1e-7, 125) =
+    # 7.662490, so the reference value was double-rounded (7.66249 → 7.6625 → 7.663).
     np.random.seed(0)
     rows = {
         5: ("2.392", "1.679", "3.151", "6.716", "5.835", "7.518"),
@@ -255,7 +255,8 @@ def test_observer_without_reception_quirk_v() -> None:
     assert d.ldp[2] == 0.0
 
 
-# --------------------------------------------------------------------------- §4.3 histogram numerics
+# --------------------------------------------------------------------------- Fig. 3 histogram
+# numerics
 
 SEC43 = [
     # ε0, m, Hoeffding, Bennett, Erlingsson, min, sub (n = 200)
@@ -294,7 +295,7 @@ def test_section_4_3_vectors(
 
 
 def test_small_cycles_get_no_shuffling_gain() -> None:
-    # §4.3: for m ≤ 50 every bound returns ε0
+    # Fig. 3 numerics: for m ≤ 50 every bound returns ε0
     m = np.arange(1, 51, dtype=float)
     for eps0 in (0.1, 0.4, 1.0):
         assert np.allclose(mass_epsilon(eps0, m, 1e-7), eps0, rtol=1e-9)
@@ -352,6 +353,6 @@ def test_audit_n2048_full_per_pair_under_60s() -> None:
     assert peak < 1024**3
     assert a.losses.shape == (n, n) and a.global_knowledge
     s = a.summary()
-    # far below LDP (≈ 6.72 at ε0 = 0.1, ~100 contributions), in line with the §4.5 trend
+    # far below LDP (≈ 6.72 at ε0 = 0.1, ~100 contributions), in line with the Fig. 1(b) trend
     assert 0.0 < s.ndp_min <= s.ndp_mean < 0.1 < s.ldp_min
     assert s.ldp_mean == pytest.approx(6.72, abs=0.02)

@@ -109,7 +109,7 @@ async def test_walk_histogram_counts_and_sgd_trains(tmp_path, transport):
         allX = np.vstack([data[n].reshape(-1, 4)[:, :3] for n in ids])
         ally = np.hstack([data[n].reshape(-1, 4)[:, 3] for n in ids])
         assert np.mean(np.sign(allX @ w) == ally) > 0.9
-        for n in ids:  # no hop counter travels with an SGD token (spec §6 item 10)
+        for n in ids:  # no hop counter travels with an SGD token
             assert all(e.round == 0 for e in net.ledger(n).entries("s") if e.kind == TOKEN)
     finally:
         await net.close()
@@ -128,7 +128,7 @@ async def test_contribution_cap_and_edge_cap(tmp_path):
             noise_only = [e for e in entries if e.event == "noise-only"]
             assert len(real) + len(noise_only) == net.nodes[n].jobs["j"].engine.holds
             for peer in ids:
-                if peer != n:  # spec §2.8: ≤ B real contributions adjacent to each peer
+                if peer != n:  # netdp's edge cap: ≤ B real contributions adjacent to each peer
                     assert sum(peer in (e.params["from"], e.params["to"]) for e in real) <= 3
         total = sum(real_contributions(net.ledger(n).entries("j")) for n in ids)
         assert net.nodes["n1"].jobs["j"].output.value[0] == pytest.approx(total)
@@ -296,8 +296,8 @@ def test_release_is_output_everywhere_once():
 
 
 def test_local_dp_sgd_forwards_unchanged_past_the_cap():
-    """dp=local (spec §2.7 Alg. 4-B-Loc): past its cap a holder passes the model on unchanged and
-    adds no noise; the accountant claims local DP only."""
+    """dp=local (the local baseline of §5.2): past its cap a holder passes the model on unchanged
+    and adds no noise; the accountant claims local DP only."""
     from netdp_node.algorithms.accounting import JobView
     from netdp_node.algorithms.budget import per_job_losses
     from netdp_node.simulate import Simulator

@@ -1,6 +1,6 @@
 """IncA (Sabater, Ben Mokhtar, Ramon 2025): dropout-robust private mean estimation, over a real
-network. Spec: ../shared/papers/inca.md §4 (Algorithm 1), §5 (noise schemes), §6 (Algorithm 2,
-dropouts), §9 (what a networked runtime must get right). The pure parts (schemes, public schedule,
+network: the paper's Algorithm 1, its noise schemes (Definitions 3.3, 3.4) and Algorithm 2
+(dropouts), with the rules a networked runtime needs. The pure parts (schemes, public schedule,
 effective weights, reference simulation, audit) are `netdp_node.privacy.inca_audit`; this module
 is the sans-IO engine that runs them between nodes.
 
@@ -28,7 +28,7 @@ Iteration t (Alg. 2 lines 3-16), at every party, in three steps:
    Σ_{counted in} y_j^(t-1)/(k+1) + z_t, ω likewise with α^(i)_t, where W̃_ii = 1/(k+1) plus the
    weight of every MIX of its own that did not count (line 13: the column stays stochastic).
 
-The delivery rule and its residual (spec §9 items 1-2). No protocol over a lossy link can make two
+The delivery rule and its residual. No protocol over a lossy link can make two
 ends agree by acknowledgements alone; this one makes the only possible disagreement one-sided: a
 receiver never counts a MIX its sender did not count (CLOSE(1) is sent only after the ack, and
 per-link order puts the MIX before its CLOSE). The residual is a CLOSE(1) that reaches the receiver
@@ -50,19 +50,18 @@ is offline for t (it missed the deadline, or was down): it keeps y and ω and in
 17; α^(i)_t = 0, U^(i)_t = 0 by `inca_audit.party_scheme`). At T a party that is still running is
 online even if none of its exchanges counted: it cancels its outstanding terms and releases its
 final value (its column of W̃^T is e_i either way); a party that is down at T never sends a record.
-Rejoin after a temporary dropout (spec §9
-item 5): the node's iteration timers keep running while it is unreachable (each missed iteration
-ends at its deadline, offline), so it comes back at the iteration its clock has reached with its
-stored y, ω and skips the missed shares (no catch-up injection). Nodes that are ahead refuse its
-messages of iterations they have mixed (late: not counted at either end) and their own messages of
-later iterations wait in its buffer, so it catches up at network speed, without skipping anything
-it has acknowledged (a receiver that acknowledged a MIX counts it if the sender's CLOSE says so,
-whenever it reaches that iteration). Messages of an iteration the receiver has already mixed
-are refused as late, of an iteration outside 1..T as foreign, from a party that is not a planned
-in-neighbour of that iteration as not permitted; duplicates are refused (the runtime acknowledges
-exact re-sends without applying them).
+Rejoin after a temporary dropout: the node's iteration timers keep running while it is unreachable
+(each missed iteration ends at its deadline, offline), so it comes back at the iteration its clock
+has reached with its stored y, ω and skips the missed shares (no catch-up injection). Nodes that are
+ahead refuse its messages of iterations they have mixed (late: not counted at either end) and their
+own messages of later iterations wait in its buffer, so it catches up at network speed, without
+skipping anything it has acknowledged (a receiver that acknowledged a MIX counts it if the sender's
+CLOSE says so, whenever it reaches that iteration). Messages of an iteration the receiver has
+already mixed are refused as late, of an iteration outside 1..T as foreign, from a party that is not
+a planned in-neighbour of that iteration as not permitted; duplicates are refused (the runtime
+acknowledges exact re-sends without applying them).
 
-Dissemination (spec §4 line 11, §9 item 8): epidemic broadcast, not push-sum. After mixing T each
+Dissemination (Algorithm 1's final step): epidemic broadcast, not push-sum. After mixing T each
 party pushes its record to every other party, and every party relays each record the first time it
 sees it to `fanout` random others (de-duplication by origin). A record holds (y^(T), ω^(T)) if the
 party was online at T (a party offline at T releases no value: its y was never sent), and always
@@ -187,8 +186,8 @@ def execution_from_records(
     nbrs: np.ndarray | None = None,
     proxies: Mapping[int, tuple[int, Mapping[str, Any]]] | None = None,
 ) -> tuple[inca_audit.IncaExecution, dict[str, Any]]:
-    """The public IncaExecution of a finished job from the dissemination records (spec §2: the
-    schedule, the online sets and the weights are public).
+    """The public IncaExecution of a finished job from the dissemination records (in the
+    paper's threat model the schedule, the online sets and the weights are public).
 
     A party whose record is missing (it left) is known up to the iteration before its last MIX
     that reached a party whose record arrived: every MIX carries its sender's history so far, and
@@ -345,7 +344,7 @@ class Inca(Engine):
         return None
 
     def _z(self, t: int, u: np.ndarray) -> tuple[np.ndarray, float]:
-        """z_t and α^(i)_t of the scheme adapted to this party's history so far (spec §6). The
+        """z_t and α^(i)_t of the scheme adapted to this party's history so far (Algorithm 2). The
         public coefficients (α^(i)_t, U^(i)_t) are kept for the ledger (`self.coef`)."""
         a, Ui = inca_audit.party_scheme(self.alpha, self.U, self.online)
         z = a[t] * u + Ui[t] @ self.trace_delta
@@ -596,7 +595,7 @@ class Inca(Engine):
             return acts + self._begin(t + 1)
         return acts + self._disseminate()
 
-    # -- dissemination (spec §4 line 11, §9 item 8) ---------------------------------------------
+    # -- dissemination -----------------------------------------------------------------------------
     def _own_record(self) -> np.ndarray:
         final = bool(self.online[self.T])
         return encode_record(
@@ -769,5 +768,5 @@ class Inca(Engine):
 
 def central_dp_std(epsilon: float, delta: float, sensitivity: float, n: int) -> float:
     """Std of the central-DP mean at (ε, δ): a trusted curator adds N(0, c²Δ_x²/(ε² n²)) to x̄
-    (spec §8 baselines, c² = 2 ln(1.25/δ))."""
+    (the paper's central baseline, §5; c² = 2 ln(1.25/δ))."""
     return math.sqrt(2 * math.log(1.25 / delta)) * sensitivity / (epsilon * n)

@@ -1,7 +1,7 @@
 """IncA's job parameters, typed: `IncaParams.prepare(raw, n)` at submission (defaults, checks
 naming the field, calibration of σ_η and σ_Δ), `to_wire()` for the job spec, `from_wire` at every
-node and accountant (no calibration, no randomness). Spec: the IncA notes §7.2 and §7.6 (the
-calibration), §9 item 9 (calibrate before the run)."""
+node and accountant (no calibration, no randomness). The calibration follows Theorems 4.1
+and 4.5 of the paper and runs before the job starts."""
 
 from __future__ import annotations
 
@@ -91,10 +91,10 @@ class IncaParams(Params):
         placement of the adversary): the local-DP level of its discrete η (its accountant,
         `inca.accountant`). So σ_η is the smallest noise (on its grid) whose local-DP level is at
         most ε (CKS Theorem 4 and Proposition 12) and that is at least the paper's
-        √κ·σ_η*, σ_η*² = c²Δ_x²/(ε² n_H) (Theorem 4.5, spec §7.2; kappa 2.0, c² = 2 ln(1.25/δ),
+        √κ·σ_η*, σ_η*² = c²Δ_x²/(ε² n_H) (Theorem 4.5; kappa 2.0, c² = 2 ln(1.25/δ),
         n_H the honest parties of `threat`, "eavesdrop:0.5" or "collude:ρ"). A given sigma_eta
         whose local-DP level exceeds ε is refused (ValueError naming sigma_eta). sigma_delta:
-        calibrated by `calibrate_sigma_delta` (spec §7.6, §9 item 9) at the paper's σ_η on
+        calibrated by `calibrate_sigma_delta` (Theorem 4.1, before the run) at the paper's σ_η on
         executions sampled with the expected dropouts expect_leave (0) and expect_miss (0),
         calibration_runs (4) of them: it shapes the labelled audit, not the guarantee. Either σ
         may be given explicitly. round_s (iteration deadline, 2 s), gossip_s (dissemination
@@ -230,7 +230,7 @@ def _calibrate_sigma_eta(
 
 
 def paper_sigma_eta(p: IncaParams, n: int) -> float:
-    """The paper's σ_η = √κ·σ_η*, σ_η*² = c²Δ_x²/(ε² n_H) (Theorem 4.5, spec §7.2), for the
+    """The paper's σ_η = √κ·σ_η*, σ_η*² = c²Δ_x²/(ε² n_H) (Theorem 4.5), for the
     sensitivity charged on its grid: the η the correlated noise is calibrated against."""
     kind, frac = parse_threat(p.threat, n)
     n_h = n - (round(frac * n) if kind == "collude" else 0)
@@ -241,15 +241,15 @@ def paper_sigma_eta(p: IncaParams, n: int) -> float:
 
 
 def calibrate_sigma_delta(p: IncaParams, n: int, sigma_eta: float) -> tuple[float, str]:
-    """σ_Δ by the exact procedure of spec §7.6 (`inca_audit.calibrate`, analytic Gaussian ε) at
-    the paper's `sigma_eta` (`paper_sigma_eta`): the worst case over `calibration_runs`
-    executions sampled with the job's n, k, T, scheme and expected dropouts (`expect_leave`
-    parties leave for good, `expect_miss` of the party-iterations are missed;
-    `inca_audit.dropout_history`), each against one adversary of the job's threat, from a fixed
-    seed (so every submission of the same job gets the same σ_Δ). Returns (σ_Δ, how it was
-    obtained); 10·Δ_x (the paper's range, spec §9 item 11) with the reason when calibration is
-    too large or infeasible. σ_Δ shapes the labelled audit and the noise leavers leave behind;
-    the guarantee does not depend on it (it is met by η alone, `IncaParams.prepare`)."""
+    """σ_Δ by the exact covariance condition of Theorem 4.1 (`inca_audit.calibrate`, analytic
+    Gaussian ε) at the paper's `sigma_eta` (`paper_sigma_eta`): the worst case over
+    `calibration_runs` executions sampled with the job's n, k, T, scheme and expected dropouts
+    (`expect_leave` parties leave for good, `expect_miss` of the party-iterations are missed;
+    `inca_audit.dropout_history`), each against one adversary of the job's threat, from a fixed seed
+    (so every submission of the same job gets the same σ_Δ). Returns (σ_Δ, how it was obtained);
+    10·Δ_x (the paper's range) with the reason when calibration is too large or infeasible. σ_Δ
+    shapes the labelled audit and the noise leavers leave behind; the guarantee does not depend on
+    it (it is met by η alone, `IncaParams.prepare`)."""
     default = 10.0 * p.sensitivity
     T, k = p.T, p.k
     if n * (T + 1) > CALIBRATION_MAX_ROWS:

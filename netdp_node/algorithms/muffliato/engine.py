@@ -2,25 +2,25 @@
 averaging (Algorithm 1, synchronous and Chebyshev-accelerated; Algorithm 2, randomized pairwise
 gossip on Poisson clocks) and gossip gradient descent (Algorithm 3), as sans-IO engines.
 
-Spec: ../shared/papers/muffliato.md §0, §2.2, §3.1–3.5, §7.1. Accountants:
+Accountants:
 `netdp_node.privacy.muffliato_accountant` (registered in `privacy.accountant`).
 
 Every node adds `η_v ~ N(0, σ² I_D)` once per gossip call, from its private CSPRNG, to its clipped
 input (`clip` is an L2 bound B, so the replace-one sensitivity is Δ = 2B), and then only ever sends
-linear combinations of noisy values (spec §0 item 1, §7.1 item 5). Noise samples never reach the
+linear combinations of noisy values . Noise samples never reach the
 ledger; the ledger holds the public schedule (who exchanged with whom, in which round).
 
 Graphs (`graph`): "ring", "complete", "hypercube" (n a power of two), "topology" (the job's public
 edges, `JobContext.edges`) or "er": a fresh Erdős–Rényi graph G(n, p) per gossip call, drawn from
 a generator seeded with (public_seed, call) so that every node and every accountant recompute the
-same graph (spec §3.5). The graph is public: Theorem 4's amplification by a SECRET graph is not
-claimed (spec §7.1 item 10).
+same graph (Remark 3). The graph is public: Theorem 4's amplification by a SECRET graph is not
+claimed.
 
-Synchronous rounds over the network (`muffliato`, `muffliato-gd`; spec §3.1, §7.1 items 1–3, 8)
--------------------------------------------------------------------------------------------------
+Synchronous rounds over the network (`muffliato`, `muffliato-gd`; Algorithm 1, §3.2)
+-------------------------------------------------------------------------
 Round r (a global counter over all gossip calls; it travels in `Message.round`): the node sends its
-current value `x^t` to every neighbour of the call's public graph, once (the same value to all,
-spec §7.1 item 4), and accepts the neighbours' round-r values. A value for a future round is
+current value `x^t` to every neighbour of the call's public graph, once (the same value to all),
+and accepts the neighbours' round-r values. A value for a future round is
 accepted and kept (early); a value for a round this node has closed, a second value from the same
 neighbour for a round, a value for a round beyond the job, or from a non-neighbour are refused
 (`Refused`, FAILED_PRECONDITION / PERMISSION_DENIED, with the reason); a refused message is never
@@ -59,7 +59,7 @@ closed the round is refused, but the node did receive its bytes: the accountant 
 every message of the public graph as observed (conservative), whether or not the round realised
 it.
 
-Weights of a round (spec §7.1 items 3, 8): the Metropolis weights of the PUBLIC graph of the call
+Weights of a round: the Metropolis weights of the PUBLIC graph of the call
 restricted to the realised edges, `W_vw = 1/(1 + max(d_v, d_w))` for realised {v, w} (d the public
 degrees), `W_vv = 1 − Σ_w W_vw`. Both ends know both public degrees, so they agree on W_vw with no
 further exchange; with no drop it is exactly the Metropolis matrix; an isolated node keeps its
@@ -67,20 +67,20 @@ value. (Metropolis weights of the realised degrees would need a second agreed ex
 itself subject to the same problem.) The ledger records the realised neighbours of every round
 (event "round"), the accountant rebuilds the realised schedule from them.
 
-Chebyshev acceleration (`accelerated`, spec §0 item 5, §7.1 item 2): `x^1 = W x^0`, then
+Chebyshev acceleration (`accelerated`, Definition 3; docs/errata.md): `x^1 = W x^0`, then
 `x^{t+1} = γ W_t x^t + (1 − γ) x^{t−1}`, γ from the public spectral-gap bound. A node restarts the
 recursion (plain step) at the start of every call and whenever its own row of W changes (its
 realised neighbourhood changed). Whether W changed ELSEWHERE cannot be known locally, so with drops
 the nodes' coefficients differ, the total mass is not conserved exactly and the run is not a
 schedule with one coefficient per round: the accountant then reports the local-DP level. Under
-expected dropouts use `accelerated=false` (plain gossip, as the paper's dropout experiment, spec
-§3.6), which conserves the survivors' mass exactly and is always accounted exactly.
+expected dropouts use `accelerated=false` (plain gossip, as the paper's dropout experiment,
+App. H.6), which conserves the survivors' mass exactly and is always accounted exactly.
 
-T comes from a public bound (spec §3.1 "Choice of T", `gossip.gossip_rounds`): the spectral
+T comes from a public bound (Theorem 2, `gossip.gossip_rounds`): the spectral
 gap of the public graph (or the `spectral_gap` parameter for ER graphs) and a public bound on the
 data spread, never from the data.
 
-Dropouts (spec §7.1 item 8): a node that stops answering is left out of the realised edges; it
+Dropouts: a node that stops answering is left out of the realised edges; it
 takes its mass with it. The output lists, per neighbour, the rounds in which the edge did not
 realise (`missing`), and the realised neighbours of every round.
 
@@ -164,7 +164,7 @@ def _check_payload(x: np.ndarray) -> np.ndarray:
 
 # -- Algorithm 1 (and the gossip calls of Algorithm 3) ---------------------------------------------
 class MuffliatoSync(Engine):
-    """Algorithm 1 (spec §3.1) with the network rules of the module docstring; `calls` gossip calls
+    """Algorithm 1 (§3.2) with the network rules of the module docstring; `calls` gossip calls
     of T rounds each (1 for averaging). Subclasses choose each call's input (`call_input`).
 
     Receipts are deferred (`defer_receipts`): the values of a round are made durable together, in
@@ -346,7 +346,7 @@ class MuffliatoSync(Engine):
     ) -> list[Action]:
         t = self.r % self.T
         mix = self.x * (1.0 - sum(weights[w] for w in R))
-        for w in R:  # fixed (sorted) order: bitwise reproducible (spec §7.1 item 11)
+        for w in R:  # fixed (sorted) order: bitwise reproducible
             mix = mix + weights[w] * got[w]
         plain = t == 0 or self.gamma == 1.0 or R != self.prev_realised
         nxt = mix if plain else self.gamma * mix + (1.0 - self.gamma) * self.prev
@@ -525,13 +525,12 @@ class MuffliatoSync(Engine):
 
 # -- Algorithm 3 --------------------------------------------------------------------------------
 class MuffliatoGd(MuffliatoSync):
-    """Algorithm 3 (spec §3.4, §6.4): Muffliato-GD for logistic regression. Per step c: the full
-    local gradient g_v of ln(1 + exp(−y θᵀx)) at θ_v, clipped to L2 norm `lipschitz` L (so the
-    per-step sensitivity is Δ = 2L, spec §7.1 item 6: clip before the noise), the noisy local step
-    `θ̂_v = θ_v − ν (g_v + z_v)`, `z_v ~ N(0, σ² I)` (= noise N(0, ν²σ²) on θ̂, spec §3.4 "Noise
-    equivalence"), then one full Muffliato call of T rounds on the call's graph (a fresh ER graph
-    per step with graph=er, spec §3.5). Data: rows of `dim` features and a ±1 (or 0/1) label,
-    flattened (as walk-sgd). θ^0 = 0."""
+    """Algorithm 3 (§4; Fig. 1(c), App. H.5): Muffliato-GD for logistic regression. Per step c: the
+    full local gradient g_v of ln(1 + exp(−y θᵀx)) at θ_v, clipped to L2 norm `lipschitz` L (so the
+    per-step sensitivity is Δ = 2L: clip before the noise), the noisy local step `θ̂_v = θ_v − ν
+    (g_v + z_v)`, `z_v ~ N(0, σ² I)` (= noise N(0, ν²σ²) on θ̂), then one full Muffliato call of T
+    rounds on the call's graph (a fresh ER graph per step with graph=er, Remark 3). Data: rows of
+    `dim` features and a ±1 (or 0/1) label, flattened (as walk-sgd). θ^0 = 0."""
 
     algorithm = "muffliato-gd"
     params_class = MuffliatoGdParams
@@ -592,7 +591,7 @@ class MuffliatoGd(MuffliatoSync):
 
 # -- Algorithm 2 --------------------------------------------------------------------------------
 class MuffliatoRandom(Engine):
-    """Algorithm 2 (spec §3.2, §7.1 item 9): randomized pairwise gossip without a global clock.
+    """Algorithm 2 (§3.3): randomized pairwise gossip without a global clock.
 
     Each node runs a Poisson clock of rate `rate` (exponential delays from its private generator)
     for `duration_s` seconds of its own time. At a tick, if it is idle, it activates an incident

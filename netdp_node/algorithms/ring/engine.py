@@ -1,7 +1,6 @@
 """Algorithm 1 of Cyffers & Bellet (AISTATS 2022): private real summation on the directed ring.
 
-Spec: ../shared/papers/network-dp.md §2.1 (with erratum E1), accountant Theorem 1 (§3.1) in
-`netdp_node.privacy.ring`.
+Accountant: Theorem 1 (with docs/errata.md, E1) in `netdp_node.privacy.ring`.
 
 The token starts at the first node of the public ring order and goes round K times. At its k-th
 visit the node at 1-indexed position p adds its (clipped) value, and Gaussian noise N(0, σ²I) iff
@@ -11,12 +10,12 @@ in round K (`ring_release_adds_noise`: without it the release would show some ob
 inputs with no noise but their own). The node counts its own visits, so no step counter travels
 with the token; the per-link sequence number is the round.
 
-Release (spec §1.3 "Final output", App. C): after round K the first node sends the final token once
+Release (App. C): after round K the first node sends the final token once
 more around the ring unchanged ("release"), so every participant receives the result; it is one more
 observation by each, which the accountant counts (`netdp_node.privacy.accountant`).
 
 A node that declined the job (budget) contributes zero but still adds the noise the schedule gives
-it, so the job completes and the others keep their guarantee (spec §6 item 4).
+it, so the job completes and the others keep their guarantee.
 """
 
 from __future__ import annotations
@@ -200,8 +199,8 @@ class RingSum(Engine):
 
 
 class RingSumR(RingSum):
-    """Algorithm 1-R (Remark 1; spec §2.2 with erratum E2): every visit adds noise, σ/√(n−1) (the
-    spec's correction of the paper's σ/√n, so that the n − 1 other users of any window add std σ
+    """Algorithm 1-R (Remark 1; docs/errata.md, E2): every visit adds noise, σ/√(n−1) (the
+    correction of the paper's σ/√n, so that the n − 1 other users of any window add std σ
     together), the first contribution the full σ. As for Algorithm 1, the released result needs one
     more: the last step (node n, round K) adds a full N(0, σ²) as well, so that the steps after an
     observer's last visit (seen in the release) hold std ≥ σ from others. Accounted as Theorem 1
@@ -226,12 +225,12 @@ class RingSumR(RingSum):
 
 
 class RingHistogram(RingSum):
-    """Algorithm 2 (spec §2.3, errata E5, E6): the token is a vector of L counts, pre-loaded by
+    """Algorithm 2 (§3.2; docs/errata.md, E5, E6): the token is a vector of L counts, pre-loaded by
     node 1 with ⌈γn⌉ uniformly random elements; at each visit the holder adds one L-ary randomized
     response RR_γ(x) (a uniform report if it does not contribute). As for the sum, the release needs
     the steps after an observer's last visit to be protected too: the last node also adds ⌈γn⌉
     uniform elements at the end ("post-load"), symmetric to the pre-load. Debiasing for counts
-    (§6 item 14): ĥ = (τ − γ·nK/L − (pre + post)/L)/(1 − γ)."""
+    (E5): ĥ = (τ − γ·nK/L − (pre + post)/L)/(1 − γ)."""
 
     algorithm = "ring-histogram"
     mechanism = "randomized-response"

@@ -50,7 +50,7 @@ from netdp_node.privacy.walk_accountant import (
 def live_participants(spec: Mapping[str, Any], entries: Iterable[Any]) -> int:
     """n for the theorems: the participants minus those the walk was re-routed around, as far as
     this node's view shows (its own steps and the release record how many were still live).
-    [NOTE] With D participants excluded after a crash the walk is uniform over a live set of at
+    With D participants excluded after a crash the walk is uniform over a live set of at
     least n − D at every step; Theorems 3, 4, 6 and Lemma 2 only get worse as n decreases
     (subsampling probability, visit counts, cycle count T/n), so evaluating them at n − D is
     conservative (custody)."""
@@ -245,7 +245,7 @@ def rw_sgd_figures(
     *,
     walks: int | None = None,
 ) -> dict[str, PrivacyLoss]:
-    """The per-trajectory figure towards every other participant (formerly the enforced loss).
+    """The per-trajectory figure towards every other participant (shown, not enforced).
     Not proven for the discrete noise sampled: its shift profiles a_k (e.g. 1/i for a contribution
     i draws before the observation) come from amplification by iteration (Feldman, Mironov,
     Talwar, Thakurta, FOCS 2018), whose shift reduction absorbs REAL shifts into CONTINUOUS
@@ -338,8 +338,9 @@ def rw_sgd_losses(
     spec: Mapping[str, Any], entries: Iterable[ViewEntry], me: str
 ) -> dict[str, PrivacyLoss]:
     """The proven loss towards each peer from the node's ledger (`rw_sgd_pair_losses` with its
-    real contributions): the local-DP level. The §4.9 figure and the paper's per-pair value are
-    not guarantees for discrete noise; they are shown beside it, labelled (`rw_sgd_baselines`)."""
+    real contributions): the local-DP level. The sound per-trajectory figure and the paper's
+    per-pair value are not guarantees for discrete noise; they are shown beside it, labelled
+    (`rw_sgd_baselines`)."""
     es = list(entries)
     return rw_sgd_pair_losses(spec, es, me, real_contributions(es))
 

@@ -1,4 +1,5 @@
-"""Reference SGD loops for the baselines of the token-walk SGD (network-dp.md §2.7, §5.3).
+"""Reference SGD loops for the baselines of the token-walk SGD (Cyffers & Bellet, AISTATS 2022,
+§5.2 and Fig. 2).
 
 These run in NumPy, in one process, on the same users' data as a netdp job: they answer "what would
 a trusted curator (central DP-SGD) or local DP-SGD reach with the same data, steps and guarantee",
@@ -6,12 +7,12 @@ which the demo and `netdp reproduce` print beside the networked result. The netw
 itself runs through the real engine (`WalkSgd`, via the daemons or `netdp simulate`); `mode=
 "network"` here is the same update rule, for the many repetitions of the figure reproductions.
 
-Update rules (spec §2.7):
+Update rules:
 * `central`: every step a uniformly random user's full local gradient, noise σ, no cap;
 * `local`: per-user cap K; past it the user forwards the model unchanged;
 * `network`: per-user cap K; past it the user still adds its noise, w ← w − ηZ.
-`order="theorem"` clips the gradient to L, then adds N(0, σ²I) (spec §6 item 5); `order="code"` is
-what the authors' code does (§5.3): u = ∇f + N(0, σ²I), then u ← L·u/‖u‖ if ‖u‖ > L (noise
+`order="theorem"` clips the gradient to L, then adds N(0, σ²I) (as Lemma 1 needs); `order="code"` is
+what the authors' code does for Fig. 2: u = ∇f + N(0, σ²I), then u ← L·u/‖u‖ if ‖u‖ > L (noise
 included), no clipping before. `per_example=True` computes the gradient as the engine does (every
 example's gradient clipped to L, rows bounded by sqrt(8/η): `WalkSgd`, non-expansive steps); the
 default clips the mean gradient, as the papers' experiments do.

@@ -2,30 +2,30 @@
 Bellet (AISTATS 2022), with the contribution cap of their experiments, the edge-usage cap of App. G
 and custody of the token across crashes.
 
-Spec: ../shared/papers/network-dp.md §2.4–2.8 and §6; custody: random-walks.md §7.1.
 Accountants: `netdp_node.privacy.walk_accountant`.
 
 The walk (one token, `WALK`):
 * It starts at a participant fixed by the job's public seed. The holder adds its contribution
   (`step`), then draws the next holder uniformly from all participants with its private CSPRNG,
-  never from the token (spec §6 item 7). Drawing itself (a self-loop) means it holds the token again
+  never from the token. Drawing itself (a self-loop) means it holds the token again
   at once: no message.
-* Per-user contribution cap `cap` (spec §2.7): past it the holder still adds its noise (sum and
-  SGD: Perturb(0) / τ − ηZ; histogram: a uniformly random report) but no data (spec §6 item 4). The
-  same holds for a node that declined the job (budget) or has no data.
-* Known sender (spec §1.3 App. G): over mTLS the receiver knows the sender and the sender the
-  receiver. `regime="edge-cap"` (spec §2.8 option (b)) draws the next holder BEFORE contributing and
-  contributes data only if it has made fewer than `edge_cap` real contributions adjacent to both the
-  sender and the next holder; `regime="lemma2"` contributes anyway and the accountant adds Lemma 2.
+* Per-user contribution cap `cap` (as in the paper's experiments, §5.2): past it the holder still
+  adds its noise (sum and SGD: Perturb(0) / τ − ηZ; histogram: a uniformly random report) but no
+  data. The same holds for a node that declined the job (budget) or has no data.
+* Known sender (App. G): over mTLS the receiver knows the sender and the sender the
+  receiver. `regime="edge-cap"` (netdp's own, docs/errata.md) draws the next holder BEFORE
+  contributing and contributes data only if it has made fewer than `edge_cap` real contributions
+  adjacent to both the sender and the next holder; `regime="lemma2"` contributes anyway and the
+  accountant adds Lemma 2.
 * Stop: `stop="counter"`: the hop counter t travels in the token's `round` field and the holder of
   step T releases (App. D: harmless for summation; for the histogram the token's total count IS t,
-  so it is visible anyway). `stop="geometric"`: no counter travels (the SGD default, spec §6 item 10,
-  ambiguity A3): each holder ends the walk after its step with probability 1/T, drawn privately, so
-  the length is Geometric(1/T) with mean T.
-* Release (spec §1.3 "Final output", App. C): the last holder sends the final token to every other
+  so it is visible anyway). `stop="geometric"`: no counter travels (the SGD default; the
+  paper does not say whether Theorems 4 and 6 tolerate a visible counter): each holder ends the walk
+  after its step with probability 1/T, drawn privately, so the length is Geometric(1/T) with mean T.
+* Release (App. C): the last holder sends the final token to every other
   participant; each counts it as one more observation.
 
-Custody (deploy issue; random-walks.md §7.1 items 1–2, 5):
+Custody:
 * A node that forwards a token keeps a durable copy (`Keep`, written in the same transaction as the
   step) until the receiver reports, with a `handoff` message, that ITS forward was acknowledged (or
   that the walk ended with it). The receiver acknowledges a token only after the step is durable, so
@@ -34,7 +34,7 @@ Custody (deploy issue; random-walks.md §7.1 items 1–2, 5):
   (an exact re-send; the receiver recognises it).
 * If no handoff arrives within `custody_timeout_s` (the receiver crashed and did not come back, or
   refused the token), the holder of the copy re-routes it: it draws a new holder uniformly among the
-  participants not known to be gone (data-independent, spec §7.1 item 2) and gives the new branch
+  participants not known to be gone (data-independent) and gives the new branch
   a newer epoch. The set of gone participants travels with the token and the release (as indices in
   the public `scalars`), so later holders skip them too, and every accountant evaluates the
   theorems at n minus that set (`walk_accountant.live_participants`). An undelivered handoff or
@@ -170,7 +170,7 @@ class CompleteGraphWalk(Engine):
         self.discarded = 0  # real contributions on branches fenced off (not in the result)
         # peers known to be gone: re-routed around by this node, or by a holder before it (the
         # token and the release carry the set, as participant indices: liveness is public and
-        # data-independent); next hops are drawn among the others (spec §7.1 item 2)
+        # data-independent); next hops are drawn among the others
         self.dead: set[str] = set()
         # retries of undelivered handoffs and releases: timer name -> (peer, message, attempts)
         self.handoffs: dict[str, tuple[str, Message, int]] = {}
@@ -227,7 +227,7 @@ class CompleteGraphWalk(Engine):
         return self._live_cache
 
     def _draw_next(self, live: Sequence[str]) -> str:
-        """The next holder: uniform over the live participants (complete graph, spec §2.4)."""
+        """The next holder: uniform over the live participants (complete graph, Algorithm 3)."""
         return live[int(self.rng.integers(len(live)))]
 
     def _dead_scalars(self) -> dict[str, float]:
@@ -677,7 +677,7 @@ class CompleteGraphWalk(Engine):
 
 # -- Algorithm 3: sum ------------------------------------------------------------------------------
 class WalkSum(CompleteGraphWalk):
-    """Algorithm 3 (spec §2.4): τ ← τ + x_u + N(0, σ²I), x clipped to L2 norm `clip` (Δ = 2·clip)."""
+    """Algorithm 3 (§4.1): τ ← τ + x_u + N(0, σ²I), x clipped to L2 norm `clip` (Δ = 2·clip)."""
 
     algorithm = "walk-sum"
     params_class = WalkSumParams
@@ -718,9 +718,9 @@ class WalkSum(CompleteGraphWalk):
 
 # -- Algorithm 5: histogram -------------------------------------------------------------------------
 class WalkHistogram(CompleteGraphWalk):
-    """Algorithm 5 (spec §2.5): the holder adds one L-ary randomized response RR_γ(x_u) to the
+    """Algorithm 5 (App. E): the holder adds one L-ary randomized response RR_γ(x_u) to the
     count vector. Past the cap (or without data) it adds a uniformly random report (RR with γ = 1),
-    which the debiasing treats as noise (spec §6 items 4 and 14)."""
+    which the debiasing treats as noise (docs/errata.md, E5)."""
 
     algorithm = "walk-histogram"
     params_class = WalkHistogramParams
@@ -769,7 +769,7 @@ class WalkHistogram(CompleteGraphWalk):
 
     def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         reports = float(tau.sum())
-        # spec §2.5 / §6 item 14: counts, not frequencies (erratum E5); noise-only reports are
+        # counts, not frequencies (docs/errata.md, E5); noise-only reports are
         # uniform and counted in `reports`, so they are part of the γ·N/L term only approximately.
         est = (tau - self.gamma * reports / self.L) / (1.0 - self.gamma)
         return est, {"counts": tau.tolist(), "reports": reports}
@@ -819,14 +819,14 @@ def bound_rows(X: np.ndarray, bound: float) -> np.ndarray:
 
 
 class WalkSgd(CompleteGraphWalk):
-    """Algorithm 4 (spec §2.6, §6 item 5): the token is the model w ∈ R^d; the holder computes the
+    """Algorithm 4 (§4.2): the token is the model w ∈ R^d; the holder computes the
     gradient g of its full local logistic loss with every example's gradient clipped to norm L
     (`clipped_logistic_gradient`; ‖g‖ ≤ L, user-level sensitivity 2L), adds N(0, σ²I) and steps:
     w ← w − η(g + Z) (W = R^d, no projection, no clipping after the noise). Past the cap:
-    w ← w − ηZ (network DP), or w unchanged with `dp=local` (local DP-SGD, the baseline of spec
-    §2.7: σ calibrated so that the cap's local steps are (ε, δ)-DP to anyone). Node data: rows of d
-    features then a ±1 (or 0/1) label, flattened; rows longer than R = sqrt(8/η) are scaled down to
-    norm R (`sgd_row_bound`; never for the housing split, whose rows have norm √2).
+    w ← w − ηZ (network DP), or w unchanged with `dp=local` (local DP-SGD, the baseline of the
+    paper's §5.2: σ calibrated so that the cap's local steps are (ε, δ)-DP to anyone). Node data:
+    rows of d features then a ±1 (or 0/1) label, flattened; rows longer than R = sqrt(8/η) are
+    scaled down to norm R (`sgd_row_bound`; never for the housing split, whose rows have norm √2).
 
     The update u(w) = w − ηg(w) (`descent`) is non-expansive, the premise of amplification by
     iteration (Feldman, Mironov, Talwar & Thakurta, FOCS 2018, Thm 23, behind Lemma 1).
@@ -891,7 +891,7 @@ class WalkSgd(CompleteGraphWalk):
 
     def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
         if not real and self.local:
-            # local DP-SGD (spec §2.7 Alg. 4-B-Loc): past the cap the model goes on unchanged
+            # local DP-SGD (the local baseline of §5.2): past the cap the model goes on unchanged
             return tau, {"event": "pass", "mechanism": "none", "sigma": 0.0}
         g = self.gradient(tau) if real else np.zeros(self.dim)
         noisy = gaussian_on_grid(self.rng, g, self.params.sigma, self.grid)
@@ -912,13 +912,13 @@ class WalkSgd(CompleteGraphWalk):
 
 # -- random-walk DP-SGD on any graph ----------------------------------------------------------------
 class RandomWalkSgd(WalkSgd):
-    """Algorithm 1 of random-walks.md (§3.1–3.2): the SGD token walks on the job's public graph; the
-    holder takes one clipped gradient step with noise N(0, σ²Δ²I) (σ the noise multiplier, Δ = 2C
-    for clip C under replace-one adjacency) and draws the next holder from its row of the public
-    transition matrix W (Hamilton weights as coded, 1/(max(d_u, d_v) + 1) with a self-loop, or the
-    paper's 1/max(d_u, d_v); spec §1.1) with its private CSPRNG. Past the cap it adds noise only
-    (Remark 5). The token carries the step counter t (spec §7.1 item 4). After a custody re-route
-    the next hop is drawn from the row conditioned on liveness (spec §7.1 item 2)."""
+    """Algorithm 1 of Cyffers, Bellet & Upadhyay (ICML 2024, §5): the SGD token walks on the job's
+    public graph; the holder takes one clipped gradient step with noise N(0, σ²Δ²I) (σ the noise
+    multiplier, Δ = 2C for clip C under replace-one adjacency) and draws the next holder from its
+    row of the public transition matrix W (Hamilton weights as coded, 1/(max(d_u, d_v) + 1) with a
+    self-loop, or the paper's 1/max(d_u, d_v), §3) with its private CSPRNG. Past the cap it adds
+    noise only (Remark 5). The token carries the step counter t. After a custody re-route the next
+    hop is drawn from the row conditioned on liveness."""
 
     algorithm = "rw-sgd"
     params_class = RwSgdParams
@@ -934,7 +934,7 @@ class RandomWalkSgd(WalkSgd):
         p = RwSgdParams.of_job(ctx)
         self.objective = p.objective
         if self.objective == "mean" and data is not None:
-            # the averaging special case (spec §3.3): the node's vector y_v, stored as WalkSgd's
+            # the averaging special case (eq. (8)): the node's vector y_v, stored as WalkSgd's
             # one row of features (with a dummy label)
             if np.size(data) != p.dim:
                 raise ValueError(
@@ -965,11 +965,11 @@ class RandomWalkSgd(WalkSgd):
 
     def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
         if self.t_now < self.burn_in:
-            # burn-in (spec §3.3): walk towards π without updating; nothing data-dependent
+            # burn-in: walk towards π without updating; nothing data-dependent
             return tau, {"event": "pass", "mechanism": "none", "sigma": 0.0, "burn_in": True}
         if self.objective == "logistic":
             return super().step(tau, real)
-        # f_v(x) = ½‖x − y_v‖², ∇f_v = x − y_v, clipped to C, noise N(0, σ²Δ²I) (spec §3.3)
+        # f_v(x) = ½‖x − y_v‖², ∇f_v = x − y_v, clipped to C, noise N(0, σ²Δ²I) (eq. (8))
         g = clip_l2(tau - self.X[0], self.L) if real else np.zeros(self.dim)
         noisy = gaussian_on_grid(self.rng, g, self.params.sigma, self.grid)
         return tau - self.eta * noisy, {

@@ -41,7 +41,7 @@ class WalkParams(Params):
 
     @classmethod
     def default_cap(cls, T: int, n: int) -> int:
-        """The cap when none is given: none (0); SGD ⌈1.2·T/n⌉ (spec §2.7)."""
+        """The cap when none is given: none (0); SGD ⌈1.2·T/n⌉ (the paper's §5.2)."""
         return int(cls.default("cap"))
 
 
@@ -49,13 +49,13 @@ class WalkParams(Params):
 class CompleteWalkParams(WalkParams):
     """Walks on the complete graph: T (10·n), epsilon
     (target, 1.0; SGD 10), delta (per contribution / conversion) 1e-6, delta_prime, delta_hat 1e-6,
-    cap (per-user contributions, 0 = none; SGD ⌈1.2·T/n⌉, spec §2.7), regime "edge-cap" (spec
-    §2.8, with edge_cap B, default 2) or "lemma2" (App. G), colluders c (spec §2.9) 1, stop
+    cap (per-user contributions, 0 = none; SGD ⌈1.2·T/n⌉, §5.2), regime "edge-cap"
+    (netdp's, with edge_cap B, default 2) or "lemma2" (App. G), colluders c (§4.3) 1, stop
     "counter" (sum, histogram) or "geometric" (SGD default; with stop=counter an SGD token carries
-    t, which Theorem 4's proof does not discuss (spec §6 item 10, ambiguity A3): the report labels
+    t, which Theorem 4's proof does not discuss: the report labels
     it "counter-visible"), custody_timeout_s 120. The noise is calibrated
     (`walk_accountant.calibrate_sum` / `_histogram` / `_sgd`) so that every node's loss towards
-    every peer is at most `epsilon` (per job, δ-terms as in spec §6 item 13)."""
+    every peer is at most `epsilon` (per job, δ-terms summed)."""
 
     inputs: ClassVar[frozenset[str]] = frozenset(
         {
@@ -239,13 +239,13 @@ class RwSgdParams(WalkParams):
     """Random-walk DP-SGD on any graph: T (10·n), cap (⌈1.2·T/n⌉), epsilon (10), delta (1e-6),
     lipschitz C (1, the gradient clip; Δ = 2C), eta (0.05), dim (9), weights ("coded" or "paper"),
     stop ("counter"), custody_timeout_s (120), mc_walks (1000: simulated walks of the sound
-    accountant, spec §4.9), collusion_groups ([]: lists of participant indices known to pool their
-    views, e.g. one organisation's nodes; each node's report adds its loss towards every group,
-    spec §2.5), objective ("logistic", or "mean": the averaging special case of spec §3.3, node
-    data a vector y_v of `dim` numbers, f_v(x) = ½‖x − y_v‖², constant step eta ≤ 2 as Alg. 1 and
-    the accountant assume), burn_in (0: steps the token walks first without any update, to get
-    near π, §3.3). The noise multiplier σ/Δ' is calibrated so that the always-valid bound (local DP
-    over the cap's contributions, spec §4.8) is at most `epsilon` towards everyone."""
+    accountant, docs/accountants.md), collusion_groups ([]: lists of participant indices known to
+    pool their views, e.g. one organisation's nodes; each node's report adds its loss towards every
+    group, §4.2), objective ("logistic", or "mean": the averaging special case of eq. (8), node data
+    a vector y_v of `dim` numbers, f_v(x) = ½‖x − y_v‖², constant step eta ≤ 2 as Alg. 1 and the
+    accountant assume), burn_in (0: steps the token walks first without any update, to get near π).
+    The noise multiplier σ/Δ' is calibrated so that the always-valid bound (local DP over the cap's
+    contributions) is at most `epsilon` towards everyone."""
 
     algorithm: ClassVar[str] = "rw-sgd"
     inputs: ClassVar[frozenset[str]] = frozenset(
