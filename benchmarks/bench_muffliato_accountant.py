@@ -17,16 +17,13 @@ muffliato_accountant-quick.json).
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
-import os
-import platform
 import resource
 import statistics
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+import common
+
 TARGET_S = 30.0
 
 
@@ -81,16 +78,12 @@ def main() -> None:
     names = ["hypercube", "erdos_renyi", "grid"] + (["random_geometric"] if a.all else [])
     if a.graphs:
         names = a.graphs.split(",")
-    ctx = mp.get_context("spawn")
+    facts = common.machine(["numpy", "scipy"])
     out_graphs = {}
     for g in names:
         runs = []
         for r in range(reps):
-            q: mp.Queue = ctx.Queue()
-            p = ctx.Process(target=one, args=(g, a.quick, q))
-            p.start()
-            runs.append(q.get(timeout=3600))
-            p.join(timeout=60)
+            runs.append(common.in_child(one, g, a.quick))
             x = runs[-1]
             print(
                 f"  {g} rep {r + 1}: n={x['n']} T={x['T']} rows={x['rows']} rank={x['rank']} "
@@ -108,23 +101,10 @@ def main() -> None:
         "target_s": TARGET_S,
         "repetitions": reps,
         "graphs": out_graphs,
-        "load_average_at_end": os.getloadavg(),
-        "machine": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "processor": platform.processor(),
-        },
-        "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": facts,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = (
-        "muffliato_accountant"
-        + ("-quick" if a.quick else "")
-        + ("-" + "-".join(names) if a.graphs else "")
-    )
-    path = RESULTS / f"{stem}.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    stem = "muffliato_accountant" + ("-" + "-".join(names) if a.graphs else "")
+    path = common.write_results(stem, out, a.quick)
     for g, r in out_graphs.items():
         print(
             f"{g}: median {r['median']['seconds']:.2f} s, traced peak "
