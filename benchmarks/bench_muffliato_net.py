@@ -41,12 +41,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-# bench_transport puts this working tree first on sys.path and on the children's PYTHONPATH
-from bench_transport import CpuMeter, _finite, machine
-from profile_hop import _LEDGER_SYNC, ProfiledCluster, proc_cpu
+import common
+from bench_transport import CpuMeter, machine
+from profile_hop import ProfiledCluster, proc_cpu
 
 from netdp_node.algorithms.muffliato.engine import degrees
 from netdp_node.bootstrap_client import BootstrapClient
@@ -56,8 +53,7 @@ from netdp_node.ledger import Ledger
 from netdp_node.privacy import gossip
 from netdp_node.privacy.muffliato_accountant import public_graph
 
-RESULTS = HERE / "results"
-BARE = HERE / "muff_bare_node.py"
+BARE = Path(__file__).resolve().parent / "muff_bare_node.py"
 TARGET_RATIO = 0.5
 FULL = {"nodes": 16, "T": 100, "reps": 5, "timeout": 300.0, "whatif": True}
 QUICK = {"nodes": 4, "T": 5, "reps": 1, "timeout": 60.0, "whatif": False}
@@ -95,13 +91,18 @@ def rate(times: list[float]) -> float:
 
 
 def start_cluster(
-    workdir: Path, n: int, timeout: float, patch: str = "", poll_interval: float = 0.2
+    workdir: Path,
+    n: int,
+    timeout: float,
+    ledger_synchronous: str | None = None,
+    poll_interval: float = 0.2,
 ) -> LocalCluster:
     """A LocalCluster (no data: every node adds noise only; the message pattern is the same), or,
-    for a what-if variant, profile_hop's ProfiledCluster with `patch` run in each node first."""
-    if patch:
+    for a what-if variant, profile_hop's ProfiledCluster whose nodes commit their ledgers with
+    `ledger_synchronous` (node_variant.py)."""
+    if ledger_synchronous:
         c: LocalCluster = ProfiledCluster(workdir, n, poll_interval=poll_interval)
-        c.patch = patch  # type: ignore[attr-defined]
+        c.ledger_synchronous = ledger_synchronous  # type: ignore[attr-defined]
     else:
         c = LocalCluster(workdir, n, poll_interval=poll_interval)
     try:
@@ -164,11 +165,11 @@ def run_netdp(
     seed: int,
     jobs: int,
     timeout: float,
-    patch: str = "",
+    ledger_synchronous: str | None = None,
     poll_interval: float = 0.2,
 ) -> tuple[LocalCluster, list[dict]]:
     """Start a cluster, run `jobs` Muffliato jobs one after the other, stop it."""
-    c = start_cluster(workdir, n, timeout, patch, poll_interval)
+    c = start_cluster(workdir, n, timeout, ledger_synchronous, poll_interval)
     try:
 
         async def all_jobs() -> list[dict[str, Any]]:
@@ -258,11 +259,12 @@ def run_bare(
 
 
 # ------------------------------------------------------------------------------------------------
-# what-if: one cost removed from the node processes (patched at start, not in the product)
+# what-if: one cost removed from the node processes (node_variant.py, not the product)
 
-WHATIF: list[tuple[str, str, float]] = [
-    ("ledger synchronous=NORMAL (no fsync per commit)", _LEDGER_SYNC.format(mode="NORMAL"), 0.2),
-    ("bootstrap polled every 5 s instead of 0.2 s", "", 5.0),
+#: (variant, the nodes' ledger synchronous mode (None: the product's FULL), bootstrap poll interval)
+WHATIF: list[tuple[str, str | None, float]] = [
+    ("ledger synchronous=NORMAL (no fsync per commit)", "NORMAL", 0.2),
+    ("bootstrap polled every 5 s instead of 0.2 s", None, 5.0),
 ]
 
 
@@ -407,15 +409,14 @@ def run(cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
     }
     if cfg.get("whatif"):
         res["whatif"] = []
-        for i, (name, patch, poll) in enumerate(WHATIF):
+        for i, (name, sync, poll) in enumerate(WHATIF):
             print(f"what-if: {name} ...", file=sys.stderr, flush=True)
-            _, (job,) = run_netdp(workdir / f"whatif-{i}", n, params, seed, 1, timeout, patch, poll)
+            _, (job,) = run_netdp(workdir / f"whatif-{i}", n, params, seed, 1, timeout, sync, poll)
             res["whatif"].append({"variant": name, **job})
             print(f"  {job['rounds_per_s_median_node']:.1f} rounds/s", file=sys.stderr, flush=True)
     if cfg.get("profile"):
         print("profile: node processes under cProfile ...", file=sys.stderr, flush=True)
         res["profile"] = run_profile(workdir / "profile", n, params, seed, timeout)
-    res["machine"]["loadavg_at_end"] = list(os.getloadavg())
     return res
 
 
@@ -446,15 +447,13 @@ def main(argv: list[str] | None = None) -> int:
         cfg["whatif"] = False
     if cfg["nodes"] < 2 or cfg["T"] < 2 or cfg["reps"] < 1:
         ap.error("needs --nodes >= 2, --T >= 2, --reps >= 1")
-    out = a.out or RESULTS / ("muffliato_net-quick.json" if a.quick else "muffliato_net.json")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # finally blocks stop the processes
     workdir = Path(tempfile.mkdtemp(prefix="netdp-bench-muff-"))
     t0 = time.monotonic()
     try:
         res = run(cfg, workdir)
         res["elapsed_s"] = time.monotonic() - t0
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(_finite(res), indent=2, allow_nan=False) + "\n")
+        out = common.write_results("muffliato_net", res, a.quick, out=a.out)
         g = res["graph"]
         print(
             f"Muffliato over the network, n = {res['n']}, ER(p = {g['p']:.3f}, mean degree "

@@ -129,12 +129,13 @@ def write_results(
     data: dict[str, Any],
     quick: bool = False,
     *,
-    text: str | None = None,
+    text: str | Callable[[dict[str, Any]], str] | None = None,
     out: Path | None = None,
 ) -> Path:
     """Write `data` as JSON to `out` or `result_path(name, quick)` (atomically: a temporary file,
-    then a rename; NaN and infinities as null), and `text`, if given, beside it as .txt. When
-    `data` has a "machine" entry (from `machine()`), its `loadavg_at_end` is set to the load
+    then a rename; NaN and infinities as null), and `text`, if given, beside it as .txt (`text`
+    may be a function of `data`, the benchmark's rendering of it: it then sees `loadavg_at_end`).
+    When `data` has a "machine" entry (from `machine()`), its `loadavg_at_end` is set to the load
     average now. Returns the JSON file's path."""
     path = Path(out) if out is not None else result_path(name, quick)
     if isinstance(data.get("machine"), dict):
@@ -144,7 +145,7 @@ def write_results(
     tmp.write_text(json.dumps(finite(data), indent=2, allow_nan=False) + "\n")
     tmp.replace(path)
     if text is not None:
-        path.with_suffix(".txt").write_text(text + "\n")
+        path.with_suffix(".txt").write_text((text if isinstance(text, str) else text(data)) + "\n")
     return path
 
 
