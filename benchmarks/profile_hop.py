@@ -376,13 +376,15 @@ def part_micro(workdir: Path) -> dict[str, Any]:
     from netdp.v1 import peer_pb2
     from netdp_node.algorithms import get_algorithm
     from netdp_node.algorithms.ring.engine import RingSum
+    from netdp_node.algorithms.ring.params import MAX_ROUNDS
     from netdp_node.ledger import Entry, Ledger
     from netdp_node.protocols.base import JobContext, Message
     from netdp_node.security.identity import identity_from_pem
     from netdp_node.wire import envelope_to_message, message_to_envelope
 
     ids = [f"node-{i}" for i in range(1, 9)]
-    params = get_algorithm("ring-sum").prepare(bt._ring_params(10**9), 8)
+    # the most rounds ring-sum accepts: the timed steps below never reach the end of the walk
+    params = get_algorithm("ring-sum").prepare(bt._ring_params(MAX_ROUNDS), 8)
     ctx = JobContext(
         job_id="job-x",
         algorithm="ring-sum",
