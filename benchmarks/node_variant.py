@@ -41,12 +41,14 @@ def ledger_synchronous(mode: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--" not in argv:
-        raise SystemExit("usage: node_variant.py [--ledger-synchronous MODE] -- NETDP-ARGS...")
-    cut = argv.index("--")
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    cut = argv.index("--") if "--" in argv else len(argv)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--ledger-synchronous", choices=MODES, help="instead of FULL")
     a = ap.parse_args(argv[:cut])
+    if cut == len(argv):
+        ap.error("give the netdp command line after --")
     if a.ledger_synchronous:
         ledger_synchronous(a.ledger_synchronous)
     return netdp(argv[cut + 1 :])
