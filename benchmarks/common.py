@@ -20,6 +20,7 @@ import os
 import platform
 import queue
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -33,7 +34,8 @@ try:
     import netdp_node
 except ImportError as e:  # pragma: no cover - what a user without the package sees
     raise SystemExit(
-        f"the benchmarks need netdp installed in this Python ({e}); from {HERE.parent} run:\n"
+        f"the benchmarks need netdp installed in this Python, {sys.executable} ({e}); from "
+        f"{HERE.parent} run:\n"
         f"    {INSTALL}"
     ) from None
 
@@ -63,7 +65,8 @@ def _mem_total_mb() -> float | None:
     return None
 
 
-def _git(folder: Path, *args: str) -> str:
+def git(folder: Path, *args: str) -> str:
+    """`git ARGS` in `folder`, its output stripped ("" when git fails)."""
     try:
         return subprocess.run(
             ["git", *args], cwd=folder, capture_output=True, text=True, timeout=10, check=False
@@ -86,7 +89,7 @@ def machine(packages: Iterable[str] = ()) -> dict[str, Any]:
     and, for a git checkout, the commit and whether it had uncommitted changes) and the versions
     of the distributions named in `packages` (e.g. "grpcio", "numpy")."""
     tree = Path(netdp_node.__file__).resolve().parent.parent
-    commit = _git(tree, "rev-parse", "HEAD")
+    commit = git(tree, "rev-parse", "HEAD")
     affinity = getattr(os, "sched_getaffinity", None)
     return {
         "cpus": os.cpu_count(),
@@ -102,7 +105,7 @@ def machine(packages: Iterable[str] = ()) -> dict[str, Any]:
         "netdp_node_imported_from": str(tree / "netdp_node"),
         "git_commit": commit,
         "git_dirty": bool(commit)
-        and bool(_git(tree, "status", "--porcelain", "--untracked-files=no")),
+        and bool(git(tree, "status", "--porcelain", "--untracked-files=no")),
         "versions": {p: _version(p) for p in packages},
     }
 
