@@ -29,7 +29,6 @@ import numpy as np
 
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
-from netdp_node.jobs import result_summary
 from netdp_node.ledger import Ledger
 
 
@@ -43,13 +42,7 @@ async def _jobs(c: LocalCluster, runs: int, T: int, k: int, timeout: float) -> l
             job = await client.submit(
                 "inca", {"T": T, "k": k, "round_s": 10.0}, participants=c.ids, seed=r + 1
             )
-            while True:
-                s = result_summary(await client.result(job.job_id))
-                if s["complete"] or s["failed"]:
-                    break
-                if time.monotonic() - t0 > timeout:
-                    raise TimeoutError(f"job {job.job_id} did not finish in {timeout}s")
-                await asyncio.sleep(0.1)
+            s = await common.wait_job(client, job.job_id, timeout, poll=0.1)
             wall = time.monotonic() - t0
             if s["state"] != "done":
                 raise RuntimeError(f"job failed: {s['failed']}")

@@ -48,7 +48,6 @@ from profile_hop import ProfiledCluster, proc_cpu
 from netdp_node.algorithms.muffliato.engine import degrees
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
-from netdp_node.jobs import result_summary
 from netdp_node.ledger import Ledger
 from netdp_node.privacy import gossip
 from netdp_node.privacy.muffliato_accountant import public_graph
@@ -124,15 +123,9 @@ async def _netdp_job(
         with CpuMeter() as cpu:
             t0 = time.monotonic()
             await client.submit("muffliato", params, participants=c.ids, seed=seed, job_id=job_id)
-            while True:
-                s = result_summary(await client.result(job_id))
-                if s["complete"] or s["failed"]:
-                    break
-                if time.monotonic() - t0 > timeout:
-                    raise TimeoutError(f"job {job_id} did not finish in {timeout}s")
-                # (the rates come from the ledgers; polling the bootstrap more often would only take
-                # CPU from the nodes, which the bare run has no counterpart of)
-                await asyncio.sleep(0.2)
+            # (the rates come from the ledgers; polling the bootstrap more often would only take
+            # CPU from the nodes, which the bare run has no counterpart of)
+            s = await common.wait_job(client, job_id, timeout, poll=0.2)
             wall = time.monotonic() - t0
         node_cpu = sum(proc_cpu(pid) - cpu0[nid] for nid, pid in pids.items())
     finally:

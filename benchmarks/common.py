@@ -11,6 +11,8 @@ than measuring whatever tree happens to be on the path.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import datetime as dt
 import importlib.metadata
 import json
@@ -177,3 +179,34 @@ def in_child(target: Callable[..., None], *args: Any, timeout: float = 3600.0) -
         if p.is_alive():
             p.terminate()
             p.join(10)
+
+
+def parser(doc: str) -> argparse.ArgumentParser:
+    """The command line of a benchmark that repeats one measurement: its docstring as help,
+    --quick (small sizes, one repetition, written to <name>-quick.json) and --reps."""
+    ap = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--quick", action="store_true", help="small sizes, one repetition")
+    ap.add_argument("--reps", type=int, default=0, help="repetitions (default 3; --quick: 1)")
+    return ap
+
+
+def repetitions(a: argparse.Namespace) -> int:
+    """--reps, or 1 with --quick, else 3."""
+    return int(a.reps or (1 if a.quick else 3))
+
+
+async def wait_job(client: Any, job_id: str, timeout: float, poll: float) -> dict[str, Any]:
+    """Poll the bootstrap (a `BootstrapClient`) every `poll` seconds until job `job_id` is complete
+    or failed; its `result_summary`. TimeoutError after `timeout` seconds."""
+    from netdp_node.jobs import result_summary  # only the network benchmarks need it (~1 s)
+
+    deadline = time.monotonic() + timeout
+    while True:
+        s = result_summary(await client.result(job_id))
+        if s["complete"] or s["failed"]:
+            return s
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} did not finish in {timeout} s")
+        await asyncio.sleep(poll)
