@@ -18,7 +18,6 @@ inca_audit-quick.json).
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import os
 import resource
@@ -75,14 +74,10 @@ def one(n: int, T: int, k: int, seed: int, q: mp.Queue) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--reps", type=int, default=0)
+    ap = common.parser(__doc__)
     a = ap.parse_args()
     n, T, k = (50, 10, 1) if a.quick else (200, 20, 1)
-    reps = a.reps or (1 if a.quick else 3)
+    reps = common.repetitions(a)
     facts = common.machine(["numpy", "scipy"])
     runs = []
     for r in range(reps):

@@ -16,7 +16,6 @@ muffliato_accountant-quick.json).
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import resource
 import statistics
@@ -66,15 +65,11 @@ def one(graph: str, quick: bool, q: mp.Queue) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--quick", action="store_true")
+    ap = common.parser(__doc__)
     ap.add_argument("--all", action="store_true", help="include the random geometric graph")
     ap.add_argument("--graphs", help="comma-separated subset (written to a file of its own)")
-    ap.add_argument("--reps", type=int, default=0)
     a = ap.parse_args()
-    reps = a.reps or (1 if a.quick else 3)
+    reps = common.repetitions(a)
     names = ["hypercube", "erdos_renyi", "grid"] + (["random_geometric"] if a.all else [])
     if a.graphs:
         names = a.graphs.split(",")

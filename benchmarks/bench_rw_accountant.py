@@ -19,7 +19,6 @@ T = 2560, 200 trajectories).
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import os
 import resource
@@ -93,17 +92,13 @@ def sound_part(dim: int, T: int, walks: int, q: mp.Queue) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--reps", type=int, default=0)
+    ap = common.parser(__doc__)
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads of the children")
     a = ap.parse_args()
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(a.threads)  # read by the spawned children when NumPy loads
     dim, T, walks = (8, 2560, 200) if a.quick else (11, 20_480, 1000)
-    reps = a.reps or (1 if a.quick else 3)
+    reps = common.repetitions(a)
     facts = common.machine(["numpy", "scipy", "networkx"])
     paper, sound = [], []
     for r in range(reps):

@@ -12,7 +12,6 @@ benchmarks/results/walk_sim.json (--quick: walk_sim-quick.json).
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import resource
 import statistics
@@ -54,14 +53,10 @@ def one(n: int, T: int, seed: int, q: mp.Queue) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--reps", type=int, default=0)
+    ap = common.parser(__doc__)
     a = ap.parse_args()
     n, T = (256, 25_600) if a.quick else (2048, 204_800)
-    reps = a.reps or (1 if a.quick else 3)
+    reps = common.repetitions(a)
     facts = common.machine(["numpy"])
     runs = []
     for r in range(reps):
