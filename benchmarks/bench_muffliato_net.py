@@ -31,12 +31,9 @@ import json
 import math
 import os
 import pstats
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -440,10 +437,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg["whatif"] = False
     if cfg["nodes"] < 2 or cfg["T"] < 2 or cfg["reps"] < 1:
         ap.error("needs --nodes >= 2, --T >= 2, --reps >= 1")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # finally blocks stop the processes
-    workdir = Path(tempfile.mkdtemp(prefix="netdp-bench-muff-"))
     t0 = time.monotonic()
-    try:
+    with common.workdir("netdp-bench-muff-", keep=a.keep) as workdir:
         res = run(cfg, workdir)
         res["elapsed_s"] = time.monotonic() - t0
         out = common.write_results("muffliato_net", res, a.quick, out=a.out)
@@ -457,11 +452,6 @@ def main(argv: list[str] | None = None) -> int:
             f"written to {out} ({res['elapsed_s']:.0f} s)"
         )
         return 0
-    finally:
-        if a.keep:
-            print(f"work directory kept: {workdir}", file=sys.stderr)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import importlib.metadata
 import json
@@ -21,10 +22,13 @@ import multiprocessing as mp
 import os
 import platform
 import queue
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +214,19 @@ async def wait_job(client: Any, job_id: str, timeout: float, poll: float) -> dic
         if time.monotonic() > deadline:
             raise TimeoutError(f"job {job_id} did not finish in {timeout} s")
         await asyncio.sleep(poll)
+
+
+@contextlib.contextmanager
+def workdir(prefix: str, keep: bool = False) -> Iterator[Path]:
+    """A fresh temporary folder for a run (ledgers, certificates, logs), removed at the end unless
+    `keep` (then its path is printed). SIGTERM becomes SystemExit(143) from here on, so that the
+    caller's finally blocks still stop every process it started."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield folder
+    finally:
+        if keep:
+            print(f"work directory kept: {folder}", file=sys.stderr)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -18,11 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +68,10 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", type=Path, default=common.result_path("transport-compare"))
     a = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="netdp-compare-"))
     sides = {"before": a.before.resolve(), "after": REPO}
     runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
     facts = common.machine(["grpcio"])
-    try:
+    with common.workdir("netdp-compare-") as work:
         for i in range(a.runs):
             for name, tree in sides.items():
                 res = run_one(tree, work / f"{name}-{i}.json", a.rounds, a.reps)
@@ -88,8 +85,6 @@ def main() -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
     def med(side: str, key: str) -> float:
         return float(statistics.median(x for r in runs[side] for x in r[key]))

@@ -36,7 +36,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -803,9 +802,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="result file (default results/profile_hop.json)")
     a = ap.parse_args()
     parts = a.only.split(",")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    workdir = Path(tempfile.mkdtemp(prefix="netdp-prof-"))
-    try:
+    with common.workdir("netdp-prof-") as workdir:
         r: dict[str, Any] = {"machine": bt.machine(workdir)}
         if "micro" in parts:
             say("micro ...")
@@ -836,8 +833,6 @@ def main() -> int:
         common.write_results("profile_hop", r, out=a.out, text=render)
         print(render(r))
         return 0
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
