@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -39,8 +38,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import common
+
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
 HEAVY = (
     "scipy",
     "scipy.stats",
@@ -76,6 +76,8 @@ def commands() -> dict[str, list[str]]:
 
 
 def child_env(pycache: str | None) -> dict[str, str]:
+    # The subject is this checkout's import cost, so the children import ROOT by the ordinary path
+    # finder (as from a non-editable install), whatever copy of netdp this Python has installed.
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     if pycache is not None:
@@ -131,9 +133,8 @@ def main(argv: list[str] | None = None) -> None:
 def measure(args: argparse.Namespace, pycache: str | None) -> None:
     runs = args.runs or (3 if args.quick else 7)
     env = child_env(pycache)
-    out_path = args.out or RESULTS / ("import-quick.json" if args.quick else "import.json")
-
-    load_before = os.getloadavg()
+    out_path = args.out or common.result_path("import", args.quick)
+    facts = common.machine()
     results = {}
     for name, cmd in commands().items():
         run_once(cmd, env)  # warm the file cache and the bytecode cache
@@ -163,21 +164,11 @@ def measure(args: argparse.Namespace, pycache: str | None) -> None:
         "target_cpu_s": TARGET_CPU_S,
         "bytecode": "cached (.pyc, as installed)" if pycache else "compiled at every run",
         "checkout": str(ROOT.name),
-        "machine": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "loadavg_before": [round(x, 2) for x in load_before],
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-        },
+        "machine": facts,
         "commands": results,
         "heavy_modules_loaded": loaded,
     }
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    tmp.replace(out_path)
-    print(f"wrote {out_path}")
+    print(f"wrote {common.write_results('import', report, out=out_path)}")
 
 
 if __name__ == "__main__":

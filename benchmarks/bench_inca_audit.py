@@ -19,17 +19,14 @@ inca_audit-quick.json).
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing as mp
 import os
-import platform
 import resource
 import statistics
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+import common
+
 PHASES = ("view_s", "account_s", "calibrate_s", "explain_s", "total_s")
 
 
@@ -78,22 +75,14 @@ def one(n: int, T: int, k: int, seed: int, q: mp.Queue) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--reps", type=int, default=0)
+    ap = common.parser(__doc__)
     a = ap.parse_args()
     n, T, k = (50, 10, 1) if a.quick else (200, 20, 1)
-    reps = a.reps or (1 if a.quick else 3)
+    reps = common.repetitions(a)
+    facts = common.machine(["numpy", "scipy"])
     runs = []
-    ctx = mp.get_context("spawn")
     for r in range(reps):
-        q: mp.Queue = ctx.Queue()
-        p = ctx.Process(target=one, args=(n, T, k, r, q))
-        p.start()
-        runs.append(q.get(timeout=3600))
-        p.join(timeout=60)
+        runs.append(common.in_child(one, n, T, k, r))
         print(
             f"  rep {r + 1}: "
             + ", ".join(
@@ -119,18 +108,9 @@ def main() -> None:
         "median": med,
         "runs": runs,
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "load_average_at_end": os.getloadavg(),
-        "machine": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "processor": platform.processor(),
-        },
-        "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": facts,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / ("inca_audit-quick.json" if a.quick else "inca_audit.json")
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    path = common.write_results("inca_audit", out, a.quick)
     print(
         f"n={n} T={T} k={k}: median C-DP 30% {med['cdp30']['total_s']:.1f} s, E-DP 50% "
         f"{med['edp50']['total_s']:.1f} s, peak RSS {med['peak_rss_mb']:.0f} MB; wrote {path}"

@@ -17,10 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
-import json
-import os
-import platform
 import shutil
 import statistics
 import sys
@@ -28,16 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import common
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from netdp_node.bootstrap_client import BootstrapClient  # noqa: E402
-from netdp_node.cluster import LocalCluster  # noqa: E402
-from netdp_node.jobs import result_summary  # noqa: E402
-from netdp_node.ledger import Ledger  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
+from netdp_node.bootstrap_client import BootstrapClient
+from netdp_node.cluster import LocalCluster
+from netdp_node.ledger import Ledger
 
 
 async def _jobs(c: LocalCluster, runs: int, T: int, k: int, timeout: float) -> list[dict]:
@@ -50,13 +42,7 @@ async def _jobs(c: LocalCluster, runs: int, T: int, k: int, timeout: float) -> l
             job = await client.submit(
                 "inca", {"T": T, "k": k, "round_s": 10.0}, participants=c.ids, seed=r + 1
             )
-            while True:
-                s = result_summary(await client.result(job.job_id))
-                if s["complete"] or s["failed"]:
-                    break
-                if time.monotonic() - t0 > timeout:
-                    raise TimeoutError(f"job {job.job_id} did not finish in {timeout}s")
-                await asyncio.sleep(0.1)
+            s = await common.wait_job(client, job.job_id, timeout, poll=0.1)
             wall = time.monotonic() - t0
             if s["state"] != "done":
                 raise RuntimeError(f"job failed: {s['failed']}")
@@ -104,6 +90,7 @@ def main() -> int:
     runs, T = (1, 8) if a.quick else (3, 20)
     work = Path(tempfile.mkdtemp(prefix="netdp-bench-inca-"))
     c = LocalCluster(work, a.nodes, poll_interval=0.2)
+    facts = common.machine(["grpcio", "numpy"])
     rng = np.random.default_rng(0)
     data = {}
     for nid in c.ids:
@@ -128,18 +115,11 @@ def main() -> int:
         "job_wall_s_median": statistics.median(j["job_wall_s"] for j in jobs),
         "startup_s": startup,
         "jobs": jobs,
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-        },
-        "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": facts,
         "note": "no faults, round_s = 10 s (never reached): iterations advance at the speed of "
         "the MIX/ack/CLOSE exchanges, each a durable ledger commit; shared, loaded machine",
     }
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / ("inca_net-quick.json" if a.quick else "inca_net.json")
-    path.write_text(json.dumps(res, indent=2) + "\n")
+    path = common.write_results("inca_net", res, a.quick)
     print(
         f"{res['iterations_per_s']:.1f} IncA iterations/s with n = {a.nodes} processes, k = "
         f"{a.k} (median over nodes and {runs} jobs); written to {path}"

@@ -16,17 +16,13 @@ muffliato_accountant-quick.json).
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing as mp
-import os
-import platform
 import resource
 import statistics
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+import common
+
 TARGET_S = 30.0
 
 
@@ -69,28 +65,20 @@ def one(graph: str, quick: bool, q: mp.Queue) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--quick", action="store_true")
+    ap = common.parser(__doc__)
     ap.add_argument("--all", action="store_true", help="include the random geometric graph")
     ap.add_argument("--graphs", help="comma-separated subset (written to a file of its own)")
-    ap.add_argument("--reps", type=int, default=0)
     a = ap.parse_args()
-    reps = a.reps or (1 if a.quick else 3)
+    reps = common.repetitions(a)
     names = ["hypercube", "erdos_renyi", "grid"] + (["random_geometric"] if a.all else [])
     if a.graphs:
         names = a.graphs.split(",")
-    ctx = mp.get_context("spawn")
+    facts = common.machine(["numpy", "scipy"])
     out_graphs = {}
     for g in names:
         runs = []
         for r in range(reps):
-            q: mp.Queue = ctx.Queue()
-            p = ctx.Process(target=one, args=(g, a.quick, q))
-            p.start()
-            runs.append(q.get(timeout=3600))
-            p.join(timeout=60)
+            runs.append(common.in_child(one, g, a.quick))
             x = runs[-1]
             print(
                 f"  {g} rep {r + 1}: n={x['n']} T={x['T']} rows={x['rows']} rank={x['rank']} "
@@ -108,23 +96,10 @@ def main() -> None:
         "target_s": TARGET_S,
         "repetitions": reps,
         "graphs": out_graphs,
-        "load_average_at_end": os.getloadavg(),
-        "machine": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "processor": platform.processor(),
-        },
-        "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": facts,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = (
-        "muffliato_accountant"
-        + ("-quick" if a.quick else "")
-        + ("-" + "-".join(names) if a.graphs else "")
-    )
-    path = RESULTS / f"{stem}.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    stem = "muffliato_accountant" + ("-" + "-".join(names) if a.graphs else "")
+    path = common.write_results(stem, out, a.quick)
     for g, r in out_graphs.items():
         print(
             f"{g}: median {r['median']['seconds']:.2f} s, traced peak "

@@ -31,33 +31,25 @@ import json
 import math
 import os
 import pstats
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-# bench_transport puts this working tree first on sys.path and on the children's PYTHONPATH
-from bench_transport import CpuMeter, _finite, machine
-from profile_hop import _LEDGER_SYNC, ProfiledCluster, proc_cpu
+import common
+from bench_transport import CpuMeter, machine
+from profile_hop import ProfiledCluster, proc_cpu
 
 from netdp_node.algorithms.muffliato.engine import degrees
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
-from netdp_node.jobs import result_summary
 from netdp_node.ledger import Ledger
 from netdp_node.privacy import gossip
 from netdp_node.privacy.muffliato_accountant import public_graph
 
-RESULTS = HERE / "results"
-BARE = HERE / "muff_bare_node.py"
+BARE = Path(__file__).resolve().parent / "muff_bare_node.py"
 TARGET_RATIO = 0.5
 FULL = {"nodes": 16, "T": 100, "reps": 5, "timeout": 300.0, "whatif": True}
 QUICK = {"nodes": 4, "T": 5, "reps": 1, "timeout": 60.0, "whatif": False}
@@ -95,13 +87,18 @@ def rate(times: list[float]) -> float:
 
 
 def start_cluster(
-    workdir: Path, n: int, timeout: float, patch: str = "", poll_interval: float = 0.2
+    workdir: Path,
+    n: int,
+    timeout: float,
+    ledger_synchronous: str | None = None,
+    poll_interval: float = 0.2,
 ) -> LocalCluster:
     """A LocalCluster (no data: every node adds noise only; the message pattern is the same), or,
-    for a what-if variant, profile_hop's ProfiledCluster with `patch` run in each node first."""
-    if patch:
+    for a what-if variant, profile_hop's ProfiledCluster whose nodes commit their ledgers with
+    `ledger_synchronous` (node_variant.py)."""
+    if ledger_synchronous:
         c: LocalCluster = ProfiledCluster(workdir, n, poll_interval=poll_interval)
-        c.patch = patch  # type: ignore[attr-defined]
+        c.ledger_synchronous = ledger_synchronous  # type: ignore[attr-defined]
     else:
         c = LocalCluster(workdir, n, poll_interval=poll_interval)
     try:
@@ -123,15 +120,9 @@ async def _netdp_job(
         with CpuMeter() as cpu:
             t0 = time.monotonic()
             await client.submit("muffliato", params, participants=c.ids, seed=seed, job_id=job_id)
-            while True:
-                s = result_summary(await client.result(job_id))
-                if s["complete"] or s["failed"]:
-                    break
-                if time.monotonic() - t0 > timeout:
-                    raise TimeoutError(f"job {job_id} did not finish in {timeout}s")
-                # (the rates come from the ledgers; polling the bootstrap more often would only take
-                # CPU from the nodes, which the bare run has no counterpart of)
-                await asyncio.sleep(0.2)
+            # (the rates come from the ledgers; polling the bootstrap more often would only take
+            # CPU from the nodes, which the bare run has no counterpart of)
+            s = await common.wait_job(client, job_id, timeout, poll=0.2)
             wall = time.monotonic() - t0
         node_cpu = sum(proc_cpu(pid) - cpu0[nid] for nid, pid in pids.items())
     finally:
@@ -164,11 +155,11 @@ def run_netdp(
     seed: int,
     jobs: int,
     timeout: float,
-    patch: str = "",
+    ledger_synchronous: str | None = None,
     poll_interval: float = 0.2,
 ) -> tuple[LocalCluster, list[dict]]:
     """Start a cluster, run `jobs` Muffliato jobs one after the other, stop it."""
-    c = start_cluster(workdir, n, timeout, patch, poll_interval)
+    c = start_cluster(workdir, n, timeout, ledger_synchronous, poll_interval)
     try:
 
         async def all_jobs() -> list[dict[str, Any]]:
@@ -258,11 +249,12 @@ def run_bare(
 
 
 # ------------------------------------------------------------------------------------------------
-# what-if: one cost removed from the node processes (patched at start, not in the product)
+# what-if: one cost removed from the node processes (node_variant.py, not the product)
 
-WHATIF: list[tuple[str, str, float]] = [
-    ("ledger synchronous=NORMAL (no fsync per commit)", _LEDGER_SYNC.format(mode="NORMAL"), 0.2),
-    ("bootstrap polled every 5 s instead of 0.2 s", "", 5.0),
+#: (variant, the nodes' ledger synchronous mode (None: the product's FULL), bootstrap poll interval)
+WHATIF: list[tuple[str, str | None, float]] = [
+    ("ledger synchronous=NORMAL (no fsync per commit)", "NORMAL", 0.2),
+    ("bootstrap polled every 5 s instead of 0.2 s", None, 5.0),
 ]
 
 
@@ -407,15 +399,14 @@ def run(cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
     }
     if cfg.get("whatif"):
         res["whatif"] = []
-        for i, (name, patch, poll) in enumerate(WHATIF):
+        for i, (name, sync, poll) in enumerate(WHATIF):
             print(f"what-if: {name} ...", file=sys.stderr, flush=True)
-            _, (job,) = run_netdp(workdir / f"whatif-{i}", n, params, seed, 1, timeout, patch, poll)
+            _, (job,) = run_netdp(workdir / f"whatif-{i}", n, params, seed, 1, timeout, sync, poll)
             res["whatif"].append({"variant": name, **job})
             print(f"  {job['rounds_per_s_median_node']:.1f} rounds/s", file=sys.stderr, flush=True)
     if cfg.get("profile"):
         print("profile: node processes under cProfile ...", file=sys.stderr, flush=True)
         res["profile"] = run_profile(workdir / "profile", n, params, seed, timeout)
-    res["machine"]["loadavg_at_end"] = list(os.getloadavg())
     return res
 
 
@@ -446,15 +437,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg["whatif"] = False
     if cfg["nodes"] < 2 or cfg["T"] < 2 or cfg["reps"] < 1:
         ap.error("needs --nodes >= 2, --T >= 2, --reps >= 1")
-    out = a.out or RESULTS / ("muffliato_net-quick.json" if a.quick else "muffliato_net.json")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # finally blocks stop the processes
-    workdir = Path(tempfile.mkdtemp(prefix="netdp-bench-muff-"))
     t0 = time.monotonic()
-    try:
+    with common.workdir("netdp-bench-muff-", keep=a.keep) as workdir:
         res = run(cfg, workdir)
         res["elapsed_s"] = time.monotonic() - t0
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(_finite(res), indent=2, allow_nan=False) + "\n")
+        out = common.write_results("muffliato_net", res, a.quick, out=a.out)
         g = res["graph"]
         print(
             f"Muffliato over the network, n = {res['n']}, ER(p = {g['p']:.3f}, mean degree "
@@ -465,11 +452,6 @@ def main(argv: list[str] | None = None) -> int:
             f"written to {out} ({res['elapsed_s']:.0f} s)"
         )
         return 0
-    finally:
-        if a.keep:
-            print(f"work directory kept: {workdir}", file=sys.stderr)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

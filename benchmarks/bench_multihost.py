@@ -27,10 +27,7 @@ it starts is stopped before it exits.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import os
-import platform
 import shutil
 import signal
 import sys
@@ -39,12 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path.insert(0, str(REPO))
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
-)
+import common
 
 from netdp_node.cluster import LocalCluster
 from netdp_node.waiting import cpu_ticks
@@ -72,22 +64,6 @@ def slope(xs: list[float], ys: list[float]) -> float:
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     den = sum((x - mx) ** 2 for x in xs)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
-
-
-def machine() -> dict[str, Any]:
-    mem = {
-        ln.split(":")[0]: ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines()[:3]
-    }
-    import grpc
-
-    return {
-        "cpus": os.cpu_count(),
-        "mem_total_kb": int(mem.get("MemTotal", 0)),
-        "python": platform.python_version(),
-        "grpcio": grpc.__version__,
-        "platform": platform.platform(),
-        "loadavg_start": os.getloadavg(),
-    }
 
 
 def measure(c: LocalCluster, ids: list[str], idle: float) -> dict[str, Any]:
@@ -141,17 +117,16 @@ def main() -> int:
         help="seconds each host sits idle before it is measured (default 10)",
     )
     ap.add_argument("--quick", action="store_true", help="N = 1, 4, short idle (smoke test)")
-    ap.add_argument("--out", help="output file (default benchmarks/results/multihost.json)")
+    ap.add_argument(
+        "--out", type=Path, help="output file (default benchmarks/results/multihost.json)"
+    )
     a = ap.parse_args()
     sizes = [1, 4] if a.quick else [int(x) for x in a.sizes.split(",")]
     idle = 2.0 if a.quick else a.idle
-    out = Path(
-        a.out or HERE / "results" / ("multihost-quick.json" if a.quick else "multihost.json")
-    )
     work = Path(tempfile.mkdtemp(prefix="netdp-bench-multihost-"))
     c = LocalCluster(work, sum(sizes), log_level="warning", poll_interval=0.5)
     rows = []
-    facts = machine()
+    facts = common.machine(["grpcio"])
     try:
         c.setup_pki()
         c.wait_port(c.start_bootstrap(), 60)
@@ -182,10 +157,8 @@ def main() -> int:
             slope(ns, [r["bootstrap_cpu_idle_s"] / idle for r in rows]), 5
         ),
     }
-    facts["loadavg_end"] = os.getloadavg()
     res = {
         "benchmark": "multihost",
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(),
         "machine": facts,
         "rows": rows,
         "marginal": marginal,
@@ -193,8 +166,7 @@ def main() -> int:
         "ledger each), idle and registered; marginal = least-squares slope over N; "
         "the machine is shared (see loadavg)",
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=2) + "\n")
+    out = common.write_results("multihost", res, a.quick, out=a.out)
     print(
         f"marginal per hosted node: RSS {marginal['rss_kb_per_node'] / 1024:.2f} MB, PSS "
         f"{marginal['pss_kb_per_node'] / 1024:.2f} MB, start-up CPU "

@@ -15,19 +15,14 @@ recorded. Writes benchmarks/results/noise.json (--quick: noise-quick.json).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
 import time
-from pathlib import Path
 
+import common
 import numpy as np
 
 from netdp_node.privacy.discrete_gaussian import GRID_BITS, gaussian_on_grid, grid_for
 from netdp_node.runtime import private_rng
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def per_sample(fn, size: int, reps: int) -> float:
@@ -50,7 +45,7 @@ def main() -> None:
     reps = 2 if args.quick else 5
     sizes = [1, 16, 1024] if args.quick else [1, 16, 1024, 65536]
     sigmas = [1e-3, 1.0, 37.5, 1e6]
-    load_before = os.getloadavg()
+    facts = common.machine(["numpy", "randomgen"])
     rows = []
     for sigma in sigmas:
         grid = grid_for(sigma)
@@ -85,20 +80,13 @@ def main() -> None:
         "grid_bits": GRID_BITS,
         "repetitions": reps,
         "rows": rows,
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
-        "machine": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "processor": platform.processor(),
-        },
+        "machine": facts,
     }
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / ("noise-quick.json" if args.quick else "noise.json")
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"load average before {load_before}, after {out['load_average_after']}; wrote {path}")
+    path = common.write_results("noise", out, args.quick)
+    print(
+        f"load average before {facts['loadavg_at_start']}, after {facts['loadavg_at_end']}; "
+        f"wrote {path}"
+    )
 
 
 if __name__ == "__main__":

@@ -19,17 +19,13 @@ T = 2560, 200 trajectories).
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing as mp
 import os
-import platform
 import resource
 import statistics
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+import common
 
 
 def _cube(dim: int):  # noqa: ANN202
@@ -95,32 +91,19 @@ def sound_part(dim: int, T: int, walks: int, q: mp.Queue) -> None:
     )
 
 
-def _child(target, args):  # noqa: ANN001, ANN202
-    ctx = mp.get_context("spawn")
-    q: mp.Queue = ctx.Queue()
-    p = ctx.Process(target=target, args=(*args, q))
-    p.start()
-    out = q.get(timeout=3600)
-    p.join(timeout=60)
-    return out
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--reps", type=int, default=0)
+    ap = common.parser(__doc__)
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads of the children")
     a = ap.parse_args()
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(a.threads)  # read by the spawned children when NumPy loads
     dim, T, walks = (8, 2560, 200) if a.quick else (11, 20_480, 1000)
-    reps = a.reps or (1 if a.quick else 3)
+    reps = common.repetitions(a)
+    facts = common.machine(["numpy", "scipy", "networkx"])
     paper, sound = [], []
     for r in range(reps):
-        paper.append(_child(paper_part, (dim, T)))
-        sound.append(_child(sound_part, (dim, T, walks)))
+        paper.append(common.in_child(paper_part, dim, T))
+        sound.append(common.in_child(sound_part, dim, T, walks))
         print(
             f"  rep {r + 1}: pairwise matrix {paper[-1]['seconds']:.2f} s "
             f"({paper[-1]['peak_rss_mb']:.0f} MB peak RSS); sound accountant "
@@ -147,18 +130,9 @@ def main() -> None:
         "sound_runs": sound,
         "targets_s": {"paper": 10.0, "sound": 60.0},
         "meets_targets": {"paper": med["paper_s"] < 10.0, "sound": med["sound_s"] < 60.0},
-        "machine": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "processor": platform.processor(),
-            "load_average": os.getloadavg(),
-        },
-        "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": facts,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / ("rw_accountant-quick.json" if a.quick else "rw_accountant.json")
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    path = common.write_results("rw_accountant", out, a.quick)
     print(
         f"n={2**dim} T={T}: pairwise matrix {med['paper_s']:.2f} s (target < 10 s), sound "
         f"accountant {med['sound_s']:.2f} s for {walks} walks (target < 60 s); wrote {path}"

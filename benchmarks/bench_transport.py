@@ -42,19 +42,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import math
 import multiprocessing as mp
 import os
-import platform
 import shutil
 import signal
 import sqlite3
 import ssl
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -62,15 +59,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-# Measure the working tree, not some other installed copy of netdp: this process imports from REPO,
-# and so do the node processes LocalCluster spawns (they inherit PYTHONPATH).
-sys.path.insert(0, str(REPO))
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
-)
-
+import common
 import grpc
 import grpc.aio
 
@@ -80,7 +69,6 @@ from netdp_node.jobs import result_summary
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.security import pki
 
-RESULTS = HERE / "results"
 MSG_BYTES = 1024
 TARGET_RATIO = 0.4
 #: a floor measurement is starved when other processes used at least this share of the machine
@@ -92,16 +80,6 @@ ECHO_SERVICE = "bench.Echo"
 
 # ------------------------------------------------------------------------------------------------
 # machine description
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _fs_type(path: Path) -> str:
@@ -120,40 +98,14 @@ def _fs_type(path: Path) -> str:
     return kind
 
 
-def _git(*args: str) -> str:
-    try:
-        return subprocess.run(
-            ["git", *args], cwd=HERE.parent, capture_output=True, text=True, timeout=10, check=False
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
 def machine(workdir: Path) -> dict[str, Any]:
-    import google.protobuf
-    import numpy
-
-    import netdp_node
-
-    nproc = subprocess.run(["nproc"], capture_output=True, text=True, check=False).stdout.strip()
+    """common.machine() and what a transport measurement also depends on: the TLS and SQLite
+    libraries and the file system of the work directory (where the ledgers are)."""
     return {
-        "nproc": int(nproc) if nproc.isdigit() else os.cpu_count(),
-        "cpu_model": _cpu_model(),
-        "python": platform.python_version(),
-        "python_impl": platform.python_implementation(),
-        "grpcio": grpc.__version__,
-        "protobuf": google.protobuf.__version__,
-        "numpy": numpy.__version__,
+        **common.machine(["grpcio", "protobuf", "numpy"]),
         "openssl": ssl.OPENSSL_VERSION,
         "sqlite": sqlite3.sqlite_version,
-        "kernel": platform.release(),
-        "platform": platform.platform(),
         "workdir_fs": _fs_type(workdir),
-        "loadavg_at_start": list(os.getloadavg()),
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "netdp_node_imported_from": str(Path(netdp_node.__file__).parent),
-        "git_commit": _git("rev-parse", "HEAD"),
-        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
     }
 
 
@@ -247,17 +199,6 @@ def wait_idle(max_wait: float, share: float = 0.10, window: float = 2.0) -> dict
 
 # ------------------------------------------------------------------------------------------------
 # helpers
-
-
-def _finite(v: Any) -> Any:
-    """JSON has no NaN/inf: write null instead."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    return v
 
 
 def _median(xs: list[float]) -> float:
@@ -1121,8 +1062,8 @@ def render(res: dict[str, Any]) -> str:
     sq = r["sqlite"]
     lines = [
         f"netdp transport benchmark ({res['mode']}), {m['date']}",
-        f"  machine: {m['nproc']} CPU(s), {m['cpu_model']}; Python {m['python']}, "
-        f"grpcio {m['grpcio']}, {m['openssl']}, workdir fs {m['workdir_fs']}",
+        f"  machine: {m['cpus_usable']} CPU(s), {m['cpu_model']}; Python {m['python']}, "
+        f"grpcio {m['versions']['grpcio']}, {m['openssl']}, workdir fs {m['workdir_fs']}",
         "",
         f"1. netdp single token walk, {nd['nodes']} node processes, mTLS, K={sw['rounds']} "
         f"({sw['token_hops_per_job']} hops/job, {len(sw['reps'])} rep(s))",
@@ -1240,7 +1181,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg["netdp"]["rounds"] = a.rounds
     if a.reps is not None:
         cfg["netdp"]["reps"] = a.reps
-    out = a.out or RESULTS / ("transport-quick.json" if a.quick else "transport.json")
+    out = a.out or common.result_path("transport", a.quick)
 
     # SIGTERM -> SystemExit, so that the finally blocks stop every process we started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -1267,12 +1208,8 @@ def main(argv: list[str] | None = None) -> int:
         res["ratio"] = res["target"]["median_ratio_to_floor"]
         res["target_met"] = res["target"]["verdict"] == "met"
         res["elapsed_s"] = time.monotonic() - t_start
-        res["machine"]["loadavg_at_end"] = list(os.getloadavg())
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(_finite(res), indent=2, allow_nan=False) + "\n")
-        text = render(res)
-        out.with_suffix(".txt").write_text(text + "\n")
-        print(text)
+        common.write_results("transport", res, out=out, text=render)
+        print(render(res))
         print(f"\nwritten to {out} ({res['elapsed_s']:.0f} s)")
         return 0
     finally:

@@ -12,17 +12,12 @@ benchmarks/results/walk_sim.json (--quick: walk_sim-quick.json).
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing as mp
-import os
-import platform
 import resource
 import statistics
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+import common
 
 
 def one(n: int, T: int, seed: int, q: mp.Queue) -> None:
@@ -58,22 +53,14 @@ def one(n: int, T: int, seed: int, q: mp.Queue) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--reps", type=int, default=0)
+    ap = common.parser(__doc__)
     a = ap.parse_args()
     n, T = (256, 25_600) if a.quick else (2048, 204_800)
-    reps = a.reps or (1 if a.quick else 3)
+    reps = common.repetitions(a)
+    facts = common.machine(["numpy"])
     runs = []
-    ctx = mp.get_context("spawn")
     for r in range(reps):
-        q: mp.Queue = ctx.Queue()
-        p = ctx.Process(target=one, args=(n, T, r, q))
-        p.start()
-        runs.append(q.get(timeout=1800))
-        p.join(timeout=60)
+        runs.append(common.in_child(one, n, T, r, timeout=1800))
         print(
             f"  rep {r + 1}: simulate {runs[-1]['sim_s']:.1f} s + audit {runs[-1]['audit_s']:.2f} s"
             f", peak RSS {runs[-1]['peak_rss_mb']:.0f} MB",
@@ -92,17 +79,9 @@ def main() -> None:
         "runs": runs,
         "target_total_s": 60.0,
         "meets_target": med["total_s"] < 60.0,
-        "machine": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "processor": platform.processor(),
-        },
-        "when": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": facts,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / ("walk_sim-quick.json" if a.quick else "walk_sim.json")
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    path = common.write_results("walk_sim", out, a.quick)
     print(
         f"n={n} T={T}: median {med['total_s']:.1f} s (simulate {med['sim_s']:.1f} s, audit "
         f"{med['audit_s']:.2f} s), peak RSS {med['peak_rss_mb']:.0f} MB; target < 60 s: "

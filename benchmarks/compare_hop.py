@@ -4,51 +4,48 @@
     python benchmarks/compare_hop.py --before /tmp/netdp-before [--runs 3] [--rounds 150] [--reps 3]
 
 Each run is `bench_transport.py --quick --rounds R --reps P` of THIS checkout's benchmark script
-(copied next to the other checkout's code, so both are measured the same way) on the code of
-`--before`, then on this working tree, alternating `--runs` times: a change in the machine's load
-hits both sides alike. Per run it keeps the single-walk hop rates, the floor, the ratios, the CPU
-per hop of the whole cluster (less sensitive to other processes than the rates) and the load.
+on the code of `--before`, then on this working tree, alternating `--runs` times: a change in the
+machine's load hits both sides alike. The two checkouts are what is measured, so each run's
+PYTHONPATH names its checkout (it comes before the installed netdp; the node processes inherit it),
+and the run's result must say it imported netdp from there. Per run it keeps the single-walk hop
+rates, the floor, the ratios, the CPU per hop of the whole cluster (less sensitive to other
+processes than the rates) and the load.
 Writes benchmarks/results/transport-compare.json and .txt.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+import common
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=repo, capture_output=True, text=True, check=False
-    ).stdout.strip()
-
-
 def run_one(tree: Path, out: Path, rounds: int, reps: int) -> dict[str, Any]:
-    script = tree / "benchmarks" / "_compare_bench_transport.py"
-    shutil.copy(HERE / "bench_transport.py", script)
-    try:
-        subprocess.run(
-            [sys.executable, str(script), "--quick", "--rounds", str(rounds), "--reps", str(reps)]
-            + ["--out", str(out)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            timeout=900,
-        )
-    finally:
-        script.unlink(missing_ok=True)
+    """bench_transport.py (this checkout's) on the netdp of `tree`."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
+    subprocess.run(
+        [sys.executable, str(HERE / "bench_transport.py"), "--quick", "--rounds", str(rounds)]
+        + ["--reps", str(reps), "--out", str(out)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        timeout=900,
+        env=env,
+    )
     r = json.loads(out.read_text())
+    measured = Path(r["machine"]["netdp_node_imported_from"]).parent
+    if measured != tree:
+        raise SystemExit(f"the run meant for {tree} imported netdp from {measured}")
     pairs = r["target"]["pairs"]
     return {
         "hops_per_s": [p["hops_per_s"] for p in pairs],
@@ -69,13 +66,12 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=150)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "transport-compare.json")
+    ap.add_argument("--out", type=Path, default=common.result_path("transport-compare"))
     a = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="netdp-compare-"))
     sides = {"before": a.before.resolve(), "after": REPO}
     runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
-    t0 = dt.datetime.now(dt.timezone.utc)
-    try:
+    facts = common.machine(["grpcio"])
+    with common.workdir("netdp-compare-") as work:
         for i in range(a.runs):
             for name, tree in sides.items():
                 res = run_one(tree, work / f"{name}-{i}.json", a.rounds, a.reps)
@@ -89,8 +85,6 @@ def main() -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
     def med(side: str, key: str) -> float:
         return float(statistics.median(x for r in runs[side] for x in r[key]))
@@ -98,20 +92,17 @@ def main() -> int:
     keys = ("hops_per_s", "cpu_us_per_hop", "ratio_to_floor", "ratio_to_pingpong", "floor_per_s")
     summary = {side: {k: med(side, k) for k in keys} for side in sides}
     res = {
-        "date": t0.isoformat(timespec="seconds"),
-        "nproc": os.cpu_count(),
+        "machine": facts,
         "command": " ".join(["python benchmarks/compare_hop.py", *sys.argv[1:]]),
-        "before_commit": _git(sides["before"], "rev-parse", "HEAD"),
-        "after_commit": _git(REPO, "rev-parse", "HEAD"),
-        "after_dirty": bool(_git(REPO, "status", "--porcelain", "--untracked-files=no")),
+        "before_commit": common.git(sides["before"], "rev-parse", "HEAD"),
+        "after_commit": common.git(REPO, "rev-parse", "HEAD"),
+        "after_dirty": bool(common.git(REPO, "status", "--porcelain", "--untracked-files=no")),
         "config": {"runs": a.runs, "rounds": a.rounds, "reps": a.reps},
         "median_over_all_pairs": summary,
         "runs": runs,
     }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(res, indent=2) + "\n")
     lines = [
-        f"hop path before/after, {res['date']}, {res['nproc']} CPU(s); before "
+        f"hop path before/after, {facts['date']}, {facts['cpus_usable']} CPU(s); before "
         f"{res['before_commit'][:10]}, after {res['after_commit'][:10]}"
         + (" (+ uncommitted changes)" if res["after_dirty"] else ""),
         f"  {a.runs} alternating runs x {a.reps} pairs, single walk K={a.rounds} on 8 node "
@@ -131,7 +122,7 @@ def main() -> int:
         ),
     ]
     text = "\n".join(lines)
-    a.out.with_suffix(".txt").write_text(text + "\n")
+    common.write_results("transport-compare", res, out=a.out, text=text)
     print(text)
     return 0
 

@@ -29,11 +29,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import common  # noqa: F401  (fails with the install command when netdp is not installed)
 import grpc
 import grpc.aio
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from netdp.v1 import peer_pb2
 from netdp_node.algorithms.muffliato.engine import VALUE

@@ -11,16 +11,16 @@ Parts (each on a fresh LocalCluster of 8 node processes, or in-process for `micr
              nothing) between two processes, one message at a time: the transport's share of a hop.
   micro      in-process timings of the Python steps of one hop (envelope encode/decode, digests,
              the engine step, the ledger lookup and commit with synchronous FULL vs NORMAL).
-  whatif     the single-walk hop rate with the ledger at synchronous=NORMAL and/or the bootstrap
-             polled every 5 s, patched into the node processes at start (not into the product)
+  whatif     the single-walk hop rate with the ledger at synchronous=NORMAL (node processes run as
+             node_variant.py, not as the product) and/or the bootstrap polled every 5 s
   pyspy      py-spy (--native, all threads) on one mid-ring node during a single walk: self and
              inclusive time per hop of the hot frames. Needs `pip install py-spy`.
   cprofile   every node under `python -m cProfile` during a single walk: per-hop cost and call
              counts of the runtime/transport functions (cProfile inflates Python-heavy code; read
              it for call counts and relative weight, py-spy for absolute time).
 
-Writes benchmarks/results/profile_hop.json and profile_hop.txt, and raw profiles under
-benchmarks/results/profile/. Stops every process it started.
+Writes benchmarks/results/profile_hop.json and profile_hop.txt (or --out and its .txt), and raw
+profiles under benchmarks/results/profile/. Stops every process it started.
 """
 
 from __future__ import annotations
@@ -36,20 +36,18 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_transport as bt
+import common
+import numpy as np
 
 from netdp_node.cluster import LocalCluster, Proc
 
-RESULTS = bt.RESULTS
-RAW = RESULTS / "profile"
+RAW = common.RESULTS / "profile"
+NODE_VARIANT = Path(__file__).resolve().parent / "node_variant.py"
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -69,14 +67,15 @@ def proc_cpu(pid: int) -> float:
 
 
 class ProfiledCluster(LocalCluster):
-    """LocalCluster whose node processes may run under cProfile, or with a what-if patch applied
-    in the process before netdp_node.cli starts (the product code is not changed)."""
+    """LocalCluster whose node processes may run under cProfile, or as node_variant.py with the
+    ledger's synchronous mode of a what-if (the product code is not changed)."""
 
     cprofile_dir: Path | None = None
-    patch: str = ""
+    ledger_synchronous: str | None = None
 
     def _spawn(self, name: str, args: list[str]) -> Proc:
-        if (self.cprofile_dir is None and not self.patch) or not name.startswith("node-"):
+        variant = self.ledger_synchronous
+        if (self.cprofile_dir is None and not variant) or not name.startswith("node-"):
             return super()._spawn(name, args)
         port_file = self.workdir / "ports" / name
         port_file.parent.mkdir(parents=True, exist_ok=True)
@@ -95,11 +94,13 @@ class ProfiledCluster(LocalCluster):
                 *tail,
             ]
         else:
-            code = (
-                self.patch + "\nimport sys\nfrom netdp_node.cli import main\n"
-                "sys.exit(main(sys.argv[1:]))\n"
-            )
-            full = [sys.executable, "-c", code, *tail]
+            full = [
+                sys.executable,
+                str(NODE_VARIANT),
+                f"--ledger-synchronous={variant}",
+                "--",
+                *tail,
+            ]
         with open(log, "ab") as fh:
             popen = subprocess.Popen(
                 full,
@@ -117,12 +118,12 @@ def start_cluster(
     workdir: Path,
     n: int,
     cprofile_dir: Path | None = None,
-    patch: str = "",
+    ledger_synchronous: str | None = None,
     poll_interval: float = 0.2,
 ) -> ProfiledCluster:
     c = ProfiledCluster(workdir, n, log_level="info", poll_interval=poll_interval)
     c.cprofile_dir = cprofile_dir
-    c.patch = patch
+    c.ledger_synchronous = ledger_synchronous
     data = {}
     for i, nid in enumerate(c.ids):
         f = c.workdir / "data" / f"{nid}.txt"
@@ -210,28 +211,19 @@ def part_cpu(workdir: Path, rounds: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------
-# whatif: the single-walk hop rate with one cost removed (patched at process start, for measuring)
+# whatif: the single-walk hop rate with one cost removed (node_variant.py, for measuring)
 
-_LEDGER_SYNC = """
-import netdp_node.ledger as _L
-_init = _L.Ledger.__init__
-def _patched(self, *a, **k):
-    _init(self, *a, **k)
-    if not self.readonly:
-        self._db.execute("PRAGMA synchronous={mode}")
-_L.Ledger.__init__ = _patched
-"""
-
-WHATIF: list[tuple[str, str, float]] = [
-    ("as is (synchronous=FULL, poll 0.2 s)", "", 0.2),
+#: (variant, the nodes' ledger synchronous mode (None: the product's FULL), bootstrap poll interval)
+WHATIF: list[tuple[str, str | None, float]] = [
+    ("as is (synchronous=FULL, poll 0.2 s)", None, 0.2),
     (
         "ledger synchronous=NORMAL (WAL: no fsync per commit; survives a process kill, not power "
         "loss)",
-        _LEDGER_SYNC.format(mode="NORMAL"),
+        "NORMAL",
         0.2,
     ),
-    ("bootstrap poll every 5 s instead of 0.2 s", "", 5.0),
-    ("both", _LEDGER_SYNC.format(mode="NORMAL"), 5.0),
+    ("bootstrap poll every 5 s instead of 0.2 s", None, 5.0),
+    ("both", "NORMAL", 5.0),
 ]
 
 
@@ -242,8 +234,10 @@ def part_whatif(workdir: Path, rounds: int, reps: int = 4) -> dict[str, Any]:
     p50: dict[str, list[float]] = {name: [] for name, _, _ in WHATIF}
     foreign: dict[str, list[float]] = {name: [] for name, _, _ in WHATIF}
     for rep in range(reps):
-        for i, (name, patch, poll) in enumerate(WHATIF):
-            c = start_cluster(workdir / f"whatif-{rep}-{i}", 8, patch=patch, poll_interval=poll)
+        for i, (name, sync, poll) in enumerate(WHATIF):
+            c = start_cluster(
+                workdir / f"whatif-{rep}-{i}", 8, ledger_synchronous=sync, poll_interval=poll
+            )
             try:
 
                 async def run(c: ProfiledCluster = c) -> dict[str, Any]:
@@ -381,13 +375,15 @@ def part_micro(workdir: Path) -> dict[str, Any]:
     from netdp.v1 import peer_pb2
     from netdp_node.algorithms import get_algorithm
     from netdp_node.algorithms.ring.engine import RingSum
+    from netdp_node.algorithms.ring.params import MAX_ROUNDS
     from netdp_node.ledger import Entry, Ledger
     from netdp_node.protocols.base import JobContext, Message
     from netdp_node.security.identity import identity_from_pem
     from netdp_node.wire import envelope_to_message, message_to_envelope
 
     ids = [f"node-{i}" for i in range(1, 9)]
-    params = get_algorithm("ring-sum").prepare(bt._ring_params(10**9), 8)
+    # the most rounds ring-sum accepts: the timed steps below never reach the end of the walk
+    params = get_algorithm("ring-sum").prepare(bt._ring_params(MAX_ROUNDS), 8)
     ctx = JobContext(
         job_id="job-x",
         algorithm="ring-sum",
@@ -731,7 +727,7 @@ def part_cprofile(workdir: Path, rounds: int) -> dict[str, Any]:
 
 def render(r: dict[str, Any]) -> str:
     L: list[str] = [
-        f"netdp hop profile, {r['machine']['date']}, {r['machine']['nproc']} CPU(s) "
+        f"netdp hop profile, {r['machine']['date']}, {r['machine']['cpus_usable']} CPU(s) "
         f"{r['machine']['cpu_model']}"
     ]
     if "cpu" in r:
@@ -753,8 +749,8 @@ def render(r: dict[str, Any]) -> str:
         ]
     if "whatif" in r:
         L += [
-            "[what-if] single walk, hops/s (median of reps), one cost removed by a patch applied "
-            "at process start:"
+            "[what-if] single walk, hops/s (median of reps), one cost removed (node_variant.py "
+            "or the poll interval):"
         ]
         L += [
             f"    {v['hops_per_s']:7.1f} hops/s, p50 hop {v['p50_hop_ms']:.3f} ms  {v['variant']}"
@@ -803,11 +799,10 @@ def main() -> int:
     )
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--only", default=",".join(ALL_PARTS))
+    ap.add_argument("--out", type=Path, help="result file (default results/profile_hop.json)")
     a = ap.parse_args()
     parts = a.only.split(",")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    workdir = Path(tempfile.mkdtemp(prefix="netdp-prof-"))
-    try:
+    with common.workdir("netdp-prof-") as workdir:
         r: dict[str, Any] = {"machine": bt.machine(workdir)}
         if "micro" in parts:
             say("micro ...")
@@ -829,22 +824,15 @@ def main() -> int:
         if "cprofile" in parts:
             say("cProfile ...")
             r["cprofile"] = part_cprofile(workdir, a.rounds)
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        previous = RESULTS / "profile_hop.json"
+        previous = a.out or common.result_path("profile_hop")
         if previous.exists() and set(parts) != set(ALL_PARTS):
             # --only: update those parts of the last result, keep the others
             old = json.loads(previous.read_text())
             old.update(r)
             r = old
-        (RESULTS / "profile_hop.json").write_text(
-            json.dumps(bt._finite(r), indent=2, allow_nan=False) + "\n"
-        )
-        text = render(r)
-        (RESULTS / "profile_hop.txt").write_text(text + "\n")
-        print(text)
+        common.write_results("profile_hop", r, out=a.out, text=render)
+        print(render(r))
         return 0
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

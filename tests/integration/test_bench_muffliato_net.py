@@ -56,4 +56,4 @@ def test_bench_muffliato_net_quick(tmp_path):
     assert res["ratio"] == pytest.approx(netdp / bare)
     assert res["target"]["target_met"] == (res["ratio"] >= 0.5)
     assert pair["bare"]["envelope_bytes"] > 0 and pair["netdp"]["job_wall_s"] > 0
-    assert res["machine"]["nproc"] >= 1 and len(res["machine"]["loadavg_at_start"]) == 3
+    assert res["machine"]["cpus"] >= 1 and len(res["machine"]["loadavg_at_start"]) == 3
