@@ -168,7 +168,8 @@ class IncaHooks(Hooks):
         lines = [
             f"IncA private mean over {res['nodes']} {where}, T={res['T']} iterations, "
             f"k={res['k']} {head}",
-            f"  estimate  {np.round(res['estimate'], 4).tolist()}  (Σy/Σω over the "
+            f"  estimate  {np.round(res['estimate'], 4).tolist()} ± {res['std_from_eta']:.4f} "
+            f"(noise std from η)  (Σy/Σω over the "
             f"{len(res['final'])} parties online at T: {', '.join(res['final'])})",
             f"  truth     {np.round(res['truth'], 4).tolist()}  (mean of every node's value)",
             f"  error     {res['abs_error']:.4f}   central DP at the audited ε of sampled "

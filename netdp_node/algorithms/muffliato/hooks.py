@@ -152,7 +152,8 @@ class GossipHooks(Hooks):
     def render_demo(self, res: Mapping[str, Any], where: str, head: str) -> list[str]:
         lines = [
             f"private gossip averaging ({self.name}) over {res['nodes']} {where} {head}",
-            f"  estimate  {res['estimate']:.4f}  (mean of the nodes' estimates)",
+            f"  estimate  {res['estimate']:.4f} ± {res['netdp_std']:.4f}  (mean of the nodes' "
+            "estimates ± the noise std of the mean at consensus, σ/√n)",
             f"  truth     {res['truth']:.4f}   (mean of the clipped values of the contributors)",
             f"  error     max {res['abs_error_max']:.4f}, mean {res['abs_error_mean']:.4f} over "
             "nodes",

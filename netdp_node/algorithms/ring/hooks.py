@@ -89,7 +89,7 @@ class RingSumHooks(Hooks):
         if gain_ratio(res["ldp_std"], res["netdp_std"]) < GAIN_MIN:
             lines.append(
                 f"  no real gain over local DP at n = {res['nodes']} with {res['rounds']} rounds "
-                "(the ring gains at small n: see `netdp plan --nodes N --epsilon E`)"
+                "(`netdp plan --nodes N --epsilon E` compares other sizes)"
             )
         return lines
 
