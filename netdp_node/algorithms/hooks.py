@@ -219,8 +219,8 @@ def contribution_counts(res: Mapping[str, Any]) -> str:
 #: the least noise reduction the demos call a gain over local DP: local DP's std at least this
 #: many times netdp's for the same per-peer guarantee
 GAIN_MIN = 1.05
-#: the largest n `gain_starts_at` looks at (`netdp plan` plans up to 100,000 participants)
-GAIN_SEARCH_MAX = 100_000
+#: the largest n `gain_starts_at` looks at (`netdp plan` plans more; a demo runs 2000 at most)
+GAIN_SEARCH_MAX = 10_000
 
 #: the line of the methods that enforce the local-DP level (amplification proven for continuous
 #: noise only): they cannot gain over local DP at any size under the proven accounting
