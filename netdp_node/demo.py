@@ -348,18 +348,31 @@ def render(res: dict[str, Any]) -> str:
     lines.append(
         f"  {'node':<{w}}  {'ε (worst)':>10}  {'δ':>9}  " + "  ".join(f"{p:>{w}}" for p in show)
     )
-    for row in res["privacy"]:
+    rows = res["privacy"]
+    if len(rows) > MAX_ROWS:  # the nodes that lost most; the others summed up below
+        rows = sorted(rows, key=lambda r: -r["epsilon"])[:MAX_ROWS]
+    for row in rows:
         eps = {p["peer"]: p["epsilon"] for p in row["peers"]}
         cells = "  ".join(f"{(f'{eps[p]:.3f}' if p in eps else '-'):>{w}}" for p in show)
         lines.append(
             f"  {row['node']:<{w}}  {row['epsilon']:>10.4f}  {row['delta']:>9.2g}  {cells}"
             + (f"  {NOT_PRIVATE}" if row.get("seeded_rng") else "")
         )
+    if len(rows) < len(res["privacy"]):
+        rest = sorted(res["privacy"], key=lambda r: -r["epsilon"])[len(rows) :]
+        lines.append(
+            f"  ... {len(rest)} more nodes, ε (worst) from {rest[-1]['epsilon']:.4f} to "
+            f"{rest[0]['epsilon']:.4f} (every row: --json)"
+        )
     methods = sorted({p["method"] for row in res["privacy"] for p in row["peers"]})
     lines.append(f"  (method: {'; '.join(methods)}; see `netdp privacy report`)")
     if res.get("threat_model"):
         lines += threat_lines(res["threat_model"], "  ")
     return "\n".join(lines)
+
+
+#: most rows of the per-node privacy table the demo prints (the worst first; --json has all)
+MAX_ROWS = 16
 
 
 def _where(res: dict[str, Any]) -> str:
@@ -407,6 +420,8 @@ def check_args(a: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(
             f"--algorithm must be one of {', '.join(ALGORITHMS)}, not {a.algorithm!r}"
         )
+    if getattr(a, "nodes", None) is None:
+        a.nodes = _hooks(a).demo_nodes  # the algorithm's: a size where its gain shows
     if getattr(a, "workers", None) is None:
         a.workers = default_workers()
     if a.workers < 0:

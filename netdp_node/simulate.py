@@ -38,7 +38,7 @@ from netdp_bootstrap.topology import build
 from netdp_node.algorithms import ALGORITHMS, get_algorithm
 from netdp_node.algorithms.accounting import JobView
 from netdp_node.algorithms.budget import per_job_losses
-from netdp_node.algorithms.hooks import SimRun
+from netdp_node.algorithms.hooks import GAIN_MIN, GAIN_SEARCH_MAX, SimRun, gain_ratio
 from netdp_node.algorithms.ring import hooks as ring_hooks
 from netdp_node.algorithms.walk.engine import HOLD_EVENTS
 from netdp_node.errors import ConfigError
@@ -732,6 +732,36 @@ def recorded_noise_std(res: SimResult, ids: Sequence[str]) -> float:
     return ring_hooks.recorded_noise_std(res.entries, ids)
 
 
+def _gain_lines(o: Mapping[str, Any]) -> list[str]:
+    """netdp's noise std beside local DP's for the same per-peer guarantee (the algorithm's
+    `sim_outcome`: "ldp_std"), and where netdp does not gain, from what n it would."""
+    if "ldp_std" not in o or "noise_std" not in o:
+        return []
+    net, ldp = float(o["noise_std"]), float(o["ldp_std"])
+    ratio = gain_ratio(ldp, net)
+    lines = [
+        f"  noise std of {o.get('std_of', 'the sum')}: netdp {net:.4g}  vs  local DP {ldp:.4g} "
+        f"for the same per-peer guarantee ({ratio:.2f}x"
+        + (" less noise)" if ratio >= GAIN_MIN else ", no real gain)")
+    ]
+    if "estimate" in o and o.get("estimate") is not None and "truth" in o and net > 0:
+        err = float(np.max(np.abs(np.asarray(o["estimate"]) - np.asarray(o["truth"]))))
+        lines[-1] += f"; |error| {err:.4g} = {err / net:.2f} netdp std"
+    if o.get("gain_note"):
+        lines.append("  " + o["gain_note"])
+    elif ratio < GAIN_MIN and "gain_starts_at" in o:
+        at = o["gain_starts_at"]
+        lines.append(
+            f"  no gain over local DP at n = {o['nodes']}"
+            + (
+                f": it gains from n ≈ {at} (try --nodes {at})"
+                if at is not None
+                else f" (none up to n = {GAIN_SEARCH_MAX})"
+            )
+        )
+    return lines
+
+
 def render_simulation(o: dict[str, Any]) -> str:
     p = o["params"]
     lines = [
@@ -743,14 +773,17 @@ def render_simulation(o: dict[str, Any]) -> str:
             f"  estimate {np.round(o['estimate'], 4).tolist()}  truth "
             f"{np.round(o['truth'], 4).tolist()}"
         )
+    if o.get("estimate_note"):
+        lines.append("  " + o["estimate_note"])
     if "error_max" in o:
         lines.append(
             f"  per-node error against the true mean: max {o['error_max']:.4g}, mean "
             f"{o['error_mean']:.4g} (std of the mean of the noise σ/√n = "
             f"{o['noise_std']:.4g})"
         )
-    elif "noise_std" in o:
+    elif "noise_std" in o and "sigma" in p and "ldp_std" not in o:
         lines.append(f"  noise std of the sum {o['noise_std']:.4g} (σ={p['sigma']:.4g} per step)")
+    lines += _gain_lines(o)
     if "central_dp_std" in o and o.get("estimate") is not None:
         lines.append(
             f"  finals {o['final']}/{o['nodes']} (missing {o['missing']}), lost messages "

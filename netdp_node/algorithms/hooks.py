@@ -109,6 +109,8 @@ class Hooks:
     demo_topology: bool = False
     #: after the job, wait until every ledger holds the public end-of-job schedules
     demo_waits_for_schedules: bool = False
+    #: the demo's --nodes when not given (a size where the method shows its gain, when it has one)
+    demo_nodes: int = 8
 
     def check_demo_flags(self, flags: DemoFlags) -> None:
         """The algorithm's own flags: a ConfigError naming the flag."""
@@ -206,7 +208,76 @@ NO_HOOKS = Hooks()
 
 
 def contribution_counts(res: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in sorted(res["contributions"].items()))
+    counts = res["contributions"]
+    if len(counts) > 16:  # a summary: the full list is in the JSON
+        v = list(counts.values())
+        return f"min {min(v)}, mean {sum(v) / len(v):.1f}, max {max(v)} over {len(v)} nodes"
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
+# -- where a method gains over local DP -------------------------------------------------------------
+#: the least noise reduction the demos call a gain over local DP: local DP's std at least this
+#: many times netdp's for the same per-peer guarantee
+GAIN_MIN = 1.05
+#: the largest n `gain_starts_at` looks at (`netdp plan` plans more; a demo runs 2000 at most)
+GAIN_SEARCH_MAX = 10_000
+
+#: the line of the methods that enforce the local-DP level (amplification proven for continuous
+#: noise only): they cannot gain over local DP at any size under the proven accounting
+NO_GAIN_PROVEN = (
+    "  no gain over local DP at any n under the proven accounting: {name} enforces the local-DP "
+    "level of its discrete-Gaussian noise (its amplification is proven for continuous noise only)"
+)
+
+
+def gain_ratio(ldp_std: float, netdp_std: float) -> float:
+    """Local DP's noise std over netdp's for the same guarantee (> 1: netdp needs less noise)."""
+    return ldp_std / netdp_std if netdp_std > 0 else float("inf")
+
+
+def gain_starts_at(
+    ratio: Callable[[int], float], lo: int, hi: int = GAIN_SEARCH_MAX, rel: float = 0.05
+) -> int | None:
+    """The smallest n in [lo, hi] (to within `rel`) where `ratio(n)`, local DP's std over netdp's
+    for the same guarantee at n participants (from the accountant's calibration), is at least
+    `GAIN_MIN`, for a ratio that grows with n: doubling from lo, then bisection. None: not even at
+    hi."""
+    if ratio(lo) >= GAIN_MIN:
+        return lo
+    bad, n = lo, lo
+    while True:
+        n = min(hi, 2 * n)
+        if ratio(n) >= GAIN_MIN:
+            break
+        if n >= hi:
+            return None
+        bad = n
+    good = n
+    while good - bad > max(1, int(rel * good)):
+        mid = (good + bad) // 2
+        if ratio(mid) >= GAIN_MIN:
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
+def gain_line(
+    name: str, n: int, ldp_std: float, netdp_std: float, starts_at: int | None, flag: str
+) -> str | None:
+    """The demo's one line when the method does not gain over local DP at its n (None: it does):
+    from what n it would (`gain_starts_at`), with the flag to try it."""
+    if gain_ratio(ldp_std, netdp_std) >= GAIN_MIN:
+        return None
+    if starts_at is None:
+        return (
+            f"  no gain over local DP at n = {n} (netdp's std is not {GAIN_MIN:g}x below local "
+            f"DP's up to n = {GAIN_SEARCH_MAX})"
+        )
+    return (
+        f"  no gain over local DP at n = {n}: {name} gains over local DP from n ≈ {starts_at} "
+        f"(try {flag} {starts_at})"
+    )
 
 
 # -- synthetic data shared by several algorithms --------------------------------------------------

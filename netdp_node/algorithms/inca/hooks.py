@@ -8,7 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from netdp_node.algorithms.hooks import INCA_SHARES, DemoFlags, DemoRun, Hooks, SimRun
+from netdp_node.algorithms.hooks import (
+    INCA_SHARES,
+    NO_GAIN_PROVEN,
+    DemoFlags,
+    DemoRun,
+    Hooks,
+    SimRun,
+)
 from netdp_node.algorithms.inca.accountant import INCA_AUDIT
 from netdp_node.algorithms.inca.engine import central_dp_std
 from netdp_node.algorithms.inca.states import node_states
@@ -140,6 +147,9 @@ class IncaHooks(Hooks):
                 float(p["epsilon"]), float(p["delta"]), float(p["sensitivity"]), n
             ),
             "std_from_eta": float(p["sigma_eta"]) * float(np.linalg.norm(terms["c_u"])) / w,
+            # local DP for the guarantee the nodes report (the local-DP level of η): each node
+            # releases x + η once, the mean of the n releases
+            "ldp_std": float(p["sigma_eta"]) / np.sqrt(n),
             "uncancelled_noise_std": drop["uncancelled_noise_std"],
             "uncancelled_terms": int(np.count_nonzero(np.abs(terms["c_delta"]) > 1e-12)),
             "value_share_released": drop["value_share_released"],
@@ -158,7 +168,8 @@ class IncaHooks(Hooks):
         lines = [
             f"IncA private mean over {res['nodes']} {where}, T={res['T']} iterations, "
             f"k={res['k']} {head}",
-            f"  estimate  {np.round(res['estimate'], 4).tolist()}  (Σy/Σω over the "
+            f"  estimate  {np.round(res['estimate'], 4).tolist()} ± {res['std_from_eta']:.4f} "
+            f"(noise std from η)  (Σy/Σω over the "
             f"{len(res['final'])} parties online at T: {', '.join(res['final'])})",
             f"  truth     {np.round(res['truth'], 4).tolist()}  (mean of every node's value)",
             f"  error     {res['abs_error']:.4f}   central DP at the audited ε of sampled "
@@ -181,6 +192,12 @@ class IncaHooks(Hooks):
                     or "-"
                 )
             )
+        if "ldp_std" in res:
+            lines.append(
+                f"  noise std of the mean: netdp {res['std_from_eta']:.4f} (from η) vs local DP "
+                f"{res['ldp_std']:.4f} for the same per-peer guarantee"
+            )
+        lines.append(NO_GAIN_PROVEN.format(name="IncA"))
         verdict = "yes" if res["shares_ok"] else "NO: " + "; ".join(res["shares_details"])
         lines.append(
             f"  every party that stayed to the end injected exactly its share (Eq. 8, "
@@ -268,6 +285,10 @@ class IncaHooks(Hooks):
                     ex, float(params["sigma_delta"])
                 )["uncancelled_noise_std"],
                 "values_lost": float(len(ids) - terms["c_u"].sum()),
+                "noise_std": float(params["sigma_eta"]) * float(np.linalg.norm(terms["c_u"])) / w,
+                "ldp_std": float(params["sigma_eta"]) / np.sqrt(len(ids)),
+                "std_of": "the mean (from η)",
+                "gain_note": NO_GAIN_PROVEN.format(name="IncA").strip(),
             }
         )
         return o

@@ -9,11 +9,13 @@ from typing import Any
 import numpy as np
 
 from netdp_node.algorithms.hooks import (
+    GAIN_MIN,
     DemoFlags,
     DemoRun,
     Hooks,
     SimRun,
     categories,
+    gain_ratio,
     uniform_values,
 )
 from netdp_node.algorithms.ring.accountant import ring_sum_utility
@@ -73,9 +75,10 @@ class RingSumHooks(Hooks):
         }
 
     def render_demo(self, res: Mapping[str, Any], where: str, head: str) -> list[str]:
-        return [
+        lines = [
             f"private ring sum over {res['nodes']} {where}, {res['rounds']} rounds {head}",
-            f"  estimate  {res['estimate']:.4f}",
+            f"  estimate  {res['estimate']:.4f} ± {res['netdp_std']:.4f} (noise std, from the "
+            "accountant)",
             f"  truth     {res['truth']:.4f}",
             f"  error     {res['abs_error']:.4f}",
             f"  noise std of the estimate: netdp {res['netdp_std']:.4f}  vs  local DP "
@@ -83,6 +86,12 @@ class RingSumHooks(Hooks):
             f"less noise; {res['noise_additions']} noise additions instead of "
             f"{res['nodes'] * res['rounds']})",
         ]
+        if gain_ratio(res["ldp_std"], res["netdp_std"]) < GAIN_MIN:
+            lines.append(
+                f"  no real gain over local DP at n = {res['nodes']} with {res['rounds']} rounds "
+                "(`netdp plan --nodes N --epsilon E` compares other sizes)"
+            )
+        return lines
 
     def synthetic_data(
         self,
@@ -103,10 +112,13 @@ class RingSumHooks(Hooks):
         truth = np.sum(
             [clip_l2(np.asarray(run.data[v], dtype=float), params["clip"]) for v in ids], axis=0
         )
+        util = ring_sum_utility({"participants": list(ids), "params": dict(params)})
         return {
             "estimate": est.tolist(),
             "truth": truth.tolist(),
             "noise_std": recorded_noise_std(run.entries, ids) / int(params["rounds"]),
+            "ldp_std": float(util["ldp_std"]),  # the accountant's, for the same guarantee
+            "netdp_std_accountant": float(util["netdp_std"]),
         }
 
     def compose_job(self, rounds: int, nodes: int, topology: str) -> list[str]:
