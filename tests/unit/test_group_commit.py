@@ -226,7 +226,7 @@ def test_muffliato_round_values_share_commits(tmp_path, monkeypatch):
     delivery order and the defer window are the same on every run; the same run without deferred
     receipts commits more (the control: this count does measure the deferral)."""
     ids = [f"n{i}" for i in range(8)]
-    T = 8
+    T = 6
     deferred = _muffliato_commits_on_a_virtual_clock(tmp_path / "deferred", ids, T)
     assert all(c <= 2 * T + 3 for c in deferred.values()), deferred
     monkeypatch.setattr(MuffliatoSync, "defer_receipts", False)
