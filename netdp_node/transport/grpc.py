@@ -188,6 +188,12 @@ class PeerService:
         # message: they cost two event-loop hand-offs on every hop). `stop_links` cancels the
         # handlers that are waiting for their next message; one handling a message answers it,
         # then sees `_stopping` and ends.
+        if self._stopping.is_set():
+            # a link opened after `stop_links`: end it at once, before asking for the request
+            # iterator (grpc makes it an async generator on `__aiter__`; one never started warns
+            # "coroutine '_MessageReceiver._async_message_receiver' was never awaited" when it is
+            # collected). From here to the first `__anext__` nothing awaits: it always starts.
+            return
         it = requests.__aiter__()
         task = asyncio.current_task()
         assert task is not None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -173,21 +174,61 @@ def _sim_run(
     return {"nodes": out, "codes": codes}
 
 
+#: How a token walk's custody copy ends (walk engine, "Custody"): the receiver's `handoff` once its
+#: own forward was acknowledged, or an `abandoned` record when the walk's result reached the holder
+#: of the copy first. Which one depends on the order of two messages on two different streams:
+#: the acknowledgement of a forward and the release (or, at the releasing node, the token coming
+#: back to it). The simulator's order is fixed by its virtual clock; over gRPC it is the machine's
+#: timing (e.g. the last but one holder hands its copy on in one run, its sender abandons it in
+#: another). So these rows are not compared between the runs; `_assert_every_custody_copy_ends`
+#: checks, in each run, what holds in every order.
+CUSTODY_END = ("handoff", "abandoned")
+
+
+def _split_custody(
+    view: list[tuple[Any, ...]],
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(the view without the rows that end custody copies, those rows)."""
+    return (
+        [row for row in view if row[1] not in CUSTODY_END],
+        [row for row in view if row[1] in CUSTODY_END],
+    )
+
+
+def _assert_every_custody_copy_ends(
+    ids: list[str], views: dict[str, list[tuple[Any, ...]]]
+) -> None:
+    """Every token a node forwarded ends handed off (a `handoff` from its receiver) or abandoned
+    (the result came first; a late handoff may still arrive), and no more of either than tokens;
+    every handoff one node sent, the other received."""
+    sent_handoffs: Counter[tuple[Any, ...]] = Counter()
+    got_handoffs: Counter[tuple[Any, ...]] = Counter()
+    for nid in ids:
+        tokens: Counter[str] = Counter()
+        handoffs: Counter[str] = Counter()
+        abandoned: Counter[str] = Counter()
+        for row in views[nid]:
+            direction, event, peer = row[:3]
+            if direction == "sent" and event == TOKEN:
+                tokens[peer] += 1
+            elif event == "handoff" and direction == "received":
+                handoffs[peer] += 1
+                got_handoffs[(peer, nid, *row[4:9])] += 1  # (sender, receiver, the message)
+            elif event == "handoff" and direction == "sent":
+                sent_handoffs[(nid, peer, *row[4:9])] += 1
+            elif direction == "local" and event == "abandoned":
+                abandoned[peer] += 1
+        for peer in tokens | handoffs | abandoned:
+            assert handoffs[peer] <= tokens[peer] and abandoned[peer] <= tokens[peer], (nid, peer)
+            assert tokens[peer] <= handoffs[peer] + abandoned[peer], (nid, peer)
+    assert sent_handoffs == got_handoffs
+
+
 @pytest.mark.parametrize(
     "algorithm,n,params",
     [
         # token custody: Keep at every hop, Drop at the handoff; the release to every node
-        pytest.param(
-            "walk-sum",
-            5,
-            {"T": 25, "edge_cap": 100},
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="open: the walk forks (an 'abandoned' copy) in both runs and the two "
-                "branches then interleave by timing over gRPC, so routes differ between runs on "
-                "an idle machine; under investigation (CHANGELOG, known issues)",
-            ),
-        ),
+        ("walk-sum", 5, {"T": 25, "edge_cap": 100}),
         # deferred receipts made durable by Flush when a round's window closes; public schedules
         ("muffliato", 4, {"graph": "ring", "T": 3}),
     ],
@@ -208,8 +249,11 @@ def test_simulator_and_grpc_give_the_same_ledgers_outputs_and_refusals(
         s_state, s_out, s_view, s_kept = sim["nodes"][nid]
         assert g_state == s_state == "done", nid
         np.testing.assert_array_equal(s_out, g_out)
-        assert s_view == g_view, nid  # every message, record and output, the same
+        # every message, record and output the same, the end of custody copies aside (below)
+        assert _split_custody(s_view)[0] == _split_custody(g_view)[0], nid
         assert s_kept == g_kept, nid  # custody copies (Keep/Drop) the same at the end
+    for run in (grpc, sim):
+        _assert_every_custody_copy_ends(ids, {nid: run["nodes"][nid][2] for nid in ids})
     kinds = {row[1] for nid in ids for row in sim["nodes"][nid][2]}
     assert "received" not in kinds  # (events are kinds or records, never the direction)
 
