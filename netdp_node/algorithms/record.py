@@ -28,18 +28,12 @@ def _dim(params: Mapping[str, Any], n: int) -> int:
     return int(params.get("dim", 1))
 
 
-#: the old form of an algorithm's parameters, (params, n) -> prepared params (IncA until it has its
-#: `Params` class)
-Prepare = Callable[[dict[str, Any], int], dict[str, Any]]
-
-
 @dataclass(frozen=True)
 class Algorithm:
     name: str
     engine: type[Engine]
-    # its job parameters: the typed class (`Params`: prepare, from_wire, to_wire), or the old
-    # function that prepares the wire dict
-    params: type[Params] | Prepare
+    # its job parameters: the typed class (`Params`: prepare, from_wire, to_wire)
+    params: type[Params]
     topology: str  # default topology kind
     # Each node's output stays on the node (its ledger), never reported to the bootstrap: for
     # gossip every node ends with its own estimate x_v^T, and showing them all to every participant
@@ -58,9 +52,7 @@ class Algorithm:
     accountant: Accountant = dataclasses.field(kw_only=True)
 
     def __post_init__(self) -> None:
-        cls = self.params_class
-        if cls is None:
-            return
+        cls = self.params
         if cls.algorithm != self.name:
             raise ValueError(f"{self.name}: its parameters are {cls.algorithm!r}'s")
         if self.engine.params_class not in (None, cls):
@@ -68,21 +60,11 @@ class Algorithm:
         if not self.integers:
             object.__setattr__(self, "integers", cls.integer_inputs())
 
-    @property
-    def params_class(self) -> type[Params] | None:
-        """The typed parameters (None for a record that still has a prepare function)."""
-        p = self.params
-        return p if isinstance(p, type) and issubclass(p, Params) else None
-
     def prepare(self, params: Mapping[str, Any], n: int) -> dict[str, Any]:
         """The job spec's parameters (the wire dict) of a submission's `params` for n
         participants: defaults filled, values checked (ValueError naming the field), noise
         calibrated."""
-        cls = self.params_class
-        if cls is not None:
-            return cls.prepare(params, n).to_wire()
-        assert not isinstance(self.params, type)
-        return self.params(dict(params), n)
+        return self.params.prepare(params, n).to_wire()
 
     def validate(self, params: Mapping[str, Any], n: int) -> dict[str, Any]:
         """`prepare`, behind the checks every algorithm shares, for a job that is to run on the

@@ -8,7 +8,9 @@ and the receipts an engine lets wait (`Engine.defer_receipts`), share one transa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -18,7 +20,7 @@ from netdp_node.algorithms import ALGORITHMS, Algorithm, get_algorithm
 from netdp_node.algorithms.muffliato.engine import MuffliatoSync
 from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.ledger import Entry, Ledger
-from netdp_node.protocols.base import Engine, Flush, JobContext, Message, Record
+from netdp_node.protocols.base import Engine, Flush, JobContext, Message, Params, Record
 from netdp_node.runtime import NodeRuntime
 from netdp_node.transport.memory import MemoryNetwork
 from netdp_node.vclock import run_virtual
@@ -105,6 +107,15 @@ class _Deferring(Engine):
         return [Flush()] if msg.kind == "flush" else [Record("got", peer=sender)]
 
 
+@dataclasses.dataclass(frozen=True)
+class _DeferringParams(Params):
+    algorithm: ClassVar[str] = "test-deferring"
+
+    @classmethod
+    def prepare(cls, raw, n):
+        return cls()
+
+
 @pytest.fixture
 def deferring_node(tmp_path, monkeypatch):
     monkeypatch.setitem(
@@ -113,7 +124,7 @@ def deferring_node(tmp_path, monkeypatch):
         Algorithm(
             "test-deferring",
             _Deferring,
-            lambda p, n: p,
+            _DeferringParams,
             "complete",
             # every record has an accountant; these tests never ask it (no budget, no report)
             accountant=get_algorithm("ring-sum").accountant,

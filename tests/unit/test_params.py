@@ -156,7 +156,7 @@ BAD = {
 
 def _params(name: str):
     raw, n, _ = CASES[name]
-    return get_algorithm(name).params_class.prepare(raw, n)
+    return get_algorithm(name).params.prepare(raw, n)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -197,7 +197,7 @@ def test_a_bad_value_names_its_field(name, raw, field):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_unknown_names_are_refused(name):
     raw, n, _ = CASES[name]
-    cls = get_algorithm(name).params_class
+    cls = get_algorithm(name).params
     with pytest.raises(ValueError, match=f"unknown {name} parameter.*'colour'"):
         cls.prepare({**raw, "colour": "blue"}, n)
     wire = cls.prepare(raw, n).to_wire()
@@ -210,12 +210,12 @@ def test_unknown_names_are_refused(name):
 
 def test_the_runtime_deadline_passes_from_wire_for_every_algorithm():
     wire = get_algorithm("ring-sum").prepare({"rounds": 2}, 3)
-    p = get_algorithm("ring-sum").params_class.from_wire({**wire, "deadline_s": 1.0})
+    p = get_algorithm("ring-sum").params.from_wire({**wire, "deadline_s": 1.0})
     assert p.to_wire() == wire  # the runtime reads it; the engine's parameters have none
 
 
 def test_from_wire_converts_each_value_to_its_fields_type():
-    cls = get_algorithm("ring-sum").params_class
+    cls = get_algorithm("ring-sum").params
     wire = cls.prepare({"rounds": 2}, 3).to_wire()
     p = cls.from_wire({**wire, "rounds": 2.0, "sigma": 0})
     assert type(p.rounds) is int and p.rounds == 2
@@ -237,7 +237,7 @@ def _epsilon_of(sigma: float, sensitivity: float, dim: int, delta: float) -> flo
 
 
 def test_ring_sigma_makes_one_window_epsilon_dp():
-    p = get_algorithm("ring-sum").params_class.prepare(
+    p = get_algorithm("ring-sum").params.prepare(
         {"rounds": 4, "dim": 3, "clip": 0.5, "epsilon": 0.4, "delta": 1e-7}, 5
     )
     assert p.sensitivity == 1.0
@@ -247,14 +247,14 @@ def test_ring_sigma_makes_one_window_epsilon_dp():
 
 
 def test_walk_sigma_makes_each_contribution_epsilon0_dp():
-    p = get_algorithm("walk-sum").params_class.prepare({"T": 20, "clip": 2.0, "dim": 2}, 5)
+    p = get_algorithm("walk-sum").params.prepare({"T": 20, "clip": 2.0, "dim": 2}, 5)
     assert p.sensitivity == 4.0 and 0 < p.epsilon0 < 1
     eps = _epsilon_of(p.sigma, 4.0, 2, p.delta)
     assert eps <= p.epsilon0 * (1 + 1e-9) and eps > 0.97 * p.epsilon0
 
 
 def test_rw_sgd_noise_multiplier_is_the_local_dp_level_of_the_cap():
-    p = get_algorithm("rw-sgd").params_class.prepare({"T": 40, "dim": 5, "epsilon": 4.0}, 4)
+    p = get_algorithm("rw-sgd").params.prepare({"T": 40, "dim": 5, "epsilon": 4.0}, 4)
     charged = accounted_sensitivity(p.sensitivity, p.sigma, p.dim)
     assert p.noise_multiplier == pytest.approx(p.sigma / charged)
     assert p.noise_multiplier >= ldp_noise_multiplier(p.cap, 4.0, p.delta) * (1 - 1e-12)
@@ -267,7 +267,7 @@ def test_the_engines_of_a_job_share_one_parameters_object():
     ctx = JobContext("j", "ring-sum", "a", ids, wire, 1)
     engines = [RingSum(ctx.for_node(v), np.array([0.5]), np.random.default_rng(0)) for v in ids]
     assert all(e.params is engines[0].params for e in engines)
-    assert engines[0].params == get_algorithm("ring-sum").params_class.from_wire(wire)
+    assert engines[0].params == get_algorithm("ring-sum").params.from_wire(wire)
     # a walk job's too
     walk = get_algorithm("walk-sum").prepare({"T": 8}, 4)
     wctx = JobContext("w", "walk-sum", "a", ids, walk, 3)
