@@ -14,6 +14,7 @@ from typing import Any
 from netdp_node.algorithms.accounting import Accountant
 from netdp_node.algorithms.hooks import NO_HOOKS, Hooks
 from netdp_node.limits import MAX_MESSAGE_BYTES
+from netdp_node.privacy.threat import ThreatModel
 from netdp_node.protocols.base import Engine, Params
 
 __all__ = ["ENVELOPE_ALLOWANCE", "MAX_PARAM_DEPTH", "Algorithm", "Params"]
@@ -31,6 +32,8 @@ def _dim(params: Mapping[str, Any], n: int) -> int:
 #: the old form of an algorithm's parameters, (params, n) -> prepared params (IncA until it has its
 #: `Params` class)
 Prepare = Callable[[dict[str, Any], int], dict[str, Any]]
+#: who a job's ε holds against, from its public spec, optionally for one reporting node
+Threat = Callable[[Mapping[str, Any], str | None], ThreatModel]
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ class Algorithm:
     hooks: Hooks = NO_HOOKS
     # its accountant: the node's privacy loss from its own view (algorithms/<family>/accountant.py)
     accountant: Accountant = dataclasses.field(kw_only=True)
+    # its threat model: (public job spec, the reporting node or None) -> who its ε holds against
+    # (`privacy.threat`)
+    threat: Threat = dataclasses.field(kw_only=True)
 
     def __post_init__(self) -> None:
         cls = self.params_class
