@@ -237,18 +237,18 @@ def _search(
     if not 0 < target_epsilon < math.inf:
         raise ConfigError(f"target epsilon must be a finite number > 0, got {target_epsilon!r}")
     a = ALGORITHMS.get(algorithm)
-    spec = None if a is None else a.hooks.target_knob()
-    if spec is None:
+    how = None if a is None else a.hooks.target_knob()
+    if how is None:
         raise ConfigError(f"no planner for algorithm {algorithm!r}; known: {sorted(KNOBS)}")
     given = sorted(set(params) & set(NOISE_PARAMS))
     if given:
         raise ConfigError(
             f"the target epsilon sets the noise of the job: do not also give {', '.join(given)}"
         )
-    knob, increasing = spec.param, spec.increasing
+    knob, increasing = how.param, how.increasing
     raw = dict(params)
-    raw.update(spec.fixed)  # e.g. Muffliato's calibrate=ldp (the guarantee, not the mean loss)
-    note = spec.note
+    raw.update(how.fixed)  # e.g. Muffliato's calibrate=ldp (the guarantee, not the mean loss)
+    note = how.note
 
     def attempt(v: float) -> tuple[dict[str, Any], dict[str, Any], Loss]:
         r = {**raw, knob: v}
@@ -261,7 +261,7 @@ def _search(
     if not increasing:  # a σ: start from the algorithm's calibration at ε = target
         raw["epsilon"] = target_epsilon
         base = _validate(algorithm, raw, n)
-        for k in spec.keep:  # calibrated parameters that do not change the loss
+        for k in how.keep:  # calibrated parameters that do not change the loss
             if k in base:
                 raw[k] = base[k]
         start = float(base[knob])
@@ -292,8 +292,8 @@ def _search(
                 bad = mid
             if max(good, bad) / min(good, bad) < 1 + 1e-6:
                 break
-        if spec.moved:
-            note = spec.moved
+        if how.moved:
+            note = how.moved
     r, p, loss = got
     return Planned(algorithm, n, r, p, loss, knob, note)
 
