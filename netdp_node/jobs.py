@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from netdp.v1 import bootstrap_pb2, common_pb2
-from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms import get_algorithm, threat_model
 from netdp_node.bootstrap_client import BootstrapClient
-from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note, threat_model
+from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note
 from netdp_node.report import threat_lines, wrap
 from netdp_node.wire import tensor_to_ndarray
 

@@ -14,6 +14,12 @@ the planner searches that parameter until the accountant's per-peer ε is at mos
 (`params_for_target`); `netdp demo --target-epsilon` and `netdp job submit --target-epsilon` use
 the same function, so a plan and a run cannot disagree.
 
+What differs between algorithms is asked of each record's hooks (`get_algorithm(name).hooks`,
+`algorithms/hooks.py`): the parameter that sets its noise (`target_knob`), the topology and job
+parameters of a target (`plan_topology`, `plan_params`), whether its ε holds against the target's
+threat (`plan_refusal`), its row's figures (`plan_figures`) and the paper's figure
+(`plan_paper`); the planner keeps the search, the baselines and the output.
+
 Algorithms whose amplification is proven only for continuous Gaussian noise (all Muffliato
 variants, walk-sgd, rw-sgd, IncA: docs/noise.md) are planned at the local-DP level they enforce;
 the paper's continuous-noise figure is shown beside them, labelled, never as the plan.
@@ -26,6 +32,7 @@ machine, real processes, mTLS and durable ledgers. They are orders of magnitude,
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 import math
@@ -36,14 +43,12 @@ from typing import Any
 
 import numpy as np
 
-from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms import ALGORITHMS, get_algorithm
+from netdp_node.algorithms.hooks import CONTINUOUS, PlanCase, PlanTarget, parse_threat
 from netdp_node.errors import ConfigError
 from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, discrete_gaussian_sigma
 from netdp_node.protocols.base import JobContext
 from netdp_node.report import DEFAULT_DELTA, at_delta
-
-#: the label of a figure proven for continuous noise only (as the reports print it)
-CONTINUOUS = "continuous-noise analysis; not proven for discrete noise"
 
 #: Measured costs (docs/performance.md, "Over the network"): seconds per sequential step.
 COSTS: dict[str, tuple[float, str]] = {
@@ -65,60 +70,34 @@ COSTS: dict[str, tuple[float, str]] = {
 #: the threat models a plan may ask for
 THREATS = ("single", "collude:C", "any")
 
-#: the algorithms the planner compares (histograms release counts: not compared here)
-PLANNED = (
-    "ring-sum",
-    "ring-sum-r",
-    "walk-sum",
-    "walk-sgd",
-    "rw-sgd",
-    "muffliato",
-    "muffliato-random",
-    "muffliato-gd",
-    "inca",
+#: the algorithms the planner compares, in the order of its rows (each record's hooks say whether
+#: and where: `plan_skipped`, `plan_order`)
+PLANNED = tuple(
+    sorted(
+        (k for k, a in ALGORITHMS.items() if a.hooks.plan_skipped() is None),
+        key=lambda k: ALGORITHMS[k].hooks.plan_order(),
+    )
 )
 #: the planned algorithms whose guarantee can be below local DP's (proven for the discrete noise)
-AMPLIFIED = ("ring-sum", "ring-sum-r", "walk-sum")
-NOT_PLANNED = {
-    "ring-histogram": "releases a histogram (randomized response), not a sum or mean",
-    "walk-histogram": "releases a histogram (randomized response), not a sum or mean",
-}
+AMPLIFIED = tuple(k for k in PLANNED if ALGORITHMS[k].hooks.plan_amplified())
+#: the algorithms the planner does not compare, and why
+NOT_PLANNED = {k: why for k, a in ALGORITHMS.items() if (why := a.hooks.plan_skipped()) is not None}
 
-#: The parameter that sets an algorithm's noise, and whether the loss grows with it. `epsilon` of
-#: the walks, rw-sgd and Muffliato (calibrate=ldp) is already the per-peer target.
+#: The parameter that sets an algorithm's noise, and whether the loss grows with it
+#: (`Hooks.target_knob`). `epsilon` of the walks, rw-sgd and Muffliato (calibrate=ldp) is already
+#: the per-peer target; the ring's is per window, IncA's knob is σ_η.
 KNOBS: dict[str, tuple[str, bool]] = {
-    "ring-sum": ("epsilon", True),  # per window
-    "ring-sum-r": ("epsilon", True),  # per window
-    "ring-histogram": ("epsilon0", True),  # per randomized response
-    "walk-sum": ("epsilon", True),
-    "walk-histogram": ("epsilon", True),
-    "walk-sgd": ("epsilon", True),
-    "rw-sgd": ("epsilon", True),
-    "muffliato": ("epsilon", True),
-    "muffliato-random": ("epsilon", True),
-    "muffliato-gd": ("epsilon", True),
-    "inca": ("sigma_eta", False),
+    k: (knob.param, knob.increasing)
+    for k, a in ALGORITHMS.items()
+    if (knob := a.hooks.target_knob()) is not None
 }
 #: parameters the target replaces (given alongside --target-epsilon they would contradict it)
 NOISE_PARAMS = ("epsilon", "epsilon0", "sigma", "sigma_eta", "calibrate", "noise_multiplier")
 
-_MUFFLIATO_GRAPHS = ("ring", "complete", "hypercube")
 _TOL = 1e-9
 
-
-@dataclass(frozen=True)
-class Target:
-    """What a plan is for."""
-
-    n: int
-    epsilon: float
-    delta: float
-    topology: str | None = None  # None: each algorithm's own
-    threat: str = "single"
-    clip: float = 1.0
-    dim: int = 1
-    rounds: int = 10  # ring: rounds K
-    steps: int = 0  # walks: T (0: the algorithm's default, 10·n)
+#: What a plan is for (n, ε, δ, topology, threat, clip, dim, rounds, steps).
+Target = PlanTarget
 
 
 @dataclass
@@ -147,24 +126,6 @@ class Planned:
             f"δ {self.loss.delta:.3g}, {self.loss.method})"
             + (f"; σ={self.prepared['sigma']:.6g}" if "sigma" in self.prepared else "")
         )
-
-
-def parse_threat(threat: str, n: int) -> tuple[str, int]:
-    """ "single" -> ("single", 1); "collude:C" -> ("collude", C); "any" -> ("any", n)."""
-    if threat == "single":
-        return "single", 1
-    if threat == "any":
-        return "any", n
-    kind, sep, c = threat.partition(":")
-    if kind == "collude" and sep:
-        try:
-            k = int(c)
-        except ValueError:
-            k = 0
-        if 1 <= k < n:
-            return "collude", k
-        raise ConfigError(f"--threat collude:C needs an integer C in 1..n-1 = {n - 1}, got {c!r}")
-    raise ConfigError(f"--threat must be single, collude:C or any, not {threat!r}")
 
 
 @functools.lru_cache(maxsize=8)
@@ -211,7 +172,6 @@ _PREPARED_MAX = 256
 #: hypercube: a function of the graph and n only) by a dense eigen-decomposition, seconds at
 #: n = 2000: a plan computes it once and gives the value back to the later preparations
 _GAPS: dict[tuple[str, int], float] = {}
-_GAP_USERS = ("muffliato", "muffliato-gd")
 
 
 def _validate(algorithm: str, raw: Mapping[str, Any], n: int) -> dict[str, Any]:
@@ -221,13 +181,14 @@ def _validate(algorithm: str, raw: Mapping[str, Any], n: int) -> dict[str, Any]:
         return copy.deepcopy(hit)
     call = dict(raw)
     gap_key = (str(raw.get("graph")), n)
-    if algorithm in _GAP_USERS and "spectral_gap" not in raw and gap_key in _GAPS:
+    reuse = get_algorithm(algorithm).hooks.plan_reuses_spectral_gap()
+    if reuse and "spectral_gap" not in raw and gap_key in _GAPS:
         call["spectral_gap"] = _GAPS[gap_key]  # the value its preparation computed before
     try:
         out = get_algorithm(algorithm).validate(call, n)
     except ValueError as e:
         raise ConfigError(f"{algorithm}: {e}") from None
-    if algorithm in _GAP_USERS and "spectral_gap" not in raw and "spectral_gap_used" in out:
+    if reuse and "spectral_gap" not in raw and "spectral_gap_used" in out:
         _GAPS[gap_key] = float(out["spectral_gap_used"])
     if len(_PREPARED) >= _PREPARED_MAX:
         _PREPARED.pop(next(iter(_PREPARED)))
@@ -275,19 +236,19 @@ def _search(
     per-peer ε, stated at `delta`, is at most the target (geometric bisection)."""
     if not 0 < target_epsilon < math.inf:
         raise ConfigError(f"target epsilon must be a finite number > 0, got {target_epsilon!r}")
-    if algorithm not in KNOBS:
+    a = ALGORITHMS.get(algorithm)
+    how = None if a is None else a.hooks.target_knob()
+    if how is None:
         raise ConfigError(f"no planner for algorithm {algorithm!r}; known: {sorted(KNOBS)}")
     given = sorted(set(params) & set(NOISE_PARAMS))
     if given:
         raise ConfigError(
             f"the target epsilon sets the noise of the job: do not also give {', '.join(given)}"
         )
-    knob, increasing = KNOBS[algorithm]
+    knob, increasing = how.param, how.increasing
     raw = dict(params)
-    note = ""
-    if algorithm.startswith("muffliato"):
-        raw["calibrate"] = "ldp"  # the guarantee, not the paper's mean loss (docs/accountants.md)
-        note = "calibrate=ldp: σ for the local-DP level each pair is guaranteed"
+    raw.update(how.fixed)  # e.g. Muffliato's calibrate=ldp (the guarantee, not the mean loss)
+    note = how.note
 
     def attempt(v: float) -> tuple[dict[str, Any], dict[str, Any], Loss]:
         r = {**raw, knob: v}
@@ -297,11 +258,12 @@ def _search(
     def ok(loss: Loss) -> bool:
         return loss.epsilon <= target_epsilon * (1 + _TOL)
 
-    if not increasing:  # σ_η: start from the paper's calibration at ε = target
+    if not increasing:  # a σ: start from the algorithm's calibration at ε = target
         raw["epsilon"] = target_epsilon
         base = _validate(algorithm, raw, n)
-        if "sigma_delta" in base:  # keep the calibrated Δ noise: it does not change the loss
-            raw["sigma_delta"] = base["sigma_delta"]
+        for k in how.keep:  # calibrated parameters that do not change the loss
+            if k in base:
+                raw[k] = base[k]
         start = float(base[knob])
     else:
         start = target_epsilon
@@ -330,8 +292,8 @@ def _search(
                 bad = mid
             if max(good, bad) / min(good, bad) < 1 + 1e-6:
                 break
-        if not increasing:
-            note = "σ_η raised above the paper's calibration to the local-DP level of the target"
+        if how.moved:
+            note = how.moved
     r, p, loss = got
     return Planned(algorithm, n, r, p, loss, knob, note)
 
@@ -363,192 +325,28 @@ class Row:
         return {k: v for k, v in self.__dict__.items()}
 
 
-def _topology_for(algorithm: str, t: Target) -> tuple[str | None, str]:
-    """The topology the algorithm would run on, or None with the reason it cannot."""
-    own = get_algorithm(algorithm).topology
-    topo = t.topology
-    if algorithm.startswith("ring-"):
-        if topo in (None, "ring", "complete"):
-            return "ring", ""
-        return None, f"needs a ring of all participants (topology ring or complete), not {topo}"
-    if algorithm in ("walk-sum", "walk-sgd", "inca"):
-        if topo in (None, "complete"):
-            return "complete", ""
-        return None, f"runs on the complete graph (its theorems assume it), not {topo}"
-    if algorithm == "rw-sgd":
-        return topo or own, ""
-    # Muffliato: the public spectral gap of its graph sets T
-    if topo is None:
-        return ("hypercube" if t.n & (t.n - 1) == 0 and t.n >= 4 else "ring"), ""
-    if topo in _MUFFLIATO_GRAPHS:
-        if topo == "hypercube" and t.n & (t.n - 1):
-            return None, "a hypercube needs n a power of two"
-        return topo, ""
-    return None, (
-        f"its rounds T come from the public spectral gap of ring, complete or hypercube; "
-        f"for {topo} submit graph=topology with a spectral_gap bound"
-    )
-
-
-def _threat_reason(algorithm: str, kind: str, c: int) -> str:
-    if algorithm.startswith("ring-") and kind != "single":
-        return "its ε holds against each single node only (neighbours together learn a value)"
-    if algorithm == "walk-sum" and kind == "any":
-        return "its ε holds against single nodes or up to c colluders, not any observer"
-    return ""
-
-
-def _base_params(algorithm: str, t: Target, topo: str, c: int) -> dict[str, Any]:
-    if algorithm.startswith("ring-"):
-        return {
-            "rounds": t.rounds,
-            "dim": t.dim,
-            "clip": t.clip,
-            "delta": t.delta,
-            "delta_prime": t.delta,
-        }
-    if algorithm == "walk-sum":
-        p: dict[str, Any] = {"dim": t.dim, "clip": t.clip, "delta": t.delta}
-        if t.steps:
-            p["T"] = t.steps
-        if c > 1:
-            p["colluders"] = c
-        return p
-    if algorithm in ("walk-sgd", "rw-sgd"):
-        p = {"dim": t.dim, "lipschitz": t.clip, "delta": t.delta}
-        if t.steps:
-            p["T"] = t.steps
-        return p
-    if algorithm == "inca":
-        p = {"dim": t.dim, "lo": -t.clip, "hi": t.clip, "delta": t.delta}
-        if c > 1:  # the paper's calibration (shown, labelled) against that share of colluders
-            p["threat"] = f"collude:{c / t.n:.6g}"
-        return p
-    p = {"graph": topo, "dim": t.dim, "delta": t.delta}
-    p["lipschitz" if algorithm == "muffliato-gd" else "clip"] = t.clip
-    return p
-
-
-def _engine_std(algorithm: str, p: Mapping[str, Any], n: int) -> float:
-    """ring-sum-r's released std, from its engine (`total_noise_std` over the rounds)."""
+def _engine(algorithm: str, p: Mapping[str, Any], n: int) -> Any:
+    """The engine of the first participant for the prepared parameters `p` (not run)."""
     ids = _ids(n)
-    eng = get_algorithm(algorithm).engine(
+    return get_algorithm(algorithm).engine(
         JobContext("plan", algorithm, ids[0], tuple(ids), dict(p), 0),
         None,
         np.random.default_rng(0),
         False,
     )
-    return float(eng.total_noise_std()) / int(p["rounds"])  # type: ignore[attr-defined]
 
 
-def _fill(row: Row, algorithm: str, p: Mapping[str, Any], t: Target, topo: str) -> None:
+def _case(algorithm: str, t: Target, topo: str, p: Mapping[str, Any]) -> PlanCase:
     n = t.n
-    hop, hop_how = COSTS["hop"]
-    if algorithm.startswith("ring-"):
-        K = int(p["rounds"])
-        row.sigma = float(p["sigma"])
-        row.steps = f"K={K} rounds ({n * K} hops + release)"
-        row.caps = f"{K} contributions per node"
-        if algorithm == "ring-sum":
-            got = _estimate_std(algorithm, _spec(algorithm, n, p))
-            assert got is not None
-            row.release_std, row.std_how = got
-        else:
-            row.release_std = _engine_std(algorithm, p, n)
-            row.std_how = "the engine's total noise std over K (Remark 1's schedule + release)"
-        row.mean_std = row.release_std / n
-        row.std_how += "; released value: the sum of the n values"
-        row.messages, row.messages_how = K + 1.0, "K tokens + 1 release"
-        row.time_s, row.time_how = (n * K + n) * hop, f"{n * K + n} sequential hops × {hop_how}"
-        return
-    if algorithm in ("walk-sum", "walk-sgd", "rw-sgd"):
-        T = int(p["T"])
-        row.sigma = float(p["sigma"])
-        row.steps = f"T={T} steps"
-        cap = int(p.get("cap", 0))
-        row.caps = (f"cap {cap}" if cap else "no cap") + (
-            f", edge_cap {p['edge_cap']}" if p.get("regime") == "edge-cap" else ""
-        )
-        if algorithm == "walk-sum":
-            got = _estimate_std(algorithm, _spec(algorithm, n, p))
-            assert got is not None
-            row.release_std, row.std_how = got
-            row.mean_std = row.release_std / T
-            row.std_how += (
-                "; released value: the sum of the T visited values (÷T estimates the mean, "
-                "plus the walk's sampling error, not counted)"
-            )
-        else:
-            row.std_how = "n/a: no closed form for the accuracy of private SGD here"
-        row.messages = 2 * T / n + (n - 1) / n
-        row.messages_how = "2T/n on average (token + custody handoff per hop) + the release"
-        row.time_s, row.time_how = T * hop, f"{T} sequential hops × {hop_how}"
-        return
-    if algorithm.startswith("muffliato"):
-        row.sigma = float(p["sigma"])
-        deg = int(p.get("d_max", 2))
-        if algorithm == "muffliato-random":
-            d = float(p["duration_s"])
-            row.steps = f"{d:g} s of Poisson clocks, rate {p['rate']:g}/s"
-            row.messages = 2 * float(p["rate"]) * d * 2
-            row.messages_how = "≈ 2·rate·duration exchanges, 2 messages each"
-            row.time_s, row.time_how = d + float(p["grace_s"]), "duration_s + grace_s"
-        else:
-            T = int(p["T"]) * int(p.get("calls", 1))
-            row.steps = f"T={T} gossip rounds" + (
-                f" ({p['steps']} GD steps)" if "steps" in p else ""
-            )
-            rnd, rnd_how = COSTS["gossip-round"]
-            row.messages, row.messages_how = float(T * deg), f"T × degree ({deg})"
-            row.time_s, row.time_how = T * rnd, f"{T} rounds × {rnd_how}"
-        row.caps = f"graph {topo}"
-        if algorithm == "muffliato-gd":
-            row.std_how = "n/a: no closed form for the accuracy of private GD here"
-        else:
-            row.release_std = row.sigma / math.sqrt(n)
-            row.mean_std = row.release_std
-            row.std_how = (
-                "σ/√n: each node's estimate at consensus (a lower bound: larger before it)"
-            )
-        return
-    if algorithm == "inca":
-        T, k = int(p["T"]), int(p["k"])
-        row.sigma = float(p["sigma_eta"])
-        row.steps = f"T={T} iterations, k={k}"
-        row.caps = f"σ_Δ={float(p['sigma_delta']):.4g} (correlated, cancels)"
-        row.release_std = row.sigma / math.sqrt(n)
-        row.mean_std = row.release_std
-        row.std_how = "σ_η/√n: the mean of the n releases x + η (the Δ terms cancel)"
-        it, it_how = COSTS["inca-iteration"]
-        row.messages = float(T * k)
-        row.messages_how = "T × k direct messages (dissemination relays not counted)"
-        row.time_s, row.time_how = T * it, f"{T} iterations × {it_how}"
-
-
-def _paper(algorithm: str, base: Mapping[str, Any], t: Target, p: Mapping[str, Any]) -> dict:
-    """The paper's continuous-noise calibration at the target, labelled (never the plan)."""
-    try:
-        if algorithm.startswith("muffliato"):
-            q = _validate(algorithm, {**base, "epsilon": t.epsilon, "calibrate": "mean"}, t.n)
-            return {
-                "sigma": float(q["sigma"]),
-                "what": "σ for the paper's mean loss ε (eq. 7), " + CONTINUOUS,
-            }
-        if algorithm == "inca":
-            q = _validate(algorithm, {**base, "epsilon": t.epsilon}, t.n)
-            return {
-                "sigma": float(q["sigma_eta"]),
-                "what": f"σ_η of the paper's calibration against {q['threat']}, " + CONTINUOUS,
-            }
-    except ConfigError:
-        return {}
-    if algorithm in ("walk-sgd", "rw-sgd"):
-        return {
-            "what": "amplification by iteration (the paper's gain) is a "
-            + CONTINUOUS
-            + "; see `netdp privacy report` after a run",
-        }
-    return {}
+    return PlanCase(
+        target=t,
+        topology=topo,
+        params=p,
+        costs=COSTS,
+        prepare=lambda raw: _validate(algorithm, raw, n),
+        estimate_std=lambda: _estimate_std(algorithm, _spec(algorithm, n, p)),
+        engine=lambda: _engine(algorithm, p, n),
+    )
 
 
 def baselines(t: Target) -> dict[str, Row]:
@@ -620,15 +418,20 @@ def check_target(t: Target) -> None:
 def plan(t: Target, algorithms: Sequence[str] = PLANNED) -> dict[str, Any]:
     """Evaluate every algorithm of `algorithms` for the target (see the module docstring)."""
     check_target(t)
-    kind, c = parse_threat(t.threat, t.n)
     rows: list[Row] = []
     for alg in algorithms:
-        topo, why = _topology_for(alg, t)
-        why = why or _threat_reason(alg, kind, c)
+        rec = get_algorithm(alg)
+        hooks = rec.hooks
+        skipped = hooks.plan_skipped()
+        if skipped is not None:
+            rows.append(Row(alg, False, reason=skipped))
+            continue
+        topo, why = hooks.plan_topology(t, rec.topology)
+        why = why or hooks.plan_refusal(t)
         if topo is None or why:
             rows.append(Row(alg, False, reason=why))
             continue
-        base = _base_params(alg, t, topo, c if kind == "collude" else 1)
+        base = hooks.plan_params(t, topo)
         try:
             planned = params_for_target(alg, base, t.n, t.epsilon, t.delta)
         except ConfigError as e:
@@ -644,12 +447,16 @@ def plan(t: Target, algorithms: Sequence[str] = PLANNED) -> dict[str, Any]:
             params=planned.params,
             note=planned.note,
         )
-        _fill(row, alg, p, t, topo)
+        case = _case(alg, t, topo, p)
+        for f in dataclasses.fields(figures := hooks.plan_figures(case)):
+            setattr(row, f.name, getattr(figures, f.name))
         used = {k: v for k, v in planned.params.items() if k not in NOISE_PARAMS}
-        row.paper = _paper(alg, used, t, p)
+        row.paper = hooks.plan_paper(case, used)
         rows.append(row)
+    listed = {r.algorithm for r in rows}
     for alg, why in NOT_PLANNED.items():
-        rows.append(Row(alg, False, reason=why))
+        if alg not in listed:
+            rows.append(Row(alg, False, reason=why))
     base_rows = baselines(t)
     return {
         "target": {
@@ -791,6 +598,7 @@ def apply_target(
 
 
 __all__: list[str] = [
+    "CONTINUOUS",
     "COSTS",
     "PLANNED",
     "Planned",
@@ -798,6 +606,7 @@ __all__: list[str] = [
     "apply_target",
     "baselines",
     "params_for_target",
+    "parse_threat",
     "plan",
     "plot",
     "render",

@@ -16,7 +16,7 @@ from netdp_node.algorithms.budget import per_job_losses, total_losses
 from netdp_node.errors import LedgerError
 from netdp_node.ledger import LEDGER_FILE, Ledger
 from netdp_node.privacy.composition import PrivacyLoss, compose_losses
-from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note, seeded, threat_model
+from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note, seeded
 from netdp_node.progress import table
 
 #: the δ of a report when neither --delta nor a recorded budget names one
@@ -140,7 +140,7 @@ def ledger_report(
                     "peers": peers,
                     "baselines": base,
                     **({"incoming": learnt} if learnt is not None else {}),
-                    "threat_model": threat_model(j.spec, me).as_dict(),
+                    "threat_model": get_algorithm(j.algorithm).threat(j.spec, me).as_dict(),
                     "seeded_rng": was_seeded,
                     "not_private": not_private_note() if was_seeded else None,
                 }

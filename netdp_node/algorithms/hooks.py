@@ -3,8 +3,8 @@ audit` look its behaviour up in its record (`get_algorithm(name).hooks`), never 
 
 Each algorithm's hooks live in its family's folder (`<family>/hooks.py`), one object per algorithm,
 a subclass of `Hooks`. The defaults here say "not offered": no demo, no synthetic data, not run by
-compose, no audit check of its own. The tools hand the hooks plain values (`DemoRun`, `SimRun`):
-the hooks never reach into processes, ledgers or transports."""
+compose, no audit check of its own, no plan. The tools hand the hooks plain values (`DemoRun`,
+`SimRun`, `PlanTarget`, `PlanCase`): the hooks never reach into processes, ledgers or transports."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from netdp_node.errors import ConfigError
+from netdp_node.privacy import muffliato_accountant
 from netdp_node.protocols.base import Output
 
 #: The audit checks an algorithm can ask for (`netdp audit`; names as the audit reports them).
@@ -94,6 +96,106 @@ class SimRun:
         """The value of the first output (the released result of a walk or a ring)."""
         out = next(iter(self.outputs.values()), None)
         return np.asarray(None if out is None else out.value)
+
+
+#: the label of a figure proven for continuous noise only (as the reports print it)
+CONTINUOUS = muffliato_accountant.CONTINUOUS
+
+
+def parse_threat(threat: str, n: int) -> tuple[str, int]:
+    """ "single" -> ("single", 1); "collude:C" -> ("collude", C); "any" -> ("any", n)."""
+    if threat == "single":
+        return "single", 1
+    if threat == "any":
+        return "any", n
+    kind, sep, c = threat.partition(":")
+    if kind == "collude" and sep:
+        try:
+            k = int(c)
+        except ValueError:
+            k = 0
+        if 1 <= k < n:
+            return "collude", k
+        raise ConfigError(f"--threat collude:C needs an integer C in 1..n-1 = {n - 1}, got {c!r}")
+    raise ConfigError(f"--threat must be single, collude:C or any, not {threat!r}")
+
+
+@dataclass(frozen=True)
+class PlanTarget:
+    """What a plan is for (`netdp plan`)."""
+
+    n: int
+    epsilon: float
+    delta: float
+    topology: str | None = None  # None: each algorithm's own
+    threat: str = "single"
+    clip: float = 1.0
+    dim: int = 1
+    rounds: int = 10  # ring: rounds K
+    steps: int = 0  # walks: T (0: the algorithm's default, 10·n)
+
+    @property
+    def threat_kind(self) -> str:
+        """ "single", "collude" or "any" (ConfigError when --threat is malformed)."""
+        return parse_threat(self.threat, self.n)[0]
+
+    @property
+    def colluders(self) -> int:
+        """The colluding set of a "collude:C" threat (C), else 1."""
+        kind, c = parse_threat(self.threat, self.n)
+        return c if kind == "collude" else 1
+
+
+@dataclass(frozen=True)
+class PlanKnob:
+    """The job parameter that sets an algorithm's noise: `netdp plan` and `--target-epsilon`
+    search it until the accountant's per-peer ε meets the target."""
+
+    param: str
+    #: the loss grows with it (an ε); False: it falls (a σ), and the search starts from the
+    #: algorithm's own calibration at ε = target
+    increasing: bool = True
+    #: parameters a target sets besides the knob (as (name, value)), and the note that says so
+    fixed: tuple[tuple[str, str], ...] = ()
+    note: str = ""
+    #: parameters of the starting calibration kept through the search (they do not change the loss)
+    keep: tuple[str, ...] = ()
+    #: the note when the search moved the knob past its starting calibration
+    moved: str = ""
+
+
+@dataclass(frozen=True)
+class PlanCase:
+    """One algorithm planned for a target, as `netdp plan` hands it to the hooks."""
+
+    target: PlanTarget
+    topology: str  # the one `plan_topology` chose
+    params: Mapping[str, Any]  # the job's parameters as the registry prepared them
+    #: seconds per sequential step and where the figure comes from ("hop", "gossip-round",
+    #: "inca-iteration")
+    costs: Mapping[str, tuple[float, str]]
+    #: the registry's preparation of other parameters for the same n (ConfigError naming a field)
+    prepare: Callable[[Mapping[str, Any]], dict[str, Any]]
+    #: the accountant's closed-form noise std of the released value, and how (None: it has none)
+    estimate_std: Callable[[], tuple[float, str] | None]
+    #: the engine of the first participant for these parameters (a sans-IO object, not run)
+    engine: Callable[[], Any]
+
+
+@dataclass
+class PlanFigures:
+    """What a plan predicts for one algorithm (the columns of `netdp plan`)."""
+
+    sigma: float | None = None  # noise std of one addition (σ_η for IncA)
+    steps: str = ""
+    caps: str = ""
+    release_std: float | None = None  # noise std of the released value (per coordinate)
+    mean_std: float | None = None  # ... expressed as the std of an estimate of the mean
+    std_how: str = ""
+    messages: float | None = None  # per node
+    messages_how: str = ""
+    time_s: float | None = None
+    time_how: str = ""
 
 
 class Hooks:
@@ -202,9 +304,60 @@ class Hooks:
     #: the walk-conditional audit of its realised walk (network-dp.md §4), or None
     walk_audit: WalkAuditMode | None = None
 
+    # -- netdp plan and --target-epsilon ------------------------------------------------------
+    def target_knob(self) -> PlanKnob | None:
+        """The parameter that sets its noise for a per-peer target ε (None: no planner)."""
+        return None
+
+    def plan_skipped(self) -> str | None:
+        """Why `netdp plan` does not compare it (None: it does, through the `plan_*` hooks)."""
+        return None if self.target_knob() is not None else "the planner does not cover it"
+
+    def plan_order(self) -> int:
+        """Its rank among the rows of `netdp plan` (equal ranks: the registry's order)."""
+        return 0
+
+    def plan_amplified(self) -> bool:
+        """Its guarantee can be below local DP's (amplification proven for the noise drawn)."""
+        return False
+
+    def plan_reuses_spectral_gap(self) -> bool:
+        """Its preparation computes the public spectral gap of its `graph` (`spectral_gap_used`, a
+        function of the graph and n only), which a plan may hand back as `spectral_gap`."""
+        return False
+
+    def plan_topology(self, t: PlanTarget, own: str) -> tuple[str | None, str]:
+        """The topology it would run on for the target (`own`: its record's default), or None
+        with the reason it cannot."""
+        raise NotImplementedError(f"{type(self).__name__} has no plan")
+
+    def plan_refusal(self, t: PlanTarget) -> str:
+        """Why its ε does not hold against the target's threat ("" when it does)."""
+        return ""
+
+    def plan_params(self, t: PlanTarget, topology: str) -> dict[str, Any]:
+        """The job parameters of the target, without the noise (the planner searches the knob)."""
+        raise NotImplementedError(f"{type(self).__name__} has no plan")
+
+    def plan_figures(self, case: PlanCase) -> PlanFigures:
+        """σ, steps, caps, predicted std, messages and time of the planned job."""
+        raise NotImplementedError(f"{type(self).__name__} has no plan")
+
+    def plan_paper(self, case: PlanCase, used: Mapping[str, Any]) -> dict[str, Any]:
+        """The paper's continuous-noise figure at the target, labelled, never the plan ({}: none);
+        `used`: the planned parameters without the noise."""
+        return {}
+
 
 #: The hooks of an algorithm that offers none (and of a name no record has).
 NO_HOOKS = Hooks()
+
+
+def plan_on_complete(t: PlanTarget) -> tuple[str | None, str]:
+    """`Hooks.plan_topology` of an algorithm whose theorems assume the complete graph."""
+    if t.topology in (None, "complete"):
+        return "complete", ""
+    return None, f"runs on the complete graph (its theorems assume it), not {t.topology}"
 
 
 def contribution_counts(res: Mapping[str, Any]) -> str:

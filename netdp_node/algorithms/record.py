@@ -14,6 +14,7 @@ from typing import Any
 from netdp_node.algorithms.accounting import Accountant
 from netdp_node.algorithms.hooks import NO_HOOKS, Hooks
 from netdp_node.limits import MAX_MESSAGE_BYTES
+from netdp_node.privacy.threat import ThreatModel
 from netdp_node.protocols.base import Engine, Params
 
 __all__ = ["ENVELOPE_ALLOWANCE", "MAX_PARAM_DEPTH", "Algorithm", "Params"]
@@ -26,6 +27,10 @@ ENVELOPE_ALLOWANCE = 64 * 1024
 
 def _dim(params: Mapping[str, Any], n: int) -> int:
     return int(params.get("dim", 1))
+
+
+#: who a job's ε holds against, from its public spec, optionally for one reporting node
+Threat = Callable[[Mapping[str, Any], str | None], ThreatModel]
 
 
 @dataclass(frozen=True)
@@ -50,12 +55,16 @@ class Algorithm:
     hooks: Hooks = NO_HOOKS
     # its accountant: the node's privacy loss from its own view (algorithms/<family>/accountant.py)
     accountant: Accountant = dataclasses.field(kw_only=True)
+    # its threat model: (public job spec, the reporting node or None) -> who its ε holds against
+    # (`privacy.threat`)
+    threat: Threat = dataclasses.field(kw_only=True)
 
     def __post_init__(self) -> None:
         cls = self.params
         if cls.algorithm != self.name:
             raise ValueError(f"{self.name}: its parameters are {cls.algorithm!r}'s")
-        if self.engine.params_class not in (None, cls):
+        reads = self.engine.params_class
+        if reads is not None and not issubclass(cls, reads):
             raise ValueError(f"{self.name}: its engine reads {self.engine.params_class}")
         if not self.integers:
             object.__setattr__(self, "integers", cls.integer_inputs())

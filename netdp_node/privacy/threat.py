@@ -3,9 +3,11 @@ node's noise is secret (a seeded node is NOT PRIVATE).
 
 One place for both, read by every report (`netdp privacy report`, `netdp job result`, `netdp demo`):
 
-* `threat_model(spec, me)`: which observers the job's ε holds against (a single node, a colluding
-  set of up to c nodes, or anyone, eavesdroppers included), and what it does not cover, from the
-  public job spec. JSON outputs carry it under the key "threat_model" (`ThreatModel.as_dict`).
+* One function per algorithm, (spec, me) -> `ThreatModel`, the `threat` of its record
+  (`get_algorithm(name).threat`; `netdp_node.algorithms.threat_model(spec, me)`): which observers
+  the job's ε holds against (a single node, a colluding set of up to c nodes, or anyone,
+  eavesdroppers included), and what it does not cover, from the public job spec. JSON outputs
+  carry it under the key "threat_model" (`ThreatModel.as_dict`).
 * `SEEDED_RNG_EVENT`: the ledger entry a node started with `--seed` writes for every job it runs
   (its private RNG is then a seeded PCG64: its noise and next hops are predictable). Every report
   and result of such a node is marked `NOT_PRIVATE`.
@@ -13,7 +15,7 @@ One place for both, read by every report (`netdp privacy report`, `netdp job res
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +85,7 @@ def _ring_noise_rounds(spec: Mapping[str, Any]) -> list[int]:
     ]
 
 
-def _ring_sum(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
+def ring_sum(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     k = int(spec["params"]["rounds"])
     counts = _ring_noise_rounds(spec)
     lo, hi = min(counts), max(counts)
@@ -107,7 +109,7 @@ def _ring_sum(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     )
 
 
-def _ring_sum_r(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
+def ring_sum_r(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     return ThreatModel(
         SINGLE,
         1,
@@ -121,7 +123,7 @@ def _ring_sum_r(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     )
 
 
-def _ring_histogram(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
+def ring_histogram(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     return ThreatModel(
         SINGLE,
         1,
@@ -134,7 +136,7 @@ def _ring_histogram(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     )
 
 
-def _walk(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
+def walk(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     p = spec["params"]
     if p.get("dp", "network") == "local":
         return ThreatModel(
@@ -149,9 +151,9 @@ def _walk(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     return _walk_network(spec)
 
 
-def _walk_sgd(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
+def walk_sgd(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     if spec["params"].get("dp", "network") == "local":
-        return _walk(spec, me)
+        return walk(spec, me)
     return ThreatModel(
         ANYONE,
         None,
@@ -188,7 +190,7 @@ def _walk_network(spec: Mapping[str, Any]) -> ThreatModel:
     )
 
 
-def _rw_sgd(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
+def rw_sgd(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     groups = spec["params"].get("collusion_groups") or []
     parts = list(spec["participants"])
     named = ["+".join(parts[i] for i in g) for g in groups]
@@ -207,7 +209,7 @@ def _rw_sgd(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     )
 
 
-def _inca(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
+def inca(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     threat = spec["params"].get("threat", "")
     return ThreatModel(
         ANYONE,
@@ -222,7 +224,7 @@ def _inca(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     )
 
 
-def _muffliato(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
+def muffliato(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     return ThreatModel(
         ANYONE,
         None,
@@ -236,7 +238,7 @@ def _muffliato(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     )
 
 
-def _muffliato_gd(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
+def muffliato_gd(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
     return ThreatModel(
         ANYONE,
         None,
@@ -247,28 +249,3 @@ def _muffliato_gd(spec: Mapping[str, Any], me: str | None) -> ThreatModel:
             "proven across steps."
         ),
     )
-
-
-#: algorithm -> its threat model (spec, the reporting node or None) -> ThreatModel
-THREAT_MODELS: dict[str, Callable[[Mapping[str, Any], str | None], ThreatModel]] = {
-    "ring-sum": _ring_sum,
-    "ring-sum-r": _ring_sum_r,
-    "ring-histogram": _ring_histogram,
-    "walk-sum": _walk,
-    "walk-histogram": _walk,
-    "walk-sgd": _walk_sgd,
-    "rw-sgd": _rw_sgd,
-    "inca": _inca,
-    "muffliato": _muffliato,
-    "muffliato-random": _muffliato,
-    "muffliato-gd": _muffliato_gd,
-}
-
-
-def threat_model(spec: Mapping[str, Any], me: str | None = None) -> ThreatModel:
-    """The threat model of a job from its public spec ({"algorithm", "participants", "params"}),
-    optionally for one reporting node `me` (more specific where the algorithm allows it)."""
-    alg = spec["algorithm"]
-    if alg not in THREAT_MODELS:
-        raise ValueError(f"no threat model for algorithm {alg!r}")
-    return THREAT_MODELS[alg](spec, me)

@@ -128,6 +128,7 @@ def deferring_node(tmp_path, monkeypatch):
             "complete",
             # every record has an accountant; these tests never ask it (no budget, no report)
             accountant=get_algorithm("ring-sum").accountant,
+            threat=get_algorithm("ring-sum").threat,
         ),
     )
     monkeypatch.setattr(Ledger, "DEFER_MAX_S", 30.0)  # only a Flush commits in these tests

@@ -17,8 +17,6 @@ OWN = ROOT / "netdp_node" / "algorithms"
 
 #: Files allowed to compare names for now, and why.
 ALLOWED = {
-    # the planner's rows per algorithm: moving into each algorithm's hooks (issue 14)
-    "netdp_node/plan.py": "planner rows (moving into the hooks)",
     # labels of the paper figures' variants ("muffliato" vs "central" runs), not job algorithms
     "netdp_node/experiments/muffliato_common.py": "figure variant labels",
     "netdp_node/experiments/muffliato_fig1c.py": "figure variant labels",

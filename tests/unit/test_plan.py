@@ -3,6 +3,7 @@ std is what the simulator measures, and a job planned for a per-peer target stay
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -10,9 +11,10 @@ import numpy as np
 import pytest
 
 from netdp_node import demo, plan
-from netdp_node.algorithms import get_algorithm
+from netdp_node.algorithms import ALGORITHMS, Algorithm, get_algorithm
 from netdp_node.algorithms.ring.engine import clip_l2
 from netdp_node.cli import build_parser, main
+from netdp_node.errors import ConfigError
 from netdp_node.privacy.discrete_gaussian import charged_sensitivity, discrete_gaussian_epsilon
 from netdp_node.report import at_delta, ledger_report
 from netdp_node.simulate import Simulator, synthetic_data, write_ledgers
@@ -172,6 +174,40 @@ def test_predicted_std_matches_the_simulator(name, n, eps, extra, runs, dim):
     measured, samples = _measured_std(name, p, n, runs)
     assert samples >= 1000
     assert measured == pytest.approx(row["release_std"], rel=0.10), (measured, row)
+
+
+def test_the_planner_asks_each_record_its_hooks(monkeypatch):
+    """An algorithm is one unit (issue 14): what the planner knows of an algorithm is its
+    record's hooks (`plan_*`, `target_knob`), never a branch on its name."""
+    rec = get_algorithm("walk-sum")
+
+    @dataclasses.dataclass(frozen=True)
+    class Refusing(type(rec.hooks)):  # type: ignore[misc]
+        def plan_refusal(self, t: plan.Target) -> str:
+            return "refused by its hooks"
+
+    monkeypatch.setitem(ALGORITHMS, "walk-sum", dataclasses.replace(rec, hooks=Refusing()))
+    row = _rows(plan.plan(plan.Target(n=8, epsilon=1.0, delta=1e-5), ["walk-sum"]))["walk-sum"]
+    assert not row["applies"] and row["reason"] == "refused by its hooks"
+    # a record whose hooks offer no plan: listed as not applicable, no --target-epsilon
+    ring = get_algorithm("ring-sum")
+    monkeypatch.setitem(
+        ALGORITHMS,
+        "test-unplanned",
+        Algorithm(
+            "test-unplanned",
+            ring.engine,
+            type("UnplannedParams", (ring.params,), {"algorithm": "test-unplanned"}),
+            "ring",
+            accountant=ring.accountant,
+            threat=ring.threat,
+        ),
+    )
+    rows = _rows(plan.plan(plan.Target(n=8, epsilon=1.0, delta=1e-5), ["test-unplanned"]))
+    assert not rows["test-unplanned"]["applies"]
+    assert rows["test-unplanned"]["reason"] == "the planner does not cover it"
+    with pytest.raises(ConfigError, match="no planner for algorithm 'test-unplanned'"):
+        plan.params_for_target("test-unplanned", {}, 8, 1.0)
 
 
 # -- the plot ------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ A real ring-sum job runs over the in-memory transport; node-2's private RNG is t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -14,11 +15,11 @@ import pytest
 from harness import contexts, make_net
 
 from netdp.v1 import bootstrap_pb2, common_pb2
-from netdp_node.algorithms import ALGORITHMS, get_algorithm
+from netdp_node.algorithms import ALGORITHMS, get_algorithm, threat_model
 from netdp_node.cli import main
 from netdp_node.daemon import NodeConfig, NodeDaemon
 from netdp_node.jobs import render_result, result_summary
-from netdp_node.privacy.threat import NOT_PRIVATE, THREAT_MODELS, threat_model
+from netdp_node.privacy.threat import NOT_PRIVATE, ThreatModel
 from netdp_node.security import pki
 
 pytestmark = pytest.mark.timeout(60)
@@ -149,8 +150,13 @@ async def test_job_result_marks_the_seeded_node_and_states_the_threat_model(ring
 
 
 def test_every_algorithm_has_a_threat_model_and_walks_follow_colluders():
-    assert set(THREAT_MODELS) == set(ALGORITHMS)
     ids = [f"v{i}" for i in range(8)]
+    # the threat model is the record's (`Algorithm.threat`), for every algorithm of the registry
+    for name, a in ALGORITHMS.items():
+        spec = {"algorithm": name, "participants": ids, "params": a.prepare({}, len(ids))}
+        tm = a.threat(spec, ids[0])
+        assert isinstance(tm, ThreatModel) and tm.observers and tm.statement, name
+        assert threat_model(spec, ids[0]) == tm, name
     for c in (1, 3):
         params = get_algorithm("walk-sum").prepare({"colluders": c}, len(ids))
         tm = threat_model({"algorithm": "walk-sum", "participants": ids, "params": params})
@@ -174,3 +180,22 @@ def test_every_algorithm_has_a_threat_model_and_walks_follow_colluders():
         assert muff.colluders is None and muff.observers == local.observers, alg
     with pytest.raises(ValueError, match="no threat model"):
         threat_model({"algorithm": "nope", "participants": ids, "params": {}})
+
+
+async def test_the_reports_state_the_threat_model_of_the_record(ring_job, capsys, monkeypatch):
+    """An algorithm is one unit (issue 14): its threat model is its record's `threat`, which
+    `netdp privacy report` and `netdp job result` ask (no registry of their own)."""
+    _, _, params, ledgers = ring_job
+    own = ThreatModel("a test observer", 2, "stated by the record")
+    rec = dataclasses.replace(get_algorithm("ring-sum"), threat=lambda spec, me: own)
+    monkeypatch.setitem(ALGORITHMS, "ring-sum", rec)
+    rep = json.loads(_report(capsys, ledgers / "node-1", "--json"))
+    assert rep["jobs"][0]["threat_model"] == own.as_dict()
+    job = common_pb2.JobSpec(
+        job_id="r1",
+        algorithm="ring-sum",
+        params_json=json.dumps(params),
+        participants=[common_pb2.NodeInfo(node_id=n) for n in IDS],
+    )
+    summary = result_summary(bootstrap_pb2.GetResultReply(job=job, results=[]))
+    assert summary["threat_model"] == own.as_dict()

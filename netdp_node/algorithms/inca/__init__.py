@@ -10,6 +10,7 @@ from netdp_node.algorithms.inca import engine as inca
 from netdp_node.algorithms.inca.hooks import IncaHooks
 from netdp_node.algorithms.inca.params import IncaParams
 from netdp_node.algorithms.record import Algorithm
+from netdp_node.privacy import threat
 
 
 def _inca_payload(p: Mapping[str, Any], n: int) -> int:
@@ -27,5 +28,6 @@ RECORDS = (
         payload_params="dim, T or k (or the participants)",
         hooks=IncaHooks(),
         accountant=accountant.ACCOUNTANT,
+        threat=threat.inca,
     ),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -9,12 +10,18 @@ from typing import Any
 import numpy as np
 
 from netdp_node.algorithms.hooks import (
+    CONTINUOUS,
     INCA_SHARES,
     NO_GAIN_PROVEN,
     DemoFlags,
     DemoRun,
     Hooks,
+    PlanCase,
+    PlanFigures,
+    PlanKnob,
+    PlanTarget,
     SimRun,
+    plan_on_complete,
 )
 from netdp_node.algorithms.inca.accountant import INCA_AUDIT
 from netdp_node.algorithms.inca.engine import central_dp_std
@@ -296,3 +303,54 @@ class IncaHooks(Hooks):
     # -- compose
     def compose_job(self, rounds: int, nodes: int, topology: str) -> list[str]:
         return ["--param", f"T={rounds}"]  # IncA iterations
+
+    # -- netdp plan
+    def target_knob(self) -> PlanKnob | None:
+        # σ_η: the search starts from the paper's calibration at ε = target, and keeps the
+        # calibrated Δ noise (it does not change the loss)
+        return PlanKnob(
+            "sigma_eta",
+            increasing=False,
+            keep=("sigma_delta",),
+            moved="σ_η raised above the paper's calibration to the local-DP level of the target",
+        )
+
+    def plan_order(self) -> int:
+        return 1  # after the walks and the gossip
+
+    def plan_topology(self, t: PlanTarget, own: str) -> tuple[str | None, str]:
+        return plan_on_complete(t)
+
+    def plan_params(self, t: PlanTarget, topology: str) -> dict[str, Any]:
+        p: dict[str, Any] = {"dim": t.dim, "lo": -t.clip, "hi": t.clip, "delta": t.delta}
+        if t.colluders > 1:  # the paper's calibration (shown, labelled) against that share
+            p["threat"] = f"collude:{t.colluders / t.n:.6g}"
+        return p
+
+    def plan_figures(self, case: PlanCase) -> PlanFigures:
+        n, p = case.target.n, case.params
+        T, k = int(p["T"]), int(p["k"])
+        sigma = float(p["sigma_eta"])
+        it, it_how = case.costs["inca-iteration"]
+        return PlanFigures(
+            sigma=sigma,
+            steps=f"T={T} iterations, k={k}",
+            caps=f"σ_Δ={float(p['sigma_delta']):.4g} (correlated, cancels)",
+            release_std=sigma / math.sqrt(n),
+            mean_std=sigma / math.sqrt(n),
+            std_how="σ_η/√n: the mean of the n releases x + η (the Δ terms cancel)",
+            messages=float(T * k),
+            messages_how="T × k direct messages (dissemination relays not counted)",
+            time_s=T * it,
+            time_how=f"{T} iterations × {it_how}",
+        )
+
+    def plan_paper(self, case: PlanCase, used: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            q = case.prepare({**used, "epsilon": case.target.epsilon})
+        except ConfigError:
+            return {}
+        return {
+            "sigma": float(q["sigma_eta"]),
+            "what": f"σ_η of the paper's calibration against {q['threat']}, " + CONTINUOUS,
+        }

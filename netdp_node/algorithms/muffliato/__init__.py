@@ -11,6 +11,7 @@ from netdp_node.algorithms.muffliato.params import (
     MuffliatoRandomParams,
 )
 from netdp_node.algorithms.record import Algorithm
+from netdp_node.privacy import threat
 
 #: the joint views the family's accountants computed, bounded as one cache
 _JOINT_VIEWS = ma.JointViewCache()
@@ -30,6 +31,7 @@ RECORDS = (
         True,
         hooks=MuffliatoSyncHooks(),
         accountant=ma.accountant(ma.SYNC_THEOREM, _JOINT_VIEWS),
+        threat=threat.muffliato,
     ),
     Algorithm(
         "muffliato-random",
@@ -39,6 +41,7 @@ RECORDS = (
         True,
         hooks=_RANDOM,
         accountant=ma.accountant(ma.RANDOM_THEOREM, _JOINT_VIEWS),
+        threat=threat.muffliato,
     ),
     Algorithm(
         "muffliato-gd",
@@ -48,5 +51,6 @@ RECORDS = (
         True,
         hooks=MuffliatoGdHooks(),
         accountant=ma.accountant(ma.GD_THEOREM, _JOINT_VIEWS),
+        threat=threat.muffliato_gd,
     ),
 )

@@ -4,6 +4,7 @@ Bellet & Massoulié, NeurIPS 2022."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,10 @@ from netdp_node.algorithms.hooks import (
     DemoFlags,
     DemoRun,
     Hooks,
+    PlanCase,
+    PlanFigures,
+    PlanKnob,
+    PlanTarget,
     SimRun,
     uniform_values,
 )
@@ -30,6 +35,9 @@ from netdp_node.algorithms.walk.hooks import (
 )
 from netdp_node.errors import ConfigError
 from netdp_node.privacy.muffliato_accountant import CONTINUOUS, JOINT_VIEW, PAPER
+
+#: the graphs whose public spectral gap Muffliato's preparation computes (its rounds T)
+_PLAN_GRAPHS = ("ring", "complete", "hypercube")
 
 
 def _graph(n: int) -> str:
@@ -199,6 +207,69 @@ class GossipHooks(Hooks):
             "gain_note": NO_GAIN_PROVEN.format(name=self.name).strip(),
         }
 
+    # -- netdp plan
+    def target_knob(self) -> PlanKnob | None:
+        # the guarantee, not the paper's mean loss (docs/accountants.md)
+        return PlanKnob(
+            "epsilon",
+            fixed=(("calibrate", "ldp"),),
+            note="calibrate=ldp: σ for the local-DP level each pair is guaranteed",
+        )
+
+    def plan_reuses_spectral_gap(self) -> bool:
+        return not self.poisson  # its rounds T come from the gap (Poisson clocks: a duration)
+
+    def plan_topology(self, t: PlanTarget, own: str) -> tuple[str | None, str]:
+        # the public spectral gap of its graph sets T
+        topo = t.topology
+        if topo is None:
+            return _graph(t.n), ""
+        if topo in _PLAN_GRAPHS:
+            if topo == "hypercube" and t.n & (t.n - 1):
+                return None, "a hypercube needs n a power of two"
+            return topo, ""
+        return None, (
+            f"its rounds T come from the public spectral gap of ring, complete or hypercube; "
+            f"for {topo} submit graph=topology with a spectral_gap bound"
+        )
+
+    def plan_params(self, t: PlanTarget, topology: str) -> dict[str, Any]:
+        return {"graph": topology, "dim": t.dim, "delta": t.delta, "clip": t.clip}
+
+    def plan_figures(self, case: PlanCase) -> PlanFigures:
+        n, p = case.target.n, case.params
+        sigma = float(p["sigma"])
+        out = PlanFigures(sigma=sigma, caps=f"graph {case.topology}")
+        if self.poisson:
+            d = float(p["duration_s"])
+            out.steps = f"{d:g} s of Poisson clocks, rate {p['rate']:g}/s"
+            out.messages = 2 * float(p["rate"]) * d * 2
+            out.messages_how = "≈ 2·rate·duration exchanges, 2 messages each"
+            out.time_s, out.time_how = d + float(p["grace_s"]), "duration_s + grace_s"
+        else:
+            deg = int(p.get("d_max", 2))
+            T = int(p["T"]) * int(p.get("calls", 1))
+            out.steps = f"T={T} gossip rounds" + (
+                f" ({p['steps']} GD steps)" if "steps" in p else ""
+            )
+            rnd, rnd_how = case.costs["gossip-round"]
+            out.messages, out.messages_how = float(T * deg), f"T × degree ({deg})"
+            out.time_s, out.time_how = T * rnd, f"{T} rounds × {rnd_how}"
+        out.release_std = sigma / math.sqrt(n)
+        out.mean_std = out.release_std
+        out.std_how = "σ/√n: each node's estimate at consensus (a lower bound: larger before it)"
+        return out
+
+    def plan_paper(self, case: PlanCase, used: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            q = case.prepare({**used, "epsilon": case.target.epsilon, "calibrate": "mean"})
+        except ConfigError:
+            return {}
+        return {
+            "sigma": float(q["sigma"]),
+            "what": "σ for the paper's mean loss ε (eq. 7), " + CONTINUOUS,
+        }
+
 
 @dataclass(frozen=True)
 class MuffliatoSyncHooks(GossipHooks):
@@ -362,3 +433,13 @@ class MuffliatoGdHooks(GossipHooks):
             "data": split.source,
             "model": outs.mean(axis=0).tolist(),
         }
+
+    # -- netdp plan
+    def plan_params(self, t: PlanTarget, topology: str) -> dict[str, Any]:
+        return {"graph": topology, "dim": t.dim, "delta": t.delta, "lipschitz": t.clip}
+
+    def plan_figures(self, case: PlanCase) -> PlanFigures:
+        out = super().plan_figures(case)
+        out.release_std = out.mean_std = None
+        out.std_how = "n/a: no closed form for the accuracy of private GD here"
+        return out

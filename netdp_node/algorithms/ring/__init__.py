@@ -5,8 +5,9 @@ from __future__ import annotations
 from netdp_node.algorithms.record import Algorithm
 from netdp_node.algorithms.ring import accountant
 from netdp_node.algorithms.ring import engine as ring
-from netdp_node.algorithms.ring.hooks import RingHistogramHooks, RingSumHooks
+from netdp_node.algorithms.ring.hooks import RingHistogramHooks, RingSumHooks, RingSumRHooks
 from netdp_node.algorithms.ring.params import RingHistogramParams, RingSumParams, RingSumRParams
+from netdp_node.privacy import threat
 
 RECORDS = (
     Algorithm(
@@ -16,14 +17,16 @@ RECORDS = (
         "ring",
         hooks=RingSumHooks(demo="private sum by a token passed around the ring --rounds times"),
         accountant=accountant.RING_SUM,
+        threat=threat.ring_sum,
     ),
     Algorithm(
         "ring-sum-r",
         ring.RingSumR,
         RingSumRParams,
         "ring",
-        hooks=RingSumHooks(),
+        hooks=RingSumRHooks(),
         accountant=accountant.RING_SUM_R,
+        threat=threat.ring_sum_r,
     ),
     Algorithm(
         "ring-histogram",
@@ -33,5 +36,6 @@ RECORDS = (
         payload_params="bins",
         hooks=RingHistogramHooks(),
         accountant=accountant.RING_HISTOGRAM,
+        threat=threat.ring_histogram,
     ),
 )

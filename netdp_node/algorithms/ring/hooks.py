@@ -13,13 +13,17 @@ from netdp_node.algorithms.hooks import (
     DemoFlags,
     DemoRun,
     Hooks,
+    PlanCase,
+    PlanFigures,
+    PlanKnob,
+    PlanTarget,
     SimRun,
     categories,
     gain_ratio,
     uniform_values,
 )
 from netdp_node.algorithms.ring.accountant import ring_sum_utility
-from netdp_node.algorithms.ring.engine import clip_l2
+from netdp_node.algorithms.ring.engine import RingSumR, clip_l2
 
 
 def recorded_noise_std(entries: Mapping[str, Sequence[Any]], ids: Sequence[str]) -> float:
@@ -124,6 +128,58 @@ class RingSumHooks(Hooks):
     def compose_job(self, rounds: int, nodes: int, topology: str) -> list[str]:
         return ["--param", f"rounds={rounds}"]
 
+    # -- netdp plan
+    def target_knob(self) -> PlanKnob | None:
+        return PlanKnob("epsilon")  # per window
+
+    def plan_amplified(self) -> bool:
+        return True
+
+    def plan_topology(self, t: PlanTarget, own: str) -> tuple[str | None, str]:
+        if t.topology in (None, "ring", "complete"):
+            return "ring", ""
+        return None, (
+            f"needs a ring of all participants (topology ring or complete), not {t.topology}"
+        )
+
+    def plan_refusal(self, t: PlanTarget) -> str:
+        if t.threat_kind != "single":
+            return "its ε holds against each single node only (neighbours together learn a value)"
+        return ""
+
+    def plan_params(self, t: PlanTarget, topology: str) -> dict[str, Any]:
+        return {
+            "rounds": t.rounds,
+            "dim": t.dim,
+            "clip": t.clip,
+            "delta": t.delta,
+            "delta_prime": t.delta,
+        }
+
+    def plan_release_std(self, case: PlanCase) -> tuple[float, str]:
+        """The noise std of the released sum, and how it is obtained: the accountant's."""
+        got = case.estimate_std()
+        assert got is not None
+        return got
+
+    def plan_figures(self, case: PlanCase) -> PlanFigures:
+        n, p = case.target.n, case.params
+        K = int(p["rounds"])
+        hop, hop_how = case.costs["hop"]
+        std, how = self.plan_release_std(case)
+        return PlanFigures(
+            sigma=float(p["sigma"]),
+            steps=f"K={K} rounds ({n * K} hops + release)",
+            caps=f"{K} contributions per node",
+            release_std=std,
+            mean_std=std / n,
+            std_how=how + "; released value: the sum of the n values",
+            messages=K + 1.0,
+            messages_how="K tokens + 1 release",
+            time_s=(n * K + n) * hop,
+            time_how=f"{n * K + n} sequential hops × {hop_how}",
+        )
+
 
 @dataclass(frozen=True)
 class RingHistogramHooks(Hooks):
@@ -144,3 +200,21 @@ class RingHistogramHooks(Hooks):
         est = np.asarray(out.value, dtype=float)
         truth = np.bincount([int(run.data[v][0]) for v in ids], minlength=int(run.params["bins"]))
         return {"estimate": est.tolist(), "truth": truth.astype(float).tolist()}
+
+    # -- netdp plan
+    def target_knob(self) -> PlanKnob | None:
+        return PlanKnob("epsilon0")  # per randomized response
+
+    def plan_skipped(self) -> str | None:
+        return "releases a histogram (randomized response), not a sum or mean"
+
+
+@dataclass(frozen=True)
+class RingSumRHooks(RingSumHooks):
+    """ring-sum-r: ring-sum's hooks, with the released std from its engine."""
+
+    def plan_release_std(self, case: PlanCase) -> tuple[float, str]:
+        eng = case.engine()
+        assert isinstance(eng, RingSumR)
+        std = float(eng.total_noise_std()) / int(case.params["rounds"])
+        return std, "the engine's total noise std over K (Remark 1's schedule + release)"

@@ -18,6 +18,7 @@ from netdp_node.algorithms.walk.params import (
     WalkSgdParams,
     WalkSumParams,
 )
+from netdp_node.privacy import threat
 
 RECORDS = (
     Algorithm(
@@ -27,6 +28,7 @@ RECORDS = (
         "complete",
         hooks=WalkSumHooks(),
         accountant=accountant.WALK_SUM,
+        threat=threat.walk,
     ),
     Algorithm(
         "walk-histogram",
@@ -37,6 +39,7 @@ RECORDS = (
         payload_params="bins",
         hooks=WalkHistogramHooks(),
         accountant=accountant.WALK_HISTOGRAM,
+        threat=threat.walk,
     ),
     Algorithm(
         "walk-sgd",
@@ -45,6 +48,7 @@ RECORDS = (
         "complete",
         hooks=WalkSgdHooks(),
         accountant=accountant.WALK_SGD,
+        threat=threat.walk_sgd,
     ),
     Algorithm(
         "rw-sgd",
@@ -53,5 +57,6 @@ RECORDS = (
         "exponential",
         hooks=RwSgdHooks(),
         accountant=accountant.RW_SGD,
+        threat=threat.rw_sgd,
     ),
 )

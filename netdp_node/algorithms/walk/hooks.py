@@ -17,6 +17,10 @@ from netdp_node.algorithms.hooks import (
     DemoFlags,
     DemoRun,
     Hooks,
+    PlanCase,
+    PlanFigures,
+    PlanKnob,
+    PlanTarget,
     SimRun,
     WalkAuditMode,
     categories,
@@ -24,6 +28,7 @@ from netdp_node.algorithms.hooks import (
     gain_line,
     gain_ratio,
     gain_starts_at,
+    plan_on_complete,
     uniform_values,
 )
 from netdp_node.algorithms.ring.engine import clip_l2
@@ -32,6 +37,7 @@ from netdp_node.algorithms.walk.engine import logistic_accuracy
 from netdp_node.algorithms.walk.params import WalkSumParams
 from netdp_node.datasets import learning_split
 from netdp_node.errors import ConfigError
+from netdp_node.privacy.muffliato_accountant import CONTINUOUS
 from netdp_node.privacy.ring import rr_gamma
 from netdp_node.privacy.token_walk import bassily_central_sigma
 from netdp_node.privacy.walk_accountant import (
@@ -49,6 +55,24 @@ def _walk_params(flags: DemoFlags, n: int, steps_per_node: int) -> dict[str, Any
     if flags.epsilon is not None:
         params["epsilon"] = flags.epsilon
     return params
+
+
+def _walk_plan(case: PlanCase) -> PlanFigures:
+    """What `netdp plan` predicts for a walk of T steps (the released std left to the caller)."""
+    n, p = case.target.n, case.params
+    T = int(p["T"])
+    cap = int(p.get("cap", 0))
+    hop, hop_how = case.costs["hop"]
+    return PlanFigures(
+        sigma=float(p["sigma"]),
+        steps=f"T={T} steps",
+        caps=(f"cap {cap}" if cap else "no cap")
+        + (f", edge_cap {p['edge_cap']}" if p.get("regime") == "edge-cap" else ""),
+        messages=2 * T / n + (n - 1) / n,
+        messages_how="2T/n on average (token + custody handoff per hop) + the release",
+        time_s=T * hop,
+        time_how=f"{T} sequential hops × {hop_how}",
+    )
 
 
 def _describe_walk(name: str, p: Mapping[str, Any], where: str) -> str:
@@ -240,6 +264,41 @@ class WalkSumHooks(Hooks):
     def compose_job(self, rounds: int, nodes: int, topology: str) -> list[str]:
         return ["--param", f"T={rounds * nodes}"]  # as many steps as K rounds of the ring
 
+    # -- netdp plan
+    def target_knob(self) -> PlanKnob | None:
+        return PlanKnob("epsilon")
+
+    def plan_amplified(self) -> bool:
+        return True
+
+    def plan_topology(self, t: PlanTarget, own: str) -> tuple[str | None, str]:
+        return plan_on_complete(t)
+
+    def plan_refusal(self, t: PlanTarget) -> str:
+        if t.threat_kind == "any":
+            return "its ε holds against single nodes or up to c colluders, not any observer"
+        return ""
+
+    def plan_params(self, t: PlanTarget, topology: str) -> dict[str, Any]:
+        p: dict[str, Any] = {"dim": t.dim, "clip": t.clip, "delta": t.delta}
+        if t.steps:
+            p["T"] = t.steps
+        if t.colluders > 1:
+            p["colluders"] = t.colluders
+        return p
+
+    def plan_figures(self, case: PlanCase) -> PlanFigures:
+        out = _walk_plan(case)
+        got = case.estimate_std()
+        assert got is not None
+        out.release_std, out.std_how = got
+        out.mean_std = out.release_std / int(case.params["T"])
+        out.std_how += (
+            "; released value: the sum of the T visited values (÷T estimates the mean, "
+            "plus the walk's sampling error, not counted)"
+        )
+        return out
+
 
 @dataclass(frozen=True)
 class WalkHistogramHooks(Hooks):
@@ -320,6 +379,13 @@ class WalkHistogramHooks(Hooks):
                 else {}
             ),
         }
+
+    # -- netdp plan
+    def target_knob(self) -> PlanKnob | None:
+        return PlanKnob("epsilon")
+
+    def plan_skipped(self) -> str | None:
+        return "releases a histogram (randomized response), not a sum or mean"
 
 
 def learning_data(
@@ -478,6 +544,31 @@ class WalkSgdHooks(Hooks):
     def sim_outcome(self, run: SimRun) -> dict[str, Any]:
         return learning_outcome(run.value, run.split)
 
+    # -- netdp plan
+    def target_knob(self) -> PlanKnob | None:
+        return PlanKnob("epsilon")
+
+    def plan_topology(self, t: PlanTarget, own: str) -> tuple[str | None, str]:
+        return plan_on_complete(t)
+
+    def plan_params(self, t: PlanTarget, topology: str) -> dict[str, Any]:
+        p: dict[str, Any] = {"dim": t.dim, "lipschitz": t.clip, "delta": t.delta}
+        if t.steps:
+            p["T"] = t.steps
+        return p
+
+    def plan_figures(self, case: PlanCase) -> PlanFigures:
+        out = _walk_plan(case)
+        out.std_how = "n/a: no closed form for the accuracy of private SGD here"
+        return out
+
+    def plan_paper(self, case: PlanCase, used: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "what": "amplification by iteration (the paper's gain) is a "
+            + CONTINUOUS
+            + "; see `netdp privacy report` after a run",
+        }
+
 
 @dataclass(frozen=True)
 class RwSgdHooks(WalkSgdHooks):
@@ -514,3 +605,7 @@ class RwSgdHooks(WalkSgdHooks):
             truth = np.mean([np.asarray(run.data[v], dtype=float) for v in run.ids], axis=0)
             return {"estimate": run.value.tolist(), "truth": truth.tolist()}
         return learning_outcome(run.value, run.split)
+
+    # -- netdp plan
+    def plan_topology(self, t: PlanTarget, own: str) -> tuple[str | None, str]:
+        return t.topology or own, ""
