@@ -301,7 +301,7 @@ class Hooks:
     audit_checks: frozenset[str] = frozenset()
     #: a message sent and never received is part of the protocol (not a lost token)
     undelivered_expected: bool = False
-    #: the walk-conditional audit of its realised walk (network-dp.md §4), or None
+    #: the walk-conditional audit of its realised walk (Cyffers & Bellet, AISTATS 2022, §5.1), or None
     walk_audit: WalkAuditMode | None = None
 
     # -- netdp plan and --target-epsilon ------------------------------------------------------

@@ -38,13 +38,6 @@ NOTE_OUTSIDE = re.compile(
 ERRATUM = re.compile(r"\bE(\d{1,2})\b")
 # this file names the patterns it looks for
 SELF = Path(__file__).resolve()
-# (pending: edited in parallel) these files still cite the specifications; they are being edited
-# by other changes and are cleaned when those land
-PENDING = {
-    "netdp_node/algorithms/hooks.py",
-    "netdp_node/algorithms/inca/hooks.py",
-    "netdp_node/algorithms/muffliato/hooks.py",
-}
 
 
 def _docstrings(tree: ast.AST) -> dict[int, ast.Constant]:
@@ -170,22 +163,9 @@ def test_no_docstring_or_comment_cites_a_file_outside_the_repository() -> None:
     found = []
     for path in _modules(SOURCES):
         rel = path.relative_to(ROOT).as_posix()
-        if rel in PENDING:
-            continue
         for line, hit in note_citations(path.read_text(encoding="utf-8"), labels):
             found.append(f"{rel}:{line}: {hit!r}")
     assert not found, (
         "docstrings/comments citing the private specifications or an erratum label that "
         "docs/errata.md does not have:\n" + "\n".join(found)
     )
-
-
-def test_pending_files_are_still_needed() -> None:
-    """The allow-list shrinks: a pending file that no longer cites anything leaves it."""
-    labels = errata_labels()
-    clean = [
-        rel
-        for rel in sorted(PENDING)
-        if not note_citations((ROOT / rel).read_text(encoding="utf-8"), labels)
-    ]
-    assert not clean, f"remove from PENDING: {clean}"

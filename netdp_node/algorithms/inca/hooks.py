@@ -111,7 +111,7 @@ class IncaHooks(Hooks):
         w = terms["omega_total"]
         finals = set(info["final"])
         # the audit of this execution against sampled adversaries (labelled, not a guarantee:
-        # the guarantee the nodes report is the local-DP level of η, inca.md §2)
+        # the guarantee the nodes report is the local-DP level of η; docs/algorithms/inca.md)
         stayer_eps = [
             row["baselines"][INCA_AUDIT]["epsilon"]
             for row in privacy

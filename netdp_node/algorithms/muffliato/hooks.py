@@ -124,7 +124,7 @@ class GossipHooks(Hooks):
     def demo_outcome(self, run: DemoRun) -> dict[str, Any]:
         """Every node's estimate against the true mean of the contributors' clipped values, and
         the noise std of the mean beside local DP and a trusted curator for the guarantee the
-        nodes report (the worst pair; spec §1.1 baselines)."""
+        nodes report (the worst pair; the baselines of Cyffers et al., NeurIPS 2022, §2)."""
         a, p = run.flags, run.params
         n = len(run.summary["participants"])
         contributors = set(run.summary["contributors"])
