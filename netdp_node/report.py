@@ -34,6 +34,22 @@ def at_delta(loss: PrivacyLoss, delta: float) -> PrivacyLoss:
     return PrivacyLoss(c.epsilon, c.delta, loss.method, loss.rdp)
 
 
+class _AtDelta:
+    """`at_delta` at one δ, computed once per distinct loss object: an accountant gives most of its
+    peers the very same loss (walks, rings, inca), so a node's n peers cost a few conversions, not
+    n. Keeps the losses it has seen (an id is only unique while its object lives)."""
+
+    def __init__(self, delta: float) -> None:
+        self.delta = delta
+        self._seen: dict[int, tuple[PrivacyLoss, PrivacyLoss]] = {}
+
+    def __call__(self, loss: PrivacyLoss) -> PrivacyLoss:
+        hit = self._seen.get(id(loss))
+        if hit is None:
+            hit = self._seen[id(loss)] = (loss, at_delta(loss, self.delta))
+        return hit[1]
+
+
 def ledger_dirs(paths: Sequence[str | Path]) -> list[Path]:
     """Ledger directories from `paths`: each is a ledger directory (holds ledger.sqlite) or a
     folder of them (its subfolders that hold one, sorted by name)."""
@@ -89,6 +105,7 @@ def ledger_report(
         all_views = []
         jobs_out = []
         seeded_jobs: list[str] = []
+        stated = _AtDelta(delta)
         for j in led.jobs():
             entries = led.entries(j.job_id)
             view = JobView(j.job_id, j.spec, entries)
@@ -97,16 +114,13 @@ def ledger_report(
                 continue
             views.append(view)
             raw = per_job_losses(view, me)
-            losses = {p: at_delta(x, delta) for p, x in raw.items()}
+            losses = {p: stated(x) for p, x in raw.items()}
             peers = [{"peer": p, **_loss(loss)} for p, loss in sorted(losses.items())]
             worst = max(losses.values(), key=lambda x: x.epsilon, default=None)
             native = max(raw.values(), key=lambda x: x.epsilon, default=None)
             acc = get_algorithm(j.algorithm).accountant
             base = (
-                {
-                    k: _loss(at_delta(v, delta))
-                    for k, v in acc.baselines(j.spec, entries, me).items()
-                }
+                {k: _loss(stated(v)) for k, v in acc.baselines(j.spec, entries, me).items()}
                 if acc.baselines is not None
                 else {}
             )
@@ -116,7 +130,7 @@ def ledger_report(
                 else []
                 if never_ran(entries)
                 else [
-                    {"peer": p, **_loss(at_delta(loss, delta))}
+                    {"peer": p, **_loss(stated(loss))}
                     for p, loss in sorted(acc.incoming(j.spec, entries, me).items())
                 ]
             )

@@ -172,6 +172,39 @@ def spectral_gap(W: Any) -> float:
     return float(max(0.0, 1.0 - np.max(np.abs(rest))))
 
 
+#: the public graphs whose Metropolis matrix has a closed-form spectrum (`metropolis_spectral_gap`)
+CLOSED_FORM_GRAPHS = ("ring", "complete", "hypercube")
+
+
+def metropolis_spectral_gap(kind: str, n: int) -> float:
+    """`spectral_gap(metropolis_weights(n, edges))` of the ring, complete graph or hypercube on n
+    nodes (`graphs.ring_edges`, `complete_edges`, `hypercube_edges`), from their known spectra
+    instead of an O(n³) dense eigen-decomposition (about 10 s at n = 2048):
+
+    * complete K_n: `W = J/n` (every weight 1/n), eigenvalues 1 and 0 (n − 1 times): gap 1;
+    * ring C_n (n ≥ 3, degree 2): `W = (I + A)/3`, A circulant, eigenvalues
+      `1/3 + (2/3) cos(2πk/n)`, k = 0..n−1; the largest |λ| but λ_0 = 1 is at k = 1 or at
+      k = ⌊n/2⌋ (the cosine is monotone between them); n ≤ 2 is K_n;
+    * hypercube Q_m (n = 2^m, degree m): `W = (I + A)/(m + 1)`, A's eigenvalues `m − 2k`
+      (k = 0..m), so `λ = 1 − 2k/(m + 1)`: the largest |λ| but 1 is `1 − 2/(m + 1)` (k = 1 and
+      k = m alike): gap `2/(m + 1)` (e.g. 1/6 for m = 11).
+
+    Raises:
+        ValueError: another kind, or a hypercube whose n is not a power of two."""
+    nn = int_at_least("n", n, 1)
+    if nn <= 2 or kind == "complete":
+        return 1.0
+    if kind == "ring":
+        lam = [1.0 / 3.0 + 2.0 / 3.0 * math.cos(2.0 * math.pi * k / nn) for k in (1, nn // 2)]
+        return max(0.0, 1.0 - max(abs(x) for x in lam))
+    if kind == "hypercube":
+        m = nn.bit_length() - 1
+        if nn != 1 << m:
+            raise ValueError(f"a hypercube needs a power-of-two number of nodes, got {nn}")
+        return 2.0 / (m + 1)
+    raise ValueError(f"no closed-form spectrum for graph {kind!r}; known: {CLOSED_FORM_GRAPHS}")
+
+
 def second_eigenvalue_gap(W: Any) -> float:
     """`1 − λ_2(W)` as the authors' code computes it: ignores negative
     eigenvalues. Equal to `spectral_gap` on the paper's graphs; kept to reproduce the

@@ -191,6 +191,8 @@ class GossipParams(MuffliatoParams):
             lam = _num(raw, "spectral_gap", 0.0)
         elif out["graph"] in ("er", "topology"):
             raise ValueError(f"graph={out['graph']} needs a public spectral_gap lower bound")
+        elif out["graph"] in gossip.CLOSED_FORM_GRAPHS:  # `edges` is that public graph
+            lam = gossip.metropolis_spectral_gap(out["graph"], n)
         else:
             lam = gossip.spectral_gap(gossip.metropolis_weights(n, edges))
         if not 0 < lam <= 1:

@@ -1,0 +1,115 @@
+"""`netdp simulate` of every algorithm at one size (default n = 2048), each in a fresh process.
+
+    python benchmarks/bench_simulate_all.py                       # every algorithm, n = 2048
+    python benchmarks/bench_simulate_all.py --only muffliato --timeout 600
+
+Each case is the command line a user types (`netdp simulate --algorithm A --nodes N --json
+--quiet`, Muffliato on `graph=hypercube`), so its wall time includes the start-up, the parameter
+preparation, the simulation and the accountants. Records per case the wall time, the peak
+resident set and CPU time of that process (os.wait4), the simulation's own wall time as the
+command reports it (`wall_s`), the load average before and after (a shared machine), and the
+exit status (a case over --timeout is stopped and recorded as such). Writes
+benchmarks/results/simulate-<n>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+CASES: list[tuple[str, list[str]]] = [
+    ("muffliato", ["--param", "graph=hypercube"]),
+    ("muffliato-random", []),
+    ("muffliato-gd", []),
+    ("ring-sum", []),
+    ("ring-sum-r", []),
+    ("ring-histogram", []),
+    ("walk-sum", []),
+    ("walk-histogram", []),
+    ("walk-sgd", []),
+    ("rw-sgd", []),
+    ("inca", []),
+]
+
+
+def run(alg: str, extra: list[str], n: int, timeout: float) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "netdp_node.cli", "simulate", "--algorithm", alg]
+    cmd += ["--nodes", str(n), "--json", "--quiet", *extra]
+    load_before = os.getloadavg()
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, start_new_session=True)
+        timed_out, status, usage = False, 0, None
+        while True:  # bounded by the timeout
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() - t0 > timeout:
+                os.killpg(p.pid, signal.SIGKILL)  # the case's own process group
+                _, status, usage = os.wait4(p.pid, 0)
+                timed_out = True
+                break
+            time.sleep(0.5)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    case: dict[str, Any] = {
+        "algorithm": alg,
+        "n": n,
+        "args": " ".join(cmd[3:]),
+        "wall_s": round(wall, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # this process's own peak (wait4)
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "exit": p.returncode,
+        "timed_out": timed_out,
+        "load_avg_before": [round(x, 2) for x in load_before],
+        "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+    }
+    if not timed_out and p.returncode == 0:
+        res = json.loads(stdout)
+        case["simulation_wall_s"] = round(float(res.get("wall_s", 0.0)), 1)
+        case["events"] = res.get("events")
+        case["privacy"] = res.get("privacy")
+    else:
+        case["stderr_tail"] = stderr.decode(errors="replace")[-400:]
+    return case
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--nodes", type=int, default=2048)
+    ap.add_argument("--only", default="", help="comma-separated algorithms (default: all)")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per case (900)")
+    ap.add_argument("--label", default="", help="a label for these cases (before, after)")
+    a = ap.parse_args()
+    only = {x for x in a.only.split(",") if x}
+    path = RESULTS / f"simulate-{a.nodes}.json"
+    data = json.loads(path.read_text()) if path.exists() else {"cases": []}
+    for alg, extra in CASES:
+        if only and alg not in only:
+            continue
+        case = run(alg, extra, a.nodes, a.timeout)
+        case["label"] = a.label
+        case["when"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        print(json.dumps({k: v for k, v in case.items() if k != "privacy"}), flush=True)
+        data["cases"].append(case)
+        data["benchmark"] = f"netdp simulate --nodes {a.nodes} of every algorithm (command line)"
+        path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
