@@ -45,6 +45,7 @@ from netdp_node.errors import ConfigError
 from netdp_node.jobs import render_result, result_summary
 from netdp_node.ledger import JobRow, Ledger
 from netdp_node.privacy.threat import NOT_PRIVATE, not_private_note
+from netdp_node.progress import progress_bar
 from netdp_node.report import ledger_report, threat_lines, wrap
 from netdp_node.security.identity import peer_name
 from netdp_node.security.mtls import secure_channel
@@ -76,13 +77,6 @@ async def _progress(channels: dict[str, grpc.aio.Channel], job_id: str) -> tuple
 
     got = await asyncio.gather(*(one(ch) for ch in channels.values()))
     return sum(g[0] for g in got), sum(g[1] for g in got)
-
-
-def _bar(done: int, total: int, width: int = 30) -> str:
-    if total == 0:  # no fixed number of steps (Poisson clocks, muffliato-random): a count
-        return f"{done} so far (no fixed total)"
-    frac = min(1.0, done / total)
-    return "[" + "#" * int(frac * width) + "." * (width - int(frac * width)) + f"] {done}/{total}"
 
 
 #: The algorithms with a demo, in the registry's order.
@@ -168,15 +162,10 @@ async def _run(
         wait=False,
         common=["--job-deadline", f"{a.timeout + 60:g}"],
     )
-    shown = [0.0]
-
-    def registered(k: int, n: int) -> None:
-        now = time.monotonic()
-        if k == n or now - shown[0] >= 2.0:
-            shown[0] = now
-            _say(f"  start-up: {k}/{n} nodes registered ({now - t0:.0f} s)")
-
-    await cluster.wait_registered(cluster.ids, timeout=a.timeout, on_progress=registered)
+    with progress_bar(
+        "start-up", cluster.n, unit="nodes registered", enabled=not a.json
+    ) as starting:
+        await cluster.wait_registered(cluster.ids, timeout=a.timeout, on_progress=starting.update)
     await asyncio.get_running_loop().run_in_executor(None, cluster.wait_ready, a.timeout)
     _say(f"{cluster.n} nodes registered with the bootstrap at {cluster.bootstrap_address}")
     startup = time.monotonic() - t0
@@ -197,29 +186,28 @@ async def _run(
         _say(f"submitted job {job.job_id}: {hooks.describe(json.loads(job.params_json), graph)}")
         t_job = time.monotonic()
         deadline = t_job + a.timeout
-        last = ""
+        reported = 0
         # every node's Status each time (load on the hosts): more nodes, fewer rounds of it
         every = 0.2 if cluster.n <= 64 else max(2.0, cluster.n / 100)
         next_progress = 0.0
-        while True:
-            reply = await client.result(job.job_id)
-            summary = result_summary(reply)
-            if summary["complete"] or summary["failed"]:
-                break
-            if time.monotonic() >= next_progress:
-                done, expected = await _progress(channels, job.job_id)
-                next_progress = time.monotonic() + every
-                line = f"{_bar(done, expected)} node steps"
-                if cluster.n > 64:
-                    line += f", {len(reply.results)}/{cluster.n} nodes reported"
-                if line != last:
-                    _say(f"  progress {line} ({time.monotonic() - t_job:.0f} s)")
-                    last = line
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"job {job.job_id} did not finish in {a.timeout:g}s after start-up"
-                )
-            await asyncio.sleep(0.2 if cluster.n <= 64 else 0.5)
+        with progress_bar("job", unit="node steps", enabled=not a.json) as bar:
+            while True:
+                reply = await client.result(job.job_id)
+                summary = result_summary(reply)
+                if summary["complete"] or summary["failed"]:
+                    break
+                if time.monotonic() >= next_progress:
+                    done, expected = await _progress(channels, job.job_id)
+                    next_progress = time.monotonic() + every
+                    bar.update(done, expected)
+                    if cluster.n > 64 and len(reply.results) != reported:
+                        reported = len(reply.results)
+                        bar.note(f"  {reported}/{cluster.n} nodes reported")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"job {job.job_id} did not finish in {a.timeout:g}s after start-up"
+                    )
+                await asyncio.sleep(0.2 if cluster.n <= 64 else 0.5)
         elapsed = time.monotonic() - t_job
     finally:
         await client.close()

@@ -46,6 +46,7 @@ from netdp_node.faults import FaultInjector, FaultPlan, plan_from_flags
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.memledger import MemoryLedger
 from netdp_node.privacy.walk_audit import GLOBAL_KNOWLEDGE_NOTE, audit_walk
+from netdp_node.progress import progress_bar
 from netdp_node.protocols.base import Engine, JobContext, Message, Output
 from netdp_node.runtime import NodeRuntime, _result_dict, spec_dict
 from netdp_node.transport.base import DeliveryError
@@ -515,23 +516,6 @@ def write_ledgers(res: SimResult, spec: Mapping[str, Any], root: str | Path) -> 
             led.close()
 
 
-def progress_printer(stream: Any = sys.stderr, width: int = 30) -> Callable[[int, int], None]:
-    last = [-1.0]
-
-    def show(done: int, total: int) -> None:
-        frac = min(1.0, done / total) if total else 0.0
-        if frac - last[0] < 0.01 and frac < 1.0:
-            return
-        last[0] = frac
-        bar = "#" * int(frac * width) + "." * (width - int(frac * width))
-        stream.write(f"\r  simulating [{bar}] {done}/{total or '?'} steps")
-        if frac >= 1.0:
-            stream.write("\n")
-        stream.flush()
-
-    return show
-
-
 def walk_audit_dict(
     holders: np.ndarray,
     n: int,
@@ -662,10 +646,11 @@ def run_simulation(a: Any) -> int:
         ledger_dir=a.ledgers or None,
         job_deadline=float(params.get("deadline_s", 0.0) or 0.0),
     )
-    show = None if (a.quiet or a.json) else progress_printer()
-    if show is not None:
+    shown = not (a.quiet or a.json)
+    if shown:
         print(f"simulating {a.algorithm} over {n} nodes (seed {a.seed})", file=sys.stderr)
-    res = sim.run(progress=show)
+    with progress_bar("simulating", unit="steps", enabled=shown) as bar:
+        res = sim.run(progress=bar.update if shown else None)
     failed = {nid: res.details.get(nid, "") for nid, st in res.states.items() if st != "done"}
     if len(res.outputs) + len(faults) < n or not res.outputs:
         why = "; ".join(f"{k}: {v}" for k, v in list(failed.items())[:3])
