@@ -40,15 +40,15 @@ def test_demo_ctrl_c_stops_everything(tmp_path, nd):
         text=True,
     )
     try:
-        # wait until the job runs (the demo prints progress), then press Ctrl-C
+        # wait until the job runs (the demo prints the job's progress in node steps), then press Ctrl-C
         deadline = time.monotonic() + 60
         seen = ""
-        while "progress" not in seen and time.monotonic() < deadline:
+        while "node steps" not in seen and time.monotonic() < deadline:
             line = p.stderr.readline()
             if not line:
                 break
             seen += line
-        assert "progress" in seen, seen
+        assert "node steps" in seen, seen
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=60)
         assert p.returncode == 130, err[-3000:]
