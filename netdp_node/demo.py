@@ -162,9 +162,7 @@ async def _run(
         wait=False,
         common=["--job-deadline", f"{a.timeout + 60:g}"],
     )
-    with progress_bar(
-        "start-up", cluster.n, unit="nodes registered", enabled=not a.json
-    ) as starting:
+    with progress_bar("start-up", cluster.n, unit="nodes registered") as starting:
         await cluster.wait_registered(cluster.ids, timeout=a.timeout, on_progress=starting.update)
     await asyncio.get_running_loop().run_in_executor(None, cluster.wait_ready, a.timeout)
     _say(f"{cluster.n} nodes registered with the bootstrap at {cluster.bootstrap_address}")
@@ -190,7 +188,7 @@ async def _run(
         # every node's Status each time (load on the hosts): more nodes, fewer rounds of it
         every = 0.2 if cluster.n <= 64 else max(2.0, cluster.n / 100)
         next_progress = 0.0
-        with progress_bar("job", unit="node steps", enabled=not a.json) as bar:
+        with progress_bar("job", unit="node steps") as bar:
             while True:
                 reply = await client.result(job.job_id)
                 summary = result_summary(reply)
