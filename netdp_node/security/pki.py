@@ -7,6 +7,9 @@ CA directory layout (created by :func:`init_ca`)::
     crl.pem       the current certificate revocation list, signed by the CA
     index.json    every certificate issued: id, role, serial, hosts, validity, revoked flag
     <node id>/    identity folders written by :func:`issue` (unless ``out_dir`` is given)
+    hosts/<host>/<node id>/
+                  copies of the identity folders of the nodes one host process runs, one folder
+                  per host (:func:`lay_out_hosts`): what that host mounts, and nothing else
 
 Identity folder layout (what a node needs, read by :func:`load_identity`)::
 
@@ -28,6 +31,7 @@ import ipaddress
 import json
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -59,12 +63,15 @@ __all__ = [
     "CA_KEY_FILE",
     "CERT_FILE",
     "CRL_FILE",
+    "HOSTS_DIR",
     "INDEX_FILE",
     "KEY_FILE",
     "Identity",
     "check_server_names",
+    "host_groups",
     "init_ca",
     "issue",
+    "lay_out_hosts",
     "load_crl",
     "load_identity",
     "read_index",
@@ -83,7 +90,8 @@ KEY_FILE = "key.pem"
 INDEX_VERSION = 1
 CRL_VALIDITY = timedelta(days=3650)
 CLOCK_SKEW = timedelta(minutes=5)  # certificates start this long before "now"
-_RESERVED_NAMES = frozenset({CA_CERT_FILE, CA_KEY_FILE, CRL_FILE, INDEX_FILE})
+HOSTS_DIR = "hosts"
+_RESERVED_NAMES = frozenset({CA_CERT_FILE, CA_KEY_FILE, CRL_FILE, INDEX_FILE, HOSTS_DIR})
 _HOSTNAME = re.compile(
     r"^(?=.{1,253}\.?$)(\*\.)?[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
     r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?$"
@@ -683,13 +691,20 @@ def setup(
     bootstrap_hosts: Iterable[str] = (),
     operator: str = "operator",
     node_host_suffix: str = "",
+    per_host: int = 0,
+    host_prefix: str = "host-",
 ) -> list[str]:
     """Idempotent one-shot set-up (the certificate service of docker compose): a CA if there is
     none, then an operator, a bootstrap and one certificate per node, each only if missing or
     issued by an older netdp without its identity names (then re-issued). A node's certificate
-    also names the host `<id><node_host_suffix>` (its compose service name). Returns the ids
-    issued by this call."""
+    also names the host `<id><node_host_suffix>` (its compose service name), or with `per_host`
+    the host process that runs it. With `per_host` = M > 0, the nodes are also laid out M per host
+    (:func:`host_groups`, :func:`lay_out_hosts`): ``directory/hosts/<host>/<node id>/``. Returns
+    the ids issued by this call."""
     root = Path(directory)
+    nodes = list(nodes)
+    groups = host_groups(nodes, per_host, host_prefix) if per_host else {}
+    host_of = {n: h for h, members in groups.items() for n in members}
     made: list[str] = []
     if not (root / CA_CERT_FILE).exists():
         init_ca(root)
@@ -697,11 +712,73 @@ def setup(
         (operator, "operator", ()),
         ("bootstrap", "bootstrap", tuple(bootstrap_hosts) or ("bootstrap",)),
     ]
-    wanted += [(n, "node", (f"{n}{node_host_suffix}",)) for n in nodes]
+    wanted += [(n, "node", (f"{host_of.get(n, n)}{node_host_suffix}",)) for n in nodes]
     for ident, role, hosts in wanted:
         old = (root / ident / CERT_FILE).exists()
         if old and not _lacks_server_names(root / ident):
             continue
         issue(root, ident, role=role, hosts=hosts, force=old)
         made.append(ident)
+    if per_host:
+        lay_out_hosts(root, groups)
     return made
+
+
+def host_groups(
+    nodes: Sequence[str], per_host: int, prefix: str = "host-", first: int = 1
+) -> dict[str, list[str]]:
+    """The nodes in their order, `per_host` to a host: {<prefix><first>: the first per_host nodes,
+    <prefix><first + 1>: the next ..., the last host takes what is left}."""
+    if per_host < 1:
+        raise ConfigError(f"--per-host must be at least 1, not {per_host}")
+    groups = {
+        f"{prefix}{first + k}": list(nodes[i : i + per_host])
+        for k, i in enumerate(range(0, len(nodes), per_host))
+    }
+    for host in groups:
+        _check_node_id(host)  # a host name is a folder and a DNS label, as a node id
+    return groups
+
+
+def lay_out_hosts(directory: StrPath, groups: dict[str, list[str]]) -> Path:
+    """Copy each node's identity folder ``directory/<node>/`` to ``directory/hosts/<host>/<node>/``
+    for the host that runs it, so that a host process can be given (mounted) the folder of its
+    own nodes and no other key. Idempotent: a copy is rewritten only when it differs; anything else
+    under ``hosts/`` (a node another host runs now, a host no longer in `groups`) is removed, so
+    that each host folder holds exactly its nodes. The CA key is never copied. Returns the
+    ``hosts`` folder."""
+    root = Path(directory)
+    base = root / HOSTS_DIR
+    seen: dict[str, str] = {}
+    for host, members in groups.items():
+        _check_node_id(host)
+        for node in members:
+            _check_node_id(node)
+            if node in seen:
+                raise ConfigError(f"node {node} is in two hosts: {seen[node]} and {host}")
+            seen[node] = host
+            if not (root / node / CERT_FILE).is_file():
+                raise ConfigError(f"no identity folder {root / node} to lay out on host {host}")
+    for host, members in groups.items():
+        for node in members:
+            for name, mode in ((CA_CERT_FILE, 0o644), (CERT_FILE, 0o644), (KEY_FILE, 0o600)):
+                data = (root / node / name).read_bytes()
+                dest = base / host / node / name
+                if not dest.is_file() or dest.read_bytes() != data:
+                    _write_atomic(dest, data, mode=mode)
+    if base.is_dir():
+        for host_dir in list(base.iterdir()):
+            if host_dir.name not in groups:
+                _remove(host_dir)
+                continue
+            for entry in list(host_dir.iterdir()):
+                if entry.name not in groups[host_dir.name]:
+                    _remove(entry)
+    return base
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
