@@ -7,6 +7,16 @@ nodes, submits a ring sum, writes the result to the `results` volume). The root
 `docker-compose.yml` is this generator's output for 8 nodes; tests/unit/test_compose.py runs every
 service's command with `--check`, so the file cannot drift from the CLI.
 
+With `per_host` = M (`netdp compose --per-host M`), the nodes run M to a service instead:
+`host-1..host-K` (K = ceil(N/M)), each one `netdp node --identities /certs` process whose /certs is
+the volume subpath `hosts/host-k` that `netdp pki setup --per-host M` fills with the identity folders
+of that host's nodes and nothing else (no other node's key is in its file system). Node i of a host
+listens on 7601+i and advertises `host-k:7601+i`; each node keeps its own ledger volume
+`ledger-node-<n>`, mounted at /ledger/node-<n> (what `--ledger /ledger` gives it): the very volumes of
+the one-service-per-node file, so a node's ledger follows its id whatever the grouping (changing M
+never starts a node on an empty ledger). Faults are given per host. deploy/compose/hosts-64.yml is
+the output for 64 nodes, 16 per host.
+
 The submitter's job id is fixed by the job's spec (`job_id_for`): Compose restarts a failed
 submitter (`restart: on-failure`), and a restart then re-attaches to the job it submitted (the
 bootstrap returns the existing job for the same id and spec) instead of submitting a new one that
@@ -25,6 +35,7 @@ from typing import Any
 
 from netdp_node.algorithms import ALGORITHMS, DEFAULT, get_algorithm
 from netdp_node.errors import ConfigError
+from netdp_node.security.pki import HOSTS_DIR, host_groups
 
 FAULT_KEYS = {
     "crash_at_step": "NETDP_FAULT_CRASH_AT_STEP",
@@ -38,6 +49,10 @@ FAULT_KEYS = {
     "seed": "NETDP_FAULT_SEED",
 }
 PEER_PORT = 7601
+#: Where the value files node-<i>.txt are, relative to the compose file's folder.
+DATA_DIR = "./deploy/compose/data"
+#: One service per node stops at 256 services; hosts of M nodes go further.
+MAX_NODES = 10000
 BOOTSTRAP_PORT = 7600
 #: Docker sends SIGKILL this long after SIGTERM. A node's own shutdown takes its gRPC server's
 #: grace period (2 s) plus closing links and the ledger; the margin covers a loaded host, so that a
@@ -49,11 +64,13 @@ MIN_ENGINE = "26.0"
 MIN_COMPOSE = "2.26"
 
 
-def healthcheck(port: int) -> dict[str, Any]:
-    """`netdp probe` (a TCP connect to the service's own port, no TLS handshake): checked every
-    second while starting (start_interval), every 30 s after."""
+def healthcheck(port: int, count: int = 1) -> dict[str, Any]:
+    """`netdp probe` (a TCP connect to the service's own port, no TLS handshake; a host of `count`
+    nodes: to each of its ports port..port+count-1): checked every second while starting
+    (start_interval), every 30 s after."""
+    more = ["--count", str(count)] if count > 1 else []
     return {
-        "test": ["CMD", "netdp", "probe", f"127.0.0.1:{port}"],
+        "test": ["CMD", "netdp", "probe", f"127.0.0.1:{port}", *more],
         "interval": "30s",
         "timeout": "5s",
         "retries": 3,
@@ -90,14 +107,20 @@ def ensure_data(data_dir: Path, nodes: int) -> list[Path]:
     return made
 
 
-def parse_faults(specs: list[str], ids: list[str]) -> dict[str, dict[str, str]]:
-    """`node-3:drop=0.2,delay_ms=50` -> {"node-3": {"NETDP_FAULT_DROP": "0.2", ...}}."""
+def parse_faults(
+    specs: list[str], ids: list[str], *, hosts: bool = False
+) -> dict[str, dict[str, str]]:
+    """`node-3:drop=0.2,delay_ms=50` -> {"node-3": {"NETDP_FAULT_DROP": "0.2", ...}}. With
+    `hosts`, `ids` are host services: the faults of a host apply to every node it runs (a crash
+    fault crashes the host)."""
     out: dict[str, dict[str, str]] = {}
+    what = "HOST" if hosts else "NODE"
     for spec in specs:
         node, sep, rest = spec.partition(":")
         if not sep or node not in ids:
             raise ConfigError(
-                f"--fault {spec!r}: expected NODE:KEY=VALUE with NODE in {ids[0]}..{ids[-1]}"
+                f"--fault {spec!r}: expected {what}:KEY=VALUE with {what} in {ids[0]}..{ids[-1]}"
+                + (" (with --per-host, faults apply to a whole host service)" if hosts else "")
             )
         env = out.setdefault(node, {})
         # values of offline/partition may hold commas: KEY=VALUE pairs are split on ',' only
@@ -130,6 +153,15 @@ def _names(names: tuple[str, ...]) -> str:
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
+def host_grace(per_host: int) -> str:
+    """stop_grace_period of a host of `per_host` nodes. SIGTERM stops them all at once, so their
+    servers' grace periods run concurrently; what grows with the count is closing every node's
+    links and ledger on one event loop: STOP_GRACE_PERIOD plus a second for every node, far above
+    what it takes (50 idle nodes of one process stopped in under a second on a loaded 2-core
+    machine, 16 in half a second)."""
+    return f"{int(STOP_GRACE_PERIOD.rstrip('s')) + per_host}s"
+
+
 def services(
     nodes: int,
     topology: str,
@@ -138,11 +170,20 @@ def services(
     image: str,
     data_dir: str,
     algorithm: str = "ring-sum",
+    per_host: int = 0,
+    build_context: str = ".",
 ) -> dict[str, Any]:
-    if not 3 <= nodes <= 256:
-        raise ConfigError("--nodes must be between 3 and 256")
+    if not 3 <= nodes <= MAX_NODES:
+        raise ConfigError(f"--nodes must be between 3 and {MAX_NODES}")
+    if per_host < 0:
+        raise ConfigError(f"--per-host must be 0 (one service per node) or more, not {per_host}")
+    if not per_host and nodes > 256:
+        raise ConfigError("--nodes above 256 need --per-host M (M nodes in each host service)")
+    if PEER_PORT + per_host - 1 > 65535:
+        raise ConfigError(f"--per-host {per_host}: ports {PEER_PORT}.. would pass 65535")
     ids = [f"node-{i}" for i in range(1, nodes + 1)]
-    envs = parse_faults(faults, ids)
+    groups = host_groups(ids, per_host) if per_host else {nid: [nid] for nid in ids}
+    envs = parse_faults(faults, list(groups), hosts=bool(per_host))
 
     def identity(name: str) -> dict[str, Any]:
         return {
@@ -158,7 +199,7 @@ def services(
     svc: dict[str, Any] = {
         "pki": {
             "image": image,
-            "build": ".",
+            "build": build_context,
             "pull_policy": "build",
             "command": [
                 "pki",
@@ -168,6 +209,7 @@ def services(
                 str(nodes),
                 "--bootstrap-host",
                 "bootstrap",
+                *(["--per-host", str(per_host)] if per_host else []),
             ],
             "volumes": ["pki:/pki"],
         },
@@ -190,7 +232,40 @@ def services(
             "stop_grace_period": STOP_GRACE_PERIOD,
         },
     }
-    for nid in ids:
+    for host, members in groups.items() if per_host else ():
+        svc[host] = {
+            "image": image,
+            "pull_policy": "build",
+            "command": [
+                "node",
+                "--identities",
+                "/certs",
+                "--bootstrap",
+                f"bootstrap:{BOOTSTRAP_PORT}",
+                "--ledger",
+                "/ledger",
+                "--listen",
+                f"0.0.0.0:{PEER_PORT}",
+                "--advertise",
+                f"{host}:{PEER_PORT}",
+                "--data",
+                "/data",
+            ],
+            # its own nodes' identity folders only (`netdp pki setup --per-host`), and each node's
+            # own ledger volume at /ledger/NODE_ID (what --ledger /ledger gives it)
+            "volumes": [
+                identity(f"{HOSTS_DIR}/{host}"),
+                *(f"ledger-{nid}:/ledger/{nid}" for nid in members),
+                f"{data_dir}:/data:ro",
+            ],
+            "depends_on": {**after_pki, **bootstrap_healthy},
+            "healthcheck": healthcheck(PEER_PORT, len(members)),
+            "stop_signal": "SIGTERM",
+            "stop_grace_period": host_grace(len(members)),
+        }
+        if host in envs:
+            svc[host]["environment"] = envs[host]
+    for nid in ids if not per_host else ():
         node: dict[str, Any] = {
             "image": image,
             "pull_policy": "build",
@@ -266,27 +341,62 @@ def generate(
     rounds: int = 10,
     faults: list[str] | None = None,
     image: str = "netdp:latest",
-    data_dir: str = "./deploy/compose/data",
+    data_dir: str = DATA_DIR,
     algorithm: str = "ring-sum",
+    per_host: int = 0,
+    build_context: str = ".",
+    file: str | None = None,
 ) -> str:
     """The compose file as YAML text (block style, every value quoted as JSON, so that no value is
-    reinterpreted by a YAML parser)."""
-    doc = services(nodes, topology, rounds, faults or [], image, data_dir, algorithm)
+    reinterpreted by a YAML parser). `file`: where it is written, for the commands of its header
+    (None or docker-compose.yml: the file Compose reads by default)."""
+    doc = services(
+        nodes, topology, rounds, faults or [], image, data_dir, algorithm, per_host, build_context
+    )
     args = (
-        f"--nodes {nodes} --topology {topology} --rounds {rounds}"
+        f"--nodes {nodes}"
+        + (f" --per-host {per_host}" if per_host else "")
+        + f" --topology {topology} --rounds {rounds}"
         + (f" --algorithm {algorithm}" if algorithm != DEFAULT else "")
         + "".join(f" --fault {f}" for f in faults or [])
+        + (f" --data-dir {data_dir}" if data_dir != DATA_DIR else "")
+        + (f" --build-context {build_context}" if build_context != "." else "")
     )
+    dc = "docker compose"
+    if file not in (None, "docker-compose.yml"):
+        args += f" -o {file}"
+        dc += f" -f {file}"
+    hosts = ""
+    if per_host:
+        groups = host_groups([f"node-{i}" for i in range(1, nodes + 1)], per_host)
+        spans = [f"{h} {m[0]}..{m[-1]}" for h, m in groups.items()]
+        if len(spans) > 3:
+            spans = [spans[0], spans[1], "...", spans[-1]]
+        hosts = (
+            f"# Hosts of {per_host} nodes, each one `netdp node --identities` process: "
+            f"{', '.join(spans)}.\n"
+            f"# A host serves its nodes on ports {PEER_PORT}.., mounts only their keys, and each "
+            "node's own ledger volume ledger-node-I\n"
+            "# at /ledger/node-I (as with one service per node: a node keeps its ledger whatever "
+            "the grouping).\n"
+            "# A host crash takes down all its nodes; each restarts from its own ledger.\n"
+        )
     header = (
         f"# Generated by `netdp compose {args}`; regenerate rather than edit.\n"
         f"# Needs Docker Engine >= {MIN_ENGINE} and Compose >= {MIN_COMPOSE} (volume "
         "subpaths, health check start_interval).\n"
-        "# Run and wait for the result (the exit code is submit's: 0 released, 1 failed, "
+        + hosts
+        + "# Run and wait for the result (the exit code is submit's: 0 released, 1 failed, "
         "5 timed out):\n"
-        "#   docker compose up -d --build && docker compose wait submit\n"
-        "#   docker compose logs submit      # the released result; also "
+        f"#   {dc} up -d --build && {dc} wait submit\n"
+        f"#   {dc} logs submit      # the released result; also "
         "/results/result.json in the `results` volume\n"
-        "# Fault injection per node: NETDP_FAULT_* variables (see `netdp node --help`).\n"
+        + (
+            "# Fault injection per host (all its nodes): NETDP_FAULT_* variables (see `netdp "
+            "node --help`).\n"
+            if per_host
+            else "# Fault injection per node: NETDP_FAULT_* variables (see `netdp node --help`).\n"
+        )
     )
     return header + _yaml(doc, 0) + "\n"
 
