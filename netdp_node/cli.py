@@ -205,8 +205,11 @@ def cmd_pki(a: argparse.Namespace) -> int:
         print(out)
         return EXIT_OK
     if a.pki_cmd == "setup":
+        if a.per_host < 0:
+            raise ConfigError(f"--per-host must be 0 or more, not {a.per_host}")
         if a.check:
-            print(f"ok: would set up {a.nodes} node certificates in {a.dir}", file=sys.stderr)
+            per = f", {-(-a.nodes // a.per_host)} host folders" if a.per_host else ""
+            print(f"ok: would set up {a.nodes} node certificates{per} in {a.dir}", file=sys.stderr)
             return EXIT_OK
         made = pki.setup(
             a.dir,
@@ -214,6 +217,7 @@ def cmd_pki(a: argparse.Namespace) -> int:
             bootstrap_hosts=a.bootstrap_host,
             operator="operator",
             node_host_suffix=a.node_host_suffix,
+            per_host=a.per_host,
         )
         print(
             f"pki in {a.dir}: {len(made)} new certificate(s) "
@@ -571,6 +575,9 @@ def cmd_compose(a: argparse.Namespace) -> int:
         image=a.image,
         data_dir=a.data_dir,
         algorithm=a.algorithm,
+        per_host=a.per_host,
+        build_context=a.build_context,
+        file=None if a.output == "-" else a.output,
     )
     # Compose resolves a relative bind-mount path against the compose file's folder.
     base = Path.cwd() if a.output == "-" else Path(a.output).resolve().parent
@@ -595,14 +602,22 @@ def cmd_compose(a: argparse.Namespace) -> int:
 
 def cmd_probe(a: argparse.Namespace) -> int:
     """Health check: exit 0 if HOST:PORT accepts a TCP connection within --timeout, else 1. No
-    TLS handshake (a daemon would log a refused one): what it says is that the port is served."""
+    TLS handshake (a daemon would log a refused one): what it says is that the port is served.
+    With --count N: the N ports PORT..PORT+N-1 (a process hosting N nodes), all of them."""
     host, _, port = a.address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=a.timeout):
-            return EXIT_OK
-    except OSError as e:
-        print(f"netdp probe: {a.address}: {e}", file=sys.stderr)
-        return EXIT_FAIL
+    first = int(port)
+    if a.count < 1 or first + a.count - 1 > 65535:
+        raise ConfigError(f"--count {a.count}: ports {first}..{first + a.count - 1} are not valid")
+    down = []
+    for p in range(first, first + a.count):
+        try:
+            with socket.create_connection((host.strip("[]"), p), timeout=a.timeout):
+                pass
+        except OSError as e:
+            down.append(f"{host}:{p}: {e}")
+    for line in down:
+        print(f"netdp probe: {line}", file=sys.stderr)
+    return EXIT_FAIL if down else EXIT_OK
 
 
 def cmd_audit(a: argparse.Namespace) -> int:
@@ -866,6 +881,15 @@ def build_parser() -> argparse.ArgumentParser:
         "writing the result to the `results` volume.",
     )
     c.add_argument("--nodes", type=int, default=8, help="number of nodes (default 8)")
+    c.add_argument(
+        "--per-host",
+        type=int,
+        default=0,
+        metavar="M",
+        help="run the nodes M to a service: host-1, host-2, ... each one `netdp node "
+        "--identities` process with only its own nodes' keys, ports 7601..7601+M-1 and each "
+        "node's own ledger volume (default 0: one service per node, at most 256)",
+    )
     c.add_argument("--topology", default="ring", help="topology of the job (default ring)")
     c.add_argument(
         "--rounds",
@@ -895,6 +919,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="./deploy/compose/data",
         help="host folder with NODE.txt value files, mounted at /data",
     )
+    c.add_argument(
+        "--build-context",
+        default=".",
+        metavar="DIR",
+        help="folder with the Dockerfile, relative to the compose file's folder (default .; "
+        "../.. for a file in deploy/compose/)",
+    )
     c.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
     c.set_defaults(fn=cmd_compose)
 
@@ -907,6 +938,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pb.add_argument("address", type=_addr, help="HOST:PORT")
     pb.add_argument("--timeout", type=_positive, default=3.0, help="seconds (default 3)")
+    pb.add_argument(
+        "--count",
+        type=int,
+        default=1,
+        metavar="N",
+        help="probe the N ports PORT..PORT+N-1, all served or exit 1 (a `netdp node` "
+        "hosting N nodes serves them; default 1)",
+    )
     pb.set_defaults(fn=cmd_probe)
 
     k = sub.add_parser("pki", help="certificates: init a CA, issue, revoke")
@@ -948,6 +987,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="name/IP of the bootstrap (repeat); default: bootstrap",
+    )
+    kss.add_argument(
+        "--per-host",
+        type=int,
+        default=0,
+        metavar="M",
+        help="also lay the nodes out M per host process: DIR/hosts/host-K/NODE_ID/ holds a "
+        "copy of the identity folders of host-K's nodes and nothing else (what `netdp node "
+        "--identities` of that host mounts); default 0: no host folders",
     )
     kss.add_argument("--check", action="store_true", help="validate the flags and exit")
     kr = ksub.add_parser("revoke", help="revoke every certificate of an id and write crl.pem")
