@@ -346,3 +346,223 @@ def test_the_bootstrap_accepts_every_generated_job(algorithm, topology, tmp_path
             assert job.topology.kind == topology
     finally:
         store.close()
+
+
+# -- hosts of M nodes (issue 15): `netdp compose --per-host M` ------------------------------------
+HOSTS_EXAMPLE = ROOT / "deploy" / "compose" / "hosts-64.yml"
+HOSTS_ARGS = dict(
+    nodes=64,
+    per_host=16,
+    data_dir="./data",
+    build_context="../..",
+    file="deploy/compose/hosts-64.yml",
+)
+
+
+@pytest.fixture(scope="module")
+def pki_64(tmp_path_factory):
+    """`netdp pki setup DIR --nodes 64 --per-host 16`, as the example's pki service runs it (the
+    files' fsync skipped: a test's throwaway keys need no durability, and it is most of the
+    time)."""
+    from netdp_node.security import pki
+
+    root = tmp_path_factory.mktemp("pki64")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pki.os, "fsync", lambda fd: None)
+        assert main(["pki", "setup", str(root), "--nodes", "64", "--per-host", "16"]) == 0
+    return root
+
+
+def test_committed_hosts_example_is_the_generator_output():
+    assert HOSTS_EXAMPLE.read_text() == generate(**HOSTS_ARGS), (
+        "regenerate with: netdp compose --nodes 64 --per-host 16 --data-dir ./data "
+        "--build-context ../.. -o deploy/compose/hosts-64.yml"
+    )
+    # the header's command is the one that regenerates it
+    first = HOSTS_EXAMPLE.read_text().splitlines()[0]
+    cmd = re.search(r"`netdp (compose [^`]*)`", first).group(1).split()
+    from netdp_node.cli import build_parser
+
+    a = build_parser().parse_args(cmd)
+    assert (a.nodes, a.per_host, a.data_dir, a.build_context, a.output) == (
+        64,
+        16,
+        "./data",
+        "../..",
+        "deploy/compose/hosts-64.yml",
+    )
+
+
+def _host_of(n: int, per_host: int) -> str:
+    return f"host-{(n - 1) // per_host + 1}"
+
+
+def test_hosts_example_runs_16_nodes_per_host_each_with_only_its_keys():
+    doc = yaml.safe_load(HOSTS_EXAMPLE.read_text())
+    svcs = doc["services"]
+    assert set(svcs) == {"pki", "bootstrap", "submit", "host-1", "host-2", "host-3", "host-4"}
+    assert svcs["pki"]["build"] == "../.."  # the repository's root, from deploy/compose/
+    assert (HOSTS_EXAMPLE.parent / svcs["pki"]["build"] / "Dockerfile").is_file()
+    pki_cmd = svcs["pki"]["command"]
+    assert pki_cmd[pki_cmd.index("--per-host") + 1] == "16"
+    ledgers = {}
+    for k in range(1, 5):
+        host = svcs[f"host-{k}"]
+        cmd = host["command"]
+        assert cmd[cmd.index("--advertise") + 1] == f"host-{k}:7601"
+        assert cmd[cmd.index("--listen") + 1] == "0.0.0.0:7601"
+        (certs,) = [v for v in host["volumes"] if isinstance(v, dict)]
+        assert certs["source"] == "pki" and certs["read_only"] is True
+        assert certs["volume"]["subpath"] == f"hosts/host-{k}"  # its own nodes' keys only
+        assert cmd[cmd.index("--identities") + 1] == certs["target"]
+        for v in host["volumes"]:
+            if isinstance(v, str) and v.startswith("ledger-"):
+                vol, target = v.split(":")
+                ledgers[vol] = (f"host-{k}", target)
+        hc = host["healthcheck"]["test"]
+        assert hc[3:] == ["127.0.0.1:7601", "--count", "16"]  # all 16 ports of the host
+        # SIGTERM stops the 16 nodes at once: the grace period is above one node's, plus margin
+        assert _seconds(host["stop_grace_period"]) >= _seconds("30s") + 16
+    # every node: its own ledger volume, on the host that runs it, at /ledger/NODE_ID
+    assert ledgers == {
+        f"ledger-node-{n}": (_host_of(n, 16), f"/ledger/node-{n}") for n in range(1, 65)
+    }
+    assert set(doc["volumes"]) == {"pki", "bootstrap-state", "results", *ledgers}
+    sub = svcs["submit"]["command"]
+    assert sub[sub.index("--wait-nodes") + 1] == "64"
+
+
+def test_hosts_example_commands_pass_check(pki_64, tmp_path, capsys):
+    """Every service's command with --check, the hosts' against the folders that `netdp pki
+    setup --per-host 16` really lays out (what their volume subpath mounts) and the committed
+    value files (what ./data mounts): each host finds exactly its 16 nodes and their values."""
+    doc = yaml.safe_load(HOSTS_EXAMPLE.read_text())
+    data = HOSTS_EXAMPLE.parent / "data"
+    for name, svc in doc["services"].items():
+        binds = {"/data": data, "/ledger": tmp_path / name, "/results": tmp_path}
+        for v in svc.get("volumes", []):
+            if isinstance(v, dict):
+                binds[v["target"]] = pki_64 / v["volume"]["subpath"]
+        binds["/pki"] = tmp_path / "pki-check"
+        argv = [_host_path(a, binds) for a in svc["command"]]
+        code = main([*argv, "--check"])
+        err = capsys.readouterr().err
+        assert code == 0, f"service {name}: `netdp {' '.join(argv)} --check` failed: {err}"
+        if name.startswith("host-"):
+            k = int(name.split("-")[1])
+            assert "ok: 16 nodes in one process" in err, err
+            checked = re.findall(
+                r"ok: node with bootstrap bootstrap:7600, ledger (\S+), 1 value", err
+            )
+            assert [Path(p).name for p in checked] == [
+                f"node-{n}" for n in range(16 * (k - 1) + 1, 16 * k + 1)
+            ]
+
+
+def test_pki_per_host_layout_holds_exactly_each_hosts_nodes(tmp_path, monkeypatch):
+    """DIR/hosts/host-K/ holds the identity folders of host K's nodes, byte for byte the issued
+    ones, and nothing else (no other node's key, no CA key); re-laid out for another M, every
+    folder again holds exactly its nodes."""
+    from netdp_node.security import pki
+
+    monkeypatch.setattr(pki.os, "fsync", lambda fd: None)
+    nodes = [f"node-{n}" for n in range(1, 12)]
+    for per_host in (4, 3, 11):
+        pki.setup(tmp_path, nodes=nodes, per_host=per_host)
+        hosts = tmp_path / "hosts"
+        expected: dict[str, set[str]] = {}
+        for n in range(1, 12):
+            expected.setdefault(_host_of(n, per_host), set()).add(f"node-{n}")
+        assert {h.name for h in hosts.iterdir()} == set(expected), per_host
+        for host, members in expected.items():
+            assert {p.name for p in (hosts / host).iterdir()} == members, (per_host, host)
+            for node in members:
+                folder = hosts / host / node
+                assert {p.name for p in folder.iterdir()} == {"ca.pem", "cert.pem", "key.pem"}
+                for f in ("ca.pem", "cert.pem", "key.pem"):
+                    assert (folder / f).read_bytes() == (tmp_path / node / f).read_bytes()
+                assert (folder / "key.pem").stat().st_mode & 0o077 == 0
+                ident = pki.load_identity(folder)
+                assert (ident.node_id, ident.role) == (node, "node")
+            # what `netdp node --identities` of that host finds: its nodes, in order
+            from netdp_node.host import identity_folders
+
+            found = [p.name for p in identity_folders([], [str(hosts / host)])]
+            assert found == sorted(members, key=lambda s: int(s.split("-")[1]))
+        assert not list(hosts.rglob("ca.key"))
+    # a node id cannot take the layout's folder name
+    with pytest.raises(ConfigError):
+        pki.issue(tmp_path, "hosts")
+
+
+def test_host_faults_apply_to_a_whole_host(tmp_path, capsys):
+    doc = yaml.safe_load(generate(nodes=10, per_host=4, faults=["host-2:crash_at_step=3,drop=0.1"]))
+    assert set(doc["services"]) >= {"host-1", "host-2", "host-3"}
+    assert doc["services"]["host-2"]["environment"] == {
+        "NETDP_FAULT_CRASH_AT_STEP": "3",
+        "NETDP_FAULT_DROP": "0.1",
+    }
+    assert "environment" not in doc["services"]["host-1"]
+    # host-3 runs the remaining 2 nodes
+    assert doc["services"]["host-3"]["healthcheck"]["test"][3:] == [
+        "127.0.0.1:7601",
+        "--count",
+        "2",
+    ]
+    with pytest.raises(ConfigError, match="whole host"):
+        generate(nodes=10, per_host=4, faults=["node-3:drop=0.1"])
+    with pytest.raises(ConfigError, match="--per-host"):
+        generate(nodes=300)
+    with pytest.raises(ConfigError, match="--per-host"):
+        generate(nodes=10, per_host=-1)
+    assert (
+        main(
+            [
+                "compose",
+                "--nodes",
+                "10",
+                "--per-host",
+                "0",
+                "-o",
+                "-",
+                "--data-dir",
+                str(tmp_path / "d"),
+            ]
+        )
+        == 0
+    )
+    assert "node-10:" in capsys.readouterr().out
+
+
+def test_probe_count_needs_every_port_served(capsys):
+    import socket
+
+    socks = []
+    try:
+        for _ in range(20):  # two consecutive free ports
+            a = socket.socket()
+            a.bind(("127.0.0.1", 0))
+            b = socket.socket()
+            try:
+                b.bind(("127.0.0.1", a.getsockname()[1] + 1))
+            except OSError:
+                a.close()
+                b.close()
+                continue
+            socks = [a, b]
+            break
+        if not socks:
+            pytest.skip("no two consecutive free ports on 127.0.0.1")
+        for s in socks:
+            s.listen()
+        port = socks[0].getsockname()[1]
+        assert main(["probe", f"127.0.0.1:{port}", "--count", "2"]) == 0
+        socks[1].close()
+        capsys.readouterr()
+        assert main(["probe", f"127.0.0.1:{port}", "--count", "2", "--timeout", "2"]) == 1
+        err = capsys.readouterr().err
+        assert f"127.0.0.1:{port + 1}" in err and f"127.0.0.1:{port}:" not in err
+        assert main(["probe", f"127.0.0.1:{port}", "--count", "0"]) == 2
+    finally:
+        for s in socks:
+            s.close()
