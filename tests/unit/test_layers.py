@@ -57,6 +57,7 @@ GROUP_OF = {
     "netdp_node.cluster": "tools",
     "netdp_node.demo": "tools",
     "netdp_node.compose": "tools",
+    "netdp_node.k8s": "tools",
     "netdp_node.watch": "tools",
     "netdp_node.progress": "tools",
     "netdp_node.plan": "tools",
