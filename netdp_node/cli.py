@@ -225,6 +225,32 @@ def cmd_pki(a: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_OK
+    if a.pki_cmd == "k8s-secrets":
+        from netdp_node.k8s import host_secrets, write_private  # lazy: start-up cost
+
+        text, issued = host_secrets(
+            a.dir,
+            hosts=a.hosts,
+            per_host=a.per_host,
+            prefix=a.prefix,
+            namespace=a.namespace,
+            cluster_domain=a.cluster_domain,
+            data=a.data,
+        )
+        print(
+            f"{a.hosts} host(s) of {a.per_host} node(s): {len(issued)} new certificate(s) in "
+            f"{a.dir}",
+            file=sys.stderr,
+        )
+        if a.output == "-":
+            sys.stdout.write(text)
+        else:
+            write_private(a.output, text)
+            print(
+                f"wrote {a.output} (private keys, mode 0600): kubectl apply -f {a.output}",
+                file=sys.stderr,
+            )
+        return EXIT_OK
     if a.pki_cmd == "revoke":
         if a.bootstrap and not a.certs:
             raise ConfigError("--bootstrap needs --certs (an operator identity folder) to publish")
@@ -998,6 +1024,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--identities` of that host mounts); default 0: no host folders",
     )
     kss.add_argument("--check", action="store_true", help="validate the flags and exit")
+    k8 = ksub.add_parser(
+        "k8s-secrets",
+        help="the per-host Secrets of deploy/k8s/hosts.yaml (issues missing node certificates)",
+        description="For pods PREFIX-0 .. PREFIX-(HOSTS-1) of the StatefulSet in "
+        "deploy/k8s/hosts.yaml, each running M nodes PREFIX-I-0 .. PREFIX-I-(M-1): issue the "
+        "node certificates missing from the CA folder DIR (existing ones are kept), and write "
+        "one Secret PREFIX-I-identities per pod (keys NODE_ID.ca.pem, NODE_ID.cert.pem, "
+        "NODE_ID.key.pem) as YAML for `kubectl apply -f`. Run again with more --hosts to scale.",
+    )
+    k8.add_argument("dir", help="CA folder (`netdp pki init DIR`)")
+    k8.add_argument("--hosts", type=int, required=True, help="number of pods (replicas)")
+    k8.add_argument(
+        "--per-host", type=int, required=True, metavar="M", help="nodes per pod (M in hosts.yaml)"
+    )
+    k8.add_argument("--prefix", default="netdp-host", help="StatefulSet name (default netdp-host)")
+    k8.add_argument("--namespace", default="netdp")
+    k8.add_argument("--cluster-domain", default="cluster.local")
+    k8.add_argument(
+        "--data",
+        metavar="DIR",
+        help="also write Secrets PREFIX-I-data from DIR/NODE_ID.txt (or .npy), one per node",
+    )
+    k8.add_argument(
+        "-o", "--output", default="-", help="file to write, mode 0600 (default: stdout)"
+    )
     kr = ksub.add_parser("revoke", help="revoke every certificate of an id and write crl.pem")
     kr.add_argument("dir")
     kr.add_argument("node_id")
