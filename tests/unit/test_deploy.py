@@ -67,7 +67,9 @@ def _docs() -> list[tuple[Path, dict[str, Any]]]:
     yaml = _yaml()
     out = []
     for f in _manifest_files():
-        for doc in yaml.safe_load_all(f.read_text()):
+        # libyaml's loader where PyYAML has it (the same documents, parsed several times faster)
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        for doc in yaml.load_all(f.read_text(), Loader=loader):
             if doc is not None:
                 out.append((f, doc))
     return out
@@ -210,7 +212,10 @@ def test_manifests_hold_the_documented_resources():
             ("Service", "netdp-bootstrap"),
             ("Service", "netdp-node"),
             ("StatefulSet", "netdp-node"),
+            ("Service", "netdp-host"),
+            ("StatefulSet", "netdp-host"),
             ("NetworkPolicy", "netdp-node"),
+            ("NetworkPolicy", "netdp-host"),
             ("NetworkPolicy", "netdp-bootstrap"),
             ("Job", "netdp-ring-sum-"),
         ]
@@ -345,6 +350,8 @@ def test_manifest_command_lines_parse_and_pass_check(monkeypatch, capsys):
         seen.add(a.cmd if a.cmd != "job" else f"job {a.job_cmd}")
         plain = {k: str(e["value"]) for k, e in env.items() if "value" in e}
         assert set(plain) - {"PYTHONDONTWRITEBYTECODE"} <= FAULT_VARS, where
+        if any(a.startswith("--identities") for a in argv):
+            continue  # needs the init container's copies: test_host_pod_runs_its_own_nodes
         _check(argv, plain, monkeypatch, capsys, where)
     assert seen == {"bootstrap", "node", "job submit"}
 
@@ -420,6 +427,298 @@ def test_init_container_hands_each_pod_its_own_identity(tmp_path):
     assert r.returncode == 3 and "netdp-node-0" in r.stderr, r.stderr
     r = run("netdp-node-5")
     assert r.returncode == 3 and "netdp-node-5-tls" in r.stderr, r.stderr
+
+
+# -- Kubernetes: hosts of M nodes (hosts.yaml) --------------------------------------------------
+HOSTS_TOTAL = 1000  # the manifest's documented size: replicas x M
+
+
+def _host_m() -> int:
+    """M, the nodes per pod, as the readiness probe counts them."""
+    sts = _one("StatefulSet", "netdp-host")
+    (c,) = sts["spec"]["template"]["spec"]["containers"]
+    cmd = c["readinessProbe"]["exec"]["command"]
+    assert cmd[:3] == ["netdp", "probe", "127.0.0.1:7601"], cmd
+    return int(cmd[cmd.index("--count") + 1])
+
+
+def _peer_selects(peer: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a NetworkPolicy peer's podSelector selects a pod with these labels."""
+    sel = peer["podSelector"]
+    if any(labels.get(k) != v for k, v in sel.get("matchLabels", {}).items()):
+        return False
+    for e in sel.get("matchExpressions", []):
+        assert e["operator"] == "In", e
+        if labels.get(e["key"]) not in e["values"]:
+            return False
+    return True
+
+
+def _allowed_in(policy: dict[str, Any], labels: dict[str, str], port: int) -> bool:
+    for rule in policy["spec"]["ingress"]:
+        if not any(_peer_selects(peer, labels) for peer in rule["from"]):
+            continue
+        for p in rule["ports"]:
+            if p["protocol"] == "TCP" and p["port"] <= port <= p.get("endPort", p["port"]):
+                return True
+    return False
+
+
+def _labels(component: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "netdp", "app.kubernetes.io/component": component}
+
+
+@pytest.mark.timeout(60)
+def test_host_statefulset_runs_m_nodes_per_pod():
+    sts = _one("StatefulSet", "netdp-host")
+    svc = _one("Service", "netdp-host")
+    m = _host_m()
+    text = (K8S / "hosts.yaml").read_text()
+    assert f"# M = {m} nodes per pod." in text  # the documented constant is the probe's count
+    assert sts["spec"]["replicas"] * m == HOSTS_TOTAL  # 1,000 nodes = replicas 20
+    # headless Service: netdp-host-<i>.netdp-host.netdp.svc.cluster.local, published before ready
+    assert sts["spec"]["serviceName"] == svc["metadata"]["name"] == "netdp-host"
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+    pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert _selects(svc, pod_labels)
+    assert not _selects(_one("Service", "netdp-node"), pod_labels)  # two separate sets of pods
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain",
+        "whenScaled": "Retain",
+    }
+
+    spec = sts["spec"]["template"]["spec"]
+    # SIGTERM stops the M nodes at once; as compose's hosts: 30 s and about a second per node
+    assert spec["terminationGracePeriodSeconds"] >= 30 + m
+    (host,) = spec["containers"]
+    args = host["args"]
+    assert args[0] == "node" and not any(a.startswith("--certs") for a in args)
+    assert _arg(args, "--listen") == "0.0.0.0:7601"
+    assert _arg(args, "--advertise") == f"$(POD_NAME).netdp-host.{NAMESPACE}.{CLUSTER_DOMAIN}:7601"
+    mounts = {m_["name"]: m_ for m_ in host["volumeMounts"]}
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    ledger = _arg(args, "--ledger")  # each node's ledger: LEDGER/<node id> on the pod's volume
+    assert ledger.startswith(mounts[claim["metadata"]["name"]]["mountPath"] + "/")
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    ids_mount = [n for n, m_ in mounts.items() if m_["mountPath"] == _arg(args, "--identities")]
+    assert len(ids_mount) == 1 and volumes[ids_mount[0]]["emptyDir"]["medium"] == "Memory"
+    assert mounts[ids_mount[0]]["readOnly"] is True
+    # every pod's Secrets, without items (key names unique over all Secrets), init container only
+    (all_ids,) = [n for n, v in volumes.items() if "projected" in v]
+    sources = [s_["secret"] for s_ in volumes[all_ids]["projected"]["sources"]]
+    assert [s_["name"] for s_ in sources] == [
+        f"netdp-host-{i}-{kind}"
+        for i in range(sts["spec"]["replicas"])
+        for kind in ("identities", "data")
+    ]
+    assert all(s_["optional"] is True and "items" not in s_ for s_ in sources)
+    assert all_ids not in mounts, "the host container must not see the other pods' keys"
+    (init,) = spec["initContainers"]
+    init_mounts = {m_["name"]: m_["mountPath"] for m_ in init["volumeMounts"]}
+    assert init_mounts[all_ids] == "/secrets" and ids_mount[0] in init_mounts
+
+    # NetworkPolicy: the M ports of a host pod are open to node and host pods, and only to them
+    hp = _one("NetworkPolicy", "netdp-host")
+    assert all(pod_labels.get(k) == v for k, v in hp["spec"]["podSelector"]["matchLabels"].items())
+    for port in (7601, 7601 + m - 1):
+        assert _allowed_in(hp, _labels("host"), port) and _allowed_in(hp, _labels("node"), port)
+        assert not _allowed_in(hp, _labels("submit"), port)
+    assert not _allowed_in(hp, _labels("host"), 7601 + m)
+    assert not _allowed_in(hp, _labels("host"), 7600)
+    # a node pod and the bootstrap take traffic from host pods too
+    assert _allowed_in(_one("NetworkPolicy", "netdp-node"), _labels("host"), 7601)
+    boot = _one("NetworkPolicy", "netdp-bootstrap")
+    for who in ("node", "host", "submit"):
+        assert _allowed_in(boot, _labels(who), 7600), who
+    assert not _allowed_in(boot, {"app.kubernetes.io/name": "other"}, 7600)
+
+
+def _secrets_volume(docs: list[dict[str, Any]], root: Path) -> None:
+    """What the projected volume of hosts.yaml shows the init container: every key of every
+    Secret, decoded, at the volume's root (a key name in two Secrets would be a bug)."""
+    import base64
+
+    root.mkdir()
+    for doc in docs:
+        assert doc["kind"] == "Secret" and doc["metadata"]["namespace"] == NAMESPACE
+        for key, value in doc["data"].items():
+            assert not (root / key).exists(), f"key {key} in two Secrets"
+            (root / key).write_bytes(base64.b64decode(value))
+
+
+def _init_script(tmp_path: Path) -> str:
+    sts = _one("StatefulSet", "netdp-host")
+    (init,) = sts["spec"]["template"]["spec"]["initContainers"]
+    assert init["command"] == ["/bin/sh", "-c"]
+    script = init["args"][0]
+    for d in ("secrets", "certs", "data"):
+        script = re.sub(rf"(?<![\w.$/-])/{d}\b", str(tmp_path / d), script)
+    return re.sub(r"\bpython3\b", shlex.quote(sys.executable), script)
+
+
+@pytest.fixture
+def fast_pki(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """netdp's pki module, without the fsync of every file (throwaway test keys)."""
+    from netdp_node.security import pki
+
+    monkeypatch.setattr(pki.os, "fsync", lambda fd: None)
+    return pki
+
+
+@pytest.mark.timeout(60)
+def test_host_init_container_hands_each_pod_only_its_own_identities(tmp_path, fast_pki):
+    """The Secrets `netdp pki k8s-secrets` writes for 11 pods of 2 nodes, as the projected volume
+    shows them, and the init container's script run with /bin/sh for several pods."""
+    sh = shutil.which("sh")
+    if sh is None:
+        pytest.skip("no /bin/sh")
+    yaml = _yaml()
+    from netdp_node.k8s import host_secrets
+
+    pki_dir = tmp_path / "pki"
+    fast_pki.init_ca(pki_dir)
+    text, issued = host_secrets(pki_dir, hosts=11, per_host=2)
+    assert len(issued) == 22
+    _secrets_volume([d for d in yaml.safe_load_all(text) if d], tmp_path / "secrets")
+    for d in ("certs", "data"):
+        (tmp_path / d).mkdir()
+    secrets = tmp_path / "secrets"
+    (secrets / "netdp-host-1-0.txt").write_text("0.25\n")  # from a Secret netdp-host-1-data
+    (secrets / "netdp-host-10-1.txt").write_text("0.5\n")
+    # pod 3's second key pair is its first node's: the certificate does not match its key name
+    for part in ("cert", "key"):
+        shutil.copy(secrets / f"netdp-host-3-0.{part}.pem", secrets / f"netdp-host-3-1.{part}.pem")
+    (secrets / "netdp-host-4-1.key.pem").unlink()
+    script = _init_script(tmp_path)
+
+    def run(pod: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "POD_NAME": pod, "PYTHONPATH": str(ROOT)}
+        return subprocess.run(
+            [sh, "-c", script], env=env, capture_output=True, text=True, timeout=30
+        )
+
+    def tree(d: str) -> dict[str, set[str]]:
+        root = tmp_path / d
+        return {
+            p.name: {f.name for f in p.iterdir()} if p.is_dir() else set() for p in root.iterdir()
+        }
+
+    r = run("netdp-host-10")
+    assert r.returncode == 0, r.stderr
+    assert set(tree("certs")) == {"netdp-host-10-0", "netdp-host-10-1"}
+    assert tree("data") == {"netdp-host-10-1.txt": set()}
+    # pod 1, on the same volumes (a restarted pod runs it again over its read-only copies):
+    # its two nodes, nothing left of the last run, not pod 10's or 11's (netdp-host-1... too)
+    r = run("netdp-host-1")
+    assert r.returncode == 0, r.stderr
+    assert "identities of netdp-host-1: 2 node certificates" in r.stdout
+    files = {"ca.pem", "cert.pem", "key.pem"}
+    assert tree("certs") == {"netdp-host-1-0": files, "netdp-host-1-1": files}
+    for nid in ("netdp-host-1-0", "netdp-host-1-1"):
+        for f in files:
+            assert (tmp_path / "certs" / nid / f).read_bytes() == (pki_dir / nid / f).read_bytes()
+        assert (tmp_path / "certs" / nid / "key.pem").stat().st_mode & 0o777 == 0o400
+    assert tree("data") == {"netdp-host-1-0.txt": set()}
+    r = run("netdp-host-3")
+    assert r.returncode == 3 and "netdp-host-3-0" in r.stderr and "netdp-host-3-1" in r.stderr
+    r = run("netdp-host-4")
+    assert r.returncode == 3 and "netdp-host-4-1.key.pem" in r.stderr, r.stderr
+    r = run("netdp-host-11-0")  # not a pod name: no key is its own (not netdp-host-11-0-*)
+    assert r.returncode == 3 and "netdp-host-11-0-identities" in r.stderr, r.stderr
+
+
+@pytest.mark.timeout(60)
+def test_host_pod_runs_its_own_nodes(tmp_path, fast_pki, monkeypatch, capsys):
+    """The host container's command line, on the folders the init container makes: `--check`
+    finds the pod's nodes (and only them), each with its own ledger folder and its values."""
+    sh = shutil.which("sh")
+    if sh is None:
+        pytest.skip("no /bin/sh")
+    yaml = _yaml()
+    from netdp_node.k8s import host_secrets
+
+    pki_dir = tmp_path / "pki"
+    fast_pki.init_ca(pki_dir)
+    (tmp_path / "values").mkdir()
+    for i in range(2):
+        for j in range(3):
+            (tmp_path / "values" / f"netdp-host-{i}-{j}.txt").write_text(f"{i}.{j}\n")
+    text, _ = host_secrets(pki_dir, hosts=2, per_host=3, data=tmp_path / "values")
+    _secrets_volume([d for d in yaml.safe_load_all(text) if d], tmp_path / "secrets")
+    for d in ("certs", "data"):
+        (tmp_path / d).mkdir()
+    env = {**os.environ, "POD_NAME": "netdp-host-1", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(
+        [sh, "-c", _init_script(tmp_path)], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert r.returncode == 0, r.stderr
+    sts = _one("StatefulSet", "netdp-host")
+    (c,) = sts["spec"]["template"]["spec"]["containers"]
+    cenv = {e["name"]: e for e in c["env"]}
+    argv = _k8s_expand(c["args"], cenv, "netdp-host")
+    argv = [
+        a.replace("/run/netdp/certs", str(tmp_path / "certs")).replace(
+            "/var/lib/netdp", str(tmp_path / "ledger")
+        )
+        for a in argv
+    ]
+    argv.append(f"--data={tmp_path / 'data'}")  # the commented --data argument, enabled
+    assert "# - --data=/run/netdp/data" in (K8S / "hosts.yaml").read_text()
+    _check(argv, {}, monkeypatch, capsys, "netdp-host")
+    capsys.readouterr()
+    assert main([*argv, "--check"]) == 0
+    err = capsys.readouterr().err
+    assert "ok: 3 nodes in one process" in err
+    ledgers = re.findall(r"ledger (\S+), 1 value\(s\)", err)
+    assert ledgers == [str(tmp_path / "ledger" / "ledger" / f"netdp-host-1-{j}") for j in range(3)]
+
+
+@pytest.mark.timeout(60)
+def test_pki_k8s_secrets_writes_one_secret_per_pod_and_scales(tmp_path, fast_pki, capsys):
+    yaml = _yaml()
+    import base64
+
+    from cryptography import x509
+
+    pki_dir = tmp_path / "pki"
+    assert main(["pki", "init", str(pki_dir)]) == 0
+    out = tmp_path / "secrets.yaml"
+    argv = ["pki", "k8s-secrets", str(pki_dir), "--per-host", "3", "-o", str(out)]
+    assert main([*argv, "--hosts", "2"]) == 0
+    assert out.stat().st_mode & 0o777 == 0o600  # private keys
+    first = [d for d in yaml.safe_load_all(out.read_text()) if d]
+    assert [d["metadata"]["name"] for d in first] == [
+        "netdp-host-0-identities",
+        "netdp-host-1-identities",
+    ]
+    for i, d in enumerate(first):
+        ids = [f"netdp-host-{i}-{j}" for j in range(3)]
+        assert set(d["data"]) == {f"{n}.{p}.pem" for n in ids for p in ("ca", "cert", "key")}
+        for n in ids:
+            cert = x509.load_pem_x509_certificate(base64.b64decode(d["data"][f"{n}.cert.pem"]))
+            assert cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value == n
+            dns = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+            assert (
+                f"netdp-host-{i}.netdp-host.{NAMESPACE}.{CLUSTER_DOMAIN}"
+                in dns.get_values_for_type(x509.DNSName)
+            )
+    kv = pytest.importorskip("kubernetes_validate")
+    for d in first:
+        kv.validate(d, K8S_VERSION, strict=True)
+    # scaling: one more pod; the first two pods' Secrets are unchanged (nothing re-issued)
+    capsys.readouterr()
+    assert main([*argv, "--hosts", "3"]) == 0
+    assert "3 new certificate(s)" in capsys.readouterr().err
+    again = [d for d in yaml.safe_load_all(out.read_text()) if d]
+    assert again[:2] == first and again[2]["metadata"]["name"] == "netdp-host-2-identities"
+    # bad input: a clear error, exit 2
+    assert (
+        main(["pki", "k8s-secrets", str(tmp_path / "none"), "--hosts", "1", "--per-host", "1"]) == 2
+    )
+    assert "netdp pki init" in capsys.readouterr().err
+    assert main([*argv, "--hosts", "1", "--data", str(tmp_path)]) == 2
+    assert "netdp-host-0-0.txt" in capsys.readouterr().err
+    assert main([*argv, "--hosts", "0"]) == 2
 
 
 # -- systemd ------------------------------------------------------------------------------------
