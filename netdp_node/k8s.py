@@ -13,8 +13,10 @@ and checks each certificate's id). Optional private values go to `<prefix>-<i>-d
 `<node id>.txt` (or `.npy`).
 
 `host_secrets` issues the identities that are missing from the CA folder (existing ones are kept:
-idempotent, so that scaling is "run it again with more hosts, apply"), and returns the Secrets as a
-YAML stream for `kubectl apply -f` (it holds private keys: written with mode 0600).
+idempotent, so that scaling is "run it again with more hosts, apply"), leaves out the revoked ones
+(`netdp pki revoke`: a node the bootstrap refuses stops its whole host process at start), and
+returns the Secrets as a YAML stream for `kubectl apply -f` (it holds private keys: written with
+mode 0600).
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ def host_secrets(
     values = Path(data) if data is not None else None
     if values is not None and not values.is_dir():
         raise ConfigError(f"--data {values}: not a folder")
+    entries = pki.read_index(root)["certificates"]
+    live = {e["id"] for e in entries if not e.get("revoked", False)}
+    revoked = {e["id"] for e in entries if e.get("revoked", False)} - live
     issued: list[str] = []
     docs: list[str] = []
     for i in range(hosts):
@@ -65,6 +70,8 @@ def host_secrets(
         keys: dict[str, bytes] = {}
         vals: dict[str, bytes] = {}
         for nid in host_ids(prefix, i, per_host):
+            if nid in revoked:
+                continue  # left out: a revoked node would stop its whole pod at start
             if not (root / nid / pki.CERT_FILE).is_file():
                 pki.issue(root, nid, hosts=(dns,))
                 issued.append(nid)
