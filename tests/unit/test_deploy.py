@@ -434,12 +434,30 @@ HOSTS_TOTAL = 1000  # the manifest's documented size: replicas x M
 
 
 def _host_m() -> int:
-    """M, the nodes per pod, as the readiness probe counts them."""
-    sts = _one("StatefulSet", "netdp-host")
-    (c,) = sts["spec"]["template"]["spec"]["containers"]
-    cmd = c["readinessProbe"]["exec"]["command"]
-    assert cmd[:3] == ["netdp", "probe", "127.0.0.1:7601"], cmd
-    return int(cmd[cmd.index("--count") + 1])
+    """M, the nodes per pod: the manifest's documented constant."""
+    (m,) = re.findall(r"^# M = (\d+) nodes per pod\.", (K8S / "hosts.yaml").read_text(), re.M)
+    return int(m)
+
+
+def _listening(count: int) -> list[socket.socket]:
+    """`count` sockets listening on consecutive ports of 127.0.0.1 (skip if none are found)."""
+    for _ in range(50):
+        first = socket.socket()
+        first.bind(("127.0.0.1", 0))
+        socks = [first]
+        try:
+            for k in range(1, count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", first.getsockname()[1] + k))
+        except OSError:
+            for s in socks:
+                s.close()
+            continue
+        for s in socks:
+            s.listen()
+        return socks
+    pytest.skip(f"no {count} consecutive free ports on 127.0.0.1")
 
 
 def _peer_selects(peer: dict[str, Any], labels: dict[str, str]) -> bool:
@@ -473,8 +491,6 @@ def test_host_statefulset_runs_m_nodes_per_pod():
     sts = _one("StatefulSet", "netdp-host")
     svc = _one("Service", "netdp-host")
     m = _host_m()
-    text = (K8S / "hosts.yaml").read_text()
-    assert f"# M = {m} nodes per pod." in text  # the documented constant is the probe's count
     assert sts["spec"]["replicas"] * m == HOSTS_TOTAL  # 1,000 nodes = replicas 20
     # headless Service: netdp-host-<i>.netdp-host.netdp.svc.cluster.local, published before ready
     assert sts["spec"]["serviceName"] == svc["metadata"]["name"] == "netdp-host"
@@ -674,6 +690,47 @@ def test_host_pod_runs_its_own_nodes(tmp_path, fast_pki, monkeypatch, capsys):
 
 
 @pytest.mark.timeout(60)
+def test_host_readiness_probe_needs_every_hosted_node(tmp_path):
+    """The readiness command, run with /bin/sh as the kubelet does, against nodes listening on
+    consecutive ports: ready when there is a listener for every identity folder, not before."""
+    sh = shutil.which("sh")
+    if sh is None:
+        pytest.skip("no /bin/sh")
+    sts = _one("StatefulSet", "netdp-host")
+    (c,) = sts["spec"]["template"]["spec"]["containers"]
+    cmd = c["readinessProbe"]["exec"]["command"]
+    assert cmd[:2] == ["/bin/sh", "-c"] and "livenessProbe" not in c
+    certs = {m_["mountPath"] for m_ in c["volumeMounts"]} & {_arg(c["args"], "--identities")}
+    assert len(certs) == 1 and certs.pop() in cmd[2]
+    socks = _listening(3)
+    try:
+        port = socks[0].getsockname()[1]
+        netdp = f"{shlex.quote(sys.executable)} -m netdp_node.cli"
+        script = (
+            cmd[2]
+            .replace(_arg(c["args"], "--identities"), str(tmp_path))
+            .replace("127.0.0.1:7601", f"127.0.0.1:{port}")
+            .replace("exec netdp ", f"exec {netdp} ")
+        )
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+        def ready(nodes: int) -> subprocess.CompletedProcess[str]:
+            for j in range(nodes):
+                (tmp_path / f"netdp-host-0-{j}").mkdir(exist_ok=True)
+            return subprocess.run(
+                [sh, "-c", script], env=env, capture_output=True, text=True, timeout=30
+            )
+
+        assert ready(3).returncode == 0
+        socks[2].close()  # the third node is down
+        r = ready(3)
+        assert r.returncode == 1 and f"127.0.0.1:{port + 2}" in r.stderr, r.stderr
+    finally:
+        for s_ in socks:
+            s_.close()
+
+
+@pytest.mark.timeout(60)
 def test_pki_k8s_secrets_writes_one_secret_per_pod_and_scales(tmp_path, fast_pki, capsys):
     yaml = _yaml()
     import base64
@@ -711,6 +768,12 @@ def test_pki_k8s_secrets_writes_one_secret_per_pod_and_scales(tmp_path, fast_pki
     assert "3 new certificate(s)" in capsys.readouterr().err
     again = [d for d in yaml.safe_load_all(out.read_text()) if d]
     assert again[:2] == first and again[2]["metadata"]["name"] == "netdp-host-2-identities"
+    # a revoked node is left out of its pod's Secret (it would stop the whole pod at start)
+    assert main(["pki", "revoke", str(pki_dir), "netdp-host-0-1"]) == 0
+    assert main([*argv, "--hosts", "3"]) == 0
+    third = [d for d in yaml.safe_load_all(out.read_text()) if d]
+    assert {k.split(".")[0] for k in third[0]["data"]} == {"netdp-host-0-0", "netdp-host-0-2"}
+    assert third[1:] == again[1:]
     # bad input: a clear error, exit 2
     assert (
         main(["pki", "k8s-secrets", str(tmp_path / "none"), "--hosts", "1", "--per-host", "1"]) == 2
