@@ -58,9 +58,7 @@ def host_secrets(
     values = Path(data) if data is not None else None
     if values is not None and not values.is_dir():
         raise ConfigError(f"--data {values}: not a folder")
-    entries = pki.read_index(root)["certificates"]
-    live = {e["id"] for e in entries if not e.get("revoked", False)}
-    revoked = {e["id"] for e in entries if e.get("revoked", False)} - live
+    revoked = pki.revoked_ids(root)
     issued: list[str] = []
     docs: list[str] = []
     for i in range(hosts):

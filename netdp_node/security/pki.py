@@ -76,6 +76,7 @@ __all__ = [
     "load_identity",
     "read_index",
     "revoke",
+    "revoked_ids",
 ]
 
 StrPath = Union[str, "os.PathLike[str]"]
@@ -699,8 +700,8 @@ def setup(
     issued by an older netdp without its identity names (then re-issued). A node's certificate
     also names the host `<id><node_host_suffix>` (its compose service name), or with `per_host`
     the host process that runs it. With `per_host` = M > 0, the nodes are also laid out M per host
-    (:func:`host_groups`, :func:`lay_out_hosts`): ``directory/hosts/<host>/<node id>/``. Returns
-    the ids issued by this call."""
+    (:func:`host_groups`, :func:`lay_out_hosts`): ``directory/hosts/<host>/<node id>/``, revoked
+    nodes left out. Returns the ids issued by this call."""
     root = Path(directory)
     nodes = list(nodes)
     groups = host_groups(nodes, per_host, host_prefix) if per_host else {}
@@ -720,8 +721,18 @@ def setup(
         issue(root, ident, role=role, hosts=hosts, force=old)
         made.append(ident)
     if per_host:
-        lay_out_hosts(root, groups)
+        # a revoked node is left out of its host's folder (the others keep their hosts): the
+        # bootstrap would refuse it, and a node that cannot start stops its whole host process
+        revoked = revoked_ids(root)
+        lay_out_hosts(root, {h: [n for n in m if n not in revoked] for h, m in groups.items()})
     return made
+
+
+def revoked_ids(directory: StrPath) -> set[str]:
+    """The ids of the CA folder's index whose every certificate is revoked."""
+    entries = read_index(directory)["certificates"]
+    live = {e["id"] for e in entries if not e.get("revoked", False)}
+    return {e["id"] for e in entries if e.get("revoked", False)} - live
 
 
 def host_groups(

@@ -490,6 +490,17 @@ def test_pki_per_host_layout_holds_exactly_each_hosts_nodes(tmp_path, monkeypatc
             found = [p.name for p in identity_folders([], [str(hosts / host)])]
             assert found == sorted(members, key=lambda s: int(s.split("-")[1]))
         assert not list(hosts.rglob("ca.key"))
+    # a revoked node is left out of its host's folder; no other node changes host
+    pki.revoke(tmp_path, "node-2")
+    pki.setup(tmp_path, nodes=nodes, per_host=4)
+    assert {p.name for p in (tmp_path / "hosts" / "host-1").iterdir()} == {
+        "node-1",
+        "node-3",
+        "node-4",
+    }
+    assert {p.name for p in (tmp_path / "hosts" / "host-2").iterdir()} == {
+        f"node-{n}" for n in range(5, 9)
+    }
     # a node id cannot take the layout's folder name
     with pytest.raises(ConfigError):
         pki.issue(tmp_path, "hosts")
