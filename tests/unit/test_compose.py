@@ -577,3 +577,111 @@ def test_probe_count_needs_every_port_served(capsys):
     finally:
         for s in socks:
             s.close()
+
+
+def _free_consecutive_ports(count: int) -> int:
+    """The first of `count` consecutive ports of 127.0.0.1 that were free a moment ago."""
+    import socket
+
+    for _ in range(50):
+        socks = [socket.socket()]
+        try:
+            socks[0].bind(("127.0.0.1", 0))
+            first = socks[0].getsockname()[1]
+            if first + count - 1 > 65535:
+                continue
+            for k in range(1, count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", first + k))
+            return first
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    pytest.skip(f"no {count} consecutive free ports on 127.0.0.1")
+
+
+@pytest.mark.slow
+def test_a_generated_host_service_runs_its_16_nodes(pki_64, tmp_path):
+    """host-1 of the example, run as Compose would run it (its command, paths and addresses mapped
+    to this machine's loopback): its 16 nodes register with a real bootstrap, each on its port
+    7601+i and with its own ledger folder (its own volume in Compose), the generated health check
+    passes once they all serve, and SIGTERM stops all 16 cleanly (exit 0)."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from netdp_node.waiting import cpu_ticks, wait_progress
+
+    doc = yaml.safe_load(HOSTS_EXAMPLE.read_text())
+    svcs = doc["services"]
+    cli = [sys.executable, "-m", "netdp_node.cli"]
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+        p = subprocess.Popen([*cli, *argv], stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+        procs.append(p)
+        return p
+
+    def port_file(path: Path) -> str:
+        p = procs[-1]
+        wait_progress(
+            lambda: path.is_file() or p.poll() is not None,
+            f"{path.name} written",
+            stall=60,
+            progress=lambda: cpu_ticks(p.pid),
+        )
+        assert path.is_file(), f"exited {p.poll()}"
+        return path.read_text()
+
+    try:
+        boot = svcs["bootstrap"]["command"]
+        boot = [a.replace("/certs", str(pki_64 / "bootstrap")) for a in boot]
+        boot = [a.replace("/state", str(tmp_path / "state")) for a in boot]
+        boot[boot.index("--listen") + 1] = "127.0.0.1:0"
+        spawn([*boot, "--port-file", str(tmp_path / "boot.port")], tmp_path / "boot.log")
+        bport = int(port_file(tmp_path / "boot.port"))
+
+        first = _free_consecutive_ports(16)
+        host = svcs["host-1"]["command"]
+        mapped = {
+            "/certs": str(pki_64 / "hosts" / "host-1"),
+            "/ledger": str(tmp_path / "ledger"),
+            "/data": str(HOSTS_EXAMPLE.parent / "data"),
+            f"bootstrap:{7600}": f"127.0.0.1:{bport}",
+            "0.0.0.0:7601": f"127.0.0.1:{first}",
+            "host-1:7601": f"127.0.0.1:{first}",
+            "127.0.0.1:7601": f"127.0.0.1:{first}",  # the health check's
+        }
+        argv = [mapped.get(a, a) for a in host]
+        assert all(a not in mapped for a in argv)  # every path and address was mapped
+        h = spawn([*argv, "--port-file", str(tmp_path / "host.ports")], tmp_path / "host.log")
+        ports = json.loads(port_file(tmp_path / "host.ports"))
+        assert ports == {f"node-{n}": first + n - 1 for n in range(1, 17)}
+
+        test = svcs["host-1"]["healthcheck"]["test"]
+        assert test[:3] == ["CMD", "netdp", "probe"]
+        probe = [mapped.get(a, a) for a in test[3:]]
+        assert probe[0] == f"127.0.0.1:{first}"
+        r = subprocess.run([*cli, "probe", *probe], capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+
+        h.send_signal(signal.SIGTERM)
+        assert h.wait(timeout=300) == 0, (tmp_path / "host.log").read_text()[-3000:]
+        for n in range(1, 17):
+            assert any((tmp_path / "ledger" / f"node-{n}").iterdir()), n
+        assert {p.name for p in (tmp_path / "ledger").iterdir()} == {
+            f"node-{n}" for n in range(1, 17)
+        }
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
