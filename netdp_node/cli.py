@@ -654,7 +654,7 @@ def render_walk_audit(r: dict[str, Any]) -> str:
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
-    from netdp_node.experiments import cmd_reproduce as run  # lazy: start-up cost
+    from netdp_experiments import cmd_reproduce as run  # lazy: start-up cost
 
     return run(a)
 
@@ -1328,7 +1328,7 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--quiet", action="store_true", help="no progress bar")
     si.set_defaults(fn=cmd_simulate)
 
-    from netdp_node.experiments import EXPERIMENTS  # lazy: start-up cost
+    from netdp_experiments import EXPERIMENTS  # lazy: start-up cost
 
     re_ = sub.add_parser(
         "reproduce",

@@ -19,7 +19,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("netdp_node", "netdp_bootstrap")
+#: each package and the folder it lives in (the experiments are a distribution of their own)
+PACKAGES = {
+    "netdp_node": ROOT,
+    "netdp_bootstrap": ROOT,
+    "netdp_experiments": ROOT / "experiments",
+}
 
 # The layer of each module, by the longest dotted prefix that names it.
 GROUP_OF = {
@@ -60,7 +65,7 @@ GROUP_OF = {
     "netdp_node.watch": "tools",
     "netdp_node.progress": "tools",
     "netdp_node.plan": "tools",
-    "netdp_node.experiments": "tools",
+    # the papers' experiments (experiments/netdp_experiments, the netdp-experiments distribution)
     "netdp_experiments": "tools",
     "netdp_node.cli": "cli",
 }
@@ -146,8 +151,8 @@ class Import:
     marked: bool  # says why it is local (`# lazy ...`)
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -178,8 +183,8 @@ def _marked(lines: list[str], node: ast.stmt) -> bool:
     return any("# lazy" in s for s in here) or above.strip().startswith("# lazy")
 
 
-def imports_of(path: Path) -> list[Import]:
-    return parse_imports(path.read_text(), module_name(path), path.name == "__init__.py")
+def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
+    return parse_imports(path.read_text(), module_name(path, root), path.name == "__init__.py")
 
 
 def parse_imports(src: str, me: str, is_package: bool = False) -> list[Import]:
@@ -210,9 +215,9 @@ def parse_imports(src: str, me: str, is_package: bool = False) -> list[Import]:
 
 
 def all_imports() -> list[Import]:
-    files = sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+    files = sorted((p, root) for pkg, root in PACKAGES.items() for p in (root / pkg).rglob("*.py"))
     assert files, "no sources found"
-    return [imp for f in files for imp in imports_of(f)]
+    return [imp for f, root in files for imp in imports_of(f, root)]
 
 
 IMPORTS = all_imports()
@@ -312,9 +317,14 @@ def test_the_checker_sees_what_it_checks():
     assert by_target["netdp_node.privacy.composition"].marked
     assert group_of("netdp_node.protocols") == "protocols" and group_of("json") is None
     # the package's own modules are all read
-    assert {"netdp_node.daemon", "netdp_node.privacy.composition", "netdp_bootstrap.service"} <= {
-        i.module for i in IMPORTS
-    }
+    assert {
+        "netdp_node.daemon",
+        "netdp_node.privacy.composition",
+        "netdp_bootstrap.service",
+        "netdp_experiments",
+        "netdp_experiments.rw_table1",
+    } <= {i.module for i in IMPORTS}
+    assert group_of("netdp_experiments.rw_table1") == "tools"
 
 
 def test_lazy_module_imports_on_first_use():
