@@ -262,6 +262,27 @@ def test_bootstrap_does_not_import_node_internals():
     assert not bad, "\n".join(bad)
 
 
+#: the one place a node's code names the experiments' package: the command line's lookup for
+#: `netdp reproduce` (cli.experiments_package), inside a function, which copes with its absence
+EXPERIMENTS_LOOKUP = "netdp_node.cli"
+
+
+def test_node_code_does_not_import_the_experiments():
+    """The experiments (the netdp-experiments distribution) may import netdp_node, never the
+    reverse: a node installs netdp alone. Only the command line looks the package up, lazily."""
+    bad = [
+        where(i)
+        for i in IMPORTS
+        if not i.module.startswith("netdp_experiments")
+        and i.target.split(".")[0] == "netdp_experiments"
+        and not (i.module == EXPERIMENTS_LOOKUP and i.local and i.marked)
+    ]
+    assert not bad, "\n".join(bad)
+    assert any(
+        i.module == EXPERIMENTS_LOOKUP and i.target == "netdp_experiments" for i in IMPORTS
+    ), "the command line no longer looks the experiments up: update EXPERIMENTS_LOOKUP"
+
+
 def test_pure_layers_import_no_io():
     bad = []
     for imp in IMPORTS:
