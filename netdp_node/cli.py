@@ -690,7 +690,7 @@ def _reproduce_help(r: _Parser) -> None:
     """`netdp reproduce --help`: the experiments, when their package is installed."""
     pkg = experiments_package()
     if pkg is None:
-        listing = f"  (none: {EXPERIMENTS_MISSING.partition('; ')[2]})"
+        listing = f"  (not installed; {EXPERIMENTS_MISSING.partition('; ')[2]})"
     else:
         listing = "\n".join(f"  {k:<20} {d}" for k, (_, d) in pkg.EXPERIMENTS.items())
     r.description = f"{REPRODUCE_DESCRIPTION} Experiments:\n{listing}"
