@@ -1,4 +1,5 @@
 # netdp: one image for the certificate service, the bootstrap, the nodes and the job submitter.
+# The papers' experiments (experiments/, the netdp-experiments distribution) are not installed.
 FROM python:3.11-slim
 WORKDIR /src
 COPY pyproject.toml README.md ./

@@ -31,8 +31,8 @@ def one(graph: str, quick: bool, q: mp.Queue) -> None:
 
     import numpy as np
 
-    from netdp_node.experiments.muffliato_common import gap_2, gap_def2, metropolis_csr, t_mix
-    from netdp_node.experiments.muffliato_fig1a import graphs
+    from netdp_experiments.muffliato_common import gap_2, gap_def2, metropolis_csr, t_mix
+    from netdp_experiments.muffliato_fig1a import graphs
     from netdp_node.privacy.gossip import chebyshev_gamma, fixed_schedule
     from netdp_node.privacy.gossip_joint_view import joint_view
 

@@ -32,6 +32,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from netdp_node import __version__
@@ -70,6 +71,10 @@ class _Parser(argparse.ArgumentParser):
         return super().format_help()
 
 
+REPRODUCE_DESCRIPTION = (
+    "Reproduce an experiment of the papers; writes NAME.json and NAME.png under --out and prints "
+    "a summary."
+)
 DEMO_DESCRIPTION = (
     "Create a throwaway CA, start a bootstrap and N node daemons as separate processes on "
     "127.0.0.1, run a private job (--algorithm, below), print the result beside the truth or the "
@@ -694,10 +699,42 @@ def render_walk_audit(r: dict[str, Any]) -> str:
     )
 
 
-def cmd_reproduce(a: argparse.Namespace) -> int:
-    from netdp_node.experiments import cmd_reproduce as run  # lazy: start-up cost
+#: `netdp reproduce` runs the papers' experiments, a distribution of their own (netdp-experiments,
+#: the folder experiments/ of a checkout) that a node does not install
+EXPERIMENTS_MISSING = (
+    "netdp reproduce: the papers' experiments are not installed; from a netdp checkout: "
+    "pip install ./experiments"
+)
 
-    return run(a)
+
+def experiments_package() -> ModuleType | None:
+    """The package of the papers' experiments (`netdp_experiments`), or None when it is not
+    installed. An import error from inside the package (a module it needs) is not hidden."""
+    try:
+        import netdp_experiments  # lazy: start-up cost; optional, its own distribution
+    except ModuleNotFoundError as e:
+        if e.name != "netdp_experiments":
+            raise
+        return None
+    return netdp_experiments
+
+
+def cmd_reproduce(a: argparse.Namespace) -> int:
+    pkg = experiments_package()
+    if pkg is None:
+        print(EXPERIMENTS_MISSING, file=sys.stderr)
+        return EXIT_USAGE
+    return int(pkg.cmd_reproduce(a))
+
+
+def _reproduce_help(r: _Parser) -> None:
+    """`netdp reproduce --help`: the experiments, when their package is installed."""
+    pkg = experiments_package()
+    if pkg is None:
+        listing = f"  (not installed; {EXPERIMENTS_MISSING.partition('; ')[2]})"
+    else:
+        listing = "\n".join(f"  {k:<20} {d}" for k, (_, d) in pkg.EXPERIMENTS.items())
+    r.description = f"{REPRODUCE_DESCRIPTION} Experiments:\n{listing}"
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
@@ -1427,16 +1464,13 @@ def build_parser() -> argparse.ArgumentParser:
     si.add_argument("--quiet", action="store_true", help="no progress bar")
     si.set_defaults(fn=cmd_simulate)
 
-    from netdp_node.experiments import EXPERIMENTS  # lazy: start-up cost
-
     re_ = sub.add_parser(
         "reproduce",
         help="run one of the papers' experiments (JSON + PNG)",
-        description="Reproduce an experiment of the papers; writes NAME.json and NAME.png under "
-        "--out and prints a summary. Experiments:\n"
-        + "\n".join(f"  {k:<20} {d}" for k, (_, d) in EXPERIMENTS.items()),
+        description=REPRODUCE_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    re_.fill_help = _reproduce_help  # the experiments, from their package
     re_.add_argument("name", help="experiment name, or `list`")
     re_.add_argument(
         "--out",

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
+from netdp_experiments import fig1a
 from netdp_node.cli import main
-from netdp_node.experiments import fig1a
 
 pytestmark = pytest.mark.timeout(300)
 

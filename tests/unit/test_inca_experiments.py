@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
+from netdp_experiments import inca
 from netdp_node.cli import main
-from netdp_node.experiments import inca
 from netdp_node.privacy import inca_audit as ia
 
 pytestmark = pytest.mark.timeout(300)

@@ -19,7 +19,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("netdp_node", "netdp_bootstrap")
+#: each package and the folder it lives in (the experiments are a distribution of their own)
+PACKAGES = {
+    "netdp_node": ROOT,
+    "netdp_bootstrap": ROOT,
+    "netdp_experiments": ROOT / "experiments",
+}
 
 # The layer of each module, by the longest dotted prefix that names it.
 GROUP_OF = {
@@ -61,7 +66,7 @@ GROUP_OF = {
     "netdp_node.watch": "tools",
     "netdp_node.progress": "tools",
     "netdp_node.plan": "tools",
-    "netdp_node.experiments": "tools",
+    # the papers' experiments (experiments/netdp_experiments, the netdp-experiments distribution)
     "netdp_experiments": "tools",
     "netdp_node.cli": "cli",
 }
@@ -147,8 +152,8 @@ class Import:
     marked: bool  # says why it is local (`# lazy ...`)
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -179,8 +184,8 @@ def _marked(lines: list[str], node: ast.stmt) -> bool:
     return any("# lazy" in s for s in here) or above.strip().startswith("# lazy")
 
 
-def imports_of(path: Path) -> list[Import]:
-    return parse_imports(path.read_text(), module_name(path), path.name == "__init__.py")
+def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
+    return parse_imports(path.read_text(), module_name(path, root), path.name == "__init__.py")
 
 
 def parse_imports(src: str, me: str, is_package: bool = False) -> list[Import]:
@@ -211,9 +216,9 @@ def parse_imports(src: str, me: str, is_package: bool = False) -> list[Import]:
 
 
 def all_imports() -> list[Import]:
-    files = sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+    files = sorted((p, root) for pkg, root in PACKAGES.items() for p in (root / pkg).rglob("*.py"))
     assert files, "no sources found"
-    return [imp for f in files for imp in imports_of(f)]
+    return [imp for f, root in files for imp in imports_of(f, root)]
 
 
 IMPORTS = all_imports()
@@ -256,6 +261,27 @@ def test_bootstrap_does_not_import_node_internals():
         )
     ]
     assert not bad, "\n".join(bad)
+
+
+#: the one place a node's code names the experiments' package: the command line's lookup for
+#: `netdp reproduce` (cli.experiments_package), inside a function, which copes with its absence
+EXPERIMENTS_LOOKUP = "netdp_node.cli"
+
+
+def test_node_code_does_not_import_the_experiments():
+    """The experiments (the netdp-experiments distribution) may import netdp_node, never the
+    reverse: a node installs netdp alone. Only the command line looks the package up, lazily."""
+    bad = [
+        where(i)
+        for i in IMPORTS
+        if not i.module.startswith("netdp_experiments")
+        and i.target.split(".")[0] == "netdp_experiments"
+        and not (i.module == EXPERIMENTS_LOOKUP and i.local and i.marked)
+    ]
+    assert not bad, "\n".join(bad)
+    assert any(
+        i.module == EXPERIMENTS_LOOKUP and i.target == "netdp_experiments" for i in IMPORTS
+    ), "the command line no longer looks the experiments up: update EXPERIMENTS_LOOKUP"
 
 
 def test_pure_layers_import_no_io():
@@ -313,9 +339,14 @@ def test_the_checker_sees_what_it_checks():
     assert by_target["netdp_node.privacy.composition"].marked
     assert group_of("netdp_node.protocols") == "protocols" and group_of("json") is None
     # the package's own modules are all read
-    assert {"netdp_node.daemon", "netdp_node.privacy.composition", "netdp_bootstrap.service"} <= {
-        i.module for i in IMPORTS
-    }
+    assert {
+        "netdp_node.daemon",
+        "netdp_node.privacy.composition",
+        "netdp_bootstrap.service",
+        "netdp_experiments",
+        "netdp_experiments.rw_table1",
+    } <= {i.module for i in IMPORTS}
+    assert group_of("netdp_experiments.rw_table1") == "tools"
 
 
 def test_lazy_module_imports_on_first_use():

@@ -13,11 +13,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from netdp_node import datasets
-from netdp_node.cli import main
-from netdp_node.errors import ConfigError
-from netdp_node.experiments import muffliato_fig1a, muffliato_fig1b, muffliato_fig1c, muffliato_fig6
-from netdp_node.experiments.muffliato_common import (
+from netdp_experiments import muffliato_fig1a, muffliato_fig1b, muffliato_fig1c, muffliato_fig6
+from netdp_experiments.muffliato_common import (
     chebyshev_gossip,
     er_edges,
     gap_2,
@@ -29,6 +26,9 @@ from netdp_node.experiments.muffliato_common import (
     muffliato_gd,
     t_mix,
 )
+from netdp_node import datasets
+from netdp_node.cli import main
+from netdp_node.errors import ConfigError
 from netdp_node.privacy.gossip import chebyshev_gamma, chebyshev_polynomial, metropolis_weights
 
 pytestmark = pytest.mark.timeout(120)

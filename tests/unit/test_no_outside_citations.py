@@ -5,8 +5,9 @@ name and section, or by the folder they lived in), which readers of the reposito
 Papers are cited by authors, venue and theorem, and netdp's own notes by their docs page (e.g.
 docs/errata.md, whose table labels E1, E2, ... are the only erratum labels the code may use).
 
-Checked: the string constants of the two packages (what a user can see; docstrings excluded), and
-the docstrings and comments of the packages, tests/, benchmarks/ and scripts/.
+Checked: the string constants of the packages, the experiments' included (what a user can see;
+docstrings excluded), and the docstrings and comments of the packages, tests/, benchmarks/ and
+scripts/.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("netdp_node", "netdp_bootstrap")
+PACKAGES = ("netdp_node", "netdp_bootstrap", "experiments/netdp_experiments")
 SOURCES = (*PACKAGES, "tests", "benchmarks", "scripts")
 # the private specification files and the folder they lived in; docs/algorithms/muffliato.md and
 # docs/algorithms/inca.md are the repository's own pages and may be cited
@@ -51,6 +52,8 @@ def _docstrings(tree: ast.AST) -> dict[int, ast.Constant]:
 
 
 def _modules(dirs: tuple[str, ...]) -> list[Path]:
+    missing = [d for d in dirs if not (ROOT / d).is_dir()]
+    assert not missing, f"{missing} moved: update PACKAGES / SOURCES"
     return [
         path
         for d in dirs

@@ -9,8 +9,8 @@ import json
 import networkx as nx
 import pytest
 
+from netdp_experiments import rw_fig1, rw_fig3
 from netdp_node.cli import main
-from netdp_node.experiments import rw_fig1, rw_fig3
 
 pytestmark = pytest.mark.timeout(300)
 

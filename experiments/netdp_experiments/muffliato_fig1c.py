@@ -33,8 +33,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from netdp_experiments.muffliato_common import muffliato_gd
 from netdp_node.datasets import load_housing
-from netdp_node.experiments.muffliato_common import muffliato_gd
 from netdp_node.privacy.gossip_paper_bound import er_pair_bound
 
 ITERATIONS, TRIALS = 10, 10

@@ -31,14 +31,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from netdp_node.experiments.muffliato_common import (
+from netdp_experiments.muffliato_common import (
     chebyshev_gossip,
     gap_2,
     logistic_gradients,
     t_mix,
 )
-from netdp_node.experiments.rw_fig2 import batched_sgd, load_users, walk_paths
-from netdp_node.experiments.rw_graphs import synthetic_graphs
+from netdp_experiments.rw_fig2 import batched_sgd, load_users, walk_paths
+from netdp_experiments.rw_graphs import synthetic_graphs
 from netdp_node.privacy.gossip import chebyshev_gamma, fixed_schedule
 from netdp_node.privacy.gossip_paper_bound import paper_bound_outgoing
 from netdp_node.privacy.rw_sgd import mean_pair_s, sigma_for_mean_loss, transition_matrix

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from netdp_node.experiments.muffliato_common import er_edges, metropolis_csr
+from netdp_experiments.muffliato_common import er_edges, metropolis_csr
 from netdp_node.privacy.gossip import GossipSchedule, realised_schedule
 from netdp_node.privacy.gossip_joint_view import joint_view
 from netdp_node.privacy.gossip_paper_bound import mean_privacy_loss, paper_bound_outgoing

@@ -27,7 +27,7 @@ import networkx as nx
 import numpy as np
 from scipy.sparse.csgraph import shortest_path
 
-from netdp_node.experiments.muffliato_common import gap_2, metropolis_csr, t_mix
+from netdp_experiments.muffliato_common import gap_2, metropolis_csr, t_mix
 from netdp_node.privacy.gossip import clip_to_ldp, fixed_schedule
 from netdp_node.privacy.gossip_joint_view import outgoing_leakage
 from netdp_node.privacy.gossip_paper_bound import paper_bound_outgoing

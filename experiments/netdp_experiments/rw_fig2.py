@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from netdp_experiments.rw_graphs import geometric_graph, synthetic_graphs
 from netdp_node.algorithms.walk.baselines import local_sgd_sigma
 from netdp_node.algorithms.walk.engine import logistic_coefficients
 from netdp_node.datasets import load_housing, synthetic
 from netdp_node.errors import ConfigError
-from netdp_node.experiments.rw_graphs import geometric_graph, synthetic_graphs
 from netdp_node.privacy.rw_sgd import (
     mean_pair_s,
     sigma_for_mean_loss,

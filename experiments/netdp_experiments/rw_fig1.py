@@ -27,7 +27,7 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
-from netdp_node.experiments.rw_graphs import code_horizons, synthetic_graphs
+from netdp_experiments.rw_graphs import code_horizons, synthetic_graphs
 from netdp_node.privacy.gossip import fixed_schedule
 from netdp_node.privacy.gossip_paper_bound import paper_bound_outgoing
 from netdp_node.privacy.rw_sgd import harmonic, power_sums, transition_matrix

@@ -22,7 +22,7 @@ import numpy as np
 from scipy.linalg import expm
 from scipy.stats import pearsonr, spearmanr
 
-from netdp_node.experiments.rw_graphs import code_horizons
+from netdp_experiments.rw_graphs import code_horizons
 from netdp_node.privacy.rw_sgd import pairwise_matrix, transition_matrix
 
 ALPHA, SIGMA = 2.0, 10.0

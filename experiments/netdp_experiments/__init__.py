@@ -108,7 +108,7 @@ def machine() -> dict[str, Any]:
 def run(name: str, args: Any) -> dict[str, Any]:
     if name not in EXPERIMENTS:
         raise KeyError(name)
-    mod = importlib.import_module(f"netdp_node.experiments.{EXPERIMENTS[name][0]}")
+    mod = importlib.import_module(f"netdp_experiments.{EXPERIMENTS[name][0]}")
     t0 = time.perf_counter()
     result = mod.run(name, args)
     result["experiment"] = name
