@@ -78,17 +78,18 @@ DEMO_DESCRIPTION = (
 
 
 def _demo_help(d: _Parser) -> None:
-    """`netdp demo --help`: every algorithm of the registry, with its demo (its record's hooks)."""
-    from netdp_node.algorithms import ALGORITHMS  # lazy: start-up cost
+    """`netdp demo --help`: every algorithm of the registry, with its demo (its record's hooks),
+    read from the catalog (no engine, no numpy imported)."""
+    from netdp_node.algorithms.catalog import DEMOS  # lazy: start-up cost
 
-    demos = {k: a.hooks.demo for k, a in ALGORITHMS.items() if a.hooks.demo}
+    demos = {k: what for k, what in DEMOS.items() if what}
     width = max(map(len, demos))
     lines = [textwrap.fill(DEMO_DESCRIPTION, 78), "", "algorithms (--algorithm):"]
     lines += [
         textwrap.fill(f"  {k:<{width}}  {what}", 78, subsequent_indent=" " * (width + 4))
         for k, what in demos.items()
     ]
-    others = [k for k, a in ALGORITHMS.items() if not a.hooks.demo]
+    others = [k for k, what in DEMOS.items() if not what]
     if others:
         lines.append(
             textwrap.fill(
