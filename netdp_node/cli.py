@@ -23,11 +23,8 @@ error; 3 certificate / security error; 4 ledger error; 5 timeout; 70 crash injec
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
 import re
-import socket
 import sys
 import textwrap
 from collections.abc import Callable
@@ -111,6 +108,7 @@ def _run_daemon(main: Any) -> int:
     closed by the daemon itself, so the interpreter's final garbage collection of every module
     (grpc, numpy, cryptography: about 0.3 s of CPU per process, seconds for a dozen processes on a
     loaded machine) is skipped by freezing the heap first."""
+    import asyncio  # lazy: start-up cost
     import gc  # lazy: start-up cost
 
     code = asyncio.run(main())
@@ -119,6 +117,8 @@ def _run_daemon(main: Any) -> int:
 
 
 def _setup_logging(level: str, who: str) -> None:
+    import logging  # lazy: start-up cost
+
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
         format=f"%(asctime)s %(levelname)s {who} %(name)s: %(message)s",
@@ -231,6 +231,8 @@ def cmd_pki(a: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         if a.bootstrap:
+            import asyncio  # lazy: start-up cost
+
             from netdp_node.bootstrap_client import BootstrapClient  # lazy: start-up cost
 
             async def publish() -> None:
@@ -269,6 +271,8 @@ def _check_certs(folder: Path, *, serve: bool = False, role: str = "", command: 
 
 
 def cmd_bootstrap(a: argparse.Namespace) -> int:
+    import asyncio  # lazy: start-up cost
+
     from netdp_bootstrap.server import BootstrapConfig, run_bootstrap  # lazy: start-up cost
 
     cfg = BootstrapConfig(
@@ -377,6 +381,8 @@ def cmd_node(a: argparse.Namespace) -> int:
 
 # -- jobs ---------------------------------------------------------------------------------------
 def cmd_job(a: argparse.Namespace) -> int:
+    import asyncio  # lazy: start-up cost
+
     from netdp_node.bootstrap_client import BootstrapClient  # lazy: start-up cost
     from netdp_node.jobs import (  # lazy: start-up cost
         render_result,
@@ -475,6 +481,8 @@ def cmd_job(a: argparse.Namespace) -> int:
 
 
 def cmd_watch(a: argparse.Namespace) -> int:
+    import asyncio  # lazy: start-up cost
+
     from netdp_node.bootstrap_client import BootstrapClient  # lazy: start-up cost
     from netdp_node.security.pki import load_identity  # lazy: start-up cost
     from netdp_node.watch import watch  # lazy: start-up cost
@@ -597,6 +605,8 @@ def cmd_compose(a: argparse.Namespace) -> int:
 def cmd_probe(a: argparse.Namespace) -> int:
     """Health check: exit 0 if HOST:PORT accepts a TCP connection within --timeout, else 1. No
     TLS handshake (a daemon would log a refused one): what it says is that the port is served."""
+    import socket  # lazy: start-up cost
+
     host, _, port = a.address.rpartition(":")
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=a.timeout):
