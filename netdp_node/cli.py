@@ -23,11 +23,8 @@ error; 3 certificate / security error; 4 ledger error; 5 timeout; 70 crash injec
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
 import re
-import socket
 import sys
 import textwrap
 from collections.abc import Callable
@@ -83,17 +80,18 @@ DEMO_DESCRIPTION = (
 
 
 def _demo_help(d: _Parser) -> None:
-    """`netdp demo --help`: every algorithm of the registry, with its demo (its record's hooks)."""
-    from netdp_node.algorithms import ALGORITHMS  # lazy: start-up cost
+    """`netdp demo --help`: every algorithm of the registry, with its demo (its record's hooks),
+    read from the catalog (no engine, no numpy imported)."""
+    from netdp_node.algorithms.catalog import DEMOS  # lazy: start-up cost
 
-    demos = {k: a.hooks.demo for k, a in ALGORITHMS.items() if a.hooks.demo}
+    demos = {k: what for k, what in DEMOS.items() if what}
     width = max(map(len, demos))
     lines = [textwrap.fill(DEMO_DESCRIPTION, 78), "", "algorithms (--algorithm):"]
     lines += [
         textwrap.fill(f"  {k:<{width}}  {what}", 78, subsequent_indent=" " * (width + 4))
         for k, what in demos.items()
     ]
-    others = [k for k, a in ALGORITHMS.items() if not a.hooks.demo]
+    others = [k for k, what in DEMOS.items() if not what]
     if others:
         lines.append(
             textwrap.fill(
@@ -115,6 +113,7 @@ def _run_daemon(main: Any) -> int:
     closed by the daemon itself, so the interpreter's final garbage collection of every module
     (grpc, numpy, cryptography: about 0.3 s of CPU per process, seconds for a dozen processes on a
     loaded machine) is skipped by freezing the heap first."""
+    import asyncio  # lazy: start-up cost
     import gc  # lazy: start-up cost
 
     code = asyncio.run(main())
@@ -123,6 +122,8 @@ def _run_daemon(main: Any) -> int:
 
 
 def _setup_logging(level: str, who: str) -> None:
+    import logging  # lazy: start-up cost
+
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
         format=f"%(asctime)s %(levelname)s {who} %(name)s: %(message)s",
@@ -265,6 +266,8 @@ def cmd_pki(a: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         if a.bootstrap:
+            import asyncio  # lazy: start-up cost
+
             from netdp_node.bootstrap_client import BootstrapClient  # lazy: start-up cost
 
             async def publish() -> None:
@@ -303,6 +306,8 @@ def _check_certs(folder: Path, *, serve: bool = False, role: str = "", command: 
 
 
 def cmd_bootstrap(a: argparse.Namespace) -> int:
+    import asyncio  # lazy: start-up cost
+
     from netdp_bootstrap.server import BootstrapConfig, run_bootstrap  # lazy: start-up cost
 
     cfg = BootstrapConfig(
@@ -411,6 +416,8 @@ def cmd_node(a: argparse.Namespace) -> int:
 
 # -- jobs ---------------------------------------------------------------------------------------
 def cmd_job(a: argparse.Namespace) -> int:
+    import asyncio  # lazy: start-up cost
+
     from netdp_node.bootstrap_client import BootstrapClient  # lazy: start-up cost
     from netdp_node.jobs import (  # lazy: start-up cost
         render_result,
@@ -509,6 +516,8 @@ def cmd_job(a: argparse.Namespace) -> int:
 
 
 def cmd_watch(a: argparse.Namespace) -> int:
+    import asyncio  # lazy: start-up cost
+
     from netdp_node.bootstrap_client import BootstrapClient  # lazy: start-up cost
     from netdp_node.security.pki import load_identity  # lazy: start-up cost
     from netdp_node.watch import watch  # lazy: start-up cost
@@ -635,6 +644,8 @@ def cmd_probe(a: argparse.Namespace) -> int:
     """Health check: exit 0 if HOST:PORT accepts a TCP connection within --timeout, else 1. No
     TLS handshake (a daemon would log a refused one): what it says is that the port is served.
     With --count N: the N ports PORT..PORT+N-1 (a process hosting N nodes), all of them."""
+    import socket  # lazy: start-up cost
+
     host, _, port = a.address.rpartition(":")
     first = int(port)
     if a.count < 1 or first + a.count - 1 > 65535:

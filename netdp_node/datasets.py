@@ -17,8 +17,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import tarfile
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +80,9 @@ def find_housing(flag: str | None = None) -> Path | None:
 def download_housing(dest_dir: str | Path) -> Path:
     """Fetch the StatLib California housing archive and extract `cal_housing.data` (needs the
     internet; netdp never calls this by itself)."""
+    import tarfile  # lazy: start-up cost
+    import urllib.request  # lazy: start-up cost
+
     dest = Path(dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
     with urllib.request.urlopen(HOUSING_URL, timeout=60) as r:

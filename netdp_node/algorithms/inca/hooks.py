@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.algorithms.catalog import DEMOS
 from netdp_node.algorithms.hooks import (
     CONTINUOUS,
     INCA_SHARES,
@@ -37,7 +38,7 @@ SIM_AUDIT_NODES = 64
 
 @dataclass(frozen=True)
 class IncaHooks(Hooks):
-    demo: str | None = "private mean by IncA's correlated noise (--leave/--miss: dropouts)"
+    demo: str | None = DEMOS["inca"]
     composed: bool = True
     audit_checks: frozenset[str] = frozenset({INCA_SHARES})
     # an undelivered MIX or CLOSE is part of the protocol (the receiver was down or had mixed)

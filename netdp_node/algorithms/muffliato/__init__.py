@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from netdp_node.algorithms.catalog import DEMOS
 from netdp_node.algorithms.muffliato import accountant as ma
 from netdp_node.algorithms.muffliato import engine as muffliato
 from netdp_node.algorithms.muffliato.hooks import GossipHooks, MuffliatoGdHooks, MuffliatoSyncHooks
@@ -18,7 +19,7 @@ _JOINT_VIEWS = ma.JointViewCache()
 
 _RANDOM = GossipHooks(
     name="muffliato-random",
-    demo="private gossip averaging by random pairwise exchanges (Poisson clocks)",
+    demo=DEMOS["muffliato-random"],
     poisson=True,
 )
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.algorithms.catalog import DEMOS
 from netdp_node.algorithms.hooks import (
     GOSSIP_MASS,
     NO_GAIN_PROVEN,
@@ -273,7 +274,7 @@ class GossipHooks(Hooks):
 
 @dataclass(frozen=True)
 class MuffliatoSyncHooks(GossipHooks):
-    demo: str | None = "private gossip averaging in synchronous rounds (--steps rounds)"
+    demo: str | None = DEMOS["muffliato"]
     composed: bool = True
     compose_topology: bool = False
 
@@ -309,7 +310,7 @@ class MuffliatoGdHooks(GossipHooks):
     baselines at the guarantee the nodes report."""
 
     name: str = "muffliato-gd"
-    demo: str | None = "private logistic regression by gossip gradient descent (--steps steps)"
+    demo: str | None = DEMOS["muffliato-gd"]
     demo_takes_values: bool = False
     demo_waits_for_schedules: bool = False
 

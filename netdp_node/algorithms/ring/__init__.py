@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from netdp_node.algorithms.catalog import DEMOS
 from netdp_node.algorithms.record import Algorithm
 from netdp_node.algorithms.ring import accountant
 from netdp_node.algorithms.ring import engine as ring
@@ -15,7 +16,7 @@ RECORDS = (
         ring.RingSum,
         RingSumParams,
         "ring",
-        hooks=RingSumHooks(demo="private sum by a token passed around the ring --rounds times"),
+        hooks=RingSumHooks(demo=DEMOS["ring-sum"]),
         accountant=accountant.RING_SUM,
         threat=threat.ring_sum,
     ),

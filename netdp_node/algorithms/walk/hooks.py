@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_node.algorithms.catalog import DEMOS
 from netdp_node.algorithms.hooks import (
     GAIN_MIN,
     NO_GAIN_PROVEN,
@@ -162,7 +163,7 @@ def histogram_stds(params: Mapping[str, Any], n: int, truth: np.ndarray) -> dict
 
 @dataclass(frozen=True)
 class WalkSumHooks(Hooks):
-    demo: str | None = "private sum by a token walk on the complete graph"
+    demo: str | None = DEMOS["walk-sum"]
     composed: bool = True
     counts_suffice: bool = True
     walk_audit: WalkAuditMode | None = "gaussian"
@@ -302,7 +303,7 @@ class WalkSumHooks(Hooks):
 
 @dataclass(frozen=True)
 class WalkHistogramHooks(Hooks):
-    demo: str | None = "private histogram by a token walk (--bins categories)"
+    demo: str | None = DEMOS["walk-histogram"]
     counts_suffice: bool = True
     walk_audit: WalkAuditMode | None = "histogram"
 
@@ -446,7 +447,7 @@ class WalkSgdHooks(Hooks):
     """walk-sgd (the complete graph) and rw-sgd (--topology)."""
 
     name: str = "walk-sgd"
-    demo: str | None = "private logistic regression by a token walk on the complete graph"
+    demo: str | None = DEMOS["walk-sgd"]
     demo_takes_values: bool = False
     counts_suffice: bool = True
     #: say that the amplification by iteration (Lemma 1) is not charged, and show its figure
@@ -575,7 +576,7 @@ class RwSgdHooks(WalkSgdHooks):
     """rw-sgd: the walk-sgd demo on a bootstrap topology; `objective=mean` averages vectors."""
 
     name: str = "rw-sgd"
-    demo: str | None = "private logistic regression by a random walk on --topology"
+    demo: str | None = DEMOS["rw-sgd"]
     demo_topology: bool = True
     counts_suffice: bool = False
     lemma1: bool = False
