@@ -183,7 +183,7 @@ def _check_job_params(algorithm: str, params: dict[str, Any], n: int | None) -> 
             algo.validate(params, n)
     except ValueError as e:
         given = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "none"
-        raise ConfigError(f"--param: {e} (parameters given: {given})") from None
+        raise ConfigError(f"--param {e} (parameters given: {given})") from None
 
 
 # -- pki ----------------------------------------------------------------------------------------

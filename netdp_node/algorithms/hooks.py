@@ -116,8 +116,23 @@ def parse_threat(threat: str, n: int) -> tuple[str, int]:
             k = 0
         if 1 <= k < n:
             return "collude", k
-        raise ConfigError(f"--threat collude:C needs an integer C in 1..n-1 = {n - 1}, got {c!r}")
+        raise ConfigError(
+            f"--threat must be collude:C with an integer C in 1..n-1 = 1..{n - 1}, not {threat!r}"
+        )
     raise ConfigError(f"--threat must be single, collude:C or any, not {threat!r}")
+
+
+def check_dropouts(leave: float, miss: float) -> None:
+    """`--leave` and `--miss` (`netdp demo`, `netdp simulate`): fractions in [0, 1) with a sum
+    below 1; a ConfigError naming the flag to change first (--miss, when the sum is the fault)."""
+    for name, v in (("--leave", leave), ("--miss", miss)):
+        if not 0 <= v < 1:
+            raise ConfigError(f"{name} must be a fraction in [0, 1), not {v:g}")
+    if not leave + miss < 1:
+        raise ConfigError(
+            f"--miss must be below 1 - --leave = {1 - leave:g}, not {miss:g} (the fractions "
+            "--leave and --miss must sum below 1; or lower --leave)"
+        )
 
 
 @dataclass(frozen=True)
