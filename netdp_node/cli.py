@@ -302,7 +302,7 @@ def _node_config(a: argparse.Namespace) -> Any:
     from netdp_node.daemon import NodeConfig  # lazy: start-up cost
 
     if a.budget_epsilon is not None and not 0 < a.budget_delta < 1:
-        raise ConfigError("--budget-delta must be in (0, 1)")
+        raise ConfigError(f"--budget-delta must be in (0, 1), not {a.budget_delta:g}")
     from netdp_node.faults import parse_offline, plan_from  # lazy: start-up cost
 
     faults = plan_from(
@@ -502,14 +502,14 @@ def cmd_privacy(a: argparse.Namespace) -> int:
     from netdp_node.report import ledger_dirs, ledger_report, render_text  # lazy: start-up cost
 
     if a.delta is not None and not 0 < a.delta < 1:
-        raise ConfigError("--delta must be in (0, 1)")
+        raise ConfigError(f"--delta must be in (0, 1), not {a.delta:g}")
     if a.budget_epsilon is None and a.budget_delta is not None:
-        raise ConfigError("--budget-delta needs --budget-epsilon")
+        raise ConfigError("--budget-delta must be given with --budget-epsilon (the budget's ε)")
     budget = None
     if a.budget_epsilon is not None:
         bd = 1e-5 if a.budget_delta is None else a.budget_delta
         if not 0 < bd < 1:
-            raise ConfigError("--budget-delta must be in (0, 1)")
+            raise ConfigError(f"--budget-delta must be in (0, 1), not {bd:g}")
         budget = (a.budget_epsilon, bd)
     if a.plot:
         try:
