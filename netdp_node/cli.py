@@ -693,7 +693,13 @@ def _target(algorithm: str, params: dict[str, Any], n: int, target: float) -> di
     choice is printed on stderr before anything starts."""
     from netdp_node.plan import apply_target  # lazy: start-up cost
 
-    out, line = apply_target(algorithm, params, n, target)
+    try:
+        out, line = apply_target(algorithm, params, n, target)
+    except ConfigError as e:  # it names the field first: say which flag gave it
+        text = str(e)
+        field = text.split(" ", 1)[0]
+        flag = "--param " if field in params else "--target-epsilon: " if field == "target" else ""
+        raise ConfigError(flag + text) from None
     print(line, file=sys.stderr)
     return out
 
