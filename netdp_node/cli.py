@@ -189,7 +189,7 @@ def _check_job_params(algorithm: str, params: dict[str, Any], n: int | None) -> 
             algo.validate(params, n)
     except ValueError as e:
         given = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "none"
-        raise ConfigError(f"--param: {e} (parameters given: {given})") from None
+        raise ConfigError(f"--param {e} (parameters given: {given})") from None
 
 
 # -- pki ----------------------------------------------------------------------------------------
@@ -342,7 +342,7 @@ def _node_config(a: argparse.Namespace) -> Any:
     from netdp_node.daemon import NodeConfig  # lazy: start-up cost
 
     if a.budget_epsilon is not None and not 0 < a.budget_delta < 1:
-        raise ConfigError("--budget-delta must be in (0, 1)")
+        raise ConfigError(f"--budget-delta must be in (0, 1), not {a.budget_delta:g}")
     from netdp_node.faults import parse_offline, plan_from  # lazy: start-up cost
 
     faults = plan_from(
@@ -546,14 +546,14 @@ def cmd_privacy(a: argparse.Namespace) -> int:
     from netdp_node.report import ledger_dirs, ledger_report, render_text  # lazy: start-up cost
 
     if a.delta is not None and not 0 < a.delta < 1:
-        raise ConfigError("--delta must be in (0, 1)")
+        raise ConfigError(f"--delta must be in (0, 1), not {a.delta:g}")
     if a.budget_epsilon is None and a.budget_delta is not None:
-        raise ConfigError("--budget-delta needs --budget-epsilon")
+        raise ConfigError("--budget-delta must be given with --budget-epsilon (the budget's ε)")
     budget = None
     if a.budget_epsilon is not None:
         bd = 1e-5 if a.budget_delta is None else a.budget_delta
         if not 0 < bd < 1:
-            raise ConfigError("--budget-delta must be in (0, 1)")
+            raise ConfigError(f"--budget-delta must be in (0, 1), not {bd:g}")
         budget = (a.budget_epsilon, bd)
     if a.plot:
         try:
@@ -782,7 +782,13 @@ def _target(algorithm: str, params: dict[str, Any], n: int, target: float) -> di
     choice is printed on stderr before anything starts."""
     from netdp_node.plan import apply_target  # lazy: start-up cost
 
-    out, line = apply_target(algorithm, params, n, target)
+    try:
+        out, line = apply_target(algorithm, params, n, target)
+    except ConfigError as e:  # it names the field first: say which flag gave it
+        text = str(e)
+        field = text.split(" ", 1)[0]
+        flag = "--param " if field in params else "--target-epsilon: " if field == "target" else ""
+        raise ConfigError(flag + text) from None
     print(line, file=sys.stderr)
     return out
 

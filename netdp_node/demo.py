@@ -394,6 +394,7 @@ PARAM_FLAGS = {
     "round_s": "--round-s",
     "expect_leave": "--leave",
     "expect_miss": "--miss",
+    "participants": "--nodes",
 }
 
 
@@ -444,18 +445,21 @@ def check_args(a: argparse.Namespace) -> dict[str, Any]:
     try:
         return get_algorithm(a.algorithm).validate(_job_params(a, a.nodes), a.nodes)
     except (ValueError, KeyError, TypeError) as e:
+        # the message names the job's parameter at fault first: name its flag before it
         text = str(e)
-        flags = sorted(
+        flag = PARAM_FLAGS.get(text.split(" ", 1)[0])
+        others = sorted(
             {
                 f
                 for k, f in PARAM_FLAGS.items()
                 if re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", text)
             }
+            - {flag}
         )
-        named = f" (set by {', '.join(flags)})" if flags else ""
-        raise ConfigError(
-            f"the {a.algorithm} job these flags make is invalid: {text}{named}"
-        ) from None
+        where = f"; in the {a.algorithm} job these flags make" + (
+            f", see also {', '.join(others)}" if others else ""
+        )
+        raise ConfigError(f"{flag}: {text}{where}" if flag else f"{text}{where}") from None
 
 
 #: Seconds every process gets to stop after SIGTERM before it is SIGKILLed (it needs its

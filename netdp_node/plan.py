@@ -187,7 +187,7 @@ def _validate(algorithm: str, raw: Mapping[str, Any], n: int) -> dict[str, Any]:
     try:
         out = get_algorithm(algorithm).validate(call, n)
     except ValueError as e:
-        raise ConfigError(f"{algorithm}: {e}") from None
+        raise ConfigError(f"{e} (planning {algorithm})") from None
     if reuse and "spectral_gap" not in raw and "spectral_gap_used" in out:
         _GAPS[gap_key] = float(out["spectral_gap_used"])
     if len(_PREPARED) >= _PREPARED_MAX:
@@ -224,8 +224,8 @@ def params_for_target(
     if planned.loss.delta <= target_delta * (1 + _TOL):
         return planned
     raise ConfigError(
-        f"{algorithm}: no delta parameters give a per-peer δ ≤ {target_delta:g} "
-        f"(got {planned.loss.delta:g})"
+        f"target delta must be one the {algorithm} delta parameters can meet, got "
+        f"{target_delta:g} (the per-peer δ stays at {planned.loss.delta:g})"
     )
 
 
@@ -239,11 +239,16 @@ def _search(
     a = ALGORITHMS.get(algorithm)
     how = None if a is None else a.hooks.target_knob()
     if how is None:
-        raise ConfigError(f"no planner for algorithm {algorithm!r}; known: {sorted(KNOBS)}")
+        raise ConfigError(
+            f"algorithm must be one the planner covers ({', '.join(sorted(KNOBS))}), "
+            f"got {algorithm!r}"
+        )
     given = sorted(set(params) & set(NOISE_PARAMS))
     if given:
+        also = f" (nor {', '.join(given[1:])})" if given[1:] else ""
         raise ConfigError(
-            f"the target epsilon sets the noise of the job: do not also give {', '.join(given)}"
+            f"{given[0]} must not be given with a target epsilon, got {given[0]}="
+            f"{params[given[0]]!r}{also}: the target sets the noise of the job"
         )
     knob, increasing = how.param, how.increasing
     raw = dict(params)
@@ -279,7 +284,8 @@ def _search(
         got = attempt(v)
     else:
         raise ConfigError(
-            f"{algorithm}: no {knob} meets the per-peer target ε = {target_epsilon:g}"
+            f"target epsilon must be one that some {knob} of {algorithm} meets per peer, got "
+            f"{target_epsilon:g}"
         )
     if bad is not None:
         good = v

@@ -38,7 +38,13 @@ from netdp_bootstrap.topology import build
 from netdp_node.algorithms import ALGORITHMS, get_algorithm
 from netdp_node.algorithms.accounting import JobView
 from netdp_node.algorithms.budget import per_job_losses
-from netdp_node.algorithms.hooks import GAIN_MIN, GAIN_SEARCH_MAX, SimRun, gain_ratio
+from netdp_node.algorithms.hooks import (
+    GAIN_MIN,
+    GAIN_SEARCH_MAX,
+    SimRun,
+    check_dropouts,
+    gain_ratio,
+)
 from netdp_node.algorithms.ring import hooks as ring_hooks
 from netdp_node.algorithms.walk.engine import HOLD_EVENTS
 from netdp_node.errors import ConfigError
@@ -438,8 +444,7 @@ def dropout_plans(
     round(leave·n) nodes leave for good (--fault-leave-at-step) at their first or second step;
     --miss is for inca."""
 
-    if not (0 <= leave < 1 and 0 <= miss < 1 and leave + miss < 1):
-        raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
+    check_dropouts(leave, miss)
     flags = get_algorithm(algorithm).hooks.dropout_flags(ids, params, leave, miss, seed)
     if flags is not None:
         return {nid: plan_from_flags(f) for nid, f in flags.items()}
@@ -605,7 +610,7 @@ def run_simulation(a: Any) -> int:
 
     n = int(a.nodes)
     if not 3 <= n <= 100_000:
-        raise ConfigError("--nodes must be between 3 and 100000")
+        raise ConfigError(f"--nodes must be between 3 and 100000, not {n}")
     ids = [f"node-{i}" for i in range(1, n + 1)]
     try:
         hooks = get_algorithm(a.algorithm).hooks
@@ -615,7 +620,10 @@ def run_simulation(a: Any) -> int:
         }
         params = get_algorithm(a.algorithm).validate(given, n)
     except ValueError as e:
-        raise ConfigError(str(e)) from e
+        # the parameter first; `--param` when that is where it was given
+        text = str(e)
+        flag = "--param " if text.split(" ", 1)[0] in dict(a.param or []) else ""
+        raise ConfigError(flag + text) from e
     data, split = synthetic_data(a.algorithm, ids, params, a.seed, a.points, a.data_dir)
     record: RecordMode = a.record or ("full" if n <= 512 or a.ledgers else "walk")
     if not hooks.counts_suffice:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
@@ -23,6 +23,12 @@ INCA_SHARES = "inca-shares"
 GOSSIP_MASS = "gossip-mass-conserved"
 
 WalkAuditMode = Literal["gaussian", "histogram"]
+
+#: the data of a simulation: (ids, the job's prepared parameters, seed, points per node,
+#: --data-dir) -> (node -> its data, the train/test split or None)
+SyntheticData = Callable[
+    [Sequence[str], Mapping[str, Any], int, int, "str | None"], tuple[dict[str, np.ndarray], Any]
+]
 
 
 class DemoFlags(Protocol):
@@ -116,8 +122,23 @@ def parse_threat(threat: str, n: int) -> tuple[str, int]:
             k = 0
         if 1 <= k < n:
             return "collude", k
-        raise ConfigError(f"--threat collude:C needs an integer C in 1..n-1 = {n - 1}, got {c!r}")
+        raise ConfigError(
+            f"--threat must be collude:C with an integer C in 1..n-1 = 1..{n - 1}, not {threat!r}"
+        )
     raise ConfigError(f"--threat must be single, collude:C or any, not {threat!r}")
+
+
+def check_dropouts(leave: float, miss: float) -> None:
+    """`--leave` and `--miss` (`netdp demo`, `netdp simulate`): fractions in [0, 1) with a sum
+    below 1; a ConfigError naming the flag to change first (--miss, when the sum is the fault)."""
+    for name, v in (("--leave", leave), ("--miss", miss)):
+        if not 0 <= v < 1:
+            raise ConfigError(f"{name} must be a fraction in [0, 1), not {v:g}")
+    if not leave + miss < 1:
+        raise ConfigError(
+            f"--miss must be below 1 - --leave = {1 - leave:g}, not {miss:g} (the fractions "
+            "--leave and --miss must sum below 1; or lower --leave)"
+        )
 
 
 @dataclass(frozen=True)
@@ -259,6 +280,10 @@ class Hooks:
         """Parameters set from `--leave`/`--miss` unless --param gives them."""
         return {}
 
+    #: how its simulations make each node's data (`uniform_values`, `categories`, ...); None: the
+    #: algorithm has none, or overrides `synthetic_data`
+    synthetic: ClassVar[SyntheticData | None] = None
+
     def synthetic_data(
         self,
         ids: Sequence[str],
@@ -267,8 +292,11 @@ class Hooks:
         points_per_node: int,
         data_dir: str | None,
     ) -> tuple[dict[str, np.ndarray], Any]:
-        """Per-node data of a simulation, and the train/test split (SGD) or None."""
-        raise ValueError(f"no synthetic data for {type(self).__name__}")
+        """Per-node data of a simulation, and the train/test split (SGD) or None: `synthetic`'s."""
+        make = type(self).synthetic
+        if make is None:
+            raise ValueError(f"no synthetic data for {type(self).__name__}")
+        return make(ids, params, seed, points_per_node, data_dir)
 
     def uses_edges(self, params: Mapping[str, Any]) -> bool:
         """The job runs on a bootstrap topology (its edges are part of the job spec)."""
@@ -435,7 +463,11 @@ def gain_line(
 
 # -- synthetic data shared by several algorithms --------------------------------------------------
 def uniform_values(
-    ids: Sequence[str], params: Mapping[str, Any], seed: int
+    ids: Sequence[str],
+    params: Mapping[str, Any],
+    seed: int,
+    points_per_node: int = 1,
+    data_dir: str | None = None,
 ) -> tuple[dict[str, np.ndarray], Any]:
     """Vectors of `dim` coordinates in [0, clip/√dim] (L2 norm at most clip)."""
     rng = np.random.default_rng([seed, 7])
@@ -446,7 +478,11 @@ def uniform_values(
 
 
 def categories(
-    ids: Sequence[str], params: Mapping[str, Any], seed: int
+    ids: Sequence[str],
+    params: Mapping[str, Any],
+    seed: int,
+    points_per_node: int = 1,
+    data_dir: str | None = None,
 ) -> tuple[dict[str, np.ndarray], Any]:
     """One category in 0..bins-1 per node, category c drawn with weight c + 1."""
     rng = np.random.default_rng([seed, 7])

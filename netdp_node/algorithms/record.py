@@ -15,7 +15,7 @@ from netdp_node.algorithms.accounting import Accountant
 from netdp_node.algorithms.hooks import NO_HOOKS, Hooks
 from netdp_node.limits import MAX_MESSAGE_BYTES
 from netdp_node.privacy.threat import ThreatModel
-from netdp_node.protocols.base import Engine, Params
+from netdp_node.protocols.base import Engine, Params, integer, invalid
 
 __all__ = ["ENVELOPE_ALLOWANCE", "MAX_PARAM_DEPTH", "Algorithm", "Params"]
 
@@ -83,7 +83,7 @@ class Algorithm:
         MAX_MESSAGE_BYTES). Raises ValueError naming the parameter."""
         raw = self.check_values(params)
         try:  # the size first when the raw parameters tell it (before any calibration runs)
-            self._check_payload(self.payload(raw, n), MAX_MESSAGE_BYTES)
+            self._check_payload(self.payload(raw, n), MAX_MESSAGE_BYTES, raw)
         except (KeyError, TypeError, ArithmeticError):
             pass  # it needs the prepared parameters: checked below
         try:
@@ -98,9 +98,14 @@ class Algorithm:
             )
             if isinstance(e, ValueError) and (not suspects or any(k in text for k in suspects)):
                 raise  # the algorithm's own message, naming the parameter
-            named = f" (check {', '.join(suspects)})" if suspects else ""
-            raise ValueError(f"invalid {self.name} parameters{named}: {text}") from None
-        self._check_payload(self.payload(out, n), MAX_MESSAGE_BYTES)
+            # no check of the algorithm's caught it: name what is suspect, else what was given
+            named = suspects or sorted(raw)
+            first = named[0] if named else "params"
+            also = f"; or check {', '.join(named[1:])}" if named[1:] else ""
+            raise invalid(
+                first, f"valid for {self.name}", raw.get(first, raw), f"{text}{also}"
+            ) from None
+        self._check_payload(self.payload(out, n), MAX_MESSAGE_BYTES, out)
         return out
 
     def check_values(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -114,32 +119,32 @@ class Algorithm:
             raw[k] = _integer(k, raw[k])
         return raw
 
-    def _check_payload(self, elements: int, max_bytes: int) -> None:
+    def _check_payload(self, elements: int, max_bytes: int, params: Mapping[str, Any]) -> None:
         limit = (max_bytes - ENVELOPE_ALLOWANCE) // 8
         if elements > limit:
-            raise ValueError(
-                f"{self.payload_params}: a message of this {self.name} job would carry {elements} "
-                f"numbers ({8 * elements} bytes), more than the message limit MAX_MESSAGE_BYTES = "
-                f"{max_bytes} bytes allows ({limit} numbers); lower {self.payload_params}"
+            first, _, rest = self.payload_params.partition(", ")
+            raise invalid(
+                first,
+                "lower",
+                params.get(first),
+                f"a message of this {self.name} job would carry {elements} numbers "
+                f"({8 * elements} bytes), more than the message limit MAX_MESSAGE_BYTES = "
+                f"{max_bytes} bytes allows ({limit} numbers)"
+                + (f"; or lower {rest}" if rest else ""),
             )
-
-
-def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 40 else r[:37] + "..."
 
 
 def _check_value(name: str, v: Any, depth: int) -> None:
     if depth > MAX_PARAM_DEPTH:
-        raise ValueError(f"parameter {name} is nested more than {MAX_PARAM_DEPTH} levels deep")
+        raise ValueError(f"{name} must be nested at most {MAX_PARAM_DEPTH} levels deep")
     if isinstance(v, bool) or v is None or isinstance(v, str):
         return
     if isinstance(v, float):
         if not math.isfinite(v):
-            raise ValueError(f"parameter {name} must be a finite number, got {v!r}")
+            raise invalid(name, "a finite number", v)
     elif isinstance(v, int):
         if abs(v) >= 2**63:
-            raise ValueError(f"parameter {name} is out of range (|value| < 2^63), got {_short(v)}")
+            raise invalid(name, "in range (|value| < 2^63)", v)
     elif isinstance(v, (list, tuple)):
         for x in v:
             _check_value(name, x, depth + 1)
@@ -148,18 +153,9 @@ def _check_value(name: str, v: Any, depth: int) -> None:
             _check_value(name, x, depth + 1)
     else:
         raise ValueError(  # noqa: TRY004 - the caller's contract: ValueError, naming the field
-            f"parameter {name} has an unsupported type {type(v).__name__}"
+            f"{name} must be a number, string, boolean, list or object, got a {type(v).__name__}"
         )
 
 
 def _integer(name: str, v: Any) -> int:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, str):
-        try:
-            return int(v.strip())
-        except ValueError:
-            pass
-    raise ValueError(f"parameter {name} must be an integer, got {_short(v)}")
+    return integer({name: v}, name, None)

@@ -1272,7 +1272,7 @@ def parse_threat(threat: str, n: int) -> tuple[str, float]:
             f"threat must be eavesdrop:P or collude:RHO with a fraction in [0, 1], got {threat!r}"
         )
     if kind == "collude" and round(frac * n) >= n - 1:
-        raise ValueError("collude:RHO must leave at least two honest parties")
+        raise ValueError(f"threat must leave at least two honest parties, got {threat!r}")
     return kind, frac
 
 

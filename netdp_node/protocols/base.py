@@ -33,9 +33,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+import math
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -255,12 +256,7 @@ class Params:
     @classmethod
     def check_known(cls, raw: Mapping[str, Any]) -> None:
         """Refuse the names of `raw` that are neither `inputs` nor `derived`."""
-        unknown = set(raw) - cls.inputs - cls.derived
-        if unknown:
-            raise ValueError(
-                f"unknown {cls.algorithm} parameter(s) {sorted(unknown)}; "
-                f"known: {sorted(cls.inputs)}"
-            )
+        unknown_names(cls.algorithm, set(raw) - cls.inputs - cls.derived, cls.inputs)
 
     @classmethod
     def default(cls, name: str) -> Any:
@@ -280,11 +276,7 @@ class Params:
         """The prepared parameters of a job spec. Keys the class does not know are refused (but
         `RUNTIME_KEYS`); a missing field without a default is an error naming it."""
         conv = _converters(cls)
-        unknown = sorted(set(wire) - conv.keys() - RUNTIME_KEYS)
-        if unknown:
-            raise ValueError(
-                f"unknown {cls.algorithm} parameter(s) {unknown}; known: {sorted(conv)}"
-            )
+        unknown_names(cls.algorithm, set(wire) - conv.keys() - RUNTIME_KEYS, conv.keys())
         missing = sorted(
             f.name
             for f in dataclasses.fields(cls)  # type: ignore[arg-type]
@@ -293,8 +285,16 @@ class Params:
             and f.default_factory is dataclasses.MISSING
         )
         if missing:
-            raise ValueError(f"the {cls.algorithm} parameters lack {missing}")
-        return cls(**{k: conv[k](v) for k, v in wire.items() if k in conv})
+            also = f" (so are {', '.join(missing[1:])})" if missing[1:] else ""
+            raise ValueError(f"{missing[0]} is missing from the {cls.algorithm} parameters{also}")
+        values = {}
+        for k, v in wire.items():
+            if k in conv:
+                try:
+                    values[k] = conv[k](v)
+                except (TypeError, ValueError, OverflowError):
+                    raise invalid(k, _KIND_OF.get(cls, {}).get(k, "valid"), v) from None
+        return cls(**values)
 
     @classmethod
     def of_job(cls: type[_P], ctx: JobContext) -> _P:
@@ -312,6 +312,94 @@ class Params:
             if v is not None:
                 out[f.name] = _json(v)
         return out
+
+
+# -- the checks of a submission's values: every error names the one field at fault, first --------
+def shown(v: Any) -> str:
+    """A value as an error message shows it (its repr, cut at 40 characters)."""
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def invalid(field: str, rule: str, got: Any, note: str = "") -> ValueError:
+    """The error of a parameter's value, in the one form of every parameter check:
+    `<field> must be <rule>, got <value>` (then `note`: the reason, or the other field of a rule
+    on two). The field named is the one to change first."""
+    return ValueError(f"{field} must be {rule}, got {shown(got)}" + (f" ({note})" if note else ""))
+
+
+def unknown_names(algorithm: str, unknown: Iterable[str], known: Iterable[str]) -> None:
+    """Refuse names an algorithm's parameters do not have: the first one named first."""
+    names = sorted(unknown)
+    if names:
+        also = f" (so are {', '.join(names[1:])})" if names[1:] else ""
+        raise ValueError(
+            f"{names[0]} is not a {algorithm} parameter{also}; known: {', '.join(sorted(known))}"
+        )
+
+
+def given_first(raw: Mapping[str, Any], *fields: str) -> tuple[str, str]:
+    """Of a rule on several fields, the one to name first (the first of `fields` the submission
+    gave, else the first of `fields`) and the others, for the message."""
+    first = next((f for f in fields if f in raw), fields[0])
+    return first, " and ".join(f for f in fields if f != first)
+
+
+def beyond_reach(raw: Mapping[str, Any], e: Exception, *fields: str) -> ValueError:
+    """A calibration that cannot be computed for the values given (`e`: it found no noise, or
+    a float overflowed): the error names the first of `fields` (the parameters it depends on,
+    the one to change first leading) that the submission gave."""
+    first, _ = given_first(raw, *fields)
+    return invalid(first, "within what the calibration can meet", raw.get(first), str(e) or repr(e))
+
+
+def number(raw: Mapping[str, Any], field: str, default: Any) -> float:
+    """The finite number `raw[field]` (`default` when absent): a ValueError naming the field."""
+    v = raw.get(field, default)
+    try:
+        x = float(v)
+    except (TypeError, ValueError, OverflowError):
+        raise invalid(field, "a number", v) from None
+    if not math.isfinite(x):
+        raise invalid(field, "a finite number", v)
+    return x
+
+
+def integer(raw: Mapping[str, Any], field: str, default: Any) -> int:
+    """The integer `raw[field]` (`default` when absent; 2.0 and "2" are 2, 2.5 is refused, not
+    truncated): a ValueError naming the field."""
+    v = raw.get(field, default)
+    if isinstance(v, bool):
+        raise invalid(field, "an integer", v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            pass
+    raise invalid(field, "an integer", v)
+
+
+def word(raw: Mapping[str, Any], field: str, default: str, choices: Iterable[str]) -> str:
+    """The string `raw[field]` (`default` when absent), one of `choices`."""
+    v = raw.get(field, default)
+    allowed = list(choices)
+    if not isinstance(v, str) or v not in allowed:
+        raise invalid(field, "one of " + ", ".join(repr(c) for c in allowed), v)
+    return v
+
+
+def boolean(raw: Mapping[str, Any], field: str, default: bool) -> bool:
+    """The boolean `raw[field]` (`default` when absent; 0 and 1 are taken for false and true)."""
+    v = raw.get(field, default)
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float)) and v in (0, 1):
+        return bool(v)
+    raise invalid(field, "true or false", v)
 
 
 def _json(v: Any) -> Any:
@@ -340,6 +428,9 @@ def _converter(hint: Any) -> Callable[[Any], Any]:
 
 
 _CONVERTERS: dict[type, dict[str, Callable[[Any], Any]]] = {}
+#: field name -> what its wire value must be, for the error of `from_wire`
+_KIND_OF: dict[type, dict[str, str]] = {}
+_KINDS = {int: "an integer", float: "a number", str: "a string", bool: "a boolean"}
 
 
 def _converters(cls: type) -> dict[str, Callable[[Any], Any]]:
@@ -349,7 +440,15 @@ def _converters(cls: type) -> dict[str, Callable[[Any], Any]]:
         hints = typing.get_type_hints(cls)
         fields = dataclasses.fields(cls)
         conv = _CONVERTERS[cls] = {f.name: _converter(hints[f.name]) for f in fields}
+        _KIND_OF[cls] = {f.name: _kind(hints[f.name]) for f in fields}
     return conv
+
+
+def _kind(hint: Any) -> str:
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        rest = [a for a in typing.get_args(hint) if a is not type(None)]
+        return f"{_kind(rest[0])} or null" if len(rest) == 1 else "valid"
+    return _KINDS.get(hint, "a list" if typing.get_origin(hint) is tuple else "valid")
 
 
 class Engine:

@@ -128,7 +128,7 @@ BAD = {
         ({"objective": "hinge"}, "objective"),
         ({"burn_in": -1}, "burn_in"),
         ({"burn_in": 2, "stop": "geometric"}, "burn_in"),
-        ({"collusion_groups": [[1]]}, "collusion group"),
+        ({"collusion_groups": [[1]]}, "collusion_groups"),
         ({"collusion_groups": "ab"}, "collusion_groups"),
         ({"mc_walks": 5}, "mc_walks"),
         ({"weights": "heavy"}, "weights"),
@@ -141,7 +141,7 @@ BAD = {
         ({"dim": 0}, "dim"),
         ({"graph": "er", "p": 0, "spectral_gap": 0.2}, "p"),
         ({"graph": "er"}, "spectral_gap"),
-        ({"spectral_gap": 2}, "spectral gap"),
+        ({"spectral_gap": 2}, "spectral_gap"),
         ({"clip": 0}, "clip"),
         ({"round_timeout_s": 0}, "round_timeout_s"),
         ({"suspend_rounds": -1}, "suspend_rounds"),
@@ -198,13 +198,13 @@ def test_a_bad_value_names_its_field(name, raw, field):
 def test_unknown_names_are_refused(name):
     raw, n, _ = CASES[name]
     cls = get_algorithm(name).params
-    with pytest.raises(ValueError, match=f"unknown {name} parameter.*'colour'"):
+    with pytest.raises(ValueError, match=f"^colour is not a {name} parameter"):
         cls.prepare({**raw, "colour": "blue"}, n)
     wire = cls.prepare(raw, n).to_wire()
-    with pytest.raises(ValueError, match=f"unknown {name} parameter.*'colour'"):
+    with pytest.raises(ValueError, match=f"^colour is not a {name} parameter"):
         cls.from_wire({**wire, "colour": "blue"})
     # a spec without a derived value is refused, naming it
-    with pytest.raises(ValueError, match="lack.*'sigma'|lack.*'gamma'"):
+    with pytest.raises(ValueError, match="^(sigma|gamma) is missing"):
         cls.from_wire({k: v for k, v in wire.items() if k not in ("sigma", "gamma")})
 
 
@@ -227,7 +227,7 @@ def test_integer_parameters_come_from_the_int_fields():
     assert get_algorithm("ring-histogram").integers == {"rounds", "bins"}
     assert get_algorithm("rw-sgd").integers == {"T", "cap", "dim", "mc_walks", "burn_in"}
     assert get_algorithm("muffliato-gd").integers == {"T", "dim", "steps", "suspend_rounds"}
-    with pytest.raises(ValueError, match="parameter rounds must be an integer"):
+    with pytest.raises(ValueError, match="^rounds must be an integer"):
         get_algorithm("ring-sum").validate({"rounds": 2.5}, 3)
 
 
@@ -279,5 +279,5 @@ def test_the_engines_of_a_job_share_one_parameters_object():
 def test_a_spec_with_unknown_keys_fails_the_engine_with_a_named_error():
     ids = ("a", "b", "c")
     wire = {**get_algorithm("ring-sum").prepare({"rounds": 2}, 3), "colour": 1}
-    with pytest.raises(ValueError, match="'colour'"):
+    with pytest.raises(ValueError, match="^colour is not a ring-sum parameter"):
         RingSum(JobContext("j", "ring-sum", "a", ids, wire, 1), None, np.random.default_rng(0))

@@ -206,7 +206,9 @@ def test_the_planner_asks_each_record_its_hooks(monkeypatch):
     rows = _rows(plan.plan(plan.Target(n=8, epsilon=1.0, delta=1e-5), ["test-unplanned"]))
     assert not rows["test-unplanned"]["applies"]
     assert rows["test-unplanned"]["reason"] == "the planner does not cover it"
-    with pytest.raises(ConfigError, match="no planner for algorithm 'test-unplanned'"):
+    with pytest.raises(
+        ConfigError, match="^algorithm must be one the planner covers .*got 'test-unplanned'"
+    ):
         plan.params_for_target("test-unplanned", {}, 8, 1.0)
 
 

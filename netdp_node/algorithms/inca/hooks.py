@@ -22,6 +22,7 @@ from netdp_node.algorithms.hooks import (
     PlanKnob,
     PlanTarget,
     SimRun,
+    check_dropouts,
     plan_on_complete,
 )
 from netdp_node.algorithms.inca.accountant import INCA_AUDIT
@@ -48,8 +49,7 @@ class IncaHooks(Hooks):
     def check_demo_flags(self, flags: DemoFlags) -> None:
         if flags.k < 1:
             raise ConfigError(f"--k must be at least 1, not {flags.k}")
-        if not (0 <= flags.leave < 1 and 0 <= flags.miss < 1 and flags.leave + flags.miss < 1):
-            raise ConfigError("--leave and --miss must be fractions in [0, 1) with a sum below 1")
+        check_dropouts(flags.leave, flags.miss)
 
     def demo_params(self, flags: DemoFlags, n: int) -> dict[str, Any]:
         # σ_Δ is calibrated for the dropouts the flags will cause: --leave parties leave for

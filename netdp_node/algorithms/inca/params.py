@@ -21,7 +21,16 @@ from netdp_node.privacy.discrete_gaussian import (
     release_epsilon,
 )
 from netdp_node.privacy.inca_audit import parse_threat
-from netdp_node.protocols.base import Params
+from netdp_node.protocols.base import (
+    Params,
+    beyond_reach,
+    given_first,
+    integer,
+    invalid,
+    number,
+    unknown_names,
+    word,
+)
 
 #: the parameters a user may give (the others are computed by `prepare`)
 KNOWN = frozenset(
@@ -48,6 +57,8 @@ KNOWN = frozenset(
     }
 )
 COMPUTED = frozenset({"sensitivity", "sigma_delta_source"})
+#: what the noise's calibration depends on, the one to change first leading
+_NOISE_FIELDS = ("sigma_eta", "epsilon", "delta", "hi", "lo", "kappa", "dim")
 CALIBRATION_MAX_ROWS = 700  # n(T+1) above which σ_Δ is not calibrated at submission (too slow)
 
 
@@ -100,64 +111,59 @@ class IncaParams(Params):
         may be given explicitly. round_s (iteration deadline, 2 s), gossip_s (dissemination
         window, 2·round_s), fanout (relays per new record, 2). Re-preparing prepared parameters
         gives them back unchanged."""
-        unknown = set(raw) - KNOWN - COMPUTED
-        if unknown:
-            raise ValueError(f"unknown inca parameter(s) {sorted(unknown)}; known: {sorted(KNOWN)}")
+        unknown_names("inca", set(raw) - KNOWN - COMPUTED, KNOWN)
         if n < 3:
-            raise ValueError(f"IncA needs at least 3 participants, got {n}")
-        T, k = int(raw.get("T", 10)), int(raw.get("k", 2))
-        scheme, dim = str(raw.get("scheme", "inc")), int(raw.get("dim", 1))
-        lo, hi = float(raw.get("lo", 0.0)), float(raw.get("hi", 1.0))
-        epsilon, delta = float(raw.get("epsilon", 1.0)), float(raw.get("delta", 1e-5))
-        threat, kappa = str(raw.get("threat", "eavesdrop:0.5")), float(raw.get("kappa", 2.0))
-        round_s, fanout = float(raw.get("round_s", 2.0)), int(raw.get("fanout", 2))
-        expect_leave = float(raw.get("expect_leave", 0.0))
-        expect_miss = float(raw.get("expect_miss", 0.0))
-        runs = int(raw.get("calibration_runs", 4))
-        gossip_s = float(raw.get("gossip_s", 2 * round_s))
-        deadline_s = float(raw["deadline_s"]) if "deadline_s" in raw else None
+            raise invalid("participants", "at least 3 for IncA", n)
+        T, k = integer(raw, "T", 10), integer(raw, "k", 2)
         if not 1 <= T <= 10_000:
-            raise ValueError("T must be in 1..10000")
+            raise invalid("T", "in 1..10000", T)
         if not 1 <= k <= n - 1:
-            raise ValueError(f"k must be in 1..n-1 = {n - 1}")
-        if scheme not in ("inc", "early"):
-            raise ValueError("scheme must be 'inc' (Example 3.2) or 'early' (Example 3.1)")
+            raise invalid("k", f"in 1..n-1 = 1..{n - 1}", k)
+        # "inc" (Example 3.2) or "early" (Example 3.1)
+        scheme = word(raw, "scheme", "inc", ("inc", "early"))
+        dim = integer(raw, "dim", 1)
         if not 1 <= dim <= 1 << 16:
-            raise ValueError("dim must be in 1..65536")
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError("the domain needs finite lo < hi")
-        if not epsilon > 0 or not 0 < delta < 1 or not kappa >= 1:
-            raise ValueError("epsilon > 0, 0 < delta < 1 and kappa >= 1 are required")
-        if not round_s > 0 or not gossip_s > 0 or fanout < 0:
-            raise ValueError("round_s and gossip_s must be positive, fanout >= 0")
-        if not (0 <= expect_leave <= 1 and 0 <= expect_miss < 1 and 1 <= runs <= 1000):
-            raise ValueError(
-                "expect_leave in [0, 1], expect_miss in [0, 1), calibration_runs in "
-                "1..1000 are required"
-            )
+            raise invalid("dim", "in 1..65536", dim)
+        lo, hi = number(raw, "lo", 0.0), number(raw, "hi", 1.0)
+        if not lo < hi:
+            first, _ = given_first(raw, "hi", "lo")
+            if first == "hi":
+                raise invalid("hi", f"> lo = {lo:g}", hi, "the domain [lo, hi]")
+            raise invalid("lo", f"< hi = {hi:g}", lo, "the domain [lo, hi]")
+        epsilon, delta = number(raw, "epsilon", 1.0), number(raw, "delta", 1e-5)
+        if not epsilon > 0:
+            raise invalid("epsilon", "> 0", epsilon)
+        if not 0 < delta < 1:
+            raise invalid("delta", "in (0, 1)", delta)
+        threat = raw.get("threat", "eavesdrop:0.5")
+        if not isinstance(threat, str):
+            raise invalid("threat", "eavesdrop:P or collude:RHO", threat)
+        kappa = number(raw, "kappa", 2.0)
+        if not kappa >= 1:
+            raise invalid("kappa", ">= 1", kappa)
+        round_s, fanout = number(raw, "round_s", 2.0), integer(raw, "fanout", 2)
+        if not round_s > 0:
+            raise invalid("round_s", "> 0", round_s)
+        if fanout < 0:
+            raise invalid("fanout", ">= 0", fanout)
+        gossip_s = number(raw, "gossip_s", 2 * round_s)
+        if not gossip_s > 0:
+            raise invalid("gossip_s", "> 0", gossip_s)
+        expect_leave = number(raw, "expect_leave", 0.0)
+        if not 0 <= expect_leave <= 1:
+            raise invalid("expect_leave", "in [0, 1]", expect_leave)
+        expect_miss = number(raw, "expect_miss", 0.0)
+        if not 0 <= expect_miss < 1:
+            raise invalid("expect_miss", "in [0, 1)", expect_miss)
+        runs = integer(raw, "calibration_runs", 4)
+        if not 1 <= runs <= 1000:
+            raise invalid("calibration_runs", "in 1..1000", runs)
+        deadline_s = number(raw, "deadline_s", None) if "deadline_s" in raw else None
         parse_threat(threat, n)
-        sens = (hi - lo) * math.sqrt(dim)
-        if "sigma_eta" in raw:
-            sigma_eta = float(raw["sigma_eta"])
-            if not sigma_eta > 0:
-                raise ValueError("sigma_eta must be positive")
-        else:
-            sigma_eta = _calibrate_sigma_eta(epsilon, delta, kappa, sens, dim, threat, n)
-        # the guarantee every node reports (its accountant, `inca.accountant.inca_ldp`): the
-        # local-DP level of its discrete η, whatever the execution; the job is refused when it
-        # would exceed the ε asked for
-        got = release_epsilon(
-            {"sigma_eta": sigma_eta, "sensitivity": sens, "dim": dim, "delta": delta},
-            sigma_key="sigma_eta",
-        )
-        if not got <= epsilon:
-            need = _calibrate_sigma_eta(epsilon, delta, 1.0, sens, dim, threat, n)
-            raise ValueError(
-                f"sigma_eta = {sigma_eta:.6g} gives each node the guarantee ε = {got:.4g} at "
-                f"δ = {delta:g} (the local-DP level of its η, which holds whatever the execution "
-                f"and the dropouts), above epsilon = {epsilon:g}: give sigma_eta >= {need:.6g} "
-                "or leave it out to have it calibrated"
-            )
+        try:
+            sens, sigma_eta = cls._sigma_eta(raw, epsilon, delta, kappa, lo, hi, dim, threat, n)
+        except ArithmeticError as e:
+            raise beyond_reach(raw, e, *_NOISE_FIELDS) from None
         p = cls(
             T=T,
             k=k,
@@ -182,21 +188,61 @@ class IncaParams(Params):
             sigma_delta_source="",
         )
         if "sigma_delta" in raw:
-            sd, source = float(raw["sigma_delta"]), str(raw.get("sigma_delta_source", "given"))
+            sd = number(raw, "sigma_delta", None)
+            source = str(raw.get("sigma_delta_source", "given"))
         else:
-            sd, source = calibrate_sigma_delta(p, n, paper_sigma_eta(p, n))
+            try:
+                sd, source = calibrate_sigma_delta(p, n, paper_sigma_eta(p, n))
+            except ArithmeticError as e:
+                raise beyond_reach(raw, e, *_NOISE_FIELDS) from None
         if not sd >= 0:
-            raise ValueError("sigma_delta must be >= 0")
+            raise invalid("sigma_delta", ">= 0", sd)
         return dataclasses.replace(p, sigma_delta=sd, sigma_delta_source=source)
+
+    @staticmethod
+    def _sigma_eta(
+        raw: Mapping[str, Any],
+        epsilon: float,
+        delta: float,
+        kappa: float,
+        lo: float,
+        hi: float,
+        dim: int,
+        threat: str,
+        n: int,
+    ) -> tuple[float, float]:
+        """The sensitivity Δ_x and σ_η (given or calibrated), refused when its guarantee exceeds
+        epsilon."""
+        sens = (hi - lo) * math.sqrt(dim)
+        if "sigma_eta" in raw:
+            sigma_eta = number(raw, "sigma_eta", None)
+            if not sigma_eta > 0:
+                raise invalid("sigma_eta", "> 0", sigma_eta)
+        else:
+            sigma_eta = _calibrate_sigma_eta(epsilon, delta, kappa, sens, dim, threat, n)
+        # the guarantee every node reports (its accountant, `inca.accountant.inca_ldp`): the
+        # local-DP level of its discrete η, whatever the execution; the job is refused when it
+        # would exceed the ε asked for
+        got = release_epsilon(
+            {"sigma_eta": sigma_eta, "sensitivity": sens, "dim": dim, "delta": delta},
+            sigma_key="sigma_eta",
+        )
+        if not got <= epsilon:
+            need = _calibrate_sigma_eta(epsilon, delta, 1.0, sens, dim, threat, n)
+            raise invalid(
+                "sigma_eta",
+                f">= {need:.6g} for epsilon = {epsilon:g}, or left out to have it calibrated",
+                sigma_eta,
+                f"it gives each node the guarantee ε = {got:.4g} at δ = {delta:g}, above epsilon = "
+                f"{epsilon:g}: the local-DP level of its η, which holds whatever the execution "
+                "and the dropouts",
+            )
+        return sens, sigma_eta
 
     @classmethod
     def from_wire(cls, wire: Mapping[str, Any]) -> IncaParams:
         """The prepared parameters of a job spec. Keys the class does not know are refused."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(wire) - names)
-        if unknown:
-            raise ValueError(f"unknown inca parameter(s) {unknown}; known: {sorted(names)}")
-        return cls(**{"deadline_s": None, **wire})
+        return super().from_wire({"deadline_s": None, **wire})
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON object of the job spec (fields left at None are omitted)."""
@@ -226,7 +272,7 @@ def _calibrate_sigma_eta(
     try:
         return calibrate_on_grid(rule, sens, dim)
     except ValueError as e:
-        raise ValueError(f"epsilon = {epsilon:g} at delta = {delta:g} cannot be met: {e}") from None
+        raise invalid("epsilon", f"reachable at delta = {delta:g}", epsilon, str(e)) from None
 
 
 def paper_sigma_eta(p: IncaParams, n: int) -> float:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from netdp_node.algorithms.hooks import (
     PlanKnob,
     PlanTarget,
     SimRun,
+    SyntheticData,
     uniform_values,
 )
 from netdp_node.algorithms.muffliato.engine import ldp_sigma
@@ -32,6 +33,7 @@ from netdp_node.algorithms.walk.hooks import (
     BASELINE_RUNS,
     check_learning_flags,
     learning_data,
+    learning_rows,
     render_accuracy,
 )
 from netdp_node.errors import ConfigError
@@ -82,12 +84,16 @@ def _node_values(run: DemoRun) -> dict[str, np.ndarray]:
 
 def _check_compose_graph(topology: str) -> None:
     if topology not in ("ring", "complete", "hypercube"):
-        raise ConfigError("muffliato gossips on --topology ring, complete or hypercube")
+        raise ConfigError(
+            f"--topology must be ring, complete or hypercube for muffliato, not {topology!r}"
+        )
 
 
 @dataclass(frozen=True)
 class GossipHooks(Hooks):
     """muffliato (synchronous rounds) and muffliato-random (Poisson clocks)."""
+
+    synthetic: ClassVar[SyntheticData | None] = uniform_values
 
     name: str = "muffliato"
     demo: str | None = None
@@ -177,16 +183,6 @@ class GossipHooks(Hooks):
         return lines + _guarantee_lines(
             res, "the local-DP level of each node's discrete-Gaussian release"
         )
-
-    def synthetic_data(
-        self,
-        ids: Sequence[str],
-        params: Mapping[str, Any],
-        seed: int,
-        points_per_node: int,
-        data_dir: str | None,
-    ) -> tuple[dict[str, np.ndarray], Any]:
-        return uniform_values(ids, params, seed)
 
     def sim_outcome(self, run: SimRun) -> dict[str, Any]:
         """Every node's estimate against the true mean of the (clipped) inputs."""
@@ -309,6 +305,8 @@ class MuffliatoGdHooks(GossipHooks):
     """muffliato-gd: logistic regression, every node's model against the local-DP and central-DP
     baselines at the guarantee the nodes report."""
 
+    synthetic: ClassVar[SyntheticData | None] = learning_rows
+
     name: str = "muffliato-gd"
     demo: str | None = DEMOS["muffliato-gd"]
     demo_takes_values: bool = False
@@ -412,16 +410,6 @@ class MuffliatoGdHooks(GossipHooks):
         return lines + _guarantee_lines(
             res, "the local-DP composition of each node's discrete-Gaussian steps"
         )
-
-    def synthetic_data(
-        self,
-        ids: Sequence[str],
-        params: Mapping[str, Any],
-        seed: int,
-        points_per_node: int,
-        data_dir: str | None,
-    ) -> tuple[dict[str, np.ndarray], Any]:
-        return learning_data(ids, seed, points_per_node, data_dir)
 
     def sim_outcome(self, run: SimRun) -> dict[str, Any]:
         """The test accuracy of every node's model."""

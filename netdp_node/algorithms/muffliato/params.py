@@ -15,14 +15,17 @@ from netdp_node.privacy import gossip, gossip_paper_bound
 from netdp_node.privacy.discrete_gaussian import calibrate_on_grid
 from netdp_node.privacy.muffliato_accountant import GRAPHS, public_graph
 from netdp_node.privacy.rw_sgd import ldp_noise_multiplier
-from netdp_node.protocols.base import Params
+from netdp_node.protocols.base import Params, beyond_reach, boolean, integer, invalid, number, word
 
 #: Most rounds of a job (T × calls).
 MAX_ROUNDS = 100_000
 
+# ("alpha", accepted before and never read, is refused: it set nothing)
 _COMMON_INPUTS = frozenset(
-    {"dim", "sigma", "epsilon", "delta", "alpha", "calibrate", "graph", "p", "deadline_s"}
+    {"dim", "sigma", "epsilon", "delta", "calibrate", "graph", "p", "deadline_s"}
 )
+#: what the noise's calibration depends on, the one to change first leading
+_NOISE_FIELDS = ("sigma", "epsilon", "delta", "clip", "lipschitz", "steps", "T", "spectral_gap")
 _SYNC_INPUTS = frozenset({"T", "accelerated", "spectral_gap", "round_timeout_s", "suspend_rounds"})
 
 
@@ -38,13 +41,6 @@ def ldp_sigma(epsilon: float, delta: float, sensitivity: float, count: int) -> f
     """σ such that `count` Gaussian mechanisms of sensitivity Δ, composed in RDP, are (ε, δ)-DP:
     the local-DP level, the guarantee every pair has whatever the schedule."""
     return ldp_noise_multiplier(count, epsilon, delta) * sensitivity
-
-
-def _num(raw: Mapping[str, Any], k: str, default: Any) -> float:
-    x = float(raw.get(k, default))
-    if not math.isfinite(x):
-        raise ValueError(f"{k} must be a finite number")
-    return x
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,9 +78,9 @@ class MuffliatoParams(Params):
     @classmethod
     def _noise_input(cls, raw: Mapping[str, Any], out: dict[str, Any]) -> None:
         """What the noise is added to: the clipped input (clip B, Δ = 2B), one call."""
-        out["clip"] = _num(raw, "clip", cls.default("clip"))
+        out["clip"] = number(raw, "clip", cls.default("clip"))
         if out["clip"] <= 0:
-            raise ValueError("clip must be positive")
+            raise invalid("clip", "> 0", out["clip"])
         out["sensitivity"] = 2.0 * out["clip"]
         out["calls"] = 1
 
@@ -105,33 +101,49 @@ class MuffliatoParams(Params):
         bound and calibrate σ (`privacy.gossip_paper_bound`; docs/algorithms/muffliato.md)."""
         cls.check_known(raw)
         if n < 2:
-            raise ValueError(f"{cls.algorithm} needs at least 2 participants, got {n}")
+            raise invalid("participants", f"at least 2 for {cls.algorithm}", n)
         out: dict[str, Any] = {k: raw[k] for k in ("deadline_s",) if k in raw}
-        out["dim"] = int(raw.get("dim", cls.default("dim")))
-        out["graph"] = str(raw.get("graph", cls.default("graph")))
-        out["delta"] = _num(raw, "delta", cls.default("delta"))
-        out["calibrate"] = str(raw.get("calibrate", cls.default("calibrate")))
-        if out["graph"] not in GRAPHS:
-            raise ValueError(f"graph must be one of {list(GRAPHS)}")
-        if out["calibrate"] not in ("mean", "ldp"):
-            raise ValueError("calibrate must be 'mean' (eq. 7, a summary) or 'ldp' (the guarantee)")
-        if not 1 <= out["dim"] <= 1 << 16 or not 0 < out["delta"] < 1:
-            raise ValueError("dim must be in 1..65536 and delta in (0, 1)")
-        if out["graph"] == "er":
-            out["p"] = _num(raw, "p", min(1.0, 2.0 * math.log(n) / n))
-            if not 0 < out["p"] <= 1:
-                raise ValueError("p must be in (0, 1]")
+        if "deadline_s" in out:
+            number(raw, "deadline_s", None)  # a number (the runtime reads it; <= 0: none)
+        out["dim"] = integer(raw, "dim", cls.default("dim"))
+        if not 1 <= out["dim"] <= 1 << 16:
+            raise invalid("dim", "in 1..65536", out["dim"])
+        out["graph"] = word(raw, "graph", cls.default("graph"), GRAPHS)
+        out["delta"] = number(raw, "delta", cls.default("delta"))
+        if not 0 < out["delta"] < 1:
+            raise invalid("delta", "in (0, 1)", out["delta"])
+        # "mean" (eq. 7, a summary) or "ldp" (the guarantee)
+        out["calibrate"] = word(raw, "calibrate", cls.default("calibrate"), ("mean", "ldp"))
+        if out["graph"] == "er" or "p" in raw:  # (p is read with graph='er' only)
+            p = number(raw, "p", min(1.0, 2.0 * math.log(n) / n))
+            if not 0 < p <= 1:
+                raise invalid("p", "in (0, 1]", p)
+            if out["graph"] == "er":
+                out["p"] = p
         cls._noise_input(raw, out)
         edges = [] if out["graph"] in ("topology", "er") else public_graph(out, n, 0, 0)
         # er: a fresh graph per call, any degree is possible: the bound n − 1
         d_max = int(degrees(n, edges).max()) if edges else n - 1
         out["d_max"] = d_max
         comms = cls._timing(raw, out, n, edges)
+        try:
+            cls._noise(raw, out, n, d_max, comms)
+        except (ArithmeticError, ValueError) as e:
+            if str(e).split(" ", 1)[0] in cls.inputs:
+                raise  # a check naming its field
+            raise beyond_reach(raw, e, *_NOISE_FIELDS) from None
+        return cls(**out)
+
+    @classmethod
+    def _noise(
+        cls, raw: Mapping[str, Any], out: dict[str, Any], n: int, d_max: int, comms: int | None
+    ) -> None:
+        """σ (given, or calibrated from epsilon) and T, for the algorithm that has rounds."""
         sigma = raw.get("sigma")
         if sigma is None:
-            eps = _num(raw, "epsilon", cls.default_epsilon)
+            eps = number(raw, "epsilon", cls.default_epsilon)
             if eps <= 0:
-                raise ValueError("epsilon must be positive")
+                raise invalid("epsilon", "> 0", eps)
             out["epsilon"] = eps
             # σ for the sensitivity charged on the noise grid (discrete_gaussian)
             if out["calibrate"] == "ldp":
@@ -141,7 +153,7 @@ class MuffliatoParams(Params):
                     out["dim"],
                 )
             else:
-                T_guess = int(raw.get("T", 0)) or 1
+                T_guess = integer(raw, "T", 0) or 1
                 comms_call = comms if comms is not None else max(1, d_max) * T_guess
                 sigma = calibrate_on_grid(
                     lambda s: gossip_paper_bound.sigma_for_mean_dp(
@@ -154,11 +166,10 @@ class MuffliatoParams(Params):
                     out["sensitivity"],
                     out["dim"],
                 )
-        out["sigma"] = float(sigma)
+        out["sigma"] = number({"sigma": sigma}, "sigma", None)
         if out["sigma"] <= 0:
-            raise ValueError("sigma must be positive")
+            raise invalid("sigma", "> 0", out["sigma"])
         cls._rounds(raw, out, n, d_max)
-        return cls(**out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,21 +193,27 @@ class GossipParams(MuffliatoParams):
     def _timing(
         cls, raw: Mapping[str, Any], out: dict[str, Any], n: int, edges: list[tuple[int, int]]
     ) -> int | None:
-        out["accelerated"] = bool(raw.get("accelerated", cls.default("accelerated")))
-        out["round_timeout_s"] = _num(raw, "round_timeout_s", cls.default("round_timeout_s"))
-        out["suspend_rounds"] = int(raw.get("suspend_rounds", cls.default("suspend_rounds")))
-        if out["round_timeout_s"] <= 0 or out["suspend_rounds"] < 0:
-            raise ValueError("round_timeout_s must be positive, suspend_rounds >= 0")
+        out["accelerated"] = boolean(raw, "accelerated", cls.default("accelerated"))
+        out["round_timeout_s"] = number(raw, "round_timeout_s", cls.default("round_timeout_s"))
+        out["suspend_rounds"] = integer(raw, "suspend_rounds", cls.default("suspend_rounds"))
+        if out["round_timeout_s"] <= 0:
+            raise invalid("round_timeout_s", "> 0", out["round_timeout_s"])
+        if out["suspend_rounds"] < 0:
+            raise invalid("suspend_rounds", ">= 0", out["suspend_rounds"])
+        if "T" in raw and not integer(raw, "T", None) >= 1:
+            raise invalid("T", ">= 1", raw["T"])
         if "spectral_gap" in raw:
-            lam = _num(raw, "spectral_gap", 0.0)
+            lam = number(raw, "spectral_gap", None)
         elif out["graph"] in ("er", "topology"):
-            raise ValueError(f"graph={out['graph']} needs a public spectral_gap lower bound")
+            raise ValueError(
+                f"spectral_gap must be given with graph={out['graph']} (a public lower bound)"
+            )
         elif out["graph"] in gossip.CLOSED_FORM_GRAPHS:  # `edges` is that public graph
             lam = gossip.metropolis_spectral_gap(out["graph"], n)
         else:
             lam = gossip.spectral_gap(gossip.metropolis_weights(n, edges))
         if not 0 < lam <= 1:
-            raise ValueError(f"the spectral gap bound must be in (0, 1], got {lam}")
+            raise invalid("spectral_gap", "in (0, 1]", lam)
         out["spectral_gap_used"] = lam
         out["gamma"] = gossip.chebyshev_gamma(lam) if out["accelerated"] else 1.0
         return None
@@ -204,9 +221,15 @@ class GossipParams(MuffliatoParams):
     @classmethod
     def _rounds(cls, raw: Mapping[str, Any], out: dict[str, Any], n: int, d_max: int) -> None:
         if "T" in raw:
-            out["T"] = int(raw["T"])
+            out["T"] = integer(raw, "T", None)
         else:
-            spread = _num(raw, "spread_bound", (out.get("clip") or 1.0) ** 2)
+            spread = number(raw, "spread_bound", (out.get("clip") or 1.0) ** 2)
+            if not spread > 0:
+                if "spread_bound" in raw:
+                    raise invalid("spread_bound", "> 0", spread)
+                raise invalid(
+                    "clip", "large enough for clip² > 0", out["clip"], "or give spread_bound or T"
+                )
 
             def rounds(sigma: float) -> int:
                 return max(
@@ -236,8 +259,19 @@ class GossipParams(MuffliatoParams):
                     if rounds(out["sigma"]) <= out["T"]:
                         break
                     out["T"] += 1
-        if not 1 <= out["T"] * out["calls"] <= MAX_ROUNDS:
-            raise ValueError(f"T × steps must be in 1..{MAX_ROUNDS}")
+        most = MAX_ROUNDS // out["calls"]  # T × steps rounds in all
+        if not 1 <= out["T"] <= most:
+            note = f"T × steps must be in 1..{MAX_ROUNDS}" if out["calls"] > 1 else ""
+            if "T" in raw:
+                raise invalid("T", f"in 1..{most}", out["T"], note)
+            if "spectral_gap" in raw:
+                raise invalid(
+                    "spectral_gap",
+                    f"large enough for the derived T = {out['T']} to be in 1..{most}",
+                    raw["spectral_gap"],
+                    "or give T",
+                )
+            raise invalid("T", f"in 1..{most}", out["T"], "derived (Theorem 2): give T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -266,11 +300,14 @@ class MuffliatoGdParams(GossipParams):
 
     @classmethod
     def _noise_input(cls, raw: Mapping[str, Any], out: dict[str, Any]) -> None:
-        out["lipschitz"] = _num(raw, "lipschitz", cls.default("lipschitz"))
-        out["eta"] = _num(raw, "eta", cls.default("eta"))
-        out["calls"] = out["steps"] = int(raw.get("steps", cls.default("steps")))
-        if out["lipschitz"] <= 0 or out["eta"] <= 0 or not 1 <= out["steps"] <= 10_000:
-            raise ValueError("lipschitz and eta must be positive, steps in 1..10000")
+        out["lipschitz"] = number(raw, "lipschitz", cls.default("lipschitz"))
+        out["eta"] = number(raw, "eta", cls.default("eta"))
+        out["calls"] = out["steps"] = integer(raw, "steps", cls.default("steps"))
+        for k in ("lipschitz", "eta"):
+            if out[k] <= 0:
+                raise invalid(k, "> 0", out[k])
+        if not 1 <= out["steps"] <= 10_000:
+            raise invalid("steps", "in 1..10000", out["steps"])
         out["sensitivity"] = 2.0 * out["lipschitz"]
 
 
@@ -299,7 +336,7 @@ class MuffliatoRandomParams(MuffliatoParams):
         cls, raw: Mapping[str, Any], out: dict[str, Any], n: int, edges: list[tuple[int, int]]
     ) -> int | None:
         for k in ("rate", "duration_s", "grace_s", "exchange_timeout_s"):
-            out[k] = _num(raw, k, cls.default(k))
-        if min(out["rate"], out["duration_s"], out["grace_s"], out["exchange_timeout_s"]) <= 0:
-            raise ValueError("rate, duration_s, grace_s and exchange_timeout_s must be positive")
+            out[k] = number(raw, k, cls.default(k))
+            if out[k] <= 0:
+                raise invalid(k, "> 0", out[k])
         return max(1, math.ceil(2 * out["rate"] * out["duration_s"]))  # expected exchanges

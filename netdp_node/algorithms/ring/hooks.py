@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from netdp_node.algorithms.hooks import (
     PlanKnob,
     PlanTarget,
     SimRun,
+    SyntheticData,
     categories,
     gain_ratio,
     uniform_values,
@@ -40,6 +41,8 @@ def recorded_noise_std(entries: Mapping[str, Sequence[Any]], ids: Sequence[str])
 @dataclass(frozen=True)
 class RingSumHooks(Hooks):
     """ring-sum (with a demo) and ring-sum-r."""
+
+    synthetic: ClassVar[SyntheticData | None] = uniform_values
 
     demo: str | None = None
     composed: bool = True
@@ -96,16 +99,6 @@ class RingSumHooks(Hooks):
                 "(`netdp plan --nodes N --epsilon E` compares other sizes)"
             )
         return lines
-
-    def synthetic_data(
-        self,
-        ids: Sequence[str],
-        params: Mapping[str, Any],
-        seed: int,
-        points_per_node: int,
-        data_dir: str | None,
-    ) -> tuple[dict[str, np.ndarray], Any]:
-        return uniform_values(ids, params, seed)
 
     def sim_outcome(self, run: SimRun) -> dict[str, Any]:
         """The released estimate (the token over K) against the true sum of the clipped inputs,
@@ -183,15 +176,7 @@ class RingSumHooks(Hooks):
 
 @dataclass(frozen=True)
 class RingHistogramHooks(Hooks):
-    def synthetic_data(
-        self,
-        ids: Sequence[str],
-        params: Mapping[str, Any],
-        seed: int,
-        points_per_node: int,
-        data_dir: str | None,
-    ) -> tuple[dict[str, np.ndarray], Any]:
-        return categories(ids, params, seed)
+    synthetic: ClassVar[SyntheticData | None] = categories
 
     def sim_outcome(self, run: SimRun) -> dict[str, Any]:
         """The debiased counts against the true ones."""

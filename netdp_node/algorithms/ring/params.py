@@ -3,17 +3,18 @@ Bellet (AISTATS 2022): one frozen class per algorithm (`protocols.base.Params`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from netdp_node.privacy.discrete_gaussian import calibrate_on_grid, discrete_gaussian_sigma
 from netdp_node.privacy.ring import rr_gamma
-from netdp_node.protocols.base import Params
+from netdp_node.protocols.base import Params, given_first, integer, invalid, number
 
 #: Most rounds of a ring job (n·K token hops, each one a durable ledger step at every node).
 MAX_ROUNDS = 100_000
+#: Largest epsilon0 of a randomized response (e^epsilon0 must be a float).
+MAX_EPSILON0 = 700.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,17 +37,41 @@ class RingParams(Params):
     @classmethod
     def _rounds(cls, raw: Mapping[str, Any], n: int) -> int:
         if n < 3:
-            raise ValueError(f"{cls.what} needs at least 3 participants, got {n}")
-        rounds = int(raw.get("rounds", cls.default("rounds")))
+            raise invalid("participants", f"at least 3 for {cls.what}", n)
+        rounds = integer(raw, "rounds", cls.default("rounds"))
         if not 1 <= rounds <= MAX_ROUNDS:
-            raise ValueError(f"rounds must be in 1..{MAX_ROUNDS}, got {rounds}")
+            raise invalid("rounds", f"in 1..{MAX_ROUNDS}", rounds)
         return rounds
 
     @staticmethod
     def _check_deltas(delta: float, delta_prime: float) -> None:
         for k, v in (("delta", delta), ("delta_prime", delta_prime)):
             if not 0 < v < 1:
-                raise ValueError(f"{k} must be in (0, 1)")
+                raise invalid(k, "in (0, 1)", v)
+
+    @staticmethod
+    def _check_windows(
+        raw: Mapping[str, Any], rounds: int, delta: float, delta_prime: float
+    ) -> None:
+        """Theorem 1's δ over the K windows, rounds × delta + delta_prime, must be below 1 (at 1
+        or more nothing is guaranteed, or accounted): the field named is the first of delta,
+        delta_prime and rounds that the submission gave."""
+        if rounds * delta + delta_prime < 1:
+            return
+        first, others = given_first(raw, "delta", "delta_prime", "rounds")
+        bound = {
+            "delta": f"< (1 - delta_prime) / rounds = {(1 - delta_prime) / rounds:g}",
+            "delta_prime": f"< 1 - rounds × delta = {1 - rounds * delta:g}",
+            "rounds": f"< (1 - delta_prime) / delta = {(1 - delta_prime) / delta:g}",
+        }[first]
+        got = {"delta": delta, "delta_prime": delta_prime, "rounds": rounds}[first]
+        raise invalid(
+            first,
+            bound,
+            got,
+            f"rounds × delta + delta_prime, the guarantee's δ over the rounds, must be < 1; "
+            f"or change {others}",
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,25 +94,20 @@ class RingSumParams(RingParams):
     def prepare(cls, raw: Mapping[str, Any], n: int) -> RingSumParams:
         cls.check_known(raw)
         rounds = cls._rounds(raw, n)
-        dim = int(raw.get("dim", cls.default("dim")))
-        clip = float(raw.get("clip", cls.default("clip")))
-        epsilon = float(raw.get("epsilon", cls.default("epsilon")))
-        delta = float(raw.get("delta", cls.default("delta")))
-        delta_prime = float(raw.get("delta_prime", cls.default("delta_prime")))
+        dim = integer(raw, "dim", cls.default("dim"))
+        clip = number(raw, "clip", cls.default("clip"))
+        epsilon = number(raw, "epsilon", cls.default("epsilon"))
+        delta = number(raw, "delta", cls.default("delta"))
+        delta_prime = number(raw, "delta_prime", cls.default("delta_prime"))
         if not 1 <= dim <= 1 << 20:
-            raise ValueError("dim must be between 1 and 2^20")
+            raise invalid("dim", "in 1..2^20", dim)
         if not clip > 0:
-            raise ValueError("clip must be positive")
+            raise invalid("clip", "> 0", clip)
         cls._check_deltas(delta, delta_prime)
-        if not rounds * delta + delta_prime < 1:
-            # Theorem 1's δ over the K windows: at 1 or more nothing is guaranteed (or accounted)
-            raise ValueError(
-                f"rounds × delta + delta_prime must be < 1 (the guarantee's δ over the "
-                f"rounds), got {rounds} × {delta:g} + {delta_prime:g}"
-            )
+        cls._check_windows(raw, rounds, delta, delta_prime)
         sensitivity = 2.0 * clip
-        if not 0 < epsilon < math.inf:
-            raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+        if not epsilon > 0:
+            raise invalid("epsilon", "> 0", epsilon)
         # calibrated for the sensitivity charged on the noise grid (discrete_gaussian)
         sigma = calibrate_on_grid(
             lambda s: discrete_gaussian_sigma(epsilon, delta, s), sensitivity, dim
@@ -133,12 +153,14 @@ class RingHistogramParams(RingParams):
     def prepare(cls, raw: Mapping[str, Any], n: int) -> RingHistogramParams:
         cls.check_known(raw)
         rounds = cls._rounds(raw, n)
-        bins = int(raw.get("bins", cls.default("bins")))
-        epsilon0 = float(raw.get("epsilon0", cls.default("epsilon0")))
-        delta = float(raw.get("delta", cls.default("delta")))
-        delta_prime = float(raw.get("delta_prime", cls.default("delta_prime")))
-        if not 2 <= bins <= 1 << 16 or not epsilon0 > 0:
-            raise ValueError("2 <= bins <= 65536 and epsilon0 > 0 are required")
+        bins = integer(raw, "bins", cls.default("bins"))
+        epsilon0 = number(raw, "epsilon0", cls.default("epsilon0"))
+        delta = number(raw, "delta", cls.default("delta"))
+        delta_prime = number(raw, "delta_prime", cls.default("delta_prime"))
+        if not 2 <= bins <= 1 << 16:
+            raise invalid("bins", "in 2..65536", bins)
+        if not 0 < epsilon0 <= MAX_EPSILON0:
+            raise invalid("epsilon0", f"in (0, {MAX_EPSILON0}]", epsilon0)
         cls._check_deltas(delta, delta_prime)
         return cls(
             rounds=rounds,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from netdp_node.algorithms.hooks import (
     PlanKnob,
     PlanTarget,
     SimRun,
+    SyntheticData,
     WalkAuditMode,
     categories,
     contribution_counts,
@@ -163,6 +164,8 @@ def histogram_stds(params: Mapping[str, Any], n: int, truth: np.ndarray) -> dict
 
 @dataclass(frozen=True)
 class WalkSumHooks(Hooks):
+    synthetic: ClassVar[SyntheticData | None] = uniform_values
+
     demo: str | None = DEMOS["walk-sum"]
     composed: bool = True
     counts_suffice: bool = True
@@ -229,16 +232,6 @@ class WalkSumHooks(Hooks):
             lines.append(line)
         return lines
 
-    def synthetic_data(
-        self,
-        ids: Sequence[str],
-        params: Mapping[str, Any],
-        seed: int,
-        points_per_node: int,
-        data_dir: str | None,
-    ) -> tuple[dict[str, np.ndarray], Any]:
-        return uniform_values(ids, params, seed)
-
     def sim_outcome(self, run: SimRun) -> dict[str, Any]:
         params = run.params
         truth = sum(
@@ -303,6 +296,8 @@ class WalkSumHooks(Hooks):
 
 @dataclass(frozen=True)
 class WalkHistogramHooks(Hooks):
+    synthetic: ClassVar[SyntheticData | None] = categories
+
     demo: str | None = DEMOS["walk-histogram"]
     counts_suffice: bool = True
     walk_audit: WalkAuditMode | None = "histogram"
@@ -353,16 +348,6 @@ class WalkHistogramHooks(Hooks):
             lines.append("  " + NEGATIVE_COUNTS + _clamped(est))
         return lines
 
-    def synthetic_data(
-        self,
-        ids: Sequence[str],
-        params: Mapping[str, Any],
-        seed: int,
-        points_per_node: int,
-        data_dir: str | None,
-    ) -> tuple[dict[str, np.ndarray], Any]:
-        return categories(ids, params, seed)
-
     def sim_outcome(self, run: SimRun) -> dict[str, Any]:
         truth = np.zeros(int(run.params["bins"]))
         for i, nid in enumerate(run.ids):
@@ -396,6 +381,13 @@ def learning_data(
     split (for test accuracy)."""
     split = learning_split(len(ids), points_per_node, seed, data_dir)
     return dict(zip(ids, split.per_user(len(ids), points_per_node))), split
+
+
+def learning_rows(
+    ids: Sequence[str], params: Mapping[str, Any], seed: int, points: int, data_dir: str | None
+) -> tuple[dict[str, np.ndarray], Any]:
+    """`learning_data` as `Hooks.synthetic` (the rows do not depend on the parameters)."""
+    return learning_data(ids, seed, points, data_dir)
 
 
 def check_learning_flags(flags: DemoFlags) -> None:
@@ -445,6 +437,8 @@ BASELINE_RUNS = 5
 @dataclass(frozen=True)
 class WalkSgdHooks(Hooks):
     """walk-sgd (the complete graph) and rw-sgd (--topology)."""
+
+    synthetic: ClassVar[SyntheticData | None] = learning_rows
 
     name: str = "walk-sgd"
     demo: str | None = DEMOS["walk-sgd"]
@@ -532,16 +526,6 @@ class WalkSgdHooks(Hooks):
                 )
         return lines
 
-    def synthetic_data(
-        self,
-        ids: Sequence[str],
-        params: Mapping[str, Any],
-        seed: int,
-        points_per_node: int,
-        data_dir: str | None,
-    ) -> tuple[dict[str, np.ndarray], Any]:
-        return learning_data(ids, seed, points_per_node, data_dir)
-
     def sim_outcome(self, run: SimRun) -> dict[str, Any]:
         return learning_outcome(run.value, run.split)
 
@@ -596,7 +580,7 @@ class RwSgdHooks(WalkSgdHooks):
             rng.uniform(0.0, float(params.get("clip", 1.0)) / np.sqrt(dim), size=(len(ids), dim))
             vals = rng.normal(0.0, 1.0, size=(len(ids), dim))
             return {nid: vals[i] for i, nid in enumerate(ids)}, None
-        return learning_data(ids, seed, points_per_node, data_dir)
+        return super().synthetic_data(ids, params, seed, points_per_node, data_dir)
 
     def uses_edges(self, params: Mapping[str, Any]) -> bool:
         return True

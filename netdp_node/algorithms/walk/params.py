@@ -5,21 +5,36 @@ class per algorithm (`protocols.base.Params`)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from netdp_node.privacy.discrete_gaussian import accounted_sensitivity, calibrate_on_grid
 from netdp_node.privacy.rw_sgd import ldp_noise_multiplier
 from netdp_node.privacy.walk_accountant import calibrate_histogram, calibrate_sgd, calibrate_sum
-from netdp_node.protocols.base import Params
+from netdp_node.protocols.base import (
+    Params,
+    beyond_reach,
+    given_first,
+    integer,
+    invalid,
+    number,
+    word,
+)
 
-
-def _finite(name: str, v: Any) -> float:
-    x = float(v)
-    if not math.isfinite(x):
-        raise ValueError(f"{name} must be a finite number")
-    return x
+#: what the noise's calibration depends on, the one to change first leading
+_NOISE_FIELDS = (
+    "epsilon",
+    "cap",
+    "T",
+    "delta",
+    "delta_prime",
+    "delta_hat",
+    "edge_cap",
+    "colluders",
+)
+#: how a walk stops (`stop`)
+STOPS = ("counter", "geometric")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,51 +99,50 @@ class CompleteWalkParams(WalkParams):
         """The checked common parameters (before the algorithm's own and the calibration)."""
         cls.check_known(raw)
         if n < 3:
-            raise ValueError(f"a walk needs at least 3 participants, got {n}")
-        T = int(raw.get("T", 10 * n))
-        out: dict[str, Any] = {
-            "T": T,
-            "epsilon": _finite("epsilon", raw.get("epsilon", cls.default("epsilon"))),
-            "delta": _finite("delta", raw.get("delta", cls.default("delta"))),
-            "delta_prime": _finite(
-                "delta_prime", raw.get("delta_prime", cls.default("delta_prime"))
-            ),
-            "delta_hat": _finite("delta_hat", raw.get("delta_hat", cls.default("delta_hat"))),
-            "cap": int(raw.get("cap", cls.default_cap(T, n))),
-            "regime": str(raw.get("regime", cls.default("regime"))),
-            "edge_cap": int(raw.get("edge_cap", cls.default("edge_cap"))),
-            "colluders": int(raw.get("colluders", cls.default("colluders"))),
-            "stop": str(raw.get("stop", cls.default("stop"))),
-            "custody_timeout_s": _finite(
-                "custody_timeout_s", raw.get("custody_timeout_s", cls.default("custody_timeout_s"))
-            ),
-        }
+            raise invalid("participants", "at least 3 for a walk", n)
+        T = integer(raw, "T", 10 * n)
         if not 1 <= T <= 10**8:
-            raise ValueError("T must be between 1 and 10^8")
+            raise invalid("T", "in 1..10^8", T)
+        out: dict[str, Any] = {"T": T}
+        for k in ("epsilon", "delta", "delta_prime", "delta_hat", "custody_timeout_s"):
+            out[k] = number(raw, k, cls.default(k))
+        out["cap"] = integer(raw, "cap", cls.default_cap(T, n))
+        out["edge_cap"] = integer(raw, "edge_cap", cls.default("edge_cap"))
+        out["colluders"] = integer(raw, "colluders", cls.default("colluders"))
         if out["epsilon"] <= 0:
-            raise ValueError("epsilon must be positive")
+            raise invalid("epsilon", "> 0", out["epsilon"])
         for k in ("delta", "delta_prime", "delta_hat"):
             if not 0 < out[k] < 1:
-                raise ValueError(f"{k} must be in (0, 1)")
+                raise invalid(k, "in (0, 1)", out[k])
         cls.check_delta(out["delta"])
-        if out["cap"] < 0 or out["edge_cap"] < 0:
-            raise ValueError("cap and edge_cap must be >= 0")
-        if out["regime"] not in ("edge-cap", "lemma2"):
-            raise ValueError(
-                "regime must be 'edge-cap' (a per-edge contribution cap) or 'lemma2' "
-                "(Cyffers & Bellet, AISTATS 2022, App. G)"
-            )
-        if out["stop"] not in ("counter", "geometric"):
-            raise ValueError("stop must be 'counter' or 'geometric'")
+        for k in ("cap", "edge_cap"):
+            if out[k] < 0:
+                raise invalid(k, ">= 0", out[k])
+        out["regime"] = word(raw, "regime", cls.default("regime"), ("edge-cap", "lemma2"))
+        out["stop"] = word(raw, "stop", cls.default("stop"), STOPS)
         if not 1 <= out["colluders"] < n:
-            raise ValueError(f"colluders must be between 1 and n - 1 = {n - 1}")
+            raise invalid("colluders", f"in 1..n-1 = 1..{n - 1}", out["colluders"])
         if out["custody_timeout_s"] <= 0:
-            raise ValueError("custody_timeout_s must be positive")
+            raise invalid("custody_timeout_s", "> 0", out["custody_timeout_s"])
         return out
 
     @classmethod
     def check_delta(cls, delta: float) -> None:
         """A further condition of the algorithm's theorem on delta (none here)."""
+
+    @staticmethod
+    def calibrated(
+        calibrate: Callable[[dict[str, Any], int], dict[str, Any]],
+        raw: Mapping[str, Any],
+        out: dict[str, Any],
+        n: int,
+    ) -> dict[str, Any]:
+        """`calibrate(out, n)`; a target it cannot meet is an error naming the parameter to change
+        first (of those the submission gave)."""
+        try:
+            return calibrate(out, n)
+        except (ArithmeticError, ValueError) as e:
+            raise beyond_reach(raw, e, *_NOISE_FIELDS) from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,11 +162,13 @@ class WalkSumParams(CompleteWalkParams):
     @classmethod
     def prepare(cls, raw: Mapping[str, Any], n: int) -> WalkSumParams:
         out = cls.prepare_walk(raw, n)
-        out["dim"] = int(raw.get("dim", cls.default("dim")))
-        out["clip"] = _finite("clip", raw.get("clip", cls.default("clip")))
-        if not 1 <= out["dim"] <= 1 << 20 or not out["clip"] > 0:
-            raise ValueError("dim must be in 1..2^20 and clip positive")
-        noise = calibrate_sum(out, n)
+        out["dim"] = integer(raw, "dim", cls.default("dim"))
+        out["clip"] = number(raw, "clip", cls.default("clip"))
+        if not 1 <= out["dim"] <= 1 << 20:
+            raise invalid("dim", "in 1..2^20", out["dim"])
+        if not out["clip"] > 0:
+            raise invalid("clip", "> 0", out["clip"])
+        noise = cls.calibrated(calibrate_sum, raw, out, n)
         return cls(
             **out,
             epsilon0=noise["epsilon0"],
@@ -175,10 +191,10 @@ class WalkHistogramParams(CompleteWalkParams):
     @classmethod
     def prepare(cls, raw: Mapping[str, Any], n: int) -> WalkHistogramParams:
         out = cls.prepare_walk(raw, n)
-        out["bins"] = int(raw.get("bins", cls.default("bins")))
+        out["bins"] = integer(raw, "bins", cls.default("bins"))
         if not 2 <= out["bins"] <= 1 << 16:
-            raise ValueError("bins must be in 2..65536")
-        noise = calibrate_histogram(out, n)
+            raise invalid("bins", "in 2..65536", out["bins"])
+        noise = cls.calibrated(calibrate_histogram, raw, out, n)
         return cls(**out, epsilon0=noise["epsilon0"], gamma=noise["gamma"])
 
 
@@ -215,22 +231,27 @@ class WalkSgdParams(CompleteWalkParams):
     @classmethod
     def check_delta(cls, delta: float) -> None:
         if not delta < 0.5:
-            raise ValueError("walk-sgd needs delta < 1/2 (Theorem 4)")
+            raise invalid("delta", "< 1/2 for walk-sgd (Theorem 4)", delta)
 
     @classmethod
     def prepare(cls, raw: Mapping[str, Any], n: int) -> WalkSgdParams:
         out = cls.prepare_walk(raw, n)
-        out["dim"] = int(raw.get("dim", cls.default("dim")))
-        out["lipschitz"] = _finite("lipschitz", raw.get("lipschitz", cls.default("lipschitz")))
-        out["eta"] = _finite("eta", raw.get("eta", cls.default("eta")))
-        out["dp"] = str(raw.get("dp", cls.default("dp")))
-        if not 1 <= out["dim"] <= 1 << 16 or out["lipschitz"] <= 0 or out["eta"] <= 0:
-            raise ValueError("dim must be in 1..65536, lipschitz and eta positive")
-        if out["dp"] not in ("network", "local"):
-            raise ValueError("dp must be 'network' or 'local' (the local-DP-SGD baseline)")
+        out["dim"] = integer(raw, "dim", cls.default("dim"))
+        out["lipschitz"] = number(raw, "lipschitz", cls.default("lipschitz"))
+        out["eta"] = number(raw, "eta", cls.default("eta"))
+        if not 1 <= out["dim"] <= 1 << 16:
+            raise invalid("dim", "in 1..65536", out["dim"])
+        for k in ("lipschitz", "eta"):
+            if not out[k] > 0:
+                raise invalid(k, "> 0", out[k])
+        # "local": the local-DP-SGD baseline
+        out["dp"] = word(raw, "dp", cls.default("dp"), ("network", "local"))
         if out["dp"] == "local" and not out["cap"]:
-            raise ValueError("local DP-SGD needs a contribution cap (cap >= 1)")
-        noise = calibrate_sgd(out, n)
+            first, other = given_first(raw, "cap", "dp")
+            if first == "cap":
+                raise invalid("cap", ">= 1 with dp='local'", out["cap"], "or change dp")
+            raise invalid("dp", "'network' with cap=0", out["dp"], "or give cap >= 1")
+        noise = cls.calibrated(calibrate_sgd, raw, out, n)
         return cls(**out, sigma=noise["sigma"])
 
 
@@ -293,53 +314,56 @@ class RwSgdParams(WalkParams):
     def prepare(cls, raw: Mapping[str, Any], n: int) -> RwSgdParams:
         cls.check_known(raw)
         if n < 2:
-            raise ValueError("rw-sgd needs at least 2 participants")
-        T = int(raw.get("T", 10 * n))
-        cap = int(raw.get("cap", cls.default_cap(T, n)))
-        epsilon = _finite("epsilon", raw.get("epsilon", cls.default("epsilon")))
-        delta = _finite("delta", raw.get("delta", cls.default("delta")))
-        lipschitz = _finite("lipschitz", raw.get("lipschitz", cls.default("lipschitz")))
-        eta = _finite("eta", raw.get("eta", cls.default("eta")))
-        dim = int(raw.get("dim", cls.default("dim")))
-        weights = str(raw.get("weights", cls.default("weights")))
-        stop = str(raw.get("stop", cls.default("stop")))
-        custody_timeout_s = _finite(
-            "custody_timeout_s", raw.get("custody_timeout_s", cls.default("custody_timeout_s"))
-        )
-        mc_walks = int(raw.get("mc_walks", cls.default("mc_walks")))
-        objective = str(raw.get("objective", cls.default("objective")))
-        burn_in = int(raw.get("burn_in", cls.default("burn_in")))
-        try:
-            groups = [sorted({int(i) for i in g}) for g in raw.get("collusion_groups", [])]
-        except (TypeError, ValueError):
-            raise ValueError(
-                "collusion_groups must be a list of lists of participant indices"
-            ) from None
-        if any(len(g) < 2 or not all(0 <= i < n for i in g) for g in groups):
-            raise ValueError(f"each collusion group needs >= 2 participant indices in 0..{n - 1}")
-        if objective not in ("logistic", "mean"):
-            raise ValueError(
-                "objective must be 'logistic' (logistic regression) or 'mean' (the averaging case)"
-            )
-        if not 0 <= burn_in <= 10**7:
-            raise ValueError("burn_in must be in 0..10^7 steps")
-        if burn_in and stop != "counter":
-            raise ValueError("burn_in needs stop='counter' (the token must carry the step)")
-        if objective == "mean" and eta > 2.0:
-            raise ValueError(
-                "the averaging case needs eta <= 2 (non-expansive steps; Cyffers, Bellet & "
-                "Upadhyay, ICML 2024, eq. (8))"
-            )
-        if not 1 <= T <= 10**8 or cap < 1 or epsilon <= 0:
-            raise ValueError("T in 1..10^8, cap >= 1 and epsilon > 0 are required")
+            raise invalid("participants", "at least 2 for rw-sgd", n)
+        T = integer(raw, "T", 10 * n)
+        if not 1 <= T <= 10**8:
+            raise invalid("T", "in 1..10^8", T)
+        cap = integer(raw, "cap", cls.default_cap(T, n))
+        if cap < 1:
+            raise invalid("cap", ">= 1", cap)
+        epsilon = number(raw, "epsilon", cls.default("epsilon"))
+        if not epsilon > 0:
+            raise invalid("epsilon", "> 0", epsilon)
+        delta = number(raw, "delta", cls.default("delta"))
+        if not 0 < delta < 1:
+            raise invalid("delta", "in (0, 1)", delta)
+        lipschitz = number(raw, "lipschitz", cls.default("lipschitz"))
+        eta = number(raw, "eta", cls.default("eta"))
+        for k, v in (("lipschitz", lipschitz), ("eta", eta)):
+            if not v > 0:
+                raise invalid(k, "> 0", v)
+        dim = integer(raw, "dim", cls.default("dim"))
+        if not 1 <= dim <= 1 << 16:
+            raise invalid("dim", "in 1..65536", dim)
+        weights = word(raw, "weights", cls.default("weights"), ("coded", "paper"))
+        stop = word(raw, "stop", cls.default("stop"), STOPS)
+        custody_timeout_s = number(raw, "custody_timeout_s", cls.default("custody_timeout_s"))
+        if not custody_timeout_s > 0:
+            raise invalid("custody_timeout_s", "> 0", custody_timeout_s)
+        mc_walks = integer(raw, "mc_walks", cls.default("mc_walks"))
         if not 10 <= mc_walks <= 10**6:
-            raise ValueError(
-                "mc_walks (simulated walks of the per-trajectory accountant) must be in 10..10^6"
-            )
-        if not 0 < delta < 1 or lipschitz <= 0 or eta <= 0:
-            raise ValueError("delta in (0, 1), lipschitz and eta positive are required")
-        if weights not in ("coded", "paper") or stop not in ("counter", "geometric"):
-            raise ValueError("weights must be 'coded' or 'paper', stop 'counter' or 'geometric'")
+            # simulated walks of the per-trajectory accountant
+            raise invalid("mc_walks", "in 10..10^6", mc_walks)
+        # "logistic" (logistic regression) or "mean" (the averaging case)
+        objective = word(raw, "objective", cls.default("objective"), ("logistic", "mean"))
+        burn_in = integer(raw, "burn_in", cls.default("burn_in"))
+        if not 0 <= burn_in <= 10**7:
+            raise invalid("burn_in", "in 0..10^7 steps", burn_in)
+        if burn_in and stop != "counter":
+            # the token must carry the step
+            first, _ = given_first(raw, "burn_in", "stop")
+            if first == "burn_in":
+                raise invalid(
+                    "burn_in", "0 with stop='geometric'", burn_in, "or give stop='counter'"
+                )
+            raise invalid("stop", "'counter' with burn_in > 0", stop, "the token carries the step")
+        if objective == "mean" and eta > 2.0:
+            first, _ = given_first(raw, "eta", "objective")
+            why = "non-expansive steps; Cyffers, Bellet & Upadhyay, ICML 2024, eq. (8)"
+            if first == "eta":
+                raise invalid("eta", "<= 2 with objective='mean'", eta, why)
+            raise invalid("objective", "'logistic' with eta > 2", objective, why)
+        groups = _collusion_groups(raw.get("collusion_groups", []), n)
         multiplier = ldp_noise_multiplier(cap, epsilon, delta)
         sensitivity = 2.0 * lipschitz
         # the absolute noise std the engine adds, for the sensitivity charged on the noise grid
@@ -359,8 +383,27 @@ class RwSgdParams(WalkParams):
             mc_walks=mc_walks,
             objective=objective,
             burn_in=burn_in,
-            collusion_groups=tuple(tuple(g) for g in groups),
+            collusion_groups=groups,
             sensitivity=sensitivity,
             sigma=sigma,
             noise_multiplier=sigma / charged,
         )
+
+
+def _collusion_groups(v: Any, n: int) -> tuple[tuple[int, ...], ...]:
+    """`collusion_groups`: lists of >= 2 participant indices in 0..n-1 (each sorted, deduplicated)."""
+    rule = "a list of lists of participant indices"
+    if not isinstance(v, (list, tuple)):
+        raise invalid("collusion_groups", rule, v)
+    groups = []
+    for g in v:
+        if not isinstance(g, (list, tuple)):
+            raise invalid("collusion_groups", rule, v)
+        try:
+            members = sorted({integer({"i": i}, "i", None) for i in g})
+        except ValueError:
+            raise invalid("collusion_groups", rule, v) from None
+        if len(members) < 2 or not all(0 <= i < n for i in members):
+            raise invalid("collusion_groups", f"groups of >= 2 indices in 0..{n - 1}", g)
+        groups.append(tuple(members))
+    return tuple(groups)
