@@ -426,6 +426,11 @@ class Link:
             self.channel.get_state(try_to_connect=True)
         return self.channel
 
+    def close_if_unused(self) -> None:
+        """Close a channel dialled ahead (`GrpcTransport.prepare`) that no stream ever used."""
+        if self.channel is not None and not self.pending and self._expiry is None:
+            asyncio.ensure_future(self._close_channel())
+
     def _check_reachable(self) -> None:
         faults = self.t.faults
         why = faults.blocked(self.peer) if faults is not None else None
@@ -670,8 +675,13 @@ class GrpcTransport(Transport):
         if faults is not None and faults.blocked(to):
             return
         link = self._link(to)
-        if link is not None:
-            link.connect()
+        if link is None or link.channel is not None:
+            return
+        link.connect()
+        if self.idle_close_after > 0 and not link.pending:
+            # the step may never be written (a ledger error fails the job): then nothing is sent
+            # and the dialled channel must not stay open for good
+            asyncio.get_running_loop().call_later(self.idle_close_after, link.close_if_unused)
 
     def learn(self, addresses: Mapping[str, str]) -> None:
         for peer, addr in addresses.items():

@@ -266,3 +266,25 @@ async def test_prepare_dials_ahead_and_sends_nothing(tmp_path):
     finally:
         await t.close()
         await server.stop(0)
+
+
+async def test_a_channel_dialled_ahead_but_never_used_is_closed(tmp_path):
+    """The step that was to send may never be written (a ledger error fails the job): the channel
+    `prepare` dialled closes after the idle bound like any idle link."""
+
+    async def handle(sender: str, job: str, msg: Message) -> bool:
+        return False
+
+    ident, service, server, addr = await _serve(tmp_path, handle)
+    t = GrpcTransport(ident, {"b": addr}, idle_close_after=0.5)
+    try:
+        t.prepare("b")
+        link = t.links["b"]
+        assert link.channel is not None
+        await _wait_for(lambda: link.channel is None, "the unused channel to close")
+        # the peer is still reachable afterwards: a message dials again
+        fut = t.submit("b", "j", Message("value", np.zeros(1), round=1))
+        assert await asyncio.wait_for(fut, 10) is False
+    finally:
+        await t.close()
+        await server.stop(0)
