@@ -806,6 +806,11 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 
 # -- parser -------------------------------------------------------------------------------------
+#: `netdp demo --timeout` default: seconds a job may go without progress before the demo gives up
+#: (`netdp_node.demo.JobWatch`).
+DEMO_STALL_TIMEOUT = 120.0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="netdp", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -938,10 +943,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--timeout",
         type=_positive,
-        default=120.0,
-        help="give up on the job this many seconds after it was submitted (default "
-        "120; start-up is not counted: it fails only when the processes stop making "
-        "progress for this long)",
+        default=DEMO_STALL_TIMEOUT,
+        help="give up (exit 5) when the job made no progress for this many seconds: no "
+        "protocol step at any node and no node reporting (default "
+        f"{DEMO_STALL_TIMEOUT:g}). It bounds a stall, not the job's length: a large job runs "
+        "as long as it keeps moving. Start-up is bounded the same way (the processes "
+        "stop making progress for this long)",
     )
     d.add_argument(
         "--seed",

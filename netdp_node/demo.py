@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
 import signal
 import sys
@@ -32,7 +33,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from netdp.v1 import peer_pb2
+from netdp.v1 import common_pb2, peer_pb2
 from netdp_node import audit
 from netdp_node.algorithms import ALGORITHMS as REGISTRY
 from netdp_node.algorithms import get_algorithm
@@ -53,6 +54,43 @@ from netdp_node.security.mtls import secure_channel
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+class JobWatch:
+    """`netdp demo --timeout`: the job fails when it made NO PROGRESS for `stall` seconds (no
+    protocol step at any node, no node reported), not when it runs longer than that: a 1,000-node
+    walk of 10,000 steps takes minutes and is healthy as long as it moves. Progress is a new high
+    of the steps summed over the nodes' Status replies (a node that did not answer makes the sum
+    drop; that is not progress) or of the nodes reported. Times are passed in (no clock here)."""
+
+    def __init__(self, stall: float, now: float) -> None:
+        self.stall = stall
+        self.steps = 0
+        self.reported = 0
+        self.changed = now
+
+    def note(self, now: float, *, steps: int | None = None, reported: int | None = None) -> None:
+        if steps is not None and steps > self.steps:
+            self.steps, self.changed = steps, now
+        if reported is not None and reported > self.reported:
+            self.reported, self.changed = reported, now
+
+    def expired(self, now: float) -> bool:
+        return now - self.changed > self.stall
+
+
+def demo_job_id() -> str:
+    """The demo's own job id, fresh for each run. The bootstrap treats a client-chosen id as an
+    idempotency key: when the client retries a submission whose reply was lost (a transient error
+    on a loaded machine), it gets the same job back instead of starting a second walk over the
+    same nodes (seen: two jobs 1.7 s apart, each node's budget spent twice)."""
+    return f"demo-{secrets.token_hex(6)}"
+
+
+def node_job_deadline(stall: float) -> float:
+    """The nodes' own --job-deadline in the demo: a safety net for nodes left without the demo
+    (it stops them itself when `JobWatch` gives up), an hour or 10 stalls, whichever is longer."""
+    return max(3600.0, 10 * stall)
 
 
 async def _progress(channels: dict[str, grpc.aio.Channel], job_id: str) -> tuple[int, int]:
@@ -128,6 +166,22 @@ def _job_params(a: argparse.Namespace, n: int) -> dict[str, Any]:
     return dict(a.planned[1])
 
 
+async def submit_job(
+    client: BootstrapClient, a: argparse.Namespace, ids: list[str]
+) -> common_pb2.JobSpec:
+    """Submit the demo's job under its own id (`demo_job_id`): the client retries a submission
+    that failed transiently, and the id makes that retry re-attach instead of starting a second
+    job."""
+    return await client.submit(
+        job_id=demo_job_id(),
+        algorithm=a.algorithm,
+        params=_job_params(a, len(ids)),
+        participants=list(ids),
+        seed=a.seed or 0,
+        topology=getattr(a, "topology", "") or "",
+    )
+
+
 async def _run(
     a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray | None
 ) -> dict[str, Any]:
@@ -150,9 +204,9 @@ async def _run(
             f"starting a bootstrap and {cluster.n} node processes on 127.0.0.1 "
             f"(work directory {cluster.workdir})"
         )
-    # start-up is not part of --timeout: its waits fail only when the processes stop progressing
-    # the nodes give up on the job a minute after the demo would (their default, 600 s, is too
-    # short for 10,000 walk steps on a loaded machine)
+    # start-up is not part of --timeout: its waits fail only when the processes stop progressing.
+    # --timeout bounds a stall, not the job's length (`JobWatch`): the nodes' own job deadline is
+    # only a safety net, far beyond any healthy demo
     cluster.start(
         data=data.files,
         extra=faults,
@@ -160,7 +214,7 @@ async def _run(
         workers=workers,
         seeds=seeds,
         wait=False,
-        common=["--job-deadline", f"{a.timeout + 60:g}"],
+        common=["--job-deadline", f"{node_job_deadline(a.timeout):g}"],
     )
     with progress_bar("start-up", cluster.n, unit="nodes registered") as starting:
         await cluster.wait_registered(cluster.ids, timeout=a.timeout, on_progress=starting.update)
@@ -173,20 +227,15 @@ async def _run(
         nid: secure_channel(cluster.address(nid), op, peer_name(nid)) for nid in cluster.ids
     }
     try:
-        job = await client.submit(
-            a.algorithm,
-            _job_params(a, cluster.n),
-            participants=cluster.ids,
-            seed=a.seed or 0,
-            topology=getattr(a, "topology", "") or "",
-        )
+        job = await submit_job(client, a, cluster.ids)
         graph = getattr(a, "topology", "") or "exponential"
         _say(f"submitted job {job.job_id}: {hooks.describe(json.loads(job.params_json), graph)}")
         t_job = time.monotonic()
-        deadline = t_job + a.timeout
+        watch = JobWatch(a.timeout, t_job)
         reported = 0
-        # every node's Status each time (load on the hosts): more nodes, fewer rounds of it
-        every = 0.2 if cluster.n <= 64 else max(2.0, cluster.n / 100)
+        # every node's Status each time (load on the hosts): more nodes, fewer rounds of it (but
+        # several within --timeout, which counts from the last step seen)
+        every = min(0.2 if cluster.n <= 64 else max(2.0, cluster.n / 100), a.timeout / 4)
         next_progress = 0.0
         with progress_bar("job", unit="node steps") as bar:
             while True:
@@ -194,16 +243,21 @@ async def _run(
                 summary = result_summary(reply)
                 if summary["complete"] or summary["failed"]:
                     break
+                watch.note(time.monotonic(), reported=len(reply.results))
                 if time.monotonic() >= next_progress:
                     done, expected = await _progress(channels, job.job_id)
                     next_progress = time.monotonic() + every
+                    watch.note(time.monotonic(), steps=done)
                     bar.update(done, expected)
                     if cluster.n > 64 and len(reply.results) != reported:
                         reported = len(reply.results)
                         bar.note(f"  {reported}/{cluster.n} nodes reported")
-                if time.monotonic() > deadline:
+                if watch.expired(time.monotonic()):
                     raise TimeoutError(
-                        f"job {job.job_id} did not finish in {a.timeout:g}s after start-up"
+                        f"job {job.job_id} made no progress for {a.timeout:g}s (no protocol "
+                        f"step at any node, no node reported; {watch.steps} node steps done, "
+                        f"{watch.reported}/{cluster.n} nodes reported, "
+                        f"{time.monotonic() - t_job:.0f}s after it was submitted)"
                     )
                 await asyncio.sleep(0.2 if cluster.n <= 64 else 0.5)
         elapsed = time.monotonic() - t_job

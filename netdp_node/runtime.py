@@ -367,6 +367,8 @@ class JobRunner:
             and not drop
             and not any(isinstance(a, (SetTimer, Flush)) for a in actions)
         )
+        for s in sends:  # the transport may dial while the step is written (nothing is sent)
+            self.node.transport.prepare(s.to)
         durable = ledger.stage(
             entries,
             job_update=update,

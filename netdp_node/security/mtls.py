@@ -67,14 +67,20 @@ def channel_credentials(identity: Identity) -> grpc.ChannelCredentials:
     )
 
 
-def secure_channel(address: str, identity: Identity, server_name: str) -> grpc.aio.Channel:
+def secure_channel(
+    address: str,
+    identity: Identity,
+    server_name: str,
+    credentials: grpc.ChannelCredentials | None = None,
+) -> grpc.aio.Channel:
     """An mTLS channel to `address` that accepts only a server whose certificate carries the DNS
     name `server_name`: `peer_name(node_id)` for a node, `identity.BOOTSTRAP_NAME` for the
     bootstrap. TLS checks that name instead of the address (which need not be in the
-    certificate)."""
+    certificate). `credentials`: `channel_credentials(identity)` made once by a caller that opens
+    many channels (else made here)."""
     return grpc.aio.secure_channel(
         address,
-        channel_credentials(identity),
+        credentials if credentials is not None else channel_credentials(identity),
         options=[*CHANNEL_OPTIONS, ("grpc.ssl_target_name_override", server_name)],
     )
 

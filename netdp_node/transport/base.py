@@ -55,5 +55,10 @@ class Transport(abc.ABC):
             fut.add_done_callback(on_done)
         return fut
 
+    def prepare(self, to: str) -> None:  # noqa: B027 - optional hook
+        """A message to `to` is about to be sent (its step is being made durable): a transport may
+        set up what it needs to reach `to` meanwhile (dial, handshake). Sends nothing."""
+        return None
+
     async def close(self) -> None:  # noqa: B027 - optional hook
         return None

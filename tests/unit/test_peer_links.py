@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import gc
 import os
+import time
 import warnings
 
 import grpc
@@ -200,3 +201,90 @@ async def test_a_link_opened_after_stop_links_leaves_no_unstarted_request_iterat
     assert handled == []
     never_awaited = [str(w.message) for w in caught if "never awaited" in str(w.message)]
     assert never_awaited == []
+
+
+async def test_an_idle_link_does_not_wake_the_loop_until_its_deadline(tmp_path):
+    """A host of 500 nodes keeps thousands of links open: an idle link must cost nothing until
+    its idle deadline (it once ran a watchdog task per link, waking every 0.5 s). After its
+    message is acknowledged, 1.5 s of quiet schedule no timer on the loop."""
+
+    async def handle(sender: str, job: str, msg: Message) -> bool:
+        return False
+
+    ident, service, server, addr = await _serve(tmp_path, handle)
+    t = GrpcTransport(ident, {"b": addr}, idle_close_after=30.0)
+    loop = asyncio.get_running_loop()
+    scheduled: list[str] = []
+    call_at = loop.call_at
+
+    def counting_call_at(when, callback, *args, **kwargs):  # type: ignore[no-untyped-def]
+        scheduled.append(getattr(callback, "__qualname__", repr(callback)))
+        return call_at(when, callback, *args, **kwargs)
+
+    try:
+        fut = t.submit("b", "j", Message("value", np.zeros(1), round=1))
+        assert await asyncio.wait_for(fut, 10) is False
+        loop.call_at = counting_call_at  # type: ignore[method-assign]
+        # watch the loop for 1.5 s without a timer of our own (a thread sleeps)
+        await loop.run_in_executor(None, time.sleep, 1.5)
+        loop.call_at = call_at  # type: ignore[method-assign]
+        assert t.links["b"].channel is not None  # still open: idle for less than 30 s
+        assert scheduled == []
+    finally:
+        loop.call_at = call_at  # type: ignore[method-assign]
+        await t.close()
+        await server.stop(0)
+
+
+async def test_prepare_dials_ahead_and_sends_nothing(tmp_path):
+    """`prepare` (the runtime calls it while the step that sends is being written) connects the
+    link's channel, mTLS handshake included, but delivers nothing; the message itself then goes
+    on that same channel once submitted."""
+    handled: list[int] = []
+
+    async def handle(sender: str, job: str, msg: Message) -> bool:
+        handled.append(msg.round)
+        return False
+
+    ident, service, server, addr = await _serve(tmp_path, handle)
+    t = GrpcTransport(ident, {"b": addr})
+    try:
+        t.prepare("b")
+        t.prepare("nobody")  # no address: nothing to dial, nothing raised (submit reports it)
+        assert "nobody" not in t.links
+        channel = t.links["b"].channel
+        assert channel is not None
+        await _wait_for(
+            lambda: channel.get_state() == grpc.ChannelConnectivity.READY,
+            "the prepared channel to be connected",
+        )
+        assert handled == [] and not service._idle  # connected, no stream, nothing delivered
+        fut = t.submit("b", "j", Message("value", np.zeros(1), round=5))
+        assert await asyncio.wait_for(fut, 10) is False
+        assert handled == [5]
+        assert t.links["b"].channel is channel
+    finally:
+        await t.close()
+        await server.stop(0)
+
+
+async def test_a_channel_dialled_ahead_but_never_used_is_closed(tmp_path):
+    """The step that was to send may never be written (a ledger error fails the job): the channel
+    `prepare` dialled closes after the idle bound like any idle link."""
+
+    async def handle(sender: str, job: str, msg: Message) -> bool:
+        return False
+
+    ident, service, server, addr = await _serve(tmp_path, handle)
+    t = GrpcTransport(ident, {"b": addr}, idle_close_after=0.5)
+    try:
+        t.prepare("b")
+        link = t.links["b"]
+        assert link.channel is not None
+        await _wait_for(lambda: link.channel is None, "the unused channel to close")
+        # the peer is still reachable afterwards: a message dials again
+        fut = t.submit("b", "j", Message("value", np.zeros(1), round=1))
+        assert await asyncio.wait_for(fut, 10) is False
+    finally:
+        await t.close()
+        await server.stop(0)

@@ -236,3 +236,36 @@ async def test_a_job_reported_finished_again_keeps_the_first_report(bootstrap):
             assert got == first, (again.state, got)
     finally:
         await node.close()
+
+
+async def test_the_demo_submits_once_even_when_the_reply_is_lost(bootstrap):
+    """`netdp demo` names its job: a submission the bootstrap stored but whose reply was lost (the
+    client sees UNAVAILABLE and retries, as on a loaded machine) is the same job, not a second
+    walk over the same nodes spending their budgets twice (seen: job-1 and job-2 1.7 s apart)."""
+    from netdp_node.cli import build_parser
+    from netdp_node.demo import check_args, submit_job
+
+    op, _ = bootstrap
+    a = build_parser().parse_args(["demo", "--algorithm", "walk-sum", "--nodes", str(len(IDS))])
+    check_args(a)
+    real = op.stub.SubmitJob
+    calls = 0
+
+    async def reply_lost_once(request, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        reply = await real(request, **kwargs)  # the bootstrap stores the job
+        if calls == 1:
+            raise grpc.aio.AioRpcError(
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.aio.Metadata(),
+                grpc.aio.Metadata(),
+                details="the reply was lost",
+            )
+        return reply
+
+    op.stub.SubmitJob = reply_lost_once
+    job = await submit_job(op, a, IDS)
+    assert calls == 2  # the client did retry
+    jobs = [j.job_id for _, j in await op.list_jobs(0)]
+    assert jobs == [job.job_id]
