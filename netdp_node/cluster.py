@@ -79,10 +79,14 @@ class LocalCluster:
     # -- certificates --------------------------------------------------------------------------
     def setup_pki(self) -> None:
         pki.init_ca(self.pki_dir, common_name="netdp demo CA")
-        pki.issue(self.pki_dir, "operator", role="operator", hosts=())
-        pki.issue(self.pki_dir, "bootstrap", role="bootstrap", hosts=("127.0.0.1", "localhost"))
-        for nid in self.ids:
-            pki.issue(self.pki_dir, nid, hosts=("127.0.0.1", "localhost"))
+        pki.issue_many(
+            self.pki_dir,
+            [
+                pki.Request("operator", role="operator", hosts=()),
+                pki.Request("bootstrap", role="bootstrap"),
+                *(pki.Request(nid) for nid in self.ids),
+            ],
+        )
 
     def certs(self, ident: str) -> Path:
         return self.pki_dir / ident

@@ -70,7 +70,9 @@ __all__ = [
     "check_server_names",
     "host_groups",
     "init_ca",
+    "Request",
     "issue",
+    "issue_many",
     "lay_out_hosts",
     "load_crl",
     "load_identity",
@@ -127,24 +129,50 @@ def _utc(value: datetime) -> datetime:
     return value.astimezone(timezone.utc)
 
 
-def _write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Write `data` to `path` via a temporary file in the same directory (created with `mode`)."""
+def _stage(path: Path, data: bytes, mode: int) -> tuple[str, Path, int]:
+    """Write `data` to a temporary file beside `path` (not yet synced nor in place)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
     except BaseException:
+        _discard([(tmp, path, mode)])
+        raise
+    return tmp, path, mode
+
+
+def _discard(staged: Iterable[tuple[str, Path, int]]) -> None:
+    for tmp, _, _ in staged:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+
+
+def _commit(staged: list[tuple[str, Path, int]]) -> None:
+    """fsync every staged file, then move each in place: a crash leaves each target either as it
+    was or complete. Syncing a batch after writing it all costs about one journal commit, not one
+    per file (`issue_many`)."""
+    try:
+        for tmp, _, _ in staged:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    except BaseException:
+        _discard(staged)
         raise
-    os.chmod(path, mode)
+    for tmp, path, mode in staged:
+        os.replace(tmp, path)
+        os.chmod(path, mode)
+
+
+def _write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Write `data` to `path` via a synced temporary file in the same directory (with `mode`)."""
+    _commit([_stage(path, data, mode)])
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -379,12 +407,98 @@ def issue(
     Re-issuing an id that has a non-revoked certificate needs ``force=True`` (the old certificate
     stays valid until it expires or is revoked).
     """
-    _check_node_id(node_id)
-    _check_role(role)
-    host_names, host_entries = _san_hosts(hosts)
     root = Path(directory)
     ca_cert, ca_key = _load_ca(root)
     index = read_index(root)
+    staged: list[tuple[str, Path, int]] = []
+    try:
+        folder = _issue_into(
+            root,
+            ca_cert,
+            ca_key,
+            index,
+            staged,
+            node_id,
+            hosts=hosts,
+            role=role,
+            days=days,
+            not_before=not_before,
+            not_after=not_after,
+            out_dir=out_dir,
+            force=force,
+        )
+    except BaseException:
+        _discard(staged)
+        raise
+    _commit(staged)
+    _write_index(root, index)
+    return folder
+
+
+@dataclass(frozen=True)
+class Request:
+    """One certificate for :func:`issue_many` (the arguments of :func:`issue`)."""
+
+    node_id: str
+    hosts: tuple[str, ...] = ("127.0.0.1", "localhost")
+    role: str = "node"
+    force: bool = False
+
+
+def issue_many(directory: StrPath, requests: Iterable[Request], *, days: int = 365) -> list[Path]:
+    """Issue several certificates as :func:`issue` does, reading the CA and its index once, syncing
+    the files together and writing the index once: 1,000 identities cost seconds, not one index
+    rewrite and four syncs each. All or nothing: a refused request issues none. Returns the
+    identity folders, in order."""
+    root = Path(directory)
+    ca_cert, ca_key = _load_ca(root)
+    index = read_index(root)
+    staged: list[tuple[str, Path, int]] = []
+    try:
+        folders = [
+            _issue_into(
+                root,
+                ca_cert,
+                ca_key,
+                index,
+                staged,
+                r.node_id,
+                hosts=r.hosts,
+                role=r.role,
+                days=days,
+                force=r.force,
+            )
+            for r in requests
+        ]
+    except BaseException:
+        _discard(staged)
+        raise
+    _commit(staged)
+    _write_index(root, index)
+    return folders
+
+
+def _issue_into(
+    root: Path,
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    index: dict[str, Any],
+    staged: list[tuple[str, Path, int]],
+    node_id: str,
+    *,
+    hosts: Iterable[str],
+    role: str,
+    days: int,
+    not_before: datetime | None = None,
+    not_after: datetime | None = None,
+    out_dir: StrPath | None = None,
+    force: bool = False,
+) -> Path:
+    """Build one certificate, stage its files in `staged` and add it to `index` (written by the
+    caller)."""
+    _check_node_id(node_id)
+    _check_role(role)
+    host_names, host_entries = _san_hosts(hosts)
 
     active = [
         entry
@@ -471,9 +585,9 @@ def issue(
     )
 
     folder.mkdir(parents=True, exist_ok=True)
-    _write_atomic(folder / KEY_FILE, _key_pem(key), mode=0o600)
-    _write_atomic(folder / CERT_FILE, _cert_pem(cert), mode=0o644)
-    _write_atomic(folder / CA_CERT_FILE, _cert_pem(ca_cert), mode=0o644)
+    staged.append(_stage(folder / KEY_FILE, _key_pem(key), 0o600))
+    staged.append(_stage(folder / CERT_FILE, _cert_pem(cert), 0o644))
+    staged.append(_stage(folder / CA_CERT_FILE, _cert_pem(ca_cert), 0o644))
 
     index["certificates"].append(
         {
@@ -488,7 +602,6 @@ def issue(
             "revoked_at": None,
         }
     )
-    _write_index(root, index)
     return folder
 
 
@@ -714,12 +827,14 @@ def setup(
         ("bootstrap", "bootstrap", tuple(bootstrap_hosts) or ("bootstrap",)),
     ]
     wanted += [(n, "node", (f"{host_of.get(n, n)}{node_host_suffix}",)) for n in nodes]
+    requests = []
     for ident, role, hosts in wanted:
         old = (root / ident / CERT_FILE).exists()
         if old and not _lacks_server_names(root / ident):
             continue
-        issue(root, ident, role=role, hosts=hosts, force=old)
+        requests.append(Request(ident, role=role, hosts=hosts, force=old))
         made.append(ident)
+    issue_many(root, requests)
     if per_host:
         # a revoked node is left out of its host's folder (the others keep their hosts): the
         # bootstrap would refuse it, and a node that cannot start stops its whole host process

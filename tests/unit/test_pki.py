@@ -495,3 +495,50 @@ def test_empty_revocation_list() -> None:
 
 def test_new_ca_crl_is_newer_than_empty(ca_dir: Path) -> None:
     assert load_crl(ca_dir).newer_than(RevocationList.empty())
+
+
+# --------------------------------------------------------------------------------------------------
+# issue_many
+
+
+def test_issue_many_gives_what_issue_gives(ca_dir: Path, tmp_path: Path) -> None:
+    from netdp_node.security.pki import Request, issue_many
+
+    one = tmp_path / "one"
+    init_ca(one)
+    issue(one, "alice", hosts=("alice.example",))
+    issue(one, "op", role="operator", hosts=())
+    folders = issue_many(
+        ca_dir,
+        [Request("alice", hosts=("alice.example",)), Request("op", role="operator", hosts=())],
+    )
+    assert folders == [ca_dir / "alice", ca_dir / "op"]
+    for name in ("alice", "op"):
+        a, b = load_identity(ca_dir / name), load_identity(one / name)
+        assert (a.node_id, a.role) == (b.node_id, b.role)
+        cert, ref = _cert(ca_dir / name / "cert.pem"), _cert(one / name / "cert.pem")
+        assert cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value == (
+            ref.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        )
+        cert.verify_directly_issued_by(_cert(ca_dir / "ca.pem"))
+        assert _mode(ca_dir / name / "key.pem") == 0o600
+    strip = ("serial", "issued_at", "not_before", "not_after")
+    assert [
+        {k: v for k, v in e.items() if k not in strip} for e in read_index(ca_dir)["certificates"]
+    ] == [{k: v for k, v in e.items() if k not in strip} for e in read_index(one)["certificates"]]
+    assert not [p for p in ca_dir.rglob("*.tmp")]
+
+
+def test_issue_many_is_all_or_nothing(ca_dir: Path) -> None:
+    from netdp_node.security.pki import Request, issue_many
+
+    issue(ca_dir, "bob")
+    before = read_index(ca_dir)
+    with pytest.raises(SecurityError, match="bob"):
+        issue_many(ca_dir, [Request("carol"), Request("bob")])  # bob has a valid certificate
+    assert read_index(ca_dir) == before
+    assert not (ca_dir / "carol" / "cert.pem").exists()
+    assert not [p for p in ca_dir.rglob("*.tmp")]
+    with pytest.raises(SecurityError, match="dave"):
+        issue_many(ca_dir, [Request("dave"), Request("dave")])  # twice in one batch
+    assert read_index(ca_dir) == before
