@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +44,34 @@ CASES: list[tuple[str, list[str]]] = [
 ]
 
 
-def run(alg: str, extra: list[str], n: int, timeout: float) -> dict[str, Any]:
+def _limit_memory(gb: float) -> Callable[[], None] | None:
+    """A child's address-space cap (a case that outgrows it fails with MemoryError and is recorded
+    with its exit status, instead of exhausting a shared machine); None: no cap."""
+    if gb <= 0:
+        return None
+
+    def cap() -> None:
+        limit = int(gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return cap
+
+
+def run(
+    alg: str, extra: list[str], n: int, timeout: float, max_memory_gb: float = 0.0
+) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "netdp_node.cli", "simulate", "--algorithm", alg]
     cmd += ["--nodes", str(n), "--json", "--quiet", *extra]
     load_before = os.getloadavg()
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, start_new_session=True)
+        p = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=_limit_memory(max_memory_gb),
+        )
         timed_out, status, usage = False, 0, None
         while True:  # bounded by the timeout
             pid, status, usage = os.wait4(p.pid, os.WNOHANG)
@@ -95,6 +118,12 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated algorithms (default: all)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per case (900)")
     ap.add_argument("--label", default="", help="a label for these cases (before, after)")
+    ap.add_argument(
+        "--max-memory-gb",
+        type=float,
+        default=12.0,
+        help="address-space cap per case in GB (12; 0: none): IncA at n = 2048 outgrows any",
+    )
     a = ap.parse_args()
     only = {x for x in a.only.split(",") if x}
     path = RESULTS / f"simulate-{a.nodes}.json"
@@ -102,7 +131,7 @@ def main() -> None:
     for alg, extra in CASES:
         if only and alg not in only:
             continue
-        case = run(alg, extra, a.nodes, a.timeout)
+        case = run(alg, extra, a.nodes, a.timeout, a.max_memory_gb)
         case["label"] = a.label
         case["when"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
         print(json.dumps({k: v for k, v in case.items() if k != "privacy"}), flush=True)

@@ -295,6 +295,45 @@ def discrete_gaussian(rng: IntegerRng, m: int, size: int | tuple[int, ...]) -> n
     return flat.reshape(shape)
 
 
+class GaussianPool:
+    """Draws of N_Z(0, m²) from one generator, made in batches and handed out in order: for an
+    engine that releases noise many times (a walk's holder, once per holding), the vectorised
+    sampler's fixed cost per call is paid once per batch instead of once per release.
+
+    The values handed out are i.i.d. N_Z(0, m²), exactly as from `discrete_gaussian` (each batch is
+    `discrete_gaussian(rng, m, size)`, whose draws are i.i.d. given acceptance; a value is handed
+    out at most once and in no way depends on the values it is added to). Only the order in which
+    the generator's integers are used changes. A batch is exactly the first request's size, then
+    grows (×`GROWTH`, at most `MAX_BATCH`) for a scale asked for again, so a job that draws once
+    costs what it did. Unused draws stay in memory only, like the generator's state, and are
+    never released: the ledger and the accountants cover exactly the draws that are released."""
+
+    MAX_BATCH = 1024
+    GROWTH = 16
+
+    def __init__(self, rng: IntegerRng) -> None:
+        self.rng = rng
+        self._left: dict[int, np.ndarray] = {}  # scale m -> draws not handed out yet
+        self._batch: dict[int, int] = {}  # scale m -> size of its last batch
+
+    def draw(self, m: int, size: int | tuple[int, ...]) -> np.ndarray:
+        """Draws of N_Z(0, m²) of shape `size` (the next ones of this scale's batches)."""
+        m = int(m)
+        shape = (size,) if isinstance(size, int) else tuple(size)
+        total = int(np.prod(shape, dtype=np.int64))
+        left = self._left.get(m)
+        have = 0 if left is None else left.size
+        if have < total:
+            last = self._batch.get(m, 0)
+            batch = max(total - have, min(self.MAX_BATCH, last * self.GROWTH))
+            new = discrete_gaussian(self.rng, m, batch)  # checks m
+            self._batch[m] = batch
+            left = new if left is None or have == 0 else np.concatenate([left, new])
+        assert left is not None
+        out, self._left[m] = left[:total], left[total:]
+        return out.reshape(shape)
+
+
 def job_grid(sigma: float) -> float | None:
     """The grid of a job whose noise std is σ (`grid_for`), or None for a job without noise."""
     return grid_for(sigma) if sigma > 0 else None
@@ -312,10 +351,12 @@ def gaussian_on_grid(
     std: float,
     grid: float | None,
     size: int | tuple[int, ...] | None = None,
+    pool: GaussianPool | None = None,
 ) -> np.ndarray:
     """γ·(round(x/γ) + Z), Z ~ N_Z(0, ⌈std/γ⌉²) per coordinate: the value x released with
     Gaussian noise of std ≥ `std` on the grid γ. std = 0: γ·round(x/γ) (no noise); grid None
-    (a job without noise): x unchanged, and std must be 0."""
+    (a job without noise): x unchanged, and std must be 0. With `pool` (a `GaussianPool` over the
+    same node's generator) Z comes from its batches: the same distribution, drawn faster."""
     xs = np.asarray(x, dtype=np.float64)
     shape = xs.shape if size is None else ((size,) if isinstance(size, int) else tuple(size))
     if grid is None:
@@ -324,7 +365,8 @@ def gaussian_on_grid(
         return np.array(np.broadcast_to(xs, shape), dtype=np.float64)
     k = round_to_grid(np.broadcast_to(xs, shape), grid)
     if std > 0:
-        k = k + discrete_gaussian(rng, grid_scale(std, grid), shape)
+        m = grid_scale(std, grid)
+        k = k + (discrete_gaussian(rng, m, shape) if pool is None else pool.draw(m, shape))
     return k.astype(np.float64) * grid
 
 

@@ -119,6 +119,65 @@ def test_discrete_laplace_matches_its_pmf() -> None:
     assert chi_square_pvalue(x, z, w / w.sum()) > 1e-4
 
 
+@pytest.mark.parametrize("m", [1, 3, 7])
+def test_pooled_draws_match_the_exact_pmf(m: int) -> None:
+    """A `GaussianPool` hands out N_Z(0, m²) draws exactly as `discrete_gaussian` does: requests
+    of mixed sizes and shapes (a walk's holder asks for d values per holding), chi-square against
+    the pmf, moments within 5 standard errors, integers only."""
+    rng = IntegersOnly(500 + m)
+    pool = dg.GaussianPool(rng)
+    sizes = [9, 1, (2, 3), 40, 9, 17, 200] * 120
+    parts = [pool.draw(m, s).reshape(-1) for s in sizes]
+    for s, part in zip(sizes, parts, strict=True):
+        assert part.size == int(np.prod(s)) and part.dtype == np.int64
+    x = np.concatenate(parts)
+    z, p = pmf(m)
+    assert chi_square_pvalue(x, z, p) > 1e-4
+    var = float((z.astype(float) ** 2 * p).sum())
+    fourth = float((z.astype(float) ** 4 * p).sum())
+    assert abs(x.mean()) < 5.0 * math.sqrt(var / x.size)
+    assert abs(x.var() - var) < 5.0 * math.sqrt((fourth - var * var) / x.size)
+
+
+def test_pool_hands_out_its_batches_once_and_in_order() -> None:
+    """The seeded sequence: a pool's values are the successive batches `discrete_gaussian` draws
+    from the same generator (first the request's own size, then ×GROWTH up to MAX_BATCH), each
+    value handed out once; a first request alone is exactly the unpooled draw, so a node that
+    draws once gets what it got before pooling."""
+    m = (1 << dg.GRID_BITS) - 99
+    first = dg.GaussianPool(np.random.default_rng(21)).draw(m, 9)
+    assert np.array_equal(first, dg.discrete_gaussian(np.random.default_rng(21), m, 9))
+    requests = [9] * 40
+    pool = dg.GaussianPool(np.random.default_rng(22))
+    got = np.concatenate([pool.draw(m, r) for r in requests])
+    ref, rng = [], np.random.default_rng(22)
+    batch, drawn = 0, 0
+    while drawn < got.size:
+        batch = max(9, min(dg.GaussianPool.MAX_BATCH, batch * dg.GaussianPool.GROWTH))
+        ref.append(dg.discrete_gaussian(rng, m, batch))
+        drawn += batch
+    assert np.array_equal(got, np.concatenate(ref)[: got.size])
+    assert len(ref) < len(requests) // 4  # far fewer sampler calls than requests
+    # two scales keep separate batches; the same seed gives the same values
+    a, b = dg.GaussianPool(np.random.default_rng(5)), dg.GaussianPool(np.random.default_rng(5))
+    for pool_ in (a, b):
+        pool_.draw(m, 3)
+    assert np.array_equal(a.draw(m - 1, (2, 2)), b.draw(m - 1, (2, 2)))
+    with pytest.raises(ValueError, match="scale"):
+        a.draw(0, 4)
+
+
+def test_pooled_noise_on_the_grid() -> None:
+    """`gaussian_on_grid(..., pool=)` releases γ·(round(x/γ) + Z) with Z from the pool."""
+    sigma = 0.37
+    grid = dg.grid_for(sigma)
+    x = np.array([0.3, -1.25, 7.0])
+    rng = IntegersOnly(8)
+    out = dg.gaussian_on_grid(rng, x, sigma, grid, pool=dg.GaussianPool(rng))
+    z = dg.discrete_gaussian(IntegersOnly(8), dg.grid_scale(sigma, grid), 3)
+    assert np.array_equal(out, (dg.round_to_grid(x, grid) + z).astype(float) * grid)
+
+
 def test_the_sampler_draws_no_floats() -> None:
     rng = IntegersOnly(5)
     out = dg.gaussian_on_grid(rng, np.array([0.3, -1.25, 7.0]), 0.5, dg.grid_for(0.5))

@@ -446,3 +446,37 @@ def test_proxy_without_a_history_is_invalid_argument():
         me.on_message("n1", Message(PROXY, seq=2, round=1))
     assert r.value.code == RefusalCode.INVALID_ARGUMENT
     assert "history" in str(r.value)
+
+
+def test_schedule_inverse_and_relay_peers_are_the_brute_force_ones() -> None:
+    """The inverse schedule each engine reads (built once per job, O(T·n·k)) is the brute-force
+    one, and a relay goes to min(fanout, m) distinct peers among the m not known to hold the
+    record, every such peer with the same chance."""
+    from collections import Counter
+
+    from netdp_node.algorithms.inca.engine import in_neighbours
+
+    n = 23
+    p = _params(n, k=3)
+    k, T = int(p["k"]), int(p["T"])
+    nbrs = inca_audit.out_neighbours(n, k, T, 5)
+    ins = in_neighbours(nbrs)
+    for t in range(T):
+        for j in range(n):
+            assert ins[t][j] == [i for i in range(n) if j in nbrs[t, i]]
+    ids = [f"n{i}" for i in range(n)]
+    ctx = JobContext("j", "inca", ids[0], ids, p, 5)
+    eng = Inca(ctx, np.zeros(p["dim"]), np.random.default_rng(1))
+    assert eng.inn == [ins[t][0] for t in range(T)]
+    assert Inca(ctx.for_node(ids[1]), None, np.random.default_rng(2)).nbrs is eng.nbrs  # shared
+    eng.has = {j: {7} for j in range(2, n)}  # only party 1 (and we) lack origin 7
+    assert eng._relay_peers(7) == [1]
+    eng.has = {j: {7} for j in range(12, n)}  # parties 1..11 lack it
+    seen: Counter[int] = Counter()
+    for _ in range(3000):
+        pick = eng._relay_peers(7)
+        assert len(pick) == min(eng.fanout, 11) and len(set(pick)) == len(pick)
+        assert all(1 <= j <= 11 for j in pick)
+        seen.update(pick)
+    expect = 3000 * min(eng.fanout, 11) / 11
+    assert all(abs(seen[j] - expect) < 6 * math.sqrt(expect) for j in range(1, 12))

@@ -176,18 +176,19 @@ def decode_record(v: np.ndarray, dim: int, n: int, k: int, T: int) -> dict[str, 
     return rec
 
 
-def execution_from_records(
+def outcome_from_records(
     n: int,
     k: int,
     T: int,
     seed: int,
-    scheme: str,
     records: Mapping[int, Mapping[str, Any]],
     nbrs: np.ndarray | None = None,
     proxies: Mapping[int, tuple[int, Mapping[str, Any]]] | None = None,
-) -> tuple[inca_audit.IncaExecution, dict[str, Any]]:
-    """The public IncaExecution of a finished job from the dissemination records (in the
-    paper's threat model the schedule, the online sets and the weights are public).
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """The public outcome of a finished job from the dissemination records (in the paper's threat
+    model the schedule, the online sets and the weights are public): the online sets (T+1, n),
+    the parties whose final value is in the result (n,), and the counted and lost messages;
+    `execution_from_records` turns it into the IncaExecution (its weight matrices).
 
     A party whose record is missing (it left) is known up to the iteration before its last MIX
     that reached a party whose record arrived: every MIX carries its sender's history so far, and
@@ -200,7 +201,7 @@ def execution_from_records(
     unknown, the message is taken as counted, the usual outcome: a guess about two leavers'
     exchange that none of their later messages reported). A message the sender counted but the
     receiver did not is `lost` (see the module docstring).
-    Returns (execution, {"lost": [(t, i, j)], "missing": [i], "counted": [[(i, j)] per t]})."""
+    Returns (online, final, {"lost": [(t, i, j)], "missing": [i], "counted": [[(i, j)] per t]})."""
     nb = inca_audit.out_neighbours(n, k, T, seed) if nbrs is None else nbrs
     hist: dict[int, Mapping[str, Any]] = dict(records)
     known = {i: T for i in records}  # the last iteration whose history is known, per party
@@ -255,8 +256,48 @@ def execution_from_records(
     final = np.zeros(n, dtype=bool)
     for i, r in records.items():
         final[i] = bool(r["has_final"]) and bool(online[T, i])
-    ex = build_execution(n, k, T, seed, scheme, online, [set(c) for c in counted_all], lost, final)
-    return ex, {"lost": lost, "missing": missing, "counted": counted_all}
+    return online, final, {"lost": lost, "missing": missing, "counted": counted_all}
+
+
+def execution_from_records(
+    n: int,
+    k: int,
+    T: int,
+    seed: int,
+    scheme: str,
+    records: Mapping[int, Mapping[str, Any]],
+    nbrs: np.ndarray | None = None,
+    proxies: Mapping[int, tuple[int, Mapping[str, Any]]] | None = None,
+) -> tuple[inca_audit.IncaExecution, dict[str, Any]]:
+    """The public IncaExecution of a finished job from the dissemination records
+    (`outcome_from_records`, then the effective weights: T dense n×n matrices).
+    Returns (execution, {"lost": [(t, i, j)], "missing": [i], "counted": [[(i, j)] per t]})."""
+    online, final, info = outcome_from_records(n, k, T, seed, records, nbrs, proxies)
+    counted = [set(c) for c in info["counted"]]
+    ex = build_execution(n, k, T, seed, scheme, online, counted, info["lost"], final)
+    return ex, info
+
+
+def in_neighbours(nbrs: np.ndarray) -> list[list[list[int]]]:
+    """[t][j] -> the parties that planned j as an out-neighbour in iteration t + 1, ascending
+    (the inverse of the (T, n, k) schedule `inca_audit.out_neighbours`, in O(T·n·k))."""
+    T, n, k = nbrs.shape
+    out: list[list[list[int]]] = []
+    for t in range(T):
+        senders = np.repeat(np.arange(n), k)
+        receivers = nbrs[t].reshape(-1)
+        order = np.lexsort((senders, receivers))
+        bounds = np.searchsorted(receivers[order], np.arange(n + 1))
+        s = senders[order].tolist()
+        out.append([s[bounds[j] : bounds[j + 1]] for j in range(n)])
+    return out
+
+
+def schedule(ctx: JobContext, T: int, k: int) -> tuple[np.ndarray, list[list[list[int]]]]:
+    """The job's public schedule (T, n, k) and its inverse (`in_neighbours`)."""
+    nbrs = inca_audit.out_neighbours(len(ctx.participants), k, T, int(ctx.public_seed))
+    nbrs.setflags(write=False)  # shared by every engine of the job: read-only
+    return nbrs, in_neighbours(nbrs)
 
 
 class Inca(Engine):
@@ -287,9 +328,10 @@ class Inca(Engine):
         self.fanout = p.fanout
         self.w = 1.0 / (self.k + 1)
         self.alpha, self.U = inca_audit.noise_scheme(self.scheme, self.T)
-        self.nbrs = inca_audit.out_neighbours(self.n, self.k, self.T, int(ctx.public_seed))
+        # the public schedule and its inverse, built once per job (shared by the job's engines)
+        self.nbrs, ins = ctx.shared.get("inca-schedule", lambda: schedule(ctx, self.T, self.k))
         self.out = [[int(j) for j in self.nbrs[t, self.me]] for t in range(self.T)]
-        self.inn = [[i for i in range(self.n) if self.me in self.nbrs[t, i]] for t in range(self.T)]
+        self.inn = [ins[t][self.me] for t in range(self.T)]
         x = np.zeros(self.dim)
         self.has_data = bool(contribute and data is not None)
         if self.has_data:
@@ -699,12 +741,29 @@ class Inca(Engine):
         self.has.setdefault(origin, set()).add(origin)
         if self.done:
             return [Record("late-final", peer=self.ids[origin])]
-        others = [j for j in range(self.n) if j != self.me and origin not in self.has.get(j, ())]
-        acts: list[Action] = []
-        if others:  # rumour: relay a new record once, to `fanout` random peers
-            pick = self.rng.choice(len(others), size=min(self.fanout, len(others)), replace=False)
-            acts = self._push(origin, [others[int(p)] for p in pick])
+        # rumour: relay a new record once, to `fanout` random peers not known to hold it
+        acts = self._push(origin, self._relay_peers(origin))
         return acts + self._maybe_output()
+
+    def _relay_peers(self, origin: int) -> list[int]:
+        """min(fanout, m) distinct peers drawn uniformly from the m others not known to hold
+        `origin`'s record: by rejection (a uniform party, kept if it is such a peer and new),
+        which is O(fanout) while most peers lack the record, and from the full list otherwise."""
+
+        def lacks(j: int) -> bool:
+            return j != self.me and origin not in self.has.get(j, ())
+
+        pick: list[int] = []
+        for _ in range(4 * self.fanout + 8):
+            if len(pick) == self.fanout:
+                return pick
+            j = int(self.rng.integers(self.n))
+            if lacks(j) and j not in pick:
+                pick.append(j)
+        others = [j for j in range(self.n) if lacks(j) and j not in pick]
+        size = min(self.fanout - len(pick), len(others))
+        more = self.rng.choice(len(others), size=size, replace=False)
+        return pick + [others[int(p)] for p in more]
 
     def _expected_records(self) -> set[int]:
         """Parties that some record shows online at T (an exchange of iteration T counted): they
@@ -725,17 +784,18 @@ class Inca(Engine):
 
     def _output(self) -> list[Action]:
         self.done = True
-        ex, info = execution_from_records(
+        # the public outcome only: the weight matrices (T dense n×n) are for the accountant's
+        # audit, which rebuilds them from the result (`inca_audit.execution_from_info`)
+        online, final, info = outcome_from_records(
             self.n,
             self.k,
             self.T,
             int(self.ctx.public_seed),
-            self.scheme,
             self.records,
             self.nbrs,
             self.seen,
         )
-        fin = [i for i in range(self.n) if ex.final[i]]
+        fin = [int(i) for i in np.flatnonzero(final)]
         sum_y = sum((self.records[i]["y"] for i in fin), np.zeros(self.dim))
         sum_w = sum(self.records[i]["omega"] for i in fin)
         est = sum_y / sum_w if sum_w > 0 else np.full(self.dim, np.nan)
@@ -754,7 +814,7 @@ class Inca(Engine):
                     ],
                     "lost": [[t, self.ids[i], self.ids[j]] for t, i, j in info["lost"]],
                     "omega_final": {self.ids[i]: self.records[i]["omega"] for i in fin},
-                    "online": ex.online.astype(int).tolist(),
+                    "online": online.astype(int).tolist(),
                     "counted": [
                         [[self.ids[i], self.ids[j]] for i, j in c] for c in info["counted"]
                     ],

@@ -76,7 +76,7 @@ from netdp_node.algorithms.walk.params import (
     WalkSgdParams,
     WalkSumParams,
 )
-from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
+from netdp_node.privacy.discrete_gaussian import GaussianPool, gaussian_on_grid, job_grid
 from netdp_node.privacy.rw_sgd import (
     neighbour_lists,
     transition_row,
@@ -156,6 +156,9 @@ class CompleteGraphWalk(Engine):
         self.network_dp = (p.dp or "network") == "network"
         self.stop = p.stop
         self.custody_timeout = p.custody_timeout_s
+        # the node's noise, drawn in batches from its private generator (a holder releases noise
+        # at every holding; `GaussianPool`: the same distribution, without the per-call cost)
+        self.noise = GaussianPool(rng)
         # -- state (rebuilt from the ledger by restore) --
         self.t_now = 0  # the step being taken (set by _hold)
         self.count = 0  # real contributions (with data)
@@ -709,7 +712,7 @@ class WalkSum(CompleteGraphWalk):
     def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
         x = self.x if real else np.zeros(self.dim)
         sigma = self.params.sigma
-        out = tau + gaussian_on_grid(self.rng, x, sigma, self.grid)
+        out = tau + gaussian_on_grid(self.rng, x, sigma, self.grid, pool=self.noise)
         return out, {"mechanism": "gaussian", "sigma": sigma, "sensitivity": 2.0 * self.clip}
 
     def result_info(self, tau: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
@@ -894,7 +897,7 @@ class WalkSgd(CompleteGraphWalk):
             # local DP-SGD (the local baseline of §5.2): past the cap the model goes on unchanged
             return tau, {"event": "pass", "mechanism": "none", "sigma": 0.0}
         g = self.gradient(tau) if real else np.zeros(self.dim)
-        noisy = gaussian_on_grid(self.rng, g, self.params.sigma, self.grid)
+        noisy = gaussian_on_grid(self.rng, g, self.params.sigma, self.grid, pool=self.noise)
         return tau - self.eta * noisy, {
             "mechanism": "gaussian",
             "sigma": self.params.sigma,
@@ -971,7 +974,7 @@ class RandomWalkSgd(WalkSgd):
             return super().step(tau, real)
         # f_v(x) = ½‖x − y_v‖², ∇f_v = x − y_v, clipped to C, noise N(0, σ²Δ²I) (eq. (8))
         g = clip_l2(tau - self.X[0], self.L) if real else np.zeros(self.dim)
-        noisy = gaussian_on_grid(self.rng, g, self.params.sigma, self.grid)
+        noisy = gaussian_on_grid(self.rng, g, self.params.sigma, self.grid, pool=self.noise)
         return tau - self.eta * noisy, {
             "mechanism": "gaussian",
             "sigma": self.params.sigma,
