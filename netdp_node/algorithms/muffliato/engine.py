@@ -86,10 +86,12 @@ realise (`missing`), and the realised neighbours of every round.
 
 Publication of the schedule: at the end each node sends its realised neighbourhoods (`schedule`
 message: as public scalars "round:neighbour", the edges of its public graph that did NOT realise, so
-it is empty without drops) to every participant, which rebuilds and records them ("schedule" ledger
-event, the realised neighbours of every round). With
+it is empty without drops) to every participant, which checks it and records it as received
+("schedule" ledger event, `missing`: [round, neighbour] pairs; ledgers written before hold the
+expanded form, `realised`: the realised neighbours of every round, and are still read). With
 those of every participant (or at least one end of every realised edge) the accountant rebuilds the
-realised schedule; before that, or if some never arrive, it reports the local-DP level.
+realised schedule from the public graph; before that, or if some never arrive, it does not show
+the joint view.
 
 Algorithm 2 (`muffliato-random`): see `MuffliatoRandom`. Algorithm 3 (`muffliato-gd`): see
 `MuffliatoGd`.
@@ -217,7 +219,7 @@ class MuffliatoSync(Engine):
         self.give_ups: dict[int, int] = {}  # consecutive give-ups per neighbour (backoff)
         self.realised: list[list[int]] = []  # per finished round, realised neighbour indices
         self.missing: dict[str, list[int]] = {}
-        self.schedules: dict[str, Any] = {}
+        self.schedules: set[str] = set()  # the peers whose schedule arrived
 
     # -- public graph of the call of round r ----------------------------------------------------
     def _neighbours(self, v: int, call: int) -> list[int]:
@@ -459,19 +461,14 @@ class MuffliatoSync(Engine):
                     f"schedule key {k!r}: not an edge of {sender} in that round",
                 )
             missing.add((r, w))
-        rounds: dict[int, list[str]] = {}
-        for call in range(-(-self.total // self.T)):
-            nb = self._neighbours(s, call)
-            for r in range(call * self.T, min((call + 1) * self.T, self.total)):
-                R = [self.ids[w] for w in nb if (r, w) not in missing]
-                if R:
-                    rounds[r] = R
-        self.schedules[sender] = rounds
+        self.schedules.add(sender)
+        # recorded as received (compact: empty without drops); the accountant rebuilds the
+        # realised rounds from the public graph when it needs them (`accountant._reports`)
         return [
             Record(
                 "schedule",
                 peer=sender,
-                params={"realised": {str(r): sorted(v) for r, v in sorted(rounds.items())}},
+                params={"missing": [[r, self.ids[w]] for r, w in sorted(missing)]},
             )
         ]
 
