@@ -7,8 +7,9 @@ Each case is the command line a user types (`netdp simulate --algorithm A --node
 --quiet`, Muffliato on `graph=hypercube`), so its wall time includes the start-up, the parameter
 preparation, the simulation and the accountants. Records per case the wall time, the peak
 resident set and CPU time of that process (os.wait4), the simulation's own wall time as the
-command reports it (`wall_s`), the load average before and after (a shared machine), and the
-exit status (a case over --timeout is stopped and recorded as such). Writes
+command reports it (`wall_s`), the job's T (rounds per gossip call, as `validate` prepares it;
+None for the others), the load average before and after (a shared machine), and the exit status
+(a case over --timeout is stopped and recorded as such). Writes
 benchmarks/results/simulate-<n>.json.
 """
 
@@ -42,6 +43,16 @@ CASES: list[tuple[str, list[str]]] = [
     ("rw-sgd", []),
     ("inca", []),
 ]
+
+
+def rounds(alg: str, extra: list[str], n: int) -> Any:
+    """The job's T (synchronous gossip rounds per call; None for the others), as the command line
+    prepares it (`validate`), so that a case stopped at --timeout still says which T it ran."""
+    from netdp_node.algorithms import get_algorithm  # lazy: start-up cost
+
+    given = dict(get_algorithm(alg).hooks.sim_param_defaults(0.0, 0.0))
+    given.update(dict(kv.split("=", 1) for kv in extra[1::2]))
+    return get_algorithm(alg).validate(given, n).get("T")
 
 
 def _limit_memory(gb: float) -> Callable[[], None] | None:
@@ -92,6 +103,7 @@ def run(
         "algorithm": alg,
         "n": n,
         "args": " ".join(cmd[3:]),
+        "T": rounds(alg, extra, n),
         "wall_s": round(wall, 1),
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # this process's own peak (wait4)
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),

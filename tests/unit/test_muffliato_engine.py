@@ -19,6 +19,7 @@ from netdp_node.algorithms.accounting import JobView
 from netdp_node.algorithms.budget import check_budget, total_losses
 from netdp_node.algorithms.muffliato import accountant as ma
 from netdp_node.algorithms.muffliato.engine import SCHEDULE, VALUE, MuffliatoSync
+from netdp_node.ledger import Entry
 from netdp_node.privacy import gossip, gossip_joint_view, gossip_paper_bound
 from netdp_node.privacy.discrete_gaussian import GRID_BITS, gaussian_on_grid, grid_for
 from netdp_node.privacy.muffliato_accountant import public_graph
@@ -497,17 +498,21 @@ def test_published_schedule_names_the_edges_that_did_not_realise():
     msg = next(x.msg for x in a._finish() if isinstance(x, Send))
     assert set(msg.scalars) == {"1:5", "2:1", "2:5"}
     rec = b.on_message("n0", msg)
+    # recorded as received (compact), the realised rounds rebuilt by the accountant
     assert [(x.event, x.peer, x.params) for x in rec] == [
-        ("schedule", "n0", {"realised": {"0": ["n1", "n5"], "1": ["n1"]}})
+        ("schedule", "n0", {"missing": [[1, "n5"], [2, "n1"], [2, "n5"]]})
     ]
+    spec = {"job_id": "j", "algorithm": "muffliato", "participants": ids, "params": p}
+    entry = Entry(job_id="j", direction="local", event="schedule", peer="n0", params=rec[0].params)
+    reports = ma._reports([entry], "n2")
+    ma._realised(spec, reports, [ma._adjacency(n, ma.call_graph(spec, 0))])
+    assert reports == {"n0": {0: ["n1", "n5"], 1: ["n1"]}}
     full = eng["n3"]
     a2 = eng["n4"]
     a2.realised = [[3, 5]] * 3
     msg2 = next(x.msg for x in a2._finish() if isinstance(x, Send))
     assert msg2.scalars == {}  # no drop: an empty schedule
-    assert full.on_message("n4", msg2)[0].params["realised"] == {
-        str(r): ["n3", "n5"] for r in range(3)
-    }
+    assert full.on_message("n4", msg2)[0].params == {"missing": []}
     with pytest.raises(Refused) as ex:  # n0 and n3 are not neighbours on the ring
         eng["n1"].on_message("n0", Message(SCHEDULE, scalars={"0:3": 0.0}))
     assert ex.value.code is RefusalCode.INVALID_ARGUMENT and "not an edge" in ex.value.reason

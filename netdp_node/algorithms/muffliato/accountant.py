@@ -11,7 +11,10 @@ realised schedule from the ledger.
 What the ledger holds (see `protocols/muffliato.py`): the node's own "round" records (its realised
 neighbours per round) or "activation" records (randomized gossip), and the "schedule" records of
 the other participants, which every node publishes to all at the end of the job (the realised
-schedule is treated as public).
+schedule is treated as public): as received, the sender's public edges that did NOT realise
+(`missing`, empty without drops), from which `sync_schedules` rebuilds the realised rounds with
+the public graph; ledgers written before hold the expanded form (`realised`, the realised
+neighbours of every round), read as such.
 
 The guarantee (what the node enforces in its budget checks, records and reports as its loss):
 the LOCAL-DP level of its release x + η, composed over its calls. The noise is a discrete Gaussian
@@ -137,11 +140,53 @@ def _reports(entries: Iterable[Any], me: str) -> dict[str, Any]:
                 ]
             )
         elif e.event == "schedule":
-            if "realised" in e.params:
+            if "missing" in e.params:  # as received: the sender's public edges that did not realise
+                out[e.peer] = Missing((int(r), str(w)) for r, w in e.params["missing"])
+            elif "realised" in e.params:  # the expanded form of ledgers written before
                 out[e.peer] = {int(r): list(v) for r, v in e.params["realised"].items()}
             else:
                 out[e.peer] = [list(a) for a in e.params["activations"]]
     return out
+
+
+class Missing(tuple[tuple[int, str], ...]):
+    """A peer's published schedule as received and recorded: (round, neighbour) of each edge of
+    its public graph that did NOT realise (empty without drops). `_realised` rebuilds its
+    realised neighbours of every round from the public graph."""
+
+    def __new__(cls, items: Iterable[tuple[int, str]]) -> Missing:
+        return super().__new__(cls, sorted(items))
+
+
+def _realised(
+    spec: Mapping[str, Any], reports: dict[str, Any], adjacency: Sequence[Sequence[list[int]]]
+) -> None:
+    """Replace every compact schedule (`Missing`) in `reports` by the realised neighbours of every
+    round, {round: [peers]} (rounds with none left out), as the expanded "schedule" records of
+    earlier ledgers hold them. `adjacency[c][v]`: v's public neighbours in call c (indices)."""
+    parts = spec["participants"]
+    idx = _index(spec)
+    T = int(spec["params"]["T"])
+    for v, sched in list(reports.items()):
+        if not isinstance(sched, Missing):
+            continue
+        gone = set(sched)
+        rounds: dict[int, list[str]] = {}
+        for c, adj in enumerate(adjacency):
+            nb = adj[idx[v]]
+            for r in range(c * T, (c + 1) * T):
+                R = [parts[w] for w in nb if (r, parts[w]) not in gone]
+                if R:
+                    rounds[r] = R
+        reports[v] = rounds
+
+
+def _adjacency(n: int, edges: Iterable[tuple[int, int]]) -> list[list[int]]:
+    adj: list[list[int]] = [[] for _ in range(n)]
+    for a, b in edges:
+        adj[a].append(b)
+        adj[b].append(a)
+    return adj
 
 
 def _restricted_metropolis(
@@ -172,9 +217,11 @@ def sync_schedules(
         return None, "this node did not finish its rounds"
     reported = {idx[v] for v in reports}
     gamma = float(p["gamma"]) if p.get("accelerated", True) else None
+    graphs = [call_graph(spec, c) for c in range(calls)]
+    _realised(spec, reports, [_adjacency(n, g) for g in graphs])
     out = []
     for c in range(calls):
-        planned = call_graph(spec, c)
+        planned = graphs[c]
         for a, b in planned:
             if a not in reported and b not in reported:
                 return None, (

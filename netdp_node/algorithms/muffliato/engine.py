@@ -86,10 +86,35 @@ realise (`missing`), and the realised neighbours of every round.
 
 Publication of the schedule: at the end each node sends its realised neighbourhoods (`schedule`
 message: as public scalars "round:neighbour", the edges of its public graph that did NOT realise, so
-it is empty without drops) to every participant, which rebuilds and records them ("schedule" ledger
-event, the realised neighbours of every round). With
+it is empty without drops) to every participant, which checks it and records it as received
+("schedule" ledger event, `missing`: [round, neighbour] pairs; ledgers written before hold the
+expanded form, `realised`: the realised neighbours of every round, and are still read). With
 those of every participant (or at least one end of every realised edge) the accountant rebuilds the
-realised schedule; before that, or if some never arrive, it reports the local-DP level.
+realised schedule from the public graph; before that, or if some never arrive, it does not show
+the joint view.
+
+Why n(n − 1) schedule messages (every node to every other), and not fewer. The joint view of any
+observer depends on the whole realised schedule (T is at least the graph's diameter), and an edge's
+fate is known only at its two ends. The accountant may use an edge only if one of its ENDS told it
+(over its authenticated channel) how the edge went; it never infers it. Cheaper options weighed:
+(a) keep the messages and make each cheap: done here (the receiver checks the keys against the
+public graph and records them as received, O(missing edges), nothing expanded; the realised rounds
+are rebuilt by the accountant only when it computes a joint view); the runtime's own cost per
+delivery (durable receipt, acknowledgement, `acked` note) stays. (b) nodes with an empty schedule
+stay silent: unsound. Silence does not tell "finished, nothing missing" from "crashed" or "its
+message was lost": two adjacent nodes that both crash in round r leave their common edge unreported
+by either end, and silence would count it as realised in every later round; a finished node with
+drops whose message to x gives up (a partition) would look drop-free to x. A drop changes the
+restricted Metropolis weights, so the joint view of a wrong schedule is no bound (it is not
+monotone in the realised edges). Telling silence apart needs a word from every node to every
+observer: the n(n − 1) messages again. (c) relaying schedules along the public graph (n·d messages
+per flooding round, about diameter rounds) lets a relay forge both ends of an edge, which the
+accountant's disagreement check cannot catch: sound only with per-origin signatures; publishing
+each node's schedule once to the bootstrap (n uploads, n downloads of the same public bulletin)
+adds no trust beyond what the accountant already places in the bootstrap (participants, graph,
+public seed), and is the way to remove the n² messages; it needs a bootstrap RPC and is not done.
+The per-node cost is n − 1 messages sent and received, as a daemon pays it; only a single process
+simulating all n nodes pays n(n − 1).
 
 Algorithm 2 (`muffliato-random`): see `MuffliatoRandom`. Algorithm 3 (`muffliato-gd`): see
 `MuffliatoGd`.
@@ -217,7 +242,7 @@ class MuffliatoSync(Engine):
         self.give_ups: dict[int, int] = {}  # consecutive give-ups per neighbour (backoff)
         self.realised: list[list[int]] = []  # per finished round, realised neighbour indices
         self.missing: dict[str, list[int]] = {}
-        self.schedules: dict[str, Any] = {}
+        self.schedules: set[str] = set()  # the peers whose schedule arrived
 
     # -- public graph of the call of round r ----------------------------------------------------
     def _neighbours(self, v: int, call: int) -> list[int]:
@@ -459,19 +484,14 @@ class MuffliatoSync(Engine):
                     f"schedule key {k!r}: not an edge of {sender} in that round",
                 )
             missing.add((r, w))
-        rounds: dict[int, list[str]] = {}
-        for call in range(-(-self.total // self.T)):
-            nb = self._neighbours(s, call)
-            for r in range(call * self.T, min((call + 1) * self.T, self.total)):
-                R = [self.ids[w] for w in nb if (r, w) not in missing]
-                if R:
-                    rounds[r] = R
-        self.schedules[sender] = rounds
+        self.schedules.add(sender)
+        # recorded as received (compact: empty without drops); the accountant rebuilds the
+        # realised rounds from the public graph when it needs them (`accountant._reports`)
         return [
             Record(
                 "schedule",
                 peer=sender,
-                params={"realised": {str(r): sorted(v) for r, v in sorted(rounds.items())}},
+                params={"missing": [[r, self.ids[w]] for r, w in sorted(missing)]},
             )
         ]
 
