@@ -36,6 +36,7 @@ from netdp_node.algorithms.walk.baselines import local_sgd_sigma
 from netdp_node.algorithms.walk.engine import logistic_coefficients
 from netdp_node.datasets import load_housing, synthetic
 from netdp_node.errors import ConfigError
+from netdp_node.experiments.engine_runs import label
 from netdp_node.experiments.rw_graphs import geometric_graph, synthetic_graphs
 from netdp_node.privacy.rw_sgd import (
     mean_pair_s,
@@ -133,6 +134,7 @@ def batched_sgd(
         "final_accuracy_mean": float(A[-1].mean()),
         "final_accuracy_std": float(A[-1].std()),
         "final_objective_mean": float(Obj[-1].mean()),
+        "final_models": w.tolist(),
     }
 
 
@@ -314,5 +316,6 @@ def plot(res: dict[str, Any], path: Any) -> None:
         f", δ={p['delta']:g}, {p['runs']} runs ({p['data']})"
     )
     fig.tight_layout()
+    label(fig, res)
     fig.savefig(path, dpi=110)
     plt.close(fig)

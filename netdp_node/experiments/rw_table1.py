@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from netdp_node.experiments.engine_runs import label
 from netdp_node.experiments.muffliato_common import (
     chebyshev_gossip,
     gap_2,
@@ -300,5 +301,6 @@ def plot(res: dict[str, Any], path: Any) -> None:
     np.atleast_1d(axes)[0].set_ylabel("test accuracy")
     fig.suptitle("Table 1: random walk vs Muffliato-GD at a fixed mean privacy loss")
     fig.tight_layout()
+    label(fig, res)
     fig.savefig(path, dpi=110)
     plt.close(fig)
