@@ -50,7 +50,8 @@ def implementation(name: str, args: Any) -> str:
 
 
 def label(fig: Any, res: Mapping[str, Any]) -> None:
-    """Put the implementation (and the engine's smaller configuration) in the figure's title."""
+    """Put the implementation (and the engine's smaller configuration) in the figure's title
+    (before the figure's tight_layout, which makes room for it)."""
     impl = res.get("implementation")
     if not impl:
         return
@@ -61,7 +62,6 @@ def label(fig: Any, res: Mapping[str, Any]) -> None:
     old = getattr(fig, "_suptitle", None)
     title = old.get_text() if old is not None else ""
     fig.suptitle(f"{title}\n{text}" if title else text, fontsize=9)
-    fig.tight_layout()
 
 
 # -- the simulator, the way these experiments call it ------------------------------------------
@@ -567,8 +567,8 @@ def rw_fig2_plot(res: dict[str, Any], path: Any) -> None:
     ax.legend(fontsize=7)
     p = res["params"]
     fig.suptitle(f"Fig. 2 (RW), n={p['n']}, T={p['T']}, ε={p['epsilon']}, {p['runs']} runs")
-    fig.tight_layout()
     label(fig, res)
+    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

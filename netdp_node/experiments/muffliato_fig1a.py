@@ -340,7 +340,7 @@ def plot(res: dict[str, Any], path: Any) -> None:
         ax.set_title(f"{g} (n={r['n']}, T={r['T']})", fontsize=9)
     np.atleast_1d(axes)[0].set_ylabel("privacy loss / ε_LDP")
     np.atleast_1d(axes)[0].legend(fontsize=6, loc="lower left")
-    fig.tight_layout()
     label(fig, res)
+    fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)

@@ -182,7 +182,7 @@ def plot(res: dict[str, Any], path: Any) -> None:
     b.set_xlabel("time step")
     b.set_ylabel("error / (mean x⁰ − mean x)²")
     a.legend(fontsize=7)
-    fig.tight_layout()
     label(fig, res)
+    fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)

@@ -315,7 +315,7 @@ def plot(res: dict[str, Any], path: Any) -> None:
         f"Fig. 2: logistic regression, n={p['n']}×{p['points_per_user']}, ε={p['epsilon']}"
         f", δ={p['delta']:g}, {p['runs']} runs ({p['data']})"
     )
-    fig.tight_layout()
     label(fig, res)
+    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -300,7 +300,7 @@ def plot(res: dict[str, Any], path: Any) -> None:
         ax.legend(fontsize=7)
     np.atleast_1d(axes)[0].set_ylabel("test accuracy")
     fig.suptitle("Table 1: random walk vs Muffliato-GD at a fixed mean privacy loss")
-    fig.tight_layout()
     label(fig, res)
+    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

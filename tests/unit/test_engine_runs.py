@@ -66,7 +66,12 @@ def test_fig1a_engine_schedule_gives_the_same_loss_figures() -> None:
 def test_fig1a_json_names_the_implementation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Both modes write their JSON (the engine's beside the default's) naming the implementation,
+    and hand it to the figure (drawing is slow on a loaded machine: the title is checked by
+    `test_label_puts_the_implementation_in_the_title`)."""
     monkeypatch.setattr(f1, "graphs", _tiny_graphs)
+    drawn: list[tuple[str, Path]] = []
+    monkeypatch.setattr(f1, "plot", lambda res, path: drawn.append((res["implementation"], path)))
     eng = run_experiment("muffliato-fig1a", _args(tmp_path, "engine"))
     vec = run_experiment("muffliato-fig1a", _args(tmp_path, None))
     on_disk_eng = json.loads((tmp_path / "muffliato-fig1a-engine.json").read_text())
@@ -74,10 +79,29 @@ def test_fig1a_json_names_the_implementation(
     assert on_disk_eng["implementation"] == er.ENGINE == eng["implementation"]
     assert on_disk_vec["implementation"] == er.VECTORISED == vec["implementation"]
     assert "engine_config" in on_disk_eng and "engine_config" not in on_disk_vec
-    assert (tmp_path / "muffliato-fig1a-engine.png").stat().st_size > 0
-    assert (tmp_path / "muffliato-fig1a.png").stat().st_size > 0
+    assert drawn == [
+        (er.ENGINE, tmp_path / "muffliato-fig1a-engine.png"),
+        (er.VECTORISED, tmp_path / "muffliato-fig1a.png"),
+    ]
     for g in ("hypercube", "grid"):
         assert on_disk_eng["graphs"][g]["by_distance"] == on_disk_vec["graphs"][g]["by_distance"]
+
+
+def test_label_puts_the_implementation_in_the_title() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure()
+    fig.suptitle("Fig. 2")
+    er.label(fig, {"implementation": er.ENGINE, "engine_config": {"note": "n=32, not 2048"}})
+    text = fig._suptitle.get_text()  # type: ignore[attr-defined]
+    assert text.startswith("Fig. 2\n") and er.ENGINE in text and "n=32, not 2048" in text
+    fig2 = plt.figure()
+    er.label(fig2, {"implementation": er.VECTORISED})
+    assert fig2._suptitle.get_text() == f"[{er.VECTORISED}]"  # type: ignore[attr-defined]
+    plt.close("all")
 
 
 def test_reproduce_refuses_the_choice_for_single_implementation_experiments(
@@ -183,3 +207,17 @@ def test_fig6_engine_dropout_schedule() -> None:
     assert abs(float(it[-1].mean()) - float(d["x0"].mean())) <= 1e-12  # plain gossip keeps mass
     steps, errors, _ = er.stopping_step(d["x"], it)
     assert 1 <= steps <= T and len(errors) == steps + 1
+
+
+@pytest.mark.slow
+def test_fig1a_engine_quick_configuration_agrees_with_the_vectorised_figures() -> None:
+    """`netdp reproduce muffliato-fig1a --engine --quick` (the four families at n ≈ 32): on every
+    graph the ledger's schedule and loss figures are the vectorised ones."""
+    res = er.fig1a_engine("muffliato-fig1a", Namespace(quick=True))
+    assert set(res["graphs"]) == {"hypercube", "erdos_renyi", "random_geometric", "grid"}
+    for gname, r in res["graphs"].items():
+        n = r["n"]
+        edges = f1.graphs(True, size=er.FIG1A_ENGINE_QUICK)[gname][1]
+        vec = f1.one_graph(gname, n, edges)
+        assert r["by_distance"] == vec["by_distance"], gname
+        assert r["cross_check"]["final_values_max_abs_diff"] <= 1e-12
