@@ -1360,7 +1360,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="muffliato-fig1a, muffliato-fig6, random-walks-fig2, random-walks-table1: run on "
         "netdp's engines through `netdp simulate` (a smaller configuration than the paper's, "
         "stated in the JSON and the figure), with the vectorised computation on the same "
-        "schedule or walks as a cross-check",
+        "schedule or walks as a cross-check; writes NAME-engine.json and NAME-engine.png",
     )
     impl.add_argument(
         "--vectorised",
@@ -1368,7 +1368,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_const",
         const="vectorised",
         help="the same experiments on the vectorised NumPy re-implementation (their default: "
-        "100-1000x faster, so at the paper's size)",
+        "about 450-1000x faster than the engines, so at the paper's size)",
     )
     re_.add_argument(
         "--data-dir",
