@@ -1368,7 +1368,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_const",
         const="vectorised",
         help="the same experiments on the vectorised NumPy re-implementation (their default: "
-        "about 450-1000x faster than the engines, so at the paper's size)",
+        "55-1000x faster than the engines, so at the paper's size)",
     )
     re_.add_argument(
         "--data-dir",

@@ -7,9 +7,10 @@ muffliato-gd, rw-sgd) through `netdp simulate`'s Python API (`simulate.Simulator
 `NodeRuntime` over the in-memory transport on a virtual clock, a private seeded generator per
 node). What the engines do not give, the experiment reads from the nodes' ledgers (the realised
 gossip schedule, `muffliato.accountant.sync_schedules`) or from the simulator (the walk), never
-from the vectorised code. The engines run about 100 to 1000 times slower than one sparse matrix
-product per round, so the engine mode runs a smaller configuration by default (stated in the JSON
-under "engine_config" and in the figure title); the vectorised version stays the default and is
+from the vectorised code. The engines run 55 to 1000 times slower than the vectorised code (one
+sparse product per gossip round, all runs of a walk at once), so the engine mode runs a smaller
+configuration by default (stated in the JSON under "engine_config" and in the figure title); the
+vectorised version stays the default and is
 the cross-check: every engine result carries the vectorised computation on the SAME schedule or
 walk (`cross_check`).
 
