@@ -147,7 +147,7 @@ def schedule_from_ledger(
     me = spec["participants"][node]
     entries = list(res.entries[me])
     if everyone:
-        have = {e.peer for e in entries if e.event == "schedule"}
+        have = {e.peer for e in entries if e.event == "schedule" and e.direction == "local"}
         for v in spec["participants"]:
             if v == me or v in have:
                 continue
