@@ -1508,6 +1508,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs per point (default: the experiment's; the papers used more)",
     )
     re_.add_argument("--quick", action="store_true", help="a small version, for a smoke test")
+    impl = re_.add_mutually_exclusive_group()
+    impl.add_argument(
+        "--engine",
+        dest="implementation",
+        action="store_const",
+        const="engine",
+        help="muffliato-fig1a, muffliato-fig6, random-walks-fig2, random-walks-table1: run on "
+        "netdp's engines through `netdp simulate` (a smaller configuration than the paper's, "
+        "stated in the JSON and the figure), with the vectorised computation on the same "
+        "schedule or walks as a cross-check; writes NAME-engine.json and NAME-engine.png",
+    )
+    impl.add_argument(
+        "--vectorised",
+        dest="implementation",
+        action="store_const",
+        const="vectorised",
+        help="the same experiments on the vectorised NumPy re-implementation (their default: "
+        "55-1000x faster than the engines, so at the paper's size)",
+    )
     re_.add_argument(
         "--data-dir",
         help="a folder holding cal_housing.data, the California housing file "

@@ -109,16 +109,34 @@ def run(name: str, args: Any) -> dict[str, Any]:
     if name not in EXPERIMENTS:
         raise KeyError(name)
     mod = importlib.import_module(f"netdp_experiments.{EXPERIMENTS[name][0]}")
+    from netdp_experiments import engine_runs  # lazy: start-up cost
+
+    impl = engine_runs.implementation(name, args)
+    if getattr(args, "implementation", None) and not impl:
+        raise ConfigError(
+            f"{name} has one implementation (no --engine/--vectorised choice); the choice is "
+            f"for {', '.join(engine_runs.ENGINE_RUNS)}"
+        )
     t0 = time.perf_counter()
-    result = mod.run(name, args)
+    if impl == engine_runs.ENGINE:
+        result = engine_runs.ENGINE_RUNS[name](name, args)
+    else:
+        result = mod.run(name, args)
+    if impl:
+        result["implementation"] = impl
     result["experiment"] = name
     result["description"] = EXPERIMENTS[name][1]
     result["wall_s"] = time.perf_counter() - t0
     result["machine"] = machine()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(result, indent=2, default=float) + "\n")
-    mod.plot(result, out / f"{name}.png")
+    stem = f"{name}-engine" if impl == engine_runs.ENGINE else name  # beside the default's files
+    result["files"] = stem
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=2, default=float) + "\n")
+    plot = mod.plot
+    if impl == engine_runs.ENGINE:
+        plot = engine_runs.ENGINE_PLOTS.get(name, mod.plot)
+    plot(result, out / f"{stem}.png")
     return result
 
 
@@ -143,7 +161,11 @@ def cmd_reproduce(args: Any) -> int:
         return 0 if args.name == "list" else 2
     require_matplotlib()
     res = run(args.name, args)
-    print(f"{args.name}: done in {res['wall_s']:.1f} s; wrote {args.out}/{args.name}.json and .png")
+    impl = f" ({res['implementation']})" if res.get("implementation") else ""
+    print(
+        f"{args.name}{impl}: done in {res['wall_s']:.1f} s; wrote {args.out}/{res['files']}.json "
+        "and .png"
+    )
     for line in res.get("summary", []):
         print(f"  {line}")
     return 0

@@ -30,9 +30,10 @@ import networkx as nx
 import numpy as np
 from scipy.sparse.csgraph import shortest_path
 
+from netdp_experiments.engine_runs import label
 from netdp_experiments.muffliato_common import gap_2, gap_def2, metropolis_csr, t_mix
 from netdp_node.graphs import hypercube_edges
-from netdp_node.privacy.gossip import chebyshev_gamma, clip_to_ldp, fixed_schedule
+from netdp_node.privacy.gossip import GossipSchedule, chebyshev_gamma, clip_to_ldp, fixed_schedule
 from netdp_node.privacy.gossip_joint_view import joint_view
 from netdp_node.privacy.gossip_paper_bound import paper_bound, paper_bound_outgoing
 
@@ -109,9 +110,12 @@ SPEC_LAMBDA = {
 SPEC_T = {"hypercube": 19, "erdos_renyi": 32, "random_geometric": 111, "grid": 243}
 
 
-def graphs(quick: bool) -> dict[str, tuple[int, list[tuple[int, int]]]]:
-    """The four graphs as (n, edges); `quick`: the same families at n ≈ 128."""
-    m, side, n_rand, radius = (7, 11, 128, 0.2) if quick else (11, 45, 2048, 0.07)
+def graphs(
+    quick: bool, size: tuple[int, int, int, float] | None = None
+) -> dict[str, tuple[int, list[tuple[int, int]]]]:
+    """The four graphs as (n, edges); `quick`: the same families at n ≈ 128; `size`: (hypercube
+    dimension, grid side, random-graph n, geometric radius) instead."""
+    m, side, n_rand, radius = size or ((7, 11, 128, 0.2) if quick else (11, 45, 2048, 0.07))
     n_cube = 1 << m
     cube = hypercube_edges(n_cube)
     state = random.getstate()
@@ -153,13 +157,17 @@ def _by_distance(dist: np.ndarray, values: np.ndarray) -> dict[int, dict[str, fl
     return out
 
 
-def one_graph(name: str, n: int, edges: list[tuple[int, int]]) -> dict[str, Any]:
+def one_graph(
+    name: str, n: int, edges: list[tuple[int, int]], schedule: GossipSchedule | None = None
+) -> dict[str, Any]:
+    """The figure's numbers for one graph, on its fixed schedule, or on `schedule` (the engine
+    mode's, read from a ledger: `engine_runs`)."""
     E = np.asarray(edges, dtype=np.int64)
     W = metropolis_csr(n, E)
     lam2, lam_def2 = gap_2(W), gap_def2(W)
     T = t_mix(n, 1.0, lam2)
     gamma = chebyshev_gamma(min(1.0, lam_def2))
-    sched = fixed_schedule(n, edges, T, gamma=gamma)
+    sched = schedule or fixed_schedule(n, edges, T, gamma=gamma)
     dist = shortest_path(W, unweighted=True, indices=0).astype(np.int64)
     t0 = time.perf_counter()
     out_code = clip_to_ldp(paper_bound_outgoing(sched, 0, convention="code"))
@@ -332,6 +340,7 @@ def plot(res: dict[str, Any], path: Any) -> None:
         ax.set_title(f"{g} (n={r['n']}, T={r['T']})", fontsize=9)
     np.atleast_1d(axes)[0].set_ylabel("privacy loss / ε_LDP")
     np.atleast_1d(axes)[0].legend(fontsize=6, loc="lower left")
+    label(fig, res)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)

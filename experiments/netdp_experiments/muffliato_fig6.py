@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_experiments.engine_runs import label
 from netdp_experiments.muffliato_common import er_edges, metropolis_csr
 from netdp_node.privacy.gossip import GossipSchedule, realised_schedule
 from netdp_node.privacy.gossip_joint_view import joint_view
@@ -67,7 +68,12 @@ def dropout_run(
 
 
 def account(n: int, rounds: list[np.ndarray]) -> dict[str, Any]:
-    sched = realised_schedule(n, [e.tolist() for e in rounds])
+    return account_schedule(realised_schedule(n, [e.tolist() for e in rounds]))
+
+
+def account_schedule(sched: GossipSchedule) -> dict[str, Any]:
+    """Table 3's numbers on a realised schedule (also the engine mode's, read from a ledger)."""
+    n, rounds = sched.n, sched.edges
     out: dict[str, Any] = {}
     for conv in ("code", "thm1"):
         f = paper_bound_outgoing(sched, 0, convention=conv)
@@ -176,6 +182,7 @@ def plot(res: dict[str, Any], path: Any) -> None:
     b.set_xlabel("time step")
     b.set_ylabel("error / (mean x⁰ − mean x)²")
     a.legend(fontsize=7)
+    label(fig, res)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from netdp_experiments.engine_runs import label
 from netdp_experiments.rw_graphs import geometric_graph, synthetic_graphs
 from netdp_node.algorithms.walk.baselines import local_sgd_sigma
 from netdp_node.algorithms.walk.engine import logistic_coefficients
@@ -133,6 +134,7 @@ def batched_sgd(
         "final_accuracy_mean": float(A[-1].mean()),
         "final_accuracy_std": float(A[-1].std()),
         "final_objective_mean": float(Obj[-1].mean()),
+        "final_models": w.tolist(),
     }
 
 
@@ -313,6 +315,7 @@ def plot(res: dict[str, Any], path: Any) -> None:
         f"Fig. 2: logistic regression, n={p['n']}×{p['points_per_user']}, ε={p['epsilon']}"
         f", δ={p['delta']:g}, {p['runs']} runs ({p['data']})"
     )
+    label(fig, res)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from netdp_experiments.engine_runs import label
 from netdp_experiments.muffliato_common import (
     chebyshev_gossip,
     gap_2,
@@ -299,6 +300,7 @@ def plot(res: dict[str, Any], path: Any) -> None:
         ax.legend(fontsize=7)
     np.atleast_1d(axes)[0].set_ylabel("test accuracy")
     fig.suptitle("Table 1: random walk vs Muffliato-GD at a fixed mean privacy loss")
+    label(fig, res)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
