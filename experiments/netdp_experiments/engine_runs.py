@@ -688,7 +688,6 @@ def table1_engine(name: str, args: Any) -> dict[str, Any]:
     from netdp_node.privacy.gossip import chebyshev_gamma  # lazy: start-up cost
     from netdp_node.privacy.rw_sgd import (  # lazy: start-up cost
         mean_pair_s,
-        sigma_for_mean_loss,
         transition_matrix,
     )
 
@@ -727,15 +726,7 @@ def table1_engine(name: str, args: Any) -> dict[str, Any]:
         for gi, (gname, s) in enumerate(setup.items()):
             n = s["n"]
             X, y = X_all[:n], y_all[:n]
-            sig = {
-                "rw": 2 * t1.LIP * sigma_for_mean_loss(s["mean_S"], t1.K, eps, t1.DELTA, "paper"),
-                "rw_nocap": 2
-                * t1.LIP
-                * sigma_for_mean_loss(s["mean_S"], t1.K, eps, t1.DELTA, "none"),
-                "muffliato": 2
-                * t1.LIP
-                * math.sqrt(t1.K * s["gossip_mean_fraction"] / (2 * t1.rho_for(eps, t1.DELTA))),
-            }
+            sig = t1.sigma_abs(s, eps)
             row: dict[str, Any] = {
                 "epsilon_bar": eps,
                 "graph": gname,
@@ -1042,20 +1033,9 @@ def fig6_engine(name: str, args: Any) -> dict[str, Any]:
                     **acc,
                 }
             )
-        code = np.array([x["paper_code"] for x in per_run])
-        thm1 = np.array([x["paper_thm1"] for x in per_run])
-        jv = np.array([x["joint_view_in_mean"] for x in per_run])
-        st = np.array([x["steps"] for x in per_run])
         row = {
             "horizon": T,
-            "paper_code_mean": float(code.mean()),
-            "paper_code_std": float(code.std()),
-            "paper_thm1_mean": float(thm1.mean()),
-            "paper_thm1_std": float(thm1.std()),
-            "joint_view_in_mean": float(jv.mean()),
-            "joint_view_in_std": float(jv.std()),
-            "steps_mean": float(st.mean()),
-            "steps": st.tolist(),
+            **f6.summarise_runs(per_run),
             "all_stopped": all(x["stopped"] for x in per_run),
             "engine_wall_s": float(sum(x["engine"]["wall_s"] for x in per_run)),
             "cross_check": {

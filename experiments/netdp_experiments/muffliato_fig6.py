@@ -38,6 +38,19 @@ SPEC_OURS = {
 PAPER_TABLE3 = {0.0: (0.017, 0.006), 0.1: (0.018, 0.006), 0.5: (0.015, 0.007), 0.9: (0.014, 0.006)}
 
 
+def summarise_runs(per_run: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean and std over the runs of one dropout level: the paper's two bounds, the joint view and
+    the number of rounds."""
+    out: dict[str, Any] = {}
+    for key in ("paper_code", "paper_thm1", "joint_view_in_mean"):
+        v = np.array([x[key] for x in per_run])
+        name = key.removesuffix("_in_mean") + "_in" if key.endswith("_in_mean") else key
+        out[f"{name}_mean"], out[f"{name}_std"] = float(v.mean()), float(v.std())
+    steps = np.array([x["steps"] for x in per_run])
+    out["steps_mean"], out["steps"] = float(steps.mean()), steps.tolist()
+    return out
+
+
 def dropout_run(
     n: int, p: float, dropout: float, rng: np.random.Generator, max_steps: int = 100_000
 ) -> dict[str, Any]:
@@ -132,21 +145,7 @@ def run(name: str, args: Any) -> dict[str, Any]:
             sim = dropout_run(n, p, q, rng)
             acc = account(n, sim["rounds"])
             per_run.append({"steps": sim["steps"], "errors": sim["errors"], **acc})
-        code = np.array([x["paper_code"] for x in per_run])
-        thm1 = np.array([x["paper_thm1"] for x in per_run])
-        jv = np.array([x["joint_view_in_mean"] for x in per_run])
-        steps = np.array([x["steps"] for x in per_run])
-        row = {
-            "paper_code_mean": float(code.mean()),
-            "paper_code_std": float(code.std()),
-            "paper_thm1_mean": float(thm1.mean()),
-            "paper_thm1_std": float(thm1.std()),
-            "joint_view_in_mean": float(jv.mean()),
-            "joint_view_in_std": float(jv.std()),
-            "steps_mean": float(steps.mean()),
-            "steps": steps.tolist(),
-            "runs": per_run,
-        }
+        row = {**summarise_runs(per_run), "runs": per_run}
         out["rows"][str(q)] = row
         summary.append(
             f"dropout {q:.0%}: total loss {row['paper_code_mean']:.4f} ± "

@@ -77,6 +77,17 @@ def rho_for(eps: float, delta: float) -> float:
     return (math.sqrt(eps + L) - math.sqrt(L)) ** 2
 
 
+def sigma_abs(s: dict[str, Any], eps: float) -> dict[str, float]:
+    """The absolute noise std of each method at the mean loss ε̄ = `eps`, from a graph's
+    statistics `s` (mean_S, gossip_mean_fraction): the random walk with and without the cap, and
+    Muffliato-GD."""
+    return {
+        "rw": 2 * LIP * sigma_for_mean_loss(s["mean_S"], K, eps, DELTA, "paper"),
+        "rw_nocap": 2 * LIP * sigma_for_mean_loss(s["mean_S"], K, eps, DELTA, "none"),
+        "muffliato": 2 * LIP * math.sqrt(K * s["gossip_mean_fraction"] / (2 * rho_for(eps, DELTA))),
+    }
+
+
 def gossip_mean_fraction(
     W: np.ndarray, edges: list[tuple[int, int]], T_g: int, rng: np.random.Generator
 ) -> float:
@@ -158,13 +169,7 @@ def run(name: str, args: Any) -> dict[str, Any]:
         for gname, s in setup.items():
             n = s["n"]
             X, y = X_all[:n], y_all[:n]
-            sig = {
-                "rw": 2 * LIP * sigma_for_mean_loss(s["mean_S"], K, eps, DELTA, "paper"),
-                "rw_nocap": 2 * LIP * sigma_for_mean_loss(s["mean_S"], K, eps, DELTA, "none"),
-                "muffliato": 2
-                * LIP
-                * math.sqrt(K * s["gossip_mean_fraction"] / (2 * rho_for(eps, DELTA))),
-            }
+            sig = sigma_abs(s, eps)
             row: dict[str, Any] = {
                 "epsilon_bar": eps,
                 "graph": gname,
