@@ -245,18 +245,7 @@ def fig1a_engine(name: str, args: Any) -> dict[str, Any]:
     size = FIG1A_ENGINE_QUICK if quick else FIG1A_ENGINE_SIZE
     gs = f1.graphs(quick, size=size)
     res: dict[str, Any] = {
-        "params": {
-            "alpha": 2,
-            "sigma": 1.0,
-            "sensitivity": 1.0,
-            "epsilon_ldp": 1.0,
-            "source": 0,
-            "T": "ceil(ln n / sqrt(1 - lambda_2))",
-            "weights": "Metropolis",
-            "accelerated": True,
-            "quick": quick,
-            "seed": 1,
-        },
+        "params": {**f1.params(quick), "seed": 1},
         "engine_config": {
             "algorithm": "muffliato (graph=topology, accelerated, sigma=1)",
             "sizes": {g: n for g, (n, _) in gs.items()},
@@ -727,18 +716,7 @@ def table1_engine(name: str, args: Any) -> dict[str, Any]:
             n = s["n"]
             X, y = X_all[:n], y_all[:n]
             sig = t1.sigma_abs(s, eps)
-            row: dict[str, Any] = {
-                "epsilon_bar": eps,
-                "graph": gname,
-                "n": n,
-                "T": s["T"],
-                "T_gossip": s["T_gossip"],
-                "gap": s["gap"],
-                "mean_S": s["mean_S"],
-                "gossip_mean_fraction": s["gossip_mean_fraction"],
-                "sigma_abs": sig,
-                "paper": None,
-            }
+            row: dict[str, Any] = {**t1.row_head(gname, s, eps), "paper": None}
             for alg in ("rw", "rw_nocap"):
                 if alg not in eta:
                     eta[alg] = _tune_rw_eta(X, y, s, sig[alg], eps, split)

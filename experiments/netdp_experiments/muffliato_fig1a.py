@@ -220,20 +220,25 @@ def one_graph(
     return res
 
 
+def params(quick: bool) -> dict[str, Any]:
+    """The figure's fixed parameters, as its JSON states them."""
+    return {
+        "alpha": 2,
+        "sigma": 1.0,
+        "sensitivity": 1.0,
+        "epsilon_ldp": 1.0,
+        "source": 0,
+        "T": "ceil(ln n / sqrt(1 - lambda_2))",
+        "weights": "Metropolis",
+        "accelerated": True,
+        "quick": quick,
+    }
+
+
 def run(name: str, args: Any) -> dict[str, Any]:
     quick = bool(getattr(args, "quick", False))
     out: dict[str, Any] = {
-        "params": {
-            "alpha": 2,
-            "sigma": 1.0,
-            "sensitivity": 1.0,
-            "epsilon_ldp": 1.0,
-            "source": 0,
-            "T": "ceil(ln n / sqrt(1 - lambda_2))",
-            "weights": "Metropolis",
-            "accelerated": True,
-            "quick": quick,
-        },
+        "params": params(quick),
         "graphs": {},
         "spec_hypercube": SPEC_CUBE,
         "spec_outgoing": SPEC_OUT,

@@ -77,6 +77,22 @@ def rho_for(eps: float, delta: float) -> float:
     return (math.sqrt(eps + L) - math.sqrt(L)) ** 2
 
 
+def row_head(gname: str, s: dict[str, Any], eps: float) -> dict[str, Any]:
+    """What a Table 1 row states about its graph `s` and its mean loss ε̄ = `eps`, the noise
+    stds included (`sigma_abs`)."""
+    return {
+        "epsilon_bar": eps,
+        "graph": gname,
+        "n": s["n"],
+        "T": s["T"],
+        "T_gossip": s["T_gossip"],
+        "gap": s["gap"],
+        "mean_S": s["mean_S"],
+        "gossip_mean_fraction": s["gossip_mean_fraction"],
+        "sigma_abs": sigma_abs(s, eps),
+    }
+
+
 def sigma_abs(s: dict[str, Any], eps: float) -> dict[str, float]:
     """The absolute noise std of each method at the mean loss ε̄ = `eps`, from a graph's
     statistics `s` (mean_S, gossip_mean_fraction): the random walk with and without the cap, and
@@ -171,15 +187,7 @@ def run(name: str, args: Any) -> dict[str, Any]:
             X, y = X_all[:n], y_all[:n]
             sig = sigma_abs(s, eps)
             row: dict[str, Any] = {
-                "epsilon_bar": eps,
-                "graph": gname,
-                "n": n,
-                "T": s["T"],
-                "T_gossip": s["T_gossip"],
-                "gap": s["gap"],
-                "mean_S": s["mean_S"],
-                "gossip_mean_fraction": s["gossip_mean_fraction"],
-                "sigma_abs": sig,
+                **row_head(gname, s, eps),
                 "paper": {"muffliato": PAPER[eps][gname][0], "rw": PAPER[eps][gname][1]}
                 if not quick
                 else None,
