@@ -949,7 +949,28 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--data", help="a file with one value per node (text or .npy), instead of synthetic values"
     )
-    d.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    d.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object on stdout: the result and, per node, its privacy "
+        "towards its worst peer and a summary over its peers (worst_peer, peers_summary; "
+        "about 1 MB at 1,000 nodes); every pair only with --json-peers or --peers-out",
+    )
+    d.add_argument(
+        "--json-peers",
+        action="store_true",
+        help="with --json: also list, in each node's row, its loss towards every peer "
+        "(peers; incoming for gossip): n(n-1) entries, about 180 MB at 1,000 nodes (for "
+        "that, prefer --peers-out FILE.npz)",
+    )
+    d.add_argument(
+        "--peers-out",
+        metavar="FILE",
+        help="write every node's loss towards every peer to FILE: .npz (compact: n x n "
+        "matrices epsilon, delta, method (an index into methods), rows nodes, for "
+        "np.load) or .csv (one line per pair: node, peer, direction, epsilon, delta, "
+        "method)",
+    )
     d.add_argument(
         "--workdir",
         help="keep certificates, ledgers and logs here (default: a "
