@@ -462,6 +462,8 @@ def cmd_job(a: argparse.Namespace) -> int:
                 # chosen once, before the first attempt: every retry of the submission names the
                 # same job, so one whose reply was lost is not started twice (`new_job_id`)
                 job_id = a.job_id or new_job_id()
+                # named before the call: a submission interrupted or given up can be polled
+                print(f"submitting job {job_id} to {a.bootstrap}", file=sys.stderr)
                 try:
                     job = await c.submit(
                         a.algorithm,

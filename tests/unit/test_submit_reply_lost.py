@@ -147,9 +147,11 @@ async def test_client_submit_without_id_retries_under_one_id(boot: Boot) -> None
 
 async def test_cli_submit_without_job_id_starts_one_job(boot: Boot, capsys: Any) -> None:
     assert await asyncio.to_thread(main, _submit_argv(boot)) == 0
-    out = capsys.readouterr().out.split()
+    std = capsys.readouterr()
+    out = std.out.split()
     assert len(out) == 1, out  # the job id the user polls, on stdout
     (job_id,) = out
+    assert f"submitting job {job_id} to {boot.address}" in std.err  # named before the call
     assert boot.jobs() == [job_id]  # ONE job
     assert boot.service.requested == [job_id, job_id]
     assert re.fullmatch(JOB_ID_FORM, job_id), job_id
