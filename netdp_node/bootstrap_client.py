@@ -8,6 +8,7 @@ once (no retry)."""
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 import grpc
@@ -57,6 +58,17 @@ def job_context(job: common_pb2.JobSpec, me: str) -> JobContext:
             else tuple((e.src, e.dst) for e in job.topology.edges)
         ),
     )
+
+
+def new_job_id() -> str:
+    """A fresh job id, chosen by the client ONCE, before its first SubmitJob: `job-` and 16 random
+    hex digits (64 bits from the OS's CSPRNG, e.g. `job-3f9c0a7e12b4d658`). The bootstrap treats a
+    client-chosen id as an idempotency key: when the reply of a submission is lost (a timeout or
+    UNAVAILABLE after the bootstrap stored the job) the retry, under the same id and spec, gets the
+    stored job back instead of starting a second job that would spend every participant's budget
+    again. 64 bits: two submissions of a bootstrap share an id with probability below 1e-7 even
+    after a million jobs (and a shared id with another spec is refused, never merged)."""
+    return f"job-{secrets.token_hex(8)}"
 
 
 def addresses(job: common_pb2.JobSpec) -> dict[str, str]:
@@ -180,6 +192,10 @@ class BootstrapClient:
         seed: int = 0,
         job_id: str = "",
     ) -> common_pb2.JobSpec:
+        """Submit a job; retried on a transient failure. `job_id` "" : a fresh one (`new_job_id`),
+        chosen here once, so that every retry of this submission names the same job (a retry
+        whose first attempt reached the bootstrap re-attaches to the stored job; nothing is run
+        or spent twice)."""
         req = bootstrap_pb2.SubmitJobRequest(
             algorithm=algorithm,
             params_json=json.dumps(params),
@@ -187,7 +203,7 @@ class BootstrapClient:
             topology_kind=topology,
             topology_params_json=json.dumps(topology_params or {}),
             public_seed=seed,
-            job_id=job_id,
+            job_id=job_id or new_job_id(),
         )
         return (await self.call("SubmitJob", req)).job
 

@@ -418,7 +418,11 @@ def cmd_node(a: argparse.Namespace) -> int:
 def cmd_job(a: argparse.Namespace) -> int:
     import asyncio  # lazy: start-up cost
 
-    from netdp_node.bootstrap_client import BootstrapClient  # lazy: start-up cost
+    from netdp_node.bootstrap_client import (  # lazy: start-up cost
+        TRANSIENT,
+        BootstrapClient,
+        new_job_id,
+    )
     from netdp_node.jobs import (  # lazy: start-up cost
         render_result,
         result_summary,
@@ -455,6 +459,11 @@ def cmd_job(a: argparse.Namespace) -> int:
                     await wait_nodes(c, a.wait_nodes, a.wait or 300.0)
                 import grpc  # lazy: start-up cost
 
+                # chosen once, before the first attempt: every retry of the submission names the
+                # same job, so one whose reply was lost is not started twice (`new_job_id`)
+                job_id = a.job_id or new_job_id()
+                # named before the call: a submission interrupted or given up can be polled
+                print(f"submitting job {job_id} to {a.bootstrap}", file=sys.stderr)
                 try:
                     job = await c.submit(
                         a.algorithm,
@@ -462,11 +471,19 @@ def cmd_job(a: argparse.Namespace) -> int:
                         participants=a.participants.split(",") if a.participants else None,
                         topology=a.topology or "",
                         seed=a.seed,
-                        job_id=a.job_id or "",
+                        job_id=job_id,
                     )
-                except grpc.aio.AioRpcError as e:  # a bad --param: a usage error (exit 2)
+                except grpc.aio.AioRpcError as e:
+                    if e.code() in TRANSIENT:  # the bootstrap may have stored it all the same
+                        raise NetdpError(
+                            f"{e.code().name}: {e.details()}; job {job_id} may have been "
+                            f"submitted: see `netdp job result --bootstrap {a.bootstrap} --certs "
+                            f"{a.certs} {job_id}`, or submit again with --job-id {job_id} (the "
+                            f"same spec under the same id is that job, never a second one)"
+                        ) from None
                     if e.code() != grpc.StatusCode.INVALID_ARGUMENT:
                         raise
+                    # a bad --param: a usage error (exit 2)
                     raise ConfigError(f"the bootstrap refused the job: {e.details()}") from None
                 print(job.job_id)
                 print(
@@ -934,7 +951,28 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--data", help="a file with one value per node (text or .npy), instead of synthetic values"
     )
-    d.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    d.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object on stdout: the result and, per node, its privacy "
+        "towards its worst peer and a summary over its peers (worst_peer, peers_summary; "
+        "about 1 MB at 1,000 nodes); every pair only with --json-peers or --peers-out",
+    )
+    d.add_argument(
+        "--json-peers",
+        action="store_true",
+        help="with --json: also list, in each node's row, its loss towards every peer "
+        "(peers; incoming for gossip): n(n-1) entries, about 180 MB at 1,000 nodes (for "
+        "that, prefer --peers-out FILE.npz)",
+    )
+    d.add_argument(
+        "--peers-out",
+        metavar="FILE",
+        help="write every node's loss towards every peer to FILE: .npz (compact: n x n "
+        "matrices epsilon, delta, method (an index into methods), rows nodes, for "
+        "np.load) or .csv (one line per pair: node, peer, direction, epsilon, delta, "
+        "method)",
+    )
     d.add_argument(
         "--workdir",
         help="keep certificates, ledgers and logs here (default: a "
@@ -1330,10 +1368,12 @@ def build_parser() -> argparse.ArgumentParser:
             jp.add_argument(
                 "--job-id",
                 type=_job_id,
-                help="choose the job id (default: the bootstrap picks one). It is an "
-                "idempotency key: submitting the same spec again under the same id "
-                "re-attaches to that job (nothing is run or spent twice); another "
-                "spec under an existing id is refused (ALREADY_EXISTS)",
+                help="choose the job id (default: a fresh random one, job- and 16 hex "
+                "digits, chosen before the first attempt; it is printed on stdout). It is "
+                "an idempotency key: every retry of this submission (a lost reply) and "
+                "submitting the same spec again under the same id re-attach to that job "
+                "(nothing is run or spent twice); another spec under an existing id is "
+                "refused (ALREADY_EXISTS)",
             )
             jp.add_argument(
                 "--wait-nodes",

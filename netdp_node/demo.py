@@ -8,14 +8,17 @@ the test accuracy beside the local-DP and central-DP baselines (SGD, GD), the no
 against local DP for the same guarantee, and every node's privacy report read from its own ledger,
 with the threat model (who the ε holds against; JSON key "threat_model"). With --seed the nodes'
 private RNGs are seeded (reproducible, NOT PRIVATE): the output says so (JSON keys "seeded_rng",
-"not_private"). With --json, one JSON object on stdout (keys in the README). Every process it
-started is stopped on success, on error and on Ctrl-C.
+"not_private"). With --json, one JSON object on stdout (keys in the README): per node its loss
+towards its worst peer and a summary over its peers (`json_result`), every pair only with
+--json-peers; --peers-out writes every pair to a compact file instead (`write_peers`: .npz
+matrices or .csv lines). Every process it started is stopped on success, on error and on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import csv
 import json
 import math
 import os
@@ -26,6 +29,8 @@ import signal
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -382,9 +387,11 @@ def render(res: dict[str, Any]) -> str:
         + (f" ({NOT_PRIVATE})" if res.get("not_private") else "")
         + ":"
     ]
+    # `res` as `_run` makes it, or as --json prints it (per-peer lists only with --json-peers)
+    listed = all("peers" in row for row in res["privacy"])
     peers = [p["node"] for p in res["privacy"]]
     w = max(len(x) for x in peers)
-    show = peers if len(peers) <= 10 else []
+    show = peers if len(peers) <= 10 and listed else []
     lines.append(
         f"  {'node':<{w}}  {'ε (worst)':>10}  {'δ':>9}  " + "  ".join(f"{p:>{w}}" for p in show)
     )
@@ -392,7 +399,7 @@ def render(res: dict[str, Any]) -> str:
     if len(rows) > MAX_ROWS:  # the nodes that lost most; the others summed up below
         rows = sorted(rows, key=lambda r: -r["epsilon"])[:MAX_ROWS]
     for row in rows:
-        eps = {p["peer"]: p["epsilon"] for p in row["peers"]}
+        eps = {p["peer"]: p["epsilon"] for p in row.get("peers", ())}
         cells = "  ".join(f"{(f'{eps[p]:.3f}' if p in eps else '-'):>{w}}" for p in show)
         lines.append(
             f"  {row['node']:<{w}}  {row['epsilon']:>10.4f}  {row['delta']:>9.2g}  {cells}"
@@ -404,7 +411,11 @@ def render(res: dict[str, Any]) -> str:
             f"  ... {len(rest)} more nodes, ε (worst) from {rest[-1]['epsilon']:.4f} to "
             f"{rest[0]['epsilon']:.4f} (every row: --json)"
         )
-    methods = sorted({p["method"] for row in res["privacy"] for p in row["peers"]})
+    methods = sorted(
+        {p["method"] for row in res["privacy"] for p in row["peers"]}
+        if listed
+        else {m for row in res["privacy"] for m in row["peers_summary"]["methods"]}
+    )
     lines.append(f"  (method: {'; '.join(methods)}; see `netdp privacy report`)")
     if res.get("threat_model"):
         lines += threat_lines(res["threat_model"], "  ")
@@ -487,6 +498,7 @@ def check_args(a: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError("--target-epsilon sets the noise of the job: do not also give --epsilon")
     if target is not None and not 0 < target < math.inf:
         raise ConfigError(f"--target-epsilon must be a finite number > 0, not {target:g}")
+    _check_output_flags(a)
     hooks = _hooks(a)
     hooks.check_demo_flags(a)
     if hooks.demo_topology and a.topology:
@@ -514,6 +526,154 @@ def check_args(a: argparse.Namespace) -> dict[str, Any]:
             f", see also {', '.join(others)}" if others else ""
         )
         raise ConfigError(f"{flag}: {text}{where}" if flag else f"{text}{where}") from None
+
+
+def _check_output_flags(a: argparse.Namespace) -> None:
+    """--json-peers and --peers-out, before anything starts (a mistake found after a 1,000-node
+    job would lose the pairs)."""
+    if getattr(a, "json_peers", False) and not a.json:
+        raise ConfigError("--json-peers adds every pair to the --json output: give --json too")
+    out = getattr(a, "peers_out", None)
+    if out is None:
+        return
+    path = Path(out)
+    if path.suffix not in PEERS_FORMATS:
+        raise ConfigError(
+            f"--peers-out {out}: the file name must end in {' or '.join(PEERS_FORMATS)} (its "
+            "format)"
+        )
+    if path.is_dir():
+        raise ConfigError(f"--peers-out {out} is a directory, not a file")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:  # the folder it would be created in
+        parent = parent.parent
+    if not (parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)):
+        raise ConfigError(f"--peers-out {out}: cannot create files in {parent}")
+
+
+# -- the JSON output and the per-pair file ------------------------------------------------------
+#: --peers-out formats, by the file name's suffix
+PEERS_FORMATS = (".npz", ".csv")
+#: the per-peer lists of a node's privacy row (outgoing; incoming for gossip) and their summaries
+PAIR_LISTS = {"peers": "out", "incoming": "in"}
+
+
+def peer_summary(losses: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A node's losses towards its peers in a few numbers: count, ε min/median/mean/max, the
+    largest δ, and how many peers each accounting method covers."""
+    if not losses:
+        return {
+            "count": 0,
+            "epsilon_min": None,
+            "epsilon_median": None,
+            "epsilon_mean": None,
+            "epsilon_max": None,
+            "delta_max": None,
+            "methods": {},
+        }
+    eps = np.array([p["epsilon"] for p in losses], dtype=np.float64)
+    return {
+        "count": len(losses),
+        "epsilon_min": float(eps.min()),
+        "epsilon_median": float(np.median(eps)),
+        "epsilon_mean": float(eps.mean()),
+        "epsilon_max": float(eps.max()),
+        "delta_max": max(float(p["delta"]) for p in losses),
+        "methods": dict(sorted(Counter(str(p["method"]) for p in losses).items())),
+    }
+
+
+def worst_of(losses: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The loss of the largest ε (the first such peer in the list's order), None if none."""
+    worst = max(losses, key=lambda p: p["epsilon"], default=None)
+    return None if worst is None else dict(worst)
+
+
+def json_result(res: Mapping[str, Any], *, peers: bool = False) -> dict[str, Any]:
+    """The --json object: `res` with each node's per-peer lists ("peers", and "incoming" for
+    gossip) replaced by the worst of them ("worst_peer", "worst_incoming") and their summary
+    ("peers_summary", "incoming_summary", `peer_summary`), so that its size grows with the nodes,
+    not with the pairs (1,000 nodes: about 1 MB, not 180 MB). `peers`: keep the lists as well
+    (--json-peers)."""
+    rows = []
+    for row in res["privacy"]:
+        out = {k: v for k, v in row.items() if k not in PAIR_LISTS or peers}
+        for key in PAIR_LISTS:
+            if key in row:
+                name = "peer" if key == "peers" else key
+                out[f"worst_{name}"] = worst_of(row[key])
+                out[f"{key}_summary"] = peer_summary(row[key])
+        rows.append(out)
+    return {**res, "privacy": rows, "privacy_pairs": "listed" if peers else "summarised"}
+
+
+def write_peers(path: Path, res: Mapping[str, Any]) -> None:
+    """Every node's loss towards every peer (--peers-out), by the file name's suffix:
+
+    - `.npz` (numpy, `np.load(path)`, no pickle): `nodes` (n ids: the rows and columns),
+      `epsilon` and `delta` (n x n float64; [i, j] is node i's loss towards node j, NaN where none,
+      e.g. the diagonal), `method` (n x n int32, an index into `methods`, -1 where none),
+      `methods`; for gossip also `incoming_epsilon`, `incoming_delta`, `incoming_method` (what node
+      i learnt about node j, from its own view); `job_id`, `algorithm`. Compressed: a few MB at
+      1,000 nodes.
+    - `.csv`: a header, then one line per pair: node, peer, direction (out: the node's loss
+      towards the peer; in: gossip, what it learnt about the peer), epsilon, delta, method.
+
+    Written to a temporary file renamed into place (never half a file under the name)."""
+    rows = res["privacy"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        if path.suffix == ".csv":
+            with tmp.open("w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["node", "peer", "direction", "epsilon", "delta", "method"])
+                for row in rows:
+                    for key, direction in PAIR_LISTS.items():
+                        for p in row.get(key) or ():
+                            w.writerow(
+                                [
+                                    row["node"],
+                                    p["peer"],
+                                    direction,
+                                    repr(float(p["epsilon"])),
+                                    repr(float(p["delta"])),
+                                    p["method"],
+                                ]
+                            )
+        else:
+            nodes = [row["node"] for row in rows]
+            index = {nid: i for i, nid in enumerate(nodes)}
+            methods: dict[str, int] = {}
+            arrays: dict[str, np.ndarray] = {
+                "nodes": np.array(nodes, dtype=str),
+                "job_id": np.array(res["job_id"], dtype=str),
+                "algorithm": np.array(res["algorithm"], dtype=str),
+            }
+            for key in PAIR_LISTS:
+                if not any(key in row for row in rows):
+                    continue
+                n = len(nodes)
+                eps = np.full((n, n), np.nan)
+                delta = np.full((n, n), np.nan)
+                how = np.full((n, n), -1, dtype=np.int32)
+                for i, row in enumerate(rows):
+                    for p in row.get(key) or ():
+                        j = index[p["peer"]]
+                        eps[i, j], delta[i, j] = p["epsilon"], p["delta"]
+                        how[i, j] = methods.setdefault(str(p["method"]), len(methods))
+                prefix = "" if key == "peers" else f"{key}_"
+                arrays |= {
+                    f"{prefix}epsilon": eps,
+                    f"{prefix}delta": delta,
+                    f"{prefix}method": how,
+                }
+            arrays["methods"] = np.array(list(methods), dtype=str)
+            with tmp.open("wb") as f:
+                np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 #: Seconds every process gets to stop after SIGTERM before it is SIGKILLed (it needs its
@@ -546,11 +706,22 @@ def run_demo(a: argparse.Namespace) -> int:
     code = 1
     try:
         res = asyncio.run(_run(a, cluster, values))
+        code = 0
+        peers_file = None
+        if a.peers_out:
+            try:
+                write_peers(Path(a.peers_out), res)
+                peers_file = str(Path(a.peers_out))
+            except OSError as e:  # the result is printed all the same
+                _say(f"netdp demo: cannot write --peers-out {a.peers_out}: {e}")
+                code = 1
         if a.json:
-            print(json.dumps(res, indent=2))
+            out = json_result(res, peers=a.json_peers)
+            print(json.dumps({**out, "peers_file": peers_file}, indent=2))
         else:
             print(render(res))
-        code = 0
+        if peers_file:
+            _say(f"every node's loss towards every peer: {peers_file}")
     except TimeoutError as e:
         _say(f"netdp demo: timeout: {e}")
         code = 5

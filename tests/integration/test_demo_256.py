@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -24,6 +25,8 @@ def test_demo_walk_sum_256_nodes(tmp_path, nd):
         "--nodes",
         str(N),
         "--json",
+        "--peers-out",
+        str(tmp_path / "pairs.npz"),
         "--workdir",
         str(workdir),
         "--timeout",
@@ -46,17 +49,27 @@ def test_demo_walk_sum_256_nodes(tmp_path, nd):
     assert abs(res["estimate"] - res["truth"]) <= 5 * res["netdp_std"]
     rows = {row["node"]: row for row in res["privacy"]}
     assert set(rows) == ids
+    # every pair in the .npz (--peers-out), each row's worst peer and summary in the JSON
+    with np.load(res["peers_file"], allow_pickle=False) as z:
+        nodes = list(z["nodes"])
+        eps, methods = z["epsilon"], list(z["methods"])
+        how = z["method"]
+    assert set(nodes) == ids and eps.shape == (N, N)
     for nid, row in rows.items():
+        i = nodes.index(nid)
         assert row["contributions"] == counts[nid]
         assert 0.0 <= row["epsilon"] <= 1.0 + 1e-9  # the calibrated target ε = 1 per peer
-        assert len(row["peers"]) == N - 1
-        assert max(p["epsilon"] for p in row["peers"]) == row["epsilon"]
+        assert "peers" not in row and row["peers_summary"]["count"] == N - 1
+        assert int(np.count_nonzero(~np.isnan(eps[i]))) == N - 1 and np.isnan(eps[i, i])
+        assert np.nanmax(eps[i]) == row["epsilon"] == row["worst_peer"]["epsilon"]
+        assert eps[i, nodes.index(row["worst_peer"]["peer"])] == row["epsilon"]
     # the worst-contributing node's row is what its own ledger says (`netdp privacy report`)
     nid = max(counts, key=lambda v: counts[v])
     rep = nd.privacy_report(Path(res["workdir"]) / "ledgers" / nid, res["job_id"])
     (job,) = rep["jobs"]
     assert job["state"] == "done" and job["contributions"] == counts[nid]
     assert job["epsilon"] == rows[nid]["epsilon"]
-    assert {p["peer"]: p["epsilon"] for p in job["peers"]} == {
-        p["peer"]: p["epsilon"] for p in rows[nid]["peers"]
+    i = nodes.index(nid)
+    assert {p["peer"]: (p["epsilon"], p["method"]) for p in job["peers"]} == {
+        peer: (float(eps[i, j]), methods[how[i, j]]) for j, peer in enumerate(nodes) if peer != nid
     }

@@ -176,6 +176,7 @@ def test_demo_muffliato(tmp_path, nd):
         "--nodes",
         "8",
         "--json",
+        "--json-peers",
         "--workdir",
         str(tmp_path / "demo"),
         "--timeout",
@@ -214,6 +215,7 @@ def test_demo_muffliato_random(tmp_path, nd):
         "--nodes",
         "8",
         "--json",
+        "--json-peers",
         "--workdir",
         str(work),
         "--timeout",
@@ -255,7 +257,9 @@ def test_demo_muffliato_gd(tmp_path, nd):
 
     work = tmp_path / "demo"
     args = ["--algorithm", "muffliato-gd", "--nodes", "8", "--workdir", str(work)]
-    r = nd.netdp("demo", *args, "--json", "--timeout", "200", "--seed", "5", timeout=280)
+    r = nd.netdp(
+        "demo", *args, "--json", "--json-peers", "--timeout", "200", "--seed", "5", timeout=280
+    )
     try:
         assert r.returncode == 0, f"demo exited {r.returncode}:\n{r.stderr[-4000:]}"
         res = json.loads(r.stdout)

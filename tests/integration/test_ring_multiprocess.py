@@ -8,6 +8,7 @@ process cleanly. Then `netdp demo --json` end to end, leaving no process behind.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 
@@ -88,6 +89,8 @@ def test_demo_json(tmp_path, nd):
         "--rounds",
         "2",
         "--json",
+        "--peers-out",
+        str(tmp_path / "pairs.csv"),
         "--workdir",
         str(workdir),
         "--timeout",
@@ -117,11 +120,24 @@ def test_demo_json(tmp_path, nd):
         assert isinstance(res["privacy"], list) and len(res["privacy"]) == 4
         ids = {f"node-{i}" for i in range(1, 5)}
         assert {row["node"] for row in res["privacy"]} == ids
+        # per node its worst peer and a summary (the pairs: --json-peers, or the file)
+        assert res["privacy_pairs"] == "summarised"
+        assert res["peers_file"] == str(tmp_path / "pairs.csv")
+        with open(res["peers_file"], newline="") as f:
+            pairs = list(csv.DictReader(f))
+        assert {(x["node"], x["peer"]) for x in pairs} == {
+            (a, b) for a in ids for b in ids if a != b
+        }
+        assert {x["direction"] for x in pairs} == {"out"}
         for row in res["privacy"]:
-            for key in ("node", "epsilon", "delta", "peers"):
+            for key in ("node", "epsilon", "delta", "worst_peer", "peers_summary"):
                 assert key in row, (key, row)
+            assert "peers" not in row
             assert math.isfinite(row["epsilon"]) and row["epsilon"] > 0
-            assert {p["peer"] for p in row["peers"]} == ids - {row["node"]}
+            mine = [x for x in pairs if x["node"] == row["node"]]
+            worst = max(mine, key=lambda x: float(x["epsilon"]))
+            assert row["worst_peer"]["epsilon"] == float(worst["epsilon"]) == row["epsilon"]
+            assert row["peers_summary"]["count"] == len(mine) == 3
     finally:
         # Whatever happened, the demo must not leave a daemon behind: none of the live processes
         # mentions its work directory (every daemon's command line does).

@@ -19,6 +19,7 @@ def _run_demo(nd, workdir, *args: str) -> dict:
         "demo",
         *args,
         "--json",
+        "--json-peers",  # every node's row lists every peer (small runs)
         "--workdir",
         str(workdir),
         "--timeout",
