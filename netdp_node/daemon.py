@@ -147,6 +147,9 @@ class NodeDaemon:
             return
         if new.newer_than(self.revocations):
             self.revocations = new
+            transport = getattr(self, "transport", None)  # (made once the node serves)
+            if transport is not None:
+                transport.revocations_changed()  # open links re-check their servers
             log.info(
                 "[node=%s] revocation list #%d: %d revoked certificate(s)",
                 self.node_id,
@@ -509,6 +512,7 @@ class NodeDaemon:
             faults=faults,
             on_fault=self._record_fault,
             backoff=Backoff(give_up_after=self.cfg.peer_timeout),
+            revocations=lambda: self.revocations,
         )
         budget = (
             Budget(self.cfg.budget_epsilon, self.cfg.budget_delta)

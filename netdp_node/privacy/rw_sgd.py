@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
 from math import comb
 from typing import Any, Literal
 
@@ -181,6 +182,28 @@ def transition_row(
     if self_p < -1e-12:
         raise ValueError("negative self-weight: use the 'coded' rule")
     return [*nb[u], u], [*probs, max(0.0, self_p)]
+
+
+def transition_row_exact(
+    n: int,
+    edges: Iterable[tuple[int, int]],
+    u: int,
+    rule: WeightRule = "coded",
+    nb: Sequence[Sequence[int]] | None = None,
+) -> tuple[list[int], list[Fraction]]:
+    """`transition_row` in exact rationals: 1/(max(d_u, d_w) + 1) ("coded") or 1/max(d_u, d_w)
+    ("paper") to each neighbour w, then the self-loop 1 − Σ. A walk's holder draws its next hop
+    by these (`exact_draws.weighted_index`): the accountant's W, not its float rounding."""
+    if nb is None:
+        nb = neighbour_lists(n, edges)
+    if not nb[u]:
+        raise ValueError(f"node {u} has no neighbour")
+    if rule not in ("coded", "paper"):
+        raise ValueError("rule must be 'coded' or 'paper'")
+    bump = 1 if rule == "coded" else 0
+    du = len(nb[u])
+    probs = [Fraction(1, max(du, len(nb[w])) + bump) for w in nb[u]]
+    return [*nb[u], u], [*probs, 1 - sum(probs, Fraction(0))]
 
 
 def communicability_sparse(

@@ -6,24 +6,31 @@ grpc.aio server: there is no insecure port and no fallback).
 Every outgoing channel verifies that the server's certificate names the identity the caller means
 to reach (`secure_channel`'s `server_name`: an identity DNS name, netdp_node.security.identity), not
 the address it dials; `wrong_server` tells that failure from a server that is down.
+
+`server_certificate` reads the certificate a server presents, which grpc Python never shows a
+caller: the transport checks it against the revocation list before it opens a link's stream.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import os
 import socket
+import ssl
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 import grpc.aio
+from cryptography import x509
 
 from netdp_node.errors import ConfigError, SecurityError
 from netdp_node.limits import MAX_MESSAGE_BYTES
-from netdp_node.security.identity import PeerIdentity, identity_from_pem
+from netdp_node.security.identity import PeerIdentity, identity_from_pem, read_certificate_identity
 from netdp_node.security.pki import Identity
 
 log = logging.getLogger("netdp.grpc")
@@ -98,6 +105,61 @@ def wrong_server(e: BaseException) -> bool:
         return False
     details = e.details() or ""
     return any(text in details for text in _NAME_MISMATCH)
+
+
+# -- the server's certificate, as a caller sees it --------------------------------------------------
+class WrongServer(ConnectionError):
+    """The server at an address does not present a certificate naming the identity expected."""
+
+
+def probe_context(identity: Identity) -> ssl.SSLContext:
+    """A TLS client context for `server_certificate`: trusts our CA only, verifies the server's
+    name, presents this identity's certificate (the server requires one), offers HTTP/2 as grpc
+    does. Made once per transport. The ssl module loads a key from a file only: the PEMs are
+    written to a private temporary directory (mode 0700) and removed at once."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_verify_locations(cadata=identity.ca_pem.decode("ascii"))
+    with tempfile.TemporaryDirectory(prefix="netdp-probe-") as tmp:
+        cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(identity.key_pem)
+        with open(cert, "wb") as f:
+            f.write(identity.cert_pem)
+        ctx.load_cert_chain(cert, key)
+    ctx.set_alpn_protocols(["h2"])
+    return ctx
+
+
+async def server_certificate(
+    address: str, server_name: str, context: ssl.SSLContext, timeout: float = 10.0
+) -> PeerIdentity:
+    """The identity (with its serial) in the certificate the server at `address` presents, read
+    from a TLS handshake of our own (grpc Python gives a caller no access to the certificate of its
+    channel). The chain is verified against our CA and the certificate must carry `server_name`
+    (else `WrongServer`); no request is sent. Connection failures raise OSError/TimeoutError."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    try:
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, int(port), ssl=context, server_hostname=server_name),
+            timeout,
+        )
+    except ssl.SSLCertVerificationError as e:
+        raise WrongServer(f"{address}: {e.verify_message or e}") from e
+    try:
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    finally:
+        writer.transport.abort()  # no TLS close_notify exchange: the server speaks HTTP/2 first
+    if not der:
+        raise WrongServer(f"{address}: the server presented no certificate")
+    try:
+        return read_certificate_identity(
+            x509.load_der_x509_certificate(der), source=f"the certificate of {address}"
+        )
+    except (ValueError, SecurityError) as e:
+        raise WrongServer(f"{address}: {e}") from e
 
 
 # -- caller identity ----------------------------------------------------------------------------

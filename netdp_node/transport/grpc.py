@@ -15,6 +15,18 @@ to reach (`netdp_node.security.mtls.secure_channel`, shared with the bootstrap),
 dials. A valid certificate of another node serving on a peer's address fails the
 handshake, and the link fails the messages for that peer at once with a permanent DeliveryError
 (UNAUTHENTICATED), logged.
+
+The caller also refuses a server whose certificate is revoked, as the server refuses a revoked
+caller. grpc Python never shows a caller the certificate of its channel, so while the node's
+revocation list is not empty, a link reads it from a TLS handshake of its own with the peer's
+address (`netdp_node.security.mtls.server_certificate`: our CA, the peer's identity name) each time
+it opens its stream, before any message goes out, and keeps it for that stream (no cost per
+message). A revoked one fails everything pending for that peer at once (PERMISSION_DENIED, logged
+with node and jobs): nothing is delivered to it, and the engines go on as with a peer they cannot
+reach. A newer revocation list (`GrpcTransport.revocations_changed`) re-checks the open links.
+Limit: this checks the server that answers the check; an attacker on the network path holding a
+revoked key could let the check reach the real node and answer the gRPC connection itself (closing
+that needs the certificate of the gRPC connection, which grpc Python does not expose).
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -35,12 +48,15 @@ from netdp_node.errors import NodeUnavailable, UnknownJob
 from netdp_node.faults import FaultInjector
 from netdp_node.protocols.base import Message, RefusalCode, Refused
 from netdp_node.retry import Backoff
-from netdp_node.security.identity import PeerIdentity, peer_name
+from netdp_node.security.identity import PeerIdentity, RevocationList, peer_name
 from netdp_node.security.mtls import (
     AccessPolicy,
     Unauthorized,
+    WrongServer,
     channel_credentials,
+    probe_context,
     secure_channel,
+    server_certificate,
     wrong_server,
 )
 from netdp_node.security.pki import Identity
@@ -288,6 +304,18 @@ class IdleLink(Exception):
     """A link has had nothing to send for `GrpcTransport.idle_close_after`: its channel closes."""
 
 
+class ServerRevoked(ConnectionError):
+    """The certificate the peer's server presents is revoked."""
+
+    def __init__(self, server: PeerIdentity) -> None:
+        super().__init__(f"the certificate of {server.node_id} (serial {server.serial}) is revoked")
+        self.server = server
+
+
+class Reverify(Exception):
+    """A newer revocation list arrived: the link re-checks its server before it goes on."""
+
+
 class Link:
     """One peer: a long-lived bidirectional stream with pipelined, in-order acknowledged envelopes.
 
@@ -326,6 +354,8 @@ class Link:
         self._expiry: asyncio.Future[None] | None = None
         self._clock: asyncio.TimerHandle | None = None
         self._clock_when = 0.0  # the deadline the timer waits for
+        # the certificate the server presented when this stream opened (None: not checked)
+        self.server: PeerIdentity | None = None
 
     def submit(
         self, env: peer_pb2.Envelope, on_done: Callable[[asyncio.Future[bool]], None] | None = None
@@ -366,15 +396,20 @@ class Link:
                     self.t.idle_close_after,
                 )
                 continue  # (a message submitted meanwhile is pending: it dials again at once)
+            except Reverify:
+                continue  # re-check the server's certificate, then re-send what is pending
             except Exception as e:  # noqa: BLE001 - any stream failure: reconnect and re-send
                 # (grpc raises InvalidStateError when writing to a stream that just finished)
+                if isinstance(e, ServerRevoked):
+                    self._refuse_revoked(e.server)
+                    continue
                 code = e.code().name if isinstance(e, grpc.aio.AioRpcError) else "UNAVAILABLE"
                 detail = (
                     e.details()
                     if isinstance(e, grpc.aio.AioRpcError)
                     else f"{type(e).__name__}: {e}"
                 ) or ""
-                if wrong_server(e):
+                if wrong_server(e) or isinstance(e, WrongServer):
                     self._refuse_server(detail)
                     continue
                 if isinstance(e, Stalled):  # no progress for the give-up time: give up now
@@ -437,9 +472,33 @@ class Link:
         if why:
             raise ConnectionError(f"{self.t.me} cannot reach {self.peer}: {why}")
 
+    async def _verify_server(self) -> None:
+        """Before a stream opens: read the server's certificate and refuse it if it is revoked
+        (`ServerRevoked`). Skipped while nothing is revoked (no list, or an empty one)."""
+        self.server = None
+        crl = self.t.revocations() if self.t.revocations is not None else None
+        if crl is None or not crl.serials:
+            return
+        self.server = await server_certificate(
+            self.address, peer_name(self.peer), self.t.probe_context()
+        )
+        if crl.is_revoked(self.server.serial):
+            raise ServerRevoked(self.server)
+
+    def reverify(self) -> None:
+        """A newer revocation list: a running stream whose server is revoked, or was never
+        checked, ends (`Reverify`) and is checked again before anything more is sent."""
+        crl = self.t.revocations() if self.t.revocations is not None else None
+        expiry = self._expiry
+        if crl is None or expiry is None or expiry.done():
+            return
+        if self.server is None or crl.is_revoked(self.server.serial):
+            expiry.set_exception(Reverify())
+
     async def _stream_once(self) -> None:
         """Run one stream until it fails (raises) or the peer ends it."""
         self._check_reachable()
+        await self._verify_server()
         call = self.connect().stream_stream(
             f"/{PEER_SERVICE}/Link",
             request_serializer=peer_pb2.Envelope.SerializeToString,
@@ -597,6 +656,25 @@ class Link:
         )
         self._fail_all("UNAUTHENTICATED", why)
 
+    def _refuse_revoked(self, server: PeerIdentity) -> None:
+        """The server at our peer's address presents a revoked certificate: fail everything pending
+        at once, as the server side refuses a revoked caller (not delivered, never retried)."""
+        jobs = ",".join(sorted({entry[0].job_id for entry in self.pending.values()}))
+        why = (
+            f"the certificate of {server.node_id} at {self.address} (serial {server.serial}) is "
+            "revoked"
+        )
+        log.error(
+            "[node=%s job=%s] refused the server at %s: %s; %d message(s) to %s not sent",
+            self.t.me,
+            jobs,
+            self.address,
+            why,
+            len(self.pending),
+            self.peer,
+        )
+        self._fail_all("PERMISSION_DENIED", why)
+
     def _fail_all(self, code: str, detail: str) -> None:
         entries = list(self.pending.values())
         self.pending.clear()  # (an on_done may submit again)
@@ -635,8 +713,12 @@ class GrpcTransport(Transport):
         on_fault: Callable[[str, str, str], None] | None = None,
         retransmit_after: float = 0.5,
         idle_close_after: float = IDLE_CLOSE_AFTER,
+        revocations: Callable[[], RevocationList] | None = None,
     ) -> None:
         self.identity = identity
+        # the node's current revocation list (None: servers' certificates are not checked for it)
+        self.revocations = revocations
+        self._probe_context: ssl.SSLContext | None = None
         # a link with nothing to send for this long closes its channel (<= 0: never)
         self.idle_close_after = idle_close_after
         self.me = identity.node_id
@@ -656,6 +738,17 @@ class GrpcTransport(Transport):
         if self._credentials is None:
             self._credentials = channel_credentials(self.identity)
         return self._credentials
+
+    def probe_context(self) -> ssl.SSLContext:
+        """The TLS context that reads servers' certificates (`Link._verify_server`), made once."""
+        if self._probe_context is None:
+            self._probe_context = probe_context(self.identity)
+        return self._probe_context
+
+    def revocations_changed(self) -> None:
+        """The node accepted a newer revocation list: open links re-check their servers."""
+        for link in self.links.values():
+            link.reverify()
 
     def _link(self, to: str) -> Link | None:
         """The link to `to`, made if needed (None: no address known)."""

@@ -77,7 +77,10 @@ async def test_walk_histogram_counts_and_sgd_trains(tmp_path, transport):
     ids = _ids(6)
     cats = {nid: np.array([float(i % 3)]) for i, nid in enumerate(ids)}
     hp = get_algorithm("walk-histogram").prepare({"T": 40, "bins": 3, "edge_cap": 100}, 6)
-    hp["gamma"] = 0.0  # no randomization: counts are exactly Σ_u k_u e_{x_u}
+    # no randomization: counts are exactly Σ_u k_u e_{x_u}. The engine draws its randomized
+    # response from ε0 exactly (a report other than the value with probability (L−1)/(e^ε0 + L − 1)
+    # each time: below e^(−10^6) here), γ = 0 is the same mechanism for the estimates
+    hp["epsilon0"], hp["gamma"] = 1e6, 0.0
     net = await make_net(transport, ids, tmp_path / "h", data=cats, seed=2)
     try:
         await net.run_job(contexts("h", "walk-histogram", ids, hp))

@@ -5,6 +5,14 @@ gossip on Poisson clocks) and gossip gradient descent (Algorithm 3), as sans-IO 
 Accountants:
 `netdp_node.privacy.muffliato_accountant` (registered in `privacy.accountant`).
 
+Random draws. The noise is exact (`netdp_node.privacy.discrete_gaussian`); the neighbour a
+randomized-gossip node activates is an exact uniform integer draw. The Poisson clocks of Algorithm 2
+(`MuffliatoRandom._delay`, `rng.exponential`) stay floating point on purpose: they only decide when a
+node wakes, and no guarantee depends on their distribution. The accountant charges the realised
+schedule (every node publishes its activation list, and the merged order is what it evaluates),
+never an expectation over the clocks, and a wake-up time carries no data (the values exchanged do
+not depend on it). A float's rounding can bias a timing, not a privacy loss.
+
 Every node adds `η_v ~ N(0, σ² I_D)` once per gossip call, from its private CSPRNG, to its clipped
 input (`clip` is an L2 bound B, so the replace-one sensitivity is Δ = 2B), and then only ever sends
 linear combinations of noisy values . Noise samples never reach the

@@ -33,6 +33,7 @@ from netdp_node.algorithms.ring.params import (
     RingSumRParams,
 )
 from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
+from netdp_node.privacy.exact_draws import randomized_response
 from netdp_node.privacy.ring import ring_release_adds_noise, ring_release_noise_count
 from netdp_node.protocols.base import (
     Action,
@@ -247,6 +248,7 @@ class RingHistogram(RingSum):
         p = RingHistogramParams.of_job(ctx)
         self.L = p.bins
         self.gamma = p.gamma
+        self.epsilon0 = p.epsilon0
         value = 0
         if data is not None and contribute:
             v = np.asarray(data, dtype=np.float64).reshape(-1)
@@ -270,8 +272,9 @@ class RingHistogram(RingSum):
         out = tau.copy()
         if self.pos == 1 and round_ == 1:
             out += self._uniform(self.blanket)
-        real = self.contribute and self.rng.random() >= self.gamma
-        out[self.value if real else int(self.rng.integers(self.L))] += 1.0
+        # exact ε0-randomized response (probability 1 − γ + γ/L of the value; no float is drawn)
+        value = self.value if self.contribute else None
+        out[randomized_response(self.rng, value, self.L, self.epsilon0)] += 1.0
         if self.pos == self.n and round_ == self.rounds:
             out += self._uniform(self.blanket)
         return out, self.gamma

@@ -22,6 +22,9 @@ The walk (one token, `WALK`):
   so it is visible anyway). `stop="geometric"`: no counter travels (the SGD default; the
   paper does not say whether Theorems 4 and 6 tolerate a visible counter): each holder ends the walk
   after its step with probability 1/T, drawn privately, so the length is Geometric(1/T) with mean T.
+* Private draws are exact (`netdp_node.privacy.exact_draws`: integers of the node's CSPRNG, no
+  float): the next holder (uniform, or by the rational transition row of a graph walk), the
+  geometric stop (Bernoulli(1/T)) and the histogram's randomized response (ε0 exactly).
 * Release (App. C): the last holder sends the final token to every other
   participant; each counts it as one more observation.
 
@@ -77,9 +80,10 @@ from netdp_node.algorithms.walk.params import (
     WalkSumParams,
 )
 from netdp_node.privacy.discrete_gaussian import GaussianPool, gaussian_on_grid, job_grid
+from netdp_node.privacy.exact_draws import randomized_response, uniform_below, weighted_index
 from netdp_node.privacy.rw_sgd import (
     neighbour_lists,
-    transition_row,
+    transition_row_exact,
     weight_rule,
 )
 from netdp_node.protocols.base import (
@@ -255,7 +259,7 @@ class CompleteGraphWalk(Engine):
     def _ends_after(self, t: int) -> bool:
         if self.stop == "counter":
             return t >= self.T
-        return bool(self.rng.random() < 1.0 / self.T)
+        return uniform_below(self.rng, self.T) == 0  # Bernoulli(1/T), exactly
 
     # -- the walk --------------------------------------------------------------------------------
     def _hold(
@@ -739,6 +743,7 @@ class WalkHistogram(CompleteGraphWalk):
         super().__init__(ctx, data, rng, contribute)
         self.L = self.params.bins
         self.gamma = self.params.gamma
+        self.epsilon0 = self.params.epsilon0
         self.value = 0
         if data is None or not contribute:
             self.contribute = False
@@ -758,10 +763,8 @@ class WalkHistogram(CompleteGraphWalk):
         return tau
 
     def step(self, tau: np.ndarray, real: bool) -> tuple[np.ndarray, dict[str, Any]]:
-        if real and self.rng.random() >= self.gamma:
-            y = self.value
-        else:
-            y = int(self.rng.integers(self.L))
+        # exact ε0-randomized response (probability 1 − γ + γ/L of the value; no float is drawn)
+        y = randomized_response(self.rng, self.value if real else None, self.L, self.epsilon0)
         out = tau.copy()
         out[y] += 1.0
         return out, {
@@ -954,7 +957,7 @@ class RandomWalkSgd(WalkSgd):
         if not edges:
             raise ValueError("rw-sgd needs the job's graph (edges)")
         nb = ctx.shared.get("neighbour-lists", lambda: neighbour_lists(self.n, edges))
-        cols, probs = transition_row(
+        cols, probs = transition_row_exact(
             self.n,
             edges,
             self.position[ctx.me],
@@ -992,10 +995,5 @@ class RandomWalkSgd(WalkSgd):
             cand = [(v, p) for v, p in self.row if v in alive or v == self.ctx.me]
         else:  # nobody gone: the whole row (no set of every participant per hop)
             cand = self.row
-        total = sum(p for _, p in cand)
-        x = float(self.rng.random()) * total
-        for v, p in cand:
-            x -= p
-            if x < 0:
-                return v
-        return cand[-1][0]
+        # exactly by the rational transition probabilities, renormalised over the live ones
+        return cand[weighted_index(self.rng, [p for _, p in cand])][0]

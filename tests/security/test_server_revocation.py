@@ -1,0 +1,242 @@
+"""Callers refuse a server whose certificate is revoked (the trust issue, client side).
+
+A node serving gRPC refuses revoked callers; before this, a caller checked only that the server's
+certificate names the peer it dialled, so a revoked node that kept serving was still handed tokens
+(and they counted as delivered). Now a caller whose revocation list is not empty reads the
+certificate each peer's server presents when it opens the link's stream, and refuses a revoked one:
+nothing is sent, the messages fail at once (PERMISSION_DENIED, logged with node and job), and the
+job goes on as with a peer it cannot reach (a ring fails with the reason, a walk re-routes).
+
+Everything here is real: the netdp CA on disk (`pki.revoke` signs the list), TLS on 127.0.0.1. The
+revoked node is a bare grpc.aio server with its own (revoked) certificate that acknowledges every
+envelope and keeps it, as a revoked node that still serves would; the caller is a real NodeRuntime
+with a GrpcTransport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import grpc
+import grpc.aio
+import numpy as np
+import pytest
+
+from netdp.v1 import peer_pb2
+from netdp_node.algorithms import get_algorithm
+from netdp_node.ledger import Ledger
+from netdp_node.protocols.base import JobContext, Message
+from netdp_node.retry import Backoff
+from netdp_node.runtime import NodeRuntime
+from netdp_node.security import pki
+from netdp_node.security.identity import RevocationList
+from netdp_node.security.mtls import start_server
+from netdp_node.transport.base import DeliveryError
+from netdp_node.transport.grpc import GrpcTransport
+
+pytestmark = pytest.mark.timeout(40)
+
+JOB = "ring-to-a-revoked-node"
+
+
+@pytest.fixture
+def ca(tmp_path: Path) -> Path:
+    root = tmp_path / "pki"
+    pki.init_ca(root)
+    for nid in ("node-4", "node-5", "node-6", "node-7"):
+        pki.issue(root, nid)
+    return root
+
+
+def ident(ca: Path, name: str) -> pki.Identity:
+    return pki.load_identity(ca / name)
+
+
+class Served:
+    """A node that still serves with its own certificate: acknowledges every envelope, keeps it."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, str, int]] = []
+        self.server: grpc.aio.Server | None = None
+        self.address = ""
+
+    async def link(
+        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
+        async for raw in requests:
+            env = peer_pb2.Envelope.FromString(raw)
+            self.received.append((env.job_id, env.kind, env.seq))
+            yield peer_pb2.Ack(msg_id=env.msg_id).SerializeToString()
+
+    async def start(self, identity: pki.Identity) -> Served:
+        handler = grpc.method_handlers_generic_handler(
+            "netdp.v1.Peer", {"Link": grpc.stream_stream_rpc_method_handler(self.link)}
+        )
+        self.server, port = await start_server(
+            identity, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers((handler,))
+        )
+        self.address = f"127.0.0.1:{port}"
+        return self
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop(0)
+
+
+class Crl:
+    """The caller's current revocation list (the daemon's `revocations`)."""
+
+    def __init__(self, ca: Path) -> None:
+        self.ca = ca
+        self.current = RevocationList.empty()
+
+    def revoke(self, node_id: str) -> None:
+        self.current = RevocationList.from_pem(
+            pki.revoke(self.ca, node_id), ident(self.ca, "node-4").ca_pem
+        )
+
+    def __call__(self) -> RevocationList:
+        return self.current
+
+
+async def until(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"after {timeout}s: {what}")
+        await asyncio.sleep(0.02)
+
+
+def runtime(ca: Path, tmp: Path, addresses: dict[str, str], crl: Crl) -> NodeRuntime:
+    """node-4 (a real NodeRuntime over gRPC); gives up on a silent peer after 60 s only, so a
+    refusal seen within the test's timeout is not a retry running out."""
+    transport = GrpcTransport(
+        ident(ca, "node-4"), addresses, backoff=Backoff(give_up_after=60.0), revocations=crl
+    )
+    return NodeRuntime(
+        "node-4",
+        Ledger(tmp / "ledger-4", "node-4"),
+        transport,
+        data=np.array([0.4]),
+        rng_factory=lambda job: np.random.default_rng(4),
+    )
+
+
+async def close(rt: NodeRuntime) -> None:
+    await rt.close()
+    await rt.transport.close()
+    rt.ledger.close()
+
+
+async def test_a_revoked_node_that_still_serves_gets_no_token(ca, tmp_path, caplog):
+    """node-5 is revoked and still serves with its certificate (valid for TLS, right name):
+    node-4 refuses it, logs node, job and serial, and the ring job fails with that reason."""
+    caplog.set_level(logging.INFO)
+    crl = Crl(ca)
+    crl.revoke("node-5")
+    serial = ident(ca, "node-5").serial
+    revoked = await Served().start(ident(ca, "node-5"))
+    rt = runtime(ca, tmp_path, {"node-5": revoked.address, "node-6": "127.0.0.1:9"}, crl)
+    ctx = JobContext(
+        job_id=JOB,
+        algorithm="ring-sum",
+        me="node-4",
+        participants=("node-4", "node-5", "node-6"),
+        params=get_algorithm("ring-sum").prepare({"rounds": 2}, 3),
+        public_seed=1,
+    )
+    try:
+        runner = await rt.add_job(ctx)
+        await until(
+            lambda: runner.state != "running" or bool(revoked.received),
+            25,
+            "node-4 to hand the token over or to refuse node-5",
+        )
+        assert revoked.received == [], "the revoked node-5 was handed the token"
+        why = f"the certificate of node-5 at {revoked.address} (serial {serial}) is revoked"
+        assert runner.state == "failed", runner.detail
+        assert runner.detail == f"token to node-5 failed: PERMISSION_DENIED: {why}"
+        line = f"[node=node-4 job={JOB}] refused the server at {revoked.address}: {why}"
+        logged = [r for r in caplog.records if r.name == "netdp.grpc" and line in r.getMessage()]
+        assert logged and logged[0].levelno == logging.ERROR, caplog.text
+        row = rt.ledger.job(JOB)
+        assert row is not None and row.state == "failed" and why in row.detail, row
+        entries = rt.ledger.entries(JOB)
+        assert not [e for e in entries if e.event == "acked"], "a refused token counted as acked"
+    finally:
+        await close(rt)
+        await revoked.stop()
+
+
+async def test_a_walk_routes_around_revoked_nodes(ca, tmp_path):
+    """A walk over node-4, node-5, node-6 with node-5 and node-6 revoked but serving: every token
+    node-4 hands them is refused, recorded as a re-route naming the peer and why, never as
+    delivered; the walk ends at node-4 alone and they got nothing."""
+    crl = Crl(ca)
+    crl.revoke("node-5")
+    crl.revoke("node-6")
+    five = await Served().start(ident(ca, "node-5"))
+    six = await Served().start(ident(ca, "node-6"))
+    rt = runtime(ca, tmp_path, {"node-5": five.address, "node-6": six.address}, crl)
+    ctx = JobContext(
+        job_id=JOB,
+        algorithm="walk-sum",
+        me="node-4",
+        participants=("node-4", "node-5", "node-6"),
+        params=get_algorithm("walk-sum").prepare({"T": 30}, 3),
+        public_seed=0,
+    )
+    try:
+        runner = await rt.add_job(ctx)
+        await until(lambda: runner.state != "running", 25, "the walk to end")
+        assert five.received == [] and six.received == []
+        assert runner.state == "done", runner.detail
+        entries = rt.ledger.entries(JOB)
+        reroutes = [e for e in entries if e.event == "reroute"]
+        assert reroutes and {e.peer for e in reroutes} <= {"node-5", "node-6"}
+        for e in reroutes:
+            assert f"PERMISSION_DENIED: the certificate of {e.peer} at " in e.params["reason"]
+            assert "is revoked" in e.params["reason"], e.params
+        assert not [e for e in entries if e.event == "acked"]
+        assert runner.output is not None
+        assert sorted(runner.output.info["excluded"]) == sorted({e.peer for e in reroutes})
+    finally:
+        await close(rt)
+        await five.stop()
+        await six.stop()
+
+
+@pytest.mark.parametrize("before", ["empty list", "another node revoked"])
+async def test_a_newer_list_stops_an_open_link(ca, before):
+    """node-4's link to node-5 is open and has delivered (with an empty list: the server was never
+    checked; with node-7 revoked: it was checked and passed). Then node-5 is revoked: after
+    `revocations_changed` the next message is refused, not delivered."""
+    crl = Crl(ca)
+    if before == "another node revoked":
+        crl.revoke("node-7")
+    five = await Served().start(ident(ca, "node-5"))
+    t = GrpcTransport(
+        ident(ca, "node-4"),
+        {"node-5": five.address},
+        backoff=Backoff(give_up_after=60.0),
+        revocations=crl,
+    )
+    try:
+        assert await t.send("node-5", JOB, Message(kind="token", seq=1)) is False
+        assert five.received == [(JOB, "token", 1)]
+        crl.revoke("node-5")
+        t.revocations_changed()
+        with pytest.raises(DeliveryError) as err:
+            await asyncio.wait_for(t.send("node-5", JOB, Message(kind="token", seq=2)), 20)
+        assert err.value.code == "PERMISSION_DENIED", err.value
+        assert (
+            "the certificate of node-5 at" in err.value.detail and "is revoked" in err.value.detail
+        )
+        assert five.received == [(JOB, "token", 1)]
+    finally:
+        await t.close()
+        await five.stop()
