@@ -17,10 +17,9 @@ import zlib
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
-import numpy as np
 
 from netdp.v1 import bootstrap_pb2, peer_pb2
 from netdp_node.algorithms import get_algorithm
@@ -29,6 +28,7 @@ from netdp_node.bootstrap_client import BootstrapClient, addresses, is_transient
 from netdp_node.data import load_values
 from netdp_node.errors import SecurityError, ServerIdentityError
 from netdp_node.faults import FaultInjector, FaultPlan
+from netdp_node.lazy import lazy_module
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.privacy.threat import NOT_PRIVATE, SEEDED_RNG_EVENT
 from netdp_node.protocols.base import JobContext
@@ -39,6 +39,11 @@ from netdp_node.security.mtls import AccessPolicy, start_server
 from netdp_node.security.pki import Identity, check_role, check_server_names, load_identity
 from netdp_node.transport.grpc import GrpcTransport, PeerService
 from netdp_node.wire import ndarray_to_tensor
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # lazy: start-up cost
 
 log = logging.getLogger("netdp.node")
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from netdp_node.errors import ConfigError
+from netdp_node.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # lazy: start-up cost
 
 
 def load_values(path: str | Path) -> np.ndarray:

@@ -29,9 +29,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from netdp_node.errors import ConfigError
+from netdp_node.lazy import lazy_module
+
+np = lazy_module("numpy")  # lazy: start-up cost
 
 EXIT_CRASHED = 70
 

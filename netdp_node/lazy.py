@@ -19,19 +19,23 @@ from typing import Any
 
 
 class LazyModule:
-    """Stands for the module `name` until an attribute is read; then imports it (once)."""
+    """Stands for the module `name` until an attribute is read; then imports it (once). Each
+    attribute read is kept on the instance, so the next read of it (``np.asarray`` in a loop) is
+    an ordinary attribute lookup, as on the module itself."""
 
-    __slots__ = ("_name", "_module")
+    __slots__ = ("_name", "_module", "__dict__")
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._module: ModuleType | None = None
 
-    def __getattr__(self, attr: str) -> Any:
+    def __getattr__(self, attr: str) -> Any:  # only for attributes not read before
         module = self._module
         if module is None:
             module = self._module = importlib.import_module(self._name)
-        return getattr(module, attr)
+        value = getattr(module, attr)
+        self.__dict__[attr] = value
+        return value
 
     def __repr__(self) -> str:
         state = "imported" if self._module is not None else "not imported yet"

@@ -37,9 +37,7 @@ import os
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from netdp_node.algorithms import get_algorithm
 from netdp_node.algorithms.accounting import NOT_RUN, JobView
@@ -47,6 +45,7 @@ from netdp_node.algorithms.budget import check_budget
 from netdp_node.errors import LedgerError, NodeUnavailable, UnknownJob
 from netdp_node.faults import EXIT_CRASHED, FaultInjector
 from netdp_node.graphs import COMPLETE, CompleteEdges
+from netdp_node.lazy import lazy_module
 from netdp_node.ledger import Entry, JobRow, Ledger
 from netdp_node.protocols.base import (
     Action,
@@ -64,6 +63,11 @@ from netdp_node.protocols.base import (
     SetTimer,
 )
 from netdp_node.transport.base import DeliveryError, Transport
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # lazy: start-up cost
 
 log = logging.getLogger("netdp.runtime")
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from netdp_node.privacy.composition import DEFAULT_ORDERS, PrivacyLoss, gaussian_rdp, rdp_to_dp
-from netdp_node.privacy.discrete_gaussian import charged_sensitivity
 
 
 class ViewEntry(Protocol):
@@ -127,6 +126,8 @@ def gaussian_sum_baselines(
     (k Gaussians of multiplier σ/Δ), and (ii) with a trusted curator releasing only the result (one
     Gaussian of the result's total noise std `total`, the algorithm's, user-level sensitivity k·Δ).
     Both in RDP at δ."""
+    from netdp_node.privacy.discrete_gaussian import charged_sensitivity  # lazy: start-up cost
+
     p = spec["params"]
     k = real_contributions(entries)
     sigma, sens, delta = float(p["sigma"]), charged_sensitivity(p), float(p["delta"])

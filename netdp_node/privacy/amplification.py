@@ -10,11 +10,15 @@ replaces its Chernoff bound, docs/errata.md E15), amplification by subsampling w
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from netdp_node.lazy import lazy_module
 from netdp_node.privacy.checks import int_at_least, open_unit
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # lazy: start-up cost
 
 stats = lazy_module("scipy.stats")  # lazy: start-up cost
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
+from netdp_node.lazy import lazy_module
+
+np = lazy_module("numpy")  # lazy: start-up cost
 
 
 def open_unit(name: str, value: float) -> float:

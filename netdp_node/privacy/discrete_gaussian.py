@@ -37,7 +37,7 @@ used nowhere in what a node charges. Instead: the release is (α, αΔ'²/(2σ²
 (ε, δ)-DP for ε = r + ln(1 − 1/α) − (ln δ + ln α)/(α − 1) (CKS Proposition 12, arXiv v4
 numbering; Corollary 13 is its ρ-zCDP form δ = e^{(α−1)(αρ−ε)}·(1 − 1/α)^(α−1)/α). Both hold for
 any output distribution, discrete ones included, so the pair is a proof for what is sampled. The
-α used is the best of a fixed geometric grid (`_ALPHAS`), so ε is exactly monotone in σ/Δ' and the
+α used is the best of a fixed geometric grid (`_orders()`), so ε is exactly monotone in σ/Δ' and the
 inverse is exact. For one release it lies 5–13% above the exact continuous profile (Balle & Wang,
 ICML 2018; σ/Δ' from 1 to 100, δ from 1e-9 to 1e-5), where the classic formula lies 20–30% above
 it, and above the exact discrete profile (CKS Theorem 7), both checked in the tests; unlike the
@@ -61,12 +61,19 @@ discrete noise.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from fractions import Fraction
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
+from netdp_node.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # lazy: start-up cost
+
 
 GRID_BITS = 28  # the job's σ is 2^(GRID_BITS−1) to 2^GRID_BITS grid steps
 MAX_SCALE = 1 << 30  # largest m: 2m² < 2^62 keeps every draw in int64
@@ -443,10 +450,13 @@ def charged_sensitivity(
 
 
 # -- the (ε, δ) of one release (module docstring: CKS Theorem 4 and Proposition 12) ---------------
-#: the Rényi orders over which the conversion is minimised: α − 1 from 1e-4 to 1e8, ≈0.7% apart
-#: (a fixed set: ε is then exactly non-increasing in σ/Δ and the inverse below is exact)
-_ALPHAS = 1.0 + np.geomspace(1e-4, 1e8, 4000)
-_LOG_TERM = np.log1p(-1.0 / _ALPHAS)  # ln(1 − 1/α)
+@functools.cache
+def _orders() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The Rényi orders α over which the conversion is minimised, α − 1 from 1e-4 to 1e8, ≈0.7%
+    apart (a fixed set: ε is then exactly non-increasing in σ/Δ and the inverse below is exact),
+    with ln(1 − 1/α) and ln α; computed at the first use, not at import (numpy loads lazily)."""
+    alphas = 1.0 + np.geomspace(1e-4, 1e8, 4000)
+    return alphas, np.log1p(-1.0 / alphas), np.log(alphas)
 
 
 def _check_delta(delta: float) -> float:
@@ -459,7 +469,7 @@ def discrete_gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
     """ε such that adding discrete Gaussian noise of std σ per coordinate to a query of (charged)
     L2 sensitivity Δ' with σ/Δ' = `noise_multiplier` = z is (ε, δ)-DP: ρ = 1/(2z²)-zCDP (CKS
     Theorem 4) converted by CKS Proposition 12, ε = min_α αρ + ln(1 − 1/α) − (ln δ + ln α)/(α − 1)
-    over `_ALPHAS`; 0 when δ² ≥ 1 − e^(−ρ) (then the total variation is at most δ, by
+    over `_orders()`; 0 when δ² ≥ 1 − e^(−ρ) (then the total variation is at most δ, by
     Bretagnolle–Huber with KL ≤ ρ). z = inf gives 0. Valid for every ε (no ε < 1 condition)."""
     delta = _check_delta(delta)
     if not noise_multiplier > 0:
@@ -469,7 +479,8 @@ def discrete_gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
     rho = 0.5 / (float(noise_multiplier) ** 2)
     if delta * delta + math.expm1(-rho) >= 0.0:
         return 0.0
-    eps = _ALPHAS * rho + _LOG_TERM - (math.log(delta) + np.log(_ALPHAS)) / (_ALPHAS - 1.0)
+    alphas, log_term, log_alphas = _orders()
+    eps = alphas * rho + log_term - (math.log(delta) + log_alphas) / (alphas - 1.0)
     return max(0.0, float(eps.min()))
 
 
@@ -479,7 +490,8 @@ def discrete_gaussian_rho(epsilon: float, delta: float) -> float:
     delta = _check_delta(delta)
     if not (0.0 < epsilon < math.inf):
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    r = (epsilon - _LOG_TERM + (math.log(delta) + np.log(_ALPHAS)) / (_ALPHAS - 1.0)) / _ALPHAS
+    alphas, log_term, log_alphas = _orders()
+    r = (epsilon - log_term + (math.log(delta) + log_alphas) / (alphas - 1.0)) / alphas
     best = float(r.max())
     if not best > 0:
         raise ValueError(f"no noise reaches epsilon {epsilon:g} at delta {delta:g}")

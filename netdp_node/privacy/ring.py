@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-
+from netdp_node.lazy import lazy_module
 from netdp_node.privacy.amplification import fmt_shuffle_condition, fmt_shuffle_epsilon
 from netdp_node.privacy.checks import int_at_least, open_unit, positive
 from netdp_node.privacy.composition import (
@@ -28,6 +27,8 @@ from netdp_node.privacy.composition import (
     rdp_to_dp,
 )
 from netdp_node.privacy.discrete_gaussian import discrete_gaussian_epsilon
+
+np = lazy_module("numpy")  # lazy: start-up cost
 
 
 def _check_ring_size(n: int) -> int:

@@ -19,8 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from netdp_node.privacy.ring import ring_release_adds_noise
-
 #: ledger event (direction "local") of a job whose private RNG was seeded (`netdp node --seed`)
 SEEDED_RNG_EVENT = "seeded-rng"
 #: the mark of every report and result of a node whose private RNG was seeded
@@ -79,6 +77,8 @@ ANYONE = "any set of nodes and any eavesdropper (local DP)"
 
 def _ring_noise_rounds(spec: Mapping[str, Any]) -> list[int]:
     """Per ring position, the rounds (of K) in which that node adds Gaussian noise."""
+    from netdp_node.privacy.ring import ring_release_adds_noise  # lazy: start-up cost
+
     n, k = len(spec["participants"]), int(spec["params"]["rounds"])
     return [
         sum(ring_release_adds_noise(p, r, n, k) for r in range(1, k + 1)) for p in range(1, n + 1)

@@ -8,18 +8,21 @@ elements. Nothing from the network is ever unpickled.
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from netdp.v1 import common_pb2, peer_pb2
+from netdp_node.lazy import lazy_module
 from netdp_node.protocols.base import Message
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # lazy: start-up cost
 
 #: Most dimensions a received tensor may have (numpy's own limit is 64; engines use 1).
 MAX_DIMENSIONS = 8
 
 _ALLOWED_DTYPES = {"float64": "<f8", "float32": "<f4", "int64": "<i8"}
-_DTYPES = {name: np.dtype(code) for name, code in _ALLOWED_DTYPES.items()}
-_F8 = _DTYPES["float64"]
 
 
 class WireError(ValueError):
@@ -55,14 +58,14 @@ def tensor_to_ndarray(t: common_pb2.Tensor, *, max_elements: int = 1 << 22) -> n
             f"tensor shape {shape} spans {extent} elements, more than the limit {max_elements}"
         )
     count = math.prod(shape)
-    dt = _DTYPES[t.dtype]
+    dt = np.dtype(_ALLOWED_DTYPES[t.dtype])
     if len(t.data) != count * dt.itemsize:
         raise WireError(
             f"tensor bytes ({len(t.data)}) do not match dtype {t.dtype} and shape {shape} "
             f"({count * dt.itemsize} expected)"
         )
     arr = np.frombuffer(t.data, dtype=dt)  # read-only: a view of the received bytes
-    if dt != _F8:
+    if t.dtype != "float64":
         arr = arr.astype(np.float64)
     try:
         arr = arr.reshape(shape)

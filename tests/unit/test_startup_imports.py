@@ -147,6 +147,36 @@ def test_a_node_imports_the_families_at_its_first_job():
     }
 
 
+#: what a node's import does not load at all: numpy waits for the first job (engines, arrays on the
+#: wire, the custody arrays of the ledger), scipy, matplotlib and networkx for the code using them
+NOT_FOR_A_NODE_START = ("numpy", "scipy", "matplotlib", "networkx")
+
+
+@pytest.mark.parametrize("module", ["netdp_node.daemon", "netdp_node.host"])
+def test_a_node_imports_numpy_at_its_first_use(module):
+    """`import netdp_node.daemon` (a node) and `import netdp_node.host` (the process hosting
+    several), each alone in a fresh interpreter, load none of numpy, scipy, matplotlib, networkx
+    (numpy is about 0.1 s of a node's start-up CPU). The first use of an array, as a job's first
+    message does (a tensor off the wire), imports numpy, and the array decoded is the one sent."""
+    code = (
+        "import json, struct, sys\n"
+        f"import {module}\n"
+        f"before = [m for m in {NOT_FOR_A_NODE_START!r} if m in sys.modules]\n"
+        "from netdp.v1 import common_pb2\n"
+        "from netdp_node.wire import tensor_to_ndarray\n"
+        "t = common_pb2.Tensor(dtype='float64', shape=[3], data=struct.pack('<3d', 1.5, -2.0, 7.25))\n"
+        "arr = tensor_to_ndarray(t)\n"
+        "print(json.dumps({'before': before, 'numpy': 'numpy' in sys.modules, "
+        "'type': type(arr).__module__ + '.' + type(arr).__name__, 'values': arr.tolist()}))\n"
+    )
+    assert _run(code) == {
+        "before": [],
+        "numpy": True,
+        "type": "numpy.ndarray",
+        "values": [1.5, -2.0, 7.25],
+    }
+
+
 def test_the_catalog_is_the_registry():
     """The names the help reads (catalog) are the registry's, in its order, and each demo line is
     the one its record's hooks give `netdp demo`."""
