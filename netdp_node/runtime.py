@@ -624,19 +624,19 @@ class NodeRuntime:
 
     def hand_over_acked(self) -> None:
         """Stage the waiting `acked` notes in the ledger now (called right before a step is staged:
-        they share its transaction)."""
-        if self._acked_due is not None:
-            self._acked_due.cancel()
-            self._acked_due = None
+        they share its transaction). The bound's timer stays armed (no timer made and cancelled
+        per step): when it fires it commits whatever waits then, at most once per bound."""
         if self._acked:
             notes, self._acked = self._acked, []
             self.ledger.note(notes)
 
     def _acked_bound(self) -> None:
-        """No step came within ACKED_NOTE_MAX_S: commit the notes now."""
+        """ACKED_NOTE_MAX_S after the first note since the last bound: commit the notes that still
+        wait (no step came meanwhile)."""
         self._acked_due = None
-        self.hand_over_acked()
-        self.ledger.flush_soon()
+        if self._acked:
+            self.hand_over_acked()
+            self.ledger.flush_soon()
 
     # -- jobs ----------------------------------------------------------------------------------
     def _decide_contribution(self, ctx: JobContext) -> tuple[bool, str]:
@@ -918,4 +918,7 @@ class NodeRuntime:
         for r in self.jobs.values():
             await r.cancel()
         self._closed = True
+        if self._acked_due is not None:
+            self._acked_due.cancel()
+            self._acked_due = None
         self.hand_over_acked()  # the ledger commits them when it is closed
