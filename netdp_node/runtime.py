@@ -76,14 +76,6 @@ log = logging.getLogger("netdp.runtime")
 UNKNOWN_JOB_TTL = 2.0
 UNKNOWN_JOB_LOOKUPS = 2
 
-#: The longest a sender's `acked` note (a peer acknowledged one of its messages) waits for this
-#: node's next protocol step, whose commit it then shares, before it is committed by itself
-#: (`NodeRuntime.note_acked`). A note is a fact whose loss in a crash loses nothing but itself;
-#: one transaction (one fsync) of its own per acknowledgement, on a busy disk, slows the steps
-#: that must be durable (a token walk's ring whose period exceeds the ledger's DEFER_MAX_S
-#: committed about 1.5 transactions per hop instead of 1).
-ACKED_NOTE_MAX_S = 1.0
-
 #: Why a node does not take part in a job its ledger never knew (`NodeRuntime.may_join`).
 NOT_JOINED = "this node's ledger was created after the job started; it does not take part"
 
@@ -377,7 +369,6 @@ class JobRunner:
         )
         for s in sends:  # the transport may dial while the step is written (nothing is sent)
             self.node.transport.prepare(s.to)
-        self.node.hand_over_acked()  # the waiting `acked` notes share this step's commit
         durable = ledger.stage(
             entries,
             job_update=update,
@@ -451,19 +442,21 @@ class JobRunner:
             # the receiver acknowledged: the message is durable there (the audit tells a message
             # lost after its acknowledgement from one whose sender never learnt it arrived)
             m = s.msg
-            self.node.note_acked(
-                Entry(
-                    job_id=self.ctx.job_id,
-                    direction="local",
-                    event="acked",
-                    peer=s.to,
-                    kind=m.kind,
-                    walk=m.walk,
-                    epoch=m.epoch,
-                    seq=m.seq,
-                    round=m.round,
-                    digest=m.digest(),
-                )
+            self.node.ledger.note(
+                [
+                    Entry(
+                        job_id=self.ctx.job_id,
+                        direction="local",
+                        event="acked",
+                        peer=s.to,
+                        kind=m.kind,
+                        walk=m.walk,
+                        epoch=m.epoch,
+                        seq=m.seq,
+                        round=m.round,
+                        digest=m.digest(),
+                    )
+                ]
             )
             self._apply(self.engine.on_delivered(s.to, s.msg), received=None)
         elif isinstance(e, DeliveryError):
@@ -601,42 +594,6 @@ class NodeRuntime:
         self._lookups: dict[str, collections.deque[float]] = {}
         self._looking_up: dict[str, asyncio.Future[tuple[JobContext, int] | None]] = {}
         self.log = logging.LoggerAdapter(log, {})
-        # `acked` notes waiting for this node's next step (`note_acked`), and their bound's timer
-        self._acked: list[Entry] = []
-        self._acked_due: asyncio.TimerHandle | None = None
-        self._closed = False
-
-    # -- acknowledgement notes -----------------------------------------------------------------
-    def note_acked(self, entry: Entry) -> None:
-        """Record that a peer acknowledged a message: the note waits for this node's next step and
-        is committed with it (`hand_over_acked`), or by itself after ACKED_NOTE_MAX_S, not in a
-        transaction of its own per acknowledgement. Nothing waits for it (a crash loses the notes
-        not yet committed, as it did with `Ledger.note`'s shorter bound); a runtime that is
-        closed hands it to the ledger at once."""
-        if self._closed:
-            self.ledger.note([entry])
-            return
-        self._acked.append(entry)
-        if self._acked_due is None:
-            self._acked_due = asyncio.get_running_loop().call_later(
-                ACKED_NOTE_MAX_S, self._acked_bound
-            )
-
-    def hand_over_acked(self) -> None:
-        """Stage the waiting `acked` notes in the ledger now (called right before a step is staged:
-        they share its transaction). The bound's timer stays armed (no timer made and cancelled
-        per step): when it fires it commits whatever waits then, at most once per bound."""
-        if self._acked:
-            notes, self._acked = self._acked, []
-            self.ledger.note(notes)
-
-    def _acked_bound(self) -> None:
-        """ACKED_NOTE_MAX_S after the first note since the last bound: commit the notes that still
-        wait (no step came meanwhile)."""
-        self._acked_due = None
-        if self._acked:
-            self.hand_over_acked()
-            self.ledger.flush_soon()
 
     # -- jobs ----------------------------------------------------------------------------------
     def _decide_contribution(self, ctx: JobContext) -> tuple[bool, str]:
@@ -917,8 +874,3 @@ class NodeRuntime:
     async def close(self) -> None:
         for r in self.jobs.values():
             await r.cancel()
-        self._closed = True
-        if self._acked_due is not None:
-            self._acked_due.cancel()
-            self._acked_due = None
-        self.hand_over_acked()  # the ledger commits them when it is closed
