@@ -16,9 +16,13 @@ Measures, in one run:
        through the node daemons, timed from the nodes' own ledgers (every hop is a durable commit
        at the receiver before its acknowledgement).
    Per pair: hop/floor and hop/ping-pong ratios, the load average and the CPU share other
-   processes used during each measurement. The verdict on "hop rate >= 0.4 x floor" uses the
-   pairs whose floor was NOT STARVED (rule below) and is printed only when at least half of the
-   pairs qualify; otherwise it says "undetermined".
+   processes used during each measurement; and, less sensitive to the load than the rates, the
+   CPU time per token hop of each process (the node processes' event-loop threads and grpc's
+   threads apart, the busiest node, the bootstrap, this driver) and the ledger commits per token
+   hop (transactions holding the job's entries: 1 when every `acked` note rides with the next
+   receipt's commit, more when notes wait out their bound and commit alone). The verdict on
+   "hop rate >= 0.4 x floor" uses the pairs whose floor was NOT STARVED (rule below) and is
+   printed only when at least half of the pairs qualify; otherwise it says "undetermined".
 2. netdp aggregate: 8 ring-sum jobs submitted at once on the same cluster (8 token walks in flight,
    each starting at a different node); total token hops / wall time.
 3. Context references between two processes, 1 KiB messages, the same kind of mTLS certificates
@@ -177,6 +181,71 @@ class CpuMeter:
             "own_share_of_machine": (o1 - o0) / cap,
             "steal_share": (s1 - s0) / cap,
         }
+
+
+class ProcCpu:
+    """CPU seconds per process (and, for each, its main thread apart: the event loop, against
+    grpc's threads) of the cluster's processes and this driver while the block runs: a hop's cost
+    per process, less sensitive to the machine's load than the rates. A process that exits during
+    the block counts what it used until its last snapshot (none here: the cluster keeps running)."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = {**pids, "driver": os.getpid()}
+        self.result: dict[str, dict[str, float]] = {}
+
+    @staticmethod
+    def _threads(pid: int) -> tuple[float, float]:
+        """(CPU seconds of the process's main thread, of all its other threads: the process's
+        total, which keeps the CPU of threads that ended, less the main thread's)."""
+
+        def cpu(path: str) -> float:
+            try:
+                with open(path) as fh:
+                    data = fh.read()
+            except OSError:
+                return 0.0
+            rest = data[data.rindex(")") + 2 :].split()
+            return (int(rest[11]) + int(rest[12])) / _TICK
+
+        total, main = cpu(f"/proc/{pid}/stat"), cpu(f"/proc/{pid}/task/{pid}/stat")
+        return main, max(0.0, total - main)
+
+    def __enter__(self) -> ProcCpu:
+        self.start = {name: self._threads(pid) for name, pid in self.pids.items()}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name, pid in self.pids.items():
+            m1, o1 = self._threads(pid)
+            m0, o0 = self.start[name]
+            self.result[name] = {"main_thread_s": m1 - m0, "other_threads_s": o1 - o0}
+
+
+def cpu_per_hop(by_proc: dict[str, dict[str, float]], hops: int) -> dict[str, Any]:
+    """`ProcCpu` results as CPU microseconds per token hop: the node processes together, split
+    into their event-loop threads and grpc's threads, the busiest and the median node, the
+    bootstrap and this driver."""
+    per = max(1, hops)
+
+    def us(s: float) -> float:
+        return s / per * 1e6
+
+    nodes = {k: v for k, v in by_proc.items() if k.startswith("node-")}
+    totals = sorted(v["main_thread_s"] + v["other_threads_s"] for v in nodes.values())
+
+    def whole(name: str) -> float:
+        v = by_proc.get(name)
+        return us(v["main_thread_s"] + v["other_threads_s"]) if v else float("nan")
+
+    return {
+        "nodes": us(sum(totals)),
+        "nodes_event_loop_threads": us(sum(v["main_thread_s"] for v in nodes.values())),
+        "nodes_grpc_threads": us(sum(v["other_threads_s"] for v in nodes.values())),
+        "busiest_node": us(totals[-1]) if totals else float("nan"),
+        "median_node": us(statistics.median(totals)) if totals else float("nan"),
+        "bootstrap": whole("bootstrap"),
+        "driver": whole("driver"),
+    }
 
 
 def wait_idle(max_wait: float, share: float = 0.10, window: float = 2.0) -> dict[str, Any]:
@@ -708,10 +777,14 @@ def analyse_job(
     sent: dict[tuple[str, str, str, int], float] = {}
     recv: dict[tuple[str, str, str, int], float] = {}
     all_ts: list[float] = []
+    # the ledger transactions holding this job's entries (one commit's entries share its time)
+    commits = 0
     for nid in order:
         led = Ledger.open_readonly(cluster.ledger(nid))
         try:
-            for e in led.entries(job_id):
+            entries = led.entries(job_id)
+            commits += len({e.ts for e in entries})
+            for e in entries:
                 all_ts.append(e.ts)
                 if e.direction == "sent":
                     sent[(nid, e.peer, e.kind, e.seq)] = e.ts
@@ -738,6 +811,8 @@ def analyse_job(
         "t_last_token": t_last,
         "token_seconds": t_last - t_first,
         "token_hops_per_s": hops / (t_last - t_first) if t_last > t_first else float("nan"),
+        "ledger_commits": commits,
+        "ledger_commits_per_token_hop": commits / hops if hops else float("nan"),
         "hop_latencies": [recv[k] - t for k, t in sent.items() if k in recv],
         "token_receipt_ts": token_ts,
     }
@@ -796,10 +871,12 @@ async def netdp_runs(
         for _ in range(cfg["reps"]):
             probe = None if floor is None else await floor.measure()
             t0 = time.monotonic()
-            with CpuMeter() as m_walk:
+            pids = {k: p.popen.pid for k, p in cluster.procs.items() if p.popen is not None}
+            with CpuMeter() as m_walk, ProcCpu(pids) as m_procs:
                 jid = await _submit(client, ids, cfg["rounds"])
                 w = await wait_jobs(client, progress, [jid], cfg["timeout"], cfg["stall_s"])
             a = analyse_job(cluster, jid, ids, cfg["rounds"])
+            a["cpu_us_per_hop_by_process"] = cpu_per_hop(m_procs.result, a["token_hops"])
             a["outcome"] = w["outcome"]
             a["submit_to_done_s"] = w["done_at"] - t0
             a["cpu"] = m_walk.result
@@ -1025,6 +1102,8 @@ def target(sw: dict[str, Any]) -> dict[str, Any]:
                 # CPU time of the whole cluster (and this driver) per token hop: less sensitive
                 # to other processes than the rate
                 "cpu_us_per_hop": a["cpu"]["own_cpu_s"] / max(1, a["token_hops"]) * 1e6,
+                "cpu_us_per_hop_by_process": a.get("cpu_us_per_hop_by_process", {}),
+                "ledger_commits_per_token_hop": a.get("ledger_commits_per_token_hop"),
                 "foreign_share": {
                     "pingpong": f["pingpong_cpu"]["foreign_share_of_machine"],
                     "commit": f["commit_cpu"]["foreign_share_of_machine"],
@@ -1149,6 +1228,19 @@ def render(res: dict[str, Any]) -> str:
         ),
         f"   load average at start {m['loadavg_at_start'][0]:.2f}, at end "
         f"{m['loadavg_at_end'][0]:.2f}",
+        "",
+        "5. CPU microseconds per token hop, by process, during each single walk (less sensitive to"
+        " the load than the rates), and ledger commits per token hop:",
+        "     pair   nodes (loop + grpc threads)  busiest node  median node  bootstrap  driver"
+        "  commits/hop",
+        *[
+            f"     {pp['rep']:>4} {c['nodes']:7.0f} ({c['nodes_event_loop_threads']:6.0f} +"
+            f" {c['nodes_grpc_threads']:5.0f})   {c['busiest_node']:12.0f}"
+            f"  {c['median_node']:11.0f}  {c['bootstrap']:9.0f}  {c['driver']:6.0f}"
+            f"  {pp['ledger_commits_per_token_hop']:11.3f}"
+            for pp in t["pairs"]
+            if (c := pp.get("cpu_us_per_hop_by_process"))
+        ],
     ]
     return "\n".join(lines)
 

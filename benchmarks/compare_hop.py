@@ -53,6 +53,15 @@ def run_one(tree: Path, out: Path, rounds: int, reps: int) -> dict[str, Any]:
         "ratio_to_floor": [p["ratio_to_floor"] for p in pairs],
         "ratio_to_pingpong": [p["ratio_to_pingpong"] for p in pairs],
         "cpu_us_per_hop": [p["cpu_us_per_hop"] for p in pairs],
+        # (absent from results of a bench_transport.py older than the per-process CPU: NaN)
+        "node_cpu_us_per_hop": [
+            p.get("cpu_us_per_hop_by_process", {}).get("nodes", float("nan")) for p in pairs
+        ],
+        "p50_hop_ms": [r["netdp"]["single_walk"]["hop_latency_ms"]["p50"]],
+        "p90_hop_ms": [r["netdp"]["single_walk"]["hop_latency_ms"]["p90"]],
+        "ledger_commits_per_token_hop": [
+            p.get("ledger_commits_per_token_hop", float("nan")) for p in pairs
+        ],
         "floor_starved": [p["floor_starved"] for p in pairs],
         "loadavg_start": r["machine"]["loadavg_at_start"][0],
         "loadavg_end": r["machine"]["loadavg_at_end"][0],
@@ -89,7 +98,17 @@ def main() -> int:
     def med(side: str, key: str) -> float:
         return float(statistics.median(x for r in runs[side] for x in r[key]))
 
-    keys = ("hops_per_s", "cpu_us_per_hop", "ratio_to_floor", "ratio_to_pingpong", "floor_per_s")
+    keys = (
+        "hops_per_s",
+        "cpu_us_per_hop",
+        "node_cpu_us_per_hop",
+        "ratio_to_floor",
+        "ratio_to_pingpong",
+        "floor_per_s",
+        "p50_hop_ms",
+        "p90_hop_ms",
+        "ledger_commits_per_token_hop",
+    )
     summary = {side: {k: med(side, k) for k in keys} for side in sides}
     res = {
         "machine": facts,
@@ -107,10 +126,13 @@ def main() -> int:
         + (" (+ uncommitted changes)" if res["after_dirty"] else ""),
         f"  {a.runs} alternating runs x {a.reps} pairs, single walk K={a.rounds} on 8 node "
         "processes; medians over all pairs:",
-        "           hops/s  cpu us/hop  hop/floor  hop/ping-pong  floor/s",
+        "           hops/s  p50/p90 ms  cpu us/hop (nodes)  hop/floor  hop/ping-pong  floor/s"
+        "  commits/hop",
         *[
-            f"  {side:7} {s['hops_per_s']:7.0f} {s['cpu_us_per_hop']:11.0f} "
-            f"{s['ratio_to_floor']:10.3f} {s['ratio_to_pingpong']:14.3f} {s['floor_per_s']:8.0f}"
+            f"  {side:7} {s['hops_per_s']:7.0f} {s['p50_hop_ms']:5.2f}/{s['p90_hop_ms']:<5.2f}"
+            f" {s['cpu_us_per_hop']:8.0f} ({s['node_cpu_us_per_hop']:5.0f})"
+            f" {s['ratio_to_floor']:10.3f} {s['ratio_to_pingpong']:14.3f} {s['floor_per_s']:8.0f}"
+            f" {s['ledger_commits_per_token_hop']:12.3f}"
             for side, s in summary.items()
         ],
         "  load average (1 min) per run: "
