@@ -43,6 +43,7 @@ lock per ledger serialises the connection's use by the loop and the worker). Wit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
@@ -238,7 +239,7 @@ class Ledger:
         self.readonly = readonly
         self.executor = None if readonly else executor
         # the connection's user: the loop, or the worker writing a batch (`executor`)
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()  # (released by the worker that committed: not an RLock)
         self._inflight: _InFlight | None = None
         self._flush_pending = False  # a flush asked for while a batch is in flight
         offload = self.executor is not None
@@ -381,7 +382,7 @@ class Ledger:
     class _Tx:
         """One transaction, holding the ledger's lock (`_lock`) throughout."""
 
-        def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
+        def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
             self.db = db
             self.lock = lock
 
@@ -505,17 +506,26 @@ class Ledger:
         return batch
 
     def _start_write(self) -> None:
-        """Hand what is staged to the executor (no write in flight). Its steps are settled on the
-        loop once it committed (`_written`), or by the next synchronous flush."""
+        """Write what is staged into a transaction here, on the loop (the inserts cost CPU, not
+        I/O), and hand its COMMIT (the fsync) to the executor; no write is in flight. The steps
+        are settled on the loop once it committed (`_written`), or by the next synchronous flush.
+        (One thread hop per batch: a worker that had to take the GIL back after every statement
+        would wait for the busy loop each time.)"""
         assert self.executor is not None and self._inflight is None
         batch = self._take()
         if not batch:
             return
         loop = asyncio.get_running_loop()
+        self._lock.acquire()  # released once the transaction is over (by the worker)
         try:
-            fut = self.executor.submit(self._write_batch, batch, self._write_entries)
-        except RuntimeError:  # the pool is shut down (the process is exiting): write it here
-            self._settle(batch, self._write_batch(batch, self._write), direct=True, indexed=True)
+            errors, open_ = self._insert_batch(batch)
+        except BaseException:
+            self._lock.release()
+            raise
+        try:
+            fut = self.executor.submit(self._commit_open, errors, open_)
+        except RuntimeError:  # the pool is shut down (the process is exiting): commit it here
+            self._settle(batch, self._commit_open(errors, open_), direct=True, indexed=False)
             return
         inflight = self._inflight = _InFlight(batch, fut)
 
@@ -648,22 +658,79 @@ class Ledger:
                         index[_identity(entry)] = entry.digest
 
     def _write_entries(self, steps: Sequence[_Step]) -> None:
-        """Write `steps` in order in one durable transaction, nothing else (a worker thread may
-        run this: it touches the connection only, under the ledger's lock)."""
-        now = time.time()
+        """Write `steps` in order in one durable transaction, nothing else."""
         try:
             with self._tx() as db:
-                # every step's entries in one statement (staging order is id order), then the
-                # steps' job rows and custody changes in order: one transaction either way
-                rows = [_entry_row(e, now) for step in steps for e in step.entries]
-                if rows:
-                    db.executemany(_INSERT_ENTRY, rows)
-                for step in steps:
-                    self._write_step(db, step)
+                self._insert(db, steps, time.time())
         except sqlite3.IntegrityError as e:
             raise LedgerError(f"ledger refused the entries: {e}") from e
         except sqlite3.Error as e:
             raise LedgerError(f"ledger write failed ({self.path}): {e}") from e
+
+    def _insert(self, db: sqlite3.Connection, steps: Sequence[_Step], now: float) -> None:
+        """`steps` into the open transaction: every step's entries in one statement (staging
+        order is id order), then the steps' job rows and custody changes in order."""
+        rows = [_entry_row(e, now) for step in steps for e in step.entries]
+        if rows:
+            db.executemany(_INSERT_ENTRY, rows)
+        for step in steps:
+            self._write_step(db, step)
+
+    def _error(self, e: BaseException) -> LedgerError:
+        if isinstance(e, sqlite3.IntegrityError):
+            return LedgerError(f"ledger refused the entries: {e}")
+        return LedgerError(f"ledger write failed ({self.path}): {e}")
+
+    def _insert_batch(self, batch: Sequence[_Step]) -> tuple[list[LedgerError | None], bool]:
+        """Begin a transaction and insert `batch` into it (with the lock held): each step's error
+        or None, and whether the transaction is open (to be committed: `_commit_open`). A refused
+        step is rolled back to its savepoint; the others stay in the one transaction."""
+        db, now = self._db, time.time()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            return [self._error(e)] * len(batch), False
+        try:
+            try:
+                self._insert(db, batch, now)
+                return [None] * len(batch), True
+            except Exception:
+                db.execute("ROLLBACK")  # one refused step must not take the others down
+                db.execute("BEGIN IMMEDIATE")
+            errors: list[LedgerError | None] = []
+            for step in batch:
+                db.execute("SAVEPOINT step")
+                try:
+                    self._insert(db, [step], now)
+                    errors.append(None)
+                except Exception as e:
+                    db.execute("ROLLBACK TO step")
+                    errors.append(self._error(e))
+                db.execute("RELEASE step")
+            return errors, True
+        except sqlite3.Error as e:  # the transaction itself failed
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            return [self._error(e)] * len(batch), False
+
+    def _commit_open(
+        self, errors: list[LedgerError | None], open_: bool
+    ) -> list[LedgerError | None]:
+        """COMMIT the transaction `_insert_batch` left open (in a worker thread: the fsync), then
+        release the ledger's lock. Each step's error or None."""
+        try:
+            if open_:
+                try:
+                    self._db.execute("COMMIT")
+                except sqlite3.Error as e:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                    err = self._error(e)
+                    return [old or err for old in errors]
+            return errors
+        finally:
+            self._lock.release()
 
     def _write_step(self, db: sqlite3.Connection, step: _Step) -> None:
         """A step's job row and custody changes (its entries are written by `_write`)."""

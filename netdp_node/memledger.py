@@ -66,7 +66,7 @@ class MemoryLedger(Ledger):
         self._flush_scheduled = False
         self._deferred = None
         self.executor = None  # on the loop, always: the simulator runs no threads
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._inflight = None
         self._flush_pending = False
         self._entries: list[Entry] = []

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
@@ -39,21 +39,35 @@ def pool() -> Iterator[ThreadPoolExecutor]:
 
 
 class Gate:
-    """Holds every write of `led` in its thread until `release` is set (`entered`: one is held)."""
+    """Holds every commit of `led` in its thread until `release` is set (`entered`: one is held):
+    the COMMIT handed to the executor, or, without one, the whole write."""
 
     def __init__(self, led: Ledger) -> None:
         self.entered = threading.Event()
         self.release = threading.Event()
         self.threads: list[str] = []
-        write = led._write_entries
 
-        def gated(steps: Sequence[_Step]) -> None:
+        def hold() -> None:
             self.threads.append(threading.current_thread().name)
             self.entered.set()
             assert self.release.wait(10), "the test never released the write"
-            write(steps)
 
-        led._write_entries = gated  # type: ignore[method-assign]
+        if led.executor is not None:
+            commit = led._commit_open
+
+            def gated_commit(errors: list[LedgerError | None], open_: bool) -> Any:
+                hold()
+                return commit(errors, open_)
+
+            led._commit_open = gated_commit  # type: ignore[method-assign]
+        else:
+            write = led._write_entries
+
+            def gated_write(steps: Sequence[_Step]) -> None:
+                hold()
+                write(steps)
+
+            led._write_entries = gated_write  # type: ignore[method-assign]
 
 
 async def until(cond: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
