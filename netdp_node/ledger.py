@@ -29,9 +29,11 @@ ever seen or written out of order; `received_digest` also sees staged steps (a r
 message is recognised and waits for it, `staged_future`). Another process reading the file (the
 privacy report, the audit) sees committed steps only.
 
-Off the event loop (`executor`, given by the node daemons: `write_pool`): the group commit's
-transaction then runs in a worker thread of a pool shared by every ledger of the process, so that
-the loop keeps serving while the fsync runs and the fsyncs of several ledgers overlap. The rules
+Off the event loop (`executor`, given by the node daemons: `write_pool`): a batch's rows are
+inserted on the loop, and its COMMIT (the fsync) runs in a worker thread of a pool shared by every
+ledger of the process, so that the loop keeps serving while the fsync runs and the fsyncs of several
+ledgers overlap (one thread hop per batch; a refused step is rolled back to its savepoint and the
+rest of the batch keeps its one commit). The rules
 stay the same: one write in flight per ledger, the steps staged meanwhile go in the next batch, in
 order; each step's `done` and waiters are settled on the loop once its transaction committed, and
 a received message stays in the staged index until the committed index holds it (both updated on
@@ -232,8 +234,8 @@ class Ledger:
         readonly: bool = False,
         executor: Executor | None = None,
     ) -> None:
-        """`executor`: run the group commit's transactions in it (e.g. `write_pool()`), off the
-        event loop; None: on the loop."""
+        """`executor`: run the group commit's COMMITs (fsyncs) in it (e.g. `write_pool()`), off
+        the event loop; None: everything on the loop (the simulator)."""
         self.directory = Path(directory)
         self.path = self.directory / LEDGER_FILE
         self.readonly = readonly

@@ -151,6 +151,7 @@ async def test_a_refused_step_does_not_take_its_batch_down(tmp_path, pool):
     led = Ledger(tmp_path, "n0", executor=pool)
     await asyncio.wait_for(led.stage([receipt("p", 0)]), 10)  # committed
     gate = Gate(led)
+    commits = count_commits(led)
     first = led.stage([local("first")])
     await until(gate.entered.is_set, "the first write")
     results: dict[str, LedgerError | None] = {}
@@ -169,6 +170,7 @@ async def test_a_refused_step_does_not_take_its_batch_down(tmp_path, pool):
     assert results["ok1"] is None and results["ok2"] is None
     assert isinstance(results["dup"], LedgerError)
     assert file_events(tmp_path) == ["value", "first", "ok1", "ok2"]  # nothing of the refused step
+    assert commits[0] == 2  # "first", then the batch of three: still one commit
     led.close()
 
 
