@@ -161,6 +161,16 @@ def _nonneg(s: str) -> float:
     return v
 
 
+def _count(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a whole number") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{s} must be >= 0")
+    return v
+
+
 def _param(s: str) -> tuple[str, Any]:
     k, sep, v = s.partition("=")
     if not sep or not k:
@@ -375,6 +385,7 @@ def _node_config(a: argparse.Namespace) -> Any:
         job_deadline=a.job_deadline,
         bootstrap_timeout=a.bootstrap_timeout,
         grace=a.shutdown_grace,
+        ledger_threads=a.ledger_threads,
     )
 
 
@@ -1271,6 +1282,15 @@ def build_parser() -> argparse.ArgumentParser:
         "nodes: a JSON object {node id: port} once all registered)",
     )
     n.add_argument("--shutdown-grace", type=_nonneg, default=2.0, metavar="S", help=GRACE_HELP)
+    n.add_argument(
+        "--ledger-threads",
+        type=_count,
+        default=4,
+        metavar="N",
+        help="write the ledgers' group commits in a pool of N threads shared by the nodes "
+        "of this process, so that fsyncs do not hold up message handling and several "
+        "ledgers' fsyncs overlap (4; 0: on the event loop)",
+    )
     n.add_argument("--check", action="store_true", help="validate the configuration and exit")
     f = n.add_argument_group(
         "fault injection",

@@ -29,7 +29,7 @@ from netdp_node.data import load_values
 from netdp_node.errors import SecurityError, ServerIdentityError
 from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.lazy import lazy_module
-from netdp_node.ledger import Entry, Ledger
+from netdp_node.ledger import WRITE_THREADS, Entry, Ledger, write_pool
 from netdp_node.privacy.threat import NOT_PRIVATE, SEEDED_RNG_EVENT
 from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
@@ -75,6 +75,9 @@ class NodeConfig:
     job_deadline: float = 600.0  # fail a job not finished this long after joining (0: never)
     # give up (exit 5) when the bootstrap cannot be reached to register for this long (0: never)
     bootstrap_timeout: float = 120.0
+    # the ledger's group commits run in a pool of this many threads shared by the process's nodes,
+    # off the event loop (`Ledger` executor); 0: on the event loop
+    ledger_threads: int = WRITE_THREADS
 
 
 class NodeDaemon:
@@ -492,7 +495,10 @@ class NodeDaemon:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, self.stop_event.set)
-        self.ledger = Ledger(self.cfg.ledger, self.node_id)
+        threads = self.cfg.ledger_threads
+        self.ledger = Ledger(
+            self.cfg.ledger, self.node_id, executor=write_pool(threads) if threads > 0 else None
+        )
         self.ledger.record_budget(self.cfg.budget_epsilon, self.cfg.budget_delta)
         if self.cfg.seed is not None:
             log.warning(

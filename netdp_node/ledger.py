@@ -28,17 +28,32 @@ of a step that is not deferred, or `flush_soon`, or DEFER_MAX_S at the latest. E
 ever seen or written out of order; `received_digest` also sees staged steps (a re-send of a staged
 message is recognised and waits for it, `staged_future`). Another process reading the file (the
 privacy report, the audit) sees committed steps only.
+
+Off the event loop (`executor`, given by the node daemons: `write_pool`): a batch's rows are
+inserted on the loop, and its COMMIT (the fsync) runs in a worker thread of a pool shared by every
+ledger of the process, so that the loop keeps serving while the fsync runs and the fsyncs of several
+ledgers overlap (one thread hop per batch; a refused step is rolled back to its savepoint and the
+rest of the batch keeps its one commit). The rules
+stay the same: one write in flight per ledger, the steps staged meanwhile go in the next batch, in
+order; each step's `done` and waiters are settled on the loop once its transaction committed, and
+a received message stays in the staged index until the committed index holds it (both updated on
+the loop). Every synchronous write or read first waits for the write in flight and settles it (a
+lock per ledger serialises the connection's use by the loop and the worker). Without an executor
+(the simulator: a virtual clock, no threads) everything runs on the loop as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -135,6 +150,35 @@ class _Step:
     loop: asyncio.AbstractEventLoop | None = None
 
 
+@dataclass
+class _InFlight:
+    """A batch of staged steps being written in a worker thread (`Ledger.executor`)."""
+
+    steps: list[_Step]
+    future: Future[list[LedgerError | None]]
+
+
+#: Worker threads of the ledger write pool, shared by every ledger of a process (`write_pool`).
+WRITE_THREADS = 4
+
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def write_pool(threads: int = WRITE_THREADS) -> ThreadPoolExecutor:
+    """The process's pool of `threads` ledger write threads (one per size, made once): every ledger
+    of the process that commits off its event loop shares it, however many nodes it hosts."""
+    if threads < 1:
+        raise ValueError(f"a ledger write pool needs at least one thread, not {threads}")
+    with _pools_lock:
+        pool = _pools.get(threads)
+        if pool is None:
+            pool = _pools[threads] = ThreadPoolExecutor(
+                max_workers=threads, thread_name_prefix="netdp-ledger"
+            )
+        return pool
+
+
 @dataclass(frozen=True)
 class JobRow:
     job_id: str
@@ -186,10 +230,25 @@ class Ledger:
     #: the longest a deferred step (`stage(defer=True)`) stays staged before it is committed
     DEFER_MAX_S = 0.05
 
-    def __init__(self, directory: str | Path, node_id: str, *, readonly: bool = False) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        node_id: str,
+        *,
+        readonly: bool = False,
+        executor: Executor | None = None,
+    ) -> None:
+        """`executor`: run the group commit's COMMITs (fsyncs) in it (e.g. `write_pool()`), off
+        the event loop; None: everything on the loop (the simulator)."""
         self.directory = Path(directory)
         self.path = self.directory / LEDGER_FILE
         self.readonly = readonly
+        self.executor = None if readonly else executor
+        # the connection's user: the loop, or the worker writing a batch (`executor`)
+        self._lock = threading.Lock()  # (released by the worker that committed: not an RLock)
+        self._inflight: _InFlight | None = None
+        self._flush_pending = False  # a flush asked for while a batch is in flight
+        offload = self.executor is not None
         try:
             if readonly:
                 if not self.path.exists():
@@ -199,7 +258,9 @@ class Ledger:
                 )
             else:
                 self.directory.mkdir(parents=True, exist_ok=True)
-                self._db = sqlite3.connect(self.path, isolation_level=None)
+                self._db = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=not offload
+                )
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=FULL")
                 self._db.executescript(_SCHEMA)
@@ -253,7 +314,8 @@ class Ledger:
         return owner
 
     def _meta(self, key: str) -> str | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     # -- identity of the ledger -------------------------------------------------------------------
@@ -317,27 +379,39 @@ class Ledger:
         """Close; staged steps are written first (if the event loop has stopped, nothing they cause
         happens any more: as after a crash right after a commit)."""
         try:
-            self.flush()
+            self.flush()  # (waits for a write in flight)
         finally:
-            self._db.close()
+            with self._lock:
+                self._db.close()
 
     # -- transactions ---------------------------------------------------------------------------
     class _Tx:
-        def __init__(self, db: sqlite3.Connection) -> None:
+        """One transaction, holding the ledger's lock (`_lock`) throughout."""
+
+        def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
             self.db = db
+            self.lock = lock
 
         def __enter__(self) -> sqlite3.Connection:
-            self.db.execute("BEGIN IMMEDIATE")
+            self.lock.acquire()
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                self.lock.release()
+                raise
             return self.db
 
         def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-            if exc_type is None:
-                self.db.execute("COMMIT")
-            else:
-                self.db.execute("ROLLBACK")
+            try:
+                if exc_type is None:
+                    self.db.execute("COMMIT")
+                else:
+                    self.db.execute("ROLLBACK")
+            finally:
+                self.lock.release()
 
     def _tx(self) -> Ledger._Tx:
-        return Ledger._Tx(self._db)
+        return Ledger._Tx(self._db, self._lock)
 
     # -- writing --------------------------------------------------------------------------------
     def commit(
@@ -371,9 +445,10 @@ class Ledger:
         """Stage one step (the arguments of `commit`) for the next group commit. Once it is written,
         or refused (LedgerError: then nothing of the step was written), `done(error)` is called on
         the loop and the returned future is settled; cancelling the future (a waiter that gave up)
-        changes nothing else. The commit runs at the next iteration of the event loop, or, with
-        `defer`, at the next commit of a step that is not deferred, at `flush_soon`, or after
-        DEFER_MAX_S at the latest. Call on the event loop."""
+        changes nothing else. The commit runs at the next iteration of the event loop (with an
+        `executor`: once the write in flight, if any, is over), or, with `defer`, at the next
+        commit of a step that is not deferred, at `flush_soon`, or after DEFER_MAX_S at the
+        latest. Call on the event loop."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         step = _Step(list(entries), job_update, list(keep), list(drop), done, [fut], loop)
@@ -399,45 +474,146 @@ class Ledger:
             )
 
     def flush_soon(self) -> None:
-        """Commit what is staged at the next iteration of the event loop."""
-        if self._staged and not self._flush_scheduled:
+        """Commit what is staged at the next iteration of the event loop (off the loop: once the
+        write in flight, if any, is over)."""
+        if not self._staged:
+            return
+        if self._inflight is not None:
+            self._flush_pending = True  # `_written` starts the next batch
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._scheduled_flush)
 
     def _scheduled_flush(self) -> None:
         self._flush_scheduled = False
-        self.flush(direct=True)
+        self._flush_now()
 
     def _deferred_flush(self) -> None:
         self._deferred = None
-        self.flush(direct=True)
+        self._flush_now()
 
-    def flush(self, *, direct: bool = False) -> None:
-        """Write every staged step now, in one transaction, and settle their futures. Each step's
-        `done` is called through the loop; `direct` (the loop's own flush callbacks, which run
-        nothing else) calls it at once, saving a loop callback per step."""
+    def _flush_now(self) -> None:
+        """The loop's own flush callbacks: write here, or hand the batch to the executor."""
+        if self.executor is None:
+            self.flush(direct=True)
+        elif self._inflight is not None:
+            self._flush_pending = True
+        else:
+            self._start_write()
+
+    def _take(self) -> list[_Step]:
+        """Every staged step, no longer staged (their received messages stay in the staged index
+        until they are settled)."""
         batch, self._staged = self._staged, []
+        self._flush_pending = False
         if self._deferred is not None:
             self._deferred.cancel()
             self._deferred = None
+        return batch
+
+    def _start_write(self) -> None:
+        """Write what is staged into a transaction here, on the loop (the inserts cost CPU, not
+        I/O), and hand its COMMIT (the fsync) to the executor; no write is in flight. The steps
+        are settled on the loop once it committed (`_written`), or by the next synchronous flush.
+        (One thread hop per batch: a worker that had to take the GIL back after every statement
+        would wait for the busy loop each time.)"""
+        assert self.executor is not None and self._inflight is None
+        batch = self._take()
         if not batch:
             return
+        loop = asyncio.get_running_loop()
+        self._lock.acquire()  # released once the transaction is over (by the worker)
         try:
-            self._write(batch)
-            errors: list[LedgerError | None] = [None] * len(batch)
+            errors, open_ = self._insert_batch(batch)
+        except BaseException:
+            self._lock.release()
+            raise
+        try:
+            fut = self.executor.submit(self._commit_open, errors, open_)
+        except RuntimeError:  # the pool is shut down (the process is exiting): commit it here
+            self._settle(batch, self._commit_open(errors, open_), direct=True, indexed=False)
+            return
+        inflight = self._inflight = _InFlight(batch, fut)
+
+        def written(_: object) -> None:  # in the worker thread
+            try:
+                loop.call_soon_threadsafe(self._written, inflight)
+            except RuntimeError:  # the loop is closed: the synchronous flush of close() settles
+                pass
+
+        fut.add_done_callback(written)
+
+    def _written(self, inflight: _InFlight) -> None:
+        """On the loop, once the batch in flight is written: settle it, then hand on the next."""
+        if self._inflight is not inflight:
+            return  # settled already by a synchronous flush
+        self._settle_inflight(direct=True)
+        if self._flush_pending and self._staged:
+            self._start_write()
+        self._flush_pending = False
+
+    def _settle_inflight(self, *, direct: bool) -> None:
+        """Wait for the batch in flight (if any) and settle its steps, on the calling thread."""
+        inflight = self._inflight
+        if inflight is None:
+            return
+        try:
+            errors = inflight.future.result()
+        except Exception as e:  # not a ledger error (a bug): none of the batch is known written
+            log.exception("ledger write failed (%s)", self.path)
+            errors = [LedgerError(f"ledger write failed ({self.path}): {e}")] * len(inflight.steps)
+        self._inflight = None
+        self._settle(inflight.steps, errors, direct=direct, indexed=False)
+
+    def flush(self, *, direct: bool = False) -> None:
+        """Write every staged step now, in one transaction, and settle their futures (after the
+        write in flight, if any: it is waited for and settled first). Each step's `done` is called
+        through the loop; `direct` (the loop's own flush callbacks, which run nothing else) calls
+        it at once, saving a loop callback per step."""
+        self._settle_inflight(direct=direct)
+        batch = self._take()
+        if not batch:
+            return
+        self._settle(batch, self._write_batch(batch, self._write), direct=direct, indexed=True)
+
+    def _write_batch(
+        self, batch: list[_Step], write: Callable[[Sequence[_Step]], None]
+    ) -> list[LedgerError | None]:
+        """Write `batch` with `write` in one transaction; if that is refused, each step on its
+        own (one refused step must not take the others down). Each step's error or None."""
+        try:
+            write(batch)
+            return [None] * len(batch)
         except LedgerError:
-            # one refused step must not take the others down: each on its own
-            errors = []
+            errors: list[LedgerError | None] = []
             for step in batch:
                 try:
-                    self._write([step])
+                    write([step])
                     errors.append(None)
                 except LedgerError as e:
                     errors.append(e)
+            return errors
+
+    def _settle(
+        self,
+        batch: list[_Step],
+        errors: list[LedgerError | None],
+        *,
+        direct: bool,
+        indexed: bool,
+    ) -> None:
+        """After `batch` was written (each step's error or None), on the loop: the committed
+        received messages go to the duplicate index (unless `indexed` already) before they leave
+        the staged one, then each step's `done` and waiters are settled, in order."""
+        if not indexed:
+            self._index([s for s, err in zip(batch, errors) if err is None])
         for step, err in zip(batch, errors):
             for entry in step.entries:
                 if entry.direction == "received":
-                    self._staged_received.pop((entry.job_id, *_identity(entry)), None)
+                    key = (entry.job_id, *_identity(entry))
+                    got = self._staged_received.get(key)
+                    if got is not None and got[1] is step:
+                        del self._staged_received[key]
             loop = step.loop
             if loop is None or loop.is_closed():
                 continue  # (a ledger closed after its event loop: the steps are written all the same)
@@ -475,26 +651,92 @@ class Ledger:
     def _write(self, steps: Sequence[_Step]) -> None:
         """Write `steps` in order in one durable transaction; the received-message index learns
         their received entries once it committed."""
-        now = time.time()
-        try:
-            with self._tx() as db:
-                # every step's entries in one statement (staging order is id order), then the
-                # steps' job rows and custody changes in order: one transaction either way
-                rows = [_entry_row(e, now) for step in steps for e in step.entries]
-                if rows:
-                    db.executemany(_INSERT_ENTRY, rows)
-                for step in steps:
-                    self._write_step(db, step)
-        except sqlite3.IntegrityError as e:
-            raise LedgerError(f"ledger refused the entries: {e}") from e
-        except sqlite3.Error as e:
-            raise LedgerError(f"ledger write failed ({self.path}): {e}") from e
+        self._write_entries(steps)
+        self._index(steps)
+
+    def _index(self, steps: Sequence[_Step]) -> None:
+        """The duplicate index learns the received entries of committed `steps` (on the loop)."""
         for step in steps:
-            for entry in step.entries:  # committed: the duplicate index learns the received ones
+            for entry in step.entries:
                 if entry.direction == "received":
                     index = self._received.get(entry.job_id)
                     if index is not None:
                         index[_identity(entry)] = entry.digest
+
+    def _write_entries(self, steps: Sequence[_Step]) -> None:
+        """Write `steps` in order in one durable transaction, nothing else."""
+        try:
+            with self._tx() as db:
+                self._insert(db, steps, time.time())
+        except sqlite3.IntegrityError as e:
+            raise LedgerError(f"ledger refused the entries: {e}") from e
+        except sqlite3.Error as e:
+            raise LedgerError(f"ledger write failed ({self.path}): {e}") from e
+
+    def _insert(self, db: sqlite3.Connection, steps: Sequence[_Step], now: float) -> None:
+        """`steps` into the open transaction: every step's entries in one statement (staging
+        order is id order), then the steps' job rows and custody changes in order."""
+        rows = [_entry_row(e, now) for step in steps for e in step.entries]
+        if rows:
+            db.executemany(_INSERT_ENTRY, rows)
+        for step in steps:
+            self._write_step(db, step)
+
+    def _error(self, e: BaseException) -> LedgerError:
+        if isinstance(e, sqlite3.IntegrityError):
+            return LedgerError(f"ledger refused the entries: {e}")
+        return LedgerError(f"ledger write failed ({self.path}): {e}")
+
+    def _insert_batch(self, batch: Sequence[_Step]) -> tuple[list[LedgerError | None], bool]:
+        """Begin a transaction and insert `batch` into it (with the lock held): each step's error
+        or None, and whether the transaction is open (to be committed: `_commit_open`). A refused
+        step is rolled back to its savepoint; the others stay in the one transaction."""
+        db, now = self._db, time.time()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            return [self._error(e)] * len(batch), False
+        try:
+            try:
+                self._insert(db, batch, now)
+                return [None] * len(batch), True
+            except Exception:
+                db.execute("ROLLBACK")  # one refused step must not take the others down
+                db.execute("BEGIN IMMEDIATE")
+            errors: list[LedgerError | None] = []
+            for step in batch:
+                db.execute("SAVEPOINT step")
+                try:
+                    self._insert(db, [step], now)
+                    errors.append(None)
+                except Exception as e:
+                    db.execute("ROLLBACK TO step")
+                    errors.append(self._error(e))
+                db.execute("RELEASE step")
+            return errors, True
+        except sqlite3.Error as e:  # the transaction itself failed
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            return [self._error(e)] * len(batch), False
+
+    def _commit_open(
+        self, errors: list[LedgerError | None], open_: bool
+    ) -> list[LedgerError | None]:
+        """COMMIT the transaction `_insert_batch` left open (in a worker thread: the fsync), then
+        release the ledger's lock. Each step's error or None."""
+        try:
+            if open_:
+                try:
+                    self._db.execute("COMMIT")
+                except sqlite3.Error as e:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                    err = self._error(e)
+                    return [old or err for old in errors]
+            return errors
+        finally:
+            self._lock.release()
 
     def _write_step(self, db: sqlite3.Connection, step: _Step) -> None:
         """A step's job row and custody changes (its entries are written by `_write`)."""
@@ -604,14 +846,17 @@ class Ledger:
         if not self.readonly:
             index = self._received.get(job_id)
             if index is None:
-                index = self._received[job_id] = {
-                    (r[0], r[1], r[2], r[3], r[4], r[5]): str(r[6])
-                    for r in self._db.execute(
-                        "SELECT peer, kind, walk, epoch, seq, round, digest FROM entries"
-                        " WHERE direction='received' AND job_id=?",
-                        (job_id,),
-                    )
-                }
+                # (a write in flight holds the lock until it committed; its steps are still in
+                # the staged index, and join this one when they are settled)
+                with self._lock:
+                    index = self._received[job_id] = {
+                        (r[0], r[1], r[2], r[3], r[4], r[5]): str(r[6])
+                        for r in self._db.execute(
+                            "SELECT peer, kind, walk, epoch, seq, round, digest FROM entries"
+                            " WHERE direction='received' AND job_id=?",
+                            (job_id,),
+                        )
+                    }
             return index.get((peer, kind, walk, epoch, seq, rnd))
         row = self._db.execute(
             "SELECT digest FROM entries WHERE direction='received' AND job_id=? AND peer=? AND kind=?"
@@ -623,10 +868,12 @@ class Ledger:
     def kept(self, job_id: str) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:
         """The custody copies of a job: key -> (payload, meta)."""
         self.flush()
-        rows = self._db.execute(
-            "SELECT key, payload, shape_json, meta_json FROM custody WHERE job_id=? ORDER BY rowid",
-            (job_id,),
-        ).fetchall()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, payload, shape_json, meta_json FROM custody WHERE job_id=?"
+                " ORDER BY rowid",
+                (job_id,),
+            ).fetchall()
         return {
             r[0]: (
                 np.frombuffer(r[1], dtype="<f8").reshape(json.loads(r[2])).copy(),
@@ -655,6 +902,8 @@ class Ledger:
         if where:
             q += " WHERE " + " AND ".join(where)
         q += " ORDER BY id"
+        with self._lock:
+            rows = self._db.execute(q, args).fetchall()
         return [
             Entry(
                 id=r[0],
@@ -671,7 +920,7 @@ class Ledger:
                 digest=r[11],
                 params=json.loads(r[12]),
             )
-            for r in self._db.execute(q, args)
+            for r in rows
         ]
 
     _JOB_COLUMNS = (
@@ -695,10 +944,12 @@ class Ledger:
 
     def jobs(self) -> list[JobRow]:
         self.flush()
-        rows = self._db.execute(self._JOB_COLUMNS + " ORDER BY started").fetchall()
+        with self._lock:
+            rows = self._db.execute(self._JOB_COLUMNS + " ORDER BY started").fetchall()
         return [self._job_row(r) for r in rows]
 
     def job(self, job_id: str) -> JobRow | None:
         self.flush()
-        r = self._db.execute(self._JOB_COLUMNS + " WHERE job_id=?", (job_id,)).fetchone()
+        with self._lock:
+            r = self._db.execute(self._JOB_COLUMNS + " WHERE job_id=?", (job_id,)).fetchone()
         return None if r is None else self._job_row(r)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -64,6 +65,10 @@ class MemoryLedger(Ledger):
         self._staged_received = {}
         self._flush_scheduled = False
         self._deferred = None
+        self.executor = None  # on the loop, always: the simulator runs no threads
+        self._lock = threading.Lock()
+        self._inflight = None
+        self._flush_pending = False
         self._entries: list[Entry] = []
         self._jobs: dict[str, JobRow] = {}
         self._custody: dict[str, dict[str, tuple[np.ndarray, dict[str, Any]]]] = {}
