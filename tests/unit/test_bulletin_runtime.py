@@ -183,3 +183,33 @@ async def test_reading_is_bounded_when_a_participant_never_publishes(
         for r in runners:
             await r.node.close()
             r.node.ledger.close()
+
+
+def test_randomized_gossip_publishes_its_activation_list_on_the_bulletin() -> None:
+    """Algorithm 2: the activation list is published once (no message to the n - 1 others) and
+    the others' lists are taken from the bulletin; a malformed one is recorded as refused."""
+    from netdp_node.algorithms.muffliato.engine import SCHEDULE, MuffliatoRandom
+    from netdp_node.protocols.base import Send
+
+    ids = ("n0", "n1", "n2")
+    p = get_algorithm("muffliato-random").prepare(
+        {"graph": "ring", "sigma": 0.5, "rate": 1.0, "duration_s": 1.0}, 3
+    )
+    e = {
+        v: MuffliatoRandom(
+            JobContext("j", "muffliato-random", v, ids, p, 1),
+            np.array([0.1 * i]),
+            np.random.default_rng([0, i]),
+        )
+        for i, v in enumerate(ids)
+    }
+    e["n0"].log = [(0, 1, 1, True), (2, 1, 0, False)]
+    out = e["n0"]._finish()
+    assert not any(isinstance(a, Send) for a in out)
+    (pub,) = [a for a in out if isinstance(a, Publish)]
+    got = e["n1"].on_published(
+        SCHEDULE, {"n0": pub.msg, "n2": Message(SCHEDULE, scalars={"x:1": 1.0})}
+    )
+    assert [(a.event, a.peer) for a in got] == [("schedule", "n0"), ("bulletin-refused", "n2")]
+    assert got[0].params == {"activations": [["n0", 1, "n1", True], ["n2", 1, "n0", False]]}
+    assert "bad activation" in got[1].params["reason"]
