@@ -37,8 +37,10 @@ from netdp_node.wire import WireError, envelope_to_message, tensor_to_ndarray
 LONG_POLL_MAX_MS = 30_000
 #: Most entries of a bulletin in one ReadBulletin reply (the client asks again for the rest).
 BULLETIN_BATCH = 256
-#: Largest entry a participant may publish (bytes of its Envelope).
+#: Largest entry a participant may publish (bytes of its Envelope), and the most bytes of entries
+#: one reply carries beyond its first entry (gRPC's default message limit is 4 MiB).
 BULLETIN_MAX_BYTES = 1 << 20
+BULLETIN_REPLY_BYTES = 2 << 20
 #: How long a bulletin's long poll, woken by a new entry, waits for more before it answers.
 BULLETIN_COALESCE_S = 0.2
 _KIND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -593,8 +595,12 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
                 await asyncio.sleep(min(BULLETIN_COALESCE_S, max(0.0, until - loop.time())))
         reply = bootstrap_pb2.ReadBulletinReply()
         nxt = request.after
+        size = 0
         for pos, node, body in rows:
+            if reply.entries and size + len(body) > BULLETIN_REPLY_BYTES:
+                break  # the rest in the next reply (under the 4 MiB message limit)
             reply.entries.add(node_id=node, entry=peer_pb2.Envelope.FromString(body))
+            size += len(body)
             nxt = pos
         reply.next = max(nxt, request.after)
         reply.complete = total >= n and reply.next >= total

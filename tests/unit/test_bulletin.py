@@ -36,8 +36,8 @@ PARTS = IDS[:3]  # node-4 is registered, not a participant
 
 
 class Bootstrap:
-    def __init__(self, tmp_path: Path) -> None:
-        self.root = tmp_path / "pki"
+    def __init__(self, tmp_path: Path, pki_root: Path) -> None:
+        self.root = pki_root
         self.state = tmp_path / "state"
         self.address = ""
         self.clients: list[BootstrapClient] = []
@@ -76,14 +76,21 @@ class Bootstrap:
         return c
 
 
-@pytest_asyncio.fixture
-async def boot(tmp_path: Path) -> AsyncIterator[Bootstrap]:
-    b = Bootstrap(tmp_path)
-    pki.init_ca(b.root)
-    pki.issue(b.root, "operator", role="operator", hosts=())
-    pki.issue(b.root, "bootstrap", role="bootstrap", hosts=("127.0.0.1",))
+@pytest.fixture(scope="module")
+def pki_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The certificates, made once for the module (each test has its own bootstrap and store)."""
+    root = tmp_path_factory.mktemp("bulletin") / "pki"
+    pki.init_ca(root)
+    pki.issue(root, "operator", role="operator", hosts=())
+    pki.issue(root, "bootstrap", role="bootstrap", hosts=("127.0.0.1",))
     for nid in IDS:
-        pki.issue(b.root, nid, hosts=("127.0.0.1",))
+        pki.issue(root, nid, hosts=("127.0.0.1",))
+    return root
+
+
+@pytest_asyncio.fixture
+async def boot(tmp_path: Path, pki_root: Path) -> AsyncIterator[Bootstrap]:
+    b = Bootstrap(tmp_path, pki_root)
     await b.start()
     for i, nid in enumerate(IDS):
         await b.client(nid).register(nid, f"127.0.0.1:{7700 + i}")
@@ -248,3 +255,20 @@ async def test_memory_board_has_the_same_rules() -> None:
     board.close("j1")  # nothing more will come: the readers are told so at once
     got, nxt, final = await b1.read("j1", "schedule", 2, 5.0)
     assert got == [] and final
+
+
+async def test_large_entries_come_in_several_replies(boot: Bootstrap) -> None:
+    """A reply carries at most about 2 MiB of entries (gRPC's message limit is 4 MiB); the reader
+    asks again after `next` for the rest; an entry over 1 MiB is refused."""
+    big = {n: Message("blob", payload=np.full(100_000, float(i))) for i, n in enumerate(PARTS)}
+    for n in PARTS:
+        await boot.client(n).publish("j1", big[n])
+    reader = boot.client("node-1")
+    r = await reader.read_bulletin("j1", "blob")
+    assert [b.node_id for b in r.entries] == PARTS[:2] and r.next == 2 and not r.complete
+    r = await reader.read_bulletin("j1", "blob", after=r.next)
+    assert [b.node_id for b in r.entries] == PARTS[2:] and r.next == 3 and r.complete
+    e = await refused(
+        reader.publish("j1", Message("huge", payload=np.zeros(140_000)), retry_transient=False)
+    )
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "bytes" in e.details()
