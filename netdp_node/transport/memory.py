@@ -167,6 +167,9 @@ class MemoryBoard:
         in the simulator), or None: its calls fail with UNAVAILABLE, as a bootstrap out of reach."""
         self.lookup = lookup
         self.unreachable = unreachable
+        #: how long a read woken by a new entry waits for more (the bootstrap's
+        #: BULLETIN_COALESCE_S)
+        self.coalesce = 0.2
         self.jobs: dict[str, frozenset[str]] = {}
         self.closed: set[str] = set()
         self._entries: dict[tuple[str, str], list[tuple[str, Message]]] = {}
@@ -235,6 +238,9 @@ class MemoryBoard:
             ev = self._news.setdefault((job_id, kind), asyncio.Event())
             try:
                 await asyncio.wait_for(ev.wait(), left)
+                # as the bootstrap does: entries come in bursts, take them together (one step of
+                # each reader per burst, not one per entry)
+                await asyncio.sleep(min(self.coalesce, max(0.0, until - loop.time())))
             except asyncio.TimeoutError:
                 pass
 
