@@ -85,9 +85,10 @@ UNKNOWN_JOB_TTL = 2.0
 UNKNOWN_JOB_LOOKUPS = 2
 
 #: How long a node that published on a job's bulletin keeps reading it for the other participants'
-#: entries (seconds; a job's `deadline_s`, when set, is used instead): a participant that never
-#: publishes (it crashed or left) ends the reading then. The job's own state is not affected: it
-#: ended when the engine released its output. Each read waits at most BULLETIN_POLL_S.
+#: entries (seconds; a job's `deadline_s`, else the node's job deadline, when set, is used
+#: instead): a participant that never publishes (it crashed or left) ends the reading then. The
+#: job's own state is not affected: it ended when the engine released its output. Each read
+#: waits at most BULLETIN_POLL_S.
 BULLETIN_WAIT_S = 600.0
 BULLETIN_POLL_S = 30.0
 
@@ -461,15 +462,20 @@ class JobRunner:
         """Publish `msg` (durable in this node's ledger already) on the job's bulletin, then read
         the other participants' entries of its kind and hand them to the engine
         (`Engine.on_published`), each as one step of the ledger. Bounded: `bulletin_wait` seconds
-        (the job's `deadline_s` when set); a participant that never publishes is left out, and the
-        engine, as its accountant, never reads its silence as an empty entry."""
+        (the job's `deadline_s`, else the node's job deadline, when set); a participant that never
+        publishes is left out, and the engine, as its accountant, never reads its silence as an
+        empty entry."""
         bulletin = self.node.bulletin
         kind = msg.kind
         if bulletin is None:
             self.log.warning("no bulletin on this node: its %s is not published", kind)
             return
         loop = asyncio.get_running_loop()
-        wait = float(self.ctx.params.get("deadline_s", 0.0) or 0.0) or self.node.bulletin_wait
+        wait = (
+            float(self.ctx.params.get("deadline_s", 0.0) or 0.0)
+            or self.node.job_deadline
+            or self.node.bulletin_wait
+        )
         until = loop.time() + wait
         job = self.ctx.job_id
         ok = await self._on_bulletin(lambda: bulletin.publish(job, msg), until, "publish")
