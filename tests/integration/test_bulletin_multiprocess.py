@@ -83,5 +83,12 @@ async def test_muffliato_processes_share_schedules_through_the_bootstrap(tmp_pat
             job = ledger_report(c.ledger(v), job_id="bul")["jobs"][0]
             assert job["state"] == "done"
             assert ma.JOINT_VIEW in job["baselines"], sorted(job["baselines"])
+        # merged ledgers: nothing received that was not sent, nothing recorded twice, every
+        # realised edge used by both ends (the bulletin's records are not peer messages)
+        from netdp_node.audit import audit
+
+        checks = {x["name"]: x for x in audit([c.ledger(v) for v in c.ids])["checks"]}
+        for name in ("gossip-mass-conserved", "tokens-conserved", "received-once"):
+            assert checks[name]["ok"], checks[name]
     finally:
         c.stop()
