@@ -23,7 +23,7 @@ import grpc.aio
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
-from netdp.v1 import bootstrap_pb2, bootstrap_pb2_grpc, common_pb2
+from netdp.v1 import bootstrap_pb2, bootstrap_pb2_grpc, common_pb2, peer_pb2
 from netdp_bootstrap import topology as topo
 from netdp_bootstrap.store import Store
 from netdp_node.algorithms import get_algorithm
@@ -31,10 +31,19 @@ from netdp_node.errors import SecurityError
 from netdp_node.graphs import COMPLETE
 from netdp_node.security.identity import PeerIdentity, RevocationList
 from netdp_node.security.mtls import AccessPolicy, Unauthorized
-from netdp_node.wire import WireError, tensor_to_ndarray
+from netdp_node.wire import WireError, envelope_to_message, tensor_to_ndarray
 
-#: Longest wait of a ListJobs long poll.
+#: Longest wait of a ListJobs or ReadBulletin long poll.
 LONG_POLL_MAX_MS = 30_000
+#: Most entries of a bulletin in one ReadBulletin reply (the client asks again for the rest).
+BULLETIN_BATCH = 256
+#: Largest entry a participant may publish (bytes of its Envelope), and the most bytes of entries
+#: one reply carries beyond its first entry (gRPC's default message limit is 4 MiB).
+BULLETIN_MAX_BYTES = 1 << 20
+BULLETIN_REPLY_BYTES = 2 << 20
+#: How long a bulletin's long poll, woken by a new entry, waits for more before it answers.
+BULLETIN_COALESCE_S = 0.2
+_KIND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 log = logging.getLogger("netdp.bootstrap")
 
@@ -104,6 +113,8 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         # nodes' long polls (ListJobs with wait_ms).
         self._news = asyncio.Event()
         self._stopping = False  # shutting down: held long polls end at once (`stop`)
+        # (job, kind) -> set when an entry is published there: wakes the bulletin's long polls
+        self._bulletin_news: dict[tuple[str, str], asyncio.Event] = {}
         self.crl_file = crl_file
         self._crl_mtime = 0.0
         self.revocations = RevocationList.empty()
@@ -120,6 +131,8 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         stopping does not wait the grace period for them."""
         self._stopping = True
         self._announce()
+        for ev in self._bulletin_news.values():
+            ev.set()
 
     def _announce(self) -> None:
         self._news.set()
@@ -497,3 +510,98 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
     ) -> bootstrap_pb2.Revocations:
         await self._auth(context, ("node", "operator", "bootstrap"), "GetRevocations")
         return bootstrap_pb2.Revocations(crl_pem=self.revocations.pem)
+
+    # -- the jobs' public bulletins ------------------------------------------------------------
+    async def Publish(
+        self, request: bootstrap_pb2.PublishRequest, context: grpc.aio.ServicerContext
+    ) -> bootstrap_pb2.PublishReply:
+        """Store the caller's entry on a job's bulletin (see bootstrap.proto): the publisher is
+        the identity of its certificate, a participant of the job."""
+        who = await self._auth(context, ("node",), "Publish")
+        if not request.job_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "job_id is empty")
+        await self._job_for(request.job_id, who, context)
+        env = request.entry
+        problem = ""
+        if not request.HasField("entry"):
+            problem = "entry is missing"
+        elif env.job_id and env.job_id != request.job_id:
+            problem = f"entry.job_id {env.job_id[:80]!r} is not job_id {request.job_id!r}"
+        elif not _KIND.match(env.kind):
+            problem = f"entry.kind {env.kind[:80]!r} is not a message kind"
+        elif env.ByteSize() > BULLETIN_MAX_BYTES:
+            problem = f"entry is {env.ByteSize()} bytes, more than {BULLETIN_MAX_BYTES}"
+        if problem:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        stored = peer_pb2.Envelope()
+        stored.CopyFrom(env)
+        stored.job_id = request.job_id
+        stored.msg_id = 0
+        try:
+            digest = envelope_to_message(stored).digest()
+        except WireError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"entry: {e}")
+        was = self.store.publish(
+            request.job_id, env.kind, who.node_id, digest, stored.SerializeToString()
+        )
+        if was == "other":
+            log.warning(
+                "job %s: refused a second, different %s from %s on the bulletin",
+                request.job_id,
+                env.kind,
+                who.node_id,
+            )
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{who.node_id} published another {env.kind} for job {request.job_id} already",
+            )
+        if was is None:
+            ev = self._bulletin_news.pop((request.job_id, env.kind), None)
+            if ev is not None:
+                ev.set()
+            log.debug("job %s: %s published its %s", request.job_id, who.node_id, env.kind)
+        return bootstrap_pb2.PublishReply(duplicate=was == "same")
+
+    async def ReadBulletin(
+        self, request: bootstrap_pb2.ReadBulletinRequest, context: grpc.aio.ServicerContext
+    ) -> bootstrap_pb2.ReadBulletinReply:
+        """The entries of a job's bulletin after a position, long-polled (see bootstrap.proto)."""
+        who = await self._auth(context, ("node", "operator"), "ReadBulletin")
+        if not request.job_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "job_id is empty")
+        job = await self._job_for(request.job_id, who, context)
+        if not _KIND.match(request.kind):
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"kind {request.kind[:80]!r} is not a message kind",
+            )
+        loop = asyncio.get_running_loop()
+        until = loop.time() + min(request.wait_ms, LONG_POLL_MAX_MS) / 1000.0
+        n = len(job.participants)
+        key = (request.job_id, request.kind)
+        while True:
+            # taken before reading the store: an entry added after the read wakes us
+            news = self._bulletin_news.setdefault(key, asyncio.Event())
+            rows, total = self.store.bulletin(
+                request.job_id, request.kind, request.after, BULLETIN_BATCH
+            )
+            left = until - loop.time()
+            if rows or total >= n or left <= 0 or self._stopping:
+                break
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(news.wait(), left)
+                # entries come in bursts (the participants finish together): take them together,
+                # not one reply (and one call of every reader) per entry
+                await asyncio.sleep(min(BULLETIN_COALESCE_S, max(0.0, until - loop.time())))
+        reply = bootstrap_pb2.ReadBulletinReply()
+        nxt = request.after
+        size = 0
+        for pos, node, body in rows:
+            if reply.entries and size + len(body) > BULLETIN_REPLY_BYTES:
+                break  # the rest in the next reply (under the 4 MiB message limit)
+            reply.entries.add(node_id=node, entry=peer_pb2.Envelope.FromString(body))
+            size += len(body)
+            nxt = pos
+        reply.next = max(nxt, request.after)
+        reply.complete = total >= n and reply.next >= total
+        return reply

@@ -23,6 +23,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
     job_id TEXT NOT NULL, node_id TEXT NOT NULL, body BLOB NOT NULL, PRIMARY KEY (job_id, node_id));
+CREATE TABLE IF NOT EXISTS bulletin (
+    job_id TEXT NOT NULL, kind TEXT NOT NULL, node_id TEXT NOT NULL, pos INTEGER NOT NULL,
+    digest TEXT NOT NULL, body BLOB NOT NULL, PRIMARY KEY (job_id, kind, node_id),
+    UNIQUE (job_id, kind, pos));
 CREATE TABLE IF NOT EXISTS crl (number INTEGER PRIMARY KEY, pem BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS ledgers (
@@ -198,6 +202,49 @@ class Store:
             "SELECT body FROM results WHERE job_id=? ORDER BY node_id", (job_id,)
         ).fetchall()
         return [bootstrap_pb2.NodeResult.FromString(r[0]) for r in rows]
+
+    # -- the jobs' public bulletins ------------------------------------------------------------
+    def publish(self, job_id: str, kind: str, node_id: str, digest: str, body: bytes) -> str | None:
+        """Store `node_id`'s entry of `kind` for `job_id` (serialized Envelope, its digest), at the
+        next position of that bulletin. Returns None when stored, "same" when an identical entry
+        was there already, "other" when another one was (nothing stored then)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            row = self.db.execute(
+                "SELECT digest FROM bulletin WHERE job_id=? AND kind=? AND node_id=?",
+                (job_id, kind, node_id),
+            ).fetchone()
+            if row is not None:
+                self.db.execute("COMMIT")
+                return "same" if row[0] == digest else "other"
+            pos = self.db.execute(
+                "SELECT COALESCE(MAX(pos), 0) + 1 FROM bulletin WHERE job_id=? AND kind=?",
+                (job_id, kind),
+            ).fetchone()[0]
+            self.db.execute(
+                "INSERT INTO bulletin VALUES (?,?,?,?,?,?)",
+                (job_id, kind, node_id, int(pos), digest, body),
+            )
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return None
+
+    def bulletin(
+        self, job_id: str, kind: str, after: int, limit: int
+    ) -> tuple[list[tuple[int, str, bytes]], int]:
+        """Up to `limit` entries of a bulletin after position `after`, as (position, node, body),
+        and how many entries it holds in all."""
+        rows = self.db.execute(
+            "SELECT pos, node_id, body FROM bulletin WHERE job_id=? AND kind=? AND pos > ?"
+            " ORDER BY pos LIMIT ?",
+            (job_id, kind, after, limit),
+        ).fetchall()
+        total = self.db.execute(
+            "SELECT COUNT(*) FROM bulletin WHERE job_id=? AND kind=?", (job_id, kind)
+        ).fetchone()[0]
+        return [(int(r[0]), str(r[1]), bytes(r[2])) for r in rows], int(total)
 
     # -- revocations ---------------------------------------------------------------------------
     def put_crl(self, number: int, pem: bytes) -> None:

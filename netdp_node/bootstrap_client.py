@@ -17,11 +17,13 @@ import grpc.aio
 from netdp.v1 import bootstrap_pb2, bootstrap_pb2_grpc, common_pb2
 from netdp_node.errors import ServerIdentityError
 from netdp_node.graphs import COMPLETE, CompleteEdges
-from netdp_node.protocols.base import JobContext
+from netdp_node.protocols.base import JobContext, Message
 from netdp_node.retry import Backoff, OnRetry, retry
 from netdp_node.security.identity import BOOTSTRAP_NAME
 from netdp_node.security.mtls import secure_channel, wrong_server
 from netdp_node.security.pki import Identity
+from netdp_node.transport.base import Bulletin, DeliveryError
+from netdp_node.wire import WireError, envelope_to_message, message_to_envelope
 
 TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
@@ -247,3 +249,77 @@ class BootstrapClient:
     async def publish_revocations(self, crl_pem: bytes) -> bytes:
         r = await self.call("PublishRevocations", bootstrap_pb2.Revocations(crl_pem=crl_pem))
         return bytes(r.crl_pem)
+
+    async def publish(self, job_id: str, msg: Message, *, retry_transient: bool = True) -> bool:
+        """Put this node's `msg` on job `job_id`'s bulletin (an identical re-publication is
+        accepted, so a retry is harmless). True if it was there already."""
+        r = await self.call(
+            "Publish",
+            bootstrap_pb2.PublishRequest(job_id=job_id, entry=message_to_envelope(job_id, msg)),
+            idempotent=True,
+            retry_transient=retry_transient,
+        )
+        return bool(r.duplicate)
+
+    async def read_bulletin(
+        self,
+        job_id: str,
+        kind: str,
+        after: int = 0,
+        *,
+        wait: float = 0.0,
+        retry_transient: bool = True,
+    ) -> bootstrap_pb2.ReadBulletinReply:
+        """The entries of `kind` on job `job_id`'s bulletin after position `after`; `wait` > 0:
+        long poll (at most 30 s) when there is none yet."""
+        return await self.call(
+            "ReadBulletin",
+            bootstrap_pb2.ReadBulletinRequest(
+                job_id=job_id, kind=kind, after=after, wait_ms=int(wait * 1000)
+            ),
+            extra_time=wait,
+            retry_transient=retry_transient,
+        )
+
+
+class BootstrapBulletin(Bulletin):
+    """The bootstrap's bulletin as the runtime uses it (`transport.base.Bulletin`): one try per
+    call (the runtime retries, bounded); gRPC statuses become DeliveryError (UNAVAILABLE for a
+    bootstrap that cannot be reached now)."""
+
+    def __init__(self, client: BootstrapClient) -> None:
+        self.client = client
+
+    async def publish(self, job_id: str, msg: Message) -> None:
+        try:
+            await self.client.publish(job_id, msg, retry_transient=False)
+        except grpc.aio.AioRpcError as e:
+            raise _delivery_error(e) from e
+        except ServerIdentityError as e:
+            raise DeliveryError("bootstrap", "UNAVAILABLE", str(e)) from e
+
+    async def read(
+        self, job_id: str, kind: str, after: int, wait: float
+    ) -> tuple[list[tuple[str, Message]], int, bool]:
+        try:
+            r = await self.client.read_bulletin(
+                job_id, kind, after, wait=wait, retry_transient=False
+            )
+        except grpc.aio.AioRpcError as e:
+            raise _delivery_error(e) from e
+        except ServerIdentityError as e:
+            raise DeliveryError("bootstrap", "UNAVAILABLE", str(e)) from e
+        out: list[tuple[str, Message]] = []
+        for b in r.entries:
+            try:
+                out.append((b.node_id, envelope_to_message(b.entry)))
+            except WireError as e:
+                raise DeliveryError(
+                    "bootstrap", "INVALID_ARGUMENT", f"bulletin entry of {b.node_id}: {e}"
+                ) from e
+        return out, int(r.next), bool(r.complete)
+
+
+def _delivery_error(e: grpc.aio.AioRpcError) -> DeliveryError:
+    code = "UNAVAILABLE" if is_transient(e) else e.code().name
+    return DeliveryError("bootstrap", code, e.details() or "")

@@ -24,7 +24,13 @@ import grpc
 from netdp.v1 import bootstrap_pb2, peer_pb2
 from netdp_node.algorithms import get_algorithm
 from netdp_node.algorithms.accounting import CONTRIBUTION_EVENTS, contributions_in_result
-from netdp_node.bootstrap_client import BootstrapClient, addresses, is_transient, job_context
+from netdp_node.bootstrap_client import (
+    BootstrapBulletin,
+    BootstrapClient,
+    addresses,
+    is_transient,
+    job_context,
+)
 from netdp_node.data import load_values
 from netdp_node.errors import SecurityError, ServerIdentityError
 from netdp_node.faults import FaultInjector, FaultPlan
@@ -573,6 +579,7 @@ class NodeDaemon:
             backoff=Backoff(give_up_after=0),
             on_retry=self._log_retry,
         )
+        self.runtime.bulletin = BootstrapBulletin(self.bootstrap)
         try:
             reg = asyncio.ensure_future(self._register(advertise))
             stop = asyncio.ensure_future(self.stop_event.wait())

@@ -26,6 +26,13 @@ whatever the transport (the gRPC servicer and the in-memory transport both call 
 
 The steps of a job are staged under its lock and committed in staging order, so their effects
 happen in that order too.
+
+A job's public bulletin (`Publish`; `transport.base.Bulletin`, the bootstrap's in a daemon, in
+memory in the simulator): a step's publication is recorded in the ledger ("publish", with its
+kind and digest) and, once the step is durable, uploaded; the node then reads the other
+participants' entries of that kind (long poll, bounded by `bulletin_wait` or the job's
+`deadline_s`) and hands each batch to `Engine.on_published` as one step. The job's state does not
+wait for the bulletin: a participant that never publishes is left out when the reading ends.
 """
 
 from __future__ import annotations
@@ -56,13 +63,14 @@ from netdp_node.protocols.base import (
     Keep,
     Message,
     Output,
+    Publish,
     Record,
     RefusalCode,
     Refused,
     Send,
     SetTimer,
 )
-from netdp_node.transport.base import DeliveryError, Transport
+from netdp_node.transport.base import Bulletin, DeliveryError, Transport
 
 if TYPE_CHECKING:
     import numpy as np
@@ -79,6 +87,14 @@ log = logging.getLogger("netdp.runtime")
 #: poll (daemon `_poll`) at once anyway; a message refused as unknown is sent again by its sender.
 UNKNOWN_JOB_TTL = 2.0
 UNKNOWN_JOB_LOOKUPS = 2
+
+#: How long a node that published on a job's bulletin keeps reading it for the other participants'
+#: entries (seconds; a job's `deadline_s`, else the node's job deadline, when set, is used
+#: instead): a participant that never publishes (it crashed or left) ends the reading then. The
+#: job's own state is not affected: it ended when the engine released its output. Each read
+#: waits at most BULLETIN_POLL_S.
+BULLETIN_WAIT_S = 600.0
+BULLETIN_POLL_S = 30.0
 
 #: Why a node does not take part in a job its ledger never knew (`NodeRuntime.may_join`).
 NOT_JOINED = "this node's ledger was created after the job started; it does not take part"
@@ -158,6 +174,10 @@ class JobRunner:
         self.steps = 0  # protocol steps this node has taken in this job
         self._deadline: asyncio.TimerHandle | None = None
         self._finishing = False  # the step with the output is staged, not yet durable
+        #: the tasks publishing on the job's bulletin and reading it (`_bulletin`), and the futures
+        #: done once each publication was stored (or given up on)
+        self.bulletin_tasks: list[asyncio.Task[None]] = []
+        self.publications: list[asyncio.Future[None]] = []
 
     def _fault_step(self) -> None:
         """Fault injection (--fault-crash-at-step, --fault-leave-at-step): before each step."""
@@ -305,8 +325,20 @@ class JobRunner:
         output: Output | None = None
         keep: list[tuple[str, str, Any, dict[str, Any]]] = []
         drop: list[tuple[str, str]] = []
+        publish: list[Message] = []
         for a in actions:
-            if isinstance(a, Keep):
+            if isinstance(a, Publish):
+                publish.append(a.msg)
+                entries.append(
+                    Entry(
+                        job_id=job,
+                        direction="local",
+                        event="publish",
+                        kind=a.msg.kind,
+                        digest=a.msg.digest(),
+                    )
+                )
+            elif isinstance(a, Keep):
                 keep.append((job, a.key, a.payload, dict(a.meta)))
             elif isinstance(a, Drop):
                 drop.append((job, a.key))
@@ -369,6 +401,7 @@ class JobRunner:
             and output is None
             and not keep
             and not drop
+            and not publish
             and not any(isinstance(a, (SetTimer, Flush)) for a in actions)
         )
         for s in sends:  # the transport may dial while the step is written (nothing is sent)
@@ -405,6 +438,13 @@ class JobRunner:
         for a in actions:
             if isinstance(a, SetTimer):
                 asyncio.get_running_loop().call_later(a.delay, self._fire_timer, a.name)
+            elif isinstance(a, Publish):
+                done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self.publications.append(done)
+                t = asyncio.ensure_future(self._bulletin(a.msg, done))
+                self.bulletin_tasks.append(t)
+                self._tasks.add(t)
+                t.add_done_callback(self._tasks.discard)
         if output is not None:
             self.output = output
             self.state = "done"
@@ -413,6 +453,100 @@ class JobRunner:
             self.log.info("finished: result released to this node")
             self.finished.set()
             self.node.notify_finished(self)
+
+    # -- the job's public bulletin ---------------------------------------------------------------
+    async def _bulletin(self, msg: Message, published: asyncio.Future[None]) -> None:
+        try:
+            await self._publish_and_read(msg, published)
+        finally:
+            if not published.done():
+                published.set_result(None)
+
+    async def _publish_and_read(self, msg: Message, published: asyncio.Future[None]) -> None:
+        """Publish `msg` (durable in this node's ledger already) on the job's bulletin, then read
+        the other participants' entries of its kind and hand them to the engine
+        (`Engine.on_published`), each as one step of the ledger. Bounded: `bulletin_wait` seconds
+        (the job's `deadline_s`, else the node's job deadline, when set); a participant that never
+        publishes is left out, and the engine, as its accountant, never reads its silence as an
+        empty entry."""
+        bulletin = self.node.bulletin
+        kind = msg.kind
+        if bulletin is None:
+            self.log.warning("no bulletin on this node: its %s is not published", kind)
+            return
+        loop = asyncio.get_running_loop()
+        wait = (
+            float(self.ctx.params.get("deadline_s", 0.0) or 0.0)
+            or self.node.job_deadline
+            or self.node.bulletin_wait
+        )
+        until = loop.time() + wait
+        job = self.ctx.job_id
+        ok = await self._on_bulletin(lambda: bulletin.publish(job, msg), until, "publish")
+        published.set_result(None)
+        if ok is None:
+            return
+        self.log.info("published its %s on the bulletin", kind)
+        me = self.node.node_id
+        seen = {me}
+        after = 0
+        n = len(self.engine.position)
+
+        def read() -> Awaitable[tuple[list[tuple[str, Message]], int, bool]]:
+            wait = max(0.0, min(until - loop.time(), BULLETIN_POLL_S))
+            return bulletin.read(job, kind, after, wait)
+
+        while len(seen) < n:
+            got = await self._on_bulletin(read, until, "read")
+            if got is None:
+                return
+            entries, after, final = got
+            new: dict[str, Message] = {}
+            for sender, m in entries:
+                if sender in seen or sender not in self.engine.position or m.kind != kind:
+                    continue
+                shape = None if m.payload is None else tuple(m.payload.shape)
+                if shape != self.engine.payload_shape(kind):
+                    self.log.warning(
+                        "bulletin: %s of %s has a payload of shape %s", kind, sender, shape
+                    )
+                    continue
+                new[sender] = m
+                seen.add(sender)
+            if new:
+                async with self.lock:
+                    if self.state == "failed":
+                        return
+                    durable = self._apply(self.engine.on_published(kind, new), received=None)
+                if durable is not None:
+                    await durable
+            if final or loop.time() >= until:
+                break
+        if len(seen) < n:
+            self.log.warning(
+                "the bulletin holds the %s of %d of %d participants; the others never published",
+                kind,
+                len(seen),
+                n,
+            )
+
+    async def _on_bulletin(
+        self, call: Callable[[], Awaitable[Any]], until: float, what: str
+    ) -> Any:
+        """One bulletin call, tried again (every second, then up to every 10 s) while the bulletin
+        is unreachable, until `until`; None when it gave up or the bulletin refused (logged)."""
+        loop = asyncio.get_running_loop()
+        delay = 1.0
+        while True:
+            try:
+                return (await call()) or True
+            except DeliveryError as e:
+                if e.code != "UNAVAILABLE" or loop.time() + delay >= until:
+                    self.log.error("bulletin %s failed: %s: %s", what, e.code, e.detail)
+                    return None
+                self.log.warning("bulletin %s failed (%s), retrying", what, e.detail)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
 
     def _fire_timer(self, name: str) -> None:
         self._spawn(self.on_timer(name))
@@ -572,8 +706,13 @@ class NodeRuntime:
         job_deadline: float = 0.0,
         join_after: int | None = None,
         join_pending: bool = False,
+        bulletin: Bulletin | None = None,
+        bulletin_wait: float = BULLETIN_WAIT_S,
     ) -> None:
         self.node_id = node_id
+        #: the jobs' public bulletin (the bootstrap's; None: none, a Publish is not uploaded)
+        self.bulletin = bulletin
+        self.bulletin_wait = bulletin_wait
         self.ledger = ledger
         self.transport = transport
         self.data = data

@@ -56,7 +56,7 @@ from netdp_node.progress import progress_bar
 from netdp_node.protocols.base import Engine, JobContext, Message, Output
 from netdp_node.runtime import NodeRuntime, _result_dict, spec_dict
 from netdp_node.transport.base import DeliveryError
-from netdp_node.transport.memory import MemoryNetwork, MemoryTransport
+from netdp_node.transport.memory import MemoryBoard, MemoryNetwork, MemoryTransport
 from netdp_node.vclock import run_virtual
 
 RecordMode = Literal["full", "walk", "none"]
@@ -251,6 +251,10 @@ class Simulator:
             on_fault=self._on_fault,
         )
         loop = asyncio.get_running_loop()
+        # the job's public bulletin (the bootstrap's, in a daemon): out of reach of a crashed or
+        # offline node, as the bootstrap is
+        self.board = MemoryBoard(unreachable=self._unreachable)
+        self.board.add_job(self.job_id, self.ids)
         spec = json.loads(json.dumps(spec_dict(self.context), sort_keys=True))
         shared_specs = {self.job_id: spec}  # one copy of the public spec for every node
         for i, nid in enumerate(self.ids):
@@ -279,10 +283,17 @@ class Simulator:
                 faults=injector,
                 crash=self._crasher(nid),
                 job_deadline=self.job_deadline,
+                bulletin=self.board.bulletin(nid),
             )
             self.runtimes[nid] = rt
             net.nodes[nid] = rt
         return net
+
+    def _unreachable(self, nid: str) -> str | None:
+        if nid not in self._network.nodes:
+            return "crashed"
+        faults = self.runtimes[nid].faults
+        return None if faults is None else faults.blocked("bootstrap")
 
     def _on_fault(self, nid: str, kind: str, peer: str, job_id: str) -> None:
         """An injected fault on the wire, recorded in the node's ledger as the daemon records it
@@ -354,6 +365,19 @@ class Simulator:
                 await asyncio.wait_for(self._idle.wait(), timeout=max(0.0, limit - loop.time()))
             except asyncio.TimeoutError:
                 pass
+        # every node has finished or stopped: nothing more is published; the readers of the
+        # bulletin take what it holds and stop
+        published = [
+            f for rt in self.runtimes.values() for r in rt.jobs.values() for f in r.publications
+        ]
+        if published:
+            await asyncio.wait(published, timeout=max(0.0, limit - loop.time()))
+        self.board.close(self.job_id)
+        readers = [
+            t for rt in self.runtimes.values() for r in rt.jobs.values() for t in r.bulletin_tasks
+        ]
+        if readers:
+            await asyncio.wait(readers, timeout=max(0.0, limit - loop.time()))
         if self.after is not None:
             await self.after(self)
         for rt in self.runtimes.values():

@@ -21,7 +21,7 @@ from netdp_node.runtime import Budget, NodeRuntime
 from netdp_node.security import pki
 from netdp_node.security.mtls import AccessPolicy, start_server
 from netdp_node.transport.grpc import GrpcTransport, PeerService
-from netdp_node.transport.memory import MemoryNetwork
+from netdp_node.transport.memory import MemoryBoard, MemoryNetwork
 from netdp_node.waiting import Probe, await_progress, probes, tree_size
 
 TRANSPORTS = ("memory", "grpc")
@@ -40,6 +40,15 @@ class Net:
     memory: MemoryNetwork | None = None
     crashed: list[str] = field(default_factory=list)
     data: Mapping[str, np.ndarray | None] = field(default_factory=dict)
+    #: the jobs' public bulletin (the bootstrap's in a deployment), in memory
+    board: MemoryBoard = field(default_factory=MemoryBoard)
+
+    def participants(self, job: str) -> tuple[str, ...] | None:
+        """A job's participants, as some node of this network knows them (the bulletin's)."""
+        for rt in self.nodes.values():
+            if job in rt.jobs:
+                return tuple(rt.jobs[job].ctx.participants)
+        return None
 
     def ledger(self, nid: str) -> Ledger:
         return self.nodes[nid].ledger
@@ -87,6 +96,7 @@ class Net:
             self.memory.transport(nid),
             data=self.data.get(nid),
             rng_factory=lambda job: np.random.default_rng([seed, len(self.crashed)]),
+            bulletin=self.board.bulletin(nid),
         )
         self.nodes[nid] = rt
         self.memory.nodes[nid] = rt
@@ -117,6 +127,7 @@ async def make_net(
     """`faults`: per-node fault plans (memory only); a crash marks the node in `net.crashed` and it
     then answers UNAVAILABLE, as a dead machine would, until `net.restart`."""
     net = Net(kind, list(ids), root)
+    net.board.lookup = net.participants
     data = data or {}
     net.data = data
     budgets = budgets or {}
@@ -138,6 +149,7 @@ async def make_net(
                 rng_factory=rng_factory(i),
                 faults=None if plan is None else FaultInjector(plan, lambda: 0.0),
                 crash=lambda reason, nid=nid: net.crashed.append(nid),
+                bulletin=net.board.bulletin(nid),
             )
             mem.nodes[nid] = rt
             net.nodes[nid] = rt
@@ -159,6 +171,7 @@ async def make_net(
             data=data.get(nid),
             budget=budgets.get(nid),
             rng_factory=rng_factory(i),
+            bulletin=net.board.bulletin(nid),
         )
         service = PeerService(nid, rt.handle, lambda: None, AccessPolicy())  # type: ignore[arg-type]
         server, port = await start_server(

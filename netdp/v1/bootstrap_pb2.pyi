@@ -1,4 +1,5 @@
 from netdp.v1 import common_pb2 as _common_pb2
+from netdp.v1 import peer_pb2 as _peer_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -146,3 +147,47 @@ class Revocations(_message.Message):
 class GetRevocationsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class PublishRequest(_message.Message):
+    __slots__ = ("job_id", "entry")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    entry: _peer_pb2.Envelope
+    def __init__(self, job_id: _Optional[str] = ..., entry: _Optional[_Union[_peer_pb2.Envelope, _Mapping]] = ...) -> None: ...
+
+class PublishReply(_message.Message):
+    __slots__ = ("duplicate",)
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    duplicate: bool
+    def __init__(self, duplicate: _Optional[bool] = ...) -> None: ...
+
+class ReadBulletinRequest(_message.Message):
+    __slots__ = ("job_id", "kind", "after", "wait_ms")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    kind: str
+    after: int
+    wait_ms: int
+    def __init__(self, job_id: _Optional[str] = ..., kind: _Optional[str] = ..., after: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class BulletinEntry(_message.Message):
+    __slots__ = ("node_id", "entry")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    entry: _peer_pb2.Envelope
+    def __init__(self, node_id: _Optional[str] = ..., entry: _Optional[_Union[_peer_pb2.Envelope, _Mapping]] = ...) -> None: ...
+
+class ReadBulletinReply(_message.Message):
+    __slots__ = ("entries", "next", "complete")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[BulletinEntry]
+    next: int
+    complete: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[BulletinEntry, _Mapping]]] = ..., next: _Optional[int] = ..., complete: _Optional[bool] = ...) -> None: ...

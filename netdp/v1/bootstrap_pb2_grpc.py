@@ -79,6 +79,16 @@ class BootstrapStub:
                 request_serializer=netdp_dot_v1_dot_bootstrap__pb2.GetRevocationsRequest.SerializeToString,
                 response_deserializer=netdp_dot_v1_dot_bootstrap__pb2.Revocations.FromString,
                 _registered_method=True)
+        self.Publish = channel.unary_unary(
+                '/netdp.v1.Bootstrap/Publish',
+                request_serializer=netdp_dot_v1_dot_bootstrap__pb2.PublishRequest.SerializeToString,
+                response_deserializer=netdp_dot_v1_dot_bootstrap__pb2.PublishReply.FromString,
+                _registered_method=True)
+        self.ReadBulletin = channel.unary_unary(
+                '/netdp.v1.Bootstrap/ReadBulletin',
+                request_serializer=netdp_dot_v1_dot_bootstrap__pb2.ReadBulletinRequest.SerializeToString,
+                response_deserializer=netdp_dot_v1_dot_bootstrap__pb2.ReadBulletinReply.FromString,
+                _registered_method=True)
 
 
 class BootstrapServicer:
@@ -147,6 +157,20 @@ class BootstrapServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Publish(self, request, context):
+        """participants
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadBulletin(self, request, context):
+        """participants
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BootstrapServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -194,6 +218,16 @@ def add_BootstrapServicer_to_server(servicer, server):
                     servicer.GetRevocations,
                     request_deserializer=netdp_dot_v1_dot_bootstrap__pb2.GetRevocationsRequest.FromString,
                     response_serializer=netdp_dot_v1_dot_bootstrap__pb2.Revocations.SerializeToString,
+            ),
+            'Publish': grpc.unary_unary_rpc_method_handler(
+                    servicer.Publish,
+                    request_deserializer=netdp_dot_v1_dot_bootstrap__pb2.PublishRequest.FromString,
+                    response_serializer=netdp_dot_v1_dot_bootstrap__pb2.PublishReply.SerializeToString,
+            ),
+            'ReadBulletin': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadBulletin,
+                    request_deserializer=netdp_dot_v1_dot_bootstrap__pb2.ReadBulletinRequest.FromString,
+                    response_serializer=netdp_dot_v1_dot_bootstrap__pb2.ReadBulletinReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -439,6 +473,60 @@ class Bootstrap:
             '/netdp.v1.Bootstrap/GetRevocations',
             netdp_dot_v1_dot_bootstrap__pb2.GetRevocationsRequest.SerializeToString,
             netdp_dot_v1_dot_bootstrap__pb2.Revocations.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Publish(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netdp.v1.Bootstrap/Publish',
+            netdp_dot_v1_dot_bootstrap__pb2.PublishRequest.SerializeToString,
+            netdp_dot_v1_dot_bootstrap__pb2.PublishReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadBulletin(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netdp.v1.Bootstrap/ReadBulletin',
+            netdp_dot_v1_dot_bootstrap__pb2.ReadBulletinRequest.SerializeToString,
+            netdp_dot_v1_dot_bootstrap__pb2.ReadBulletinReply.FromString,
             options,
             channel_credentials,
             insecure,

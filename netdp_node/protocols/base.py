@@ -18,11 +18,16 @@ Actions:
                          transaction as the step's ledger entries; handed back by restore()
     Drop(key)            the copy is no longer needed
     Flush()              make every step staged so far durable now (see `Engine.defer_receipts`)
+    Publish(msg)         put `msg` on the job's public bulletin, once per kind (the runtime records
+                         it in the ledger first, then uploads it; see `Engine.on_published`)
 
 Optional hooks, for engines that need them (token walks):
     engine.on_delivered(to, msg)              -> [actions]   the receiver acknowledged `msg`
     engine.on_undeliverable(to, msg, code, why) -> [actions] | None   it refused it or never took
                                                 it; None (the default) fails the job at this node
+    engine.on_published(kind, published)      -> [actions]   the other participants' messages
+                                                of `kind` on the job's bulletin, {participant: msg},
+                                                a batch at a time, each participant once
     engine.restore(entries, kept)             -> [actions] | None   resume after a restart from the
                                                 node's own ledger entries and kept copies; None
                                                 (the default) means the engine cannot resume
@@ -160,7 +165,21 @@ class Flush:
     received (for an engine with `defer_receipts`: a receipt it must not keep waiting)."""
 
 
-Action = Send | SetTimer | Record | Output | Keep | Drop | Flush
+@dataclass(frozen=True)
+class Publish:
+    """Put `msg` on the job's public bulletin (one entry per participant and message kind).
+
+    The bulletin (the bootstrap's, `netdp_node.transport.base.Bulletin`) authenticates the
+    publisher by its channel, so nobody can publish for another participant, and serves every
+    participant's entry to every participant: n uploads and n downloads instead of n(n - 1)
+    messages. Once its publication is durable in its ledger and uploaded, the node reads the
+    bulletin's entries of `msg.kind` and hands them to `Engine.on_published`. Which participants
+    published is part of what the reader learns: an entry that never comes is not an empty one."""
+
+    msg: Message
+
+
+Action = Send | SetTimer | Record | Output | Keep | Drop | Flush | Publish
 
 
 class PublicJob:
@@ -527,6 +546,13 @@ class Engine:
         round is realised here) refuses a re-send that arrives after it decided otherwise, so that
         the sender learns the decision, not only that the bytes were stored."""
         return None
+
+    def on_published(self, kind: str, published: Mapping[str, Message]) -> list[Action]:
+        """Entries of the job's bulletin: {participant: its published message of `kind`}, other
+        participants only, each at most once per job, authenticated by the bulletin (the
+        publisher's own channel). An engine records what it takes (and may record why it does not
+        take a malformed one); it is called only after this node published `kind` itself."""
+        return []
 
     def restore(
         self, entries: Sequence[Any], kept: Mapping[str, tuple[np.ndarray, Mapping[str, Any]]]

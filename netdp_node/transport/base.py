@@ -62,3 +62,26 @@ class Transport(abc.ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         return None
+
+
+class Bulletin(abc.ABC):
+    """A job's public bulletin (the bootstrap's over gRPC, `netdp_node.daemon`; in memory in the
+    simulator and tests, `transport.memory.MemoryBulletin`): one entry per (job, participant,
+    message kind), put there by that participant only (its channel authenticates it), read by
+    every participant.
+
+    `publish` stores this node's entry (an identical re-publication is accepted, another one is
+    refused with DeliveryError FAILED_PRECONDITION). `read(job, kind, after, wait)` returns the
+    entries stored after position `after` (0: from the start) as (publisher, message) pairs, the
+    position to ask after next time, and whether nothing more will come (every participant
+    published that kind, or the bulletin was closed); with no new entry it waits up to `wait`
+    seconds for one. Transient
+    failures raise DeliveryError UNAVAILABLE (the caller retries, bounded)."""
+
+    @abc.abstractmethod
+    async def publish(self, job_id: str, msg: Message) -> None: ...
+
+    @abc.abstractmethod
+    async def read(
+        self, job_id: str, kind: str, after: int, wait: float
+    ) -> tuple[list[tuple[str, Message]], int, bool]: ...

@@ -7,13 +7,13 @@ including validation, ledger writes and refusals, only without sockets.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from netdp_node.errors import NodeUnavailable, UnknownJob
 from netdp_node.faults import FaultInjector
 from netdp_node.protocols.base import Message, Refused
-from netdp_node.transport.base import DeliveryError, Receiver, Transport
+from netdp_node.transport.base import Bulletin, DeliveryError, Receiver, Transport
 from netdp_node.wire import WireError
 
 
@@ -148,3 +148,114 @@ class MemoryTransport(Transport):
             if why:
                 raise NodeUnavailable(f"{to} is unavailable: {why}")
         return lost
+
+
+class MemoryBoard:
+    """The bulletins of in-process nodes (simulator, tests), with the bootstrap's rules: one entry
+    per (job, participant, kind), an identical re-publication accepted, another refused
+    (FAILED_PRECONDITION), a non-participant refused (PERMISSION_DENIED), an unknown job NOT_FOUND.
+    Entries are kept in publication order, so a run is deterministic. `close(job)`: nothing more
+    will be published (the simulator, once every node finished or stopped): readers are told so."""
+
+    def __init__(
+        self,
+        lookup: Callable[[str], Sequence[str] | None] | None = None,
+        unreachable: Callable[[str], str | None] | None = None,
+    ) -> None:
+        """`lookup(job)`: the participants of a job not added with `add_job` (None: unknown).
+        `unreachable(node)`: why `node` cannot reach the bulletin now (a crashed or offline node,
+        in the simulator), or None: its calls fail with UNAVAILABLE, as a bootstrap out of reach."""
+        self.lookup = lookup
+        self.unreachable = unreachable
+        #: how long a read woken by a new entry waits for more (the bootstrap's
+        #: BULLETIN_COALESCE_S)
+        self.coalesce = 0.2
+        self.jobs: dict[str, frozenset[str]] = {}
+        self.closed: set[str] = set()
+        self._entries: dict[tuple[str, str], list[tuple[str, Message]]] = {}
+        self._digests: dict[tuple[str, str, str], str] = {}
+        self._news: dict[tuple[str, str], asyncio.Event] = {}
+
+    def add_job(self, job_id: str, participants: Sequence[str]) -> None:
+        self.jobs[job_id] = frozenset(participants)
+
+    def close(self, job_id: str) -> None:
+        self.closed.add(job_id)
+        for (job, _), ev in self._news.items():
+            if job == job_id:
+                ev.set()
+
+    def bulletin(self, me: str) -> MemoryBulletin:
+        return MemoryBulletin(self, me)
+
+    def _job(self, job_id: str, me: str) -> frozenset[str]:
+        why = None if self.unreachable is None else self.unreachable(me)
+        if why:
+            raise DeliveryError("bulletin", "UNAVAILABLE", f"{me} cannot reach the bulletin: {why}")
+        parts = self.jobs.get(job_id)
+        if parts is None and self.lookup is not None:
+            found = self.lookup(job_id)
+            if found is not None:
+                parts = self.jobs[job_id] = frozenset(found)
+        if parts is None:
+            raise DeliveryError("bulletin", "NOT_FOUND", f"no job {job_id!r} on the bulletin")
+        if me not in parts:
+            raise DeliveryError(
+                "bulletin", "PERMISSION_DENIED", f"{me} is not a participant of job {job_id}"
+            )
+        return parts
+
+    def publish(self, me: str, job_id: str, msg: Message) -> None:
+        self._job(job_id, me)
+        key = (job_id, msg.kind, me)
+        stored = self._digests.get(key)
+        if stored is not None:
+            if stored != msg.digest():
+                raise DeliveryError(
+                    "bulletin",
+                    "FAILED_PRECONDITION",
+                    f"{me} published another {msg.kind} for job {job_id} already",
+                )
+            return
+        self._digests[key] = msg.digest()
+        self._entries.setdefault((job_id, msg.kind), []).append((me, msg))
+        ev = self._news.pop((job_id, msg.kind), None)
+        if ev is not None:
+            ev.set()
+
+    async def read(
+        self, me: str, job_id: str, kind: str, after: int, wait: float
+    ) -> tuple[list[tuple[str, Message]], int, bool]:
+        parts = self._job(job_id, me)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + wait
+        while True:
+            entries = self._entries.get((job_id, kind), [])
+            final = len(entries) == len(parts) or job_id in self.closed
+            left = until - loop.time()
+            if len(entries) > after or final or left <= 0:
+                return list(entries[after:]), len(entries), final
+            ev = self._news.setdefault((job_id, kind), asyncio.Event())
+            try:
+                await asyncio.wait_for(ev.wait(), left)
+                # as the bootstrap does: entries come in bursts, take them together (one step of
+                # each reader per burst, not one per entry)
+                await asyncio.sleep(min(self.coalesce, max(0.0, until - loop.time())))
+            except asyncio.TimeoutError:
+                pass
+
+
+class MemoryBulletin(Bulletin):
+    """One node's access to a `MemoryBoard` (its identity is `me`, as a certificate's)."""
+
+    def __init__(self, board: MemoryBoard, me: str) -> None:
+        self.board = board
+        self.me = me
+
+    async def publish(self, job_id: str, msg: Message) -> None:
+        self.board.publish(self.me, job_id, msg)
+
+    async def read(
+        self, job_id: str, kind: str, after: int, wait: float
+    ) -> tuple[list[tuple[str, Message]], int, bool]:
+        return await self.board.read(self.me, job_id, kind, after, wait)

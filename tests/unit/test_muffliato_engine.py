@@ -28,6 +28,7 @@ from netdp_node.protocols.base import (
     JobContext,
     Message,
     Output,
+    Publish,
     Record,
     RefusalCode,
     Refused,
@@ -487,17 +488,21 @@ def test_the_enforced_guarantee_is_the_local_dp_level_not_the_joint_view():
 
 
 def test_published_schedule_names_the_edges_that_did_not_realise():
-    """The schedule message lists only the sender's public edges that did NOT realise (empty
-    without drops); a receiver rebuilds the realised neighbourhoods from the public graph."""
+    """The schedule a node publishes on the job's bulletin (once, `Publish`; no message to any
+    peer) lists only its public edges that did NOT realise (empty without drops); a reader
+    rebuilds the realised neighbourhoods from the public graph."""
     n = 6
     ids = _ids(n)
     p = get_algorithm("muffliato").prepare({"graph": "ring", "T": 3, "sigma": 1.0}, n)
     eng = _engines(n, p, {v: np.array([0.1]) for v in ids})
     a, b = eng["n0"], eng["n2"]
     a.realised = [[1, 5], [1], []]  # round 1: n5 dropped; round 2: both
-    msg = next(x.msg for x in a._finish() if isinstance(x, Send))
-    assert set(msg.scalars) == {"1:5", "2:1", "2:5"}
-    rec = b.on_message("n0", msg)
+    finish = a._finish()
+    assert not any(isinstance(x, Send) for x in finish)  # nothing sent to the n - 1 others
+    (pub,) = [x for x in finish if isinstance(x, Publish)]
+    msg = pub.msg
+    assert msg.kind == SCHEDULE and set(msg.scalars) == {"1:5", "2:1", "2:5"}
+    rec = b.on_published(SCHEDULE, {"n0": msg})
     # recorded as received (compact), the realised rounds rebuilt by the accountant
     assert [(x.event, x.peer, x.params) for x in rec] == [
         ("schedule", "n0", {"missing": [[1, "n5"], [2, "n1"], [2, "n5"]]})
@@ -510,12 +515,25 @@ def test_published_schedule_names_the_edges_that_did_not_realise():
     full = eng["n3"]
     a2 = eng["n4"]
     a2.realised = [[3, 5]] * 3
-    msg2 = next(x.msg for x in a2._finish() if isinstance(x, Send))
+    msg2 = next(x.msg for x in a2._finish() if isinstance(x, Publish))
     assert msg2.scalars == {}  # no drop: an empty schedule
-    assert full.on_message("n4", msg2)[0].params == {"missing": []}
-    with pytest.raises(Refused) as ex:  # n0 and n3 are not neighbours on the ring
-        eng["n1"].on_message("n0", Message(SCHEDULE, scalars={"0:3": 0.0}))
-    assert ex.value.code is RefusalCode.INVALID_ARGUMENT and "not an edge" in ex.value.reason
+    assert full.on_published(SCHEDULE, {"n4": msg2})[0].params == {"missing": []}
+    # a malformed entry (n0 and n3 are not neighbours on the ring) is recorded as refused, with
+    # the reason, and not as a schedule; the others of the same batch are taken
+    got = eng["n1"].on_published(
+        SCHEDULE, {"n0": Message(SCHEDULE, scalars={"0:3": 0.0}), "n4": msg2}
+    )
+    assert [(x.event, x.peer) for x in got] == [("bulletin-refused", "n0"), ("schedule", "n4")]
+    assert "not an edge" in got[0].params["reason"]
+    # a second entry of the same participant is refused; another kind is not taken
+    again = eng["n1"].on_published(SCHEDULE, {"n4": msg2})
+    assert [x.event for x in again] == ["bulletin-refused"]
+    assert "second schedule" in again[0].params["reason"]
+    assert eng["n1"].on_published("other", {"n2": msg2}) == []
+    # a schedule sent over a peer link is refused: schedules come from the bulletin only
+    with pytest.raises(Refused) as ex:
+        eng["n1"].on_message("n4", msg2)
+    assert ex.value.code is RefusalCode.INVALID_ARGUMENT and "bulletin" in ex.value.reason
 
 
 def test_refuses_late_duplicate_foreign_and_non_neighbour_values():

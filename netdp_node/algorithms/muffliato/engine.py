@@ -92,37 +92,38 @@ Dropouts: a node that stops answering is left out of the realised edges; it
 takes its mass with it. The output lists, per neighbour, the rounds in which the edge did not
 realise (`missing`), and the realised neighbours of every round.
 
-Publication of the schedule: at the end each node sends its realised neighbourhoods (`schedule`
-message: as public scalars "round:neighbour", the edges of its public graph that did NOT realise, so
-it is empty without drops) to every participant, which checks it and records it as received
-("schedule" ledger event, `missing`: [round, neighbour] pairs; ledgers written before hold the
-expanded form, `realised`: the realised neighbours of every round, and are still read). With
+Publication of the schedule: at the end each node publishes its realised neighbourhoods ONCE on
+the job's public bulletin (`Publish`; the bootstrap's bulletin in a deployment: a `schedule`
+message, as public scalars "round:neighbour", the edges of its public graph that did NOT realise,
+so it is empty without drops). The runtime records the publication in the node's ledger before it
+uploads it, then reads the bulletin and hands every other participant's schedule to
+`on_published`, which checks it and records it as received ("schedule" ledger event, `missing`:
+[round, neighbour] pairs; ledgers written before hold the expanded form, `realised`: the realised
+neighbours of every round, and are still read; a malformed one is recorded as "bulletin-refused",
+with the reason, and counts as never published). A schedule sent over a peer link is refused. With
 those of every participant (or at least one end of every realised edge) the accountant rebuilds the
-realised schedule from the public graph; before that, or if some never arrive, it does not show
-the joint view.
+realised schedule from the public graph; before that, or if some never arrive, it does not show the
+joint view.
 
-Why n(n − 1) schedule messages (every node to every other), and not fewer. The joint view of any
-observer depends on the whole realised schedule (T is at least the graph's diameter), and an edge's
-fate is known only at its two ends. The accountant may use an edge only if one of its ENDS told it
-(over its authenticated channel) how the edge went; it never infers it. Cheaper options weighed:
-(a) keep the messages and make each cheap: done here (the receiver checks the keys against the
-public graph and records them as received, O(missing edges), nothing expanded; the realised rounds
-are rebuilt by the accountant only when it computes a joint view); the runtime's own cost per
-delivery (durable receipt, acknowledgement, `acked` note) stays. (b) nodes with an empty schedule
-stay silent: unsound. Silence does not tell "finished, nothing missing" from "crashed" or "its
-message was lost": two adjacent nodes that both crash in round r leave their common edge unreported
-by either end, and silence would count it as realised in every later round; a finished node with
-drops whose message to x gives up (a partition) would look drop-free to x. A drop changes the
-restricted Metropolis weights, so the joint view of a wrong schedule is no bound (it is not
-monotone in the realised edges). Telling silence apart needs a word from every node to every
-observer: the n(n − 1) messages again. (c) relaying schedules along the public graph (n·d messages
-per flooding round, about diameter rounds) lets a relay forge both ends of an edge, which the
-accountant's disagreement check cannot catch: sound only with per-origin signatures; publishing
-each node's schedule once to the bootstrap (n uploads, n downloads of the same public bulletin)
-adds no trust beyond what the accountant already places in the bootstrap (participants, graph,
-public seed), and is the way to remove the n² messages; it needs a bootstrap RPC and is not done.
-The per-node cost is n − 1 messages sent and received, as a daemon pays it; only a single process
-simulating all n nodes pays n(n − 1).
+Why every node must hear from every other node, and why through the bulletin. The joint view of
+any observer depends on the whole realised schedule (T is at least the graph's diameter), and an
+edge's fate is known only at its two ends. The accountant may use an edge only if one of its ENDS
+told it how the edge went, over a channel that authenticates that end; it never infers it.
+Options weighed: (a) every node sends its schedule to every other: n(n − 1) messages (what this
+engine did before; each cheap, but a single process simulating all n nodes pays all of them:
+4.2 million at n = 2048). (b) nodes with an empty schedule stay silent: unsound. Silence does not
+tell "finished, nothing missing" from "crashed" or "its message was lost": two adjacent nodes that
+both crash in round r leave their common edge unreported by either end, and silence would count it
+as realised in every later round. A drop changes the restricted Metropolis weights, so the joint
+view of a wrong schedule is no bound (it is not monotone in the realised edges). (c) relaying
+schedules along the public graph lets a relay forge both ends of an edge, which the accountant's
+disagreement check cannot catch: sound only with per-origin signatures. (d) the bulletin (done):
+each node uploads its schedule once to the bootstrap, which authenticates the uploader by its mTLS
+identity (nobody can publish another node's schedule), keeps one entry per node and refuses a
+different second one; each node downloads the job's bulletin (n uploads, n downloads). It adds no
+trust beyond what the accountant already places in the bootstrap (participants, graph, public
+seed). Which nodes published is part of what a reader learns: a node that never publishes is left
+out, not read as empty.
 
 Algorithm 2 (`muffliato-random`): see `MuffliatoRandom`. Algorithm 3 (`muffliato-gd`): see
 `MuffliatoGd`.
@@ -155,6 +156,7 @@ from netdp_node.protocols.base import (
     JobContext,
     Message,
     Output,
+    Publish,
     Record,
     RefusalCode,
     Refused,
@@ -195,6 +197,29 @@ def _check_payload(x: np.ndarray) -> np.ndarray:
     return a
 
 
+#: Why a schedule sent over a peer link is refused: schedules are read from the job's bulletin.
+_SCHEDULE_BY_BULLETIN = "a schedule is published on the job's bulletin, not sent to peers"
+
+
+def _take_schedules(
+    engine: MuffliatoSync | MuffliatoRandom, kind: str, published: Mapping[str, Message]
+) -> list[Action]:
+    """The peers' schedules from the job's bulletin, in the bulletin's order: each checked and
+    recorded ("schedule"), or recorded as refused ("bulletin-refused", with the reason: the
+    accountant then treats it as never published). A second one from a participant is refused."""
+    if kind != SCHEDULE:
+        return []
+    actions: list[Action] = []
+    for sender, msg in published.items():
+        try:
+            actions += engine._on_schedule(sender, msg)
+        except Refused as e:
+            actions.append(
+                Record("bulletin-refused", peer=sender, params={"kind": kind, "reason": e.reason})
+            )
+    return actions
+
+
 # -- Algorithm 1 (and the gossip calls of Algorithm 3) ---------------------------------------------
 class MuffliatoSync(Engine):
     """Algorithm 1 (§3.2) with the network rules of the module docstring; `calls` gossip calls
@@ -206,7 +231,6 @@ class MuffliatoSync(Engine):
     """
 
     defer_receipts = True
-    closing_kinds = frozenset({SCHEDULE})  # the peers' schedules, sent when they finish
 
     algorithm = "muffliato"
     params_class: ClassVar[type[GossipParams]] = MuffliatoAverageParams
@@ -411,9 +435,8 @@ class MuffliatoSync(Engine):
         for r, R in enumerate(self.realised):
             nb, _ = self.graph(r // self.T)
             scalars.update((f"{r}:{w}", 0.0) for w in nb if w not in R)
-        schedule = Message(SCHEDULE, scalars=scalars)  # one message (digest, encoding), everyone
-        actions: list[Action] = [Send(v, schedule) for v in self.ids if v != self.ctx.me]
-        return actions + [self.output()]
+        # on the job's bulletin (durable here first), for every participant to read
+        return [Publish(Message(SCHEDULE, scalars=scalars)), self.output()]
 
     def output(self) -> Output:
         return Output(
@@ -434,7 +457,7 @@ class MuffliatoSync(Engine):
 
     def on_message(self, sender: str, msg: Message) -> list[Action]:
         if msg.kind == SCHEDULE:
-            return self._on_schedule(sender, msg)
+            raise Refused(RefusalCode.INVALID_ARGUMENT, _SCHEDULE_BY_BULLETIN)
         if msg.kind != VALUE:
             raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
         r = int(msg.round)
@@ -469,6 +492,9 @@ class MuffliatoSync(Engine):
         assert msg.payload is not None
         self.inbox.setdefault(r, {})[w] = _check_payload(msg.payload)
         return self._maybe_finish() if r == self.r else []
+
+    def on_published(self, kind: str, published: Mapping[str, Message]) -> list[Action]:
+        return _take_schedules(self, kind, published)
 
     def _on_schedule(self, sender: str, msg: Message) -> list[Action]:
         if sender in self.schedules:
@@ -639,11 +665,11 @@ class MuffliatoRandom(Engine):
     ("activation" events) in its local order; the accountant merges the nodes' orders into one
     sequence (they are consistent: the responder's commit instant orders them). After its clock
     stops, a node answers offers for `grace_s` more seconds, then publishes its activation list
-    (`schedule`) to every participant and outputs its value.
+    (`schedule`) on the job's bulletin (`Publish`, as Algorithm 1's schedule: the runtime hands
+    the other participants' lists to `on_published`) and outputs its value.
     """
 
     algorithm = "muffliato-random"
-    closing_kinds = frozenset({SCHEDULE})  # the peers' activation lists, sent when they finish
     params_class = MuffliatoRandomParams
     params: MuffliatoRandomParams
 
@@ -767,9 +793,9 @@ class MuffliatoRandom(Engine):
         scalars = {
             f"{i}:{a}:{k}:{b}": (1.0 if c else 0.0) for i, (a, k, b, c) in enumerate(self.log)
         }
-        schedule = Message(SCHEDULE, scalars=scalars)  # one message (digest, encoding), everyone
-        actions: list[Action] = [Send(v, schedule) for v in self.ids if v != self.ctx.me]
-        return actions + [
+        # on the job's bulletin (durable here first), for every participant to read
+        return [
+            Publish(Message(SCHEDULE, scalars=scalars)),
             Output(
                 value=self.x.copy(),
                 info={
@@ -777,13 +803,13 @@ class MuffliatoRandom(Engine):
                     "committed": sum(1 for *_, c in self.log if c),
                     "ticks": self.ticks,
                 },
-            )
+            ),
         ]
 
     def on_message(self, sender: str, msg: Message) -> list[Action]:
         s = self.position[sender]
         if msg.kind == SCHEDULE:
-            return self._on_schedule(sender, msg)
+            raise Refused(RefusalCode.INVALID_ARGUMENT, _SCHEDULE_BY_BULLETIN)
         if s not in self.nb:
             raise Refused(
                 RefusalCode.PERMISSION_DENIED, f"{sender} is not a neighbour of {self.ctx.me}"
@@ -821,6 +847,9 @@ class MuffliatoRandom(Engine):
             self.busy = None
             return [self._log(s, int(msg.seq), s, True)]
         raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
+
+    def on_published(self, kind: str, published: Mapping[str, Message]) -> list[Action]:
+        return _take_schedules(self, kind, published)
 
     def _on_schedule(self, sender: str, msg: Message) -> list[Action]:
         if sender in self.schedules:
