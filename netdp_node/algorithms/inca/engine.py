@@ -66,14 +66,21 @@ party pushes its record to every other party, and every party relays each record
 sees it to `fanout` random others (de-duplication by origin). A record holds (y^(T), ω^(T)) if the
 party was online at T (a party offline at T releases no value: its y was never sent), and always
 its public history: its online iterations, which of its MIX messages counted (out) and which it
-counted (in). A party that leaves never sends its record, so every MIX also carries its sender's
-history so far, and a party that has no record of some party by the first anti-entropy round sends
-everyone the latest history that party's MIX messages brought it (a PROXY): the rebuilt execution
-is then exact for everything the leaver's messages carried (`execution_from_records`). After
-`gossip_s` (or as soon as all n records are in; up to twice longer while a party that the records
-show online at T has not been heard of) the node outputs
+counted (in). The schedule is public, so a history travels as its exceptions to the expected one
+(online in every iteration, every planned message counted): the offline iterations, the (t, slot)
+of its MIX that did not count, the (t, sender) of the planned MIX it did not count (`History`,
+`encode_history`); a record costs O(dim + deviations), not O(T·n), and a malformed one is refused
+(INVALID_ARGUMENT, naming the fault). A party that leaves never sends its record, so every MIX
+also carries its sender's history so far, and a party that has no record of some party by the
+first anti-entropy round sends everyone the latest history that party's MIX messages brought it (a
+PROXY): the rebuilt execution is then exact for everything the leaver's messages carried
+(`execution_from_records`). After `gossip_s` (or as soon as all n records are in; up to twice
+longer while a party that the records show online at T has not been heard of) the node outputs
 x̂ = Σ_{final} y^(T) / Σ_{final} ω^(T) over the records it has; the result names the parties it
-contains (`final`), those whose record never arrived (`missing`) and the public execution.
+contains (`final`), those whose record never arrived (`missing`) and the public execution, as
+exceptions too: `offline` ([t, party]) and `uncounted` ([t, sender, receiver]: planned messages of
+online senders that did not count; `inca_audit.outcome_from_info` expands it, and reads the dense
+`online` / `counted` form of earlier ledgers as well).
 A node whose budget the job would exceed declines it (the runtime decides with the accountant's
 `prospective`): it takes part with x = 0, so the others keep their masks; the result lists it.
 """
@@ -373,6 +380,7 @@ def outcome_from_records(
             uncounted.append((t, i, j))
         elif not (online[t, j] and (r if r is not None else s if s is not None else True)):
             uncounted.append((t, i, j))
+    uncounted.sort()
     final = np.zeros(n, dtype=bool)
     for i in records:
         has = True if final_flags is None else bool(final_flags[i])
