@@ -871,7 +871,7 @@ class Inca(Engine):
             return []  # our own record came back: nothing to learn
         held = self.raw_records[origin]
         if held is not None:
-            if not np.array_equal(held, msg.payload):
+            if held is not msg.payload and not np.array_equal(held, msg.payload):
                 raise Refused(
                     RefusalCode.ALREADY_EXISTS,
                     f"FINAL of {self.ids[origin]} conflicts with the one already held",
