@@ -69,6 +69,7 @@ from netdp_node.protocols.base import (
     Refused,
     Send,
     SetTimer,
+    shape_fits,
 )
 from netdp_node.transport.base import Bulletin, DeliveryError, Transport
 
@@ -241,7 +242,7 @@ class JobRunner:
                 self._check_open(msg)
                 shape = self.engine.payload_shape(msg.kind)
                 got = None if msg.payload is None else tuple(msg.payload.shape)
-                if got != shape:
+                if not shape_fits(got, shape):
                     raise Refused(
                         RefusalCode.INVALID_ARGUMENT,
                         f"{msg.kind} payload has shape {got}, job {self.ctx.job_id} "

@@ -1237,24 +1237,70 @@ def build_execution(
     return replace(ex, weights=tuple(weights))
 
 
-def execution_from_info(spec: Mapping[str, Any], info: Mapping[str, Any]) -> IncaExecution:
-    """The public execution a node's result states (`Output.info`: online sets, counted and lost
-    messages, finals), rebuilt for the accountant from the node's own ledger."""
+def counted_from_exceptions(
+    nbrs: np.ndarray, online: np.ndarray, uncounted: Iterable[Sequence[int]]
+) -> list[set[tuple[int, int]]]:
+    """The counted messages of every iteration (list of T sets of (sender, receiver)): each planned
+    message (`out_neighbours`, (T, n, k)) of a sender online at t, but those in `uncounted`
+    ((t, i, j) triples, t from 1)."""
+    T, n, k = nbrs.shape
+    skip: dict[int, set[tuple[int, int]]] = {}
+    for t, i, j in uncounted:
+        skip.setdefault(int(t), set()).add((int(i), int(j)))
+    out: list[set[tuple[int, int]]] = []
+    for t in range(1, T + 1):
+        senders = np.flatnonzero(np.asarray(online[t], dtype=bool))
+        pairs = zip(np.repeat(senders, k).tolist(), nbrs[t - 1, senders].reshape(-1).tolist())
+        drop = skip.get(t, set())
+        out.append({p for p in pairs if p not in drop})
+    return out
+
+
+def outcome_from_info(
+    spec: Mapping[str, Any], info: Mapping[str, Any]
+) -> tuple[np.ndarray, list[set[tuple[int, int]]], list[tuple[int, int, int]], np.ndarray]:
+    """The public execution a node's result states (`Output.info`), as (online (T+1, n), counted
+    messages per iteration, lost messages, final (n,)), in indices of the participants. Reads both
+    forms a ledger may hold: the compact one (`offline`: [t, party] pairs, `uncounted`: [t, sender,
+    receiver] planned messages of online senders that did not count: exceptions to "everyone
+    online, every planned message counted"), and the dense one of earlier versions (`online`:
+    the (T+1) × n 0/1 matrix, `counted`: the [sender, receiver] pairs of every iteration)."""
     p = spec["params"]
     ids = list(spec["participants"])
     index = {v: i for i, v in enumerate(ids)}
-    n, T = len(ids), int(p["T"])
+    n, T, k = len(ids), int(p["T"]), int(p["k"])
     final = np.zeros(n, dtype=bool)
     final[[index[v] for v in info["final"]]] = True
+    lost = [(int(t), index[a], index[b]) for t, a, b in info["lost"]]
+    if "online" in info:  # the dense form (ledgers written before the compact one)
+        online = np.asarray(info["online"], dtype=bool)
+        counted = [{(index[a], index[b]) for a, b in c} for c in info["counted"]]
+        return online, counted, lost, final
+    online = np.ones((T + 1, n), dtype=bool)
+    for t, v in info["offline"]:
+        online[int(t), index[v]] = False
+    nbrs = out_neighbours(n, k, T, int(spec["public_seed"]))
+    counted = counted_from_exceptions(
+        nbrs, online, [(t, index[a], index[b]) for t, a, b in info["uncounted"]]
+    )
+    return online, counted, lost, final
+
+
+def execution_from_info(spec: Mapping[str, Any], info: Mapping[str, Any]) -> IncaExecution:
+    """The public execution a node's result states (`Output.info`: online sets, counted and lost
+    messages, finals; either form, `outcome_from_info`), rebuilt for the accountant from the
+    node's own ledger."""
+    p = spec["params"]
+    online, counted, lost, final = outcome_from_info(spec, info)
     return build_execution(
-        n,
+        len(final),
         int(p["k"]),
-        T,
+        int(p["T"]),
         int(spec["public_seed"]),
         str(p["scheme"]),
-        np.asarray(info["online"], dtype=bool),
-        [{(index[a], index[b]) for a, b in c} for c in info["counted"]],
-        [(int(t), index[a], index[b]) for t, a, b in info["lost"]],
+        online,
+        counted,
+        lost,
         final,
     )
 

@@ -568,8 +568,20 @@ class Engine:
         return 0
 
     def payload_shape(self, kind: str) -> tuple[int, ...] | None:
-        """The shape every payload of this message kind must have (None: no payload)."""
+        """The shape every payload of this message kind must have (None: no payload); a dimension
+        `ANY_LENGTH` takes any length (the engine checks the payload itself)."""
         return None
+
+
+#: a dimension of `Engine.payload_shape` that takes any length
+ANY_LENGTH = -1
+
+
+def shape_fits(got: tuple[int, ...] | None, want: tuple[int, ...] | None) -> bool:
+    """Whether a payload of shape `got` (None: no payload) fits `Engine.payload_shape`'s `want`."""
+    if got is None or want is None:
+        return got == want
+    return len(got) == len(want) and all(w in (g, ANY_LENGTH) for g, w in zip(got, want))
 
 
 def replace_payload(msg: Message, payload: np.ndarray) -> Message:

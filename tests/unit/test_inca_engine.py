@@ -190,8 +190,10 @@ def test_lost_acknowledgements_are_reconciled_and_lost_close_is_reported():
     # The senders never learned of the delivery: they did not count it, told the receivers so
     # (CLOSE 0), and the receivers dropped it: no mass lost or duplicated.
     assert info["lost"] == [] and info["final"] == ids
+    counted = inca_audit.outcome_from_info(_spec(ids, p, 3), info)[1]
     for s, r, t in acks_lost:
-        assert [s, r] not in info["counted"][t - 1]
+        assert [t, s, r] in info["uncounted"]
+        assert (ids.index(s), ids.index(r)) not in counted[t - 1]
     engines = [sim.engines[i] for i in ids]
     u = np.stack([e.trace_x + e.trace_eta for e in engines])
     np.testing.assert_allclose(res.outputs["n0"].value, u.mean(axis=0), atol=1e-9)
@@ -239,7 +241,7 @@ def test_refuses_late_duplicate_foreign_and_unscheduled_messages():
     me = engines["n0"]
     sender = next(i for i in range(1, 5) if 0 in nb[0, i])
     stranger = next(i for i in range(1, 5) if 0 not in nb[0, i])
-    width = me.payload_shape(MIX)[0]  # y (2), ω, the sender's history so far
+    width = 2 + 1 + 3  # y (2), ω, the sender's history so far (no exception: 3 zero counts)
     mix = Message(MIX, payload=np.zeros(width), round=1)
 
     def refused(who: int, msg: Message) -> RefusalCode:
@@ -271,7 +273,7 @@ def test_refuses_late_duplicate_foreign_and_unscheduled_messages():
     me.on_timer("mix:1")  # the deadline passed, but it waits for the CLOSE of the MIX it holds
     assert me.mixed == 0
     me.on_timer(f"hold:1:{sender}")  # ... up to round_s after that MIX arrived
-    assert me.mixed == 1 and not me.counted_in[0].any()
+    assert me.mixed == 1 and [x for x in me.h_in if x[0] == 1] == [(1, i) for i in me.inn[0]]
     assert (
         refused(sender, Message(CLOSE, round=1, scalars={"counted": 1.0}))
         == RefusalCode.FAILED_PRECONDITION
@@ -469,9 +471,9 @@ def test_schedule_inverse_and_relay_peers_are_the_brute_force_ones() -> None:
     eng = Inca(ctx, np.zeros(p["dim"]), np.random.default_rng(1))
     assert eng.inn == [ins[t][0] for t in range(T)]
     assert Inca(ctx.for_node(ids[1]), None, np.random.default_rng(2)).nbrs is eng.nbrs  # shared
-    eng.has = {j: {7} for j in range(2, n)}  # only party 1 (and we) lack origin 7
+    eng.has = {7: list(range(2, n))}  # only party 1 (and we) lack origin 7
     assert eng._relay_peers(7) == [1]
-    eng.has = {j: {7} for j in range(12, n)}  # parties 1..11 lack it
+    eng.has = {7: list(range(12, n))}  # parties 1..11 lack it
     seen: Counter[int] = Counter()
     for _ in range(3000):
         pick = eng._relay_peers(7)

@@ -104,8 +104,10 @@ class IncaAccountant:
                 spec.get("job_id"),
                 me,
                 p,
-                info.get("online"),
+                info.get("online"),  # the dense form (earlier ledgers)
                 info.get("counted"),
+                info.get("offline"),  # the compact form (exceptions)
+                info.get("uncounted"),
                 info.get("final"),
                 info.get("lost"),
                 samples,

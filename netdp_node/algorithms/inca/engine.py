@@ -66,14 +66,21 @@ party pushes its record to every other party, and every party relays each record
 sees it to `fanout` random others (de-duplication by origin). A record holds (y^(T), ω^(T)) if the
 party was online at T (a party offline at T releases no value: its y was never sent), and always
 its public history: its online iterations, which of its MIX messages counted (out) and which it
-counted (in). A party that leaves never sends its record, so every MIX also carries its sender's
-history so far, and a party that has no record of some party by the first anti-entropy round sends
-everyone the latest history that party's MIX messages brought it (a PROXY): the rebuilt execution
-is then exact for everything the leaver's messages carried (`execution_from_records`). After
-`gossip_s` (or as soon as all n records are in; up to twice longer while a party that the records
-show online at T has not been heard of) the node outputs
+counted (in). The schedule is public, so a history travels as its exceptions to the expected one
+(online in every iteration, every planned message counted): the offline iterations, the (t, slot)
+of its MIX that did not count, the (t, sender) of the planned MIX it did not count (`History`,
+`encode_history`); a record costs O(dim + deviations), not O(T·n), and a malformed one is refused
+(INVALID_ARGUMENT, naming the fault). A party that leaves never sends its record, so every MIX
+also carries its sender's history so far, and a party that has no record of some party by the
+first anti-entropy round sends everyone the latest history that party's MIX messages brought it (a
+PROXY): the rebuilt execution is then exact for everything the leaver's messages carried
+(`execution_from_records`). After `gossip_s` (or as soon as all n records are in; up to twice
+longer while a party that the records show online at T has not been heard of) the node outputs
 x̂ = Σ_{final} y^(T) / Σ_{final} ω^(T) over the records it has; the result names the parties it
-contains (`final`), those whose record never arrived (`missing`) and the public execution.
+contains (`final`), those whose record never arrived (`missing`) and the public execution, as
+exceptions too: `offline` ([t, party]) and `uncounted` ([t, sender, receiver]: planned messages of
+online senders that did not count; `inca_audit.outcome_from_info` expands it, and reads the dense
+`online` / `counted` form of earlier ledgers as well).
 A node whose budget the job would exceed declines it (the runtime decides with the accountant's
 `prospective`): it takes part with x = 0, so the others keep their masks; the result lists it.
 """
@@ -91,6 +98,7 @@ from netdp_node.privacy import inca_audit
 from netdp_node.privacy.discrete_gaussian import job_grid, noise_on_grid, on_grid
 from netdp_node.privacy.inca_audit import build_execution
 from netdp_node.protocols.base import (
+    ANY_LENGTH,
     Action,
     Engine,
     JobContext,
@@ -109,69 +117,163 @@ FINAL = "final"
 PROXY = "proxy"
 
 
-# -- the dissemination record: a fixed-length public vector ----------------------------------------
-def record_length(dim: int, n: int, k: int, T: int) -> int:
-    """[y^(T) (dim), ω^(T), has_final, data, online_1..T, counted_out (T·k), counted_in (T·n)]."""
-    return dim + 3 + T + T * k + T * n
+# -- the dissemination record: exceptions to the expected history ---------------------------------
+# A party's public history is what happened in its iterations: whether it was online, which of its
+# k MIX messages counted (out) and which MIX of its planned in-neighbours it counted (in). The
+# expected history is "online in every iteration, every planned message counted" (the schedule is
+# public: `inca_audit.out_neighbours`, `in_neighbours`), so a history is sent as its exceptions
+# only: the iterations it was offline, the (t, slot) of its MIX that did not count, the (t, sender)
+# of the planned MIX it did not count. The common case costs O(deviations), not O(T·n).
+#
+#   history = [n_off, n_out, n_in, t..., (t − 1)·k + slot..., (t − 1)·n + sender...]
+#   record  = [y^(T) (dim), ω^(T), has_final, data, history...]
+# (each list strictly ascending, so a history has one wire form).
+HEAD = 3  # n_off, n_out, n_in
 
 
-def encode_record(
-    y: np.ndarray,
-    omega: float,
-    has_final: bool,
-    data: bool,
-    online: Sequence[bool] | np.ndarray,
-    counted_out: Sequence[Sequence[bool]] | np.ndarray,
-    counted_in: Sequence[Sequence[bool]] | np.ndarray,
+class History:
+    """A decoded history (exceptions up to iteration `upto`): iterations offline, (t, slot) of its
+    own MIX not counted, (t, sender) of planned MIX it did not count (t from 1)."""
+
+    __slots__ = ("off", "out_miss", "in_miss")
+
+    def __init__(
+        self,
+        off: frozenset[int] = frozenset(),
+        out_miss: frozenset[tuple[int, int]] = frozenset(),
+        in_miss: frozenset[tuple[int, int]] = frozenset(),
+    ) -> None:
+        self.off, self.out_miss, self.in_miss = off, out_miss, in_miss
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, History) and (self.off, self.out_miss, self.in_miss) == (
+            other.off,
+            other.out_miss,
+            other.in_miss,
+        )
+
+    def __repr__(self) -> str:
+        return f"History(off={sorted(self.off)}, out={sorted(self.out_miss)}, in={sorted(self.in_miss)})"
+
+
+#: the history of a party with no exception (shared)
+EXPECTED = History()
+
+
+def encode_history(
+    off: Sequence[int],
+    out_miss: Sequence[tuple[int, int]],
+    in_miss: Sequence[tuple[int, int]],
+    n: int,
+    k: int,
 ) -> np.ndarray:
-    return np.concatenate(
-        [
-            np.asarray(y, float),
-            [omega, float(has_final), float(data)],
-            np.asarray(online, float),
-            np.asarray(counted_out, float).ravel(),
-            np.asarray(counted_in, float).ravel(),
-        ]
-    )
+    """The wire form of a history's exceptions (each list in (t, ·) order, as `decode_history`
+    wants)."""
+    flat: list[int] = [len(off), len(out_miss), len(in_miss), *off]
+    flat += [(t - 1) * k + slot for t, slot in out_miss]
+    flat += [(t - 1) * n + s for t, s in in_miss]
+    return np.asarray(flat, dtype=float)
 
 
 def history_length(n: int, k: int, T: int) -> int:
-    """A party's public history: [online_1..T, counted_out (T·k), counted_in (T·n)]."""
-    return T + T * k + T * n
+    """The most numbers a history can take (every iteration offline, every message uncounted; a
+    party has at most n − 1 planned in-neighbours per iteration)."""
+    return HEAD + T + T * k + T * (n - 1)
 
 
-def decode_history(h: np.ndarray, n: int, k: int, T: int) -> dict[str, Any]:
-    h = np.asarray(h, float)
-    if h.shape != (history_length(n, k, T),) or not np.all((h == 0) | (h == 1)):
-        raise ValueError("a history is a vector of 0/1 flags of length T + T·k + T·n")
-    return {
-        "online": h[:T].astype(bool),
-        "counted_out": h[T : T + T * k].reshape(T, k).astype(bool),
-        "counted_in": h[T + T * k :].reshape(T, n).astype(bool),
-    }
+def record_length(dim: int, n: int, k: int, T: int) -> int:
+    """The most numbers a dissemination record can take: [y, ω, has_final, data, history]."""
+    return dim + 3 + history_length(n, k, T)
 
 
-def decode_record(v: np.ndarray, dim: int, n: int, k: int, T: int) -> dict[str, Any]:
-    """Inverse of `encode_record`; raises ValueError on a malformed record."""
-    v = np.asarray(v, float)
-    if v.shape != (record_length(dim, n, k, T),):
-        raise ValueError(f"record has shape {v.shape}, expected ({record_length(dim, n, k, T)},)")
-    flags = v[dim + 1 :]
-    if not np.all((flags == 0) | (flags == 1)):
+def _ints(vals: Sequence[float], what: str) -> list[int]:
+    out = []
+    for v in vals:
+        if not (math.isfinite(v) and v == int(v)):
+            raise ValueError(f"{what} must be integers, got {v!r}")
+        out.append(int(v))
+    return out
+
+
+def decode_history(
+    h: np.ndarray | Sequence[float],
+    origin: int,
+    upto: int,
+    k: int,
+    ins: Sequence[Sequence[Sequence[int]]],
+) -> History:
+    """The history of party `origin` over iterations 1..`upto` from its wire form; `ins` is the
+    public schedule's inverse (`in_neighbours`). Raises ValueError naming what is malformed: a
+    count that does not match the length, a number that is not an integer, an iteration outside
+    1..upto, a sender that is not a planned in-neighbour of `origin` in that iteration, a list that
+    is not strictly ascending (so a history has one wire form)."""
+    v = h.tolist() if isinstance(h, np.ndarray) else list(h)
+    if len(v) < HEAD:
+        raise ValueError(f"a history has at least {HEAD} numbers, got {len(v)}")
+    n_off, n_out, n_in = _ints(v[:HEAD], "history counts")
+    if min(n_off, n_out, n_in) < 0 or len(v) != HEAD + n_off + n_out + n_in:
+        raise ValueError(
+            f"history of {len(v)} numbers does not match its counts "
+            f"({n_off} offline, {n_out} out, {n_in} in)"
+        )
+    if not n_off and not n_out and not n_in:
+        return EXPECTED
+    body = _ints(v[HEAD:], "history entries")
+    n = len(ins[0]) if ins else 0
+    off, out_codes, in_codes = (
+        body[:n_off],
+        body[n_off : n_off + n_out],
+        body[n_off + n_out :],
+    )
+    for name, seq in (
+        ("offline iterations", off),
+        ("out exceptions", out_codes),
+        ("in exceptions", in_codes),
+    ):
+        if any(b <= a for a, b in zip(seq, seq[1:])) or (seq and seq[0] < 0):
+            raise ValueError(f"history {name} must be non-negative and strictly ascending")
+    for t in off:
+        if not 1 <= t <= upto:
+            raise ValueError(f"history offline iteration {t} outside 1..{upto}")
+    outs = [(c // k + 1, c % k) for c in out_codes]
+    inns = [(c // n + 1, c % n) for c in in_codes]
+    for t, _ in outs:
+        if t > upto:
+            raise ValueError(f"history out exception of iteration {t} outside 1..{upto}")
+    for t, s in inns:
+        if not 1 <= t <= upto:
+            raise ValueError(f"history in exception of iteration {t} outside 1..{upto}")
+        if s not in ins[t - 1][origin]:
+            raise ValueError(
+                f"history in exception names party {s}, not a planned in-neighbour of {origin} "
+                f"in iteration {t}"
+            )
+    return History(frozenset(off), frozenset(outs), frozenset(inns))
+
+
+def decode_record(
+    v: np.ndarray, dim: int, origin: int, k: int, T: int, ins: Sequence[Sequence[Sequence[int]]]
+) -> dict[str, Any]:
+    """A dissemination record: {"y", "omega", "has_final", "data", "history"}; raises ValueError on
+    a malformed record."""
+    v = np.asarray(v)
+    if v.ndim != 1 or v.shape[0] < dim + 3 + HEAD:
+        raise ValueError(f"record has shape {v.shape}, expected (≥ {dim + 3 + HEAD},)")
+    head = v[: dim + 3].tolist()
+    if not all(math.isfinite(x) for x in head):
+        raise ValueError("record y, ω must be finite")
+    if head[dim + 1] not in (0.0, 1.0) or head[dim + 2] not in (0.0, 1.0):
         raise ValueError("record flags must be 0 or 1")
-    o = dim + 3
-    rec = {
-        "y": v[:dim].copy(),
-        "omega": float(v[dim]),
-        "has_final": bool(v[dim + 1]),
-        "data": bool(v[dim + 2]),
-        "online": v[o : o + T].astype(bool),
-        "counted_out": v[o + T : o + T + T * k].reshape(T, k).astype(bool),
-        "counted_in": v[o + T + T * k :].reshape(T, n).astype(bool),
+    rec: dict[str, Any] = {
+        "y": v[:dim],
+        "omega": float(head[dim]),
+        "has_final": bool(head[dim + 1]),
+        "data": bool(head[dim + 2]),
+        "history": decode_history(v[dim + 3 :], origin, T, k, ins),
     }
-    if not rec["has_final"] and (np.any(rec["y"]) or rec["omega"]):
+    if not rec["has_final"] and (any(head[:dim]) or rec["omega"]):
         raise ValueError("a record without a final value must carry y = 0, ω = 0")
-    if rec["has_final"] and not rec["online"][T - 1]:
+    if rec["has_final"] and T in rec["history"].off:
         raise ValueError("only a party online at T has a final value")
     return rec
 
@@ -181,14 +283,17 @@ def outcome_from_records(
     k: int,
     T: int,
     seed: int,
-    records: Mapping[int, Mapping[str, Any]],
+    records: Mapping[int, History],
+    final_flags: Mapping[int, bool] | None = None,
     nbrs: np.ndarray | None = None,
-    proxies: Mapping[int, tuple[int, Mapping[str, Any]]] | None = None,
+    proxies: Mapping[int, tuple[int, History]] | None = None,
+    ins: Sequence[Sequence[Sequence[int]]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """The public outcome of a finished job from the dissemination records (in the paper's threat
-    model the schedule, the online sets and the weights are public): the online sets (T+1, n),
-    the parties whose final value is in the result (n,), and the counted and lost messages;
-    `execution_from_records` turns it into the IncaExecution (its weight matrices).
+    """The public outcome of a finished job from the dissemination records' histories (`records`:
+    origin -> History; `final_flags`: origin -> has_final, True if not given) (in the paper's
+    threat model the schedule, the online sets and the weights are public): the online sets
+    (T+1, n), the parties whose final value is in the result (n,), and the counted and lost
+    messages; `execution_from_records` turns it into the IncaExecution (its weight matrices).
 
     A party whose record is missing (it left) is known up to the iteration before its last MIX
     that reached a party whose record arrived: every MIX carries its sender's history so far, and
@@ -201,62 +306,86 @@ def outcome_from_records(
     unknown, the message is taken as counted, the usual outcome: a guess about two leavers'
     exchange that none of their later messages reported). A message the sender counted but the
     receiver did not is `lost` (see the module docstring).
-    Returns (online, final, {"lost": [(t, i, j)], "missing": [i], "counted": [[(i, j)] per t]})."""
+
+    The work is O(n + T·(parties without a record) + exceptions·k): only messages that an
+    exception can touch are examined, every other planned message of an online sender counts.
+    Returns (online, final, {"lost": [(t, i, j)], "missing": [i],
+    "uncounted": [(t, i, j)] (planned messages of online senders that did not count, lost ones
+    included, ascending)}); a message (i → j, t) counted iff i is online at t and it is not in
+    "uncounted"."""
     nb = inca_audit.out_neighbours(n, k, T, seed) if nbrs is None else nbrs
-    hist: dict[int, Mapping[str, Any]] = dict(records)
-    known = {i: T for i in records}  # the last iteration whose history is known, per party
+    inn = in_neighbours(nb) if ins is None else ins
+    hist: dict[int, History] = dict(records)
+    known = np.zeros(n, dtype=np.int64)  # the last iteration whose history is known, per party
+    known[list(records)] = T
     for i, (t, h) in (proxies or {}).items():
         if i not in records:
             hist[i], known[i] = h, t - 1
     online = np.zeros((T + 1, n), dtype=bool)
     online[0] = True
+    online[1:] = np.arange(1, T + 1)[:, None] <= known[None, :]
+    for i, h in hist.items():
+        for t in h.off:
+            if t <= known[i]:
+                online[t, i] = False
     missing = [i for i in range(n) if i not in records]
-    for i, r in hist.items():
-        online[1 : known[i] + 1, i] = r["online"][: known[i]]
-    for t in range(1, T + 1):
-        for i in range(n):
-            if known.get(i, 0) >= t:
-                continue
-            for j, r in hist.items():
-                if known[j] < t:
-                    continue
-                if r["counted_in"][t - 1, i] or (
-                    i in nb[t - 1, j] and r["counted_out"][t - 1, list(nb[t - 1, j]).index(i)]
-                ):
-                    online[t, i] = True
+    blank = EXPECTED
+
+    def by_receiver(t: int, i: int, j: int) -> bool | None:
+        """j's word on i's MIX of iteration t (i is a planned in-neighbour of j)."""
+        return (t, i) not in hist.get(j, blank).in_miss if known[j] >= t else None
+
+    def by_sender(t: int, i: int, slot: int) -> bool | None:
+        return (t, slot) not in hist.get(i, blank).out_miss if known[i] >= t else None
+
+    for i in np.flatnonzero(known < T).tolist():  # beyond a party's known history
+        for t in range(int(known[i]) + 1, T + 1):
+            row = nb[t - 1, i].tolist()
+            if any(by_receiver(t, i, j) for j in row if known[j] >= t) or any(
+                by_sender(t, j, nb[t - 1, j].tolist().index(i))
+                for j in inn[t - 1][i]
+                if known[j] >= t
+            ):
+                online[t, i] = True
     # Privacy-safe reading for a party that is not online at T: in the iteration after its last
     # online one it may have sent y^(s) before missing the deadline (its MIX was seen though
     # nothing counted), so it is taken as online there with no message counted. That adds the
     # message to what the audit lets an adversary see and changes nothing else: its column stays
     # e_i and its later value is never sent nor released.
-    for i in range(n):
-        s = int(np.flatnonzero(online[:, i]).max())
-        if s < T:
-            online[s + 1, i] = True
+    last = T - np.argmax(online[::-1], axis=0)  # the last iteration online, per party
+    for i in np.flatnonzero(last < T).tolist():
+        online[last[i] + 1, i] = True
+    # the messages an exception can touch: to an offline receiver, or named by a history
+    cand: set[tuple[int, int, int]] = set()  # (t, sender, slot)
+    for t, j in zip(*np.nonzero(~online[1:])):
+        t, j = int(t) + 1, int(j)
+        for i in inn[t - 1][j]:
+            cand.add((t, i, nb[t - 1, i].tolist().index(j)))
+    for x, h in hist.items():
+        for t, i in h.in_miss:
+            if t <= known[x]:
+                cand.add((t, i, nb[t - 1, i].tolist().index(x)))
+        for t, slot in h.out_miss:
+            if t <= known[x]:
+                cand.add((t, x, slot))
     lost: list[tuple[int, int, int]] = []
-    counted_all: list[list[tuple[int, int]]] = []
-    for t in range(1, T + 1):
-        counted: set[tuple[int, int]] = set()
-        for i in np.flatnonzero(online[t]).tolist():
-            for slot, j in enumerate(nb[t - 1, i]):
-                j = int(j)
-                by_sender = hist[i]["counted_out"][t - 1, slot] if known.get(i, 0) >= t else None
-                by_receiver = hist[j]["counted_in"][t - 1, i] if known.get(j, 0) >= t else None
-                if by_sender and by_receiver is not None and not by_receiver:
-                    lost.append((t, i, j))
-                elif online[t, j] and (
-                    by_receiver
-                    if by_receiver is not None
-                    else by_sender
-                    if by_sender is not None
-                    else True
-                ):
-                    counted.add((i, j))
-        counted_all.append(sorted(counted))
+    uncounted: list[tuple[int, int, int]] = []
+    for t, i, slot in sorted(cand):
+        if not online[t, i]:
+            continue
+        j = int(nb[t - 1, i, slot])
+        s, r = by_sender(t, i, slot), by_receiver(t, i, j)
+        if s and r is not None and not r:
+            lost.append((t, i, j))
+            uncounted.append((t, i, j))
+        elif not (online[t, j] and (r if r is not None else s if s is not None else True)):
+            uncounted.append((t, i, j))
+    uncounted.sort()
     final = np.zeros(n, dtype=bool)
-    for i, r in records.items():
-        final[i] = bool(r["has_final"]) and bool(online[T, i])
-    return online, final, {"lost": lost, "missing": missing, "counted": counted_all}
+    for i in records:
+        has = True if final_flags is None else bool(final_flags[i])
+        final[i] = has and bool(online[T, i])
+    return online, final, {"lost": lost, "missing": missing, "uncounted": uncounted}
 
 
 def execution_from_records(
@@ -265,15 +394,17 @@ def execution_from_records(
     T: int,
     seed: int,
     scheme: str,
-    records: Mapping[int, Mapping[str, Any]],
+    records: Mapping[int, History],
+    final_flags: Mapping[int, bool] | None = None,
     nbrs: np.ndarray | None = None,
-    proxies: Mapping[int, tuple[int, Mapping[str, Any]]] | None = None,
+    proxies: Mapping[int, tuple[int, History]] | None = None,
 ) -> tuple[inca_audit.IncaExecution, dict[str, Any]]:
     """The public IncaExecution of a finished job from the dissemination records
     (`outcome_from_records`, then the effective weights: T dense n×n matrices).
-    Returns (execution, {"lost": [(t, i, j)], "missing": [i], "counted": [[(i, j)] per t]})."""
-    online, final, info = outcome_from_records(n, k, T, seed, records, nbrs, proxies)
-    counted = [set(c) for c in info["counted"]]
+    Returns (execution, {"lost": [(t, i, j)], "missing": [i], "uncounted": [(t, i, j)]})."""
+    nb = inca_audit.out_neighbours(n, k, T, seed) if nbrs is None else nbrs
+    online, final, info = outcome_from_records(n, k, T, seed, records, final_flags, nb, proxies)
+    counted = inca_audit.counted_from_exceptions(nb, online, info["uncounted"])
     ex = build_execution(n, k, T, seed, scheme, online, counted, info["lost"], final)
     return ex, info
 
@@ -330,6 +461,7 @@ class Inca(Engine):
         self.alpha, self.U = inca_audit.noise_scheme(self.scheme, self.T)
         # the public schedule and its inverse, built once per job (shared by the job's engines)
         self.nbrs, ins = ctx.shared.get("inca-schedule", lambda: schedule(ctx, self.T, self.k))
+        self.ins = ins
         self.out = [[int(j) for j in self.nbrs[t, self.me]] for t in range(self.T)]
         self.inn = [ins[t][self.me] for t in range(self.T)]
         x = np.zeros(self.dim)
@@ -359,14 +491,20 @@ class Inca(Engine):
         self.deadline: set[int] = set()  # iterations whose mix deadline passed
         self.patience: set[tuple[int, int]] = set()  # held MIX whose CLOSE wait expired
         self.counted_out = np.zeros((self.T, self.k), dtype=bool)
-        self.counted_in = np.zeros((self.T, self.n), dtype=bool)
+        # its own public history as exceptions to the expected one (`History`), in order
+        self.h_off: list[int] = []
+        self.h_out: list[tuple[int, int]] = []
+        self.h_in: list[tuple[int, int]] = []
         self.lost: list[tuple[int, str]] = []
-        self.records: dict[int, dict[str, Any]] = {}
-        self.raw_records: dict[int, np.ndarray] = {}
-        self.has: dict[int, set[int]] = {}  # peer -> origins it is known to hold
-        # the latest history each party's MIX carried (t, history up to t − 1), own or relayed
-        self.seen: dict[int, tuple[int, dict[str, Any]]] = {}
-        self.seen_raw: dict[int, np.ndarray] = {}
+        # the records held, by origin: the wire form, validated on receipt (decoded again only
+        # at the output, and only the few that carry exceptions); a list, not a dict: n slots
+        self.raw_records: list[np.ndarray | None] = [None] * self.n
+        self.n_records = 0
+        # origin -> peers known to hold its record (own record: every peer, once disseminated)
+        self.has: dict[int, list[int]] = {}
+        # the latest history each party's MIX carried (t, its wire form up to t − 1), own or
+        # relayed
+        self.seen: dict[int, tuple[int, np.ndarray]] = {}
         self.proxied: dict[int, int] = {}  # origin -> t of the proxy history sent/relayed
 
     # -- helpers -------------------------------------------------------------------------------
@@ -377,12 +515,9 @@ class Inca(Engine):
         return self.mixed + (1 if self.done else 0)
 
     def payload_shape(self, kind: str) -> tuple[int, ...] | None:
-        if kind == MIX:
-            return (self.dim + 1 + history_length(self.n, self.k, self.T),)
-        if kind == PROXY:
-            return (history_length(self.n, self.k, self.T),)
-        if kind == FINAL:
-            return (record_length(self.dim, self.n, self.k, self.T),)
+        # the history is variable-length (its exceptions): checked by `decode_history`
+        if kind in (MIX, PROXY, FINAL):
+            return (ANY_LENGTH,)
         return None
 
     def _z(self, t: int, u: np.ndarray) -> tuple[np.ndarray, float]:
@@ -395,13 +530,7 @@ class Inca(Engine):
         return z, float(a[t])
 
     def _history(self) -> np.ndarray:
-        return np.concatenate(
-            [
-                self.online[1:].astype(float),
-                self.counted_out.ravel().astype(float),
-                self.counted_in.ravel().astype(float),
-            ]
-        )
+        return encode_history(self.h_off, self.h_out, self.h_in, self.n, self.k)
 
     def _index(self, sender: str) -> int:
         return self.position[sender]
@@ -482,21 +611,24 @@ class Inca(Engine):
                 raise Refused(
                     RefusalCode.FAILED_PRECONDITION, f"duplicate MIX of iteration {t} from {sender}"
                 )
-            shape = self.payload_shape(MIX)
             if (
                 msg.payload is None
-                or msg.payload.shape != shape
-                or not np.all(np.isfinite(msg.payload))
+                or msg.payload.ndim != 1
+                or msg.payload.shape[0] < self.dim + 1 + HEAD
+                or not np.all(np.isfinite(msg.payload[: self.dim + 1]))
             ):
-                raise Refused(RefusalCode.INVALID_ARGUMENT, f"MIX payload must be {shape} finite")
+                raise Refused(
+                    RefusalCode.INVALID_ARGUMENT,
+                    f"MIX payload must be (y ({self.dim}), ω, history), finite",
+                )
+            hist = msg.payload[self.dim + 1 :]
             try:
-                h = decode_history(msg.payload[self.dim + 1 :], self.n, self.k, self.T)
+                decode_history(hist, s, t - 1, self.k, self.ins)
             except ValueError as e:
-                raise Refused(RefusalCode.INVALID_ARGUMENT, str(e)) from None
+                raise Refused(RefusalCode.INVALID_ARGUMENT, f"MIX of iteration {t}: {e}") from None
             self.held.setdefault(t, {})[s] = np.asarray(msg.payload[: self.dim + 1], float).copy()
             if self.seen.get(s, (0, None))[0] < t:
-                self.seen[s] = (t, h)
-                self.seen_raw[s] = np.asarray(msg.payload[self.dim + 1 :], float).copy()
+                self.seen[s] = (t, hist)
             wait = [SetTimer(f"hold:{t}:{s}", self.round_s)]
         else:
             flag = msg.scalars.get("counted")
@@ -521,7 +653,9 @@ class Inca(Engine):
         if what == "end":
             if self.done:
                 return []
-            if int(arg or 0) < 2 and self._expected_records() - set(self.records):
+            if int(arg or 0) < 2 and any(
+                self.raw_records[i] is None for i in self._expected_records()
+            ):
                 # a party the records show online at T has not been heard of yet: wait longer
                 return [SetTimer(f"end:{int(arg or 0) + 1}", self.gossip_s)]
             return self._output()
@@ -573,6 +707,8 @@ class Inca(Engine):
         for slot, j in enumerate(self.out[t - 1]):
             counted = j in self.acked[t]
             self.counted_out[t - 1, slot] = counted
+            if not counted:
+                self.h_out.append((t, slot))
             if counted or j not in self.refused[t]:
                 acts.append(
                     Send(self.ids[j], Message(CLOSE, round=t, scalars={"counted": float(counted)}))
@@ -597,13 +733,14 @@ class Inca(Engine):
     def _mix(self, t: int, advance: bool = True) -> list[Action]:
         held, flags = self.held.pop(t, {}), self.flags.pop(t, {})
         ins = sorted(i for i, f in flags.items() if f == 1 and i in held)
-        for i in ins:
-            self.counted_in[t - 1, i] = True
+        self.h_in += [(t, i) for i in self.inn[t - 1] if i not in ins]
         outs = int(self.counted_out[t - 1].sum())
         # at T a running party is online even if isolated: it cancels its outstanding terms and
         # releases its final value (its column is e_i either way)
         on = bool(ins) or outs > 0 or t == self.T
         self.online[t] = on
+        if not on:
+            self.h_off.append(t)
         self.coef = {"alpha": 0.0, "u_row": [0.0] * self.T}
         if on:
             keep = 1.0 - outs * self.w  # 1/(k+1) plus every uncounted share (line 13)
@@ -640,52 +777,61 @@ class Inca(Engine):
     # -- dissemination -----------------------------------------------------------------------------
     def _own_record(self) -> np.ndarray:
         final = bool(self.online[self.T])
-        return encode_record(
-            self.y if final else np.zeros(self.dim),
-            self.omega if final else 0.0,
-            final,
-            self.has_data,
-            self.online[1:],
-            self.counted_out,
-            self.counted_in,
+        head = np.concatenate(
+            [
+                np.asarray(self.y if final else np.zeros(self.dim), float),
+                [self.omega if final else 0.0, float(final), float(self.has_data)],
+            ]
         )
+        return np.concatenate([head, self._history()])
+
+    def _hold(self, origin: int, rec: np.ndarray) -> None:
+        self.raw_records[origin] = rec
+        self.n_records += 1
 
     def _disseminate(self) -> list[Action]:
         self.cur = self.T + 1
         rec = self._own_record()
-        self.raw_records[self.me] = rec
-        self.records[self.me] = decode_record(rec, self.dim, self.n, self.k, self.T)
-        acts = self._push(self.me, [j for j in range(self.n) if j != self.me])
+        rec.setflags(write=False)  # sent to every peer as is (the in-memory transport shares it)
+        self._hold(self.me, rec)
+        # own record: to every other party (none of them is recorded in `has`: all hold it)
+        acts: list[Action] = [
+            Send(self.ids[j], Message(FINAL, payload=rec, seq=self.me + 1))
+            for j in range(self.n)
+            if j != self.me
+        ]
         acts.append(SetTimer("end", self.gossip_s))
         acts += [SetTimer(f"gossip:{r}", self.gossip_s * r / 4) for r in (1, 2, 3)]
         return acts + self._maybe_output()
 
+    def _holds(self, origin: int, j: int) -> bool:
+        """Whether peer j is known to hold `origin`'s record."""
+        return origin == self.me or j in self.has.get(origin, ())
+
+    def _mark(self, origin: int, j: int) -> None:
+        peers = self.has.setdefault(origin, [])
+        if j not in peers:
+            peers.append(j)
+
     def _push(self, origin: int, peers: Sequence[int]) -> list[Action]:
         acts: list[Action] = []
+        rec = self.raw_records[origin]
         for j in peers:
-            if origin not in self.has.setdefault(j, set()):
-                self.has[j].add(origin)
-                acts.append(
-                    Send(
-                        self.ids[j],
-                        Message(FINAL, payload=self.raw_records[origin], seq=origin + 1),
-                    )
-                )
+            if not self._holds(origin, j):
+                self._mark(origin, j)
+                acts.append(Send(self.ids[j], Message(FINAL, payload=rec, seq=origin + 1)))
         return acts
 
     def _send_proxies(self) -> list[Action]:
         """Parties whose record has not arrived (they may have left): every other party gets the
         latest history their MIX messages carried to this node."""
         acts: list[Action] = []
-        for origin, (t, _) in sorted(self.seen.items()):
-            if origin in self.records or self.proxied.get(origin, 0) >= t:
+        for origin, (t, raw) in sorted(self.seen.items(), key=lambda kv: kv[0]):
+            if self.raw_records[origin] is not None or self.proxied.get(origin, 0) >= t:
                 continue
             self.proxied[origin] = t
             acts += [
-                Send(
-                    self.ids[j],
-                    Message(PROXY, payload=self.seen_raw[origin], seq=origin + 1, round=t),
-                )
+                Send(self.ids[j], Message(PROXY, payload=raw, seq=origin + 1, round=t))
                 for j in range(self.n)
                 if j not in (self.me, origin)
             ]
@@ -698,12 +844,11 @@ class Inca(Engine):
         if msg.payload is None:
             raise Refused(RefusalCode.INVALID_ARGUMENT, "PROXY without a history")
         try:
-            h = decode_history(msg.payload, self.n, self.k, self.T)
+            decode_history(msg.payload, origin, t - 1, self.k, self.ins)
         except ValueError as e:
-            raise Refused(RefusalCode.INVALID_ARGUMENT, str(e)) from None
+            raise Refused(RefusalCode.INVALID_ARGUMENT, f"PROXY of {origin}: {e}") from None
         if self.seen.get(origin, (0, None))[0] < t:
-            self.seen[origin] = (t, h)
-            self.seen_raw[origin] = np.asarray(msg.payload, float).copy()
+            self.seen[origin] = (t, np.asarray(msg.payload, float))
         return []
 
     def _gossip(self) -> list[Action]:
@@ -712,8 +857,9 @@ class Inca(Engine):
         others = [j for j in range(self.n) if j != self.me]
         pick = self.rng.choice(len(others), size=min(self.fanout, len(others)), replace=False)
         acts: list[Action] = []
+        held = [o for o in range(self.n) if self.raw_records[o] is not None]
         for p in pick:
-            for origin in sorted(self.raw_records):
+            for origin in held:
                 acts += self._push(origin, [others[int(p)]])
         return acts
 
@@ -723,22 +869,25 @@ class Inca(Engine):
             raise Refused(RefusalCode.INVALID_ARGUMENT, f"FINAL of unknown origin {msg.seq}")
         if origin == self.me:
             return []  # our own record came back: nothing to learn
-        if origin in self.raw_records:
-            if not np.array_equal(self.raw_records[origin], msg.payload):
+        held = self.raw_records[origin]
+        if held is not None:
+            if held is not msg.payload and not np.array_equal(held, msg.payload):
                 raise Refused(
                     RefusalCode.ALREADY_EXISTS,
                     f"FINAL of {self.ids[origin]} conflicts with the one already held",
                 )
-            self.has.setdefault(self._index(sender), set()).add(origin)
+            self._mark(origin, self._index(sender))
             return []
         try:
-            rec = decode_record(msg.payload, self.dim, self.n, self.k, self.T)
+            decode_record(msg.payload, self.dim, origin, self.k, self.T, self.ins)
         except ValueError as e:
-            raise Refused(RefusalCode.INVALID_ARGUMENT, str(e)) from None
-        self.raw_records[origin] = np.asarray(msg.payload, float).copy()
-        self.records[origin] = rec
-        self.has.setdefault(self._index(sender), set()).add(origin)
-        self.has.setdefault(origin, set()).add(origin)
+            raise Refused(
+                RefusalCode.INVALID_ARGUMENT, f"FINAL of {self.ids[origin]}: {e}"
+            ) from None
+        # held as received (read-only, never modified: the in-memory transport shares it)
+        self._hold(origin, np.asarray(msg.payload, float))
+        self._mark(origin, self._index(sender))
+        self._mark(origin, origin)
         if self.done:
             return [Record("late-final", peer=self.ids[origin])]
         # rumour: relay a new record once, to `fanout` random peers not known to hold it
@@ -751,7 +900,7 @@ class Inca(Engine):
         which is O(fanout) while most peers lack the record, and from the full list otherwise."""
 
         def lacks(j: int) -> bool:
-            return j != self.me and origin not in self.has.get(j, ())
+            return j != self.me and not self._holds(origin, j)
 
         pick: list[int] = []
         for _ in range(4 * self.fanout + 8):
@@ -765,41 +914,72 @@ class Inca(Engine):
         more = self.rng.choice(len(others), size=size, replace=False)
         return pick + [others[int(p)] for p in more]
 
+    def _histories(self) -> tuple[dict[int, History], dict[int, bool]]:
+        """The histories of the records held (EXPECTED for a record without exceptions, the
+        common case: not decoded) and their has_final flags."""
+        hists: dict[int, History] = {}
+        finals: dict[int, bool] = {}
+        head = self.dim + 3
+        for i, rec in enumerate(self.raw_records):
+            if rec is None:
+                continue
+            finals[i] = bool(rec[self.dim + 1])
+            if rec.shape[0] == head + HEAD and not rec[head:].any():
+                hists[i] = EXPECTED
+            else:
+                hists[i] = decode_history(rec[head:], i, self.T, self.k, self.ins)
+        return hists, finals
+
     def _expected_records(self) -> set[int]:
         """Parties that some record shows online at T (an exchange of iteration T counted): they
         will disseminate a final record."""
         out: set[int] = set()
-        for j, r in self.records.items():
-            out.update(int(i) for i in np.flatnonzero(r["counted_in"][self.T - 1]))
+        hists, _ = self._histories()
+        T = self.T
+        for j, h in hists.items():
+            out.update(i for i in self.ins[T - 1][j] if (T, i) not in h.in_miss)
             out.update(
-                int(self.nbrs[self.T - 1, j, s])
-                for s in np.flatnonzero(r["counted_out"][self.T - 1])
+                int(self.nbrs[T - 1, j, s]) for s in range(self.k) if (T, s) not in h.out_miss
             )
         return out
 
     def _maybe_output(self) -> list[Action]:
-        if self.cur > self.T and len(self.records) == self.n and not self.done:
+        if self.cur > self.T and self.n_records == self.n and not self.done:
             return self._output()
         return []
 
     def _output(self) -> list[Action]:
         self.done = True
-        # the public outcome only: the weight matrices (T dense n×n) are for the accountant's
-        # audit, which rebuilds them from the result (`inca_audit.execution_from_info`)
+        # the public outcome only, as exceptions to the expected one (offline iterations, planned
+        # messages of online senders that did not count): the weight matrices (T dense n×n) are
+        # for the accountant's audit, which rebuilds them from the result
+        # (`inca_audit.execution_from_info`)
+        hists, finals = self._histories()
+        proxies = {
+            i: (t, decode_history(raw, i, t - 1, self.k, self.ins))
+            for i, (t, raw) in self.seen.items()
+            if i not in hists
+        }
         online, final, info = outcome_from_records(
             self.n,
             self.k,
             self.T,
             int(self.ctx.public_seed),
-            self.records,
+            hists,
+            finals,
             self.nbrs,
-            self.seen,
+            proxies,
+            self.ins,
         )
         fin = [int(i) for i in np.flatnonzero(final)]
-        sum_y = sum((self.records[i]["y"] for i in fin), np.zeros(self.dim))
-        sum_w = sum(self.records[i]["omega"] for i in fin)
-        est = sum_y / sum_w if sum_w > 0 else np.full(self.dim, np.nan)
+        recs = self.raw_records
+        dim = self.dim
+        got = [r for r in (recs[i] for i in fin) if r is not None]  # a final party's is held
+        sum_y = sum((r[:dim] for r in got), np.zeros(dim))
+        sum_w = sum((float(r[dim]) for r in got), 0.0)
+        est = sum_y / sum_w if sum_w > 0 else np.full(dim, np.nan)
         value = None if sum_w <= 0 else est
+        ids = self.ids
         return [
             Output(
                 value=value,
@@ -807,17 +987,19 @@ class Inca(Engine):
                     "estimate": est.tolist() if sum_w > 0 else None,
                     "sum_y": sum_y.tolist(),
                     "sum_omega": sum_w,
-                    "final": [self.ids[i] for i in fin],
-                    "missing": [self.ids[i] for i in info["missing"]],
+                    "final": [ids[i] for i in fin],
+                    "missing": [ids[i] for i in info["missing"]],
                     "declined": [
-                        self.ids[i] for i, r in sorted(self.records.items()) if not r["data"]
+                        ids[i] for i, r in enumerate(recs) if r is not None and not r[dim + 2]
                     ],
-                    "lost": [[t, self.ids[i], self.ids[j]] for t, i, j in info["lost"]],
-                    "omega_final": {self.ids[i]: self.records[i]["omega"] for i in fin},
-                    "online": online.astype(int).tolist(),
-                    "counted": [
-                        [[self.ids[i], self.ids[j]] for i, j in c] for c in info["counted"]
+                    "lost": [[t, ids[i], ids[j]] for t, i, j in info["lost"]],
+                    "omega_final": {ids[i]: float(r[dim]) for i, r in zip(fin, got)},
+                    # the execution as exceptions to "everyone online, every planned message
+                    # counted" (`inca_audit.outcome_from_info` expands it)
+                    "offline": [
+                        [int(t) + 1, ids[int(i)]] for t, i in zip(*np.nonzero(~online[1:]))
                     ],
+                    "uncounted": [[t, ids[i], ids[j]] for t, i, j in info["uncounted"]],
                     "scheme": self.scheme,
                     "T": self.T,
                     "k": self.k,
