@@ -192,3 +192,19 @@ def contexts(
     job_id: str, algorithm: str, ids: Sequence[str], params: Mapping[str, Any], seed: int = 1
 ) -> dict[str, JobContext]:
     return {nid: JobContext(job_id, algorithm, nid, tuple(ids), dict(params), seed) for nid in ids}
+
+
+class IntegersOnly:
+    """A generator that hands out uniform integers and refuses every floating-point draw (normal,
+    random, ...): what an engine or sampler that draws exactly may use."""
+
+    def __init__(self, seed: int) -> None:
+        self._g = np.random.default_rng(seed)
+        self.calls = 0  # draws handed out
+
+    def integers(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self._g.integers(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"asked the generator for {name!r}: floats are refused")

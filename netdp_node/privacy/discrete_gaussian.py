@@ -68,6 +68,11 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Protocol
 
 from netdp_node.lazy import lazy_module
+from netdp_node.privacy.exact_draws import (
+    bernoulli_exp_minus_one,
+    bernoulli_exp_ratio,
+    uniform_below,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -222,37 +227,16 @@ def discrete_laplace(rng: IntegerRng, t: int, size: int) -> np.ndarray:
 SCALAR_MAX = 8
 
 
-def _u(rng: IntegerRng, high: int) -> int:
-    return int(rng.integers(0, high))
-
-
-def _s_exp_minus_one(rng: IntegerRng) -> bool:
-    k = 2
-    while _u(rng, k) == 0:
-        k += 1
-    return k % 2 == 1
-
-
-def _s_bernoulli_exp(rng: IntegerRng, num: int, den: int) -> bool:
-    q, r = divmod(num, den)
-    k = 1
-    while r and _u(rng, den) < r and (k == 1 or _u(rng, k) == 0):
-        k += 1
-    if k % 2 == 0:
-        return False
-    return all(_s_exp_minus_one(rng) for _ in range(q))
-
-
 def _s_discrete_laplace(rng: IntegerRng, t: int) -> int:
     while True:
-        u = _u(rng, t)
-        if not _s_bernoulli_exp(rng, u, t):
+        u = uniform_below(rng, t)
+        if not bernoulli_exp_ratio(rng, u, t):
             continue
         v = 0
-        while _s_exp_minus_one(rng):
+        while bernoulli_exp_minus_one(rng):
             v += 1
         x = u + t * v
-        neg = _u(rng, 2) == 1
+        neg = uniform_below(rng, 2) == 1
         if not (neg and x == 0):
             return -x if neg else x
 
@@ -262,9 +246,9 @@ def _s_discrete_gaussian(rng: IntegerRng, m: int) -> int:
         y = _s_discrete_laplace(rng, m)
         a, b = divmod(abs(abs(y) - m), m)
         if (
-            _s_bernoulli_exp(rng, a * a, 2)
-            and _s_bernoulli_exp(rng, a * b, m)
-            and _s_bernoulli_exp(rng, b * b, 2 * m * m)
+            bernoulli_exp_ratio(rng, a * a, 2)
+            and bernoulli_exp_ratio(rng, a * b, m)
+            and bernoulli_exp_ratio(rng, b * b, 2 * m * m)
         ):
             return y
 

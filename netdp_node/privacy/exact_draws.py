@@ -33,6 +33,8 @@ __all__ = [
     "IntegerRng",
     "bernoulli",
     "bernoulli_exp",
+    "bernoulli_exp_minus_one",
+    "bernoulli_exp_ratio",
     "randomized_response",
     "rr_attempt",
     "uniform_below",
@@ -73,7 +75,7 @@ def bernoulli(rng: IntegerRng, p: Fraction) -> bool:
     return uniform_below(rng, p.denominator) < p.numerator
 
 
-def _bernoulli_exp_minus_one(rng: IntegerRng) -> bool:
+def bernoulli_exp_minus_one(rng: IntegerRng) -> bool:
     """Bernoulli(exp(−1)): von Neumann with x = 1 (the first coin always succeeds)."""
     k = 2
     while uniform_below(rng, k) == 0:
@@ -81,20 +83,25 @@ def _bernoulli_exp_minus_one(rng: IntegerRng) -> bool:
     return k % 2 == 1
 
 
-def bernoulli_exp(rng: IntegerRng, x: Fraction) -> bool:
-    """True with probability exactly exp(−x), for rational x ≥ 0 (CKS Algorithm 1: for x ≤ 1,
-    K ← 1; while Bernoulli(x/K): K ← K + 1; True iff K is odd; Bernoulli(x/K) is drawn as
-    Bernoulli(x)·Bernoulli(1/K), integers only)."""
-    if x < 0:
-        raise ValueError(f"bernoulli_exp needs x >= 0, got {x}")
-    q, r = divmod(x.numerator, x.denominator)
-    den = x.denominator
+def bernoulli_exp_ratio(rng: IntegerRng, num: int, den: int) -> bool:
+    """True with probability exactly exp(−num/den), for integers num ≥ 0, den ≥ 1 (CKS Algorithm 1:
+    for x ≤ 1, K ← 1; while Bernoulli(x/K): K ← K + 1; True iff K is odd; Bernoulli(x/K) is drawn
+    as Bernoulli(x)·Bernoulli(1/K), integers only). The discrete Gaussian's scalar sampler uses it
+    too (`discrete_gaussian`)."""
+    q, r = divmod(num, den)
     k = 1
     while r and uniform_below(rng, den) < r and (k == 1 or uniform_below(rng, k) == 0):
         k += 1
     if k % 2 == 0:
         return False
-    return all(_bernoulli_exp_minus_one(rng) for _ in range(q))
+    return all(bernoulli_exp_minus_one(rng) for _ in range(q))
+
+
+def bernoulli_exp(rng: IntegerRng, x: Fraction) -> bool:
+    """True with probability exactly exp(−x), for rational x ≥ 0 (`bernoulli_exp_ratio`)."""
+    if x < 0:
+        raise ValueError(f"bernoulli_exp needs x >= 0, got {x}")
+    return bernoulli_exp_ratio(rng, x.numerator, x.denominator)
 
 
 def randomized_response(

@@ -639,13 +639,26 @@ class Link:
     def _refuse_server(self, detail: str) -> None:
         """The server at our peer's address is somebody else: fail everything pending at once (a
         retry would only hand the same messages to the same server if its handshake passed)."""
-        jobs = ",".join(sorted({entry[0].job_id for entry in self.pending.values()}))
         why = (
             f"expected {self.peer} at {self.address}, the server's certificate does not name "
             f"it (TLS name {peer_name(self.peer)})"
         )
+        self._refuse("UNAUTHENTICATED", why, f" ({detail})")
+
+    def _refuse_revoked(self, server: PeerIdentity) -> None:
+        """The server at our peer's address presents a revoked certificate: fail everything pending
+        at once, as the server side refuses a revoked caller (not delivered, never retried)."""
+        why = (
+            f"the certificate of {server.node_id} at {self.address} (serial {server.serial}) is "
+            "revoked"
+        )
+        self._refuse("PERMISSION_DENIED", why)
+
+    def _refuse(self, code: str, why: str, detail: str = "") -> None:
+        """Log the refused server (naming node and jobs) and fail everything pending with `code`."""
+        jobs = ",".join(sorted({entry[0].job_id for entry in self.pending.values()}))
         log.error(
-            "[node=%s job=%s] refused the server at %s: %s; %d message(s) to %s not sent (%s)",
+            "[node=%s job=%s] refused the server at %s: %s; %d message(s) to %s not sent%s",
             self.t.me,
             jobs,
             self.address,
@@ -654,26 +667,7 @@ class Link:
             self.peer,
             detail,
         )
-        self._fail_all("UNAUTHENTICATED", why)
-
-    def _refuse_revoked(self, server: PeerIdentity) -> None:
-        """The server at our peer's address presents a revoked certificate: fail everything pending
-        at once, as the server side refuses a revoked caller (not delivered, never retried)."""
-        jobs = ",".join(sorted({entry[0].job_id for entry in self.pending.values()}))
-        why = (
-            f"the certificate of {server.node_id} at {self.address} (serial {server.serial}) is "
-            "revoked"
-        )
-        log.error(
-            "[node=%s job=%s] refused the server at %s: %s; %d message(s) to %s not sent",
-            self.t.me,
-            jobs,
-            self.address,
-            why,
-            len(self.pending),
-            self.peer,
-        )
-        self._fail_all("PERMISSION_DENIED", why)
+        self._fail_all(code, why)
 
     def _fail_all(self, code: str, detail: str) -> None:
         entries = list(self.pending.values())

@@ -11,24 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from harness import IntegersOnly
 from scipy import stats
 
 from netdp_node.privacy import discrete_gaussian as dg
-
-
-class IntegersOnly:
-    """A generator that hands out uniform integers and refuses every floating-point draw."""
-
-    def __init__(self, seed: int) -> None:
-        self._g = np.random.default_rng(seed)
-        self.calls = 0
-
-    def integers(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls += 1
-        return self._g.integers(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"the sampler asked the generator for {name!r}: floats are refused")
 
 
 def pmf(m: int, width: int = 40) -> tuple[np.ndarray, np.ndarray]:

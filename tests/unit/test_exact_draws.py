@@ -19,23 +19,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from harness import IntegersOnly
 from scipy import stats
 
 from netdp_node.privacy import exact_draws as ex
 from netdp_node.privacy.rw_sgd import transition_matrix, transition_row_exact
-
-
-class IntegersOnly:
-    """A generator that hands out uniform integers and refuses every floating-point draw."""
-
-    def __init__(self, seed: int) -> None:
-        self._g = np.random.default_rng(seed)
-
-    def integers(self, *args: Any, **kwargs: Any) -> Any:
-        return self._g.integers(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"the sampler asked the generator for {name!r}: floats are refused")
 
 
 class _NeedDraw(Exception):

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from harness import IntegersOnly
 
 from netdp_node.algorithms import get_algorithm
 from netdp_node.algorithms.inca.engine import Inca
@@ -15,19 +16,6 @@ from netdp_node.algorithms.ring.engine import RingSum, RingSumR
 from netdp_node.algorithms.walk.engine import WalkSgd, WalkSum
 from netdp_node.privacy.discrete_gaussian import grid_for
 from netdp_node.protocols.base import JobContext, Send
-
-
-class IntegersOnly:
-    """Uniform integers only; any floating-point draw (normal, random, ...) fails the test."""
-
-    def __init__(self, seed: int) -> None:
-        self._g = np.random.default_rng(seed)
-
-    def integers(self, *args: Any, **kwargs: Any) -> Any:
-        return self._g.integers(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"the engine asked its generator for {name!r}")
 
 
 def _ids(n: int) -> tuple[str, ...]:
