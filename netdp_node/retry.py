@@ -1,4 +1,8 @@
-"""One reusable retry policy: exponential backoff with full jitter and a give-up rule."""
+"""One reusable retry policy: exponential backoff with full jitter and a give-up rule.
+
+Time is read from a `Clock` (default `time.monotonic`); code running on an event loop whose clock
+is virtual (the simulator, `netdp_node.vclock`) passes `loop.time`, so that its give-up rule counts
+the same seconds its pauses (`asyncio.sleep`, which follows the loop's clock) wait."""
 
 from __future__ import annotations
 
@@ -11,6 +15,11 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+#: A monotonic clock in seconds (`time.monotonic`, or an event loop's `time`).
+Clock = Callable[[], float]
+#: Pause for a number of seconds (`asyncio.sleep`).
+Sleep = Callable[[float], Awaitable[object]]
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -19,20 +28,23 @@ class Backoff:
     multiplier: float = 2.0
     give_up_after: float = 30.0  # seconds since the first attempt; <= 0: never give up
 
-    def delays(self, rng: random.Random | None = None) -> BackoffIter:
-        return BackoffIter(self, rng or random.Random())
+    def delays(
+        self, rng: random.Random | None = None, clock: Clock = time.monotonic
+    ) -> BackoffIter:
+        return BackoffIter(self, rng or random.Random(), clock)
 
 
 class BackoffIter:
-    def __init__(self, policy: Backoff, rng: random.Random) -> None:
+    def __init__(self, policy: Backoff, rng: random.Random, clock: Clock = time.monotonic) -> None:
         self.policy = policy
         self.rng = rng
+        self.clock = clock
         self.attempt = 0
-        self.started = time.monotonic()
+        self.started = clock()
 
     def expired(self) -> bool:
         g = self.policy.give_up_after
-        return g > 0 and time.monotonic() - self.started >= g
+        return g > 0 and self.clock() - self.started >= g
 
     def next_delay(self) -> float:
         cap = min(self.policy.maximum, self.policy.initial * self.policy.multiplier**self.attempt)
@@ -47,15 +59,15 @@ class BackoffIter:
         delay = self.next_delay()
         g = self.policy.give_up_after
         if g > 0:
-            delay = min(delay, max(0.0, g - (time.monotonic() - self.started)))
+            delay = min(delay, max(0.0, g - (self.clock() - self.started)))
         return delay
 
-    async def sleep(self) -> bool:
+    async def sleep(self, sleep: Sleep = asyncio.sleep) -> bool:
         """Sleep before the next attempt; False if the policy gives up (do not retry)."""
         delay = self.next_sleep()
         if delay is None:
             return False
-        await asyncio.sleep(delay)
+        await sleep(delay)
         return True
 
 
@@ -68,9 +80,15 @@ async def retry(
     policy: Backoff,
     retryable: Callable[[BaseException], bool],
     on_retry: OnRetry | None = None,
+    *,
+    clock: Clock = time.monotonic,
+    sleep: Sleep = asyncio.sleep,
+    rng: random.Random | None = None,
 ) -> T:
-    """Call fn until it succeeds, a non-retryable error is raised, or the policy gives up."""
-    it = policy.delays()
+    """Call fn until it succeeds, a non-retryable error is raised, or the policy gives up (then
+    the last error is raised). `clock` times the give-up rule and `sleep` pauses (a virtual
+    event loop's: `loop.time` with `asyncio.sleep`); `rng` draws the jitter."""
+    it = policy.delays(rng, clock)
     while True:
         try:
             return await fn()
@@ -82,4 +100,4 @@ async def retry(
                 raise
             if on_retry is not None:
                 on_retry(e, it.attempt, delay)
-        await asyncio.sleep(delay)
+        await sleep(delay)

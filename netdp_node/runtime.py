@@ -31,8 +31,12 @@ A job's public bulletin (`Publish`; `transport.base.Bulletin`, the bootstrap's i
 memory in the simulator): a step's publication is recorded in the ledger ("publish", with its
 kind and digest) and, once the step is durable, uploaded; the node then reads the other
 participants' entries of that kind (long poll, bounded by `bulletin_wait` or the job's
-`deadline_s`) and hands each batch to `Engine.on_published` as one step. The job's state does not
-wait for the bulletin: a participant that never publishes is left out when the reading ends.
+`deadline_s`) and hands each batch to `Engine.on_published` as one step (its records carry the
+kind). The job's state does not wait for the bulletin: a participant that never publishes is left
+out when the reading ends, which is recorded with its reason ("bulletin-end"). A node that stopped
+before (its publication in the ledger, no end) takes the reading up again when it restarts: it
+publishes the same message again and hands the engine only the entries it has not recorded.
+Calls to an unreachable bulletin are retried with `retry.retry` on the event loop's clock.
 """
 
 from __future__ import annotations
@@ -41,15 +45,17 @@ import asyncio
 import collections
 import logging
 import os
+import random
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from netdp_node.algorithms import get_algorithm
 from netdp_node.algorithms.accounting import NOT_RUN, JobView
 from netdp_node.algorithms.budget import check_budget
-from netdp_node.errors import LedgerError, NodeUnavailable, UnknownJob
+from netdp_node.errors import LedgerError, NetdpError, NodeUnavailable, UnknownJob
 from netdp_node.faults import EXIT_CRASHED, FaultInjector
 from netdp_node.graphs import COMPLETE, CompleteEdges
 from netdp_node.lazy import lazy_module
@@ -71,6 +77,7 @@ from netdp_node.protocols.base import (
     SetTimer,
     shape_fits,
 )
+from netdp_node.retry import Backoff, retry
 from netdp_node.transport.base import Bulletin, DeliveryError, Transport
 
 if TYPE_CHECKING:
@@ -79,6 +86,7 @@ else:
     np = lazy_module("numpy")  # lazy: start-up cost
 
 log = logging.getLogger("netdp.runtime")
+T = TypeVar("T")
 
 
 #: Messages from a peer for jobs this node does not know make it ask the bootstrap (GetJob) at
@@ -96,6 +104,16 @@ UNKNOWN_JOB_LOOKUPS = 2
 #: waits at most BULLETIN_POLL_S.
 BULLETIN_WAIT_S = 600.0
 BULLETIN_POLL_S = 30.0
+#: A bulletin call that failed because the bulletin is unreachable (DeliveryError UNAVAILABLE) is
+#: tried again after a pause of this backoff (full jitter, `retry.Backoff`), until the reading's
+#: bound; its `give_up_after` is that bound.
+BULLETIN_RETRY = Backoff(initial=1.0, maximum=10.0, multiplier=2.0)
+#: A bound that passed already (a restart long after the publication) still allows a try.
+_ONE_MORE_TRY_S = 1e-3
+#: The ledger event that ends the reading of a kind of the bulletin, with its reason ("kind",
+#: "read": participants whose entry this node holds, itself included, "of": participants,
+#: "reason"). A publication without it is a reading a restart takes up (`resume_bulletin`).
+BULLETIN_END = "bulletin-end"
 
 #: Why a node does not take part in a job its ledger never knew (`NodeRuntime.may_join`).
 NOT_JOINED = "this node's ledger was created after the job started; it does not take part"
@@ -179,6 +197,7 @@ class JobRunner:
         #: done once each publication was stored (or given up on)
         self.bulletin_tasks: list[asyncio.Task[None]] = []
         self.publications: list[asyncio.Future[None]] = []
+        self._jitter: random.Random | None = None  # the bulletin's retries (`_on_bulletin`)
 
     def _fault_step(self) -> None:
         """Fault injection (--fault-crash-at-step, --fault-leave-at-step): before each step."""
@@ -314,12 +333,16 @@ class JobRunner:
             if self.state != "failed":
                 self._apply(self.engine.on_timer(name), received=None)
 
-    def _apply(self, actions: list[Action], received: Entry | None) -> asyncio.Future[None] | None:
+    def _apply(
+        self, actions: list[Action], received: Entry | None, bulletin_kind: str = ""
+    ) -> asyncio.Future[None] | None:
         """Persist, then act. Synchronous (call under the job's lock, or with it free): stages the
         step in the ledger's group commit and returns the future of its durability (None when it
         has nothing to write: then it only arms timers, at once). The step's sends, timers and
         output take effect only once it is durable, and not at all if the write failed (the job
-        then fails)."""
+        then fails). `bulletin_kind`: the step takes entries of the bulletin of that kind
+        (`Engine.on_published`); its records carry the kind (`Entry.kind`), which tells a restart
+        whose entries were taken already (`resume_bulletin`)."""
         job = self.ctx.job_id
         entries: list[Entry] = [] if received is None else [received]
         sends: list[Send] = []
@@ -337,6 +360,8 @@ class JobRunner:
                         event="publish",
                         kind=a.msg.kind,
                         digest=a.msg.digest(),
+                        # the message itself: a restart publishes it again (`resume_bulletin`)
+                        params={"message": _message_dict(a.msg)},
                     )
                 )
             elif isinstance(a, Keep):
@@ -350,6 +375,7 @@ class JobRunner:
                         direction="local",
                         event=a.event,
                         peer=a.peer,
+                        kind=bulletin_kind,
                         params=dict(a.params),
                     )
                 )
@@ -440,12 +466,7 @@ class JobRunner:
             if isinstance(a, SetTimer):
                 asyncio.get_running_loop().call_later(a.delay, self._fire_timer, a.name)
             elif isinstance(a, Publish):
-                done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                self.publications.append(done)
-                t = asyncio.ensure_future(self._bulletin(a.msg, done))
-                self.bulletin_tasks.append(t)
-                self._tasks.add(t)
-                t.add_done_callback(self._tasks.discard)
+                self._start_bulletin(a.msg, a.msg.kind)
         if output is not None:
             self.output = output
             self.state = "done"
@@ -456,73 +477,111 @@ class JobRunner:
             self.node.notify_finished(self)
 
     # -- the job's public bulletin ---------------------------------------------------------------
-    async def _bulletin(self, msg: Message, published: asyncio.Future[None]) -> None:
+    def _start_bulletin(
+        self, msg: Message | None, kind: str, taken: Collection[str] = (), elapsed: float = 0.0
+    ) -> None:
+        """Publish `msg` (None: it cannot be, after a restart) and read the entries of `kind`, in a
+        task of the job's; `taken`: participants whose entry was taken already, `elapsed`: seconds
+        of the reading's bound spent already (both from the ledger, after a restart)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.publications.append(done)
+        t = asyncio.ensure_future(self._bulletin(msg, kind, done, taken, elapsed))
+        self.bulletin_tasks.append(t)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    async def _bulletin(
+        self,
+        msg: Message | None,
+        kind: str,
+        published: asyncio.Future[None],
+        taken: Collection[str],
+        elapsed: float,
+    ) -> None:
         try:
-            await self._publish_and_read(msg, published)
+            await self._publish_and_read(msg, kind, published, taken, elapsed)
         finally:
             if not published.done():
                 published.set_result(None)
 
-    async def _publish_and_read(self, msg: Message, published: asyncio.Future[None]) -> None:
-        """Publish `msg` (durable in this node's ledger already) on the job's bulletin, then read
-        the other participants' entries of its kind and hand them to the engine
-        (`Engine.on_published`), each as one step of the ledger. Bounded: `bulletin_wait` seconds
-        (the job's `deadline_s`, else the node's job deadline, when set); a participant that never
-        publishes is left out, and the engine, as its accountant, never reads its silence as an
-        empty entry."""
-        bulletin = self.node.bulletin
-        kind = msg.kind
-        if bulletin is None:
-            self.log.warning("no bulletin on this node: its %s is not published", kind)
-            return
-        loop = asyncio.get_running_loop()
-        wait = (
+    def _bulletin_wait(self) -> float:
+        return (
             float(self.ctx.params.get("deadline_s", 0.0) or 0.0)
             or self.node.job_deadline
             or self.node.bulletin_wait
         )
-        until = loop.time() + wait
-        job = self.ctx.job_id
-        ok = await self._on_bulletin(lambda: bulletin.publish(job, msg), until, "publish")
-        published.set_result(None)
-        if ok is None:
+
+    async def _publish_and_read(
+        self,
+        msg: Message | None,
+        kind: str,
+        published: asyncio.Future[None],
+        taken: Collection[str],
+        elapsed: float,
+    ) -> None:
+        """Publish `msg` (durable in this node's ledger already) on the job's bulletin, then read
+        the other participants' entries of its kind and hand them to the engine
+        (`Engine.on_published`), each as one step of the ledger. Bounded: `bulletin_wait` seconds
+        (the job's `deadline_s`, else the node's job deadline, when set) after the publication; a
+        participant that never publishes is left out, and the engine, as its accountant, never
+        reads its silence as an empty entry. The end of the reading is recorded (BULLETIN_END,
+        with its reason) unless the task is cancelled (the node stops: a restart takes the reading
+        up again, `resume_bulletin`)."""
+        bulletin = self.node.bulletin
+        if bulletin is None:
+            self.log.warning("no bulletin on this node: its %s is not published", kind)
             return
-        self.log.info("published its %s on the bulletin", kind)
-        me = self.node.node_id
-        seen = {me}
-        after = 0
+        loop = asyncio.get_running_loop()
+        wait = self._bulletin_wait()
+        until = loop.time() + max(0.0, wait - elapsed)
+        job = self.ctx.job_id
         n = len(self.engine.position)
+        seen = {self.node.node_id, *taken}
+        after = 0
 
         def read() -> Awaitable[tuple[list[tuple[str, Message]], int, bool]]:
-            wait = max(0.0, min(until - loop.time(), BULLETIN_POLL_S))
-            return bulletin.read(job, kind, after, wait)
+            return bulletin.read(
+                job, kind, after, max(0.0, min(until - loop.time(), BULLETIN_POLL_S))
+            )
 
-        while len(seen) < n:
-            got = await self._on_bulletin(read, until, "read")
-            if got is None:
-                return
-            entries, after, final = got
-            new: dict[str, Message] = {}
-            for sender, m in entries:
-                if sender in seen or sender not in self.engine.position or m.kind != kind:
-                    continue
-                shape = None if m.payload is None else tuple(m.payload.shape)
-                if shape != self.engine.payload_shape(kind):
-                    self.log.warning(
-                        "bulletin: %s of %s has a payload of shape %s", kind, sender, shape
-                    )
-                    continue
-                new[sender] = m
-                seen.add(sender)
-            if new:
-                async with self.lock:
-                    if self.state == "failed":
-                        return
-                    durable = self._apply(self.engine.on_published(kind, new), received=None)
-                if durable is not None:
-                    await durable
-            if final or loop.time() >= until:
-                break
+        try:
+            if msg is not None:
+                try:
+                    await self._on_bulletin(lambda: bulletin.publish(job, msg), until, "publish")
+                finally:
+                    published.set_result(None)
+                self.log.info("published its %s on the bulletin", kind)
+            while True:
+                entries, after, final = await self._on_bulletin(read, until, "read")
+                new: dict[str, Message] = {}
+                for sender, m in entries:
+                    if sender in seen or sender not in self.engine.position or m.kind != kind:
+                        continue
+                    shape = None if m.payload is None else tuple(m.payload.shape)
+                    if shape != self.engine.payload_shape(kind):
+                        self.log.warning(
+                            "bulletin: %s of %s has a payload of shape %s", kind, sender, shape
+                        )
+                        continue
+                    new[sender] = m
+                    seen.add(sender)
+                if new:
+                    async with self.lock:
+                        if self.state == "failed":
+                            raise _BulletinEnded("the job failed")
+                        durable = self._apply(
+                            self.engine.on_published(kind, new), received=None, bulletin_kind=kind
+                        )
+                    if durable is not None:
+                        await durable
+                if len(seen) >= n:
+                    raise _BulletinEnded("complete: every participant's entry read")
+                if final:
+                    raise _BulletinEnded("the bulletin holds no more entries")
+                if loop.time() >= until:
+                    raise _BulletinEnded(f"its bound passed ({wait:g}s after the publication)")
+        except _BulletinEnded as e:
+            reason = str(e)
         if len(seen) < n:
             self.log.warning(
                 "the bulletin holds the %s of %d of %d participants; the others never published",
@@ -530,24 +589,93 @@ class JobRunner:
                 len(seen),
                 n,
             )
+        end = Record(
+            BULLETIN_END, params={"kind": kind, "read": len(seen), "of": n, "reason": reason}
+        )
+        async with self.lock:
+            durable = self._apply([end], received=None)
+        if durable is not None:
+            await durable
 
-    async def _on_bulletin(
-        self, call: Callable[[], Awaitable[Any]], until: float, what: str
-    ) -> Any:
-        """One bulletin call, tried again (every second, then up to every 10 s) while the bulletin
-        is unreachable, until `until`; None when it gave up or the bulletin refused (logged)."""
+    async def _on_bulletin(self, call: Callable[[], Awaitable[T]], until: float, what: str) -> T:
+        """One bulletin call, tried again while the bulletin is unreachable (DeliveryError
+        UNAVAILABLE), with BULLETIN_RETRY's backoff (`retry.retry`, on the event loop's clock:
+        virtual in the simulator) until `until`. Raises _BulletinEnded, with the reason, when it
+        gave up or the bulletin refused (logged)."""
         loop = asyncio.get_running_loop()
-        delay = 1.0
-        while True:
-            try:
-                return (await call()) or True
-            except DeliveryError as e:
-                if e.code != "UNAVAILABLE" or loop.time() + delay >= until:
-                    self.log.error("bulletin %s failed: %s: %s", what, e.code, e.detail)
-                    return None
-                self.log.warning("bulletin %s failed (%s), retrying", what, e.detail)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
+        policy = Backoff(
+            initial=BULLETIN_RETRY.initial,
+            maximum=BULLETIN_RETRY.maximum,
+            multiplier=BULLETIN_RETRY.multiplier,
+            give_up_after=max(until - loop.time(), _ONE_MORE_TRY_S),
+        )
+        if self._jitter is None:  # the same draws in every run of a simulation
+            self._jitter = random.Random(f"{self.node.node_id}/{self.ctx.job_id}")
+
+        def told(e: BaseException, attempt: int, delay: float) -> None:
+            self.log.warning("bulletin %s failed (%s), retry %d in %.2fs", what, e, attempt, delay)
+
+        try:
+            return await retry(call, policy, _unreachable, told, clock=loop.time, rng=self._jitter)
+        except DeliveryError as e:
+            self.log.error("bulletin %s failed: %s: %s", what, e.code, e.detail)
+            raise _BulletinEnded(f"{what} failed: {e.code}: {e.detail}") from e
+
+    def resume_bulletin(self) -> int:
+        """After a restart: take up again every reading of the bulletin that the ledger shows begun
+        (a "publish" entry) and not ended (no BULLETIN_END of its kind): the node stopped after
+        the step that published and before it read every entry. The message (in the "publish"
+        entry) is published again (the bulletin accepts an identical one) and only the entries of
+        participants that no record of this job names (its `Entry.kind`, `_apply`'s
+        `bulletin_kind`) are handed to the engine: none is recorded twice. Bounded as the first
+        reading: `_bulletin_wait` seconds after the publication, at least one read. A publication
+        recorded without its message (a ledger from before) is not read again. Returns how many
+        readings it took up."""
+        if self.node.bulletin is None:
+            return 0
+        ledger = self.node.ledger
+        job = self.ctx.job_id
+        marks = ledger.entries(job, events=("publish", BULLETIN_END))
+        ended = {e.params.get("kind") for e in marks if e.event == BULLETIN_END}
+        pending = [e for e in marks if e.event == "publish" and e.kind not in ended]
+        if not pending:
+            return 0
+        everything = ledger.entries(job)
+        wait = self._bulletin_wait()
+        resumed = 0
+        for pub in pending:
+            kind = pub.kind
+            if "message" not in pub.params:
+                self.log.warning("its %s publication is not in its ledger: not read again", kind)
+                continue
+            msg = _stored_message(pub)
+            if msg is None:
+                self.log.error(
+                    "its %s publication in the ledger does not match its digest: not published "
+                    "again, the bulletin is read",
+                    kind,
+                )
+            taken = {
+                e.peer
+                for e in everything
+                if e.direction == "local"
+                and e.kind == kind
+                and e.peer
+                and e.event not in ("acked", "publish")
+            }
+            elapsed = min(max(0.0, time.time() - pub.ts), wait)
+            self.log.warning(
+                "resuming the reading of the bulletin (%s) after a restart: %d of %d other "
+                "participants' entries taken, %.0fs of %gs left",
+                kind,
+                len(taken),
+                len(self.engine.position) - 1,
+                wait - elapsed,
+                wait,
+            )
+            self._start_bulletin(msg, kind, taken, elapsed)
+            resumed += 1
+        return resumed
 
     def _fire_timer(self, name: str) -> None:
         self._spawn(self.on_timer(name))
@@ -634,6 +762,52 @@ class JobRunner:
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class _BulletinEnded(NetdpError):
+    """The reading of the bulletin ends, for the reason given (recorded: BULLETIN_END)."""
+
+
+def _unreachable(e: BaseException) -> bool:
+    """Whether a bulletin call failed only because the bulletin cannot be reached now."""
+    return isinstance(e, DeliveryError) and e.code == "UNAVAILABLE"
+
+
+def _message_dict(m: Message) -> dict[str, Any]:
+    """A message as the "publish" entry keeps it (JSON; `_stored_message` reads it back)."""
+    d: dict[str, Any] = {"scalars": {k: float(v) for k, v in m.scalars.items()}}
+    if m.payload is not None:
+        a = np.asarray(m.payload, dtype="<f8")
+        d["shape"] = list(a.shape)
+        d["payload"] = a.ravel().tolist()
+    for f in ("walk", "epoch", "seq", "round"):
+        if getattr(m, f):
+            d[f] = getattr(m, f)
+    return d
+
+
+def _stored_message(e: Entry) -> Message | None:
+    """The message a "publish" entry keeps, or None if it is not the one its digest names."""
+    d = e.params.get("message")
+    if not isinstance(d, dict):
+        return None
+    try:
+        payload = None
+        if "payload" in d:
+            payload = np.asarray(d["payload"], dtype="<f8").reshape(d["shape"])
+            payload.setflags(write=False)
+        m = Message(
+            e.kind,
+            payload=payload,
+            walk=str(d.get("walk", "")),
+            epoch=int(d.get("epoch", 0)),
+            seq=int(d.get("seq", 0)),
+            round=int(d.get("round", 0)),
+            scalars={str(k): float(v) for k, v in dict(d.get("scalars") or {}).items()},
+        )
+    except (TypeError, ValueError, KeyError):
+        return None
+    return m if m.digest() == e.digest else None
 
 
 def private_rng(key: int | None = None) -> np.random.Generator:
@@ -845,6 +1019,7 @@ class NodeRuntime:
                 runner.arm_deadline(float(ctx.params.get("deadline_s", self.job_deadline)))
                 async with runner.lock:
                     runner._apply(resumed, received=None)
+                runner.resume_bulletin()
                 return runner
         if previous is not None:
             runner.state = previous.state if previous.state != "running" else "failed"
@@ -861,6 +1036,8 @@ class NodeRuntime:
                 # finished before the restart: reported again (the report may have been lost with
                 # the process; the bootstrap keeps the first one), with the result the ledger kept
                 runner.output = _stored_output(previous)
+                if previous.state == "done":  # a reading of the bulletin it had not ended
+                    runner.resume_bulletin()
             self.notify_finished(runner)
             return runner
         first: list[Entry] = []
