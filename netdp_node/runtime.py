@@ -613,7 +613,10 @@ class JobRunner:
             self._jitter = random.Random(f"{self.node.node_id}/{self.ctx.job_id}")
 
         def told(e: BaseException, attempt: int, delay: float) -> None:
-            self.log.warning("bulletin %s failed (%s), retry %d in %.2fs", what, e, attempt, delay)
+            why = e.detail if isinstance(e, DeliveryError) else e
+            self.log.warning(
+                "bulletin %s failed (%s), retry %d in %.2fs", what, why, attempt, delay
+            )
 
         try:
             return await retry(call, policy, _unreachable, told, clock=loop.time, rng=self._jitter)
