@@ -13,10 +13,12 @@ killed at that point leaves its ledger."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import pytest_asyncio
 
@@ -241,3 +243,32 @@ async def test_a_restarted_node_reads_the_bulletin_it_had_not_read(
         for rt in [*rts.values(), *later]:
             await rt.close()
             rt.ledger.close()
+
+
+def test_the_publish_entry_keeps_the_message_it_names() -> None:
+    """What a restart publishes again is the message the "publish" entry's digest names: payload,
+    position fields and scalars come back exactly; anything else is not taken for it."""
+    from netdp_node.runtime import _message_dict, _stored_message
+
+    def entry(m: Message, stored: dict[str, Any]) -> Entry:
+        return Entry("j", "local", "publish", kind=m.kind, digest=m.digest(), params=stored)
+
+    payload = np.array([[0.1, -2.5e-300], [1e300, 3.0]])
+    m = Message("note", payload=payload, walk="w", epoch=2, seq=3, round=4, scalars={"0:1": 0.5})
+    # as the ledger keeps it: JSON
+    back = _stored_message(entry(m, json.loads(json.dumps({"message": _message_dict(m)}))))
+    assert back is not None and back.digest() == m.digest()
+    assert back.payload is not None and np.array_equal(back.payload, payload)
+    assert (back.walk, back.epoch, back.seq, back.round) == ("w", 2, 3, 4)
+    assert not back.payload.flags.writeable
+    plain = Message("schedule")
+    assert _message_dict(plain) == {"scalars": {}}
+    assert _stored_message(entry(plain, {"message": _message_dict(plain)})) == plain
+    # another message under that digest, a malformed one, none: not taken
+    for stored in (
+        {"message": {"scalars": {"0:1": 0.0}}},
+        {"message": {"scalars": {}, "payload": [1.0, 2.0], "shape": [3]}},
+        {"message": "x"},
+        {},
+    ):
+        assert _stored_message(entry(plain, stored)) is None, stored
