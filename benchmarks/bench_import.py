@@ -10,6 +10,8 @@ anything, for the commands a node or an operator starts:
 * ``python -c "pass"``: the interpreter alone, the floor under every other line;
 * the node's import and the floor again, ended by ``os._exit(0)``: the import without the
   interpreter's teardown (a starting node does not pay it; every other line does);
+* ``import netdp_node.host`` as ``netdp node`` runs it (`netdp_node.lazy.long_lived_imports`: no
+  garbage collection during the imports, their objects frozen after, out of the teardown's way);
 * the third-party packages a node cannot start without (numpy, grpc, cryptography, protobuf,
   asyncio), imported together, the floor under a node's import, and each alone;
 * a hosted node (``netdp node``, as `netdp_node.cluster` starts one) with a real bootstrap on
@@ -95,6 +97,16 @@ def commands() -> dict[str, list[str]]:
             py,
             "-c",
             "import netdp_node.daemon, os; os._exit(0)",
+        ],
+        # as `netdp node` imports them: the collector off during the imports, their objects frozen
+        # after (netdp_node.lazy.long_lived_imports), so neither the imports nor the teardown
+        # collect over them
+        "import netdp_node.host as `netdp node` does (long_lived_imports)": [
+            py,
+            "-c",
+            "from netdp_node.lazy import long_lived_imports\n"
+            "with long_lived_imports():\n"
+            "    import netdp_node.host",
         ],
         "import netdp_node.daemon + the registry (a node's first job)": [
             py,

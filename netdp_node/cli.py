@@ -316,9 +316,12 @@ def _check_certs(folder: Path, *, serve: bool = False, role: str = "", command: 
 
 
 def cmd_bootstrap(a: argparse.Namespace) -> int:
-    import asyncio  # lazy: start-up cost
+    from netdp_node.lazy import long_lived_imports  # lazy: start-up cost
 
-    from netdp_bootstrap.server import BootstrapConfig, run_bootstrap  # lazy: start-up cost
+    with long_lived_imports():
+        import asyncio  # lazy: start-up cost
+
+        from netdp_bootstrap.server import BootstrapConfig, run_bootstrap  # lazy: start-up cost
 
     cfg = BootstrapConfig(
         certs=Path(a.certs),
@@ -399,7 +402,10 @@ def _hosted_configs(a: argparse.Namespace) -> list[Any]:
 
 
 def cmd_node(a: argparse.Namespace) -> int:
-    from netdp_node.host import run_host, write_port_file  # lazy: start-up cost
+    from netdp_node.lazy import long_lived_imports  # lazy: start-up cost
+
+    with long_lived_imports():
+        from netdp_node.host import run_host, write_port_file  # lazy: start-up cost
 
     cfgs = _hosted_configs(a)
     if a.check:

@@ -5,8 +5,10 @@ complete graph over participant ids, implied rather than listed."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 
 def ring_edges(n: int) -> list[tuple[int, int]]:
@@ -45,6 +47,8 @@ def metropolis_fractions(
     The degrees d are those of `degree_edges` (default: `edges` itself); Muffliato's engine weighs
     the realised edges of a round by the degrees of the planned (public) graph. Each edge must be
     listed once (in either orientation)."""
+    from fractions import Fraction  # lazy: start-up cost (fractions, decimal: a node needs neither)
+
     edge_list = list(edges)
     d = [0] * n
     for a, b in edge_list if degree_edges is None else degree_edges:

@@ -9,11 +9,16 @@ once at the top, by name, with `lazy_module`::
 
 and the first attribute access (``sp.csr_array``) imports it. A module that uses one at a single
 call site imports it there instead, marked ``# lazy: start-up cost``.
+
+A process that is a node or the bootstrap imports what it runs on inside `long_lived_imports`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -45,3 +50,21 @@ class LazyModule:
 def lazy_module(name: str) -> Any:
     """`name` (e.g. "scipy.sparse"), imported at its first use. Typed Any: use it as the module."""
     return LazyModule(name)
+
+
+@contextlib.contextmanager
+def long_lived_imports() -> Iterator[None]:
+    """For the imports a node or the bootstrap starts with (asyncio, gRPC, X.509, protobuf, its own
+    modules): the cyclic garbage collector is off while they run, and what they made is frozen
+    afterwards (`gc.freeze`). Those objects (modules, classes, functions, descriptors: some 30,000
+    the collector tracks) live as long as the process, so every pass over them is wasted: some 60
+    collections during the imports, and each full collection after (the interpreter's at exit
+    too) would walk them all. The collector is then on again if it was before."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()

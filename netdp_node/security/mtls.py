@@ -19,7 +19,6 @@ import logging
 import os
 import socket
 import ssl
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -120,6 +119,8 @@ def probe_context(identity: Identity) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_verify_locations(cadata=identity.ca_pem.decode("ascii"))
+    import tempfile  # lazy: start-up cost (a probe is rare: a server that may be the wrong one)
+
     with tempfile.TemporaryDirectory(prefix="netdp-probe-") as tmp:
         cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
         fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -31,8 +31,6 @@ import ipaddress
 import json
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -131,6 +129,8 @@ def _utc(value: datetime) -> datetime:
 
 def _stage(path: Path, data: bytes, mode: int) -> tuple[str, Path, int]:
     """Write `data` to a temporary file beside `path` (not yet synced nor in place)."""
+    import tempfile  # lazy: start-up cost (a node writes no CA file)
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -905,6 +905,8 @@ def lay_out_hosts(directory: StrPath, groups: dict[str, list[str]]) -> Path:
 
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
+        import shutil  # lazy: start-up cost (a node removes no CA file)
+
         shutil.rmtree(path)
     else:
         path.unlink()

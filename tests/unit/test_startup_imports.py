@@ -148,16 +148,30 @@ def test_a_node_imports_the_families_at_its_first_job():
 
 
 #: what a node's import does not load at all: numpy waits for the first job (engines, arrays on the
-#: wire, the custody arrays of the ledger), scipy, matplotlib and networkx for the code using them
-NOT_FOR_A_NODE_START = ("numpy", "scipy", "matplotlib", "networkx")
+#: wire, the custody arrays of the ledger), scipy, matplotlib and networkx for the code using them;
+#: fractions (and decimal, which it imports) for the exact gossip weights of an accountant, tempfile
+#: (and shutil, bz2, lzma under it) for a CA's files and the rare probe of a wrong server
+NOT_FOR_A_NODE_START = (
+    "numpy",
+    "scipy",
+    "matplotlib",
+    "networkx",
+    "fractions",
+    "decimal",
+    "tempfile",
+    "shutil",
+    "bz2",
+    "lzma",
+)
 
 
 @pytest.mark.parametrize("module", ["netdp_node.daemon", "netdp_node.host"])
 def test_a_node_imports_numpy_at_its_first_use(module):
     """`import netdp_node.daemon` (a node) and `import netdp_node.host` (the process hosting
-    several), each alone in a fresh interpreter, load none of numpy, scipy, matplotlib, networkx
-    (numpy is about 0.1 s of a node's start-up CPU). The first use of an array, as a job's first
-    message does (a tensor off the wire), imports numpy, and the array decoded is the one sent."""
+    several), each alone in a fresh interpreter, load none of `NOT_FOR_A_NODE_START` (numpy is
+    about 0.1 s of a node's start-up CPU; fractions and tempfile a few ms each). The first use
+    of an array, as a job's first message does (a tensor off the wire), imports numpy, and the
+    array decoded is the one sent."""
     code = (
         "import json, struct, sys\n"
         f"import {module}\n"
@@ -221,3 +235,62 @@ def test_help_texts_name_every_algorithm():
     assert sorted(re.findall(r"[a-z][a-z0-9-]*[a-z0-9]", listed.replace(" or ", ", "))) == sorted(
         ALGORITHMS
     )
+
+
+def test_long_lived_imports_spare_the_collector():
+    """Inside `long_lived_imports` a node's imports run with no collection at all, the objects
+    they made are frozen after (out of every later collection's reach), and the collector is on
+    again after, or stays off if it was off. Each in a fresh interpreter; the same imports without
+    it run dozens of collections."""
+    count = (
+        "import gc, json\n"
+        "from netdp_node.lazy import long_lived_imports\n"
+        "runs = []\n"
+        "gc.callbacks.append(lambda phase, info: runs.append(1) if phase == 'start' else None)\n"
+    )
+    code = count + (
+        "with long_lived_imports():\n"
+        "    import netdp_node.host\n"
+        "inside, frozen, on = len(runs), gc.get_freeze_count(), gc.isenabled()\n"
+        "gc.disable()\n"
+        "with long_lived_imports():\n"
+        "    import netdp_node.simulate\n"
+        "print(json.dumps({'inside': inside, 'frozen': frozen, 'on': on, 'off': gc.isenabled(), "
+        "'more': gc.get_freeze_count() > frozen}))\n"
+    )
+    got = _run(code)
+    assert got["frozen"] > 10_000  # type: ignore[operator]  # the modules' functions, classes, dicts
+    assert got == {"inside": 0, "frozen": got["frozen"], "on": True, "off": False, "more": True}
+    without = _run(count + "import netdp_node.host\nprint(json.dumps({'runs': len(runs)}))\n")
+    assert without["runs"] > 5  # type: ignore[operator]  # what the same imports collect otherwise
+
+
+#: a command line that imports what the daemon runs on and stops after checking its configuration
+_STOPS_AT_CONFIG = {
+    "node": ["node", "--bootstrap", "127.0.0.1:1", "--ledger", "/nonexistent/netdp/l.db"],
+    "bootstrap": ["bootstrap", "--state", "/nonexistent/netdp/state"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(_STOPS_AT_CONFIG))
+def test_a_daemon_command_freezes_its_imports(command):
+    """`netdp node` and `netdp bootstrap` import what they run on inside `long_lived_imports`: even
+    `--check` (of a certificate folder not there yet), which returns before serving, has frozen
+    them, with the collector on again."""
+    argv = [*_STOPS_AT_CONFIG[command], "--certs", "/nonexistent/netdp/certs", "--check"]
+    code = (
+        "import gc, json, contextlib, io\n"
+        "from netdp_node.cli import main\n"
+        "before = gc.get_freeze_count()\n"
+        "with contextlib.redirect_stderr(io.StringIO()) as err:\n"
+        "    try:\n"
+        f"        code = main({argv!r})\n"
+        "    except SystemExit as e:\n"
+        "        code = e.code\n"
+        "print(json.dumps({'code': code, 'err': err.getvalue(), 'before': before, "
+        "'after': gc.get_freeze_count(), 'on': gc.isenabled()}))\n"
+    )
+    got = _run(code)
+    assert got["code"] == 0 and "not present yet" in got["err"]  # type: ignore[operator]
+    assert got["before"] == 0 and got["on"] is True
+    assert got["after"] > 10_000  # type: ignore[operator]
