@@ -12,9 +12,10 @@ the first message and its ack). Then the same again over the links now open. The
 system, all threads) of each process over each phase, divided by the number of messages, gives the
 CPU of a new link and of a linked message; their difference is what opening a link costs.
 
-A second part times the client's steps of a new link with grpc.aio directly (the same options and
-credentials): making the channel, connecting it (TCP + TLS + HTTP/2 settings), opening the Link
-stream with its first message and ack.
+A second part times the steps of a new link with grpc.aio directly (the same options and
+credentials), each over every pair at once, client and server CPU: making the channel, connecting
+it (TCP + TLS handshake + HTTP/2 settings), opening the Link stream with its first message and ack
+(the server's handler set-up and caller-identity check), a second message, closing.
 
 Variants change grpc options in both processes (channel options of the callers, server options of
 the servers) or netdp's code paths; their runs alternate (ABAB...) so that a shared machine loads
@@ -154,7 +155,7 @@ async def _clients(folders: list[str], ports: dict[str, int], conn: Any) -> dict
     linked_c, linked_s, _ = await phase()
     for t in transports:
         await t.close()
-    steps = await _client_steps(folders, ports)
+    steps = await _client_steps(folders, ports, server_cpu)
     return {
         "messages": n,
         "new_client_ms": 1e3 * new_c / n,
@@ -167,8 +168,11 @@ async def _clients(folders: list[str], ports: dict[str, int], conn: Any) -> dict
     }
 
 
-async def _client_steps(folders: list[str], ports: dict[str, int]) -> dict[str, float]:
-    """The client's steps of a new link with grpc.aio directly, CPU per link (ms)."""
+async def _client_steps(
+    folders: list[str], ports: dict[str, int], server_cpu: Any
+) -> dict[str, dict[str, float]]:
+    """The steps of a new link with grpc.aio directly, each over every (caller, server) pair at
+    once: CPU per link (ms) of the client and the server process in each step."""
     import numpy as np
 
     from netdp.v1 import peer_pb2
@@ -179,36 +183,80 @@ async def _client_steps(folders: list[str], ports: dict[str, int]) -> dict[str, 
     from netdp_node.transport.grpc import PEER_SERVICE
     from netdp_node.wire import message_to_envelope
 
-    acc = {"channel": 0.0, "connect": 0.0, "stream_first_message": 0.0, "close": 0.0}
-    n = 0
     env = message_to_envelope("job", Message("token", payload=np.array([0.5]), walk="w", seq=1))
-    for f in folders:
-        ident = load_identity(f)
-        creds = channel_credentials(ident)
-        for nid, port in ports.items():
-            t0 = _cpu()
-            ch = secure_channel(f"127.0.0.1:{port}", ident, peer_name(nid), creds)
-            t1 = _cpu()
-            await ch.channel_ready()
-            t2 = _cpu()
-            call = ch.stream_stream(
-                f"/{PEER_SERVICE}/Link",
-                request_serializer=peer_pb2.Envelope.SerializeToString,
-                response_deserializer=peer_pb2.Ack.FromString,
-            )()
-            env.msg_id = 1
-            await call.write(env)
-            await call.read()
-            t3 = _cpu()
-            call.cancel()
-            await ch.close()
-            t4 = _cpu()
-            acc["channel"] += t1 - t0
-            acc["connect"] += t2 - t1
-            acc["stream_first_message"] += t3 - t2
-            acc["close"] += t4 - t3
-            n += 1
-    return {k: 1e3 * v / n for k, v in acc.items()}
+    idents = [load_identity(f) for f in folders]
+    creds = [channel_credentials(i) for i in idents]
+    pairs = [(k, nid, port) for k in range(len(idents)) for nid, port in ports.items()]
+    out: dict[str, dict[str, float]] = {}
+
+    async def step(name: str, fn: Any) -> list[Any]:
+        s0, c0 = server_cpu(), _cpu()
+        got = [await fn(i, p) for i, p in enumerate(pairs)]
+        c1, s1 = _cpu(), server_cpu()
+        out[name] = {
+            "client_ms": 1e3 * (c1 - c0) / len(pairs),
+            "server_ms": 1e3 * (s1 - s0) / len(pairs),
+        }
+        return got
+
+    async def make(i: int, p: tuple[int, str, int]) -> Any:
+        k, nid, port = p
+        return secure_channel(f"127.0.0.1:{port}", idents[k], peer_name(nid), creds[k])
+
+    channels = await step("channel", make)
+
+    async def connect(i: int, p: Any) -> None:
+        await channels[i].channel_ready()  # TCP, TLS handshake, HTTP/2 settings
+
+    await step("connect", connect)
+
+    async def first(i: int, p: Any) -> Any:
+        call = channels[i].stream_stream(
+            f"/{PEER_SERVICE}/Link",
+            request_serializer=peer_pb2.Envelope.SerializeToString,
+            response_deserializer=peer_pb2.Ack.FromString,
+        )()
+        env.msg_id = 1
+        await call.write(env)
+        await call.read()
+        return call
+
+    calls = await step("stream_first_message", first)
+
+    async def again(i: int, p: Any) -> None:
+        env.msg_id = 2
+        await calls[i].write(env)
+        await calls[i].read()
+
+    await step("second_message", again)
+
+    async def close(i: int, p: Any) -> None:
+        calls[i].cancel()
+        await channels[i].close()
+
+    await step("close", close)
+
+    # as a Link does it: dial (get_state(try_to_connect=True)) and open the stream at once,
+    # without waiting for the channel to be ready
+    async def dial_and_send(i: int, p: tuple[int, str, int]) -> tuple[Any, Any]:
+        k, nid, port = p
+        ch = secure_channel(f"127.0.0.1:{port}", idents[k], peer_name(nid), creds[k])
+        ch.get_state(try_to_connect=True)
+        call = ch.stream_stream(
+            f"/{PEER_SERVICE}/Link",
+            request_serializer=peer_pb2.Envelope.SerializeToString,
+            response_deserializer=peer_pb2.Ack.FromString,
+        )()
+        env.msg_id = 1
+        await call.write(env)
+        await call.read()
+        return ch, call
+
+    both = await step("dial_and_first_message", dial_and_send)
+    for ch, call in both:
+        call.cancel()
+        await ch.close()
+    return out
 
 
 def run_variant(variant: str, srv: list[str], cli: list[str]) -> dict[str, Any]:
@@ -289,7 +337,10 @@ def main() -> None:
                     f"rep {rep} {v:>14}: new link client {r['link_client_ms']:.2f} ms, server "
                     f"{r['link_server_ms']:.2f} ms; linked message {r['linked_client_ms']:.2f} + "
                     f"{r['linked_server_ms']:.2f} ms; steps "
-                    + ", ".join(f"{k} {x:.2f}" for k, x in r["client_steps_ms"].items())
+                    + ", ".join(
+                        f"{k} {x['client_ms']:.2f}+{x['server_ms']:.2f}"
+                        for k, x in r["client_steps_ms"].items()
+                    )
                     + f"; load {load[0]}",
                     flush=True,
                 )
