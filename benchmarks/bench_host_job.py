@@ -16,7 +16,8 @@ that a machine shared with other work loads both alike; compare the runs of a pa
 
 Per run: the job's wall time (`elapsed_s`, submission to result, as `netdp demo` reports it),
 start-up, and the CPU time (user + system) the host processes and the bootstrap used between the
-submission and the result; the load average before and after. Writes
+submission and the result, and the driver's own (the demo: its progress rounds, its result polls);
+the load average before and after. Writes
 benchmarks/results/host_job.json (--quick: host_job-quick.json) and prints a table.
 """
 
@@ -60,6 +61,8 @@ def _driver(argv: list[str], threads: str, out: Path) -> int:
                 p.name: cpu_ticks(p.popen.pid) if p.popen else None
                 for p in clusters[0].procs.values()
             }
+            # the driver itself (the demo's progress rounds, its result polls), in ticks
+            marks.setdefault("driver", {})[name] = round(time.process_time() * TICK)
 
     submit = demo.submit_job
 
@@ -94,11 +97,15 @@ def run_one(
         )
     load_before = common.load_average()
     t0 = time.monotonic()
+    # cwd: not a checkout. The node processes run `python -m netdp_node.cli`, which puts the
+    # working directory first on sys.path: started from a checkout, every variant ran that
+    # checkout's nodes whatever its TREE (only the driver used TREE).
     r = subprocess.run(
         [sys.executable, str(HERE), "--driver", threads, str(cpu_file), "--", *demo_args],
         capture_output=True,
         text=True,
         env=env,
+        cwd=work,
         timeout=3600,
     )
     wall = time.monotonic() - t0
@@ -108,6 +115,9 @@ def run_one(
     marks = json.loads(cpu_file.read_text())
 
     def cpu(which: str) -> float | None:
+        if which == "driver":
+            d = marks.get("driver", {})
+            return (d["result"] - d["submit"]) / TICK if "submit" in d and "result" in d else None
         a, b = marks.get("submit", {}), marks.get("result", {})
         names = [n for n in a if (n == "bootstrap") == (which == "bootstrap")]
         if not names or any(a.get(n) is None or b.get(n) is None for n in names):
@@ -122,6 +132,7 @@ def run_one(
         "startup_s": round(res["startup_s"], 2),
         "hosts_cpu_s": cpu("hosts"),
         "bootstrap_cpu_s": cpu("bootstrap"),
+        "driver_cpu_s": cpu("driver"),
         "run_wall_s": round(wall, 1),
         "load_before": load_before,
         "load_after": common.load_average(),
@@ -177,13 +188,21 @@ def main() -> None:
             runs.append(r)
             print(
                 f"pair {k} {name:>8}: job {r['elapsed_s']:7.1f} s, hosts CPU "
-                f"{r['hosts_cpu_s']} s, load {r['load_before']} -> {r['load_after']}",
+                f"{r['hosts_cpu_s']} s, bootstrap {r['bootstrap_cpu_s']} s, driver "
+                f"{r['driver_cpu_s']} s, load {r['load_before']} -> {r['load_after']}",
                 flush=True,
             )
     summary = {
         name: {
             "elapsed_s": [r["elapsed_s"] for r in runs if r["variant"] == name],
             "hosts_cpu_s": [r["hosts_cpu_s"] for r in runs if r["variant"] == name],
+            "all_cpu_s": [
+                round(
+                    sum(r[k] or 0.0 for k in ("hosts_cpu_s", "bootstrap_cpu_s", "driver_cpu_s")), 2
+                )
+                for r in runs
+                if r["variant"] == name
+            ],
         }
         for name, _, _ in variants
     }

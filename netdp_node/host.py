@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import json
 import logging
 import re
@@ -137,6 +138,16 @@ def node_configs(base: object, folders: Sequence[Path]) -> list[object]:
     return out
 
 
+def settle_heap() -> None:
+    """Every hosted node is serving: what start-up made (modules, certificates, each node's state)
+    lives as long as the process. Collect start-up's garbage once, then freeze the rest
+    (`gc.freeze`): the cyclic collector's full collections, which the links and messages of a long
+    job trigger again and again, then scan only what came after instead of the whole heap (a 300-node
+    walk-sum job spent about 2.3 of its 48 CPU-s per host process in 9 full collections)."""
+    gc.collect()
+    gc.freeze()
+
+
 async def run_host(
     configs: Sequence[object], on_ready: Callable[[dict[str, int]], None] | None = None
 ) -> int:
@@ -180,6 +191,7 @@ async def run_host(
 
     async def announce() -> None:
         await asyncio.gather(*readies)
+        settle_heap()
         if len(daemons) > 1:
             log.info("all %d hosted nodes registered", len(daemons))
         if on_ready is not None:

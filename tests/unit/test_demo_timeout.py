@@ -74,3 +74,35 @@ def test_the_nodes_own_deadline_is_far_beyond_the_stall_bound():
     # (the 1,000-node walk above takes ~300 s) and must exceed the demo's own bound
     assert node_job_deadline(stall) >= 10 * stall
     assert node_job_deadline(stall) > 10_000 / 34.0 * 3
+
+
+def test_progress_sweep_asks_everyone_first_then_slices_in_turn_and_never_drops() -> None:
+    """The demo's progress rounds: all nodes once, then `per_round` at a time covering every node
+    in ceil(n / per_round) rounds; a node's last answer stays (the sum never drops), so a walk's
+    steps anywhere keep the watch alive while each round asks a bounded number of nodes."""
+    from netdp_node.demo import ProgressSweep
+
+    ids = [f"node-{i}" for i in range(10)]
+    sweep = ProgressSweep(ids, per_round=4)
+    assert sweep.slice() == ids
+    for nid in ids:
+        sweep.record(nid, 1, 5)
+    assert sweep.totals() == (10, 50)
+    rounds = [sweep.slice() for _ in range(3)]
+    assert all(len(r) == 4 for r in rounds)
+    assert set().union(*map(set, rounds)) == set(ids)  # every node within ceil(10 / 4) rounds
+    assert rounds[0] == ids[:4] and rounds[1] == ids[4:8] and rounds[2][:2] == ids[8:]
+    # one node moves on, another does not answer (nothing recorded), one answers lower (stale)
+    sweep.record("node-3", 4, 5)
+    sweep.record("node-5", 0, 0)
+    assert sweep.totals() == (13, 50)
+    # fed to the watch as the demo does: progress while any node's steps grow
+    watch = JobWatch(stall=10.0, now=0.0)
+    watch.note(1.0, steps=sweep.totals()[0])
+    sweep.record("node-9", 7, 5)
+    watch.note(9.0, steps=sweep.totals()[0])
+    assert not watch.expired(15.0)
+    assert watch.expired(19.5)
+    # as many nodes as a round asks, or fewer: every round asks all of them
+    small = ProgressSweep(ids[:3], per_round=4)
+    assert small.slice() == ids[:3] and small.slice() == ids[:3]

@@ -258,3 +258,31 @@ def test_packing_splits_where_seeds_are_not_consecutive() -> None:
         ["n6", "n7"],
     ]
     assert _runs(["n0", "n1", "n2"], seeds) == [["n0", "n1", "n2"]]
+
+
+def test_settle_heap_takes_start_up_objects_out_of_the_collectors_scans() -> None:
+    """After start-up the host freezes what it made: the collector's full collections no longer scan
+    it (a frozen object is in no generation), and garbage made before is collected, not frozen."""
+    import gc
+    import weakref
+
+    from netdp_node.host import settle_heap
+
+    class Node:
+        pass
+
+    kept = Node()
+    kept.me = kept  # a cycle: tracked by the collector
+    garbage = Node()
+    garbage.me = garbage
+    gone = weakref.ref(garbage)
+    del garbage
+    assert any(o is kept for o in gc.get_objects())
+    try:
+        settle_heap()
+        assert gone() is None  # collected before the freeze
+        assert gc.get_freeze_count() > 0
+        assert not any(o is kept for o in gc.get_objects())  # frozen: outside every generation
+    finally:
+        gc.unfreeze()
+    assert any(o is kept for o in gc.get_objects())
