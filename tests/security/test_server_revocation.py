@@ -8,26 +8,22 @@ nothing is sent, the messages fail at once (PERMISSION_DENIED, logged with node 
 job goes on as with a peer it cannot reach (a ring fails with the reason, a walk re-routes).
 
 Everything here is real: the netdp CA on disk (`pki.revoke` signs the list), TLS on 127.0.0.1. The
-revoked node is a bare grpc.aio server with its own (revoked) certificate that acknowledges every
-envelope and keeps it, as a revoked node that still serves would; the caller is a real NodeRuntime
-with a GrpcTransport.
+revoked node is a bare grpc.aio server (`peers.FakePeer`) with its own (revoked) certificate that
+acknowledges every envelope and keeps it, as a revoked node that still serves would; the caller is
+a real NodeRuntime with a GrpcTransport.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import grpc
-import grpc.aio
 import numpy as np
 import pytest
+from peers import FakePeer, close, ident, until
 
-from netdp.v1 import peer_pb2
 from netdp_node.algorithms import get_algorithm
 from netdp_node.ledger import Ledger
 from netdp_node.protocols.base import JobContext, Message
@@ -35,7 +31,6 @@ from netdp_node.retry import Backoff
 from netdp_node.runtime import NodeRuntime
 from netdp_node.security import pki
 from netdp_node.security.identity import PeerIdentity, RevocationList
-from netdp_node.security.mtls import start_server
 from netdp_node.transport import grpc as grpc_transport
 from netdp_node.transport.base import DeliveryError
 from netdp_node.transport.grpc import GrpcTransport
@@ -43,50 +38,6 @@ from netdp_node.transport.grpc import GrpcTransport
 pytestmark = pytest.mark.timeout(40)
 
 JOB = "ring-to-a-revoked-node"
-
-
-@pytest.fixture
-def ca(tmp_path: Path) -> Path:
-    root = tmp_path / "pki"
-    pki.init_ca(root)
-    for nid in ("node-4", "node-5", "node-6", "node-7"):
-        pki.issue(root, nid)
-    return root
-
-
-def ident(ca: Path, name: str) -> pki.Identity:
-    return pki.load_identity(ca / name)
-
-
-class Served:
-    """A node that still serves with its own certificate: acknowledges every envelope, keeps it."""
-
-    def __init__(self) -> None:
-        self.received: list[tuple[str, str, int]] = []
-        self.server: grpc.aio.Server | None = None
-        self.address = ""
-
-    async def link(
-        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[bytes]:
-        async for raw in requests:
-            env = peer_pb2.Envelope.FromString(raw)
-            self.received.append((env.job_id, env.kind, env.seq))
-            yield peer_pb2.Ack(msg_id=env.msg_id).SerializeToString()
-
-    async def start(self, identity: pki.Identity) -> Served:
-        handler = grpc.method_handlers_generic_handler(
-            "netdp.v1.Peer", {"Link": grpc.stream_stream_rpc_method_handler(self.link)}
-        )
-        self.server, port = await start_server(
-            identity, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers((handler,))
-        )
-        self.address = f"127.0.0.1:{port}"
-        return self
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            await self.server.stop(0)
 
 
 class Crl:
@@ -105,14 +56,6 @@ class Crl:
         return self.current
 
 
-async def until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"after {timeout}s: {what}")
-        await asyncio.sleep(0.02)
-
-
 def runtime(ca: Path, tmp: Path, addresses: dict[str, str], crl: Crl) -> NodeRuntime:
     """node-4 (a real NodeRuntime over gRPC); gives up on a silent peer after 60 s only, so a
     refusal seen within the test's timeout is not a retry running out."""
@@ -128,12 +71,6 @@ def runtime(ca: Path, tmp: Path, addresses: dict[str, str], crl: Crl) -> NodeRun
     )
 
 
-async def close(rt: NodeRuntime) -> None:
-    await rt.close()
-    await rt.transport.close()
-    rt.ledger.close()
-
-
 async def test_a_revoked_node_that_still_serves_gets_no_token(ca, tmp_path, caplog):
     """node-5 is revoked and still serves with its certificate (valid for TLS, right name):
     node-4 refuses it, logs node, job and serial, and the ring job fails with that reason."""
@@ -141,7 +78,7 @@ async def test_a_revoked_node_that_still_serves_gets_no_token(ca, tmp_path, capl
     crl = Crl(ca)
     crl.revoke("node-5")
     serial = ident(ca, "node-5").serial
-    revoked = await Served().start(ident(ca, "node-5"))
+    revoked = await FakePeer().start(ident(ca, "node-5"))
     rt = runtime(ca, tmp_path, {"node-5": revoked.address, "node-6": "127.0.0.1:9"}, crl)
     ctx = JobContext(
         job_id=JOB,
@@ -170,8 +107,7 @@ async def test_a_revoked_node_that_still_serves_gets_no_token(ca, tmp_path, capl
         entries = rt.ledger.entries(JOB)
         assert not [e for e in entries if e.event == "acked"], "a refused token counted as acked"
     finally:
-        await close(rt)
-        await revoked.stop()
+        await close(rt, revoked)
 
 
 async def test_a_walk_routes_around_revoked_nodes(ca, tmp_path):
@@ -181,8 +117,8 @@ async def test_a_walk_routes_around_revoked_nodes(ca, tmp_path):
     crl = Crl(ca)
     crl.revoke("node-5")
     crl.revoke("node-6")
-    five = await Served().start(ident(ca, "node-5"))
-    six = await Served().start(ident(ca, "node-6"))
+    five = await FakePeer().start(ident(ca, "node-5"))
+    six = await FakePeer().start(ident(ca, "node-6"))
     rt = runtime(ca, tmp_path, {"node-5": five.address, "node-6": six.address}, crl)
     ctx = JobContext(
         job_id=JOB,
@@ -207,9 +143,7 @@ async def test_a_walk_routes_around_revoked_nodes(ca, tmp_path):
         assert runner.output is not None
         assert sorted(runner.output.info["excluded"]) == sorted({e.peer for e in reroutes})
     finally:
-        await close(rt)
-        await five.stop()
-        await six.stop()
+        await close(rt, five, six)
 
 
 @pytest.mark.parametrize("before", ["empty list", "another node revoked"])
@@ -220,7 +154,7 @@ async def test_a_newer_list_stops_an_open_link(ca, before):
     crl = Crl(ca)
     if before == "another node revoked":
         crl.revoke("node-7")
-    five = await Served().start(ident(ca, "node-5"))
+    five = await FakePeer().start(ident(ca, "node-5"))
     t = GrpcTransport(
         ident(ca, "node-4"),
         {"node-5": five.address},
@@ -253,7 +187,7 @@ async def test_closing_a_link_whose_cancellation_was_lost_returns(ca, monkeypatc
     first cancellation every time; close must still return, having sent nothing."""
     crl = Crl(ca)
     crl.revoke("node-5")
-    five = await Served().start(ident(ca, "node-5"))
+    five = await FakePeer().start(ident(ca, "node-5"))
     real = grpc_transport.server_certificate
     probing = asyncio.Event()
     lost: list[str] = []
