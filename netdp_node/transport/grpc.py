@@ -374,11 +374,11 @@ class Link:
                 self._arm_clock(sooner=True)  # an idle stream's deadline is now the give-up time
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         if self.closed:  # (the transport dropped this link: nothing would ever send it)
-            _settle(
-                (env, fut, on_done),
-                False,
-                DeliveryError(self.peer, "UNAVAILABLE", f"the link to {self.peer} is closed"),
+            fut.set_exception(
+                DeliveryError(self.peer, "UNAVAILABLE", f"the link to {self.peer} is closed")
             )
+            if on_done is not None:
+                fut.add_done_callback(on_done)  # later: the caller is still sending
             return fut
         self.pending[env.msg_id] = (env, fut, on_done)
         self.queue.put_nowait(env.msg_id)
