@@ -38,8 +38,13 @@ stay the same: one write in flight per ledger, the steps staged meanwhile go in 
 order; each step's `done` and waiters are settled on the loop once its transaction committed, and
 a received message stays in the staged index until the committed index holds it (both updated on
 the loop). Every synchronous write or read first waits for the write in flight and settles it (a
-lock per ledger serialises the connection's use by the loop and the worker). Without an executor
-(the simulator: a virtual clock, no threads) everything runs on the loop as before.
+lock per ledger serialises the connection's use by the loop and the worker). The lock is held only
+inside a `with` on one thread, never handed from the loop to the worker: the COMMIT of the batch
+in flight is done once, by whoever takes the lock first, the worker or the loop when it must wait
+for it; so a worker that never runs (a pool shutting down) or a loop interrupted between inserting
+and handing over (a signal, a cancellation) cannot leave the lock held, and `close` always returns
+(each batch either committed and settled, or never acknowledged). Without an executor (the
+simulator: a virtual clock, no threads) everything runs on the loop as before.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,10 +157,15 @@ class _Step:
 
 @dataclass
 class _InFlight:
-    """A batch of staged steps being written in a worker thread (`Ledger.executor`)."""
+    """A batch of staged steps whose transaction is open, its COMMIT handed to a worker thread
+    (`Ledger.executor`). Whoever holds the ledger's lock first commits it (`Ledger._commit`): the
+    worker, or the loop when it must wait for the write (a read, a write, `close`); `result` is
+    then set, under the lock, and the other finds it done."""
 
     steps: list[_Step]
-    future: Future[list[LedgerError | None]]
+    errors: list[LedgerError | None]  # each step's error at insertion, or None
+    open_: bool  # the transaction is open (to be committed)
+    result: list[LedgerError | None] | None = None  # once committed (or given up): each error
 
 
 #: Worker threads of the ledger write pool, shared by every ledger of a process (`write_pool`).
@@ -244,8 +254,9 @@ class Ledger:
         self.path = self.directory / LEDGER_FILE
         self.readonly = readonly
         self.executor = None if readonly else executor
-        # the connection's user: the loop, or the worker writing a batch (`executor`)
-        self._lock = threading.Lock()  # (released by the worker that committed: not an RLock)
+        # the connection's user: the loop, or the worker committing a batch (`executor`); each
+        # holds it only inside a `with` on its own thread, never across threads or awaits
+        self._lock = threading.Lock()
         self._inflight: _InFlight | None = None
         self._flush_pending = False  # a flush asked for while a batch is in flight
         offload = self.executor is not None
@@ -522,20 +533,24 @@ class Ledger:
         if not batch:
             return
         loop = asyncio.get_running_loop()
-        self._lock.acquire()  # released once the transaction is over (by the worker)
+        with self._lock:
+            try:
+                errors, open_ = self._insert_batch(batch)
+            except BaseException:  # interrupted (a signal): nothing of the batch is written
+                if self._db.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                raise
+            # from here on the open transaction is known: whatever interrupts the loop now,
+            # the next flush or `close` commits it (`_settle_inflight`), the worker or not
+            inflight = self._inflight = _InFlight(batch, errors, open_)
         try:
-            errors, open_ = self._insert_batch(batch)
-        except BaseException:
-            self._lock.release()
-            raise
-        try:
-            fut = self.executor.submit(self._commit_open, errors, open_)
+            fut = self.executor.submit(self._commit, inflight)
         except RuntimeError:  # the pool is shut down (the process is exiting): commit it here
-            self._settle(batch, self._commit_open(errors, open_), direct=True, indexed=False)
+            self._settle_inflight(direct=True)
             return
-        inflight = self._inflight = _InFlight(batch, fut)
 
-        def written(_: object) -> None:  # in the worker thread
+        def written(_: object) -> None:  # in the worker thread (or where the work was cancelled)
             try:
                 loop.call_soon_threadsafe(self._written, inflight)
             except RuntimeError:  # the loop is closed: the synchronous flush of close() settles
@@ -553,12 +568,14 @@ class Ledger:
         self._flush_pending = False
 
     def _settle_inflight(self, *, direct: bool) -> None:
-        """Wait for the batch in flight (if any) and settle its steps, on the calling thread."""
+        """Commit the batch in flight (if any) unless its worker did (waiting for a COMMIT the
+        worker is running, never for a worker that has not started: a pool shutting down may
+        never run it), then settle its steps, on the calling thread."""
         inflight = self._inflight
         if inflight is None:
             return
         try:
-            errors = inflight.future.result()
+            errors = self._commit(inflight)
         except Exception as e:  # not a ledger error (a bug): none of the batch is known written
             log.exception("ledger write failed (%s)", self.path)
             errors = [LedgerError(f"ledger write failed ({self.path}): {e}")] * len(inflight.steps)
@@ -720,23 +737,29 @@ class Ledger:
                     db.execute("ROLLBACK")
             return [self._error(e)] * len(batch), False
 
+    def _commit(self, inflight: _InFlight) -> list[LedgerError | None]:
+        """COMMIT the transaction `_insert_batch` left open for `inflight` (in a worker thread:
+        the fsync), once: under the ledger's lock, by whichever thread comes first (the worker,
+        or the loop that must wait for it). Each step's error or None."""
+        with self._lock:
+            if inflight.result is None:
+                inflight.result = self._commit_open(inflight.errors, inflight.open_)
+            return inflight.result
+
     def _commit_open(
         self, errors: list[LedgerError | None], open_: bool
     ) -> list[LedgerError | None]:
-        """COMMIT the transaction `_insert_batch` left open (in a worker thread: the fsync), then
-        release the ledger's lock. Each step's error or None."""
-        try:
-            if open_:
-                try:
-                    self._db.execute("COMMIT")
-                except sqlite3.Error as e:
-                    with contextlib.suppress(sqlite3.Error):
-                        self._db.execute("ROLLBACK")
-                    err = self._error(e)
-                    return [old or err for old in errors]
-            return errors
-        finally:
-            self._lock.release()
+        """COMMIT the transaction `_insert_batch` left open (call with the ledger's lock held).
+        Each step's error or None."""
+        if open_:
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error as e:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                err = self._error(e)
+                return [old or err for old in errors]
+        return errors
 
     def _write_step(self, db: sqlite3.Connection, step: _Step) -> None:
         """A step's job row and custody changes (its entries are written by `_write`)."""
@@ -846,8 +869,11 @@ class Ledger:
         if not self.readonly:
             index = self._received.get(job_id)
             if index is None:
-                # (a write in flight holds the lock until it committed; its steps are still in
-                # the staged index, and join this one when they are settled)
+                # a write in flight is committed first (here, if its worker has not yet): its
+                # rows must not be read before they are durable; its steps are still in the
+                # staged index, and join this one when they are settled
+                if self._inflight is not None:
+                    self._commit(self._inflight)
                 with self._lock:
                     index = self._received[job_id] = {
                         (r[0], r[1], r[2], r[3], r[4], r[5]): str(r[6])

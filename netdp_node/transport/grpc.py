@@ -32,7 +32,6 @@ that needs the certificate of the gRPC connection, which grpc Python does not ex
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import ssl
 import time
@@ -316,6 +315,12 @@ class Reverify(Exception):
     """A newer revocation list arrived: the link re-checks its server before it goes on."""
 
 
+#: The longest `Link.close` waits for the link's task to end (seconds), cancelling it again every
+#: LINK_CLOSE_RETRY_S (a cancellation can be lost, see `Link.close`).
+LINK_CLOSE_S = 5.0
+LINK_CLOSE_RETRY_S = 0.1
+
+
 class Link:
     """One peer: a long-lived bidirectional stream with pipelined, in-order acknowledged envelopes.
 
@@ -356,6 +361,7 @@ class Link:
         self._clock_when = 0.0  # the deadline the timer waits for
         # the certificate the server presented when this stream opened (None: not checked)
         self.server: PeerIdentity | None = None
+        self.closed = False  # `close` was called: the task ends, nothing more is sent
 
     def submit(
         self, env: peer_pb2.Envelope, on_done: Callable[[asyncio.Future[bool]], None] | None = None
@@ -367,6 +373,13 @@ class Link:
             if self._expiry is not None:
                 self._arm_clock(sooner=True)  # an idle stream's deadline is now the give-up time
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        if self.closed:  # (the transport dropped this link: nothing would ever send it)
+            fut.set_exception(
+                DeliveryError(self.peer, "UNAVAILABLE", f"the link to {self.peer} is closed")
+            )
+            if on_done is not None:
+                fut.add_done_callback(on_done)  # later: the caller is still sending
+            return fut
         self.pending[env.msg_id] = (env, fut, on_done)
         self.queue.put_nowait(env.msg_id)
         self.work.set()
@@ -376,10 +389,12 @@ class Link:
 
     async def _run(self) -> None:
         backoff = self.t.backoff.delays()
-        while True:
+        while not self.closed:  # (a closed link ends here even if its cancellation was lost)
             if not self.pending:
                 self.work.clear()
                 await self.work.wait()
+                if self.closed:
+                    return
                 # New work on an idle link: the give-up clock starts now, not at an old failure.
                 backoff, self.progress = self.t.backoff.delays(), False
             try:
@@ -681,10 +696,34 @@ class Link:
             await channel.close()
 
     async def close(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
+        """Stop the link's task, then close its channel; bounded (LINK_CLOSE_S). Messages still
+        pending are not settled (the node is stopping, or the peer moved: `learn`).
+
+        One cancellation of the task is not enough: it can be lost. `asyncio.wait_for` before
+        Python 3.12, which the probe of the server's certificate uses (`_verify_server`), returns
+        the result of an awaitable that completed just as the cancellation arrived, and the task
+        goes on (it then waited for work that never came, and this close with it, forever). So the
+        link is marked closed (its loop ends at its next turn) and the task is cancelled again
+        until it has ended."""
+        self.closed = True
+        self.work.set()  # a task waiting for work wakes up and ends
+        task = self.task
+        if task is not None:
+            deadline = time.monotonic() + LINK_CLOSE_S
+            while not task.done() and time.monotonic() < deadline:
+                task.cancel()
+                await asyncio.wait({task}, timeout=LINK_CLOSE_RETRY_S)
+            if task.done():
+                if not task.cancelled():
+                    task.exception()  # (retrieved: a link's failure has been handled or logged)
+            else:
+                log.warning(
+                    "[node=%s] the link to %s (%s) did not stop within %gs; left behind",
+                    self.t.me,
+                    self.peer,
+                    self.address,
+                    LINK_CLOSE_S,
+                )
         await self._close_channel()
 
 

@@ -24,8 +24,7 @@ import asyncio
 import ipaddress
 import logging
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from peers import FakePeer, close, ident, until
 
 from netdp.v1 import peer_pb2
 from netdp_node.algorithms import get_algorithm
@@ -58,59 +58,6 @@ pytestmark = pytest.mark.timeout(30)
 JOB = "ring-at-the-wrong-door"
 REPO = Path(__file__).resolve().parents[2]
 STATUS = "/netdp.v1.Peer/Status"
-
-
-@pytest.fixture
-def ca(tmp_path: Path) -> Path:
-    root = tmp_path / "pki"
-    pki.init_ca(root)
-    pki.issue(root, "operator", role="operator", hosts=())
-    for nid in ("node-4", "node-5", "node-7"):
-        pki.issue(root, nid)  # default hosts 127.0.0.1 and localhost: the address passes
-    return root
-
-
-def ident(ca: Path, name: str) -> pki.Identity:
-    return pki.load_identity(ca / name)
-
-
-# -- a fake Peer server: acknowledges every envelope and keeps it --------------------------------
-class FakePeer:
-    def __init__(self) -> None:
-        self.received: list[tuple[str, str, int]] = []
-        self.server: grpc.aio.Server | None = None
-        self.address = ""
-
-    async def link(
-        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[bytes]:
-        async for raw in requests:
-            env = peer_pb2.Envelope.FromString(raw)
-            self.received.append((env.job_id, env.kind, env.seq))
-            yield peer_pb2.Ack(msg_id=env.msg_id).SerializeToString()
-
-    async def deliver(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        env = peer_pb2.Envelope.FromString(raw)
-        self.received.append((env.job_id, env.kind, env.seq))
-        return peer_pb2.Ack(msg_id=env.msg_id).SerializeToString()
-
-    async def start(self, identity: pki.Identity) -> FakePeer:
-        handler = grpc.method_handlers_generic_handler(
-            "netdp.v1.Peer",
-            {
-                "Link": grpc.stream_stream_rpc_method_handler(self.link),
-                "Deliver": grpc.unary_unary_rpc_method_handler(self.deliver),
-            },
-        )
-        self.server, port = await start_server(
-            identity, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers((handler,))
-        )
-        self.address = f"127.0.0.1:{port}"
-        return self
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            await self.server.stop(0)
 
 
 async def ring_at(ca: Path, tmp: Path, node5_address: str) -> tuple[NodeRuntime, Any]:
@@ -139,20 +86,6 @@ async def ring_at(ca: Path, tmp: Path, node5_address: str) -> tuple[NodeRuntime,
     )
     runner = await rt.add_job(ctx)
     return rt, runner
-
-
-async def until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"after {timeout}s: {what}")
-        await asyncio.sleep(0.02)
-
-
-async def close(rt: NodeRuntime) -> None:
-    await rt.close()
-    await rt.transport.close()
-    rt.ledger.close()
 
 
 # -- the attack on a peer link ------------------------------------------------------------------
@@ -186,8 +119,7 @@ async def test_another_node_at_the_peers_address_gets_nothing(ca, tmp_path, capl
             ("sent", "token", "node-5")
         ]
     finally:
-        await close(rt)
-        await impostor.stop()
+        await close(rt, impostor)
 
 
 async def test_a_walk_routes_around_the_impostor(ca, tmp_path):
@@ -237,8 +169,7 @@ async def test_a_walk_routes_around_the_impostor(ca, tmp_path):
         assert runner.output is not None
         assert sorted(runner.output.info["excluded"]) == sorted({e.peer for e in reroutes})
     finally:
-        await close(rt)
-        await impostor.stop()
+        await close(rt, impostor)
 
 
 async def test_control_the_real_node_5_gets_the_token(ca, tmp_path):
@@ -255,8 +186,7 @@ async def test_control_the_real_node_5_gets_the_token(ca, tmp_path):
         assert real.received == [(JOB, "token", 1)]
         assert runner.state == "running"
     finally:
-        await close(rt)
-        await real.stop()
+        await close(rt, real)
 
 
 async def test_names_ignore_case_but_ids_do_not(ca):

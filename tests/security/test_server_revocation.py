@@ -8,83 +8,36 @@ nothing is sent, the messages fail at once (PERMISSION_DENIED, logged with node 
 job goes on as with a peer it cannot reach (a ring fails with the reason, a walk re-routes).
 
 Everything here is real: the netdp CA on disk (`pki.revoke` signs the list), TLS on 127.0.0.1. The
-revoked node is a bare grpc.aio server with its own (revoked) certificate that acknowledges every
-envelope and keeps it, as a revoked node that still serves would; the caller is a real NodeRuntime
-with a GrpcTransport.
+revoked node is a bare grpc.aio server (`peers.FakePeer`) with its own (revoked) certificate that
+acknowledges every envelope and keeps it, as a revoked node that still serves would; the caller is
+a real NodeRuntime with a GrpcTransport.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
-import grpc
-import grpc.aio
 import numpy as np
 import pytest
+from peers import FakePeer, close, ident, until
 
-from netdp.v1 import peer_pb2
 from netdp_node.algorithms import get_algorithm
 from netdp_node.ledger import Ledger
 from netdp_node.protocols.base import JobContext, Message
 from netdp_node.retry import Backoff
 from netdp_node.runtime import NodeRuntime
 from netdp_node.security import pki
-from netdp_node.security.identity import RevocationList
-from netdp_node.security.mtls import start_server
+from netdp_node.security.identity import PeerIdentity, RevocationList
+from netdp_node.transport import grpc as grpc_transport
 from netdp_node.transport.base import DeliveryError
 from netdp_node.transport.grpc import GrpcTransport
 
 pytestmark = pytest.mark.timeout(40)
 
 JOB = "ring-to-a-revoked-node"
-
-
-@pytest.fixture
-def ca(tmp_path: Path) -> Path:
-    root = tmp_path / "pki"
-    pki.init_ca(root)
-    for nid in ("node-4", "node-5", "node-6", "node-7"):
-        pki.issue(root, nid)
-    return root
-
-
-def ident(ca: Path, name: str) -> pki.Identity:
-    return pki.load_identity(ca / name)
-
-
-class Served:
-    """A node that still serves with its own certificate: acknowledges every envelope, keeps it."""
-
-    def __init__(self) -> None:
-        self.received: list[tuple[str, str, int]] = []
-        self.server: grpc.aio.Server | None = None
-        self.address = ""
-
-    async def link(
-        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[bytes]:
-        async for raw in requests:
-            env = peer_pb2.Envelope.FromString(raw)
-            self.received.append((env.job_id, env.kind, env.seq))
-            yield peer_pb2.Ack(msg_id=env.msg_id).SerializeToString()
-
-    async def start(self, identity: pki.Identity) -> Served:
-        handler = grpc.method_handlers_generic_handler(
-            "netdp.v1.Peer", {"Link": grpc.stream_stream_rpc_method_handler(self.link)}
-        )
-        self.server, port = await start_server(
-            identity, "127.0.0.1:0", lambda s: s.add_generic_rpc_handlers((handler,))
-        )
-        self.address = f"127.0.0.1:{port}"
-        return self
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            await self.server.stop(0)
 
 
 class Crl:
@@ -103,14 +56,6 @@ class Crl:
         return self.current
 
 
-async def until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"after {timeout}s: {what}")
-        await asyncio.sleep(0.02)
-
-
 def runtime(ca: Path, tmp: Path, addresses: dict[str, str], crl: Crl) -> NodeRuntime:
     """node-4 (a real NodeRuntime over gRPC); gives up on a silent peer after 60 s only, so a
     refusal seen within the test's timeout is not a retry running out."""
@@ -126,12 +71,6 @@ def runtime(ca: Path, tmp: Path, addresses: dict[str, str], crl: Crl) -> NodeRun
     )
 
 
-async def close(rt: NodeRuntime) -> None:
-    await rt.close()
-    await rt.transport.close()
-    rt.ledger.close()
-
-
 async def test_a_revoked_node_that_still_serves_gets_no_token(ca, tmp_path, caplog):
     """node-5 is revoked and still serves with its certificate (valid for TLS, right name):
     node-4 refuses it, logs node, job and serial, and the ring job fails with that reason."""
@@ -139,7 +78,7 @@ async def test_a_revoked_node_that_still_serves_gets_no_token(ca, tmp_path, capl
     crl = Crl(ca)
     crl.revoke("node-5")
     serial = ident(ca, "node-5").serial
-    revoked = await Served().start(ident(ca, "node-5"))
+    revoked = await FakePeer().start(ident(ca, "node-5"))
     rt = runtime(ca, tmp_path, {"node-5": revoked.address, "node-6": "127.0.0.1:9"}, crl)
     ctx = JobContext(
         job_id=JOB,
@@ -168,16 +107,9 @@ async def test_a_revoked_node_that_still_serves_gets_no_token(ca, tmp_path, capl
         entries = rt.ledger.entries(JOB)
         assert not [e for e in entries if e.event == "acked"], "a refused token counted as acked"
     finally:
-        await close(rt)
-        await revoked.stop()
+        await close(rt, revoked)
 
 
-@pytest.mark.xfail(
-    reason="known defect, not yet fixed: in about one run of three the walk does not end within "
-    "25 s after node-4's token, fence and release to the two revoked peers are refused (the "
-    "refusals and re-routes are recorded correctly); see CHANGELOG, trust leftovers",
-    strict=False,
-)
 async def test_a_walk_routes_around_revoked_nodes(ca, tmp_path):
     """A walk over node-4, node-5, node-6 with node-5 and node-6 revoked but serving: every token
     node-4 hands them is refused, recorded as a re-route naming the peer and why, never as
@@ -185,8 +117,8 @@ async def test_a_walk_routes_around_revoked_nodes(ca, tmp_path):
     crl = Crl(ca)
     crl.revoke("node-5")
     crl.revoke("node-6")
-    five = await Served().start(ident(ca, "node-5"))
-    six = await Served().start(ident(ca, "node-6"))
+    five = await FakePeer().start(ident(ca, "node-5"))
+    six = await FakePeer().start(ident(ca, "node-6"))
     rt = runtime(ca, tmp_path, {"node-5": five.address, "node-6": six.address}, crl)
     ctx = JobContext(
         job_id=JOB,
@@ -211,9 +143,7 @@ async def test_a_walk_routes_around_revoked_nodes(ca, tmp_path):
         assert runner.output is not None
         assert sorted(runner.output.info["excluded"]) == sorted({e.peer for e in reroutes})
     finally:
-        await close(rt)
-        await five.stop()
-        await six.stop()
+        await close(rt, five, six)
 
 
 @pytest.mark.parametrize("before", ["empty list", "another node revoked"])
@@ -224,7 +154,7 @@ async def test_a_newer_list_stops_an_open_link(ca, before):
     crl = Crl(ca)
     if before == "another node revoked":
         crl.revoke("node-7")
-    five = await Served().start(ident(ca, "node-5"))
+    five = await FakePeer().start(ident(ca, "node-5"))
     t = GrpcTransport(
         ident(ca, "node-4"),
         {"node-5": five.address},
@@ -245,4 +175,53 @@ async def test_a_newer_list_stops_an_open_link(ca, before):
         assert five.received == [(JOB, "token", 1)]
     finally:
         await t.close()
+        await five.stop()
+
+
+async def test_closing_a_link_whose_cancellation_was_lost_returns(ca, monkeypatch):
+    """The transport's close while a link probes a revoked server (the defect behind the walk test
+    above timing out in one run of three: its teardown, not the walk, never ended). The probe's
+    `asyncio.wait_for` (Python < 3.12) returns the handshake's result when the cancellation of
+    `close` arrives just as the handshake completed: the cancellation is lost, the link refused
+    the server and then waited for work forever, and `close` with it. Here the probe loses the
+    first cancellation every time; close must still return, having sent nothing."""
+    crl = Crl(ca)
+    crl.revoke("node-5")
+    five = await FakePeer().start(ident(ca, "node-5"))
+    real = grpc_transport.server_certificate
+    probing = asyncio.Event()
+    lost: list[str] = []
+
+    async def probe(*args: Any) -> PeerIdentity:
+        handshake = asyncio.ensure_future(real(*args))
+        probing.set()
+        try:
+            return await asyncio.shield(handshake)
+        except asyncio.CancelledError:  # lost, as wait_for loses it
+            lost.append("cancel")
+            return await handshake
+
+    monkeypatch.setattr(grpc_transport, "server_certificate", probe)
+    t = GrpcTransport(
+        ident(ca, "node-4"),
+        {"node-5": five.address},
+        backoff=Backoff(give_up_after=60.0),
+        revocations=crl,
+    )
+    closing: asyncio.Future[None] | None = None
+    try:
+        sent = t.submit("node-5", JOB, Message(kind="token", seq=1))
+        link = t.links["node-5"]
+        await asyncio.wait_for(probing.wait(), 10)
+        closing = asyncio.ensure_future(t.close())
+        await asyncio.wait({closing}, timeout=20)
+        assert lost == ["cancel"]
+        assert closing.done(), "the transport's close did not return"
+        assert link.task is not None and link.task.done()
+        assert five.received == []
+        if sent.done():  # refused if the probe ended before the second cancellation
+            assert isinstance(sent.exception(), DeliveryError)
+    finally:
+        if closing is not None and not closing.done():
+            closing.cancel()
         await five.stop()

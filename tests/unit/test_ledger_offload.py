@@ -14,7 +14,7 @@ import dataclasses
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -344,3 +344,102 @@ def test_without_an_executor_the_ledger_runs_no_threads(tmp_path):
         return gate.threads
 
     assert asyncio.run(main()) == [threading.main_thread().name]
+
+
+# -- close is bounded whatever happens to the write in flight --------------------------------------
+def close_within(led: Ledger, seconds: float = 10.0) -> None:
+    """`led.close()` in a thread: it must return (a close blocked on the ledger's lock would hang
+    the process at its end)."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            led.close()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "close() blocked"
+    assert errors == [], errors
+
+
+def test_close_returns_when_the_pool_drops_the_commit(tmp_path):
+    """The pool shuts down (the process is exiting) with the batch's COMMIT still queued behind
+    another job: the worker never runs it. Before, the loop had taken the ledger's lock for the
+    worker to release: close() then waited for it for ever. Now close commits it itself: durable,
+    and settled."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="test-ledger")
+    busy, free = threading.Event(), threading.Event()
+    pool.submit(lambda: (busy.set(), free.wait(10)))
+    assert busy.wait(10)
+
+    async def main() -> None:
+        led = Ledger(tmp_path, "n0", executor=pool)
+        a = led.stage([local("a")])
+        await until(lambda: led._inflight is not None, "the write of a to start")
+        pool.shutdown(wait=False, cancel_futures=True)  # a's COMMIT is dropped
+        free.set()
+        close_within(led)
+        assert file_events(tmp_path) == ["a"]
+        assert a.done() and a.exception() is None  # acknowledged once durable, not before
+
+    try:
+        asyncio.run(main())
+    finally:
+        free.set()
+        pool.shutdown(wait=True)
+
+
+def test_close_returns_after_the_loop_was_interrupted_while_handing_the_commit_over(tmp_path):
+    """A signal (KeyboardInterrupt, pytest-timeout's) interrupts the loop as it hands the batch's
+    COMMIT to the pool: the loop's run ends with it. Before, the ledger's lock stayed taken (the
+    worker that was to release it was never given the COMMIT) and close() blocked for ever. Now
+    close commits the open batch: durable; its step was never acknowledged (the loop is gone)."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="test-ledger")
+
+    class Interrupting(Executor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            raise KeyboardInterrupt
+
+    led = Ledger(tmp_path, "n0", executor=pool)
+    led.executor = Interrupting()
+    acknowledged: list[bool] = []
+
+    async def main() -> None:
+        a = led.stage([local("a")])
+        try:
+            await a
+        finally:
+            acknowledged.append(a.done() and not a.cancelled() and a.exception() is None)
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            asyncio.run(main())
+        close_within(led)
+        assert file_events(tmp_path) == ["a"]
+        assert acknowledged == [False]
+    finally:
+        pool.shutdown(wait=True)
+
+
+async def test_a_cancelled_waiter_changes_nothing_and_close_returns(tmp_path, pool):
+    """The task waiting for a step is cancelled between staging and the worker's COMMIT: the step
+    is written all the same and settled (its `done` runs: the runtime's effects happen once it is
+    durable), close() returns and the file holds it once."""
+    led = Ledger(tmp_path, "n0", executor=pool)
+    gate = Gate(led)
+    settled: list[LedgerError | None] = []
+    a = led.stage([local("a")], done=settled.append)
+    waiter = asyncio.ensure_future(asyncio.shield(a))
+    await until(gate.entered.is_set, "the write of a")
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    threading.Timer(0.1, gate.release.set).start()
+    close_within(led)
+    assert file_events(tmp_path) == ["a"]
+    assert a.done() and a.exception() is None
+    await asyncio.sleep(0)
+    assert settled == [None]
