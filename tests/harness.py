@@ -6,6 +6,7 @@ mTLS server on 127.0.0.1, and messages cross TLS. The same test body runs over b
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +15,9 @@ from typing import Any
 import grpc.aio
 import numpy as np
 
+from netdp_node.errors import LedgerError
 from netdp_node.faults import FaultInjector, FaultPlan
-from netdp_node.ledger import Ledger
+from netdp_node.ledger import JobRow, Ledger
 from netdp_node.protocols.base import JobContext
 from netdp_node.runtime import Budget, NodeRuntime
 from netdp_node.security import pki
@@ -208,3 +210,16 @@ class IntegersOnly:
 
     def __getattr__(self, name: str) -> Any:
         raise AssertionError(f"asked the generator for {name!r}: floats are refused")
+
+
+def ledger_job_row(ledger_dir: Path, job: str) -> JobRow | None:
+    """A node process's ledger row for `job`, read from its files while it runs; None while the
+    ledger or the job is not there yet."""
+    try:
+        led = Ledger.open_readonly(ledger_dir)
+    except (LedgerError, sqlite3.Error):  # not created yet
+        return None
+    try:
+        return led.job(job)
+    finally:
+        led.close()

@@ -16,10 +16,11 @@ import signal
 import sqlite3
 
 import pytest
+from harness import ledger_job_row
 
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.errors import LedgerError
-from netdp_node.ledger import Entry, JobRow, Ledger
+from netdp_node.ledger import Entry, Ledger
 from netdp_node.privacy import muffliato_accountant as ma
 from netdp_node.report import ledger_report
 from netdp_node.runtime import BULLETIN_END
@@ -27,17 +28,6 @@ from netdp_node.runtime import BULLETIN_END
 pytestmark = pytest.mark.slow
 
 VICTIM = "node-3"
-
-
-def _row(ledger_dir, job: str) -> JobRow | None:
-    try:
-        led = Ledger.open_readonly(ledger_dir)
-    except (LedgerError, sqlite3.Error):  # not created yet
-        return None
-    try:
-        return led.job(job)
-    finally:
-        led.close()
 
 
 def _entries(ledger_dir, job: str) -> list[Entry]:
@@ -73,14 +63,14 @@ async def test_a_node_killed_before_reading_the_bulletin_reads_it_after_its_rest
         }
         await op.submit("muffliato", params, participants=cluster.ids, job_id=job)
         nd.wait_until(
-            lambda: all(_row(cluster.ledger(p), job) for p in cluster.ids),
+            lambda: all(ledger_job_row(cluster.ledger(p), job) for p in cluster.ids),
             30,
             "every node to join the job",
         )
         cluster.kill("bootstrap", signal.SIGKILL)
         nd.wait_until(
             lambda: all(
-                (r := _row(cluster.ledger(p), job)) is not None and r.state == "done"
+                (r := ledger_job_row(cluster.ledger(p), job)) is not None and r.state == "done"
                 for p in cluster.ids
             ),
             90,

@@ -12,29 +12,16 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 
 import pytest
+from harness import ledger_job_row
 
 from netdp_node.bootstrap_client import BootstrapClient
-from netdp_node.errors import LedgerError
-from netdp_node.ledger import JobRow, Ledger
 
 pytestmark = pytest.mark.slow
 
 VICTIM = "node-3"  # SIGKILLed
 OTHER = "node-4"  # stopped (SIGTERM)
-
-
-def _row(ledger_dir, job: str) -> JobRow | None:
-    try:
-        led = Ledger.open_readonly(ledger_dir)
-    except (LedgerError, sqlite3.Error):  # not created yet
-        return None
-    try:
-        return led.job(job)
-    finally:
-        led.close()
 
 
 @pytest.mark.timeout(240)
@@ -47,7 +34,7 @@ async def test_a_node_killed_before_its_report_reports_after_its_restart(cluster
         await op.submit("ring-sum", {"rounds": 80}, participants=cluster.ids, job_id=job)
         # every node joined (they learn the job from the bootstrap): the ring needs it no more
         nd.wait_until(
-            lambda: all(_row(cluster.ledger(p), job) for p in cluster.ids),
+            lambda: all(ledger_job_row(cluster.ledger(p), job) for p in cluster.ids),
             30,
             "every node to join the job",
         )
@@ -56,12 +43,12 @@ async def test_a_node_killed_before_its_report_reports_after_its_restart(cluster
         assert f"{VICTIM} reported" not in cluster.procs["bootstrap"].log_text()
 
         def finished() -> bool:
-            rows = [_row(cluster.ledger(p), job) for p in (VICTIM, OTHER)]
+            rows = [ledger_job_row(cluster.ledger(p), job) for p in (VICTIM, OTHER)]
             return all(r is not None and r.state == "done" for r in rows)
 
         nd.wait_until(finished, 90, f"{VICTIM}'s and {OTHER}'s ledgers to record the job done")
         cluster.kill(VICTIM, signal.SIGKILL)  # its report was being retried: lost with it
-        row = _row(cluster.ledger(VICTIM), job)
+        row = ledger_job_row(cluster.ledger(VICTIM), job)
         assert row is not None and row.contributed
         # a graceful stop does not wait for the bootstrap: the retry is dropped, the node exits 0
         # (cluster.kill waits at most 15 s)
