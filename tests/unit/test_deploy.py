@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import re
 import shlex
@@ -171,10 +172,24 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+@pytest.fixture(scope="module")
+def kv() -> Iterator[Any]:
+    """kubernetes-validate, reading each schema file of its package once per module rather than at
+    every `validate` (each call parses the version's whole _definitions.json, 1.3 MB, again); the
+    validation itself is the package's own, unchanged."""
+    kv = pytest.importorskip("kubernetes_validate")
+    utils = pytest.importorskip("kubernetes_validate.utils")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            utils, "schema_contents", functools.lru_cache(maxsize=None)(utils.schema_contents)
+        )
+        mp.setattr(utils, "all_versions", functools.lru_cache(maxsize=1)(utils.all_versions))
+        yield kv
+
+
 # -- Kubernetes: schemas ------------------------------------------------------------------------
 @pytest.mark.timeout(60)
-def test_manifests_validate_against_kubernetes_schemas_offline(no_network):
-    kv = pytest.importorskip("kubernetes_validate")
+def test_manifests_validate_against_kubernetes_schemas_offline(kv, no_network):
     versions = sorted({K8S_VERSION, kv.latest_version()})
     errors = []
     for f, doc in _docs():
@@ -731,7 +746,7 @@ def test_host_readiness_probe_needs_every_hosted_node(tmp_path):
 
 
 @pytest.mark.timeout(60)
-def test_pki_k8s_secrets_writes_one_secret_per_pod_and_scales(tmp_path, fast_pki, capsys):
+def test_pki_k8s_secrets_writes_one_secret_per_pod_and_scales(tmp_path, fast_pki, capsys, kv):
     yaml = _yaml()
     import base64
 
@@ -759,7 +774,6 @@ def test_pki_k8s_secrets_writes_one_secret_per_pod_and_scales(tmp_path, fast_pki
                 f"netdp-host-{i}.netdp-host.{NAMESPACE}.{CLUSTER_DOMAIN}"
                 in dns.get_values_for_type(x509.DNSName)
             )
-    kv = pytest.importorskip("kubernetes_validate")
     for d in first:
         kv.validate(d, K8S_VERSION, strict=True)
     # scaling: one more pod; the first two pods' Secrets are unchanged (nothing re-issued)

@@ -159,7 +159,7 @@ def _measured_std(name: str, p: dict, n: int, runs: int) -> tuple[float, int]:
         ("ring-sum", 20, 0.5, {}, 4, 256),
         ("ring-sum-r", 10, 1.0, {}, 4, 256),
         ("walk-sum", 16, 2.0, {"T": 64}, 4, 256),
-        ("walk-sum", 128, 1.0, {"T": 512}, 2, 512),
+        ("walk-sum", 128, 1.0, {"T": 256}, 2, 512),
     ],
 )
 def test_predicted_std_matches_the_simulator(name, n, eps, extra, runs, dim):

@@ -26,7 +26,7 @@ def _ids(n: int) -> list[str]:
 
 
 def test_exact_sum_and_walk_law():
-    n, T = 30, 6000
+    n, T = 30, 3000
     ids = _ids(n)
     p = get_algorithm("walk-sum").prepare({"T": T, "clip": 100.0, "edge_cap": 10**6}, n)
     p["sigma"] = 0.0

@@ -11,9 +11,8 @@ without --job-id did: the bootstrap picked a fresh id for each attempt).
 from __future__ import annotations
 
 import asyncio
-import functools
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +122,16 @@ async def boot_down(tmp_path: Path) -> AsyncIterator[Boot]:
         yield b
 
 
+def _gives_up_after(seconds: float) -> Callable[..., Backoff]:
+    """A stand-in for `bootstrap_client.Backoff` whose give-up time is `seconds` whatever the
+    client asks for (the client names its own, `functools.partial` would not override it)."""
+
+    def backoff(*args: Any, **kwargs: Any) -> Backoff:
+        return Backoff(*args, **{**kwargs, "give_up_after": seconds})
+
+    return backoff
+
+
 def _submit_argv(b: Boot, *extra: str) -> list[str]:
     return [
         "job",
@@ -173,7 +182,7 @@ async def test_cli_names_the_job_when_every_reply_is_lost(
 ) -> None:
     """The client gives up while the bootstrap did store the job: the CLI names the job id to
     poll or to submit again with; submitting again under it re-attaches (still one job)."""
-    monkeypatch.setattr(bootstrap_client, "Backoff", functools.partial(Backoff, give_up_after=0.5))
+    monkeypatch.setattr(bootstrap_client, "Backoff", _gives_up_after(0.5))
     assert await asyncio.to_thread(main, _submit_argv(boot_down)) == 1
     err = capsys.readouterr().err
     assert len(boot_down.jobs()) == 1  # however many attempts
