@@ -257,6 +257,7 @@ class Simulator:
         self.board.add_job(self.job_id, self.ids)
         spec = json.loads(json.dumps(spec_dict(self.context), sort_keys=True))
         shared_specs = {self.job_id: spec}  # one copy of the public spec for every node
+        shared_params: dict[Any, dict[str, Any]] = {}  # equal entry parameters decoded once
         for i, nid in enumerate(self.ids):
             if self.ledger_dir is not None:
                 ledger: Ledger = Ledger(self.ledger_dir / nid, nid)
@@ -266,6 +267,7 @@ class Simulator:
                     clock=loop.time,
                     keep_entries=self.record == "full",
                     shared_specs=shared_specs,
+                    shared_params=shared_params,
                 )
             plan = self.faults.get(nid)
             injector = None
