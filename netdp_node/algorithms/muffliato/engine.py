@@ -376,9 +376,12 @@ class MuffliatoSync(Engine):
         return actions
 
     def _maybe_close(self) -> None:
-        if self.closed < self.r and all(
-            w in self.inbox.get(self.r, {}) for w in self.sent.get(self.r, ())
-        ):
+        if self.closed >= self.r:
+            return
+        got = self.inbox.get(self.r, {})
+        sent = self.sent.get(self.r, ())
+        # (the count first: this runs at every value and acknowledgement of the round)
+        if len(got) >= len(sent) and all(w in got for w in sent):
             self.closed = self.r
 
     def _maybe_finish(self) -> list[Action]:
