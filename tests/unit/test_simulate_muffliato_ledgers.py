@@ -64,3 +64,29 @@ def test_memory_and_sqlite_ledgers_hold_the_same_muffliato_views(tmp_path, algor
     assert len(schedules) == 16 * 15  # every node recorded every other node's schedule
     if algorithm == "muffliato":  # the drop-out shows in the schedules of its neighbours
         assert any(p["missing"] for p in schedules)
+
+
+def test_a_schedule_check_is_reused_only_for_the_same_bulletin_entry():
+    """The engines of one job share the check of a schedule (by sender) only for the very same
+    entry object: another entry from the same sender (another process read it, or a bulletin
+    served two versions) is checked afresh and refused when it is bad."""
+    from netdp_node.algorithms.muffliato.engine import SCHEDULE, MuffliatoSync
+    from netdp_node.protocols.base import JobContext, Message, Record, Refused
+
+    n = 8
+    ids = [f"n{i}" for i in range(n)]
+    p = get_algorithm("muffliato").validate({"graph": "hypercube", "T": 3}, n)
+    ctx = JobContext("j", "muffliato", ids[0], tuple(ids), p, 0)
+    a, b, c = (
+        MuffliatoSync(ctx.for_node(v), np.zeros(p["dim"]), np.random.default_rng(i))
+        for i, v in enumerate(ids[:3])
+    )
+    good = Message(SCHEDULE, scalars={"1:1": 0.0})  # n5's edge to n1 (n5 = 0b101) in round 1
+    (rec,) = a.on_published(SCHEDULE, {"n5": good})
+    assert isinstance(rec, Record) and rec.params == {"missing": [[1, "n1"]]}
+    assert b.on_published(SCHEDULE, {"n5": good}) == [rec]  # the same entry: the same record
+    bad = Message(SCHEDULE, scalars={"1:1": 0.0, "0:2": 0.0})  # n5 and n2 are not neighbours
+    (refused,) = c.on_published(SCHEDULE, {"n5": bad})
+    assert refused.event == "bulletin-refused" and "not an edge" in refused.params["reason"]
+    with pytest.raises(Refused):  # a second schedule from n5 at b
+        b._on_schedule("n5", good)
