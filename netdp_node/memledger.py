@@ -11,7 +11,7 @@ With `keep_entries=False` (large simulations that only need the walk) the entrie
 `observe` and not kept; the duplicate index, the custody copies and the job rows are kept all the
 same (the runtime's checks read them).
 
-Parameters recorded with the same plain value (str, int, lists, dicts: the public schedules the
+Parameters recorded with the same plain value (numbers, strings, lists, dicts: the public schedules the
 nodes of a simulation all record) are decoded once and shared by the entries (`_params`), of every
 node when the simulator hands the ledgers one `shared_params`.
 """
@@ -30,8 +30,8 @@ import numpy as np
 from netdp_node.errors import LedgerError
 from netdp_node.ledger import Entry, JobRow, Ledger, _identity, _params_json, _Step
 
-#: tags of a container in a `_plain_key` (a dict, a list or tuple: both are a JSON array)
-_DICT, _LIST = object(), object()
+#: tags in a `_plain_key`: a dict, a list or tuple (both are a JSON array), a bool, a float
+_DICT, _LIST, _BOOL, _FLOAT = object(), object(), object(), object()
 #: the most distinct parameter values `MemoryLedger` keeps shared (then it starts afresh)
 MAX_SHARED_PARAMS = 1 << 16
 
@@ -42,12 +42,17 @@ class _NotPlain(Exception):
 
 def _plain_key(v: Any, depth: int = 0) -> Any:
     """A hashable key that determines `json.loads(json.dumps(v, sort_keys=True))`: for values
-    made only of str, int (exactly those types), None, lists, tuples and dicts with str keys;
-    _NotPlain otherwise (floats, bools, numpy scalars, other keys: 1, 1.0 and True are equal
-    keys of a dict but not equal JSON, so they are left to JSON)."""
+    made only of str, int, bool, float (exactly those types), None, lists, tuples and dicts with
+    str keys; _NotPlain otherwise (numpy scalars, other keys). 1, 1.0 and True are equal as
+    keys of a dict but not equal JSON: a bool and a float are tagged (a float by its repr, which
+    is what JSON writes: -0.0 is not 0.0)."""
     t = type(v)
     if t is str or t is int or v is None:
         return v
+    if t is bool:
+        return (_BOOL, v)
+    if t is float:
+        return (_FLOAT, repr(v))
     if depth > 16:
         raise _NotPlain
     if t is dict:
@@ -153,11 +158,12 @@ class MemoryLedger(Ledger):
                 self.observe(e)
 
     def _params(self, params: dict[str, Any]) -> dict[str, Any]:
-        """An entry's parameters as the SQLite ledger reads them back (through JSON). Values made
-        of str, int, None, lists and dicts (`_plain_key`) are decoded once and the decoded object
-        is shared by every entry, of any node holding `shared_params`, with the same value (the n
-        nodes of a simulation recording the same public schedule): entries are immutable, and
-        their parameters are read, never changed. Others are decoded each time, as before."""
+        """An entry's parameters as the SQLite ledger reads them back (through JSON). Values
+        made of str, int, bool, float, None, lists and dicts (`_plain_key`) are decoded once,
+        and the decoded object is shared by every entry with the same value, of any node holding
+        `shared_params` (the n nodes of a simulation recording the same public schedule):
+        entries are immutable, and their parameters are read, never changed. Others are decoded
+        each time, as before."""
         try:
             key = _plain_key(params)
         except _NotPlain:
