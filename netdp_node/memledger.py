@@ -10,6 +10,10 @@ entry parameters go through the same JSON encoding (so the accountants read the 
 With `keep_entries=False` (large simulations that only need the walk) the entries are handed to
 `observe` and not kept; the duplicate index, the custody copies and the job rows are kept all the
 same (the runtime's checks read them).
+
+Parameters recorded with the same plain value (numbers, strings, lists, dicts: the public schedules the
+nodes of a simulation all record) are decoded once and shared by the entries (`_params`), of every
+node when the simulator hands the ledgers one `shared_params`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,43 @@ import numpy as np
 
 from netdp_node.errors import LedgerError
 from netdp_node.ledger import Entry, JobRow, Ledger, _identity, _params_json, _Step
+
+#: tags in a `_plain_key`: a dict, a list or tuple (both are a JSON array), a bool, a float
+_DICT, _LIST, _BOOL, _FLOAT = object(), object(), object(), object()
+#: the most distinct parameter values `MemoryLedger` keeps shared (then it starts afresh)
+MAX_SHARED_PARAMS = 1 << 16
+
+
+class _NotPlain(Exception):
+    """A value `_plain_key` does not describe exactly (it goes through JSON as before)."""
+
+
+def _plain_key(v: Any, depth: int = 0) -> Any:
+    """A hashable key that determines `json.loads(json.dumps(v, sort_keys=True))`: for values
+    made only of str, int, bool, float (exactly those types), None, lists, tuples and dicts with
+    str keys; _NotPlain otherwise (numpy scalars, other keys). 1, 1.0 and True are equal as
+    keys of a dict but not equal JSON: a bool and a float are tagged (a float by its repr, which
+    is what JSON writes: -0.0 is not 0.0)."""
+    t = type(v)
+    if t is str or t is int or v is None:
+        return v
+    if t is bool:
+        return (_BOOL, v)
+    if t is float:
+        return (_FLOAT, repr(v))
+    if depth > 16:
+        raise _NotPlain
+    if t is dict:
+        items = []
+        for k, x in v.items():
+            if type(k) is not str:
+                raise _NotPlain
+            items.append((k, _plain_key(x, depth + 1)))
+        items.sort(key=lambda kv: kv[0])
+        return (_DICT, *items)
+    if t is list or t is tuple:
+        return (_LIST, *(_plain_key(x, depth + 1) for x in v))
+    raise _NotPlain
 
 
 def _stored(e: Entry, id: int, ts: float, params: dict[str, Any]) -> Entry:
@@ -50,6 +91,7 @@ class MemoryLedger(Ledger):
         keep_entries: bool = True,
         observe: Callable[[Entry], None] | None = None,
         shared_specs: dict[str, dict[str, Any]] | None = None,
+        shared_params: dict[Any, dict[str, Any]] | None = None,
     ) -> None:
         # no super().__init__: there is no file; the group-commit state is the Ledger's
         self.directory = None  # type: ignore[assignment]
@@ -60,6 +102,7 @@ class MemoryLedger(Ledger):
         self.keep_entries = keep_entries
         self.observe = observe
         self.shared_specs = shared_specs if shared_specs is not None else {}
+        self.shared_params = shared_params if shared_params is not None else {}
         self._received = {}
         self._staged = []
         self._staged_received = {}
@@ -108,11 +151,30 @@ class MemoryLedger(Ledger):
                     e,
                     self._next_id - 1,
                     e.ts or now,
-                    json.loads(_params_json(e.params)) if e.params else {},
+                    self._params(e.params) if e.params else {},
                 )
                 self._entries.append(e)
             if self.observe is not None:
                 self.observe(e)
+
+    def _params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """An entry's parameters as the SQLite ledger reads them back (through JSON). Values
+        made of str, int, bool, float, None, lists and dicts (`_plain_key`) are decoded once,
+        and the decoded object is shared by every entry with the same value, of any node holding
+        `shared_params` (the n nodes of a simulation recording the same public schedule):
+        entries are immutable, and their parameters are read, never changed. Others are decoded
+        each time, as before."""
+        try:
+            key = _plain_key(params)
+        except _NotPlain:
+            return json.loads(_params_json(params))
+        got = self.shared_params.get(key)
+        if got is None:
+            got = json.loads(_params_json(params))
+            if len(self.shared_params) >= MAX_SHARED_PARAMS:
+                self.shared_params.clear()
+            self.shared_params[key] = got
+        return got
 
     def _write(self, steps: Sequence[_Step]) -> None:
         """As `Ledger._write`: all of `steps` or nothing (a received message stored twice is

@@ -201,6 +201,16 @@ def _check_payload(x: np.ndarray) -> np.ndarray:
 _SCHEDULE_BY_BULLETIN = "a schedule is published on the job's bulletin, not sent to peers"
 
 
+def _checked(ctx: JobContext) -> dict[str, tuple[Message, dict[str, Any]]]:
+    """The schedules already checked at this job, by sender: (the bulletin's entry, what it is
+    recorded as). The check depends only on the entry and the public job, so the engines of the
+    nodes a process holds (n of them in `netdp simulate`) check each entry once, not once each:
+    an engine reuses the result only for the very same entry object; a different one (e.g. read
+    from the bulletin by another process) is checked afresh. What each node records is the same.
+    Public, read-only once stored: the records share it (the ledgers store their own copy)."""
+    return ctx.shared.get("muffliato-checked-schedules", dict)
+
+
 def _take_schedules(
     engine: MuffliatoSync | MuffliatoRandom, kind: str, published: Mapping[str, Message]
 ) -> list[Action]:
@@ -366,9 +376,12 @@ class MuffliatoSync(Engine):
         return actions
 
     def _maybe_close(self) -> None:
-        if self.closed < self.r and all(
-            w in self.inbox.get(self.r, {}) for w in self.sent.get(self.r, ())
-        ):
+        if self.closed >= self.r:
+            return
+        got = self.inbox.get(self.r, {})
+        sent = self.sent.get(self.r, ())
+        # (the count first: this runs at every value and acknowledgement of the round)
+        if len(got) >= len(sent) and all(w in got for w in sent):
             self.closed = self.r
 
     def _maybe_finish(self) -> list[Action]:
@@ -499,6 +512,10 @@ class MuffliatoSync(Engine):
     def _on_schedule(self, sender: str, msg: Message) -> list[Action]:
         if sender in self.schedules:
             raise Refused(RefusalCode.FAILED_PRECONDITION, f"second schedule from {sender}")
+        hit = _checked(self.ctx).get(sender)
+        if hit is not None and hit[0] is msg:  # the same entry, checked by another engine
+            self.schedules.add(sender)
+            return [Record("schedule", peer=sender, params=hit[1])]
         s = self.position[sender]
         missing: set[tuple[int, int]] = set()
         for k in msg.scalars:  # "round:neighbour index" of each public edge that did not realise
@@ -521,13 +538,9 @@ class MuffliatoSync(Engine):
         self.schedules.add(sender)
         # recorded as received (compact: empty without drops); the accountant rebuilds the
         # realised rounds from the public graph when it needs them (`accountant._reports`)
-        return [
-            Record(
-                "schedule",
-                peer=sender,
-                params={"missing": [[r, self.ids[w]] for r, w in sorted(missing)]},
-            )
-        ]
+        params = {"missing": [[r, self.ids[w]] for r, w in sorted(missing)]}
+        _checked(self.ctx)[sender] = (msg, params)
+        return [Record("schedule", peer=sender, params=params)]
 
     def on_timer(self, name: str) -> list[Action]:
         if name.startswith("round:") and int(name[6:]) == self.r and not self.done:
@@ -854,6 +867,10 @@ class MuffliatoRandom(Engine):
     def _on_schedule(self, sender: str, msg: Message) -> list[Action]:
         if sender in self.schedules:
             raise Refused(RefusalCode.FAILED_PRECONDITION, f"second schedule from {sender}")
+        hit = _checked(self.ctx).get(sender)
+        if hit is not None and hit[0] is msg:  # the same entry, checked by another engine
+            self.schedules.add(sender)
+            return [Record("schedule", peer=sender, params=hit[1])]
         acts: list[tuple[int, list[Any]]] = []
         for key, val in msg.scalars.items():
             try:
@@ -864,13 +881,9 @@ class MuffliatoRandom(Engine):
                 raise Refused(RefusalCode.INVALID_ARGUMENT, f"activation {key!r} out of range")
             acts.append((i, [self.ids[a], k, self.ids[b], bool(val)]))
         self.schedules.add(sender)
-        return [
-            Record(
-                "schedule",
-                peer=sender,
-                params={"activations": [a for _, a in sorted(acts, key=lambda x: x[0])]},
-            )
-        ]
+        params = {"activations": [a for _, a in sorted(acts, key=lambda x: x[0])]}
+        _checked(self.ctx)[sender] = (msg, params)
+        return [Record("schedule", peer=sender, params=params)]
 
     def _settle(self, to: str, msg: Message, ok: bool) -> list[Action]:
         if self.busy is None or msg.kind not in (OFFER, PAIR, REPLY):
