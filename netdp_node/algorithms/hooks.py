@@ -271,6 +271,9 @@ class Hooks:
     # -- netdp simulate -----------------------------------------------------------------------
     #: its accountant reads no more than each node's contributions (`--record walk` suffices)
     counts_suffice: bool = False
+    #: its `sim_outcome` reads the nodes' ledger entries (`SimRun.entries`); when it does not and
+    #: the per-node accountants are skipped (`sim_privacy_skipped`), no view is kept
+    outcome_reads_entries: bool = True
 
     def sim_privacy_skipped(self, n: int) -> str | None:
         """Why `netdp simulate` skips the per-node accountants over n nodes (None: it runs them)."""

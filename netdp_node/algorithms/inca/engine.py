@@ -499,6 +499,8 @@ class Inca(Engine):
         # the records held, by origin: the wire form, validated on receipt (decoded again only
         # at the output, and only the few that carry exceptions); a list, not a dict: n slots
         self.raw_records: list[np.ndarray | None] = [None] * self.n
+        # the FINAL message carrying each record held (`_hold`): one object for every send
+        self.final_msgs: list[Message | None] = [None] * self.n
         self.n_records = 0
         # origin -> peers known to hold its record (own record: every peer, once disseminated)
         self.has: dict[int, list[int]] = {}
@@ -785,9 +787,31 @@ class Inca(Engine):
         )
         return np.concatenate([head, self._history()])
 
-    def _hold(self, origin: int, rec: np.ndarray) -> None:
+    def _hold(self, origin: int, rec: np.ndarray, msg: Message | None = None) -> None:
+        """Hold `origin`'s record, and the one FINAL message that carries it to every peer: a
+        message is immutable, so one object serves every send (its digest is computed once, and
+        the runtimes that store it share that digest); `msg` is the received message when it is
+        exactly that one (then the sender's digest is reused), else it is built here."""
         self.raw_records[origin] = rec
+        if not (
+            msg is not None
+            and msg.payload is rec
+            and msg.kind == FINAL
+            and msg.seq == origin + 1
+            and not msg.walk
+            and not msg.epoch
+            and not msg.round
+            and not msg.scalars
+        ):
+            msg = Message(FINAL, payload=rec, seq=origin + 1)
+        self.final_msgs[origin] = msg
         self.n_records += 1
+
+    def _final_msg(self, origin: int) -> Message:
+        msg = self.final_msgs[origin]
+        if msg is None:
+            raise ValueError(f"no record of party {origin} is held")  # (only held ones are sent)
+        return msg
 
     def _disseminate(self) -> list[Action]:
         self.cur = self.T + 1
@@ -795,11 +819,8 @@ class Inca(Engine):
         rec.setflags(write=False)  # sent to every peer as is (the in-memory transport shares it)
         self._hold(self.me, rec)
         # own record: to every other party (none of them is recorded in `has`: all hold it)
-        acts: list[Action] = [
-            Send(self.ids[j], Message(FINAL, payload=rec, seq=self.me + 1))
-            for j in range(self.n)
-            if j != self.me
-        ]
+        msg = self._final_msg(self.me)
+        acts: list[Action] = [Send(self.ids[j], msg) for j in range(self.n) if j != self.me]
         acts.append(SetTimer("end", self.gossip_s))
         acts += [SetTimer(f"gossip:{r}", self.gossip_s * r / 4) for r in (1, 2, 3)]
         return acts + self._maybe_output()
@@ -815,11 +836,11 @@ class Inca(Engine):
 
     def _push(self, origin: int, peers: Sequence[int]) -> list[Action]:
         acts: list[Action] = []
-        rec = self.raw_records[origin]
+        msg = self._final_msg(origin)
         for j in peers:
             if not self._holds(origin, j):
                 self._mark(origin, j)
-                acts.append(Send(self.ids[j], Message(FINAL, payload=rec, seq=origin + 1)))
+                acts.append(Send(self.ids[j], msg))
         return acts
 
     def _send_proxies(self) -> list[Action]:
@@ -885,7 +906,7 @@ class Inca(Engine):
                 RefusalCode.INVALID_ARGUMENT, f"FINAL of {self.ids[origin]}: {e}"
             ) from None
         # held as received (read-only, never modified: the in-memory transport shares it)
-        self._hold(origin, np.asarray(msg.payload, float))
+        self._hold(origin, np.asarray(msg.payload, float), msg)
         self._mark(origin, self._index(sender))
         self._mark(origin, origin)
         if self.done:

@@ -249,6 +249,8 @@ class IncaHooks(Hooks):
             horizon=float(params["T"]) * round_s * 4 + 60,
         )
 
+    outcome_reads_entries = False  # `sim_outcome` reads the outputs only
+
     def sim_privacy_skipped(self, n: int) -> str | None:
         if n <= SIM_AUDIT_NODES:
             return None
