@@ -223,3 +223,13 @@ def ledger_job_row(ledger_dir: Path, job: str) -> JobRow | None:
         return led.job(job)
     finally:
         led.close()
+
+
+def loopback_pki(root: Path, ids: Sequence[str]) -> Path:
+    """A CA at `root` with an operator, a bootstrap and the nodes `ids`, servers on 127.0.0.1."""
+    pki.init_ca(root)
+    pki.issue(root, "operator", role="operator", hosts=())
+    pki.issue(root, "bootstrap", role="bootstrap", hosts=("127.0.0.1",))
+    for nid in ids:
+        pki.issue(root, nid, hosts=("127.0.0.1",))
+    return root

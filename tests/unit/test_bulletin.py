@@ -20,6 +20,7 @@ import grpc.aio
 import numpy as np
 import pytest
 import pytest_asyncio
+from harness import loopback_pki
 
 from netdp.v1 import bootstrap_pb2, peer_pb2
 from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
@@ -80,11 +81,7 @@ class Bootstrap:
 def pki_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The certificates, made once for the module (each test has its own bootstrap and store)."""
     root = tmp_path_factory.mktemp("bulletin") / "pki"
-    pki.init_ca(root)
-    pki.issue(root, "operator", role="operator", hosts=())
-    pki.issue(root, "bootstrap", role="bootstrap", hosts=("127.0.0.1",))
-    for nid in IDS:
-        pki.issue(root, nid, hosts=("127.0.0.1",))
+    loopback_pki(root, IDS)
     return root
 
 

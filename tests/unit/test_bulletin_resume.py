@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 import pytest_asyncio
+from harness import loopback_pki
 
 from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
 from netdp_node.algorithms.muffliato import accountant as ma
@@ -43,11 +44,7 @@ PARAMS = {"graph": "hypercube", "T": 3, "sigma": 1.0, "round_timeout_s": 0.2}
 @pytest.fixture(scope="module")
 def pki_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("resume") / "pki"
-    pki.init_ca(root)
-    pki.issue(root, "operator", role="operator", hosts=())
-    pki.issue(root, "bootstrap", role="bootstrap", hosts=("127.0.0.1",))
-    for nid in IDS:
-        pki.issue(root, nid, hosts=("127.0.0.1",))
+    loopback_pki(root, IDS)
     return root
 
 

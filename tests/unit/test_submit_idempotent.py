@@ -18,6 +18,7 @@ import grpc
 import grpc.aio
 import pytest
 import pytest_asyncio
+from harness import loopback_pki
 
 from netdp.v1 import bootstrap_pb2
 from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
@@ -33,11 +34,7 @@ IDS = ["node-1", "node-2", "node-3", "node-4"]
 @pytest_asyncio.fixture
 async def bootstrap(tmp_path: Path) -> AsyncIterator[tuple[BootstrapClient, Path]]:
     root = tmp_path / "pki"
-    pki.init_ca(root)
-    pki.issue(root, "operator", role="operator", hosts=())
-    pki.issue(root, "bootstrap", role="bootstrap", hosts=("127.0.0.1",))
-    for nid in IDS:
-        pki.issue(root, nid, hosts=("127.0.0.1",))
+    loopback_pki(root, IDS)
     stop = asyncio.Event()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     cfg = BootstrapConfig(

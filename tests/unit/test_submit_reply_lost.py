@@ -21,6 +21,7 @@ import grpc
 import grpc.aio
 import pytest
 import pytest_asyncio
+from harness import loopback_pki
 
 from netdp.v1 import bootstrap_pb2
 from netdp_bootstrap.service import BootstrapService, generic_handler
@@ -79,11 +80,7 @@ class Boot:
 
 async def _boot(tmp_path: Path, lose: int) -> AsyncIterator[Boot]:
     root = tmp_path / "pki"
-    pki.init_ca(root)
-    pki.issue(root, "operator", role="operator", hosts=())
-    pki.issue(root, "bootstrap", role="bootstrap", hosts=("127.0.0.1",))
-    for nid in IDS:
-        pki.issue(root, nid, hosts=("127.0.0.1",))
+    loopback_pki(root, IDS)
     identity = pki.load_identity(root / "bootstrap")
     store = Store(tmp_path / "state")
     service = LosesReplies(store, identity.ca_pem, lose)
