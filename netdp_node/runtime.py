@@ -79,6 +79,7 @@ from netdp_node.protocols.base import (
 )
 from netdp_node.retry import Backoff, retry
 from netdp_node.transport.base import Bulletin, DeliveryError, Transport
+from netdp_node.waiting import stop_tasks
 
 if TYPE_CHECKING:
     import numpy as np
@@ -96,6 +97,9 @@ T = TypeVar("T")
 #: poll (daemon `_poll`) at once anyway; a message refused as unknown is sent again by its sender.
 UNKNOWN_JOB_TTL = 2.0
 UNKNOWN_JOB_LOOKUPS = 2
+#: Seconds a stopping job waits for its tasks to end (`JobRunner.cancel`); a task still running
+#: then is left behind with a warning, so that a node's stop never waits for ever.
+JOB_STOP_S = 30.0
 
 #: How long a node that published on a job's bulletin keeps reading it for the other participants'
 #: entries (seconds; a job's `deadline_s`, else the node's job deadline, when set, is used
@@ -762,9 +766,12 @@ class JobRunner:
         self.node.notify_finished(self)
 
     async def cancel(self) -> None:
-        for t in list(self._tasks):
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        """Stop this job's tasks (bounded: JOB_STOP_S, cancelling again while one runs on)."""
+        left = await stop_tasks(list(self._tasks), JOB_STOP_S)
+        if left:
+            self.log.warning(
+                "%d task(s) of the job did not stop within %gs; left behind", len(left), JOB_STOP_S
+            )
 
 
 class _BulletinEnded(NetdpError):

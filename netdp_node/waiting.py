@@ -11,6 +11,9 @@ forever, so nothing hangs. Without a probe the wait is a plain deadline of `stal
 Probes here: `cpu_ticks(pid)` (user + system time of a process, from /proc/<pid>/stat),
 `file_size(path)`, `tree_size(path)` (a ledger directory: the database and its write-ahead log),
 and `probes(...)`, which combines several into one.
+
+`stop_tasks` is the bounded way to stop asyncio tasks (a link's, a job's): cancel, wait, cancel
+again while any is still running, up to a bound of the loop's clock.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Collection, Hashable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 Probe = Callable[[], Hashable]
@@ -148,3 +151,29 @@ def tree_size(path: str | os.PathLike[str]) -> int:
 def probes(*fns: Probe) -> Probe:
     """One probe from several: progress of any of them is progress."""
     return lambda: tuple(f() for f in fns)
+
+
+async def stop_tasks(
+    tasks: Collection[asyncio.Future[Any]], bound: float, every: float = 0.1
+) -> set[asyncio.Future[Any]]:
+    """Cancel `tasks` and wait until they have ended, at most `bound` seconds of the running loop's
+    clock; return those still running (left behind). Failures of the ended ones are retrieved.
+
+    One cancellation is not always enough: `asyncio.wait_for` before Python 3.12 returns the result
+    of an awaitable that completed just as the cancellation arrived, and the task goes on (a task
+    that then waits for work that never comes would make its closer wait for ever). So every
+    `every` seconds the tasks still running are cancelled again."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + bound
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        left = deadline - loop.time()
+        if left <= 0:
+            break
+        for t in pending:
+            t.cancel()
+        _, pending = await asyncio.wait(pending, timeout=min(every, left))
+    for t in tasks:
+        if t.done() and not t.cancelled():
+            t.exception()  # retrieved (each was handled or logged where it ran)
+    return pending

@@ -60,6 +60,7 @@ from netdp_node.security.mtls import (
 )
 from netdp_node.security.pki import Identity
 from netdp_node.transport.base import DeliveryError, Transport
+from netdp_node.waiting import stop_tasks
 from netdp_node.wire import WireError, envelope_to_message, message_to_envelope
 
 log = logging.getLogger("netdp.grpc")
@@ -709,14 +710,7 @@ class Link:
         self.work.set()  # a task waiting for work wakes up and ends
         task = self.task
         if task is not None:
-            deadline = time.monotonic() + LINK_CLOSE_S
-            while not task.done() and time.monotonic() < deadline:
-                task.cancel()
-                await asyncio.wait({task}, timeout=LINK_CLOSE_RETRY_S)
-            if task.done():
-                if not task.cancelled():
-                    task.exception()  # (retrieved: a link's failure has been handled or logged)
-            else:
+            if await stop_tasks({task}, LINK_CLOSE_S, LINK_CLOSE_RETRY_S):
                 log.warning(
                     "[node=%s] the link to %s (%s) did not stop within %gs; left behind",
                     self.t.me,

@@ -1,0 +1,73 @@
+"""Stopping tasks is bounded, and survives a lost cancellation (`waiting.stop_tasks`).
+
+`asyncio.wait_for` before Python 3.12 can lose a cancellation that arrives as its awaitable
+completes; the task then goes on. A link's close hung for ever that way (the revoked-peers walk
+test); a job's stop (`JobRunner.cancel`: one cancel, then an unbounded gather) could too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from types import SimpleNamespace
+
+from netdp_node import runtime
+from netdp_node.runtime import JobRunner
+from netdp_node.waiting import stop_tasks
+
+
+async def _loses_one_cancellation(forever: asyncio.Event, swallowed: list[int]) -> None:
+    """Swallows the first cancellation (as a lost one looks to its canceller), then waits for
+    work that never comes."""
+    try:
+        await forever.wait()
+    except asyncio.CancelledError:
+        swallowed.append(1)
+    await forever.wait()
+
+
+async def _ignores_cancellation(forever: asyncio.Event) -> None:
+    """Ignores every cancellation until `forever` is set."""
+    while not forever.is_set():
+        try:
+            await forever.wait()
+        except asyncio.CancelledError:
+            continue
+
+
+async def test_a_task_that_lost_a_cancellation_is_stopped() -> None:
+    forever, swallowed = asyncio.Event(), []
+    task = asyncio.ensure_future(_loses_one_cancellation(forever, swallowed))
+    await asyncio.sleep(0)
+    task.cancel()  # one cancellation, as before: the task goes on
+    await asyncio.wait({task}, timeout=0.2)
+    assert swallowed == [1] and not task.done()
+    assert await stop_tasks({task}, bound=5.0, every=0.05) == set()
+    assert task.cancelled()
+
+
+async def test_a_task_that_never_stops_is_left_behind_at_the_bound() -> None:
+    forever = asyncio.Event()
+    stubborn = asyncio.ensure_future(_ignores_cancellation(forever))
+    failing = asyncio.ensure_future(asyncio.sleep(0))
+    await asyncio.sleep(0)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    left = await stop_tasks([stubborn, failing], bound=0.3, every=0.05)
+    assert left == {stubborn}
+    assert loop.time() - t0 < 5.0  # bounded (a generous margin: only "not for ever" matters)
+    forever.set()  # let it end
+    await asyncio.wait({stubborn}, timeout=1.0)
+    assert stubborn.done()
+
+
+async def test_a_jobs_stop_returns_when_a_task_lost_its_cancellation(monkeypatch) -> None:
+    monkeypatch.setattr(runtime, "JOB_STOP_S", 5.0)
+    forever, swallowed = asyncio.Event(), []
+    lost = asyncio.ensure_future(_loses_one_cancellation(forever, swallowed))
+    done = asyncio.ensure_future(asyncio.sleep(0))
+    await asyncio.sleep(0)
+    runner = SimpleNamespace(_tasks={lost, done}, log=logging.getLogger("test"))
+    # before: one cancel, then gather without a bound: this wait timed out
+    await asyncio.wait_for(JobRunner.cancel(runner), timeout=10.0)  # type: ignore[arg-type]
+    assert swallowed == [1] and lost.cancelled()
