@@ -66,6 +66,18 @@ VARIANTS: dict[str, tuple[list[tuple[str, Any]], list[tuple[str, Any]], dict[str
 }
 
 
+def _frame(env: Any) -> bytes:
+    from netdp.v1 import peer_pb2
+
+    return peer_pb2.Frame(envelope=env).SerializeToString()
+
+
+def _ack(raw: bytes) -> Any:
+    from netdp.v1 import peer_pb2
+
+    return peer_pb2.Frame.FromString(raw).ack
+
+
 def _apply(variant: str) -> None:
     """In a child: add the variant's options to netdp's option lists (read at each call)."""
     from netdp_node.security import mtls
@@ -175,7 +187,6 @@ async def _client_steps(
     once: CPU per link (ms) of the client and the server process in each step."""
     import numpy as np
 
-    from netdp.v1 import peer_pb2
     from netdp_node.protocols.base import Message
     from netdp_node.security.identity import peer_name
     from netdp_node.security.mtls import channel_credentials, secure_channel
@@ -213,8 +224,8 @@ async def _client_steps(
     async def first(i: int, p: Any) -> Any:
         call = channels[i].stream_stream(
             f"/{PEER_SERVICE}/Link",
-            request_serializer=peer_pb2.Envelope.SerializeToString,
-            response_deserializer=peer_pb2.Ack.FromString,
+            request_serializer=_frame,
+            response_deserializer=_ack,
         )()
         env.msg_id = 1
         await call.write(env)
@@ -244,8 +255,8 @@ async def _client_steps(
         ch.get_state(try_to_connect=True)
         call = ch.stream_stream(
             f"/{PEER_SERVICE}/Link",
-            request_serializer=peer_pb2.Envelope.SerializeToString,
-            response_deserializer=peer_pb2.Ack.FromString,
+            request_serializer=_frame,
+            response_deserializer=_ack,
         )()
         env.msg_id = 1
         await call.write(env)

@@ -573,6 +573,7 @@ class NodeDaemon:
             self._status,
             policy,
             gate=faults.blocked if faults is not None else None,
+            links=self.transport,
         )
         server, self.port = await start_server(
             self.identity,

@@ -175,7 +175,13 @@ async def make_net(
             rng_factory=rng_factory(i),
             bulletin=net.board.bulletin(nid),
         )
-        service = PeerService(nid, rt.handle, lambda: None, AccessPolicy())  # type: ignore[arg-type]
+        service = PeerService(
+            nid,
+            rt.handle,
+            lambda: None,
+            AccessPolicy(),
+            links=transport,  # type: ignore[arg-type]
+        )
         server, port = await start_server(
             ident,
             "127.0.0.1:0",

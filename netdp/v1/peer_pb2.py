@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from netdp.v1 import common_pb2 as netdp_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13netdp/v1/peer.proto\x12\x08netdp.v1\x1a\x15netdp/v1/common.proto\"\xf9\x01\n\x08\x45nvelope\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0f\n\x07walk_id\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\r\x12\x0b\n\x03seq\x18\x05 \x01(\x04\x12\r\n\x05round\x18\x06 \x01(\x04\x12!\n\x07payload\x18\x07 \x01(\x0b\x32\x10.netdp.v1.Tensor\x12\x30\n\x07scalars\x18\x08 \x03(\x0b\x32\x1f.netdp.v1.Envelope.ScalarsEntry\x12\x0e\n\x06msg_id\x18\t \x01(\x04\x1a.\n\x0cScalarsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"F\n\x03\x41\x63k\x12\x0e\n\x06msg_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\x11\n\tduplicate\x18\x04 \x01(\x08\"\x0f\n\rStatusRequest\"\x86\x01\n\tJobStatus\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\talgorithm\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x10\n\x08progress\x18\x04 \x01(\x04\x12\x10\n\x08\x65xpected\x18\x05 \x01(\x04\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12\x13\n\x0b\x63ontributed\x18\x07 \x01(\x08\"A\n\x0bStatusReply\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12!\n\x04jobs\x18\x02 \x03(\x0b\x32\x13.netdp.v1.JobStatus2\x9d\x01\n\x04Peer\x12-\n\x04Link\x12\x12.netdp.v1.Envelope\x1a\r.netdp.v1.Ack(\x01\x30\x01\x12,\n\x07\x44\x65liver\x12\x12.netdp.v1.Envelope\x1a\r.netdp.v1.Ack\x12\x38\n\x06Status\x12\x17.netdp.v1.StatusRequest\x1a\x15.netdp.v1.StatusReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13netdp/v1/peer.proto\x12\x08netdp.v1\x1a\x15netdp/v1/common.proto\"\xf9\x01\n\x08\x45nvelope\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0f\n\x07walk_id\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\r\x12\x0b\n\x03seq\x18\x05 \x01(\x04\x12\r\n\x05round\x18\x06 \x01(\x04\x12!\n\x07payload\x18\x07 \x01(\x0b\x32\x10.netdp.v1.Tensor\x12\x30\n\x07scalars\x18\x08 \x03(\x0b\x32\x1f.netdp.v1.Envelope.ScalarsEntry\x12\x0e\n\x06msg_id\x18\t \x01(\x04\x1a.\n\x0cScalarsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"F\n\x03\x41\x63k\x12\x0e\n\x06msg_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\x11\n\tduplicate\x18\x04 \x01(\x08\"U\n\x05\x46rame\x12&\n\x08\x65nvelope\x18\x01 \x01(\x0b\x32\x12.netdp.v1.EnvelopeH\x00\x12\x1c\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\r.netdp.v1.AckH\x00\x42\x06\n\x04\x62ody\"\x0f\n\rStatusRequest\"\x86\x01\n\tJobStatus\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\talgorithm\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x10\n\x08progress\x18\x04 \x01(\x04\x12\x10\n\x08\x65xpected\x18\x05 \x01(\x04\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12\x13\n\x0b\x63ontributed\x18\x07 \x01(\x08\"A\n\x0bStatusReply\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12!\n\x04jobs\x18\x02 \x03(\x0b\x32\x13.netdp.v1.JobStatus2\x9c\x01\n\x04Peer\x12,\n\x04Link\x12\x0f.netdp.v1.Frame\x1a\x0f.netdp.v1.Frame(\x01\x30\x01\x12,\n\x07\x44\x65liver\x12\x12.netdp.v1.Envelope\x1a\r.netdp.v1.Ack\x12\x38\n\x06Status\x12\x17.netdp.v1.StatusRequest\x1a\x15.netdp.v1.StatusReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,12 +40,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ENVELOPE_SCALARSENTRY']._serialized_end=306
   _globals['_ACK']._serialized_start=308
   _globals['_ACK']._serialized_end=378
-  _globals['_STATUSREQUEST']._serialized_start=380
-  _globals['_STATUSREQUEST']._serialized_end=395
-  _globals['_JOBSTATUS']._serialized_start=398
-  _globals['_JOBSTATUS']._serialized_end=532
-  _globals['_STATUSREPLY']._serialized_start=534
-  _globals['_STATUSREPLY']._serialized_end=599
-  _globals['_PEER']._serialized_start=602
-  _globals['_PEER']._serialized_end=759
+  _globals['_FRAME']._serialized_start=380
+  _globals['_FRAME']._serialized_end=465
+  _globals['_STATUSREQUEST']._serialized_start=467
+  _globals['_STATUSREQUEST']._serialized_end=482
+  _globals['_JOBSTATUS']._serialized_start=485
+  _globals['_JOBSTATUS']._serialized_end=619
+  _globals['_STATUSREPLY']._serialized_start=621
+  _globals['_STATUSREPLY']._serialized_end=686
+  _globals['_PEER']._serialized_start=689
+  _globals['_PEER']._serialized_end=845
 # @@protoc_insertion_point(module_scope)

@@ -48,6 +48,14 @@ class Ack(_message.Message):
     duplicate: bool
     def __init__(self, msg_id: _Optional[int] = ..., code: _Optional[int] = ..., detail: _Optional[str] = ..., duplicate: _Optional[bool] = ...) -> None: ...
 
+class Frame(_message.Message):
+    __slots__ = ("envelope", "ack")
+    ENVELOPE_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    envelope: Envelope
+    ack: Ack
+    def __init__(self, envelope: _Optional[_Union[Envelope, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
+
 class StatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -36,8 +36,8 @@ class PeerStub:
         """
         self.Link = channel.stream_stream(
                 '/netdp.v1.Peer/Link',
-                request_serializer=netdp_dot_v1_dot_peer__pb2.Envelope.SerializeToString,
-                response_deserializer=netdp_dot_v1_dot_peer__pb2.Ack.FromString,
+                request_serializer=netdp_dot_v1_dot_peer__pb2.Frame.SerializeToString,
+                response_deserializer=netdp_dot_v1_dot_peer__pb2.Frame.FromString,
                 _registered_method=True)
         self.Deliver = channel.unary_unary(
                 '/netdp.v1.Peer/Deliver',
@@ -55,8 +55,8 @@ class PeerServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Link(self, request_iterator, context):
-        """Long-lived link: the caller streams envelopes, the callee answers one Ack per envelope, in order,
-        after the envelope is durably in its ledger.
+        """Long-lived duplex link: each side streams envelopes (Frame.envelope) and the other answers one
+        Ack per envelope (Frame.ack), in order, after the envelope is durably in its ledger.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -81,8 +81,8 @@ def add_PeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Link': grpc.stream_stream_rpc_method_handler(
                     servicer.Link,
-                    request_deserializer=netdp_dot_v1_dot_peer__pb2.Envelope.FromString,
-                    response_serializer=netdp_dot_v1_dot_peer__pb2.Ack.SerializeToString,
+                    request_deserializer=netdp_dot_v1_dot_peer__pb2.Frame.FromString,
+                    response_serializer=netdp_dot_v1_dot_peer__pb2.Frame.SerializeToString,
             ),
             'Deliver': grpc.unary_unary_rpc_method_handler(
                     servicer.Deliver,
@@ -120,8 +120,8 @@ class Peer:
             request_iterator,
             target,
             '/netdp.v1.Peer/Link',
-            netdp_dot_v1_dot_peer__pb2.Envelope.SerializeToString,
-            netdp_dot_v1_dot_peer__pb2.Ack.FromString,
+            netdp_dot_v1_dot_peer__pb2.Frame.SerializeToString,
+            netdp_dot_v1_dot_peer__pb2.Frame.FromString,
             options,
             channel_credentials,
             insecure,

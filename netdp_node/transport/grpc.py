@@ -35,7 +35,7 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
@@ -86,6 +86,7 @@ class PeerService:
         status: Callable[[], peer_pb2.StatusReply],
         policy: AccessPolicy,
         gate: Callable[[str], str | None] | None = None,
+        links: GrpcTransport | None = None,
     ) -> None:
         self.node_id = node_id
         self.handle = handle
@@ -97,6 +98,11 @@ class PeerService:
         self._stopping = asyncio.Event()
         # the Link handlers waiting for their next message (`stop_links` ends them)
         self._idle: set[asyncio.Task[Any]] = set()
+        # The node's own transport: it may send to a caller on the caller's open Link stream
+        # (`Inbound`), and it hands what arrives on its own links' streams to `answer`.
+        self.links = links
+        if links is not None:
+            links.service = self
 
     def stop_links(self) -> None:
         """The daemon is stopping: end every incoming link stream between two messages (a message
@@ -115,9 +121,7 @@ class PeerService:
             PEER_SERVICE,
             {
                 "Link": grpc.stream_stream_rpc_method_handler(
-                    self.Link,
-                    request_deserializer=ident,
-                    response_serializer=peer_pb2.Ack.SerializeToString,
+                    self.Link, request_deserializer=ident, response_serializer=ident
                 ),
                 "Deliver": grpc.unary_unary_rpc_method_handler(
                     self.Deliver,
@@ -135,27 +139,22 @@ class PeerService:
     def _logline(self, msg: str, *args: Any) -> None:
         log.warning(f"[node={self.node_id}] " + msg, *args)
 
-    async def _process(self, who: PeerIdentity, raw: bytes) -> peer_pb2.Ack:
-        """Decode and handle one envelope; refusals come back as an Ack with a non-zero code."""
-        env = peer_pb2.Envelope()
-        try:
-            env.ParseFromString(raw)
-        except DecodeError as e:
-            self._logline("refused malformed bytes from %s: %s", who.node_id, e)
-            return peer_pb2.Ack(
-                code=grpc.StatusCode.INVALID_ARGUMENT.value[0], detail=f"malformed Envelope: {e}"
-            )
+    async def _process(
+        self, sender: str, serial: int | None, env: peer_pb2.Envelope
+    ) -> peer_pb2.Ack:
+        """Handle one envelope from `sender` (its certificate's serial; None: a server certificate
+        not read because nothing was revoked); refusals come back as an Ack with a non-zero code."""
         ack = peer_pb2.Ack(msg_id=env.msg_id)
-        if self.policy.is_revoked(who.serial):
-            self._logline("refused message from %s: certificate revoked", who.node_id)
+        if serial is not None and self.policy.is_revoked(serial):
+            self._logline("refused message from %s: certificate revoked", sender)
             ack.code = grpc.StatusCode.PERMISSION_DENIED.value[0]
-            ack.detail = f"the certificate of {who.node_id} has been revoked"
+            ack.detail = f"the certificate of {sender} has been revoked"
             return ack
         try:
             msg = envelope_to_message(env)
-            ack.duplicate = bool(await self.handle(who.node_id, env.job_id, msg))
+            ack.duplicate = bool(await self.handle(sender, env.job_id, msg))
         except WireError as e:
-            self._logline("refused bad envelope from %s for job %s: %s", who.node_id, env.job_id, e)
+            self._logline("refused bad envelope from %s for job %s: %s", sender, env.job_id, e)
             ack.code, ack.detail = grpc.StatusCode.INVALID_ARGUMENT.value[0], str(e)
         except Refused as e:
             ack.code, ack.detail = _REFUSAL_STATUS[e.code].value[0], e.reason
@@ -163,45 +162,64 @@ class PeerService:
             if isinstance(e, NodeUnavailable):
                 raise
             if isinstance(e, UnknownJob):
-                self._logline("refused message from %s: %s", who.node_id, e)
+                self._logline("refused message from %s: %s", sender, e)
                 ack.code, ack.detail = grpc.StatusCode.NOT_FOUND.value[0], str(e)
             else:
                 log.exception(
-                    "[node=%s] internal error handling a message from %s", self.node_id, who.node_id
+                    "[node=%s] internal error handling a message from %s", self.node_id, sender
                 )
                 ack.code = grpc.StatusCode.INTERNAL.value[0]
                 ack.detail = f"internal error at {self.node_id}: {type(e).__name__}: {e}"
         return ack
 
+    async def answer(self, sender: str, serial: int | None, env: peer_pb2.Envelope) -> peer_pb2.Ack:
+        """The Ack for one envelope from `sender`, whichever side opened the stream it came on.
+        Raises NodeUnavailable when this node takes no traffic from `sender` right now (fault
+        injection: offline, partition; or the runtime's own): the caller ends the call or stream,
+        as a machine that is down would, and the sender retries."""
+        blocked = self.gate(sender) if self.gate is not None else None
+        if blocked:
+            raise NodeUnavailable(blocked)
+        return await self._process(sender, serial, env)
+
     async def _unavailable(self, context: grpc.aio.ServicerContext, reason: str) -> None:
         await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.node_id} is unavailable: {reason}")
 
     async def _handle_one(
-        self, who: PeerIdentity, raw: bytes, context: grpc.aio.ServicerContext
+        self, who: PeerIdentity, env: peer_pb2.Envelope, context: grpc.aio.ServicerContext
     ) -> peer_pb2.Ack:
-        """Fault-injection gate, then `_process`; an unavailable node aborts the call."""
-        blocked = self.gate(who.node_id) if self.gate is not None else None
-        if blocked:
-            await self._unavailable(context, blocked)
+        """`answer`; an unavailable node aborts the call."""
         try:
-            return await self._process(who, raw)
+            return await self.answer(who.node_id, who.serial, env)
         except NodeUnavailable as e:
             await self._unavailable(context, str(e))
             raise  # unreachable: abort raises
+
+    def _malformed(self, who: PeerIdentity, what: str, e: Exception) -> peer_pb2.Ack:
+        self._logline("refused malformed bytes from %s: %s", who.node_id, e)
+        return peer_pb2.Ack(
+            code=grpc.StatusCode.INVALID_ARGUMENT.value[0], detail=f"malformed {what}: {e}"
+        )
 
     async def Deliver(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.Ack:
         try:
             who = self.policy.check(context, ("node",), "Deliver")
         except Unauthorized as e:
             await context.abort(e.code, e.reason)
-        ack = await self._handle_one(who, raw, context)
+        env = peer_pb2.Envelope()
+        try:
+            env.ParseFromString(raw)
+        except DecodeError as e:
+            ack = self._malformed(who, "Envelope", e)
+        else:
+            ack = await self._handle_one(who, env, context)
         if ack.code != 0:
             await context.abort(status_code(ack.code), ack.detail)
         return ack
 
-    async def Link(
-        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[peer_pb2.Ack]:
+    async def Link(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
+        """A peer's link stream: answer each of its envelopes in order, and pass the Acks of this
+        node's own envelopes sent on it (`Inbound`) to this node's transport."""
         try:
             who = self.policy.check(context, ("node",), "Link")
         except Unauthorized as e:
@@ -219,6 +237,10 @@ class PeerService:
         it = requests.__aiter__()
         task = asyncio.current_task()
         assert task is not None
+        inbound = Inbound(who, context)
+        links = self.links
+        if links is not None:
+            links.attach(inbound)
         try:
             while not self._stopping.is_set():
                 self._idle.add(task)
@@ -234,9 +256,30 @@ class PeerService:
                     return  # stopping while idle: end the stream (status OK)
                 finally:
                     self._idle.discard(task)
-                yield await self._handle_one(who, raw, context)
+                frame = peer_pb2.Frame()
+                try:
+                    frame.ParseFromString(raw)
+                except DecodeError as e:
+                    await inbound.write(_ack_frame(self._malformed(who, "Frame", e)))
+                    continue
+                body = frame.WhichOneof("body")
+                if body == "ack":
+                    if links is not None:
+                        links.acknowledged(who.node_id, frame.ack)
+                    continue
+                if body != "envelope":
+                    err = ValueError("neither an envelope nor an ack")
+                    await inbound.write(_ack_frame(self._malformed(who, "Frame", err)))
+                    continue
+                ack = await self._handle_one(who, frame.envelope, context)
+                await inbound.write(_ack_frame(ack))
+        except InboundEnded:
+            return  # the call ended under a write (the caller went away): nothing to answer
         finally:
             self._idle.discard(task)
+            inbound.end()
+            if links is not None:
+                links.detach(inbound)
 
     async def Status(self, raw: bytes, context: grpc.aio.ServicerContext) -> peer_pb2.StatusReply:
         try:
@@ -244,6 +287,54 @@ class PeerService:
         except Unauthorized as e:
             await context.abort(e.code, e.reason)
         return self.status()
+
+
+def _ack_frame(ack: peer_pb2.Ack) -> bytes:
+    frame = peer_pb2.Frame()
+    frame.ack.CopyFrom(ack)
+    return frame.SerializeToString()
+
+
+def _envelope_frame(env: peer_pb2.Envelope) -> bytes:
+    frame = peer_pb2.Frame()
+    frame.envelope.CopyFrom(env)
+    return frame.SerializeToString()
+
+
+class InboundEnded(ConnectionError):
+    """The Link stream a peer opened to this node ended (or failed under a write)."""
+
+
+class Inbound:
+    """A Link stream a peer opened to this node, seen from this node's server: the peer (`who`, its
+    client certificate as the handshake verified it) answers on it the envelopes this node's
+    transport sends it there (`GrpcTransport.attach`), as it would on a stream this node opened.
+    Writes are serialised: grpc takes one write at a time per call, and both the handler (its
+    Acks) and the node's link to that peer (its envelopes) write here."""
+
+    def __init__(self, who: PeerIdentity, context: grpc.aio.ServicerContext) -> None:
+        self.who = who
+        self.context = context
+        self._lock = asyncio.Lock()
+        self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    @property
+    def open(self) -> bool:
+        return not self.ended.done()
+
+    async def write(self, data: bytes) -> None:
+        if self.ended.done():
+            raise InboundEnded(f"the link {self.who.node_id} opened has ended")
+        async with self._lock:
+            try:
+                await self.context.write(data)
+            except Exception as e:  # noqa: BLE001 - any failure of a write: the call is over
+                self.end()
+                raise InboundEnded(f"the link {self.who.node_id} opened has ended: {e}") from e
+
+    def end(self) -> None:
+        if not self.ended.done():
+            self.ended.set_result(None)
 
 
 def status_code(value: int) -> grpc.StatusCode:
@@ -310,6 +401,29 @@ class ServerRevoked(ConnectionError):
     def __init__(self, server: PeerIdentity) -> None:
         super().__init__(f"the certificate of {server.node_id} (serial {server.serial}) is revoked")
         self.server = server
+
+
+class _Writes:
+    """The writes of a Link stream this node opened, one at a time (grpc takes one write at a time
+    per call): our envelopes and our Acks of the peer's envelopes."""
+
+    def __init__(self, call: Any) -> None:
+        self.call = call
+        self._lock = asyncio.Lock()
+
+    async def write(self, data: bytes) -> None:
+        async with self._lock:
+            await self.call.write(data)
+
+
+class NoAddress(ConnectionError):
+    """Nothing to send on: the peer's own stream ended and no address of it is known."""
+
+
+async def _until_ended(inbound: Inbound) -> None:
+    """Wait for the end of a peer's stream a link sends on; it ends the link's stream."""
+    await asyncio.shield(inbound.ended)
+    raise InboundEnded(f"the link {inbound.who.node_id} opened has ended")
 
 
 class Reverify(Exception):
@@ -414,6 +528,16 @@ class Link:
                 continue  # (a message submitted meanwhile is pending: it dials again at once)
             except Reverify:
                 continue  # re-check the server's certificate, then re-send what is pending
+            except InboundEnded:
+                # the peer's stream we sent on ended (it went idle, or the peer stops): re-send
+                # what is pending at once on another stream, dialled if none is open
+                self.queue = asyncio.Queue()
+                for mid in sorted(self.pending):
+                    self.queue.put_nowait(mid)
+                continue
+            except NoAddress as e:
+                self._fail_all("UNAVAILABLE", str(e))
+                continue
             except Exception as e:  # noqa: BLE001 - any stream failure: reconnect and re-send
                 # (grpc raises InvalidStateError when writing to a stream that just finished)
                 if isinstance(e, ServerRevoked):
@@ -512,18 +636,30 @@ class Link:
             expiry.set_exception(Reverify())
 
     async def _stream_once(self) -> None:
-        """Run one stream until it fails (raises) or the peer ends it."""
+        """Run one stream until it fails (raises) or the peer ends it: the Link stream the peer
+        opened to this node if one is open (no new connection: a walk's hand-off goes back to its
+        sender on the stream the token came on), else one this link opens."""
         self._check_reachable()
-        await self._verify_server()
-        call = self.connect().stream_stream(
-            f"/{PEER_SERVICE}/Link",
-            request_serializer=peer_pb2.Envelope.SerializeToString,
-            response_deserializer=peer_pb2.Ack.FromString,
-        )()
+        inbound = self.t.inbound(self.peer)
+        call: Any = None
+        if inbound is not None:
+            self.server = inbound.who  # the peer's client certificate, as its handshake verified
+            crl = self.t.revocations() if self.t.revocations is not None else None
+            if crl is not None and crl.is_revoked(inbound.who.serial):
+                raise ServerRevoked(inbound.who)
+            write = inbound.write
+            side = asyncio.ensure_future(_until_ended(inbound))
+        else:
+            if not self.address:
+                raise NoAddress(f"no address known for {self.peer}")
+            await self._verify_server()
+            call = self.connect().stream_stream(f"/{PEER_SERVICE}/Link")()
+            write = _Writes(call).write
+            side = asyncio.ensure_future(self._read(call, write))
         faults = self.t.faults
         loop = asyncio.get_running_loop()
 
-        async def writer(call: Any) -> None:
+        async def writer(write: Callable[[bytes], Awaitable[None]]) -> None:
             while True:
                 mid = await self.queue.get()
                 entry = self.pending.get(mid)
@@ -540,27 +676,14 @@ class Link:
                         self.t.on_fault("drop", self.peer, env.job_id)
                         loop.call_later(self.t.retransmit_after, self.queue.put_nowait, mid)
                         continue
-                await call.write(env)
-
-        async def reader(call: Any) -> None:
-            while True:
-                ack = await call.read()
-                if ack is grpc.aio.EOF:
-                    raise ConnectionError("stream closed by peer")
-                if not isinstance(ack, peer_pb2.Ack):
-                    raise ConnectionError(f"unexpected {type(ack).__name__} on the ack stream")
-                self._on_ack(ack, loop)
+                await write(_envelope_frame(env))
 
         # The give-up and idle clocks: one timer at the next deadline (`_check_clock`), not a task
         # waking every half second per open link (a host of 500 nodes keeps thousands open).
         expiry: asyncio.Future[None] = loop.create_future()
         self._expiry = expiry
         self._arm_clock()
-        tasks = {
-            asyncio.ensure_future(writer(call)),
-            asyncio.ensure_future(reader(call)),
-            expiry,
-        }
+        tasks = {asyncio.ensure_future(writer(write)), side, expiry}
         try:
             err = await _first_error(tasks)
         finally:
@@ -571,17 +694,41 @@ class Link:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            call.cancel()
+            if call is not None:
+                call.cancel()
             # No reference cycle may keep the call (even cancelled, it holds its channel's
             # connection open) until the cycle collector runs: the tasks and the call go now, and
             # the error raised below does not keep this frame (see the `finally`).
             tasks.clear()
-            del call, expiry
+            del call, expiry, side, write
         if err is not None:
             try:
                 raise err
             finally:
                 del err
+
+    async def _read(self, call: Any, write: Callable[[bytes], Awaitable[None]]) -> None:
+        """The stream this link opened, read: Acks of our envelopes, and the peer's own envelopes,
+        each answered in order after the node handled it (`GrpcTransport.answer`)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            raw = await call.read()
+            if raw is grpc.aio.EOF:
+                raise ConnectionError("stream closed by peer")
+            frame = peer_pb2.Frame()
+            try:
+                frame.ParseFromString(raw)
+            except DecodeError as e:
+                raise ConnectionError(f"malformed frame from {self.peer}: {e}") from e
+            body = frame.WhichOneof("body")
+            if body == "ack":
+                self._on_ack(frame.ack, loop)
+            elif body == "envelope":
+                if not self.pending:  # traffic the other way: the link is not idle
+                    self.last_progress = time.monotonic()
+                await write(_ack_frame(await self.t.answer(self, frame.envelope)))
+            else:
+                raise ConnectionError(f"a frame from {self.peer} with neither envelope nor ack")
 
     def _deadline(self) -> float | None:
         """When the running stream's clock runs out (monotonic): the give-up time after the last
@@ -757,6 +904,11 @@ class GrpcTransport(Transport):
         self.on_fault = on_fault or (lambda kind, peer, job: None)
         self.retransmit_after = retransmit_after
         self._credentials: grpc.ChannelCredentials | None = None
+        # The node's own Peer service (`PeerService(links=...)` sets it): envelopes a peer sends
+        # on a stream this node opened are answered by it, as on the node's server.
+        self.service: PeerService | None = None
+        # the Link streams peers opened to this node and that are still open, newest last
+        self._inbound: dict[str, list[Inbound]] = {}
 
     def credentials(self) -> grpc.ChannelCredentials:
         """This node's mTLS channel credentials (its certificate and key, our CA), made once and
@@ -778,14 +930,65 @@ class GrpcTransport(Transport):
             link.reverify()
 
     def _link(self, to: str) -> Link | None:
-        """The link to `to`, made if needed (None: no address known)."""
+        """The link to `to`, made if needed (None: no address known and no stream from `to`)."""
         link = self.links.get(to)
         if link is None:
             addr = self.addresses.get(to)
-            if addr is None:
+            if addr is None and to not in self._inbound:
                 return None
-            link = self.links[to] = Link(self, to, addr)
+            link = self.links[to] = Link(self, to, addr or "")
         return link
+
+    # -- streams peers opened to this node (see `Inbound`) --
+    def attach(self, inbound: Inbound) -> None:
+        """A peer opened a Link stream to this node: messages to it may go there."""
+        self._inbound.setdefault(inbound.who.node_id, []).append(inbound)
+
+    def detach(self, inbound: Inbound) -> None:
+        streams = self._inbound.get(inbound.who.node_id)
+        if streams is not None and inbound in streams:
+            streams.remove(inbound)
+            if not streams:
+                del self._inbound[inbound.who.node_id]
+
+    def inbound(self, peer: str) -> Inbound | None:
+        """The newest open stream `peer` opened to this node, if any."""
+        streams = self._inbound.get(peer)
+        if streams:
+            for inbound in reversed(streams):
+                if inbound.open:
+                    return inbound
+        return None
+
+    def acknowledged(self, peer: str, ack: peer_pb2.Ack) -> None:
+        """`peer` acknowledged, on a stream it opened, an envelope this node sent there."""
+        link = self.links.get(peer)
+        if link is not None:
+            link._on_ack(ack, asyncio.get_running_loop())
+
+    async def answer(self, link: Link, env: peer_pb2.Envelope) -> peer_pb2.Ack:
+        """The Ack for an envelope the peer of `link` sent on the stream this node opened: its
+        sender is the identity the server's certificate was verified for when the stream opened
+        (`secure_channel`), and it is handled as on this node's server (`PeerService.answer`).
+        Raises ConnectionError (the stream ends, the peer re-sends later) when this node takes no
+        traffic from that peer now, or when a revocation list arrived since the stream opened and
+        its server was not yet checked against it (`Link.reverify` is ending the stream)."""
+        service = self.service
+        if service is None:
+            return peer_pb2.Ack(
+                msg_id=env.msg_id,
+                code=grpc.StatusCode.UNIMPLEMENTED.value[0],
+                detail=f"{self.me} takes no messages on the links it opens",
+            )
+        server = link.server
+        if server is None:
+            crl = self.revocations() if self.revocations is not None else None
+            if crl is not None and crl.serials:
+                raise ConnectionError(f"the server of {link.peer} is being checked again")
+        try:
+            return await service.answer(link.peer, None if server is None else server.serial, env)
+        except NodeUnavailable as e:
+            raise ConnectionError(f"{self.me} takes no traffic from {link.peer} now: {e}") from e
 
     def prepare(self, to: str) -> None:
         """A message to `to` will follow soon (once the step that sends it is durable): dial now, so
@@ -794,8 +997,10 @@ class GrpcTransport(Transport):
         faults = self.faults
         if faults is not None and faults.blocked(to):
             return
+        if self.inbound(to) is not None:
+            return  # the message will go on the stream `to` opened to this node
         link = self._link(to)
-        if link is None or link.channel is not None:
+        if link is None or link.channel is not None or not link.address:
             return
         link.connect()
         if self.idle_close_after > 0 and not link.pending:

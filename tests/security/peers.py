@@ -43,9 +43,9 @@ class FakePeer:
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
         async for raw in requests:
-            env = peer_pb2.Envelope.FromString(raw)
+            env = peer_pb2.Frame.FromString(raw).envelope
             self.received.append((env.job_id, env.kind, env.seq))
-            yield peer_pb2.Ack(msg_id=env.msg_id).SerializeToString()
+            yield peer_pb2.Frame(ack=peer_pb2.Ack(msg_id=env.msg_id)).SerializeToString()
 
     async def deliver(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         env = peer_pb2.Envelope.FromString(raw)

@@ -42,8 +42,8 @@ async def _serve(tmp_path, handle):
 def _open_link(channel: grpc.aio.Channel) -> grpc.aio.StreamStreamCall:
     return channel.stream_stream(
         f"/{PEER_SERVICE}/Link",
-        request_serializer=peer_pb2.Envelope.SerializeToString,
-        response_deserializer=peer_pb2.Ack.FromString,
+        request_serializer=lambda env: peer_pb2.Frame(envelope=env).SerializeToString(),
+        response_deserializer=lambda raw: peer_pb2.Frame.FromString(raw).ack,
     )()
 
 
