@@ -10,6 +10,17 @@ pipelined and acknowledged in order. A message stays in the link's pending list 
 arrives; if the stream breaks, the link reconnects with backoff and re-sends everything pending (the
 receiver acknowledges exact re-sends without applying them twice).
 
+Links are duplex (`peer_pb2.Frame`: an envelope or an Ack, in either direction). A node with
+something to send to a peer that has a Link stream open to it sends it there (`Inbound`) instead
+of dialling: a walk's hand-off goes back to the token's sender on the stream the token came on, so
+a hop of a walk on the complete graph costs one new connection, not two (a new link is a TLS
+handshake and an HTTP/2 set-up on both sides, several ms of CPU). Envelopes that come back on a
+stream a node opened are handled as on its server (`PeerService.answer`: fault gate, revocation,
+decoding, `NodeRuntime.handle`) and answered on that stream. Their sender is the identity the
+server's certificate was verified for when the stream opened; messages sent on a peer's stream go
+to the identity its client certificate proved. When such a stream ends, what was pending on it is
+re-sent at once on another one (dialled if none is open).
+
 Every outgoing channel verifies that the server's certificate names the identity the caller means
 to reach (`netdp_node.security.mtls.secure_channel`, shared with the bootstrap), not the address it
 dials. A valid certificate of another node serving on a peer's address fails the
@@ -447,6 +458,9 @@ class Link:
     been acknowledged for the give-up time, the link gives up (`Stalled`) as it would on errors.
     A link with nothing pending for `idle_close_after` closes its stream and channel (its socket:
     a host of many nodes does not keep every channel it ever opened); the next message dials again.
+    While the peer has a Link stream open to this node, the link sends on that one and dials
+    nothing (`_stream_once`); it also answers the envelopes the peer sends back on a stream it
+    opened (`_read`).
     """
 
     def __init__(self, transport: GrpcTransport, peer: str, address: str) -> None:
