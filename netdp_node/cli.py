@@ -546,7 +546,9 @@ def cmd_job(a: argparse.Namespace) -> int:
         finally:
             await c.close()
 
-    return asyncio.run(main())
+    from netdp_node.waiting import interruptible  # lazy: start-up cost
+
+    return asyncio.run(interruptible(main()))
 
 
 def cmd_watch(a: argparse.Namespace) -> int:
@@ -573,7 +575,9 @@ def cmd_watch(a: argparse.Namespace) -> int:
         finally:
             await c.close()
 
-    return asyncio.run(main())
+    from netdp_node.waiting import interruptible  # lazy: start-up cost
+
+    return asyncio.run(interruptible(main()))
 
 
 def cmd_privacy(a: argparse.Namespace) -> int:

@@ -55,6 +55,7 @@ from netdp_node.progress import progress_bar
 from netdp_node.report import ledger_report, threat_lines, wrap
 from netdp_node.security.identity import peer_name
 from netdp_node.security.mtls import secure_channel
+from netdp_node.waiting import interruptible
 
 
 def _say(msg: str) -> None:
@@ -750,7 +751,7 @@ def run_demo(a: argparse.Namespace) -> int:
     cluster = LocalCluster(workdir, a.nodes, log_level="info")
     code = 1
     try:
-        res = asyncio.run(_run(a, cluster, values))
+        res = asyncio.run(interruptible(_run(a, cluster, values)))
         code = 0
         peers_file = None
         if a.peers_out:

@@ -13,13 +13,15 @@ Probes here: `cpu_ticks(pid)` (user + system time of a process, from /proc/<pid>
 and `probes(...)`, which combines several into one.
 
 `stop_tasks` is the bounded way to stop asyncio tasks (a link's, a job's): cancel, wait, cancel
-again while any is still running, up to a bound of the loop's clock.
+again while any is still running, up to a bound of the loop's clock. `interruptible` runs a command's
+main coroutine so that Ctrl-C always ends it, through `stop_tasks`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from collections.abc import Awaitable, Callable, Collection, Hashable
 from pathlib import Path
@@ -177,3 +179,37 @@ async def stop_tasks(
         if t.done() and not t.cancelled():
             t.exception()  # retrieved (each was handled or logged where it ran)
     return pending
+
+
+#: Seconds `interruptible` lets the interrupted coroutine clean up (close channels, ...).
+INTERRUPT_BOUND = 30.0
+
+
+async def interruptible(coro: Awaitable[T], bound: float = INTERRUPT_BOUND) -> T:
+    """Await `coro` as a task that Ctrl-C (SIGINT) stops: the task is cancelled, and cancelled
+    again while it runs on (`stop_tasks`), for at most `bound` seconds; then KeyboardInterrupt.
+
+    asyncio.run cancels its main task once on the first Ctrl-C, and a cancellation can be lost:
+    grpc.aio turns one that races a unary call's completion into an ordinary RpcError (a caller
+    that tolerates failed calls then goes on), `asyncio.wait_for` before Python 3.12 drops one
+    that races its awaitable. A demo interrupted that way ran on. Call from the main thread."""
+    loop = asyncio.get_running_loop()
+    task: asyncio.Future[T] = asyncio.ensure_future(coro)
+    hit: asyncio.Future[Any] = loop.create_future()
+
+    def on_sigint() -> None:
+        if not hit.done():
+            hit.set_result(None)
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    try:
+        await asyncio.wait([task, hit], return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    if not hit.done():
+        return task.result()
+    await stop_tasks({task}, bound)
+    raise KeyboardInterrupt

@@ -11,6 +11,8 @@ import asyncio
 import logging
 from types import SimpleNamespace
 
+import pytest
+
 from netdp_node import runtime
 from netdp_node.runtime import JobRunner
 from netdp_node.waiting import stop_tasks
@@ -71,3 +73,40 @@ async def test_a_jobs_stop_returns_when_a_task_lost_its_cancellation(monkeypatch
     # before: one cancel, then gather without a bound: this wait timed out
     await asyncio.wait_for(JobRunner.cancel(runner), timeout=10.0)  # type: ignore[arg-type]
     assert swallowed == [1] and lost.cancelled()
+
+
+def test_ctrl_c_ends_a_command_whose_first_cancellation_is_lost():
+    """`interruptible` (the demo's, `netdp job`'s and `netdp watch`'s main coroutine): one SIGINT
+    ends a coroutine that loses the first cancellation, and the command sees KeyboardInterrupt.
+    Under plain asyncio.run the first Ctrl-C only cancels once: such a demo ran on (seen in CI)."""
+    import os
+    import signal
+
+    from netdp_node.waiting import interruptible
+
+    swallowed: list[int] = []
+    cleaned: list[int] = []
+
+    async def command() -> None:
+        forever = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.1, os.kill, os.getpid(), signal.SIGINT)
+        try:
+            await _loses_one_cancellation(forever, swallowed)
+        finally:
+            cleaned.append(1)  # its clean-up runs
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(interruptible(command(), bound=10.0))
+    # a second cancellation ended it (left behind at the bound, it would not have cleaned up)
+    assert swallowed == [1] and cleaned == [1]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler given back
+
+
+def test_interruptible_returns_the_result_without_a_ctrl_c():
+    from netdp_node.waiting import interruptible
+
+    async def command() -> int:
+        await asyncio.sleep(0)
+        return 7
+
+    assert asyncio.run(interruptible(command())) == 7
