@@ -4,6 +4,10 @@ SQLite ledger on the same commits (an independent implementation)."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.memledger import MemoryLedger
 
@@ -51,6 +55,15 @@ def test_memory_ledger_entries_read_as_the_sqlite_ledger_reads_them(tmp_path):
     ]
     assert all(type(e) is Entry and e.ts == 7.0 for e in got)
     assert len({e.id for e in got}) == len(got) and all(e.id > 0 for e in got)
+    # the entries recorded without parameters share one empty one, which refuses to change
+    (bare,) = [e for e in got if e.event == "value"]
+    again = mem.entries("j")[1]
+    assert bare.params == {} and json.dumps(bare.params) == "{}" and again.params is bare.params
+    with pytest.raises(TypeError):
+        bare.params["x"] = 1  # type: ignore[index]
+    with pytest.raises(TypeError):
+        bare.params.update(x=1)
+    assert bare.params == {} and [e.params for e in disk.entries("j")][1] == {}
     disk.close()
 
 
