@@ -33,6 +33,8 @@ from typing import Any
 import netdp_node
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: the packages a case runs (`_commit`)
+CODE = ("netdp", "netdp_node", "netdp_bootstrap")
 
 CASES: list[tuple[str, list[str]]] = [
     ("muffliato", ["--param", "graph=hypercube"]),
@@ -136,7 +138,8 @@ def run(
 
 
 def _commit(tree: Path) -> str:
-    """The git commit of the tree the cases ran, with "+dirty" if it has uncommitted changes."""
+    """The git commit of the tree the cases ran, with "+dirty" if its code (the packages a case
+    imports) has uncommitted changes."""
     try:
         head = subprocess.run(
             ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
@@ -145,7 +148,7 @@ def _commit(tree: Path) -> str:
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(tree), "status", "--porcelain", "--", *CODE],
             capture_output=True,
             text=True,
             check=True,
@@ -206,7 +209,7 @@ def main() -> None:
         case["machine"] = _machine()
         print(json.dumps({k: v for k, v in case.items() if k != "privacy"}), flush=True)
         data["cases"].append(case)
-        data["benchmark"] = f"netdp simulate --nodes {a.nodes} of every algorithm (command line)"
+        data["benchmark"] = "netdp simulate of every algorithm (command line; each case's n)"
         path.write_text(json.dumps(data, indent=2) + "\n")
 
 

@@ -155,13 +155,13 @@ def simulation_collector(*, exits_after: bool = False) -> Iterator[None]:
     """The cyclic garbage collector is off while a simulation and its report run. A simulation
     allocates millions of objects that live to its end (engines, ledger entries, duplicate
     indexes) and next to no garbage cycles (none of any size in Muffliato, muffliato-random, IncA,
-    walk, ring or rw-sgd runs: the same peak memory without the collector), so every pass of the
-    collector was wasted work: its young collections alone took a quarter of the CPU of
-    Muffliato at n = 1024 (with the default thresholds about 40 % at n = 256). Its previous state
-    is restored on the way out, and what the run left is collected then. With `exits_after`
-    (the command line: the process exits once the report is out) it is frozen instead
-    (`gc.freeze`, as `cli._run_daemon` does): the process frees it, not one last pass of the
-    collector over all of it (seconds at n = 2048)."""
+    walk-sum, ring-sum or rw-sgd runs, with faults too: the same peak memory without the
+    collector), so every pass of the collector was wasted work: its young collections alone took
+    a quarter of the CPU of Muffliato at n = 1024 (with the default thresholds about 40 % at
+    n = 256). Its previous state is restored on the way out, and what the run left is collected
+    then. With `exits_after` (the command line: the process exits once the report is out) it is
+    frozen instead (`gc.freeze`, as `cli._run_daemon` does): the process frees it, not one last
+    pass of the collector over all of it (seconds at n = 2048)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
