@@ -4,13 +4,15 @@
     python benchmarks/bench_simulate_all.py --only muffliato --timeout 600
 
 Each case is the command line a user types (`netdp simulate --algorithm A --nodes N --json
---quiet`; muffliato and muffliato-gd with `--param graph=hypercube`), so its wall time includes
-the start-up, the parameter preparation, the simulation and the accountants. Records per case
-the wall time, the peak resident set and CPU time of that process (os.wait4), the simulation's
-own wall time as the command reports it (`wall_s`), the job's T (rounds per gossip call, as
-`validate` prepares it; None for the others), the load average before and after (a shared
-machine), and the exit status (a case over --timeout is stopped and recorded as such). Writes
-benchmarks/results/simulate-<n>.json.
+--quiet`; muffliato and muffliato-gd with `--param graph=hypercube`, muffliato-random on its
+default ring and on the hypercube), so its wall time includes the start-up, the parameter
+preparation, the simulation and the accountants. Records per case the wall time, the peak
+resident set and CPU time of that process (os.wait4), the simulation's own wall time as the
+command reports it (`wall_s`), the job's T (rounds per gossip call, as `validate` prepares it;
+None for the others), the load average before and after (a shared machine), the machine, the
+tree that ran (the `netdp_node` this Python imports: set PYTHONPATH to measure another checkout
+side by side) and the exit status (a case over --timeout is stopped and recorded as such). Writes
+benchmarks/results/simulate-<n>.json, or `--out`.
 """
 
 from __future__ import annotations
@@ -28,11 +30,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import netdp_node
+
 RESULTS = Path(__file__).resolve().parent / "results"
+#: the packages a case runs (`_commit`)
+CODE = ("netdp", "netdp_node", "netdp_bootstrap")
 
 CASES: list[tuple[str, list[str]]] = [
     ("muffliato", ["--param", "graph=hypercube"]),
     ("muffliato-random", []),
+    ("muffliato-random", ["--param", "graph=hypercube"]),
     # the hypercube, not the default ring: on a ring of 2048 the spectral gap sets T = 4,305
     # rounds per step (about 176 million messages in 10 steps); the paper's own experiment with
     # Muffliato-GD (Cyffers et al., NeurIPS 2022, §5 and App. H.5) gossips on expanders (a fresh
@@ -84,6 +91,10 @@ def run(
             cmd,
             stdout=out,
             stderr=err,
+            # `-m` puts the working directory first on the path: from this folder the case runs
+            # the netdp_node this script imports (PYTHONPATH or the installed one), not a
+            # checkout that happens to be the working directory
+            cwd=Path(__file__).resolve().parent,
             start_new_session=True,
             preexec_fn=_limit_memory(max_memory_gb),
         )
@@ -126,6 +137,44 @@ def run(
     return case
 
 
+def _commit(tree: Path) -> str:
+    """The git commit of the tree the cases ran, with "+dirty" if its code (the packages a case
+    imports) has uncommitted changes."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(tree), "status", "--porcelain", "--", *CODE],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def _machine() -> dict[str, Any]:
+    """The CPU model, its cores and the memory of the machine the case ran on."""
+    model = ""
+    mem_gb = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_gb = round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return {"cpu": model, "cores": os.cpu_count(), "mem_gib": mem_gb}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -135,6 +184,11 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per case (900)")
     ap.add_argument("--label", default="", help="a label for these cases (before, after)")
     ap.add_argument(
+        "--out",
+        default="",
+        help="results file name under benchmarks/results (default simulate-<n>.json)",
+    )
+    ap.add_argument(
         "--max-memory-gb",
         type=float,
         default=12.0,
@@ -142,7 +196,8 @@ def main() -> None:
     )
     a = ap.parse_args()
     only = {x for x in a.only.split(",") if x}
-    path = RESULTS / f"simulate-{a.nodes}.json"
+    path = RESULTS / (a.out or f"simulate-{a.nodes}.json")
+    tree = Path(netdp_node.__file__).resolve().parent.parent  # what the cases run (PYTHONPATH)
     data = json.loads(path.read_text()) if path.exists() else {"cases": []}
     for alg, extra in CASES:
         if only and alg not in only:
@@ -150,9 +205,11 @@ def main() -> None:
         case = run(alg, extra, a.nodes, a.timeout, a.max_memory_gb)
         case["label"] = a.label
         case["when"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        case["tree"] = {"path": str(tree), "commit": _commit(tree)}
+        case["machine"] = _machine()
         print(json.dumps({k: v for k, v in case.items() if k != "privacy"}), flush=True)
         data["cases"].append(case)
-        data["benchmark"] = f"netdp simulate --nodes {a.nodes} of every algorithm (command line)"
+        data["benchmark"] = "netdp simulate of every algorithm (command line; each case's n)"
         path.write_text(json.dumps(data, indent=2) + "\n")
 
 

@@ -834,7 +834,7 @@ def _target(algorithm: str, params: dict[str, Any], n: int, target: float) -> di
 def cmd_simulate(a: argparse.Namespace) -> int:
     from netdp_node.simulate import run_simulation  # lazy: start-up cost
 
-    return run_simulation(a)
+    return run_simulation(a, exits_after=_COMMAND_LINE)
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
@@ -1676,7 +1676,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: `main` runs the process's own command line (no `argv` given): the process exits once the
+#: command returns, so a command may leave what it built to the process's end
+#: (`cmd_simulate`). False for a caller that passes `argv` (tests, other programs).
+_COMMAND_LINE = False
+
+
 def main(argv: list[str] | None = None) -> int:
+    global _COMMAND_LINE
+    _COMMAND_LINE = argv is None
     parser = build_parser()
     a = parser.parse_args(argv)
     try:

@@ -555,14 +555,15 @@ class JobRunner:
                 finally:
                     published.set_result(None)
                 self.log.info("published its %s on the bulletin", kind)
+            position, want = self.engine.position, self.engine.payload_shape(kind)
             while True:
                 entries, after, final = await self._on_bulletin(read, until, "read")
                 new: dict[str, Message] = {}
                 for sender, m in entries:
-                    if sender in seen or sender not in self.engine.position or m.kind != kind:
+                    if sender in seen or sender not in position or m.kind != kind:
                         continue
                     shape = None if m.payload is None else tuple(m.payload.shape)
-                    if shape != self.engine.payload_shape(kind):
+                    if shape != want:
                         self.log.warning(
                             "bulletin: %s of %s has a payload of shape %s", kind, sender, shape
                         )
@@ -635,9 +636,10 @@ class JobRunner:
         entry) is published again (the bulletin accepts an identical one) and only the entries of
         participants that no record of this job names (its `Entry.kind`, `_apply`'s
         `bulletin_kind`) are handed to the engine: none is recorded twice. Bounded as the first
-        reading: `_bulletin_wait` seconds after the publication, at least one read. A publication
-        recorded without its message (a ledger from before) is not read again. Returns how many
-        readings it took up."""
+        reading: `_bulletin_wait` seconds after the publication, at least one read. A record that
+        takes several participants' entries at once names them in its params' "peers"
+        (`Engine.on_published`). A publication recorded without its message (a ledger from
+        before) is not read again. Returns how many readings it took up."""
         if self.node.bulletin is None:
             return 0
         ledger = self.node.ledger
@@ -662,14 +664,13 @@ class JobRunner:
                     "again, the bulletin is read",
                     kind,
                 )
-            taken = {
-                e.peer
-                for e in everything
-                if e.direction == "local"
-                and e.kind == kind
-                and e.peer
-                and e.event not in ("acked", "publish")
-            }
+            taken: set[str] = set()
+            for e in everything:
+                if e.direction != "local" or e.kind != kind or e.event in ("acked", "publish"):
+                    continue
+                if e.peer:
+                    taken.add(e.peer)
+                taken.update(e.params.get("peers", ()))  # a record of a whole batch
             elapsed = min(max(0.0, time.time() - pub.ts), wait)
             self.log.warning(
                 "resuming the reading of the bulletin (%s) after a restart: %d of %d other "

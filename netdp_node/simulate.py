@@ -67,10 +67,6 @@ log = logging.getLogger("netdp.simulate")
 
 #: Virtual seconds a simulation may run at most by default (every wait is bounded).
 MAX_VIRTUAL_S = 1e6
-#: The cyclic garbage collector's young thresholds during a simulation (`simulation_collector`):
-#: with the default (700, 10) it took about 40 % of the CPU of Muffliato at n = 256 while finding
-#: almost nothing to free.
-GC_YOUNG_THRESHOLDS = (50_000, 20)
 
 
 @dataclass
@@ -155,21 +151,26 @@ class _SimTransport(MemoryTransport):
 
 
 @contextlib.contextmanager
-def simulation_collector() -> Iterator[None]:
-    """The garbage collector during a simulation and its report: young generations collected less
-    often (`GC_YOUNG_THRESHOLDS`) and no automatic full collection. A simulation allocates millions
-    of short-lived objects next to millions of long-lived ones (engines, ledger entries, views,
-    duplicate indexes) that grow with every message: each automatic full collection walked all of
-    them and found almost nothing to free (IncA, n = 128: 38.6 CPU-s, 14.9 without; Muffliato,
-    n = 256: 14.7 -> 10.9 CPU-s with the young thresholds alone). A cycle that outlives the young
-    generations waits for the end; the previous thresholds are restored on the way out."""
-    before = gc.get_threshold()
-    gen0, gen1 = (max(a, b) for a, b in zip(before, GC_YOUNG_THRESHOLDS))
-    gc.set_threshold(gen0, gen1, 1 << 30)
+def simulation_collector(*, exits_after: bool = False) -> Iterator[None]:
+    """The cyclic garbage collector is off while a simulation and its report run. A simulation
+    allocates millions of objects that live to its end (engines, ledger entries, duplicate
+    indexes) and next to no garbage cycles (none of any size in Muffliato, muffliato-random, IncA,
+    walk-sum, ring-sum or rw-sgd runs, with faults too: the same peak memory without the
+    collector), so every pass of the collector was wasted work: its young collections alone took
+    a quarter of the CPU of Muffliato at n = 1024 (with the default thresholds about 40 % at
+    n = 256). Its previous state is restored on the way out, and what the run left is collected
+    then. With `exits_after` (the command line: the process exits once the report is out) it is
+    frozen instead (`gc.freeze`, as `cli._run_daemon` does): the process frees it, not one last
+    pass of the collector over all of it (seconds at n = 2048)."""
+    enabled = gc.isenabled()
+    gc.disable()
     try:
         yield
     finally:
-        gc.set_threshold(*before)
+        if exits_after:
+            gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 class Simulator:
@@ -281,7 +282,7 @@ class Simulator:
         self.board.add_job(self.job_id, self.ids)
         spec = json.loads(json.dumps(spec_dict(self.context), sort_keys=True))
         shared_specs = {self.job_id: spec}  # one copy of the public spec for every node
-        shared_params: dict[Any, dict[str, Any]] = {}  # equal entry parameters decoded once
+        shared_params: dict[int, tuple[Any, Any]] = {}  # shared entry parameters decoded once
         for i, nid in enumerate(self.ids):
             if self.ledger_dir is not None:
                 ledger: Ledger = Ledger(self.ledger_dir / nid, nid)
@@ -656,12 +657,11 @@ def node_privacy(res: SimResult, ids: Sequence[str], spec: Mapping[str, Any]) ->
     }
 
 
-def run_simulation(a: Any) -> int:
+def run_simulation(a: Any, *, exits_after: bool = False) -> int:
     """`netdp simulate` (see the CLI help), with the collector of a run (`simulation_collector`)
     until its report is out: the accountants and the report read every node's ledger after the
-    run, and with the default thresholds the collector went over the whole heap again and again
-    (gigabytes at n = 2048)."""
-    with simulation_collector():
+    run. `exits_after`: the process exits once this returns (see `simulation_collector`)."""
+    with simulation_collector(exits_after=exits_after):
         return _run_simulation(a)
 
 

@@ -239,3 +239,25 @@ def loopback_pki(root: Path, ids: Sequence[str]) -> Path:
     for nid in ids:
         pki.issue(root, nid, hosts=("127.0.0.1",))
     return root
+
+
+def published_schedules(entries: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """The other participants' Muffliato schedules a node's ledger holds, by publisher, in the
+    one-record-per-publisher form of the "schedule" records ({"missing": [...]} or
+    {"activations": [...]}), whatever form the ledger holds them in: one "schedules" record per
+    bulletin batch (a publisher named in `peers` and absent from the field published an empty
+    schedule) or one "schedule" record per publisher. Which batch a publisher was read in
+    depends on timing; what it published does not."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        if e.direction != "local":
+            continue
+        if e.event == "schedules":
+            field_ = "missing" if "missing" in e.params else "activations"
+            for v in e.params["peers"]:
+                assert v not in out, f"{v}'s schedule recorded twice"
+                out[v] = {field_: [list(x) for x in e.params[field_].get(v, [])]}
+        elif e.event == "schedule":
+            assert e.peer not in out, f"{e.peer}'s schedule recorded twice"
+            out[e.peer] = dict(e.params)
+    return out

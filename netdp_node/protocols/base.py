@@ -551,7 +551,9 @@ class Engine:
         """Entries of the job's bulletin: {participant: its published message of `kind`}, other
         participants only, each at most once per job, authenticated by the bulletin (the
         publisher's own channel). An engine records what it takes (and may record why it does not
-        take a malformed one); it is called only after this node published `kind` itself."""
+        take a malformed one); it is called only after this node published `kind` itself. A record
+        names the participant whose entry it takes as its `peer`, or, for several at once, in its
+        params' "peers" list: a restart hands the engine only the entries no record names."""
         return []
 
     def restore(

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from harness import published_schedules
 
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
@@ -65,9 +66,7 @@ async def test_muffliato_processes_share_schedules_through_the_bootstrap(tmp_pat
         # every node reads the bulletin once it is complete (bounded wait for the last reads)
         deadline = time.monotonic() + 60
         while True:
-            counts = {
-                v: sum(1 for e in _entries(c, v, "bul") if e.event == "schedule") for v in c.ids
-            }
+            counts = {v: len(published_schedules(_entries(c, v, "bul"))) for v in c.ids}
             if all(k == N - 1 for k in counts.values()) or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.5)
@@ -78,8 +77,7 @@ async def test_muffliato_processes_share_schedules_through_the_bootstrap(tmp_pat
             (pub,) = [e for e in es if e.event == "publish"]
             assert pub.kind == "schedule"
             assert dict(published[v].entry.scalars) == {}  # no drop: an empty schedule
-            peers = sorted(e.peer for e in es if e.event == "schedule")
-            assert peers == sorted(set(c.ids) - {v})
+            assert sorted(published_schedules(es)) == sorted(set(c.ids) - {v})
             job = ledger_report(c.ledger(v), job_id="bul")["jobs"][0]
             assert job["state"] == "done"
             assert ma.JOINT_VIEW in job["baselines"], sorted(job["baselines"])

@@ -16,7 +16,7 @@ import signal
 import sqlite3
 
 import pytest
-from harness import ledger_job_row
+from harness import ledger_job_row, published_schedules
 
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.errors import LedgerError
@@ -42,7 +42,7 @@ def _entries(ledger_dir, job: str) -> list[Entry]:
 
 
 def _schedules(es: list[Entry]) -> list[str]:
-    return sorted(e.peer for e in es if e.direction == "local" and e.event == "schedule")
+    return sorted(published_schedules(es))  # (each publisher once)
 
 
 @pytest.mark.timeout(300)

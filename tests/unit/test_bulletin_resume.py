@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 import pytest_asyncio
-from harness import loopback_pki
+from harness import loopback_pki, published_schedules
 
 from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
 from netdp_node.algorithms.muffliato import accountant as ma
@@ -129,7 +129,8 @@ class Hang(Bulletin):
 
 
 def schedules(entries: list[Entry]) -> list[str]:
-    return sorted(e.peer for e in entries if e.direction == "local" and e.event == "schedule")
+    """The publishers whose schedule the ledger holds (each once: `published_schedules` checks)."""
+    return sorted(published_schedules(entries))
 
 
 async def bounded(aws: list[asyncio.Task[None]], what: str, timeout: float = 30.0) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from harness import published_schedules
 
 from netdp_node.algorithms import get_algorithm
 from netdp_node.algorithms.muffliato import accountant as ma
@@ -82,9 +83,13 @@ def test_every_node_publishes_once_and_reads_every_other_schedule() -> None:
         # the publication is recorded in the step that releases the output, before it is uploaded
         assert pub.kind == "schedule" and es.index(pub) < out + 1
         published[v] = pub.digest
-        scheds = [e for e in es if e.event == "schedule" and e.direction == "local"]
-        assert sorted(e.peer for e in scheds) == sorted(set(ids) - {v})
-        assert all(e.params == {"missing": []} for e in scheds)  # no drop
+        scheds = published_schedules(es)
+        assert sorted(scheds) == sorted(set(ids) - {v})
+        assert all(m == {"missing": []} for m in scheds.values())  # no drop
+        # one ledger record per batch read from the bulletin, not one per publisher
+        batches = [e for e in es if e.event == "schedules"]
+        assert 1 <= len(batches) < n - 1 and not [e for e in es if e.event == "schedule"]
+        assert all(e.params["missing"] == {} for e in batches)
     # the bulletin holds what each node recorded as published (same digest)
     entries = sim.board._entries[(sim.job_id, "schedule")]
     assert {s: m.digest() for s, m in entries} == published
@@ -107,8 +112,7 @@ def test_a_node_that_never_publishes_is_left_out_not_read_as_empty() -> None:
     spec = _spec(sim)
     for v in survivors:
         es = res.entries[v]
-        peers = sorted(e.peer for e in es if e.event == "schedule" and e.direction == "local")
-        assert peers == sorted(set(survivors) - {v})
+        assert sorted(published_schedules(es)) == sorted(set(survivors) - {v})
         reports = ma._reports(es, v)
         assert "n3" not in reports and set(reports) == set(survivors)
     # n3's neighbours saw its edges go: their published schedules name them
@@ -123,8 +127,8 @@ def test_a_node_that_never_publishes_is_left_out_not_read_as_empty() -> None:
         )
     ]
     assert nb3
-    got = [e for e in res.entries["n0"] if e.event == "schedule" and e.peer == nb3[0]]
-    assert any(w == "n3" for _, w in got[0].params["missing"])
+    got = published_schedules(res.entries["n0"])[nb3[0]]
+    assert any(w == "n3" for _, w in got["missing"])
     ma.sync_schedules(spec, res.entries["n0"], "n0")  # computed, no error
 
 
@@ -210,6 +214,9 @@ def test_randomized_gossip_publishes_its_activation_list_on_the_bulletin() -> No
     got = e["n1"].on_published(
         SCHEDULE, {"n0": pub.msg, "n2": Message(SCHEDULE, scalars={"x:1": 1.0})}
     )
-    assert [(a.event, a.peer) for a in got] == [("schedule", "n0"), ("bulletin-refused", "n2")]
-    assert got[0].params == {"activations": [["n0", 1, "n1", True], ["n2", 1, "n0", False]]}
+    assert [(a.event, a.peer) for a in got] == [("schedules", ""), ("bulletin-refused", "n2")]
+    assert got[0].params == {
+        "peers": ["n0"],
+        "activations": {"n0": (("n0", 1, "n1", True), ("n2", 1, "n0", False))},
+    }
     assert "bad activation" in got[1].params["reason"]

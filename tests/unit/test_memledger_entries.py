@@ -4,6 +4,10 @@ SQLite ledger on the same commits (an independent implementation)."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from netdp_node.ledger import Entry, Ledger
 from netdp_node.memledger import MemoryLedger
 
@@ -51,21 +55,35 @@ def test_memory_ledger_entries_read_as_the_sqlite_ledger_reads_them(tmp_path):
     ]
     assert all(type(e) is Entry and e.ts == 7.0 for e in got)
     assert len({e.id for e in got}) == len(got) and all(e.id > 0 for e in got)
+    # the entries recorded without parameters share one empty one, which refuses to change
+    (bare,) = [e for e in got if e.event == "value"]
+    again = mem.entries("j")[1]
+    assert bare.params == {} and json.dumps(bare.params) == "{}" and again.params is bare.params
+    with pytest.raises(TypeError):
+        bare.params["x"] = 1  # type: ignore[index]
+    with pytest.raises(TypeError):
+        bare.params.update(x=1)
+    assert bare.params == {} and [e.params for e in disk.entries("j")][1] == {}
     disk.close()
 
 
-def test_shared_parameters_read_as_json_reads_them(tmp_path):
-    """Equal plain parameters are decoded once and shared by the ledgers given one
-    `shared_params` (the public schedules every simulated node records); values that are equal
-    keys but not equal JSON (1, 1.0, True; numpy floats; int dict keys) are not confused. Each
-    ledger reads back exactly what the SQLite ledger reads back from the same commits."""
+def test_parameters_read_as_json_reads_them_and_immutable_ones_are_shared(tmp_path):
+    """Each ledger reads back exactly what the SQLite ledger reads back from the same commits:
+    values that are equal in Python but not equal JSON (1, 1.0, True; numpy floats; int dict
+    keys; -0.0) are not confused. A tuple recorded by several entries of the ledgers given one
+    `shared_params` (the public schedules every simulated node records) is decoded once; lists
+    and dicts are decoded afresh (they may change after they were recorded), and so are tuples
+    that hold one."""
     import numpy as np
 
+    shared_tuple = ((3, "node-2"), (4, "node-9"))
+    holds_a_list = ((1, ["a"]),)
+    changing = [1, 2]
     values = [
         {"missing": []},
         {"missing": []},
         {"missing": [[3, "node-2"], [4, "node-9"]]},
-        {"missing": ((3, "node-2"), (4, "node-9"))},  # tuples: the same JSON as the lists
+        {"missing": shared_tuple},  # tuples: the same JSON as the lists
         {"x": 1},
         {"x": 1.0},
         {"x": True},
@@ -75,6 +93,9 @@ def test_shared_parameters_read_as_json_reads_them(tmp_path):
         {"k": {1: 2}},  # an int key: JSON makes it "1"
         {"x": float("inf"), "y": -0.0},
         {"x": 0.0},
+        {"peers": ["n1", "n2"], "missing": {"n2": shared_tuple, "n1": ()}},
+        {"t": holds_a_list},
+        {"l": changing},
     ]
     shared: dict = {}
     mems = [MemoryLedger(f"m{i}", clock=lambda: 1.0, shared_params=shared) for i in range(2)]
@@ -85,7 +106,17 @@ def test_shared_parameters_read_as_json_reads_them(tmp_path):
         led.commit(
             [Entry(job_id="j", direction="local", event="e", params=dict(v)) for v in values]
         )
+    changing.append(3)  # changed after it was recorded, then recorded again
+    holds_a_list[0][1].append("b")
+    for led in (*mems, disk):
+        led.commit(
+            [
+                Entry(job_id="j", direction="local", event="e", params={"l": changing}),
+                Entry(job_id="j", direction="local", event="e", params={"t": holds_a_list}),
+            ]
+        )
     want = [e.params for e in disk.entries("j")]
+    assert want[-2:] == [{"l": [1, 2, 3]}, {"t": [[1, ["a", "b"]]]}]
     for mem in mems:
         got = [e.params for e in mem.entries("j")]
         assert got == want
@@ -93,10 +124,11 @@ def test_shared_parameters_read_as_json_reads_them(tmp_path):
         assert [[(k, type(x)) for k, x in p.items()] for p in got] == [
             [(k, type(x)) for k, x in p.items()] for p in want
         ]
-        assert [str(p) for p in got] == [str(p) for p in want]  # -0.0 stays -0.0
+        assert [str(p) for p in got] == [str(p) for p in want]  # -0.0 stays -0.0; keys sorted
     a, b = (m.entries("j") for m in mems)
-    assert a[0].params is b[0].params is a[1].params  # one decoded object for equal values
-    assert a[2].params is a[3].params
-    assert len({id(p.params) for p in a[4:8]}) == 4 and type(a[5].params["x"]) is float
-    assert a[11].params is not a[12].params  # -0.0 is not 0.0
+    # one decoded list for the tuple, in every entry and ledger that recorded it
+    assert a[3].params["missing"] is b[3].params["missing"] is a[13].params["missing"]["n2"]
+    assert a[0].params["missing"] is not a[1].params["missing"]  # lists: decoded afresh
+    assert a[14].params["t"] is not b[14].params["t"]  # a tuple holding a list too
+    assert type(a[5].params["x"]) is float and type(a[7].params["x"]) is float
     disk.close()

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 import pytest
-from harness import TRANSPORTS, contexts, make_net
+from harness import TRANSPORTS, contexts, make_net, published_schedules
 
 from netdp_node.algorithms import get_algorithm
 from netdp_node.algorithms.accounting import JobView
@@ -80,15 +80,7 @@ async def _settle_schedules(net, ids, job="j", timeout=20.0) -> None:
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while loop.time() < end:
-        if all(
-            sum(
-                1
-                for e in net.ledger(v).entries(job)
-                if e.event == "schedule" and e.direction == "local"
-            )
-            == len(ids) - 1
-            for v in ids
-        ):
+        if all(len(published_schedules(net.ledger(v).entries(job))) == len(ids) - 1 for v in ids):
             return
         await asyncio.sleep(0.05)
     raise AssertionError("schedules were not published to everyone in time")
@@ -505,10 +497,10 @@ def test_published_schedule_names_the_edges_that_did_not_realise():
     rec = b.on_published(SCHEDULE, {"n0": msg})
     # recorded as received (compact), the realised rounds rebuilt by the accountant
     assert [(x.event, x.peer, x.params) for x in rec] == [
-        ("schedule", "n0", {"missing": [[1, "n5"], [2, "n1"], [2, "n5"]]})
+        ("schedules", "", {"peers": ["n0"], "missing": {"n0": ((1, "n5"), (2, "n1"), (2, "n5"))}})
     ]
     spec = {"job_id": "j", "algorithm": "muffliato", "participants": ids, "params": p}
-    entry = Entry(job_id="j", direction="local", event="schedule", peer="n0", params=rec[0].params)
+    entry = Entry(job_id="j", direction="local", event="schedules", params=rec[0].params)
     reports = ma._reports([entry], "n2")
     ma._realised(spec, reports, [ma._adjacency(n, ma.call_graph(spec, 0))])
     assert reports == {"n0": {0: ["n1", "n5"], 1: ["n1"]}}
@@ -517,14 +509,16 @@ def test_published_schedule_names_the_edges_that_did_not_realise():
     a2.realised = [[3, 5]] * 3
     msg2 = next(x.msg for x in a2._finish() if isinstance(x, Publish))
     assert msg2.scalars == {}  # no drop: an empty schedule
-    assert full.on_published(SCHEDULE, {"n4": msg2})[0].params == {"missing": []}
+    # an empty schedule: its publisher is named, nothing is held for it
+    assert full.on_published(SCHEDULE, {"n4": msg2})[0].params == {"peers": ["n4"], "missing": {}}
     # a malformed entry (n0 and n3 are not neighbours on the ring) is recorded as refused, with
     # the reason, and not as a schedule; the others of the same batch are taken
     got = eng["n1"].on_published(
         SCHEDULE, {"n0": Message(SCHEDULE, scalars={"0:3": 0.0}), "n4": msg2}
     )
-    assert [(x.event, x.peer) for x in got] == [("bulletin-refused", "n0"), ("schedule", "n4")]
-    assert "not an edge" in got[0].params["reason"]
+    assert [(x.event, x.peer) for x in got] == [("schedules", ""), ("bulletin-refused", "n0")]
+    assert got[0].params["peers"] == ["n4"]
+    assert "not an edge" in got[1].params["reason"]
     # a second entry of the same participant is refused; another kind is not taken
     again = eng["n1"].on_published(SCHEDULE, {"n4": msg2})
     assert [x.event for x in again] == ["bulletin-refused"]

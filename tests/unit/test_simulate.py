@@ -101,3 +101,39 @@ def test_cli_simulate_refuses_a_non_integer_step_count(capsys):
     assert main(["simulate", "--nodes", "10", "--param", "T=30.5"]) == 2
     err = capsys.readouterr().err
     assert "T" in err and "integer" in err and "30.5" in err
+
+
+def test_the_collector_is_off_while_a_simulation_runs_and_restored_after():
+    """The cyclic collector does not run during a simulation (its passes over the run's
+    long-lived objects found nothing to free); its state and thresholds are the same after, and
+    only the command line (`exits_after`) leaves the run's objects frozen for the process's end."""
+    import gc
+
+    from netdp_node.simulate import simulation_collector
+
+    n = 8
+    ids = _ids(n)
+    p = get_algorithm("muffliato").validate({"graph": "hypercube", "T": 3}, n)
+    data, _ = synthetic_data("muffliato", ids, p, 1)
+    seen: list[bool] = []
+
+    async def after(sim: Simulator) -> None:
+        seen.append(gc.isenabled())
+
+    thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
+    assert gc.isenabled()
+    res = Simulator("muffliato", ids, p, data, seed=1, after=after).run()
+    assert len(res.outputs) == n and seen == [False]
+    assert gc.isenabled() and gc.get_threshold() == thresholds
+    assert gc.get_freeze_count() == frozen
+    gc.disable()  # a caller's own setting is kept
+    try:
+        with simulation_collector():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with simulation_collector(exits_after=True):
+        pass
+    assert gc.isenabled() and gc.get_freeze_count() > frozen
+    gc.unfreeze()

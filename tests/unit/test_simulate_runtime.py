@@ -39,23 +39,23 @@ def _ids(n: int) -> list[str]:
 
 def _view(entries: list[Entry]) -> list[tuple[Any, ...]]:
     """A node's ledger view, timestamps and row ids aside; `acked` notes aside (they are written
-    with a later commit, whose timing is the transport's), in a canonical order."""
-    return sorted(
-        (
-            e.direction,
-            e.event,
-            e.peer,
-            e.kind,
-            e.walk,
-            e.epoch,
-            e.seq,
-            e.round,
-            e.digest,
-            json.dumps(e.params, sort_keys=True),
-        )
-        for e in entries
-        if e.event != "acked"
-    )
+    with a later commit, whose timing is the transport's), in a canonical order. A record of a
+    batch of the bulletin's schedules ("schedules") counts as one row per publisher, with what it
+    holds for that publisher: which batch a publisher's entry was read in, and in which order,
+    depends on the timing of the publications (the transport's); what is recorded does not."""
+    rows = []
+    for e in entries:
+        if e.event == "acked":
+            continue
+        fields = (e.direction, e.event, e.peer, e.kind, e.walk, e.epoch, e.seq, e.round, e.digest)
+        if e.event == "schedules" and e.direction == "local":
+            held = "missing" if "missing" in e.params else "activations"
+            for v in e.params["peers"]:
+                per = {held: e.params[held].get(v, [])}
+                rows.append((*fields[:2], v, *fields[3:], json.dumps(per, sort_keys=True)))
+            continue
+        rows.append((*fields, json.dumps(e.params, sort_keys=True)))
+    return sorted(rows)
 
 
 def _bad_traffic(ids: list[str], job: str, dim: int) -> list[tuple[str, str, str, Message]]:

@@ -8,13 +8,16 @@ eq. (6) is not a per-pair bound). The computations are `netdp_node.privacy.pndp_
 `netdp_node.privacy.muffliato_accountant`'s: public graphs, labels); this module only rebuilds the
 realised schedule from the ledger.
 
-What the ledger holds (see `protocols/muffliato.py`): the node's own "round" records (its realised
-neighbours per round) or "activation" records (randomized gossip), and the "schedule" records of
-the other participants, which every node publishes to all at the end of the job (the realised
-schedule is treated as public): as received, the sender's public edges that did NOT realise
-(`missing`, empty without drops), from which `sync_schedules` rebuilds the realised rounds with
-the public graph; ledgers written before hold the expanded form (`realised`, the realised
-neighbours of every round), read as such.
+What the ledger holds (see `algorithms/muffliato/engine.py`): the node's own "round" records (its
+realised neighbours per round) or "activation" records (randomized gossip), and the schedules of
+the other participants, which every node publishes on the job's bulletin at the end of the job
+(the realised schedule is treated as public): one "schedules" record per batch read from the
+bulletin, naming its publishers (`peers`) and holding, per publisher, its public edges that did
+NOT realise (`missing`, only the publishers that have some: none without drops) or its
+activation list (`activations`), from which `sync_schedules` rebuilds the realised rounds with the
+public graph. Ledgers written before hold one "schedule" record per publisher (`missing`,
+`activations`, or earlier still the expanded form `realised`, the realised neighbours of every
+round), read as such.
 
 The guarantee (what the node enforces in its budget checks, records and reports as its loss):
 the LOCAL-DP level of its release x + η, composed over its calls. The noise is a discrete Gaussian
@@ -139,10 +142,19 @@ def _reports(entries: Iterable[Any], me: str) -> dict[str, Any]:
                     e.params["status"] == "committed",
                 ]
             )
-        elif e.event == "schedule":
+        elif e.event == "schedules":  # a batch of the bulletin (a publisher absent: empty)
+            if "missing" in e.params:  # the publishers' public edges that did not realise
+                held = e.params["missing"]
+                for v in e.params["peers"]:
+                    out[v] = Missing((int(r), str(w)) for r, w in held.get(v, ()))
+            else:
+                held = e.params["activations"]
+                for v in e.params["peers"]:
+                    out[v] = [list(a) for a in held.get(v, ())]
+        elif e.event == "schedule":  # one publisher per entry: ledgers written before
             if "missing" in e.params:  # as received: the sender's public edges that did not realise
                 out[e.peer] = Missing((int(r), str(w)) for r, w in e.params["missing"])
-            elif "realised" in e.params:  # the expanded form of ledgers written before
+            elif "realised" in e.params:  # the expanded form of ledgers written earlier still
                 out[e.peer] = {int(r): list(v) for r, v in e.params["realised"].items()}
             else:
                 out[e.peer] = [list(a) for a in e.params["activations"]]

@@ -97,10 +97,12 @@ the job's public bulletin (`Publish`; the bootstrap's bulletin in a deployment: 
 message, as public scalars "round:neighbour", the edges of its public graph that did NOT realise,
 so it is empty without drops). The runtime records the publication in the node's ledger before it
 uploads it, then reads the bulletin and hands every other participant's schedule to
-`on_published`, which checks it and records it as received ("schedule" ledger event, `missing`:
-[round, neighbour] pairs; ledgers written before hold the expanded form, `realised`: the realised
-neighbours of every round, and are still read; a malformed one is recorded as "bulletin-refused",
-with the reason, and counts as never published). A schedule sent over a peer link is refused. With
+`on_published`, which checks them and records each batch as received in one ledger entry
+("schedules": the publishers taken, and the [round, neighbour] pairs of those whose schedule is not
+empty; `_take_schedules`). Ledgers written before hold one "schedule" entry per publisher (its
+`missing` pairs, or, earlier still, the expanded form `realised`: the realised neighbours of every
+round) and are still read. A malformed one is recorded as "bulletin-refused", with the reason, and
+counts as never published. A schedule sent over a peer link is refused. With
 those of every participant (or at least one end of every realised edge) the accountant rebuilds the
 realised schedule from the public graph; before that, or if some never arrive, it does not show the
 joint view.
@@ -201,33 +203,64 @@ def _check_payload(x: np.ndarray) -> np.ndarray:
 _SCHEDULE_BY_BULLETIN = "a schedule is published on the job's bulletin, not sent to peers"
 
 
-def _checked(ctx: JobContext) -> dict[str, tuple[Message, dict[str, Any]]]:
+#: The ledger event of a batch of schedules taken from the bulletin (see `_take_schedules`).
+SCHEDULES = "schedules"
+
+
+def _checked(ctx: JobContext) -> dict[str, tuple[Message, tuple[Any, ...]]]:
     """The schedules already checked at this job, by sender: (the bulletin's entry, what it is
-    recorded as). The check depends only on the entry and the public job, so the engines of the
-    nodes a process holds (n of them in `netdp simulate`) check each entry once, not once each:
-    an engine reuses the result only for the very same entry object; a different one (e.g. read
-    from the bulletin by another process) is checked afresh. What each node records is the same.
-    Public, read-only once stored: the records share it (the ledgers store their own copy)."""
+    recorded as: a tuple of tuples, empty for a Muffliato schedule without drops). The check
+    depends only on the entry and the public job, so the engines of the nodes a process holds (n
+    of them in `netdp simulate`) check each entry once, not once each: an engine reuses the result
+    only for the very same entry object; a different one (e.g. read from the bulletin by another
+    process) is checked afresh. What each node records is the same. Public and immutable: the
+    records share it."""
     return ctx.shared.get("muffliato-checked-schedules", dict)
 
 
 def _take_schedules(
     engine: MuffliatoSync | MuffliatoRandom, kind: str, published: Mapping[str, Message]
 ) -> list[Action]:
-    """The peers' schedules from the job's bulletin, in the bulletin's order: each checked and
-    recorded ("schedule"), or recorded as refused ("bulletin-refused", with the reason: the
-    accountant then treats it as never published). A second one from a participant is refused."""
+    """The peers' schedules of one batch of the job's bulletin, each checked, recorded as ONE
+    ledger entry (event "schedules"): `peers`, the publishers taken, in the bulletin's order (the
+    runtime's resumption reads it), and per publisher what its schedule holds, in the engine's
+    field (`SCHEDULE_FIELD`): Algorithm 1 "missing" (only the publishers whose schedule is not
+    empty: the [round, neighbour] edges of their public graph that did not realise), Algorithm 2
+    "activations" (every publisher: its [initiator, id, peer, committed] exchanges in its order).
+    A publisher in `peers` and not in that field published an empty schedule. A malformed
+    schedule, or a second one from a participant, is recorded as refused ("bulletin-refused",
+    with the reason: the accountant then treats it as never published). One entry per batch
+    instead of one per publisher: every node records the n − 1 others (n(n − 1) entries in a
+    simulation of n nodes)."""
     if kind != SCHEDULE:
         return []
-    actions: list[Action] = []
+    peers: list[str] = []
+    held: dict[str, tuple[Any, ...]] = {}
+    refused: list[Action] = []
+    checked, taken_before = _checked(engine.ctx), engine.schedules
+    every = engine.SCHEDULE_FIELD == "activations"  # Algorithm 2 holds even an empty list
     for sender, msg in published.items():
-        try:
-            actions += engine._on_schedule(sender, msg)
-        except Refused as e:
-            actions.append(
-                Record("bulletin-refused", peer=sender, params={"kind": kind, "reason": e.reason})
-            )
-    return actions
+        hit = checked.get(sender)
+        if hit is not None and hit[0] is msg and sender not in taken_before:
+            got = hit[1]  # the same entry, checked by another engine (`_on_schedule`, inlined)
+            taken_before.add(sender)
+        else:
+            try:
+                got = engine._on_schedule(sender, msg)
+            except Refused as e:
+                refused.append(
+                    Record(
+                        "bulletin-refused", peer=sender, params={"kind": kind, "reason": e.reason}
+                    )
+                )
+                continue
+        peers.append(sender)
+        if got or every:
+            held[sender] = got
+    taken: list[Action] = []
+    if peers:
+        taken.append(Record(SCHEDULES, params={"peers": peers, engine.SCHEDULE_FIELD: held}))
+    return taken + refused
 
 
 # -- Algorithm 1 (and the gossip calls of Algorithm 3) ---------------------------------------------
@@ -241,6 +274,8 @@ class MuffliatoSync(Engine):
     """
 
     defer_receipts = True
+    #: what the "schedules" ledger entry holds per publisher (`_take_schedules`)
+    SCHEDULE_FIELD: ClassVar[str] = "missing"
 
     algorithm = "muffliato"
     params_class: ClassVar[type[GossipParams]] = MuffliatoAverageParams
@@ -509,13 +544,16 @@ class MuffliatoSync(Engine):
     def on_published(self, kind: str, published: Mapping[str, Message]) -> list[Action]:
         return _take_schedules(self, kind, published)
 
-    def _on_schedule(self, sender: str, msg: Message) -> list[Action]:
+    def _on_schedule(self, sender: str, msg: Message) -> tuple[Any, ...]:
+        """`sender`'s published schedule, checked: its public edges that did not realise, as
+        ((round, neighbour), ...) sorted (empty without drops; `_take_schedules` records it);
+        Refused if it is malformed or a second one."""
         if sender in self.schedules:
             raise Refused(RefusalCode.FAILED_PRECONDITION, f"second schedule from {sender}")
         hit = _checked(self.ctx).get(sender)
         if hit is not None and hit[0] is msg:  # the same entry, checked by another engine
             self.schedules.add(sender)
-            return [Record("schedule", peer=sender, params=hit[1])]
+            return hit[1]
         s = self.position[sender]
         missing: set[tuple[int, int]] = set()
         for k in msg.scalars:  # "round:neighbour index" of each public edge that did not realise
@@ -538,9 +576,9 @@ class MuffliatoSync(Engine):
         self.schedules.add(sender)
         # recorded as received (compact: empty without drops); the accountant rebuilds the
         # realised rounds from the public graph when it needs them (`accountant._reports`)
-        params = {"missing": [[r, self.ids[w]] for r, w in sorted(missing)]}
-        _checked(self.ctx)[sender] = (msg, params)
-        return [Record("schedule", peer=sender, params=params)]
+        held = tuple((r, self.ids[w]) for r, w in sorted(missing))
+        _checked(self.ctx)[sender] = (msg, held)
+        return held
 
     def on_timer(self, name: str) -> list[Action]:
         if name.startswith("round:") and int(name[6:]) == self.r and not self.done:
@@ -683,6 +721,7 @@ class MuffliatoRandom(Engine):
     """
 
     algorithm = "muffliato-random"
+    SCHEDULE_FIELD: ClassVar[str] = "activations"  # (`_take_schedules`)
     params_class = MuffliatoRandomParams
     params: MuffliatoRandomParams
 
@@ -864,14 +903,16 @@ class MuffliatoRandom(Engine):
     def on_published(self, kind: str, published: Mapping[str, Message]) -> list[Action]:
         return _take_schedules(self, kind, published)
 
-    def _on_schedule(self, sender: str, msg: Message) -> list[Action]:
+    def _on_schedule(self, sender: str, msg: Message) -> tuple[Any, ...]:
+        """`sender`'s published activation list, checked: ((initiator, id, peer, committed), ...)
+        in its order (`_take_schedules` records it); Refused if malformed or a second one."""
         if sender in self.schedules:
             raise Refused(RefusalCode.FAILED_PRECONDITION, f"second schedule from {sender}")
         hit = _checked(self.ctx).get(sender)
         if hit is not None and hit[0] is msg:  # the same entry, checked by another engine
             self.schedules.add(sender)
-            return [Record("schedule", peer=sender, params=hit[1])]
-        acts: list[tuple[int, list[Any]]] = []
+            return hit[1]
+        acts: list[tuple[int, tuple[str, int, str, bool]]] = []
         for key, val in msg.scalars.items():
             try:
                 i, a, k, b = (int(s) for s in key.split(":"))
@@ -879,11 +920,11 @@ class MuffliatoRandom(Engine):
                 raise Refused(RefusalCode.INVALID_ARGUMENT, f"bad activation {key!r}") from None
             if not (0 <= a < self.n and 0 <= b < self.n):
                 raise Refused(RefusalCode.INVALID_ARGUMENT, f"activation {key!r} out of range")
-            acts.append((i, [self.ids[a], k, self.ids[b], bool(val)]))
+            acts.append((i, (self.ids[a], k, self.ids[b], bool(val))))
         self.schedules.add(sender)
-        params = {"activations": [a for _, a in sorted(acts, key=lambda x: x[0])]}
-        _checked(self.ctx)[sender] = (msg, params)
-        return [Record("schedule", peer=sender, params=params)]
+        held = tuple(a for _, a in sorted(acts, key=lambda x: x[0]))
+        _checked(self.ctx)[sender] = (msg, held)
+        return held
 
     def _settle(self, to: str, msg: Message, ok: bool) -> list[Action]:
         if self.busy is None or msg.kind not in (OFFER, PAIR, REPLY):
