@@ -27,6 +27,7 @@ import contextlib
 import gc
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -171,6 +172,61 @@ def simulation_collector(*, exits_after: bool = False) -> Iterator[None]:
             gc.freeze()
         if enabled:
             gc.enable()
+
+
+_NODE_PREFIX = re.compile(r"^\[node=([^\] ]+)(?: job=[^\]]*)?\] ")
+
+
+class NodeLogSummary(logging.Handler):
+    """The simulated nodes' log lines (warning and above), one line per kind with how many nodes
+    said it, instead of one line per node: a warning every node logs is thousands of lines at
+    n = 2048. A kind is the message's template (before its arguments) without its "[node=...
+    job=...]" prefix; the line shows the first node's message in full."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        # message template -> [level, nodes that said it, times, first node, its text]
+        self.kinds: dict[str, list[Any]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        template = _NODE_PREFIX.sub("", str(record.msg), count=1)
+        text = record.getMessage()
+        m = _NODE_PREFIX.match(text)
+        node = m.group(1) if m else ""
+        kind = self.kinds.get(template)
+        if kind is None:
+            text = text[m.end() :] if m else text
+            self.kinds[template] = [record.levelname.lower(), {node}, 1, node, text]
+        else:
+            kind[1].add(node)
+            kind[2] += 1
+
+    def lines(self) -> list[str]:
+        out = []
+        for level, nodes, times, first, text in self.kinds.values():
+            who = f"{len(nodes)} node(s)" if first else "the simulator"
+            again = f", {times} times" if times > len(nodes) else ""
+            eg = f" (e.g. {first})" if first and times > 1 else f" ({first})" if first else ""
+            out.append(f"{level} from {who}{again}{eg}: {text}")
+        return out
+
+
+@contextlib.contextmanager
+def summarised_node_logs(stream: Any = None) -> Iterator[NodeLogSummary]:
+    """While a simulation runs, the nodes' log lines are summarised (`NodeLogSummary`) and printed
+    to `stream` (stderr) once it is over."""
+    logger = logging.getLogger("netdp")
+    handler = NodeLogSummary()
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+        for line in handler.lines():
+            print(line, file=stream or sys.stderr)
 
 
 class Simulator:
@@ -718,7 +774,7 @@ def _run_simulation(a: Any) -> int:
     shown = not (a.quiet or a.json)
     if shown:
         print(f"simulating {a.algorithm} over {n} nodes (seed {a.seed})", file=sys.stderr)
-    with progress_bar("simulating", unit="steps", enabled=shown) as bar:
+    with summarised_node_logs(), progress_bar("simulating", unit="steps", enabled=shown) as bar:
         res = sim.run(progress=bar.update if shown else None)
     failed = {nid: res.details.get(nid, "") for nid, st in res.states.items() if st != "done"}
     if len(res.outputs) + len(faults) < n or not res.outputs:

@@ -137,3 +137,26 @@ def test_the_collector_is_off_while_a_simulation_runs_and_restored_after():
         pass
     assert gc.isenabled() and gc.get_freeze_count() > frozen
     gc.unfreeze()
+
+
+def test_gossip_with_leavers_reports_the_nodes_that_finished(capsys):
+    """Muffliato with --leave: the nodes that left have no estimate; the report is over those that
+    finished, against the mean of every node's clipped value (a KeyError before)."""
+    assert main(["simulate", "--algorithm", "muffliato", "--nodes", "16", "--leave", "0.1",
+                 "--seed", "3", "--json", "--quiet"]) == 0  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert out["failed"] and out["nodes_with_estimate"] == 16 - len(out["failed"])
+    assert out["estimate"] is not None and np.isfinite(out["error_max"])
+
+
+def test_the_nodes_warnings_are_summarised_one_line_per_kind(capsys):
+    """Every simulated node logs the same warning (the bulletin misses the leavers' schedules): one
+    line names how many nodes said it, not one line per node."""
+    assert main(["simulate", "--algorithm", "muffliato", "--nodes", "16", "--leave", "0.1",
+                 "--seed", "3", "--quiet"]) == 0  # fmt: skip
+    err = capsys.readouterr().err.splitlines()
+    bulletin = [line for line in err if "the bulletin holds the schedule" in line]
+    assert len(bulletin) == 1, err
+    said = int(bulletin[0].removeprefix("warning from ").split(" ", 1)[0])
+    assert said >= 2 and bulletin[0].endswith("the others never published")
+    assert not any(line.startswith("[node=") for line in err)

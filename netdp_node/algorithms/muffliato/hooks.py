@@ -185,18 +185,25 @@ class GossipHooks(Hooks):
         )
 
     def sim_outcome(self, run: SimRun) -> dict[str, Any]:
-        """Every node's estimate against the true mean of the (clipped) inputs."""
+        """Every finished node's estimate against the true mean of the (clipped) inputs of all
+        nodes (a node that left, `--leave`, has no estimate; its value was mixed in before)."""
         ids, params = run.ids, run.params
-        outs = np.array([np.asarray(run.outputs[v].value) for v in ids])
+        done = [v for v in ids if v in run.outputs]
         truth = np.mean(
             [clip_l2(np.asarray(run.data[v], dtype=float), params["clip"]) for v in ids], axis=0
         )
-        err = np.linalg.norm(outs - truth, axis=1)
+        err = np.array([np.linalg.norm(np.asarray(run.outputs[v].value) - truth) for v in done])
+        estimate = (
+            np.mean([np.asarray(run.outputs[v].value) for v in done], axis=0).tolist()
+            if done
+            else None
+        )
         return {
-            "estimate": outs.mean(axis=0).tolist(),
+            "estimate": estimate,
             "truth": truth.tolist(),
-            "error_max": float(err.max()),
-            "error_mean": float(err.mean()),
+            "nodes_with_estimate": len(done),
+            "error_max": float(err.max()) if done else None,
+            "error_mean": float(err.mean()) if done else None,
             "noise_std": float(params["sigma"] / np.sqrt(len(ids))),
             # the guarantee is the local-DP level of σ: local DP needs the same σ for it
             "ldp_std": float(params["sigma"] / np.sqrt(len(ids))),
