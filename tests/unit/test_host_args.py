@@ -262,11 +262,12 @@ def test_packing_splits_where_seeds_are_not_consecutive() -> None:
 
 def test_settle_heap_takes_start_up_objects_out_of_the_collectors_scans() -> None:
     """After start-up the host freezes what it made: the collector's full collections no longer scan
-    it (a frozen object is in no generation), and garbage made before is collected, not frozen."""
+    it (a frozen object is in no generation), and garbage made before is collected, not frozen;
+    it collects less often from then on (NODE_GC_THRESHOLDS)."""
     import gc
     import weakref
 
-    from netdp_node.host import settle_heap
+    from netdp_node.host import NODE_GC_THRESHOLDS, settle_heap
 
     class Node:
         pass
@@ -278,11 +279,14 @@ def test_settle_heap_takes_start_up_objects_out_of_the_collectors_scans() -> Non
     gone = weakref.ref(garbage)
     del garbage
     assert any(o is kept for o in gc.get_objects())
+    thresholds = gc.get_threshold()
     try:
         settle_heap()
         assert gone() is None  # collected before the freeze
         assert gc.get_freeze_count() > 0
         assert not any(o is kept for o in gc.get_objects())  # frozen: outside every generation
+        assert gc.get_threshold() == NODE_GC_THRESHOLDS != thresholds
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
     assert any(o is kept for o in gc.get_objects())
