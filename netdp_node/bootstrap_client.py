@@ -224,6 +224,27 @@ class BootstrapClient:
         )
         return list(zip(r.seqs, r.jobs))
 
+    async def watch_jobs(
+        self,
+        version: int,
+        crl_number: int,
+        *,
+        wait: float = 0.0,
+        retry_transient: bool = True,
+    ) -> tuple[int, int]:
+        """The bootstrap's (job version, revocation list number): at once when either differs
+        from the caller's `version` and `crl_number`, else after `wait` seconds (at most 30). See
+        `netdp_node.jobwatch`."""
+        r = await self.call(
+            "WatchJobs",
+            bootstrap_pb2.WatchJobsRequest(
+                after_version=version, crl_number=crl_number, wait_ms=int(wait * 1000)
+            ),
+            extra_time=wait,
+            retry_transient=retry_transient,
+        )
+        return int(r.version), int(r.crl_number)
+
     async def get_job(self, job_id: str) -> common_pb2.JobSpec:
         return (await self.get_job_seq(job_id))[1]
 
