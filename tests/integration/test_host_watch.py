@@ -10,6 +10,8 @@ is counted (method and caller, from the caller's certificate).
   with its own certificate, and all 50 report the ring sum done.
 - The node whose channel holds the watch is revoked: it stops alone (the bootstrap refuses it), the
   watch goes on through another hosted node, and a job for the other 49 reaches all of them.
+- The bootstrap restarts (same state, same port): once it answers again every node asks for its
+  jobs, and a job submitted then reaches all of them.
 - SIGTERM then stops the process promptly (the revoked node's exit code 3 is the process's).
 """
 
@@ -48,12 +50,13 @@ class Counted:
     def __init__(self, c: LocalCluster) -> None:
         self.c = c
         self.calls: list[tuple[str, str]] = []
-        ident = pki.load_identity(c.certs("bootstrap"))
-        self.store = Store(c.workdir / "bootstrap-state")
-        self.svc = BootstrapService(self.store, ident.ca_pem, c.pki_dir / "crl.pem")
+        self.identity = pki.load_identity(c.certs("bootstrap"))
+
+    def _service(self) -> None:
+        self.store = Store(self.c.workdir / "bootstrap-state")
+        self.svc = BootstrapService(self.store, self.identity.ca_pem, self.c.pki_dir / "crl.pem")
         for m in bootstrap_pb2.DESCRIPTOR.services_by_name["Bootstrap"].methods:
             setattr(self.svc, m.name, self._counted(m.name, getattr(self.svc, m.name)))
-        self.identity = ident
 
     def _counted(self, name: str, real: Any) -> Any:
         async def method(request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -66,10 +69,11 @@ class Counted:
 
         return method
 
-    async def start(self) -> None:
+    async def start(self, listen: str = "127.0.0.1:0") -> None:
+        self._service()
         self.server, port = await start_server(
             self.identity,
-            "127.0.0.1:0",
+            listen,
             lambda s: s.add_generic_rpc_handlers((generic_handler(self.svc),)),
         )
         self.crl_watch = asyncio.ensure_future(self.svc.watch_crl(every=0.2))
@@ -81,6 +85,13 @@ class Counted:
         self.crl_watch.cancel()
         await self.server.stop(1)
         self.store.close()
+
+    async def restart(self) -> None:
+        """Stop, then serve again on the same port from the same state."""
+        port = self.c.procs["bootstrap"].port
+        await self.stop()
+        await asyncio.sleep(1.0)  # the nodes' watch finds it gone
+        await self.start(f"127.0.0.1:{port}")
 
 
 @pytest_asyncio.fixture
@@ -159,6 +170,17 @@ async def test_idle_hosted_nodes_cost_one_call_per_poll_and_still_get_every_job(
         await op.submit("ring-sum", {"rounds": 1}, participants=others, seed=2, job_id="ring-b")
         await _all_done(op, "ring-b", others, nd)
         assert c.procs[HOST].alive()
+
+        # the bootstrap restarts: every node asks again once it answers, and gets the next job
+        await boot.restart()
+        mark = len(boot.calls)
+        await _until(
+            nd,
+            lambda: {who for m, who in boot.calls[mark:] if m == "ListJobs"} >= set(others),
+            "every node's listing after the restart",
+        )
+        await op.submit("ring-sum", {"rounds": 1}, participants=others, seed=3, job_id="ring-c")
+        await _all_done(op, "ring-c", others, nd)
     finally:
         await op.close()
     # a prompt stop: SIGTERM, and the process exits by itself (no SIGKILL) with the revoked
