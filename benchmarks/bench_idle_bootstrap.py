@@ -7,15 +7,17 @@ run alternately (paired): does it grow with the number of idle nodes?
 
 A variant is NAME=TREE: TREE ("-": this checkout) is put first on PYTHONPATH of every process the
 run starts (the bootstrap and the hosts), so that another checkout, e.g. main, runs with the same
-interpreter. For each N and pair, each variant once, their order alternating from pair to pair
-(ABBA): a fresh bootstrap (real mTLS on loopback, its SQLite store), then 2 `netdp node
---certs ...` processes of N/2 nodes each (the registration storm: `startup_s`, from the first spawn
-until every node registered), `--settle` seconds for the start-up to end, then `--idle` seconds
-in which nothing is submitted. Measured over the idle window, from /proc: the CPU time (user +
-system) of the bootstrap (`bootstrap_cpu_s`, and per minute) and of the two hosts. The long poll
-has its production length (25 s) in every variant. The load average is recorded before and after
-each run. Writes benchmarks/results/idle_bootstrap.json (--quick: idle_bootstrap-quick.json).
-Every process it starts is stopped before it exits.
+interpreter. The processes start in the run's own folder (`python -m` puts the current folder before
+PYTHONPATH: started in a checkout, they would run that checkout), and every run checks that its
+processes import netdp_node from TREE (`imported_from`). For each N and pair, each variant once,
+their order alternating from pair to pair (ABBA): a fresh bootstrap (real mTLS on loopback, its
+SQLite store), then 2 `netdp node --certs ...` processes of N/2 nodes each (the registration storm:
+`startup_s`, from the first spawn until every node registered), `--settle` seconds for the start-up
+to end, then `--idle` seconds in which nothing is submitted. Measured over the idle window, from
+/proc: the CPU time (user + system) of the bootstrap (`bootstrap_cpu_s`, and per minute) and of the
+two hosts. The long poll has its production length (25 s) in every variant. The load average is
+recorded before and after each run. Writes benchmarks/results/idle_bootstrap.json (--quick:
+idle_bootstrap-quick.json). Every process it starts is stopped before it exits.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -59,8 +62,18 @@ def run_once(pki_dir: Path, n: int, tree: str, settle: float, idle: float) -> di
     work = Path(tempfile.mkdtemp(prefix="netdp-bench-idle-"))
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(_tree(tree)) + (os.pathsep + old if old else "")
+    cwd = os.getcwd()
+    os.chdir(work)  # (see the module's docstring)
     c = LocalCluster(work, n, log_level="warning", poll_interval=0.5)
     try:
+        imported = subprocess.run(
+            [sys.executable, "-c", "import netdp_node; print(netdp_node.__file__)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        if Path(imported).resolve().parent.parent != _tree(tree):
+            raise RuntimeError(f"variant tree {_tree(tree)}, but the processes import {imported}")
         shutil.copytree(pki_dir, c.pki_dir)  # the same identities every run (node-1 .. node-n)
         load_before = common.load_average()
         c.wait_port(c.start_bootstrap(), 60)
@@ -84,6 +97,7 @@ def run_once(pki_dir: Path, n: int, tree: str, settle: float, idle: float) -> di
         cpu = {k: (after[k] - before[k]) / TICK for k in pids}
         return {
             "nodes": n,
+            "imported_from": imported,
             "startup_s": round(startup, 2),
             "idle_s": round(window, 2),
             "bootstrap_cpu_s": round(cpu["bootstrap"], 3),
@@ -95,6 +109,7 @@ def run_once(pki_dir: Path, n: int, tree: str, settle: float, idle: float) -> di
         }
     finally:
         codes = c.stop(grace=30)
+        os.chdir(cwd)
         if old is None:
             os.environ.pop("PYTHONPATH", None)
         else:
