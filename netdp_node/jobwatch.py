@@ -75,6 +75,8 @@ class JobWatch:
         """Node `member` (registered) follows the news from now on; its `client` may carry the
         watch. Starts the watch if it is not running."""
         self._members[member] = client
+        if self.news.legacy:
+            return  # the bootstrap has no watch: each node long-polls its own ListJobs
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
 

@@ -214,6 +214,11 @@ async def test_a_bootstrap_without_the_watch_turns_every_node_to_its_long_poll()
         assert (await asyncio.wait_for(watch.changed(news.generation), 10)).legacy  # at once
         await asyncio.sleep(0.1)
         assert len(boot.watches) == 1  # the watch ended
+        b = Client("node-b", boot)
+        watch.join(b.name, b)  # type: ignore[arg-type]  # a node registering later: no new watch
+        assert (await asyncio.wait_for(watch.changed(0), 10)).legacy
+        await asyncio.sleep(0.1)
+        assert len(boot.watches) == 1
     finally:
         await watch.close()
 
