@@ -110,8 +110,11 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
         self.store = store
         self.ca_pem = ca_pem
         # Set (and replaced) whenever a job is submitted or a revocation list accepted: wakes the
-        # nodes' long polls (ListJobs with wait_ms).
+        # long polls (WatchJobs, and ListJobs with wait_ms).
         self._news = asyncio.Event()
+        # the latest job's sequence number (WatchJobs' version; the store's, kept here so that a
+        # watch reads no store)
+        self._version = store.current_seq()
         self._stopping = False  # shutting down: held long polls end at once (`stop`)
         # (job, kind) -> set when an entry is published there: wakes the bulletin's long polls
         self._bulletin_news: dict[tuple[str, str], asyncio.Event] = {}
@@ -290,7 +293,7 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         if self.store.job(job.job_id) is not None:
             await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"job {job.job_id} exists")
-        self.store.add_job(job)
+        self._version = max(self._version, self.store.add_job(job))
         self._announce()
         log.info(
             "job %s (%s) submitted with %d participants on %s",
@@ -421,6 +424,36 @@ class BootstrapService(bootstrap_pb2_grpc.BootstrapServicer):
             # node per second
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(news.wait(), left)
+
+    async def WatchJobs(
+        self, request: bootstrap_pb2.WatchJobsRequest, context: grpc.aio.ServicerContext
+    ) -> bootstrap_pb2.WatchJobsReply:
+        """Whether there is news: held until the job version or the revocation list number
+        differs from the caller's, or wait_ms is over (see bootstrap.proto). A process runs one
+        watch for all the nodes it hosts, so idle nodes cost the bootstrap one call per process
+        per wait, not one per node. The reply is the latest job's sequence number (which every
+        node learns at registration) and the revocation list's number (GetRevocations gives the
+        list to any caller): nothing about who takes part in which job."""
+        await self._auth(context, ("node", "operator"), "WatchJobs")
+        if request.wait_ms > LONG_POLL_MAX_MS:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"wait_ms must be at most {LONG_POLL_MAX_MS}, got {request.wait_ms}",
+            )
+        loop = asyncio.get_running_loop()
+        until = loop.time() + request.wait_ms / 1000.0
+        while True:
+            news = self._news  # before comparing: news after the comparison wakes us
+            version, crl = self._version, self.revocations.number
+            if (
+                version != request.after_version
+                or crl != request.crl_number
+                or until - loop.time() <= 0
+                or self._stopping
+            ):
+                return bootstrap_pb2.WatchJobsReply(version=version, crl_number=crl)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(news.wait(), until - loop.time())
 
     async def GetJob(
         self, request: bootstrap_pb2.GetJobRequest, context: grpc.aio.ServicerContext

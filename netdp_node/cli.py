@@ -161,6 +161,13 @@ def _nonneg(s: str) -> float:
     return v
 
 
+def _long_poll(s: str) -> float:
+    v = _positive(s)
+    if v > 30:
+        raise argparse.ArgumentTypeError(f"{s} must be at most 30 (the bootstrap holds no longer)")
+    return v
+
+
 def _count(s: str) -> int:
     try:
         v = int(s)
@@ -381,6 +388,7 @@ def _node_config(a: argparse.Namespace) -> Any:
         budget_epsilon=a.budget_epsilon,
         budget_delta=a.budget_delta,
         poll_interval=a.poll_interval,
+        long_poll=a.long_poll,
         crl=Path(a.crl) if a.crl else None,
         seed=a.seed,
         faults=faults,
@@ -1256,6 +1264,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="jobs come by long poll (the bootstrap holds the call until one is "
         "submitted); this is the pause before asking again when it answered at "
         "once with nothing new, and the first retry delay (default 0.5)",
+    )
+    n.add_argument(
+        "--long-poll",
+        type=_long_poll,
+        default=25.0,
+        metavar="S",
+        help="how long the bootstrap may hold this process's one watch for news (jobs, "
+        "revocations) when there is none, at most 30 (25); every hosted node asks for its jobs "
+        "only when there is news, so an idle process costs the bootstrap one call per S seconds. "
+        "Tests and benchmarks shorten it",
     )
     n.add_argument("--crl", help="a revocation list file to enforce from the start")
     n.add_argument(

@@ -1,7 +1,8 @@
 """The node daemon: serve peers over mTLS, register, follow the bootstrap's jobs, run them, report.
 
 Lifecycle: load identity -> open ledger -> start the mTLS server -> register (retry with backoff) ->
-poll the bootstrap for jobs and the revocation list -> run each job through the runtime -> on
+follow the bootstrap's news (the process's one job watch, netdp_node.jobwatch) and ask it for this
+node's jobs and the revocation list when there is some -> run each job through the runtime -> on
 SIGTERM/SIGINT stop polling, stop the server (grace period), close links and the ledger, exit 0.
 Jobs already fetched keep running if the bootstrap goes away.
 """
@@ -34,6 +35,7 @@ from netdp_node.bootstrap_client import (
 from netdp_node.data import load_values
 from netdp_node.errors import SecurityError, ServerIdentityError
 from netdp_node.faults import FaultInjector, FaultPlan
+from netdp_node.jobwatch import JobWatch, News
 from netdp_node.lazy import lazy_module
 from netdp_node.ledger import WRITE_THREADS, Entry, Ledger, write_pool
 from netdp_node.privacy.threat import NOT_PRIVATE, SEEDED_RNG_EVENT
@@ -53,13 +55,13 @@ else:
 
 log = logging.getLogger("netdp.node")
 
-#: How long the bootstrap may hold a node's ListJobs call when nothing is new (long poll; the
-#: bootstrap holds at most 30 s). An idle node costs the bootstrap one ListJobs call per
-#: LONG_POLL_S (GetRevocations only when the list may have changed): with 1,000 nodes, 10 s and
-#: both calls made it 200 calls a second.
+#: How long the bootstrap may hold the process's job watch when nothing is new (a long poll; the
+#: bootstrap holds at most 30 s; `NodeConfig.long_poll`). Idle, a process costs the bootstrap one
+#: WatchJobs call per LONG_POLL_S, however many nodes it hosts (netdp_node.jobwatch).
 LONG_POLL_S = 25.0
-#: A long poll answered with no job before this fraction of LONG_POLL_S was answered early: by a
-#: newer revocation list (or a bootstrap that does not hold calls), which the node then reads.
+#: (A bootstrap without WatchJobs: each node long-polls ListJobs, `_fetch_updates`.) A long poll
+#: answered with no job before this fraction of the wait was answered early: by a newer revocation
+#: list (or a bootstrap that does not hold calls), which the node then reads.
 CRL_EARLY = 0.8
 #: How long a node keeps retrying a report while the bootstrap is unreachable (with backoff, up to
 #: 10 s apart). After that, or if the node stops, the report waits for the node's next start.
@@ -88,18 +90,27 @@ class NodeConfig:
     # the ledger's group commits run in a pool of this many threads shared by the process's nodes,
     # off the event loop (`Ledger` executor); 0: on the event loop
     ledger_threads: int = WRITE_THREADS
+    # how long the bootstrap may hold the process's job watch (at most 30 s; tests and benchmarks
+    # shorten it: a shorter wait costs the bootstrap more calls)
+    long_poll: float = LONG_POLL_S
 
 
 class NodeDaemon:
-    def __init__(self, config: NodeConfig) -> None:
+    def __init__(self, config: NodeConfig, watch: JobWatch | None = None) -> None:
+        """`watch`: the job watch of the process, shared by the nodes it hosts (netdp_node.host);
+        None: this node runs one of its own (a process of one node)."""
         self.cfg = config
+        self._own_watch = watch is None
+        self.watch = watch or JobWatch(wait=config.long_poll, poll_interval=config.poll_interval)
         self.identity: Identity = load_identity(config.certs)
         check_role(self.identity, config.certs, "node", "netdp node")
         check_server_names(self.identity, config.certs)  # callers verify this node by them
         self.node_id = self.identity.node_id
         self.data = load_values(config.data) if config.data else None
         self.revocations = RevocationList.empty()
-        self._crl_due = True  # read the bootstrap's revocation list before the next long poll
+        self._crl_due = True  # read the bootstrap's revocation list at the next listing
+        # the bootstrap's list number this node last read the list at (`_list_updates`)
+        self._crl_read: int | None = None
         if config.crl is not None and config.crl.exists():
             self.revocations = RevocationList.from_pem(
                 config.crl.read_bytes(), self.identity.ca_pem
@@ -313,16 +324,39 @@ class NodeDaemon:
 
     # -- main loop -----------------------------------------------------------------------------
     async def _poll(self) -> None:
+        """Follow the process's job watch: list this node's jobs whenever it has news (and once
+        at the start), join the new ones. Against a bootstrap without the watch (`News.legacy`),
+        long-poll ListJobs instead."""
+        self.watch.join(self.node_id, self.bootstrap)
+        try:
+            await self._follow()
+        finally:
+            self.watch.leave(self.node_id)  # at once: the watch goes on through another node
+
+    async def _follow(self) -> None:
         after = 0
+        listed = 0  # the watch's generation at this node's last listing (0: none yet)
         backoff = Backoff(initial=self.cfg.poll_interval, maximum=10.0, give_up_after=0).delays()
         while not self.stop_event.is_set():
             try:
+                news = await self._unless_stopped(self.watch.changed(listed))
+                if news is None:
+                    return  # stopped while idle
                 asked = time.monotonic()
-                fetched = await self._unless_stopped(self._fetch_updates(after))
+                fetched = await self._unless_stopped(
+                    self._fetch_updates(after, self.cfg.long_poll)
+                    if news.legacy
+                    else self._list_updates(after, news)
+                )
                 if fetched is None:
                     return  # SIGTERM while the bootstrap was unreachable
-                jobs = fetched  # a new revocation list was accepted in `_fetch_updates`
-                quick = time.monotonic() - asked < self.cfg.poll_interval
+                jobs = fetched  # a new revocation list was accepted there
+                quick = news.legacy and time.monotonic() - asked < self.cfg.poll_interval
+                if not news.legacy:
+                    # every job of this node up to the watch's version is in `jobs` (the listing
+                    # came after the version was read): later listings need not read them again
+                    after = max(after, news.version)
+                    listed = news.generation
                 for seq, job in jobs:
                     after = max(after, seq)
                     if job.job_id in self.runtime.jobs:
@@ -333,9 +367,9 @@ class NodeDaemon:
                         continue
                     self.transport.learn(addresses(job))
                     self._spawn(self._join(job_context(job, self.node_id)))
-                # the long poll paces the loop; a bootstrap that answered at once with nothing new
-                # (a new revocation list, or one that does not hold calls) is asked again after
-                # poll_interval
+                # the watch (or the long poll) paces the loop; a long poll answered at once with
+                # nothing new (a new revocation list, or a bootstrap that does not hold calls) is
+                # made again after poll_interval
                 delay = self.cfg.poll_interval if quick and not jobs else 0.0
                 backoff = Backoff(
                     initial=self.cfg.poll_interval, maximum=10.0, give_up_after=0
@@ -373,12 +407,23 @@ class NodeDaemon:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stop_event.wait(), timeout=delay)
 
-    async def _fetch_updates(self, after: int) -> list[tuple[int, Any]]:
-        """This node's jobs after `after`: a long poll, which the bootstrap answers at once when
-        there is a job or a newer revocation list than the one this node holds (so a node learns a
-        job as soon as it is submitted, and an idle node costs one call every LONG_POLL_S). The
-        revocation list is read first when it may have changed: at the first poll, after an error,
-        and after a poll answered early with no job (what a newer list does)."""
+    async def _list_updates(self, after: int, news: News) -> list[tuple[int, Any]]:
+        """This node's jobs after `after`, asked when the watch has news (ListJobs without a
+        wait). The revocation list is read first when its number at the bootstrap changed since
+        this node last read it (and at the first listing)."""
+        if self._crl_due or news.crl_number != self._crl_read:
+            self._accept_crl(await self.bootstrap.revocations())
+            self._crl_due = False
+            self._crl_read = news.crl_number
+        return await self.bootstrap.list_jobs(after)
+
+    async def _fetch_updates(self, after: int, wait: float | None = None) -> list[tuple[int, Any]]:
+        """(A bootstrap without WatchJobs.) This node's jobs after `after`: a long poll of `wait`
+        seconds (default LONG_POLL_S), which the bootstrap answers at once when there is a job or
+        a newer revocation list than the one this node holds. The revocation list is read first
+        when it may have changed: at the first poll, after an error, and after a poll answered
+        early with no job (what a newer list does)."""
+        wait = LONG_POLL_S if wait is None else wait
         if self._crl_due:
             self._accept_crl(await self.bootstrap.revocations())
             self._crl_due = False
@@ -387,11 +432,11 @@ class NodeDaemon:
         held = self.revocations.number
         asked = time.monotonic()
         try:
-            jobs = await self.bootstrap.list_jobs(after, wait=LONG_POLL_S, crl_number=held)
+            jobs = await self.bootstrap.list_jobs(after, wait=wait, crl_number=held)
         except BaseException:
             self._crl_due = True
             raise
-        self._crl_due = not jobs and time.monotonic() - asked < LONG_POLL_S * CRL_EARLY
+        self._crl_due = not jobs and time.monotonic() - asked < wait * CRL_EARLY
         return jobs
 
     async def _unless_stopped(self, coro: Any) -> Any:
@@ -636,6 +681,9 @@ class NodeDaemon:
                 t.cancel()
             await asyncio.gather(*self._bg, return_exceptions=True)
             await self.transport.close()
+            self.watch.leave(self.node_id)  # (before its channel closes)
+            if self._own_watch:
+                await self.watch.close()
             await self.bootstrap.close()
             self.ledger.close()
         return self.exit_code

@@ -5,11 +5,15 @@ own: its own certificate, its own mTLS gRPC server and port (grpc binds one set 
 credentials to a server, so nodes do not share one), its own client channels (they present its
 certificate), its own bootstrap channel and registration, its own durable ledger, private RNG,
 budget and fault injector. The process shares what carries no identity: the interpreter and its
-imported modules, the asyncio loop, grpc's core (poller thread, completion queue), logging, and
+imported modules, the asyncio loop, grpc's core (poller thread, completion queue), logging,
 ONE SIGTERM/SIGINT handler that stops every hosted node (each closes its server, links and
-ledger). A crash of the process (SIGKILL, --fault-crash-*, a power cut) takes down every node it
-hosts at once; each comes back from its own ledger when the process restarts, having forgotten
-nothing it acknowledged or spent (a token walk resumes; a job that cannot ends failed there).
+ledger), and ONE watch of the bootstrap's news (netdp_node.jobwatch: a long poll that tells only
+whether any job or revocation list is new, held on one hosted node's channel), on which every
+hosted node asks the bootstrap for its own jobs and list, with its own certificate: idle, the
+process costs the bootstrap one call per long poll, not one per hosted node. A crash of the
+process (SIGKILL, --fault-crash-*, a power cut) takes down every node it hosts at once; each comes
+back from its own ledger when the process restarts, having forgotten nothing it acknowledged or
+spent (a token walk resumes; a job that cannot ends failed there).
 
 Per-node values of the flags (`node_configs`), for n hosted identities in order 0..n-1:
 
@@ -36,6 +40,7 @@ from pathlib import Path
 
 from netdp_node.daemon import NodeConfig, NodeDaemon
 from netdp_node.errors import ConfigError
+from netdp_node.jobwatch import JobWatch
 from netdp_node.security.pki import CERT_FILE, load_identity
 
 log = logging.getLogger("netdp.host")
@@ -170,7 +175,12 @@ async def run_host(
     (the command's exit code), after every other node shut down cleanly. A node that stops by
     itself later (its certificate revoked) stops alone; the others keep running, and the exit code
     is the worst of all nodes' codes once they have all stopped."""
-    daemons = [NodeDaemon(cfg) for cfg in configs]  # type: ignore[arg-type]
+    first = configs[0]
+    assert isinstance(first, NodeConfig)
+    # one watch of the bootstrap's news for the whole process (the flags give every node the same
+    # bootstrap, wait and poll interval)
+    watch = JobWatch(wait=first.long_poll, poll_interval=first.poll_interval)
+    daemons = [NodeDaemon(cfg, watch) for cfg in configs]  # type: ignore[arg-type]
     loop = asyncio.get_running_loop()
 
     def stop_all() -> None:
@@ -243,6 +253,7 @@ async def run_host(
         announcer.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await announcer
+        await watch.close()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)

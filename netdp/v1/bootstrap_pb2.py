@@ -26,7 +26,7 @@ from netdp.v1 import common_pb2 as netdp_dot_v1_dot_common__pb2
 from netdp.v1 import peer_pb2 as netdp_dot_v1_dot_peer__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18netdp/v1/bootstrap.proto\x12\x08netdp.v1\x1a\x15netdp/v1/common.proto\x1a\x13netdp/v1/peer.proto\"c\n\x0fRegisterRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x11\n\tledger_id\x18\x03 \x01(\t\x12\x1b\n\x13ledger_created_unix\x18\x04 \x01(\x01\"T\n\rRegisterReply\x12 \n\x04node\x18\x01 \x01(\x0b\x32\x12.netdp.v1.NodeInfo\x12\x0f\n\x07job_seq\x18\x02 \x01(\x04\x12\x10\n\x08store_id\x18\x03 \x01(\t\"\x12\n\x10ListNodesRequest\"3\n\x0eListNodesReply\x12!\n\x05nodes\x18\x01 \x03(\x0b\x32\x12.netdp.v1.NodeInfo\"\xaa\x01\n\x10SubmitJobRequest\x12\x11\n\talgorithm\x18\x01 \x01(\t\x12\x13\n\x0bparams_json\x18\x02 \x01(\t\x12\x14\n\x0cparticipants\x18\x03 \x03(\t\x12\x15\n\rtopology_kind\x18\x04 \x01(\t\x12\x1c\n\x14topology_params_json\x18\x05 \x01(\t\x12\x13\n\x0bpublic_seed\x18\x06 \x01(\x04\x12\x0e\n\x06job_id\x18\x07 \x01(\t\"0\n\x0eSubmitJobReply\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.netdp.v1.JobSpec\"E\n\x0fListJobsRequest\x12\r\n\x05\x61\x66ter\x18\x01 \x01(\x04\x12\x0f\n\x07wait_ms\x18\x02 \x01(\r\x12\x12\n\ncrl_number\x18\x03 \x01(\x04\">\n\rListJobsReply\x12\x1f\n\x04jobs\x18\x01 \x03(\x0b\x32\x11.netdp.v1.JobSpec\x12\x0c\n\x04seqs\x18\x02 \x03(\x04\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\":\n\x0bGetJobReply\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.netdp.v1.JobSpec\x12\x0b\n\x03seq\x18\x02 \x01(\x04\"\xc5\x01\n\nNodeResult\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12 \n\x06output\x18\x04 \x01(\x0b\x32\x10.netdp.v1.Tensor\x12\x13\n\x0b\x63ontributed\x18\x05 \x01(\x08\x12\x15\n\rcontributions\x18\x06 \x01(\r\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\x12\x15\n\rreported_unix\x18\x08 \x01(\x03\x12\x12\n\nseeded_rng\x18\t \x01(\x08\"\x13\n\x11ReportResultReply\"\"\n\x10GetResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"i\n\x0eGetResultReply\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.netdp.v1.JobSpec\x12%\n\x07results\x18\x02 \x03(\x0b\x32\x14.netdp.v1.NodeResult\x12\x10\n\x08warnings\x18\x03 \x03(\t\"\x1e\n\x0bRevocations\x12\x0f\n\x07\x63rl_pem\x18\x01 \x01(\x0c\"\x17\n\x15GetRevocationsRequest\"C\n\x0ePublishRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12!\n\x05\x65ntry\x18\x02 \x01(\x0b\x32\x12.netdp.v1.Envelope\"!\n\x0cPublishReply\x12\x11\n\tduplicate\x18\x01 \x01(\x08\"S\n\x13ReadBulletinRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\r\n\x05\x61\x66ter\x18\x03 \x01(\x04\x12\x0f\n\x07wait_ms\x18\x04 \x01(\r\"C\n\rBulletinEntry\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12!\n\x05\x65ntry\x18\x02 \x01(\x0b\x32\x12.netdp.v1.Envelope\"]\n\x11ReadBulletinReply\x12(\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x17.netdp.v1.BulletinEntry\x12\x0c\n\x04next\x18\x02 \x01(\x04\x12\x10\n\x08\x63omplete\x18\x03 \x01(\x08\x32\xe8\x05\n\tBootstrap\x12>\n\x08Register\x12\x19.netdp.v1.RegisterRequest\x1a\x17.netdp.v1.RegisterReply\x12\x41\n\tListNodes\x12\x1a.netdp.v1.ListNodesRequest\x1a\x18.netdp.v1.ListNodesReply\x12\x41\n\tSubmitJob\x12\x1a.netdp.v1.SubmitJobRequest\x1a\x18.netdp.v1.SubmitJobReply\x12>\n\x08ListJobs\x12\x19.netdp.v1.ListJobsRequest\x1a\x17.netdp.v1.ListJobsReply\x12\x38\n\x06GetJob\x12\x17.netdp.v1.GetJobRequest\x1a\x15.netdp.v1.GetJobReply\x12\x41\n\x0cReportResult\x12\x14.netdp.v1.NodeResult\x1a\x1b.netdp.v1.ReportResultReply\x12\x41\n\tGetResult\x12\x1a.netdp.v1.GetResultRequest\x1a\x18.netdp.v1.GetResultReply\x12\x42\n\x12PublishRevocations\x12\x15.netdp.v1.Revocations\x1a\x15.netdp.v1.Revocations\x12H\n\x0eGetRevocations\x12\x1f.netdp.v1.GetRevocationsRequest\x1a\x15.netdp.v1.Revocations\x12;\n\x07Publish\x12\x18.netdp.v1.PublishRequest\x1a\x16.netdp.v1.PublishReply\x12J\n\x0cReadBulletin\x12\x1d.netdp.v1.ReadBulletinRequest\x1a\x1b.netdp.v1.ReadBulletinReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18netdp/v1/bootstrap.proto\x12\x08netdp.v1\x1a\x15netdp/v1/common.proto\x1a\x13netdp/v1/peer.proto\"c\n\x0fRegisterRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x11\n\tledger_id\x18\x03 \x01(\t\x12\x1b\n\x13ledger_created_unix\x18\x04 \x01(\x01\"T\n\rRegisterReply\x12 \n\x04node\x18\x01 \x01(\x0b\x32\x12.netdp.v1.NodeInfo\x12\x0f\n\x07job_seq\x18\x02 \x01(\x04\x12\x10\n\x08store_id\x18\x03 \x01(\t\"\x12\n\x10ListNodesRequest\"3\n\x0eListNodesReply\x12!\n\x05nodes\x18\x01 \x03(\x0b\x32\x12.netdp.v1.NodeInfo\"\xaa\x01\n\x10SubmitJobRequest\x12\x11\n\talgorithm\x18\x01 \x01(\t\x12\x13\n\x0bparams_json\x18\x02 \x01(\t\x12\x14\n\x0cparticipants\x18\x03 \x03(\t\x12\x15\n\rtopology_kind\x18\x04 \x01(\t\x12\x1c\n\x14topology_params_json\x18\x05 \x01(\t\x12\x13\n\x0bpublic_seed\x18\x06 \x01(\x04\x12\x0e\n\x06job_id\x18\x07 \x01(\t\"0\n\x0eSubmitJobReply\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.netdp.v1.JobSpec\"E\n\x0fListJobsRequest\x12\r\n\x05\x61\x66ter\x18\x01 \x01(\x04\x12\x0f\n\x07wait_ms\x18\x02 \x01(\r\x12\x12\n\ncrl_number\x18\x03 \x01(\x04\">\n\rListJobsReply\x12\x1f\n\x04jobs\x18\x01 \x03(\x0b\x32\x11.netdp.v1.JobSpec\x12\x0c\n\x04seqs\x18\x02 \x03(\x04\"N\n\x10WatchJobsRequest\x12\x15\n\rafter_version\x18\x01 \x01(\x04\x12\x12\n\ncrl_number\x18\x02 \x01(\x04\x12\x0f\n\x07wait_ms\x18\x03 \x01(\r\"5\n\x0eWatchJobsReply\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x12\n\ncrl_number\x18\x02 \x01(\x04\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\":\n\x0bGetJobReply\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.netdp.v1.JobSpec\x12\x0b\n\x03seq\x18\x02 \x01(\x04\"\xc5\x01\n\nNodeResult\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12 \n\x06output\x18\x04 \x01(\x0b\x32\x10.netdp.v1.Tensor\x12\x13\n\x0b\x63ontributed\x18\x05 \x01(\x08\x12\x15\n\rcontributions\x18\x06 \x01(\r\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\x12\x15\n\rreported_unix\x18\x08 \x01(\x03\x12\x12\n\nseeded_rng\x18\t \x01(\x08\"\x13\n\x11ReportResultReply\"\"\n\x10GetResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"i\n\x0eGetResultReply\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.netdp.v1.JobSpec\x12%\n\x07results\x18\x02 \x03(\x0b\x32\x14.netdp.v1.NodeResult\x12\x10\n\x08warnings\x18\x03 \x03(\t\"\x1e\n\x0bRevocations\x12\x0f\n\x07\x63rl_pem\x18\x01 \x01(\x0c\"\x17\n\x15GetRevocationsRequest\"C\n\x0ePublishRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12!\n\x05\x65ntry\x18\x02 \x01(\x0b\x32\x12.netdp.v1.Envelope\"!\n\x0cPublishReply\x12\x11\n\tduplicate\x18\x01 \x01(\x08\"S\n\x13ReadBulletinRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\r\n\x05\x61\x66ter\x18\x03 \x01(\x04\x12\x0f\n\x07wait_ms\x18\x04 \x01(\r\"C\n\rBulletinEntry\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12!\n\x05\x65ntry\x18\x02 \x01(\x0b\x32\x12.netdp.v1.Envelope\"]\n\x11ReadBulletinReply\x12(\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x17.netdp.v1.BulletinEntry\x12\x0c\n\x04next\x18\x02 \x01(\x04\x12\x10\n\x08\x63omplete\x18\x03 \x01(\x08\x32\xab\x06\n\tBootstrap\x12>\n\x08Register\x12\x19.netdp.v1.RegisterRequest\x1a\x17.netdp.v1.RegisterReply\x12\x41\n\tListNodes\x12\x1a.netdp.v1.ListNodesRequest\x1a\x18.netdp.v1.ListNodesReply\x12\x41\n\tSubmitJob\x12\x1a.netdp.v1.SubmitJobRequest\x1a\x18.netdp.v1.SubmitJobReply\x12>\n\x08ListJobs\x12\x19.netdp.v1.ListJobsRequest\x1a\x17.netdp.v1.ListJobsReply\x12\x41\n\tWatchJobs\x12\x1a.netdp.v1.WatchJobsRequest\x1a\x18.netdp.v1.WatchJobsReply\x12\x38\n\x06GetJob\x12\x17.netdp.v1.GetJobRequest\x1a\x15.netdp.v1.GetJobReply\x12\x41\n\x0cReportResult\x12\x14.netdp.v1.NodeResult\x1a\x1b.netdp.v1.ReportResultReply\x12\x41\n\tGetResult\x12\x1a.netdp.v1.GetResultRequest\x1a\x18.netdp.v1.GetResultReply\x12\x42\n\x12PublishRevocations\x12\x15.netdp.v1.Revocations\x1a\x15.netdp.v1.Revocations\x12H\n\x0eGetRevocations\x12\x1f.netdp.v1.GetRevocationsRequest\x1a\x15.netdp.v1.Revocations\x12;\n\x07Publish\x12\x18.netdp.v1.PublishRequest\x1a\x16.netdp.v1.PublishReply\x12J\n\x0cReadBulletin\x12\x1d.netdp.v1.ReadBulletinRequest\x1a\x1b.netdp.v1.ReadBulletinReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -49,32 +49,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTJOBSREQUEST']._serialized_end=634
   _globals['_LISTJOBSREPLY']._serialized_start=636
   _globals['_LISTJOBSREPLY']._serialized_end=698
-  _globals['_GETJOBREQUEST']._serialized_start=700
-  _globals['_GETJOBREQUEST']._serialized_end=731
-  _globals['_GETJOBREPLY']._serialized_start=733
-  _globals['_GETJOBREPLY']._serialized_end=791
-  _globals['_NODERESULT']._serialized_start=794
-  _globals['_NODERESULT']._serialized_end=991
-  _globals['_REPORTRESULTREPLY']._serialized_start=993
-  _globals['_REPORTRESULTREPLY']._serialized_end=1012
-  _globals['_GETRESULTREQUEST']._serialized_start=1014
-  _globals['_GETRESULTREQUEST']._serialized_end=1048
-  _globals['_GETRESULTREPLY']._serialized_start=1050
-  _globals['_GETRESULTREPLY']._serialized_end=1155
-  _globals['_REVOCATIONS']._serialized_start=1157
-  _globals['_REVOCATIONS']._serialized_end=1187
-  _globals['_GETREVOCATIONSREQUEST']._serialized_start=1189
-  _globals['_GETREVOCATIONSREQUEST']._serialized_end=1212
-  _globals['_PUBLISHREQUEST']._serialized_start=1214
-  _globals['_PUBLISHREQUEST']._serialized_end=1281
-  _globals['_PUBLISHREPLY']._serialized_start=1283
-  _globals['_PUBLISHREPLY']._serialized_end=1316
-  _globals['_READBULLETINREQUEST']._serialized_start=1318
-  _globals['_READBULLETINREQUEST']._serialized_end=1401
-  _globals['_BULLETINENTRY']._serialized_start=1403
-  _globals['_BULLETINENTRY']._serialized_end=1470
-  _globals['_READBULLETINREPLY']._serialized_start=1472
-  _globals['_READBULLETINREPLY']._serialized_end=1565
-  _globals['_BOOTSTRAP']._serialized_start=1568
-  _globals['_BOOTSTRAP']._serialized_end=2312
+  _globals['_WATCHJOBSREQUEST']._serialized_start=700
+  _globals['_WATCHJOBSREQUEST']._serialized_end=778
+  _globals['_WATCHJOBSREPLY']._serialized_start=780
+  _globals['_WATCHJOBSREPLY']._serialized_end=833
+  _globals['_GETJOBREQUEST']._serialized_start=835
+  _globals['_GETJOBREQUEST']._serialized_end=866
+  _globals['_GETJOBREPLY']._serialized_start=868
+  _globals['_GETJOBREPLY']._serialized_end=926
+  _globals['_NODERESULT']._serialized_start=929
+  _globals['_NODERESULT']._serialized_end=1126
+  _globals['_REPORTRESULTREPLY']._serialized_start=1128
+  _globals['_REPORTRESULTREPLY']._serialized_end=1147
+  _globals['_GETRESULTREQUEST']._serialized_start=1149
+  _globals['_GETRESULTREQUEST']._serialized_end=1183
+  _globals['_GETRESULTREPLY']._serialized_start=1185
+  _globals['_GETRESULTREPLY']._serialized_end=1290
+  _globals['_REVOCATIONS']._serialized_start=1292
+  _globals['_REVOCATIONS']._serialized_end=1322
+  _globals['_GETREVOCATIONSREQUEST']._serialized_start=1324
+  _globals['_GETREVOCATIONSREQUEST']._serialized_end=1347
+  _globals['_PUBLISHREQUEST']._serialized_start=1349
+  _globals['_PUBLISHREQUEST']._serialized_end=1416
+  _globals['_PUBLISHREPLY']._serialized_start=1418
+  _globals['_PUBLISHREPLY']._serialized_end=1451
+  _globals['_READBULLETINREQUEST']._serialized_start=1453
+  _globals['_READBULLETINREQUEST']._serialized_end=1536
+  _globals['_BULLETINENTRY']._serialized_start=1538
+  _globals['_BULLETINENTRY']._serialized_end=1605
+  _globals['_READBULLETINREPLY']._serialized_start=1607
+  _globals['_READBULLETINREPLY']._serialized_end=1700
+  _globals['_BOOTSTRAP']._serialized_start=1703
+  _globals['_BOOTSTRAP']._serialized_end=2514
 # @@protoc_insertion_point(module_scope)

@@ -82,6 +82,24 @@ class ListJobsReply(_message.Message):
     seqs: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, jobs: _Optional[_Iterable[_Union[_common_pb2.JobSpec, _Mapping]]] = ..., seqs: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class WatchJobsRequest(_message.Message):
+    __slots__ = ("after_version", "crl_number", "wait_ms")
+    AFTER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CRL_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    after_version: int
+    crl_number: int
+    wait_ms: int
+    def __init__(self, after_version: _Optional[int] = ..., crl_number: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class WatchJobsReply(_message.Message):
+    __slots__ = ("version", "crl_number")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CRL_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    crl_number: int
+    def __init__(self, version: _Optional[int] = ..., crl_number: _Optional[int] = ...) -> None: ...
+
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id",)
     JOB_ID_FIELD_NUMBER: _ClassVar[int]

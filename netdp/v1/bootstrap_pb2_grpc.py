@@ -54,6 +54,11 @@ class BootstrapStub:
                 request_serializer=netdp_dot_v1_dot_bootstrap__pb2.ListJobsRequest.SerializeToString,
                 response_deserializer=netdp_dot_v1_dot_bootstrap__pb2.ListJobsReply.FromString,
                 _registered_method=True)
+        self.WatchJobs = channel.unary_unary(
+                '/netdp.v1.Bootstrap/WatchJobs',
+                request_serializer=netdp_dot_v1_dot_bootstrap__pb2.WatchJobsRequest.SerializeToString,
+                response_deserializer=netdp_dot_v1_dot_bootstrap__pb2.WatchJobsReply.FromString,
+                _registered_method=True)
         self.GetJob = channel.unary_unary(
                 '/netdp.v1.Bootstrap/GetJob',
                 request_serializer=netdp_dot_v1_dot_bootstrap__pb2.GetJobRequest.SerializeToString,
@@ -117,6 +122,13 @@ class BootstrapServicer:
 
     def ListJobs(self, request, context):
         """nodes: their jobs; operators: all
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchJobs(self, request, context):
+        """nodes, operators
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -193,6 +205,11 @@ def add_BootstrapServicer_to_server(servicer, server):
                     servicer.ListJobs,
                     request_deserializer=netdp_dot_v1_dot_bootstrap__pb2.ListJobsRequest.FromString,
                     response_serializer=netdp_dot_v1_dot_bootstrap__pb2.ListJobsReply.SerializeToString,
+            ),
+            'WatchJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.WatchJobs,
+                    request_deserializer=netdp_dot_v1_dot_bootstrap__pb2.WatchJobsRequest.FromString,
+                    response_serializer=netdp_dot_v1_dot_bootstrap__pb2.WatchJobsReply.SerializeToString,
             ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
@@ -338,6 +355,33 @@ class Bootstrap:
             '/netdp.v1.Bootstrap/ListJobs',
             netdp_dot_v1_dot_bootstrap__pb2.ListJobsRequest.SerializeToString,
             netdp_dot_v1_dot_bootstrap__pb2.ListJobsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/netdp.v1.Bootstrap/WatchJobs',
+            netdp_dot_v1_dot_bootstrap__pb2.WatchJobsRequest.SerializeToString,
+            netdp_dot_v1_dot_bootstrap__pb2.WatchJobsReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -78,16 +78,19 @@ def secure_channel(
     identity: Identity,
     server_name: str,
     credentials: grpc.ChannelCredentials | None = None,
+    options: dict[str, Any] | None = None,
 ) -> grpc.aio.Channel:
     """An mTLS channel to `address` that accepts only a server whose certificate carries the DNS
     name `server_name`: `peer_name(node_id)` for a node, `identity.BOOTSTRAP_NAME` for the
     bootstrap. TLS checks that name instead of the address (which need not be in the
     certificate). `credentials`: `channel_credentials(identity)` made once by a caller that opens
-    many channels (else made here)."""
+    many channels (else made here). `options`: channel options that replace those of
+    CHANNEL_OPTIONS with the same name (or add to them)."""
+    merged = dict(CHANNEL_OPTIONS) | (options or {})
     return grpc.aio.secure_channel(
         address,
         credentials if credentials is not None else channel_credentials(identity),
-        options=[*CHANNEL_OPTIONS, ("grpc.ssl_target_name_override", server_name)],
+        options=[*merged.items(), ("grpc.ssl_target_name_override", server_name)],
     )
 
 

@@ -54,6 +54,20 @@ def test_a_prefix_of_a_flag_is_an_unknown_flag():
     one_line_error(r, 2, "unrecognized arguments: --algo")
 
 
+@pytest.mark.parametrize(
+    "value, words", [("31", "must be at most 30"), ("0", "must be positive"), ("x", "invalid")]
+)
+def test_node_long_poll_is_checked(capsys, value, words):
+    base = ["node", "--certs", "c", "--bootstrap", "127.0.0.1:1", "--ledger", "l"]
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args([*base, "--long-poll", value])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --long-poll" in err and words in err, err
+    assert build_parser().parse_args(base).long_poll == 25.0  # the default
+    assert build_parser().parse_args([*base, "--long-poll", "30"]).long_poll == 30.0
+
+
 def test_every_parser_refuses_abbreviations():
     seen = 0
     stack = [build_parser()]

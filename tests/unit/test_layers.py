@@ -54,6 +54,7 @@ GROUP_OF = {
     "netdp_node.daemon": "daemon",
     "netdp_node.bootstrap_client": "daemon",
     "netdp_node.host": "daemon",
+    "netdp_node.jobwatch": "daemon",
     "netdp_bootstrap": "bootstrap",
     "netdp_node.simulate": "tools",
     "netdp_node.report": "tools",
