@@ -192,16 +192,20 @@ async def interruptible(coro: Awaitable[T], bound: float = INTERRUPT_BOUND) -> T
     asyncio.run cancels its main task once on the first Ctrl-C, and a cancellation can be lost:
     grpc.aio turns one that races a unary call's completion into an ordinary RpcError (a caller
     that tolerates failed calls then goes on), `asyncio.wait_for` before Python 3.12 drops one
-    that races its awaitable. A demo interrupted that way ran on. Call from the main thread."""
+    that races its awaitable. A demo interrupted that way ran on. Off the main thread (no signal
+    handler there; asyncio.run installs none either) it just awaits `coro`."""
     loop = asyncio.get_running_loop()
-    task: asyncio.Future[T] = asyncio.ensure_future(coro)
     hit: asyncio.Future[Any] = loop.create_future()
 
     def on_sigint() -> None:
         if not hit.done():
             hit.set_result(None)
 
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    except (ValueError, RuntimeError):  # not the main thread: no Ctrl-C reaches this loop
+        return await coro
+    task: asyncio.Future[T] = asyncio.ensure_future(coro)
     try:
         await asyncio.wait([task, hit], return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:

@@ -110,3 +110,32 @@ def test_interruptible_returns_the_result_without_a_ctrl_c():
         return 7
 
     assert asyncio.run(interruptible(command())) == 7
+
+
+def test_interruptible_off_the_main_thread_just_awaits():
+    """`netdp job` run from a thread (as tests and embedding programs do): no signal handler can be
+    installed there, and none is needed; the command runs and its errors come through."""
+    import threading
+
+    from netdp_node.waiting import interruptible
+
+    async def command() -> int:
+        await asyncio.sleep(0)
+        return 7
+
+    async def failing() -> None:
+        raise ValueError("bad input")
+
+    got: list[object] = []
+
+    def run() -> None:
+        got.append(asyncio.run(interruptible(command())))
+        try:
+            asyncio.run(interruptible(failing()))
+        except ValueError as e:
+            got.append(str(e))
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(30)
+    assert got == [7, "bad input"]
