@@ -63,15 +63,18 @@ acknowledges exact re-sends without applying them).
 
 Dissemination (Algorithm 1's final step): epidemic broadcast of records with de-duplication
 (anti-entropy, Demers et al. 1987), not push-sum. Messages move records in batches, so the number
-of messages is O(n · fanout · rounds), not one per record and party: from the end of iteration T,
-every gossip_s / GOSSIP_ROUNDS, a party sends `fanout` random peers a DIGEST of the records it
-holds (a bitmap of n bits); each answers with one RECORDS message carrying the records the digest
-lacks and naming those it lacks itself, which the first party sends back in one more (a batch over
-the message limit is split). Records are identified by their origin, so a record that arrives again
-costs a comparison (a copy that differs from the one held is refused, ALREADY_EXISTS). A party
-that holds every record, or has released its result, starts no more rounds but still answers.
-Push-pull rounds reach everyone in O(log n) rounds (about 7 at n = 2048), and a party that was
-unreachable for a while is served by the next peer that asks it or that it asks. A record holds
+of messages is O(n · fanout · rounds), not one per record and party: in each round, from the end
+of iteration T, a party sends `fanout` random peers a DIGEST of the records it holds (a bitmap of n
+bits); each answers with one RECORDS message carrying the records the digest lacks and naming those
+it lacks itself, which the first party sends back in one more (a batch over the message limit is
+split). Rounds come every gossip_s / GOSSIP_ROUNDS, and sooner (QUICK_ROUND of that) after one that
+brought something new, so a fault-free dissemination takes a few round trips and a window in
+which nothing new comes costs GOSSIP_ROUNDS small digests per party. Records are identified by
+their origin, so a record that arrives again costs a comparison (a copy that differs from the one
+held is refused, ALREADY_EXISTS). A party that holds every record, or has released its result,
+starts no more rounds but still answers. Push-pull rounds reach everyone in O(log n) rounds (about
+7 at n = 2048), and a party that was unreachable for a while is served by the next peer that asks
+it or that it asks. A record holds
 (y^(T), ω^(T)) if the party was online at T (a party offline at T releases no value: its y was
 never sent), and always its public history: its online iterations, which of its MIX messages
 counted (out) and which it counted (in). The schedule is public, so a history travels as its
@@ -80,7 +83,7 @@ offline iterations, the (t, slot) of its MIX that did not count, the (t, sender)
 MIX it did not count (`History`, `encode_history`); a record costs O(dim + deviations), not
 O(T·n), and a malformed one is refused (INVALID_ARGUMENT, naming the fault) with its whole batch.
 A party that leaves never sends its record, so every MIX also carries its sender's history so far,
-and from a quarter of the window (PROXY_ROUND) a party gossips, as PROXY items of the same digests
+and from a quarter of the window (PROXY_AFTER) a party gossips, as PROXY items of the same digests
 and batches, the latest history the MIX messages of a party whose record has not arrived brought
 it (the freshest one wins): the rebuilt execution is then exact for everything the leaver's
 messages carried (`execution_from_records`). Each batch that brings something new is recorded in
@@ -128,11 +131,14 @@ MIX = "mix"
 CLOSE = "close"
 DIGEST = "digest"
 RECORDS = "records"
-#: dissemination rounds per `gossip_s` (`Inca._round`): one every gossip_s / GOSSIP_ROUNDS
+#: dissemination rounds per `gossip_s` while nothing new comes (`Inca._round`): one every
+#: gossip_s / GOSSIP_ROUNDS; a round that brought something new is followed by the next one after
+#: a eighth of that (QUICK_ROUND), so a fault-free dissemination takes a few round trips
 GOSSIP_ROUNDS = 16
-#: the round from which a node gossips the histories of parties whose record has not arrived
-#: (proxies): a quarter of the way into the window
-PROXY_ROUND = GOSSIP_ROUNDS // 4 + 1
+QUICK_ROUND = 1 / 8
+#: the part of `gossip_s` after which a node gossips the histories of parties whose record has not
+#: arrived (proxies)
+PROXY_AFTER = 1 / 4
 #: the most numbers of one RECORDS payload (a batch over it is split): the message limit less the
 #: envelope's allowance, 8 bytes a number
 BATCH_NUMBERS = (MAX_MESSAGE_BYTES - ENVELOPE_ALLOWANCE) // 8
@@ -765,6 +771,8 @@ class Inca(Engine):
         self.seen: dict[int, tuple[int, np.ndarray]] = {}
         self.active: set[int] = set()
         self.batches_to: dict[int, int] = {}  # peer -> RECORDS messages sent to it (their seq)
+        self.round = 0  # the last dissemination round started
+        self.quick = False  # the next round comes soon (the last one brought something new)
 
     # -- helpers -------------------------------------------------------------------------------
     def expected_steps(self) -> int:
@@ -918,6 +926,9 @@ class Inca(Engine):
             return self._output()
         if what == "gossip":
             return self._round(int(arg))
+        if what == "proxies":  # the histories of parties whose record has not arrived: gossiped
+            self.active.update(o for o in self.seen if not self.have[o])
+            return []
         if what == "hold":
             held, _, s = arg.partition(":")
             self.patience.add((int(held), int(s)))
@@ -1072,20 +1083,22 @@ class Inca(Engine):
         h = rec[self.dim + 3 :]
         exc = {self.me: h} if h.shape[0] != HEAD or h.any() else {}
         self._take(np.asarray([self.me]), rec[None, : self.dim + 3], exc)
-        acts: list[Action] = [SetTimer("end", self.gossip_s)]
+        acts: list[Action] = [
+            SetTimer("end", self.gossip_s),
+            SetTimer("proxies", self.gossip_s * PROXY_AFTER),
+        ]
         return acts + self._round(1) + self._maybe_output()
 
     def _round(self, r: int) -> list[Action]:
-        """Dissemination round r (every gossip_s / GOSSIP_ROUNDS, the first at the end of
-        iteration T): `fanout` random peers get this node's digest (each answers with the records
-        and proxies it holds that the digest lacks, and asks for those it lacks itself). A node
-        that holds every record, or has released its result, starts no more rounds (it still
-        answers); from round PROXY_ROUND on, the histories its MIX messages brought of parties
-        whose record has not arrived are gossiped as proxies."""
-        if self.done or self.n_records == self.n:
+        """Dissemination round r, the first at the end of iteration T: `fanout` random peers get
+        this node's digest (each answers with the records and proxies it holds that the digest
+        lacks, and asks for those it lacks itself). The next round comes gossip_s / GOSSIP_ROUNDS
+        later, or a QUICK_ROUND of that after a batch brought something new (`_on_records`); a
+        timer of a round that has happened already is passed over. A node that holds every
+        record, or has released its result, starts no more rounds (it still answers)."""
+        if r != self.round + 1 or self.done or self.n_records == self.n:
             return []
-        if r >= PROXY_ROUND:
-            self.active.update(o for o in self.seen if not self.have[o])
+        self.round, self.quick = r, False
         digest = Message(DIGEST, payload=self._digest(), round=r)
         acts: list[Action] = [Send(self.ids[j], digest) for j in self._peers()]
         return acts + [SetTimer(f"gossip:{r + 1}", self.gossip_s / GOSSIP_ROUNDS)]
@@ -1302,6 +1315,11 @@ class Inca(Engine):
             )
         if self.done:
             return acts + [Record("late-final", peer=name) for name in names]
+        if (names or proxies) and self.round and not self.quick and self.n_records < self.n:
+            self.quick = True  # something new: the next round soon
+            acts.append(
+                SetTimer(f"gossip:{self.round + 1}", self.gossip_s / GOSSIP_ROUNDS * QUICK_ROUND)
+            )
         return acts + self._maybe_output()
 
     def _histories(self) -> tuple[dict[int, History], dict[int, bool]]:
