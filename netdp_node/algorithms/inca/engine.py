@@ -1325,13 +1325,11 @@ class Inca(Engine):
     def _histories(self) -> tuple[dict[int, History], dict[int, bool]]:
         """The histories of the records held (EXPECTED for a record without exceptions, the
         common case: not decoded) and their has_final flags."""
-        hists: dict[int, History] = {}
-        finals: dict[int, bool] = {}
-        flag = self.dim + 1
-        for i in np.flatnonzero(self.have).tolist():
-            finals[i] = bool(self.heads[i, flag])
-            h = self.histories.get(i)
-            hists[i] = EXPECTED if h is None else decode_history(h, i, self.T, self.k, self.ins)
+        held = np.flatnonzero(self.have).tolist()
+        finals = dict(zip(held, (self.heads[self.have, self.dim + 1] != 0).tolist()))
+        hists: dict[int, History] = dict.fromkeys(held, EXPECTED)
+        for i, h in self.histories.items():  # (held, with an exception)
+            hists[i] = decode_history(h, i, self.T, self.k, self.ins)
         return hists, finals
 
     def _expected_records(self) -> set[int]:
@@ -1384,7 +1382,7 @@ class Inca(Engine):
         est = sum_y / sum_w if sum_w > 0 else np.full(dim, np.nan)
         value = None if sum_w <= 0 else est
         ids = self.ids
-        fin_l = fin.tolist()
+        names = [ids[i] for i in fin.tolist()]
         return [
             Output(
                 value=value,
@@ -1392,14 +1390,14 @@ class Inca(Engine):
                     "estimate": est.tolist() if sum_w > 0 else None,
                     "sum_y": sum_y.tolist(),
                     "sum_omega": sum_w,
-                    "final": [ids[i] for i in fin_l],
+                    "final": names,
                     "missing": [ids[i] for i in info["missing"]],
                     "declined": [
                         ids[i]
                         for i in np.flatnonzero(self.have & (self.heads[:, dim + 2] == 0)).tolist()
                     ],
                     "lost": [[t, ids[i], ids[j]] for t, i, j in info["lost"]],
-                    "omega_final": {ids[i]: float(self.heads[i, dim]) for i in fin_l},
+                    "omega_final": dict(zip(names, self.heads[fin, dim].tolist())),
                     # the execution as exceptions to "everyone online, every planned message
                     # counted" (`inca_audit.outcome_from_info` expands it)
                     "offline": [
