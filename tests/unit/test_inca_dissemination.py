@@ -28,11 +28,13 @@ from netdp_node.algorithms.inca.engine import (
     GOSSIP_ROUNDS,
     MIX,
     RECORDS,
+    Inca,
     decode_batch,
+    encode_digest,
 )
 from netdp_node.audit import audit
 from netdp_node.faults import plan_from_flags
-from netdp_node.protocols.base import Message
+from netdp_node.protocols.base import JobContext, Message, Refused
 from netdp_node.simulate import Simulator, dropout_plans, synthetic_data
 
 pytestmark = pytest.mark.timeout(300)
@@ -213,3 +215,35 @@ def test_each_node_s_ledger_names_every_record_it_took_once_and_the_audit_passes
     checks = {c["name"]: c for c in rep["checks"]}
     for name in ("tokens-conserved", "received-once", "inca-shares", "privacy-monotone"):
         assert checks[name]["ok"], (name, checks[name]["details"])
+
+
+def test_a_round_does_not_ask_a_party_that_left_nor_a_peer_given_up_on() -> None:
+    """A party that left during the mixing as far as the node knows (its proxy held, no record,
+    last MIX of an iteration before T) and a peer a message gave up on are not asked; the latter is
+    asked again once it is heard from, the former once its MIX of iteration T is reported."""
+    n, T = 8, 4
+    ids = [f"n{i}" for i in range(n)]
+    p = _params(n, T=T)
+    me = Inca(JobContext("j", "inca", "n0", ids, p, 1), np.zeros(2), np.random.default_rng(0))
+    me.start()
+
+    def asked(rounds: int = 400) -> set[int]:
+        out: set[int] = set()
+        for _ in range(rounds):
+            out.update(me._peers())
+        return out
+
+    assert asked() == set(range(1, n))
+    me.seen[3] = (2, np.zeros(3))  # n3's last MIX reported: iteration 2 of 4
+    me.active.add(3)
+    assert me.on_undeliverable("n5", Message(DIGEST, round=1), "UNAVAILABLE", "gave up") == []
+    assert asked() == set(range(1, n)) - {3, 5}
+    with pytest.raises(Refused):  # a message refused changes nothing
+        me.on_message("n5", Message(DIGEST, round=1))
+    assert asked() == set(range(1, n)) - {3, 5}
+    held = np.zeros(n, dtype=bool)
+    held[5] = True
+    me.on_message("n5", Message(DIGEST, payload=encode_digest(held, [], []), round=1))
+    assert asked() == set(range(1, n)) - {3}
+    me.seen[3] = (T, np.zeros(3))  # its MIX of iteration T was reported: it did not leave then
+    assert asked() == set(range(1, n))

@@ -67,21 +67,23 @@ of messages is O(n · fanout · rounds), not one per record and party: in each r
 of iteration T, a party sends `fanout` random peers a DIGEST of the records it holds (a bitmap of n
 bits); each answers with one RECORDS message carrying the records the digest lacks and naming those
 it lacks itself, which the first party sends back in one more (a batch over the message limit is
-split). Rounds come every gossip_s / GOSSIP_ROUNDS, and sooner (QUICK_ROUND of that) after one that
-brought something new, so a fault-free dissemination takes a few round trips and a window in
-which nothing new comes costs GOSSIP_ROUNDS small digests per party. Records are identified by
+split). Rounds come every gossip_s / GOSSIP_ROUNDS, sooner (QUICK_ROUND of that) after one that
+brought a new record, so a fault-free dissemination takes a few round trips, and ever later (up to
+2**IDLE_DOUBLINGS round periods) after rounds that brought nothing new. Records are identified by
 their origin, so a record that arrives again costs a comparison (a copy that differs from the one
 held is refused, ALREADY_EXISTS). A party that holds every record, or has released its result,
-starts no more rounds but still answers. Push-pull rounds reach everyone in O(log n) rounds (about
-7 at n = 2048), and a party that was unreachable for a while is served by the next peer that asks
-it or that it asks. A record holds
-(y^(T), ω^(T)) if the party was online at T (a party offline at T releases no value: its y was
-never sent), and always its public history: its online iterations, which of its MIX messages
-counted (out) and which it counted (in). The schedule is public, so a history travels as its
-exceptions to the expected one (online in every iteration, every planned message counted): the
-offline iterations, the (t, slot) of its MIX that did not count, the (t, sender) of the planned
-MIX it did not count (`History`, `encode_history`); a record costs O(dim + deviations), not
-O(T·n), and a malformed one is refused (INVALID_ARGUMENT, naming the fault) with its whole batch.
+starts no more rounds but still answers (and takes a late record, recorded as such). Push-pull
+rounds reach everyone in O(log n) rounds (about 7 at n = 2048), and a party that was unreachable
+for a while is served by the next peer that asks it or that it asks. A node does not ask a peer a
+message gave up on (until it hears from it) nor a party that left during the mixing as far as it
+knows: either asks others itself if it is there. A record holds (y^(T), ω^(T)) if the party was
+online at T (a party offline at T releases no value: its y was never sent), and always its public
+history: its online iterations, which of its MIX messages counted (out) and which it counted
+(in). The schedule is public, so a history travels as its exceptions to the expected one (online
+in every iteration, every planned message counted): the offline iterations, the (t, slot) of its
+MIX that did not count, the (t, sender) of the planned MIX it did not count (`History`,
+`encode_history`); a record costs O(dim + deviations), not O(T·n), and a malformed one is refused
+(INVALID_ARGUMENT, naming the fault) with its whole batch.
 A party that leaves never sends its record, so every MIX also carries its sender's history so far,
 and from a quarter of the window (PROXY_AFTER) a party gossips, as PROXY items of the same digests
 and batches, the latest history the MIX messages of a party whose record has not arrived brought
@@ -136,6 +138,9 @@ RECORDS = "records"
 #: a eighth of that (QUICK_ROUND), so a fault-free dissemination takes a few round trips
 GOSSIP_ROUNDS = 16
 QUICK_ROUND = 1 / 8
+#: after a round that brought nothing new, the next comes twice as late, up to 2**IDLE_DOUBLINGS
+#: times (a party that comes back with news is answered at once: news makes rounds quick)
+IDLE_DOUBLINGS = 3
 #: the part of `gossip_s` after which a node gossips the histories of parties whose record has not
 #: arrived (proxies)
 PROXY_AFTER = 1 / 4
@@ -773,6 +778,9 @@ class Inca(Engine):
         self.batches_to: dict[int, int] = {}  # peer -> RECORDS messages sent to it (their seq)
         self.round = 0  # the last dissemination round started
         self.quick = False  # the next round comes soon (the last one brought something new)
+        self.learned = False  # a batch brought something new since the last round started
+        self.idle = 0  # rounds in a row that brought nothing new (the next ones come later)
+        self.unreachable: set[int] = set()  # peers a message gave up on (until they are heard)
 
     # -- helpers -------------------------------------------------------------------------------
     def expected_steps(self) -> int:
@@ -866,6 +874,12 @@ class Inca(Engine):
         return t, s
 
     def on_message(self, sender: str, msg: Message) -> list[Action]:
+        acts = self._on_message(sender, msg)
+        if self.unreachable:  # (taken: it is there)
+            self.unreachable.discard(self._index(sender))
+        return acts
+
+    def _on_message(self, sender: str, msg: Message) -> list[Action]:
         if msg.kind == DIGEST:
             return self._on_digest(sender, msg)
         if msg.kind == RECORDS:
@@ -959,6 +973,8 @@ class Inca(Engine):
             # The receiver mixed before our CLOSE(1) arrived: the one-sided residual (docstring).
             self.lost.append((t, to))
             return [Record("lost", peer=to, params={"t": t, "code": code})]
+        if msg.kind in (DIGEST, RECORDS) and code == "UNAVAILABLE":
+            self.unreachable.add(self._index(to))  # not asked again until it is heard from
         return []  # undelivered CLOSE(0), DIGEST, RECORDS: nothing depends on them
 
     # -- the three steps of an iteration -------------------------------------------------------
@@ -1093,30 +1109,50 @@ class Inca(Engine):
         """Dissemination round r, the first at the end of iteration T: `fanout` random peers get
         this node's digest (each answers with the records and proxies it holds that the digest
         lacks, and asks for those it lacks itself). The next round comes gossip_s / GOSSIP_ROUNDS
-        later, or a QUICK_ROUND of that after a batch brought something new (`_on_records`); a
-        timer of a round that has happened already is passed over. A node that holds every
-        record, or has released its result, starts no more rounds (it still answers)."""
+        later, or a QUICK_ROUND of that after a batch brought something new (`_on_records`), and
+        twice, then four times later (IDLE_DOUBLINGS) after rounds that brought nothing; a timer
+        of a round that has happened already is passed over. A node that holds every record, or
+        has released its result, starts no more rounds (it still answers)."""
         if r != self.round + 1 or self.done or self.n_records == self.n:
             return []
-        self.round, self.quick = r, False
+        self.idle = 0 if r == 1 or self.learned else self.idle + 1
+        self.round, self.quick, self.learned = r, False, False
         digest = Message(DIGEST, payload=self._digest(), round=r)
         acts: list[Action] = [Send(self.ids[j], digest) for j in self._peers()]
-        return acts + [SetTimer(f"gossip:{r + 1}", self.gossip_s / GOSSIP_ROUNDS)]
+        wait = self.gossip_s / GOSSIP_ROUNDS * 2 ** min(self.idle, IDLE_DOUBLINGS)
+        return acts + [SetTimer(f"gossip:{r + 1}", wait)]
 
     def _peers(self) -> list[int]:
-        """min(fanout, n − 1) distinct peers drawn uniformly from the others, by rejection
-        (O(fanout) draws when fanout is much smaller than n, then the others in order)."""
-        want = min(self.fanout, self.n - 1)
+        """min(fanout, m) distinct peers drawn uniformly from the m others worth asking, by
+        rejection (O(fanout) draws when fanout is much smaller than m, then from the list of
+        them). Not worth asking: a peer a message gave up on since it was last heard from, and a
+        party that left during the mixing as far as this node knows (it holds the party's proxy,
+        no record, and the last MIX of it anyone reported is of an iteration before T). Neither
+        loses anything: a party that is there asks others itself, and any peer it asks answers
+        with everything it lacks."""
+        shunned = self.unreachable | self.left
+
+        def ok(j: int) -> bool:
+            return j != self.me and j not in shunned and j not in pick
+
         pick: list[int] = []
+        want = min(self.fanout, self.n - 1 - len(shunned - {self.me}))
         for _ in range(4 * want + 8):
-            if len(pick) == want:
+            if len(pick) >= want:
                 return pick
             j = int(self.rng.integers(self.n))
-            if j != self.me and j not in pick:
+            if ok(j):
                 pick.append(j)
-        rest = [j for j in range(self.n) if j != self.me and j not in pick]
-        more = self.rng.choice(len(rest), size=want - len(pick), replace=False)
+        rest = [j for j in range(self.n) if ok(j)]
+        more = self.rng.choice(len(rest), size=min(want - len(pick), len(rest)), replace=False)
         return pick + [rest[int(p)] for p in more]
+
+    @property
+    def left(self) -> set[int]:
+        """The parties whose proxy this node gossips (no record of theirs held) and whose last
+        reported MIX is of an iteration before T: they left during the mixing, as far as it
+        knows."""
+        return {o for o in self.active if not self.have[o] and self.seen[o][0] < self.T}
 
     def _proxies(self) -> list[int]:
         """The parties whose proxy this node gossips (no record of theirs held), ascending."""
@@ -1145,15 +1181,13 @@ class Inca(Engine):
         ]
         # a party someone gossips a proxy of: this node gossips its own history of it too
         self.active.update(o for o in their_t if o in self.seen and not self.have[o])
-        wants = np.zeros(0, dtype=np.int64)
-        if not self.done:  # (a node that released its result only answers)
-            lack = theirs & ~self.have
-            lack[self.me] = False
-            for o, t in their_t.items():
-                if o != self.me and not self.have[o] and t > self.seen.get(o, (0, None))[0]:
-                    lack[o] = True
-            wants = np.flatnonzero(lack)
-        return self._send_batch(s, np.flatnonzero(give), p_give, wants)
+        # what it has that this node lacks (after the result too: a late record is recorded)
+        lack = theirs & ~self.have
+        lack[self.me] = False
+        for o, t in their_t.items():
+            if o != self.me and not self.have[o] and t > self.seen.get(o, (0, None))[0]:
+                lack[o] = True
+        return self._send_batch(s, np.flatnonzero(give), p_give, np.flatnonzero(lack))
 
     def _send_batch(
         self, j: int, origins: np.ndarray, p_origins: Sequence[int], wants: np.ndarray
@@ -1315,7 +1349,10 @@ class Inca(Engine):
             )
         if self.done:
             return acts + [Record("late-final", peer=name) for name in names]
-        if (names or proxies) and self.round and not self.quick and self.n_records < self.n:
+        if names or proxies:
+            self.learned = True
+        # new records (not only fresher histories of leavers): the next round soon
+        if names and self.round and not self.quick and self.n_records < self.n:
             self.quick = True  # something new: the next round soon
             acts.append(
                 SetTimer(f"gossip:{self.round + 1}", self.gossip_s / GOSSIP_ROUNDS * QUICK_ROUND)
