@@ -334,7 +334,7 @@ def test_malformed_batch_digest_and_mix_are_invalid_argument() -> None:
         return (
             [None if r is None else r.tolist() for r in me.raw_records],
             dict(me.seen),
-            set(me.active),
+            me.gossip_t.tolist(),
             dict(me.held),
             me.n_records,
         )

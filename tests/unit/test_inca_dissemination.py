@@ -234,8 +234,8 @@ def test_a_round_does_not_ask_a_party_that_left_nor_a_peer_given_up_on() -> None
         return out
 
     assert asked() == set(range(1, n))
-    me.seen[3] = (2, np.zeros(3))  # n3's last MIX reported: iteration 2 of 4
-    me.active.add(3)
+    me._see(3, 2, np.zeros(3))  # n3's last MIX reported: iteration 2 of 4
+    me._activate(3)
     assert me.on_undeliverable("n5", Message(DIGEST, round=1), "UNAVAILABLE", "gave up") == []
     assert asked() == set(range(1, n)) - {3, 5}
     with pytest.raises(Refused):  # a message refused changes nothing
@@ -245,5 +245,5 @@ def test_a_round_does_not_ask_a_party_that_left_nor_a_peer_given_up_on() -> None
     held[5] = True
     me.on_message("n5", Message(DIGEST, payload=encode_digest(held, [], []), round=1))
     assert asked() == set(range(1, n)) - {3}
-    me.seen[3] = (T, np.zeros(3))  # its MIX of iteration T was reported: it did not leave then
+    me._see(3, T, np.zeros(3))  # its MIX of iteration T was reported: it did not leave then
     assert asked() == set(range(1, n))

@@ -138,6 +138,9 @@ RECORDS = "records"
 #: a eighth of that (QUICK_ROUND), so a fault-free dissemination takes a few round trips
 GOSSIP_ROUNDS = 16
 QUICK_ROUND = 1 / 8
+#: decoded histories kept per job and process, at most HISTORY_CACHE · n · (T + 1)
+#: (`Inca._decoded_history`)
+HISTORY_CACHE = 4
 #: after a round that brought nothing new, the next comes twice as late, up to 2**IDLE_DOUBLINGS
 #: times (a party that comes back with news is answered at once: news makes rounds quick)
 IDLE_DOUBLINGS = 3
@@ -343,7 +346,9 @@ def batch_length(dim: int, n: int, k: int, T: int) -> int:
     return BATCH_HEAD + 2 + record_length(dim, n, k, T)
 
 
-def encode_digest(held: np.ndarray, origins: Sequence[int], ts: Sequence[int]) -> np.ndarray:
+def encode_digest(
+    held: np.ndarray, origins: Sequence[int] | np.ndarray, ts: Sequence[int] | np.ndarray
+) -> np.ndarray:
     """The wire form of a digest: the records held (bool, n) and the proxies (origins ascending,
     the t of each)."""
     n = held.shape[0]
@@ -774,7 +779,13 @@ class Inca(Engine):
         # the latest history each party's MIX carried (t, its wire form up to t − 1), its own or
         # a proxy received; `active`: those it gossips (`_round`, PROXY_ROUND)
         self.seen: dict[int, tuple[int, np.ndarray]] = {}
-        self.active: set[int] = set()
+        self.seen_t = np.zeros(self.n, dtype=np.int64)  # the t of `seen`, 0: none
+        # the t of the proxies it gossips (`_activate`: no record of that party held), 0: none
+        self.gossip_t = np.zeros(self.n, dtype=np.int64)
+        # decoded histories, shared by the job's engines in this process (`_history`)
+        self.decoded: dict[tuple[int, int, bytes], tuple[History, np.ndarray]] = ctx.shared.get(
+            "inca-histories", dict
+        )
         self.batches_to: dict[int, int] = {}  # peer -> RECORDS messages sent to it (their seq)
         self.round = 0  # the last dissemination round started
         self.quick = False  # the next round comes soon (the last one brought something new)
@@ -908,8 +919,7 @@ class Inca(Engine):
             except ValueError as e:
                 raise Refused(RefusalCode.INVALID_ARGUMENT, f"MIX of iteration {t}: {e}") from None
             self.held.setdefault(t, {})[s] = np.asarray(msg.payload[: self.dim + 1], float).copy()
-            if self.seen.get(s, (0, None))[0] < t:
-                self.seen[s] = (t, hist)
+            self._see(s, t, hist)
             wait = [SetTimer(f"hold:{t}:{s}", self.round_s)]
         else:
             flag = msg.scalars.get("counted")
@@ -941,7 +951,8 @@ class Inca(Engine):
         if what == "gossip":
             return self._round(int(arg))
         if what == "proxies":  # the histories of parties whose record has not arrived: gossiped
-            self.active.update(o for o in self.seen if not self.have[o])
+            for o in self.seen:
+                self._activate(o)
             return []
         if what == "hold":
             held, _, s = arg.partition(":")
@@ -1085,19 +1096,25 @@ class Inca(Engine):
         self, origins: np.ndarray, heads: np.ndarray, histories: Mapping[int, np.ndarray]
     ) -> None:
         """Hold the records of `origins` (validated, none held yet): their heads in the table of
-        heads; `histories`: the histories of those with an exception (the others have none)."""
+        heads; `histories`: the histories of those with an exception (the others have none), read-
+        only (`_decoded_history`'s). A record supersedes the proxy of its party (no longer gossiped)."""
         self.heads[origins] = heads
         self.have[origins] = True
+        self.gossip_t[origins] = 0
         self.n_records += int(origins.shape[0])
         for o, h in histories.items():
-            self.histories[o] = np.array(h, dtype=float)
+            self.histories[o] = h
             self.exceptional[o] = True
 
     def _disseminate(self) -> list[Action]:
         self.cur = self.T + 1
         rec = self._own_record()
         h = rec[self.dim + 3 :]
-        exc = {self.me: h} if h.shape[0] != HEAD or h.any() else {}
+        exc = (
+            {self.me: self._decoded_history(self.me, self.T, h)[1]}
+            if h.shape[0] != HEAD or h.any()
+            else {}
+        )
         self._take(np.asarray([self.me]), rec[None, : self.dim + 3], exc)
         acts: list[Action] = [
             SetTimer("end", self.gossip_s),
@@ -1130,7 +1147,7 @@ class Inca(Engine):
         no record, and the last MIX of it anyone reported is of an iteration before T). Neither
         loses anything: a party that is there asks others itself, and any peer it asks answers
         with everything it lacks."""
-        shunned = self.unreachable | self.left
+        shunned = self.unreachable | set(np.flatnonzero(self._left()).tolist())
 
         def ok(j: int) -> bool:
             return j != self.me and j not in shunned and j not in pick
@@ -1147,20 +1164,47 @@ class Inca(Engine):
         more = self.rng.choice(len(rest), size=min(want - len(pick), len(rest)), replace=False)
         return pick + [rest[int(p)] for p in more]
 
-    @property
-    def left(self) -> set[int]:
-        """The parties whose proxy this node gossips (no record of theirs held) and whose last
-        reported MIX is of an iteration before T: they left during the mixing, as far as it
+    def _left(self) -> np.ndarray:
+        """(n,) the parties whose proxy this node gossips (no record of theirs held) and whose
+        last reported MIX is of an iteration before T: they left during the mixing, as far as it
         knows."""
-        return {o for o in self.active if not self.have[o] and self.seen[o][0] < self.T}
+        return (self.gossip_t > 0) & (self.gossip_t < self.T)
 
-    def _proxies(self) -> list[int]:
-        """The parties whose proxy this node gossips (no record of theirs held), ascending."""
-        return sorted(o for o in self.active if not self.have[o])
+    def _see(self, o: int, t: int, history: np.ndarray) -> bool:
+        """The latest history of party o so far (its MIX of iteration t, or a proxy): kept if
+        fresher than the one held, and gossiped in its place if that one is. Returns whether it
+        was fresher."""
+        if self.seen_t[o] >= t:
+            return False
+        self.seen[o] = (t, history)
+        self.seen_t[o] = t
+        if self.gossip_t[o]:
+            self.gossip_t[o] = t
+        return True
+
+    def _activate(self, o: int) -> None:
+        """Gossip the history of party o held, if no record of it is."""
+        if self.seen_t[o] and not self.have[o]:
+            self.gossip_t[o] = self.seen_t[o]
+
+    def _decoded_history(self, o: int, upto: int, wire: np.ndarray) -> tuple[History, np.ndarray]:
+        """The history of party o over 1..upto from its wire form (`decode_history`, ValueError
+        if malformed) and a read-only copy of the wire form: decoded once per distinct history
+        and shared by the job's engines in this process (the n engines of a simulation receive
+        the same records), up to HISTORY_CACHE·n·(T + 1) of them."""
+        key = (o, upto, wire.tobytes())
+        hit = self.decoded.get(key)
+        if hit is None:
+            arr = np.array(wire, dtype=float)
+            arr.setflags(write=False)
+            hit = (decode_history(arr, o, upto, self.k, self.ins), arr)
+            if len(self.decoded) < HISTORY_CACHE * self.n * (self.T + 1):
+                self.decoded[key] = hit
+        return hit
 
     def _digest(self) -> np.ndarray:
-        prox = self._proxies()
-        out = encode_digest(self.have, prox, [self.seen[o][0] for o in prox])
+        prox = np.flatnonzero(self.gossip_t)
+        out = encode_digest(self.have, prox, self.gossip_t[prox])
         out.setflags(write=False)
         return out
 
@@ -1173,21 +1217,19 @@ class Inca(Engine):
         # what it lacks: records this node holds, and fresher proxies of parties it has neither
         give = self.have & ~theirs
         give[s] = False
-        their_t = dict(zip(p_origins.tolist(), p_t.tolist()))
-        p_give = [
-            o
-            for o in self._proxies()
-            if o != s and not theirs[o] and self.seen[o][0] > their_t.get(o, 0)
-        ]
+        their_t = np.zeros(self.n, dtype=np.int64)
+        their_t[p_origins] = p_t
+        p_give = (self.gossip_t > their_t) & ~theirs
+        p_give[s] = False
         # a party someone gossips a proxy of: this node gossips its own history of it too
-        self.active.update(o for o in their_t if o in self.seen and not self.have[o])
+        for o in p_origins[self.gossip_t[p_origins] == 0].tolist():
+            self._activate(o)
         # what it has that this node lacks (after the result too: a late record is recorded)
-        lack = theirs & ~self.have
+        lack = (theirs | (their_t > self.seen_t)) & ~self.have
         lack[self.me] = False
-        for o, t in their_t.items():
-            if o != self.me and not self.have[o] and t > self.seen.get(o, (0, None))[0]:
-                lack[o] = True
-        return self._send_batch(s, np.flatnonzero(give), p_give, np.flatnonzero(lack))
+        return self._send_batch(
+            s, np.flatnonzero(give), np.flatnonzero(p_give).tolist(), np.flatnonzero(lack)
+        )
 
     def _send_batch(
         self, j: int, origins: np.ndarray, p_origins: Sequence[int], wants: np.ndarray
@@ -1244,12 +1286,12 @@ class Inca(Engine):
 
     def _check_batch(
         self, sender: str, b: Batch
-    ) -> tuple[np.ndarray, dict[int, np.ndarray], list[int]]:
+    ) -> tuple[np.ndarray, dict[int, np.ndarray], list[tuple[int, int, np.ndarray]]]:
         """After checking every item of `b`: the records this node does not hold (indices into
         `b`), the histories with an exception among them (origin -> history) and the proxies
-        fresher than its own (indices). Refuses (INVALID_ARGUMENT) a record or proxy of this node
-        itself, a malformed record or history, and (ALREADY_EXISTS) a record that conflicts with
-        the one held."""
+        fresher than its own ((origin, t, history)). Refuses (INVALID_ARGUMENT) a record or proxy
+        of this node itself, a malformed record or history, and (ALREADY_EXISTS) a record that
+        conflicts with the one held."""
         dim, me = self.dim, self.me
         if (b.origins == me).any() or (b.p_origins == me).any():
             raise Refused(
@@ -1289,7 +1331,7 @@ class Inca(Engine):
         for i in fresh[~b.plain[fresh]].tolist():
             o = int(b.origins[i])
             try:
-                hist = decode_history(b.history(i), o, self.T, self.k, self.ins)
+                hist, wire = self._decoded_history(o, self.T, b.history(i))
             except ValueError as e:
                 raise Refused(
                     RefusalCode.INVALID_ARGUMENT, f"record of {self.ids[o]} from {sender}: {e}"
@@ -1300,18 +1342,18 @@ class Inca(Engine):
                     f"record of {self.ids[o]} from {sender}: only a party online at T has a "
                     "final value",
                 )
-            exceptions[o] = b.history(i)
-        fresher: list[int] = []
+            exceptions[o] = wire
+        fresher: list[tuple[int, int, np.ndarray]] = []
         for i in range(b.p_origins.shape[0]):
             o, t = int(b.p_origins[i]), int(b.p_t[i])
             try:
-                decode_history(b.proxy_history(i), o, t - 1, self.k, self.ins)
+                _, wire = self._decoded_history(o, t - 1, b.proxy_history(i))
             except ValueError as e:
                 raise Refused(
                     RefusalCode.INVALID_ARGUMENT, f"proxy of {self.ids[o]} from {sender}: {e}"
                 ) from None
-            if self.seen.get(o, (0, None))[0] < t:
-                fresher.append(i)
+            if self.seen_t[o] < t:
+                fresher.append((o, t, wire))
         return fresh, exceptions, fresher
 
     def _on_records(self, sender: str, msg: Message) -> list[Action]:
@@ -1325,11 +1367,9 @@ class Inca(Engine):
         got = b.origins[fresh]
         self._take(got, b.heads[fresh], exceptions)
         proxies = []
-        for i in fresher:
-            o, t = int(b.p_origins[i]), int(b.p_t[i])
-            self.seen[o] = (t, np.array(b.proxy_history(i), dtype=float))
-            if not self.have[o]:
-                self.active.add(o)
+        for o, t, wire in fresher:
+            self._see(o, t, wire)
+            self._activate(o)
             proxies.append([ids[o], t])
         acts: list[Action] = []
         names = [ids[o] for o in got.tolist()]
@@ -1344,7 +1384,7 @@ class Inca(Engine):
             acts += self._send_batch(
                 s,
                 want[self.have[want]],
-                [o for o in want[~self.have[want]].tolist() if o in self.seen],
+                [o for o in want[~self.have[want]].tolist() if self.seen_t[o]],
                 np.zeros(0, dtype=np.int64),
             )
         if self.done:
@@ -1366,7 +1406,7 @@ class Inca(Engine):
         finals = dict(zip(held, (self.heads[self.have, self.dim + 1] != 0).tolist()))
         hists: dict[int, History] = dict.fromkeys(held, EXPECTED)
         for i, h in self.histories.items():  # (held, with an exception)
-            hists[i] = decode_history(h, i, self.T, self.k, self.ins)
+            hists[i] = self._decoded_history(i, self.T, h)[0]
         return hists, finals
 
     def _expected_records(self) -> set[int]:
@@ -1395,7 +1435,7 @@ class Inca(Engine):
         # (`inca_audit.execution_from_info`)
         hists, finals = self._histories()
         proxies = {
-            i: (t, decode_history(raw, i, t - 1, self.k, self.ins))
+            i: (t, self._decoded_history(i, t - 1, raw)[0])
             for i, (t, raw) in self.seen.items()
             if i not in hists
         }
