@@ -1126,9 +1126,9 @@ class Inca(Engine):
         """Dissemination round r, the first at the end of iteration T: `fanout` random peers get
         this node's digest (each answers with the records and proxies it holds that the digest
         lacks, and asks for those it lacks itself). The next round comes gossip_s / GOSSIP_ROUNDS
-        later, or a QUICK_ROUND of that after a batch brought something new (`_on_records`), and
-        twice, then four times later (IDLE_DOUBLINGS) after rounds that brought nothing; a timer
-        of a round that has happened already is passed over. A node that holds every record, or
+        later, a QUICK_ROUND of that after a batch brought a new record (`_on_records`), and twice
+        as late after each round that brought nothing new (up to 2**IDLE_DOUBLINGS times); a
+        timer of a round that has happened already is passed over. A node that holds every record, or
         has released its result, starts no more rounds (it still answers)."""
         if r != self.round + 1 or self.done or self.n_records == self.n:
             return []
@@ -1170,17 +1170,15 @@ class Inca(Engine):
         knows."""
         return (self.gossip_t > 0) & (self.gossip_t < self.T)
 
-    def _see(self, o: int, t: int, history: np.ndarray) -> bool:
+    def _see(self, o: int, t: int, history: np.ndarray) -> None:
         """The latest history of party o so far (its MIX of iteration t, or a proxy): kept if
-        fresher than the one held, and gossiped in its place if that one is. Returns whether it
-        was fresher."""
+        fresher than the one held, and gossiped in its place if that one is."""
         if self.seen_t[o] >= t:
-            return False
+            return
         self.seen[o] = (t, history)
         self.seen_t[o] = t
         if self.gossip_t[o]:
             self.gossip_t[o] = t
-        return True
 
     def _activate(self, o: int) -> None:
         """Gossip the history of party o held, if no record of it is."""
