@@ -846,7 +846,14 @@ def _exit_crashed(reason: str) -> None:
     os._exit(EXIT_CRASHED)
 
 
+#: the leaves `_jsonable` returns as they are, told by their exact type first: a result's lists of
+#: thousands of names and numbers (IncA's finals) then cost no abstract-class check each
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def _jsonable(v: Any) -> Any:
+    if type(v) in _PLAIN:
+        return v
     if isinstance(v, np.ndarray):
         return v.tolist()
     if isinstance(v, Mapping):

@@ -13,7 +13,7 @@ from typing import Any
 
 from netdp_node.algorithms.accounting import Accountant
 from netdp_node.algorithms.hooks import NO_HOOKS, Hooks
-from netdp_node.limits import MAX_MESSAGE_BYTES
+from netdp_node.limits import ENVELOPE_ALLOWANCE, MAX_MESSAGE_BYTES
 from netdp_node.privacy.threat import ThreatModel
 from netdp_node.protocols.base import Engine, Params, integer, invalid
 
@@ -21,8 +21,6 @@ __all__ = ["ENVELOPE_ALLOWANCE", "MAX_PARAM_DEPTH", "Algorithm", "Params"]
 
 #: How deep a job parameter may nest lists and objects (collusion groups are lists of lists).
 MAX_PARAM_DEPTH = 4
-#: Bytes of a message kept for everything but its payload (ids, kind, counters, scalars, detail).
-ENVELOPE_ALLOWANCE = 64 * 1024
 
 
 def _dim(params: Mapping[str, Any], n: int) -> int:

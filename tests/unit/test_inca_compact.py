@@ -19,14 +19,16 @@ import pytest
 from netdp_node.algorithms import get_algorithm
 from netdp_node.algorithms.inca.accountant import IncaAccountant
 from netdp_node.algorithms.inca.engine import (
+    DIGEST,
     EXPECTED,
-    FINAL,
     MIX,
-    PROXY,
+    RECORDS,
     History,
     Inca,
     decode_history,
     decode_record,
+    encode_batch,
+    encode_digest,
     encode_history,
     in_neighbours,
     outcome_from_records,
@@ -306,16 +308,43 @@ def test_history_round_trip_and_precise_refusals() -> None:
         decode_history(encode_history([], [(3, 0)], [], n, k), x, 2, k, ins)
 
 
-def test_malformed_final_mix_and_proxy_are_invalid_argument() -> None:
-    me, ids, nb, ins = _engine()
-    dim, k, T = me.dim, me.k, me.T
+def _batch(records: dict[int, np.ndarray], dim: int, proxies=(), wants=()) -> np.ndarray:
+    """A RECORDS payload of the records given in their wire form (origin -> record), the proxies
+    (origin, t, history) and the wanted origins."""
+    origins = sorted(records)
+    heads = np.asarray([records[o][: dim + 3] for o in origins]).reshape(len(origins), dim + 3)
+    hists = [np.asarray(records[o][dim + 3 :], float) for o in origins]
+    return encode_batch(
+        origins,
+        heads,
+        [h.shape[0] for h in hists],
+        hists,
+        [o for o, _, _ in proxies],
+        [t for _, t, _ in proxies],
+        [np.asarray(h, float) for _, _, h in proxies],
+        list(wants),
+    )
 
-    def refused(sender: str, msg: Message) -> str:
-        before = (list(me.raw_records), dict(me.seen), dict(me.held), me.n_records)
+
+def test_malformed_batch_digest_and_mix_are_invalid_argument() -> None:
+    me, ids, nb, ins = _engine()
+    dim, k, T, n = me.dim, me.k, me.T, len(ids)
+
+    def state() -> tuple[Any, ...]:
+        return (
+            [None if r is None else r.tolist() for r in me.raw_records],
+            dict(me.seen),
+            me.gossip_t.tolist(),
+            dict(me.held),
+            me.n_records,
+        )
+
+    def refused(sender: str, msg: Message, code: RefusalCode = RefusalCode.INVALID_ARGUMENT) -> str:
+        before = state()
         with pytest.raises(Refused) as r:
             me.on_message(sender, msg)
-        assert r.value.code == RefusalCode.INVALID_ARGUMENT
-        assert (list(me.raw_records), dict(me.seen), dict(me.held), me.n_records) == before
+        assert r.value.code == code
+        assert state() == before
         return str(r.value)
 
     ok = np.array([0.1, 0.2, 1.0, 1.0, 1.0, 0, 0, 0])  # y, ω, has_final, data, no exception
@@ -323,24 +352,62 @@ def test_malformed_final_mix_and_proxy_are_invalid_argument() -> None:
     cases = {
         "does not match its counts": np.concatenate([ok[:-3], [1, 0, 0]]),
         "flags must be 0 or 1": np.concatenate([ok[:3], [0.5], ok[4:]]),
-        "must be finite": np.concatenate([[np.nan], ok[1:]]),
-        "online at T": np.concatenate([ok[:-3], [1, 0, 0, T]]),
         "y = 0, ω = 0": np.concatenate([ok[:3], [0.0], ok[4:]]),
-        "expected": ok[:4],
+        "online at T": np.concatenate([ok[:-3], [1, 0, 0, T]]),
     }
     for why, v in cases.items():
-        assert why in refused("n1", Message(FINAL, payload=v, seq=3))
+        # a malformed record refuses its whole batch, the good record beside it too
+        assert why in refused("n1", Message(RECORDS, payload=_batch({2: v, 3: ok}, dim), seq=1))
+    structural = {
+        "must be finite": np.concatenate([[1, 0, 0, 2, 3, np.nan], ok[1:]]),
+        "too short": _batch({2: ok}, dim)[:-5],
+        "does not match its lengths": np.concatenate([_batch({2: ok}, dim), [0.0]]),
+        "record origins must be strictly ascending": np.concatenate(
+            [[2, 0, 0, 3, 2, 3, 3], ok[:5], ok[:5], [0] * 6]
+        ),
+        "record origins must be in": _batch({n: ok}, dim),
+        "a record and a proxy of the same party": _batch({2: ok}, dim, [(2, 2, [0, 0, 0])]),
+        "proxy iterations must be in": _batch({}, dim, [(3, T + 1, [0, 0, 0])]),
+        "must be integers": _batch({}, dim, wants=[1.5]),
+        "wanted origins must be in": _batch({}, dim, wants=[n]),
+        "a batch has at least 3 numbers": np.zeros(2),
+    }
+    for why, v in structural.items():
+        assert why in refused("n1", Message(RECORDS, payload=v, seq=1)), why
+    assert "PROXY" not in refused(
+        "n1", Message(RECORDS, payload=_batch({}, dim, [(3, 2, [1.0, 0, 0, 2])]), seq=1)
+    )
+    assert "itself" in refused("n1", Message(RECORDS, payload=_batch({0: ok}, dim), seq=1))
+    # digests: a bitmap of another size, a bit beyond n, a proxy of a record it holds
+    held = np.zeros(n, dtype=bool)
+    held[1] = True
+    digests = {
+        "bitmap of 1 numbers, not 2": np.array([2.0, 2.0, 0.0, 0.0]),
+        "at least 3 numbers": np.array([1.0, 2.0]),
+        "beyond the": np.concatenate([[1, 1 << n, 0]]),
+        "whose record it holds": encode_digest(held, [1], [2]),
+        "does not match its": np.concatenate([encode_digest(held, [], []), [4.0]]),
+        "digest proxy iterations must be in": encode_digest(held, [3], [T + 1]),
+        "digest proxy origins must be strictly ascending": encode_digest(held, [4, 3], [1, 1]),
+    }
+    for why, v in digests.items():
+        assert why in refused("n1", Message(DIGEST, payload=v, round=1)), why
     # a planned in-neighbour's MIX whose history names iteration 1 (it sends MIX_1: none yet)
     s = next(i for i in range(1, len(ids)) if 0 in nb[0, i])
     mix = np.concatenate([[0.1, 0.2, 1.0], encode_history([1], [], [], len(ids), k)])
     assert "outside 1..0" in refused(ids[s], Message(MIX, payload=mix, round=1))
     assert "MIX payload" in refused(ids[s], Message(MIX, payload=np.zeros(2), round=1))
-    assert "PROXY of 3" in refused(
-        "n1", Message(PROXY, payload=np.array([1.0, 0, 0, 2]), seq=4, round=2)
-    )
-    # a well-formed one is held as received
-    me.on_message("n1", Message(FINAL, payload=ok, seq=3))
+    # a well-formed batch is held as received, and a conflicting copy of a held record refused
+    me.on_message("n1", Message(RECORDS, payload=_batch({2: ok}, dim), seq=1))
     assert me.raw_records[2] is not None and me.n_records == 1  # its own: not yet
+    np.testing.assert_array_equal(me.record(2), ok)
+    other = ok.copy()
+    other[0] = 0.3
+    assert "conflicts" in refused(
+        "n3", Message(RECORDS, payload=_batch({2: other}, dim), seq=1), RefusalCode.ALREADY_EXISTS
+    )
+    me.on_message("n3", Message(RECORDS, payload=_batch({2: ok}, dim), seq=2))  # the same: taken
+    assert me.n_records == 1
     rec = decode_record(ok, dim, 2, k, T, ins)
     assert rec["history"] is EXPECTED and rec["has_final"] and rec["omega"] == 1.0
 
@@ -348,7 +415,8 @@ def test_malformed_final_mix_and_proxy_are_invalid_argument() -> None:
 def test_variable_length_payload_shape() -> None:
     """The runtime's receipt check lets an ANY_LENGTH dimension take any length, nothing else."""
     me, *_ = _engine()
-    assert me.payload_shape(FINAL) == (ANY_LENGTH,) and me.payload_shape("close") is None
+    assert me.payload_shape(RECORDS) == (ANY_LENGTH,) and me.payload_shape(DIGEST) == (ANY_LENGTH,)
+    assert me.payload_shape("close") is None
     assert shape_fits((7,), (ANY_LENGTH,)) and shape_fits((3,), (ANY_LENGTH,))
     assert not shape_fits((3, 2), (ANY_LENGTH,)) and not shape_fits(None, (ANY_LENGTH,))
     assert shape_fits((4,), (4,)) and not shape_fits((5,), (4,)) and shape_fits(None, None)

@@ -17,7 +17,7 @@ import pytest
 from harness import TRANSPORTS, contexts, make_net
 
 from netdp_node.algorithms import get_algorithm
-from netdp_node.algorithms.inca.engine import CLOSE, MIX, PROXY, Inca
+from netdp_node.algorithms.inca.engine import CLOSE, DIGEST, MIX, RECORDS, Inca
 from netdp_node.privacy import inca_audit
 from netdp_node.privacy.inca_audit import execution_from_info
 from netdp_node.protocols.base import JobContext, Message, RefusalCode, Refused
@@ -434,9 +434,9 @@ async def test_a_node_over_budget_declines_and_the_job_completes(tmp_path):
     np.testing.assert_allclose(out.value, u.mean(axis=0), atol=1e-9)
 
 
-def test_proxy_without_a_history_is_invalid_argument():
-    """A PROXY carries the origin's history as its payload; one without a payload is refused as
-    INVALID_ARGUMENT, naming the missing history."""
+def test_dissemination_messages_without_a_payload_are_invalid_argument():
+    """A DIGEST carries its sender's holdings and a RECORDS message its batch as the payload; one
+    without a payload is refused as INVALID_ARGUMENT, naming what is missing."""
     ids = _ids(5)
     me = Inca(
         JobContext("j", "inca", "n0", tuple(ids), _params(5, T=3), 2),
@@ -444,16 +444,17 @@ def test_proxy_without_a_history_is_invalid_argument():
         np.random.default_rng(0),
     )
     me.start()
-    with pytest.raises(Refused) as r:
-        me.on_message("n1", Message(PROXY, seq=2, round=1))
-    assert r.value.code == RefusalCode.INVALID_ARGUMENT
-    assert "history" in str(r.value)
+    for kind, why in ((DIGEST, "digest"), (RECORDS, "batch")):
+        with pytest.raises(Refused) as r:
+            me.on_message("n1", Message(kind, seq=1, round=1))
+        assert r.value.code == RefusalCode.INVALID_ARGUMENT
+        assert why in str(r.value)
 
 
-def test_schedule_inverse_and_relay_peers_are_the_brute_force_ones() -> None:
+def test_schedule_inverse_and_round_peers_are_the_brute_force_ones() -> None:
     """The inverse schedule each engine reads (built once per job, O(T·n·k)) is the brute-force
-    one, and a relay goes to min(fanout, m) distinct peers among the m not known to hold the
-    record, every such peer with the same chance."""
+    one, and a dissemination round asks min(fanout, n − 1) distinct peers, never itself, every
+    other party with the same chance."""
     from collections import Counter
 
     from netdp_node.algorithms.inca.engine import in_neighbours
@@ -471,14 +472,18 @@ def test_schedule_inverse_and_relay_peers_are_the_brute_force_ones() -> None:
     eng = Inca(ctx, np.zeros(p["dim"]), np.random.default_rng(1))
     assert eng.inn == [ins[t][0] for t in range(T)]
     assert Inca(ctx.for_node(ids[1]), None, np.random.default_rng(2)).nbrs is eng.nbrs  # shared
-    eng.has = {7: list(range(2, n))}  # only party 1 (and we) lack origin 7
-    assert eng._relay_peers(7) == [1]
-    eng.has = {7: list(range(12, n))}  # parties 1..11 lack it
     seen: Counter[int] = Counter()
     for _ in range(3000):
-        pick = eng._relay_peers(7)
-        assert len(pick) == min(eng.fanout, 11) and len(set(pick)) == len(pick)
-        assert all(1 <= j <= 11 for j in pick)
+        pick = eng._peers()
+        assert len(pick) == min(eng.fanout, n - 1) and len(set(pick)) == len(pick)
+        assert all(1 <= j < n for j in pick)
         seen.update(pick)
-    expect = 3000 * min(eng.fanout, 11) / 11
-    assert all(abs(seen[j] - expect) < 6 * math.sqrt(expect) for j in range(1, 12))
+    expect = 3000 * min(eng.fanout, n - 1) / (n - 1)
+    assert all(abs(seen[j] - expect) < 6 * math.sqrt(expect) for j in range(1, n))
+    # with as many peers asked as there are others, every other party is asked
+    small = Inca(
+        JobContext("j", "inca", "n0", ids[:3], _params(3, fanout=5), 5),
+        None,
+        np.random.default_rng(3),
+    )
+    assert sorted(small._peers()) == [1, 2]

@@ -15,9 +15,14 @@ from netdp_node.privacy import threat
 
 def _inca_payload(p: Mapping[str, Any], n: int) -> int:
     dim, k, T = int(p["dim"]), int(p["k"]), int(p["T"])
-    # the largest record or MIX (every iteration offline, every message uncounted); a history
-    # carries only its exceptions, so the usual message is far smaller
-    return max(inca.record_length(dim, n, k, T), dim + 1 + inca.history_length(n, k, T))
+    # the largest MIX or batch of one record (every iteration offline, every message uncounted:
+    # a batch of more is split to fit) or digest; a history carries only its exceptions, so the
+    # usual message is far smaller
+    return max(
+        inca.batch_length(dim, n, k, T),
+        dim + 1 + inca.history_length(n, k, T),
+        inca.digest_length(n),
+    )
 
 
 RECORDS = (

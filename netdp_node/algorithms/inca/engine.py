@@ -61,26 +61,42 @@ already mixed are refused as late, of an iteration outside 1..T as foreign, from
 a planned in-neighbour of that iteration as not permitted; duplicates are refused (the runtime
 acknowledges exact re-sends without applying them).
 
-Dissemination (Algorithm 1's final step): epidemic broadcast, not push-sum. After mixing T each
-party pushes its record to every other party, and every party relays each record the first time it
-sees it to `fanout` random others (de-duplication by origin). A record holds (y^(T), ω^(T)) if the
-party was online at T (a party offline at T releases no value: its y was never sent), and always
-its public history: its online iterations, which of its MIX messages counted (out) and which it
-counted (in). The schedule is public, so a history travels as its exceptions to the expected one
-(online in every iteration, every planned message counted): the offline iterations, the (t, slot)
-of its MIX that did not count, the (t, sender) of the planned MIX it did not count (`History`,
+Dissemination (Algorithm 1's final step): epidemic broadcast of records with de-duplication
+(anti-entropy, Demers et al. 1987), not push-sum. Messages move records in batches, so the number
+of messages is O(n · fanout · rounds), not one per record and party: in each round, from the end
+of iteration T, a party sends `fanout` random peers a DIGEST of the records it holds (a bitmap of n
+bits); each answers with one RECORDS message carrying the records the digest lacks and naming those
+it lacks itself, which the first party sends back in one more (a batch over the message limit is
+split). Rounds come every gossip_s / GOSSIP_ROUNDS, sooner (QUICK_ROUND of that) after one that
+brought a new record, so a fault-free dissemination takes a few round trips, and ever later (up to
+2**IDLE_DOUBLINGS round periods) after rounds that brought nothing new. Records are identified by
+their origin, so a record that arrives again costs a comparison (a copy that differs from the one
+held is refused, ALREADY_EXISTS). A party that holds every record, or has released its result,
+starts no more rounds but still answers (and takes a late record, recorded as such). Push-pull
+rounds reach everyone in O(log n) rounds (about 7 at n = 2048), and a party that was unreachable
+for a while is served by the next peer that asks it or that it asks. A node does not ask a peer a
+message gave up on (until it hears from it) nor a party that left during the mixing as far as it
+knows: either asks others itself if it is there. A record holds (y^(T), ω^(T)) if the party was
+online at T (a party offline at T releases no value: its y was never sent), and always its public
+history: its online iterations, which of its MIX messages counted (out) and which it counted
+(in). The schedule is public, so a history travels as its exceptions to the expected one (online
+in every iteration, every planned message counted): the offline iterations, the (t, slot) of its
+MIX that did not count, the (t, sender) of the planned MIX it did not count (`History`,
 `encode_history`); a record costs O(dim + deviations), not O(T·n), and a malformed one is refused
-(INVALID_ARGUMENT, naming the fault). A party that leaves never sends its record, so every MIX
-also carries its sender's history so far, and a party that has no record of some party by the
-first anti-entropy round sends everyone the latest history that party's MIX messages brought it (a
-PROXY): the rebuilt execution is then exact for everything the leaver's messages carried
-(`execution_from_records`). After `gossip_s` (or as soon as all n records are in; up to twice
-longer while a party that the records show online at T has not been heard of) the node outputs
-x̂ = Σ_{final} y^(T) / Σ_{final} ω^(T) over the records it has; the result names the parties it
-contains (`final`), those whose record never arrived (`missing`) and the public execution, as
-exceptions too: `offline` ([t, party]) and `uncounted` ([t, sender, receiver]: planned messages of
-online senders that did not count; `inca_audit.outcome_from_info` expands it, and reads the dense
-`online` / `counted` form of earlier ledgers as well).
+(INVALID_ARGUMENT, naming the fault) with its whole batch.
+A party that leaves never sends its record, so every MIX also carries its sender's history so far,
+and from a quarter of the window (PROXY_AFTER) a party gossips, as PROXY items of the same digests
+and batches, the latest history the MIX messages of a party whose record has not arrived brought
+it (the freshest one wins): the rebuilt execution is then exact for everything the leaver's
+messages carried (`execution_from_records`). Each batch that brings something new is recorded in
+the node's ledger ("inca-records": the records and proxies it took, from whom). After `gossip_s`
+(or as soon as all n records are in; up to twice longer while a party that the records show online
+at T has not been heard of) the node outputs x̂ = Σ_{final} y^(T) / Σ_{final} ω^(T) over the
+records it has (summed in the parties' order); the result names the parties it contains (`final`),
+those whose record never arrived (`missing`) and the public execution, as exceptions too:
+`offline` ([t, party]) and `uncounted` ([t, sender, receiver]: planned messages of online senders
+that did not count; `inca_audit.outcome_from_info` expands it, and reads the dense `online` /
+`counted` form of earlier ledgers as well).
 A node whose budget the job would exceed declines it (the runtime decides with the accountant's
 `prospective`): it takes part with x = 0, so the others keep their masks; the result lists it.
 """
@@ -89,11 +105,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from netdp_node.algorithms.inca.params import IncaParams
+from netdp_node.limits import ENVELOPE_ALLOWANCE, MAX_MESSAGE_BYTES
 from netdp_node.privacy import inca_audit
 from netdp_node.privacy.discrete_gaussian import job_grid, noise_on_grid, on_grid
 from netdp_node.privacy.inca_audit import build_execution
@@ -113,8 +131,25 @@ from netdp_node.protocols.base import (
 
 MIX = "mix"
 CLOSE = "close"
-FINAL = "final"
-PROXY = "proxy"
+DIGEST = "digest"
+RECORDS = "records"
+#: dissemination rounds per `gossip_s` while nothing new comes (`Inca._round`): one every
+#: gossip_s / GOSSIP_ROUNDS; a round that brought something new is followed by the next one after
+#: a eighth of that (QUICK_ROUND), so a fault-free dissemination takes a few round trips
+GOSSIP_ROUNDS = 16
+QUICK_ROUND = 1 / 8
+#: decoded histories kept per job and process, at most HISTORY_CACHE · n · (T + 1)
+#: (`Inca._decoded_history`)
+HISTORY_CACHE = 4
+#: after a round that brought nothing new, the next comes twice as late, up to 2**IDLE_DOUBLINGS
+#: times (a party that comes back with news is answered at once: news makes rounds quick)
+IDLE_DOUBLINGS = 3
+#: the part of `gossip_s` after which a node gossips the histories of parties whose record has not
+#: arrived (proxies)
+PROXY_AFTER = 1 / 4
+#: the most numbers of one RECORDS payload (a batch over it is split): the message limit less the
+#: envelope's allowance, 8 bytes a number
+BATCH_NUMBERS = (MAX_MESSAGE_BYTES - ENVELOPE_ALLOWANCE) // 8
 
 
 # -- the dissemination record: exceptions to the expected history ---------------------------------
@@ -156,8 +191,10 @@ class History:
         return f"History(off={sorted(self.off)}, out={sorted(self.out_miss)}, in={sorted(self.in_miss)})"
 
 
-#: the history of a party with no exception (shared)
+#: the history of a party with no exception (shared), and its wire form
 EXPECTED = History()
+NO_EXCEPTION = np.zeros(HEAD)
+NO_EXCEPTION.setflags(write=False)
 
 
 def encode_history(
@@ -276,6 +313,239 @@ def decode_record(
     if rec["has_final"] and T in rec["history"].off:
         raise ValueError("only a party online at T has a final value")
     return rec
+
+
+# -- the dissemination's two messages: a digest of what a node holds, a batch of records -----------
+# A DIGEST says which records its sender holds (a bitmap of n bits, 32 to a number) and which
+# parties it holds only a history of (a PROXY: the latest history that party's MIX messages
+# carried, for a party whose record it has not got):
+#
+#   digest = [words, bitmap (words), p, proxy origins (p, ascending), their t (p)]
+#
+# A RECORDS message carries a batch of records and proxies, and the origins its sender wants from
+# the receiver (`wants`); the heads of the records side by side, then their histories:
+#
+#   batch = [m, p, w, origins (m), history lengths (m), proxy origins (p), their t (p),
+#            proxy history lengths (p), wants (w), heads (m × (dim + 3)), histories,
+#            proxy histories]
+#
+# (each origin list strictly ascending, so a batch has one wire form; a record's head is
+# [y (dim), ω, has_final, data] and its history its exceptions, `encode_history`).
+BITS = 32  # bits of the digest's bitmap per number (exact in a float64)
+BATCH_HEAD = 3  # m, p, w
+
+
+def digest_length(n: int) -> int:
+    """The most numbers a digest can take (every other party as a proxy)."""
+    return 2 + -(-n // BITS) + 2 * n
+
+
+def batch_length(dim: int, n: int, k: int, T: int) -> int:
+    """The most numbers a batch of one record or one proxy takes (a batch of more is split to
+    stay under the message limit, `Inca.batch_numbers`)."""
+    return BATCH_HEAD + 2 + record_length(dim, n, k, T)
+
+
+def encode_digest(
+    held: np.ndarray, origins: Sequence[int] | np.ndarray, ts: Sequence[int] | np.ndarray
+) -> np.ndarray:
+    """The wire form of a digest: the records held (bool, n) and the proxies (origins ascending,
+    the t of each)."""
+    n = held.shape[0]
+    words = -(-n // BITS)
+    packed = np.zeros(words * (BITS // 8), dtype=np.uint8)
+    packed[: -(-n // 8)] = np.packbits(held, bitorder="little")
+    p = len(origins)
+    out = np.empty(2 + words + 2 * p)
+    out[0] = words
+    out[1 : 1 + words] = packed.view("<u4")
+    out[1 + words] = p
+    out[2 + words : 2 + words + p] = origins
+    out[2 + words + p :] = ts
+    return out
+
+
+def _int_array(v: np.ndarray, what: str) -> np.ndarray:
+    """`v` (finite) as integers; ValueError naming `what` if one is not an integer."""
+    out = v.astype(np.int64)
+    if (out != v).any():
+        raise ValueError(f"{what} must be integers")
+    return out
+
+
+def _within(v: np.ndarray, what: str, lo: int, hi: int) -> None:
+    if v.size and (v.min() < lo or v.max() > hi):
+        raise ValueError(f"{what} must be in {lo}..{hi}")
+
+
+def _ascending(v: np.ndarray, what: str) -> None:
+    if v.size > 1 and (v[1:] <= v[:-1]).any():
+        raise ValueError(f"{what} must be strictly ascending")
+
+
+def decode_digest(
+    v: np.ndarray | None, n: int, T: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(records held (bool, n), proxy origins, their t) of a digest; raises ValueError naming
+    what is malformed: a bitmap of another size, a bit beyond n, a number that is not a finite
+    integer in range, proxy origins not strictly ascending, a proxy of a party whose record is
+    held, a t outside 1..T."""
+    if v is None:
+        raise ValueError("a digest needs a payload")
+    v = np.asarray(v, dtype=float)
+    words = -(-n // BITS)
+    if v.ndim != 1 or v.shape[0] < 2 + words:
+        raise ValueError(f"a digest of {n} parties has at least {2 + words} numbers")
+    if not np.isfinite(v).all():
+        raise ValueError("a digest must be finite")
+    iv = _int_array(v, "digest numbers")
+    if iv[0] != words:
+        raise ValueError(f"a digest of {n} parties has a bitmap of {words} numbers, not {iv[0]}")
+    packed = iv[1 : 1 + words]
+    _within(packed, "digest bitmap words", 0, (1 << BITS) - 1)
+    bits = np.unpackbits(packed.astype("<u4").view(np.uint8), bitorder="little")
+    if bits[n:].any():
+        raise ValueError(f"digest bitmap names a party beyond the {n} participants")
+    p = int(iv[1 + words])
+    if p < 0 or v.shape[0] != 2 + words + 2 * p:
+        raise ValueError(f"digest of {v.shape[0]} numbers does not match its {p} proxies")
+    origins, ts = iv[2 + words : 2 + words + p], iv[2 + words + p :]
+    _within(origins, "digest proxy origins", 0, n - 1)
+    _ascending(origins, "digest proxy origins")
+    _within(ts, "digest proxy iterations", 1, T)
+    held = bits[:n].astype(bool)
+    if held[origins].any():
+        raise ValueError("a digest names a proxy of a party whose record it holds")
+    return held, origins, ts
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A decoded RECORDS batch (`decode_batch`): the records (origins, heads (m × (dim + 3)), the
+    offset and length of each history in `body`, and `plain`: the history has no exception), the
+    proxies (origins, t, offset and length of each history in `body`) and the origins the sender
+    wants."""
+
+    origins: np.ndarray
+    heads: np.ndarray
+    h_at: np.ndarray
+    h_len: np.ndarray
+    plain: np.ndarray
+    p_origins: np.ndarray
+    p_t: np.ndarray
+    p_at: np.ndarray
+    p_len: np.ndarray
+    wants: np.ndarray
+    body: np.ndarray
+
+    def history(self, i: int) -> np.ndarray:
+        return self.body[self.h_at[i] : self.h_at[i] + self.h_len[i]]
+
+    def proxy_history(self, i: int) -> np.ndarray:
+        return self.body[self.p_at[i] : self.p_at[i] + self.p_len[i]]
+
+
+def encode_batch(
+    origins: Sequence[int] | np.ndarray,
+    heads: np.ndarray,
+    h_len: Sequence[int] | np.ndarray,
+    histories: Sequence[np.ndarray],
+    p_origins: Sequence[int],
+    p_t: Sequence[int],
+    p_histories: Sequence[np.ndarray],
+    wants: Sequence[int] | np.ndarray,
+) -> np.ndarray:
+    """The wire form of a batch (each origin list ascending, as `decode_batch` wants): the
+    records' histories have lengths `h_len` and are `histories` one after the other (one array
+    per record, or fewer holding several)."""
+    m, p, w = len(origins), len(p_origins), len(wants)
+    p_len = [h.shape[0] for h in p_histories]
+    at = BATCH_HEAD + 2 * m + 3 * p + w
+    size = at + heads.size + sum(h.shape[0] for h in histories) + sum(p_len)
+    out = np.empty(size)
+    out[:BATCH_HEAD] = (m, p, w)
+    head = out[BATCH_HEAD:at]
+    head[:m] = origins
+    head[m : 2 * m] = h_len
+    head[2 * m : 2 * m + p] = p_origins
+    head[2 * m + p : 2 * m + 2 * p] = p_t
+    head[2 * m + 2 * p : 2 * m + 3 * p] = p_len
+    head[2 * m + 3 * p :] = wants
+    out[at : at + heads.size] = heads.reshape(-1)
+    at += heads.size
+    for h in (*histories, *p_histories):
+        out[at : at + h.shape[0]] = h
+        at += h.shape[0]
+    return out
+
+
+def decode_batch(v: np.ndarray | None, dim: int, n: int, T: int) -> Batch:
+    """The structure of a batch (its records' and proxies' contents are checked by the receiver:
+    `Inca._check_batch`); raises ValueError naming what is malformed: counts or lengths that do
+    not match the size, numbers that are not integers in range, origin lists not strictly
+    ascending, a party with both a record and a proxy, a non-finite number."""
+    if v is None:
+        raise ValueError("a batch needs a payload")
+    v = np.asarray(v, dtype=float)
+    size = v.shape[0] if v.ndim == 1 else 0
+    if size < BATCH_HEAD:
+        raise ValueError(f"a batch has at least {BATCH_HEAD} numbers")
+    if not np.isfinite(v).all():
+        raise ValueError("a batch must be finite")
+    m, p, w = (int(x) if x == int(x) and 0 <= x <= size else -1 for x in v[:BATCH_HEAD].tolist())
+    if min(m, p, w) < 0:
+        raise ValueError(f"batch counts must be integers in 0..{size}")
+    width = dim + 3
+    index = BATCH_HEAD + 2 * m + 3 * p + w
+    if size < index + m * width:
+        raise ValueError(
+            f"batch of {size} numbers is too short for its counts ({m} records, {p} "
+            f"proxies, {w} wanted)"
+        )
+    iv = _int_array(v[BATCH_HEAD:index], "batch origins, lengths and iterations")
+    origins, h_len = iv[:m], iv[m : 2 * m]
+    p_origins, p_t = iv[2 * m : 2 * m + p], iv[2 * m + p : 2 * m + 2 * p]
+    p_len = iv[2 * m + 2 * p : 2 * m + 3 * p]
+    wants = iv[2 * m + 3 * p :]
+    for what, arr in (
+        ("record origins", origins),
+        ("proxy origins", p_origins),
+        ("wanted origins", wants),
+    ):
+        _within(arr, what, 0, n - 1)
+        _ascending(arr, what)
+    _within(h_len, "history lengths", HEAD, size)
+    _within(p_len, "proxy history lengths", HEAD, size)
+    _within(p_t, "proxy iterations", 1, T)
+    if p and m and np.isin(p_origins, origins).any():
+        raise ValueError("a batch carries a record and a proxy of the same party")
+    body_at = index + m * width
+    ends = np.cumsum(np.concatenate([h_len, p_len]))
+    if size != body_at + (int(ends[-1]) if ends.size else 0):
+        raise ValueError(
+            f"batch of {size} numbers does not match its lengths "
+            f"({body_at + (int(ends[-1]) if ends.size else 0)} expected)"
+        )
+    starts = body_at + ends - np.concatenate([h_len, p_len])
+    h_at = starts[:m]
+    # a history of HEAD (3) zeros: no exception (the usual case, not decoded)
+    plain = h_len == HEAD
+    if plain.any():
+        at = h_at[plain]
+        plain[plain] = (v[at] == 0) & (v[at + 1] == 0) & (v[at + 2] == 0)
+    return Batch(
+        origins=origins,
+        heads=v[index:body_at].reshape(m, width),
+        h_at=h_at,
+        h_len=h_len,
+        plain=plain,
+        p_origins=p_origins,
+        p_t=p_t,
+        p_at=starts[m:],
+        p_len=p_len,
+        wants=wants,
+        body=v,
+    )
 
 
 def outcome_from_records(
@@ -433,8 +703,8 @@ def schedule(ctx: JobContext, T: int, k: int) -> tuple[np.ndarray, list[list[lis
 
 class Inca(Engine):
     algorithm = "inca"
-    # records keep spreading after a party outputs (anti-entropy gossip, proxies of histories)
-    closing_kinds = frozenset({FINAL, PROXY})
+    # a party that released its result still answers digests (records and proxies)
+    closing_kinds = frozenset({DIGEST, RECORDS})
 
     def __init__(
         self,
@@ -456,7 +726,9 @@ class Inca(Engine):
         self.grid_delta = job_grid(self.sigma_delta)
         self.lo, self.hi = p.lo, p.hi
         self.round_s, self.gossip_s = p.round_s, p.gossip_s
-        self.fanout = p.fanout
+        self.fanout = max(1, p.fanout)  # (a spec prepared before fanout >= 1: 0 read as 1)
+        #: the most numbers of one RECORDS payload (`BATCH_NUMBERS`; a test may lower it)
+        self.batch_numbers = BATCH_NUMBERS
         self.w = 1.0 / (self.k + 1)
         self.alpha, self.U = inca_audit.noise_scheme(self.scheme, self.T)
         # the public schedule and its inverse, built once per job (shared by the job's engines)
@@ -496,18 +768,30 @@ class Inca(Engine):
         self.h_out: list[tuple[int, int]] = []
         self.h_in: list[tuple[int, int]] = []
         self.lost: list[tuple[int, str]] = []
-        # the records held, by origin: the wire form, validated on receipt (decoded again only
-        # at the output, and only the few that carry exceptions); a list, not a dict: n slots
-        self.raw_records: list[np.ndarray | None] = [None] * self.n
-        # the FINAL message carrying each record held (`_hold`): one object for every send
-        self.final_msgs: list[Message | None] = [None] * self.n
+        # the records held, validated on receipt: which (have), their heads [y, ω, has_final,
+        # data] side by side (n × (dim + 3)), and the histories of the few with an exception
+        # (decoded again only at the output); `record(origin)` is a record's wire form
+        self.have = np.zeros(self.n, dtype=bool)
+        self.heads = np.zeros((self.n, self.dim + 3))
+        self.histories: dict[int, np.ndarray] = {}
+        self.exceptional = np.zeros(self.n, dtype=bool)
         self.n_records = 0
-        # origin -> peers known to hold its record (own record: every peer, once disseminated)
-        self.has: dict[int, list[int]] = {}
-        # the latest history each party's MIX carried (t, its wire form up to t − 1), own or
-        # relayed
+        # the latest history each party's MIX carried (t, its wire form up to t − 1), its own or
+        # a proxy received; `active`: those it gossips (`_round`, PROXY_ROUND)
         self.seen: dict[int, tuple[int, np.ndarray]] = {}
-        self.proxied: dict[int, int] = {}  # origin -> t of the proxy history sent/relayed
+        self.seen_t = np.zeros(self.n, dtype=np.int64)  # the t of `seen`, 0: none
+        # the t of the proxies it gossips (`_activate`: no record of that party held), 0: none
+        self.gossip_t = np.zeros(self.n, dtype=np.int64)
+        # decoded histories, shared by the job's engines in this process (`_history`)
+        self.decoded: dict[tuple[int, int, bytes], tuple[History, np.ndarray]] = ctx.shared.get(
+            "inca-histories", dict
+        )
+        self.batches_to: dict[int, int] = {}  # peer -> RECORDS messages sent to it (their seq)
+        self.round = 0  # the last dissemination round started
+        self.quick = False  # the next round comes soon (the last one brought something new)
+        self.learned = False  # a batch brought something new since the last round started
+        self.idle = 0  # rounds in a row that brought nothing new (the next ones come later)
+        self.unreachable: set[int] = set()  # peers a message gave up on (until they are heard)
 
     # -- helpers -------------------------------------------------------------------------------
     def expected_steps(self) -> int:
@@ -518,7 +802,7 @@ class Inca(Engine):
 
     def payload_shape(self, kind: str) -> tuple[int, ...] | None:
         # the history is variable-length (its exceptions): checked by `decode_history`
-        if kind in (MIX, PROXY, FINAL):
+        if kind in (MIX, DIGEST, RECORDS):
             return (ANY_LENGTH,)
         return None
 
@@ -601,10 +885,16 @@ class Inca(Engine):
         return t, s
 
     def on_message(self, sender: str, msg: Message) -> list[Action]:
-        if msg.kind == FINAL:
-            return self._on_final(sender, msg)
-        if msg.kind == PROXY:
-            return self._on_proxy(sender, msg)
+        acts = self._on_message(sender, msg)
+        if self.unreachable:  # (taken: it is there)
+            self.unreachable.discard(self._index(sender))
+        return acts
+
+    def _on_message(self, sender: str, msg: Message) -> list[Action]:
+        if msg.kind == DIGEST:
+            return self._on_digest(sender, msg)
+        if msg.kind == RECORDS:
+            return self._on_records(sender, msg)
         if msg.kind not in (MIX, CLOSE):
             raise Refused(RefusalCode.INVALID_ARGUMENT, f"unknown message kind {msg.kind!r}")
         t, s = self._check_iteration(sender, msg)
@@ -629,8 +919,7 @@ class Inca(Engine):
             except ValueError as e:
                 raise Refused(RefusalCode.INVALID_ARGUMENT, f"MIX of iteration {t}: {e}") from None
             self.held.setdefault(t, {})[s] = np.asarray(msg.payload[: self.dim + 1], float).copy()
-            if self.seen.get(s, (0, None))[0] < t:
-                self.seen[s] = (t, hist)
+            self._see(s, t, hist)
             wait = [SetTimer(f"hold:{t}:{s}", self.round_s)]
         else:
             flag = msg.scalars.get("counted")
@@ -655,14 +944,16 @@ class Inca(Engine):
         if what == "end":
             if self.done:
                 return []
-            if int(arg or 0) < 2 and any(
-                self.raw_records[i] is None for i in self._expected_records()
-            ):
+            if int(arg or 0) < 2 and any(not self.have[i] for i in self._expected_records()):
                 # a party the records show online at T has not been heard of yet: wait longer
                 return [SetTimer(f"end:{int(arg or 0) + 1}", self.gossip_s)]
             return self._output()
         if what == "gossip":
-            return self._gossip() + (self._send_proxies() if arg in ("1", "3") else [])
+            return self._round(int(arg))
+        if what == "proxies":  # the histories of parties whose record has not arrived: gossiped
+            for o in self.seen:
+                self._activate(o)
+            return []
         if what == "hold":
             held, _, s = arg.partition(":")
             self.patience.add((int(held), int(s)))
@@ -693,7 +984,9 @@ class Inca(Engine):
             # The receiver mixed before our CLOSE(1) arrived: the one-sided residual (docstring).
             self.lost.append((t, to))
             return [Record("lost", peer=to, params={"t": t, "code": code})]
-        return []  # undelivered CLOSE(0), FINAL: nothing depends on them
+        if msg.kind in (DIGEST, RECORDS) and code == "UNAVAILABLE":
+            self.unreachable.add(self._index(to))  # not asked again until it is heard from
+        return []  # undelivered CLOSE(0), DIGEST, RECORDS: nothing depends on them
 
     # -- the three steps of an iteration -------------------------------------------------------
     def _try_close(self, t: int) -> list[Action]:
@@ -787,168 +1080,331 @@ class Inca(Engine):
         )
         return np.concatenate([head, self._history()])
 
-    def _hold(self, origin: int, rec: np.ndarray, msg: Message | None = None) -> None:
-        """Hold `origin`'s record, and the one FINAL message that carries it to every peer: a
-        message is immutable, so one object serves every send (its digest is computed once, and
-        the runtimes that store it share that digest); `msg` is the received message when it is
-        exactly that one (then the sender's digest is reused), else it is built here."""
-        self.raw_records[origin] = rec
-        if not (
-            msg is not None
-            and msg.payload is rec
-            and msg.kind == FINAL
-            and msg.seq == origin + 1
-            and not msg.walk
-            and not msg.epoch
-            and not msg.round
-            and not msg.scalars
-        ):
-            msg = Message(FINAL, payload=rec, seq=origin + 1)
-        self.final_msgs[origin] = msg
-        self.n_records += 1
+    def record(self, origin: int) -> np.ndarray | None:
+        """The wire form of `origin`'s record as held ([y, ω, has_final, data, history]), or
+        None."""
+        if not self.have[origin]:
+            return None
+        return np.concatenate([self.heads[origin], self.histories.get(origin, NO_EXCEPTION)])
 
-    def _final_msg(self, origin: int) -> Message:
-        msg = self.final_msgs[origin]
-        if msg is None:
-            raise ValueError(f"no record of party {origin} is held")  # (only held ones are sent)
-        return msg
+    @property
+    def raw_records(self) -> list[np.ndarray | None]:
+        """The records held, by origin, in their wire form (None: not held)."""
+        return [self.record(o) for o in range(self.n)]
+
+    def _take(
+        self, origins: np.ndarray, heads: np.ndarray, histories: Mapping[int, np.ndarray]
+    ) -> None:
+        """Hold the records of `origins` (validated, none held yet): their heads in the table of
+        heads; `histories`: the histories of those with an exception (the others have none), read-
+        only (`_decoded_history`'s). A record supersedes the proxy of its party (no longer gossiped)."""
+        self.heads[origins] = heads
+        self.have[origins] = True
+        self.gossip_t[origins] = 0
+        self.n_records += int(origins.shape[0])
+        for o, h in histories.items():
+            self.histories[o] = h
+            self.exceptional[o] = True
 
     def _disseminate(self) -> list[Action]:
         self.cur = self.T + 1
         rec = self._own_record()
-        rec.setflags(write=False)  # sent to every peer as is (the in-memory transport shares it)
-        self._hold(self.me, rec)
-        # own record: to every other party (none of them is recorded in `has`: all hold it)
-        msg = self._final_msg(self.me)
-        acts: list[Action] = [Send(self.ids[j], msg) for j in range(self.n) if j != self.me]
-        acts.append(SetTimer("end", self.gossip_s))
-        acts += [SetTimer(f"gossip:{r}", self.gossip_s * r / 4) for r in (1, 2, 3)]
-        return acts + self._maybe_output()
+        h = rec[self.dim + 3 :]
+        exc = (
+            {self.me: self._decoded_history(self.me, self.T, h)[1]}
+            if h.shape[0] != HEAD or h.any()
+            else {}
+        )
+        self._take(np.asarray([self.me]), rec[None, : self.dim + 3], exc)
+        acts: list[Action] = [
+            SetTimer("end", self.gossip_s),
+            SetTimer("proxies", self.gossip_s * PROXY_AFTER),
+        ]
+        return acts + self._round(1) + self._maybe_output()
 
-    def _holds(self, origin: int, j: int) -> bool:
-        """Whether peer j is known to hold `origin`'s record."""
-        return origin == self.me or j in self.has.get(origin, ())
-
-    def _mark(self, origin: int, j: int) -> None:
-        peers = self.has.setdefault(origin, [])
-        if j not in peers:
-            peers.append(j)
-
-    def _push(self, origin: int, peers: Sequence[int]) -> list[Action]:
-        acts: list[Action] = []
-        msg = self._final_msg(origin)
-        for j in peers:
-            if not self._holds(origin, j):
-                self._mark(origin, j)
-                acts.append(Send(self.ids[j], msg))
-        return acts
-
-    def _send_proxies(self) -> list[Action]:
-        """Parties whose record has not arrived (they may have left): every other party gets the
-        latest history their MIX messages carried to this node."""
-        acts: list[Action] = []
-        for origin, (t, raw) in sorted(self.seen.items(), key=lambda kv: kv[0]):
-            if self.raw_records[origin] is not None or self.proxied.get(origin, 0) >= t:
-                continue
-            self.proxied[origin] = t
-            acts += [
-                Send(self.ids[j], Message(PROXY, payload=raw, seq=origin + 1, round=t))
-                for j in range(self.n)
-                if j not in (self.me, origin)
-            ]
-        return acts
-
-    def _on_proxy(self, sender: str, msg: Message) -> list[Action]:
-        origin, t = msg.seq - 1, msg.round
-        if not (0 <= origin < self.n and 1 <= t <= self.T) or origin == self.me:
-            raise Refused(RefusalCode.INVALID_ARGUMENT, f"PROXY of origin {msg.seq}, t = {t}")
-        if msg.payload is None:
-            raise Refused(RefusalCode.INVALID_ARGUMENT, "PROXY without a history")
-        try:
-            decode_history(msg.payload, origin, t - 1, self.k, self.ins)
-        except ValueError as e:
-            raise Refused(RefusalCode.INVALID_ARGUMENT, f"PROXY of {origin}: {e}") from None
-        if self.seen.get(origin, (0, None))[0] < t:
-            self.seen[origin] = (t, np.asarray(msg.payload, float))
-        return []
-
-    def _gossip(self) -> list[Action]:
-        """Anti-entropy round: `fanout` random peers get every record they are not known to hold
-        (a peer that was unreachable during the first push gets a second chance)."""
-        others = [j for j in range(self.n) if j != self.me]
-        pick = self.rng.choice(len(others), size=min(self.fanout, len(others)), replace=False)
-        acts: list[Action] = []
-        held = [o for o in range(self.n) if self.raw_records[o] is not None]
-        for p in pick:
-            for origin in held:
-                acts += self._push(origin, [others[int(p)]])
-        return acts
-
-    def _on_final(self, sender: str, msg: Message) -> list[Action]:
-        origin = msg.seq - 1
-        if not 0 <= origin < self.n or msg.payload is None:
-            raise Refused(RefusalCode.INVALID_ARGUMENT, f"FINAL of unknown origin {msg.seq}")
-        if origin == self.me:
-            return []  # our own record came back: nothing to learn
-        held = self.raw_records[origin]
-        if held is not None:
-            if held is not msg.payload and not np.array_equal(held, msg.payload):
-                raise Refused(
-                    RefusalCode.ALREADY_EXISTS,
-                    f"FINAL of {self.ids[origin]} conflicts with the one already held",
-                )
-            self._mark(origin, self._index(sender))
+    def _round(self, r: int) -> list[Action]:
+        """Dissemination round r, the first at the end of iteration T: `fanout` random peers get
+        this node's digest (each answers with the records and proxies it holds that the digest
+        lacks, and asks for those it lacks itself). The next round comes gossip_s / GOSSIP_ROUNDS
+        later, a QUICK_ROUND of that after a batch brought a new record (`_on_records`), and twice
+        as late after each round that brought nothing new (up to 2**IDLE_DOUBLINGS times); a
+        timer of a round that has happened already is passed over. A node that holds every record, or
+        has released its result, starts no more rounds (it still answers)."""
+        if r != self.round + 1 or self.done or self.n_records == self.n:
             return []
-        try:
-            decode_record(msg.payload, self.dim, origin, self.k, self.T, self.ins)
-        except ValueError as e:
-            raise Refused(
-                RefusalCode.INVALID_ARGUMENT, f"FINAL of {self.ids[origin]}: {e}"
-            ) from None
-        # held as received (read-only, never modified: the in-memory transport shares it)
-        self._hold(origin, np.asarray(msg.payload, float), msg)
-        self._mark(origin, self._index(sender))
-        self._mark(origin, origin)
-        if self.done:
-            return [Record("late-final", peer=self.ids[origin])]
-        # rumour: relay a new record once, to `fanout` random peers not known to hold it
-        acts = self._push(origin, self._relay_peers(origin))
-        return acts + self._maybe_output()
+        self.idle = 0 if r == 1 or self.learned else self.idle + 1
+        self.round, self.quick, self.learned = r, False, False
+        digest = Message(DIGEST, payload=self._digest(), round=r)
+        acts: list[Action] = [Send(self.ids[j], digest) for j in self._peers()]
+        wait = self.gossip_s / GOSSIP_ROUNDS * 2 ** min(self.idle, IDLE_DOUBLINGS)
+        return acts + [SetTimer(f"gossip:{r + 1}", wait)]
 
-    def _relay_peers(self, origin: int) -> list[int]:
-        """min(fanout, m) distinct peers drawn uniformly from the m others not known to hold
-        `origin`'s record: by rejection (a uniform party, kept if it is such a peer and new),
-        which is O(fanout) while most peers lack the record, and from the full list otherwise."""
+    def _peers(self) -> list[int]:
+        """min(fanout, m) distinct peers drawn uniformly from the m others worth asking, by
+        rejection (O(fanout) draws when fanout is much smaller than m, then from the list of
+        them). Not worth asking: a peer a message gave up on since it was last heard from, and a
+        party that left during the mixing as far as this node knows (it holds the party's proxy,
+        no record, and the last MIX of it anyone reported is of an iteration before T). Neither
+        loses anything: a party that is there asks others itself, and any peer it asks answers
+        with everything it lacks."""
+        shunned = self.unreachable | set(np.flatnonzero(self._left()).tolist())
 
-        def lacks(j: int) -> bool:
-            return j != self.me and not self._holds(origin, j)
+        def ok(j: int) -> bool:
+            return j != self.me and j not in shunned and j not in pick
 
         pick: list[int] = []
-        for _ in range(4 * self.fanout + 8):
-            if len(pick) == self.fanout:
+        want = min(self.fanout, self.n - 1 - len(shunned - {self.me}))
+        for _ in range(4 * want + 8):
+            if len(pick) >= want:
                 return pick
             j = int(self.rng.integers(self.n))
-            if lacks(j) and j not in pick:
+            if ok(j):
                 pick.append(j)
-        others = [j for j in range(self.n) if lacks(j) and j not in pick]
-        size = min(self.fanout - len(pick), len(others))
-        more = self.rng.choice(len(others), size=size, replace=False)
-        return pick + [others[int(p)] for p in more]
+        rest = [j for j in range(self.n) if ok(j)]
+        more = self.rng.choice(len(rest), size=min(want - len(pick), len(rest)), replace=False)
+        return pick + [rest[int(p)] for p in more]
+
+    def _left(self) -> np.ndarray:
+        """(n,) the parties whose proxy this node gossips (no record of theirs held) and whose
+        last reported MIX is of an iteration before T: they left during the mixing, as far as it
+        knows."""
+        return (self.gossip_t > 0) & (self.gossip_t < self.T)
+
+    def _see(self, o: int, t: int, history: np.ndarray) -> None:
+        """The latest history of party o so far (its MIX of iteration t, or a proxy): kept if
+        fresher than the one held, and gossiped in its place if that one is."""
+        if self.seen_t[o] >= t:
+            return
+        self.seen[o] = (t, history)
+        self.seen_t[o] = t
+        if self.gossip_t[o]:
+            self.gossip_t[o] = t
+
+    def _activate(self, o: int) -> None:
+        """Gossip the history of party o held, if no record of it is."""
+        if self.seen_t[o] and not self.have[o]:
+            self.gossip_t[o] = self.seen_t[o]
+
+    def _decoded_history(self, o: int, upto: int, wire: np.ndarray) -> tuple[History, np.ndarray]:
+        """The history of party o over 1..upto from its wire form (`decode_history`, ValueError
+        if malformed) and a read-only copy of the wire form: decoded once per distinct history
+        and shared by the job's engines in this process (the n engines of a simulation receive
+        the same records), up to HISTORY_CACHE·n·(T + 1) of them."""
+        key = (o, upto, wire.tobytes())
+        hit = self.decoded.get(key)
+        if hit is None:
+            arr = np.array(wire, dtype=float)
+            arr.setflags(write=False)
+            hit = (decode_history(arr, o, upto, self.k, self.ins), arr)
+            if len(self.decoded) < HISTORY_CACHE * self.n * (self.T + 1):
+                self.decoded[key] = hit
+        return hit
+
+    def _digest(self) -> np.ndarray:
+        prox = np.flatnonzero(self.gossip_t)
+        out = encode_digest(self.have, prox, self.gossip_t[prox])
+        out.setflags(write=False)
+        return out
+
+    def _on_digest(self, sender: str, msg: Message) -> list[Action]:
+        s = self._index(sender)
+        try:
+            theirs, p_origins, p_t = decode_digest(msg.payload, self.n, self.T)
+        except ValueError as e:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, f"DIGEST of {sender}: {e}") from None
+        # what it lacks: records this node holds, and fresher proxies of parties it has neither
+        give = self.have & ~theirs
+        give[s] = False
+        their_t = np.zeros(self.n, dtype=np.int64)
+        their_t[p_origins] = p_t
+        p_give = (self.gossip_t > their_t) & ~theirs
+        p_give[s] = False
+        # a party someone gossips a proxy of: this node gossips its own history of it too
+        for o in p_origins[self.gossip_t[p_origins] == 0].tolist():
+            self._activate(o)
+        # what it has that this node lacks (after the result too: a late record is recorded)
+        lack = (theirs | (their_t > self.seen_t)) & ~self.have
+        lack[self.me] = False
+        return self._send_batch(
+            s, np.flatnonzero(give), np.flatnonzero(p_give).tolist(), np.flatnonzero(lack)
+        )
+
+    def _send_batch(
+        self, j: int, origins: np.ndarray, p_origins: Sequence[int], wants: np.ndarray
+    ) -> list[Action]:
+        """RECORDS messages to peer j carrying the records of `origins`, the proxies of
+        `p_origins` and the wanted origins (each ascending): as few as the message limit allows
+        (`batch_numbers`), none if there is nothing to say."""
+        m, p, w = origins.shape[0], len(p_origins), wants.shape[0]
+        if not (m or p or w):
+            return []
+        width = self.dim + 3
+        exceptional = bool(m) and bool(self.exceptional[origins].any())
+        if exceptional:
+            h_len = np.asarray(
+                [self.histories.get(int(o), NO_EXCEPTION).shape[0] for o in origins], np.int64
+            )
+        else:
+            h_len = np.full(m, HEAD, dtype=np.int64)
+        p_hist = [self.seen[o][1] for o in p_origins]
+        p_cost = [3 + h.shape[0] for h in p_hist]
+        total = w + m * (2 + width) + int(h_len.sum()) + sum(p_cost)
+        room = self.batch_numbers - BATCH_HEAD
+        if total <= room:
+            runs = [(0, w + m + p)]
+        else:
+            cost = np.concatenate([np.ones(w, np.int64), 2 + width + h_len, p_cost]).astype(
+                np.int64
+            )
+            runs = _chunks(cost, room)
+        acts: list[Action] = []
+        for a, b in runs:
+            wa, wb = min(a, w), min(b, w)
+            ra, rb = min(max(a - w, 0), m), min(max(b - w, 0), m)
+            pa, pb = max(a - w - m, 0), max(b - w - m, 0)
+            sel = origins[ra:rb]
+            if exceptional:
+                hists = [self.histories.get(int(o), NO_EXCEPTION) for o in sel.tolist()]
+            else:  # every history: HEAD zeros
+                hists = [np.zeros(HEAD * (rb - ra))]
+            payload = encode_batch(
+                sel,
+                self.heads[sel],
+                h_len[ra:rb],
+                hists,
+                p_origins[pa:pb],
+                [self.seen[o][0] for o in p_origins[pa:pb]],
+                p_hist[pa:pb],
+                wants[wa:wb],
+            )
+            payload.setflags(write=False)
+            self.batches_to[j] = seq = self.batches_to.get(j, 0) + 1
+            acts.append(Send(self.ids[j], Message(RECORDS, payload=payload, seq=seq)))
+        return acts
+
+    def _check_batch(
+        self, sender: str, b: Batch
+    ) -> tuple[np.ndarray, dict[int, np.ndarray], list[tuple[int, int, np.ndarray]]]:
+        """After checking every item of `b`: the records this node does not hold (indices into
+        `b`), the histories with an exception among them (origin -> history) and the proxies
+        fresher than its own ((origin, t, history)). Refuses (INVALID_ARGUMENT) a record or proxy
+        of this node itself, a malformed record or history, and (ALREADY_EXISTS) a record that
+        conflicts with the one held."""
+        dim, me = self.dim, self.me
+        if (b.origins == me).any() or (b.p_origins == me).any():
+            raise Refused(
+                RefusalCode.INVALID_ARGUMENT,
+                f"RECORDS of {sender} carries a record or proxy of {self.ctx.me} itself",
+            )
+        new = ~self.have[b.origins]
+        dup = np.flatnonzero(~new)
+        if dup.size:  # held already: the same record, or a conflict
+            held_o = b.origins[dup]
+            same = (self.heads[held_o] == b.heads[dup]).all(axis=1)
+            both_plain = b.plain[dup] & ~self.exceptional[held_o]
+            for i in dup[~both_plain].tolist():  # (a history with an exception: compared)
+                held = self.histories.get(int(b.origins[i]), NO_EXCEPTION)
+                h = b.history(i)
+                if h.shape != held.shape or not np.array_equal(h, held):
+                    same[np.searchsorted(dup, i)] = False
+            if not same.all():
+                bad = int(held_o[np.flatnonzero(~same)[0]])
+                raise Refused(
+                    RefusalCode.ALREADY_EXISTS,
+                    f"record of {self.ids[bad]} from {sender} conflicts with the one already held",
+                )
+        fresh = np.flatnonzero(new)
+        heads = b.heads[fresh]
+        flags = heads[:, dim + 1 : dim + 3]
+        if ((flags != 0.0) & (flags != 1.0)).any():
+            raise Refused(
+                RefusalCode.INVALID_ARGUMENT, f"RECORDS of {sender}: flags must be 0 or 1"
+            )
+        if heads[heads[:, dim + 1] == 0.0, : dim + 1].any():
+            raise Refused(
+                RefusalCode.INVALID_ARGUMENT,
+                f"RECORDS of {sender}: a record without a final value must carry y = 0, ω = 0",
+            )
+        exceptions: dict[int, np.ndarray] = {}
+        for i in fresh[~b.plain[fresh]].tolist():
+            o = int(b.origins[i])
+            try:
+                hist, wire = self._decoded_history(o, self.T, b.history(i))
+            except ValueError as e:
+                raise Refused(
+                    RefusalCode.INVALID_ARGUMENT, f"record of {self.ids[o]} from {sender}: {e}"
+                ) from None
+            if b.heads[i, dim + 1] and self.T in hist.off:
+                raise Refused(
+                    RefusalCode.INVALID_ARGUMENT,
+                    f"record of {self.ids[o]} from {sender}: only a party online at T has a "
+                    "final value",
+                )
+            exceptions[o] = wire
+        fresher: list[tuple[int, int, np.ndarray]] = []
+        for i in range(b.p_origins.shape[0]):
+            o, t = int(b.p_origins[i]), int(b.p_t[i])
+            try:
+                _, wire = self._decoded_history(o, t - 1, b.proxy_history(i))
+            except ValueError as e:
+                raise Refused(
+                    RefusalCode.INVALID_ARGUMENT, f"proxy of {self.ids[o]} from {sender}: {e}"
+                ) from None
+            if self.seen_t[o] < t:
+                fresher.append((o, t, wire))
+        return fresh, exceptions, fresher
+
+    def _on_records(self, sender: str, msg: Message) -> list[Action]:
+        try:
+            b = decode_batch(msg.payload, self.dim, self.n, self.T)
+        except ValueError as e:
+            raise Refused(RefusalCode.INVALID_ARGUMENT, f"RECORDS of {sender}: {e}") from None
+        fresh, exceptions, fresher = self._check_batch(sender, b)
+        # (nothing is changed before every item is checked: a refusal leaves the state as it was)
+        ids = self.ids
+        got = b.origins[fresh]
+        self._take(got, b.heads[fresh], exceptions)
+        proxies = []
+        for o, t, wire in fresher:
+            self._see(o, t, wire)
+            self._activate(o)
+            proxies.append([ids[o], t])
+        acts: list[Action] = []
+        names = [ids[o] for o in got.tolist()]
+        if names or proxies:
+            # the node's view: which records (and proxies) it took from whom
+            acts.append(
+                Record("inca-records", peer=sender, params={"records": names, "proxies": proxies})
+            )
+        if b.wants.size:
+            s = self._index(sender)
+            want = b.wants[b.wants != s]
+            acts += self._send_batch(
+                s,
+                want[self.have[want]],
+                [o for o in want[~self.have[want]].tolist() if self.seen_t[o]],
+                np.zeros(0, dtype=np.int64),
+            )
+        if self.done:
+            return acts + [Record("late-final", peer=name) for name in names]
+        if names or proxies:
+            self.learned = True
+        # new records (not only fresher histories of leavers): the next round soon
+        if names and self.round and not self.quick and self.n_records < self.n:
+            self.quick = True  # something new: the next round soon
+            acts.append(
+                SetTimer(f"gossip:{self.round + 1}", self.gossip_s / GOSSIP_ROUNDS * QUICK_ROUND)
+            )
+        return acts + self._maybe_output()
 
     def _histories(self) -> tuple[dict[int, History], dict[int, bool]]:
         """The histories of the records held (EXPECTED for a record without exceptions, the
         common case: not decoded) and their has_final flags."""
-        hists: dict[int, History] = {}
-        finals: dict[int, bool] = {}
-        head = self.dim + 3
-        for i, rec in enumerate(self.raw_records):
-            if rec is None:
-                continue
-            finals[i] = bool(rec[self.dim + 1])
-            if rec.shape[0] == head + HEAD and not rec[head:].any():
-                hists[i] = EXPECTED
-            else:
-                hists[i] = decode_history(rec[head:], i, self.T, self.k, self.ins)
+        held = np.flatnonzero(self.have).tolist()
+        finals = dict(zip(held, (self.heads[self.have, self.dim + 1] != 0).tolist()))
+        hists: dict[int, History] = dict.fromkeys(held, EXPECTED)
+        for i, h in self.histories.items():  # (held, with an exception)
+            hists[i] = self._decoded_history(i, self.T, h)[0]
         return hists, finals
 
     def _expected_records(self) -> set[int]:
@@ -977,7 +1433,7 @@ class Inca(Engine):
         # (`inca_audit.execution_from_info`)
         hists, finals = self._histories()
         proxies = {
-            i: (t, decode_history(raw, i, t - 1, self.k, self.ins))
+            i: (t, self._decoded_history(i, t - 1, raw)[0])
             for i, (t, raw) in self.seen.items()
             if i not in hists
         }
@@ -992,15 +1448,16 @@ class Inca(Engine):
             proxies,
             self.ins,
         )
-        fin = [int(i) for i in np.flatnonzero(final)]
-        recs = self.raw_records
         dim = self.dim
-        got = [r for r in (recs[i] for i in fin) if r is not None]  # a final party's is held
-        sum_y = sum((r[:dim] for r in got), np.zeros(dim))
-        sum_w = sum((float(r[dim]) for r in got), 0.0)
+        fin = np.flatnonzero(final & self.have)  # (a final party's record is held)
+        # Σ in the parties' order, one after the other from 0 (cumsum adds in sequence)
+        rows = np.concatenate([np.zeros((1, dim + 1)), self.heads[fin, : dim + 1]])
+        total = np.cumsum(rows, axis=0)[-1]
+        sum_y, sum_w = total[:dim], float(total[dim])
         est = sum_y / sum_w if sum_w > 0 else np.full(dim, np.nan)
         value = None if sum_w <= 0 else est
         ids = self.ids
+        names = [ids[i] for i in fin.tolist()]
         return [
             Output(
                 value=value,
@@ -1008,13 +1465,14 @@ class Inca(Engine):
                     "estimate": est.tolist() if sum_w > 0 else None,
                     "sum_y": sum_y.tolist(),
                     "sum_omega": sum_w,
-                    "final": [ids[i] for i in fin],
+                    "final": names,
                     "missing": [ids[i] for i in info["missing"]],
                     "declined": [
-                        ids[i] for i, r in enumerate(recs) if r is not None and not r[dim + 2]
+                        ids[i]
+                        for i in np.flatnonzero(self.have & (self.heads[:, dim + 2] == 0)).tolist()
                     ],
                     "lost": [[t, ids[i], ids[j]] for t, i, j in info["lost"]],
-                    "omega_final": {ids[i]: float(r[dim]) for i, r in zip(fin, got)},
+                    "omega_final": dict(zip(names, self.heads[fin, dim].tolist())),
                     # the execution as exceptions to "everyone online, every planned message
                     # counted" (`inca_audit.outcome_from_info` expands it)
                     "offline": [
@@ -1027,6 +1485,20 @@ class Inca(Engine):
                 },
             )
         ]
+
+
+def _chunks(cost: np.ndarray, room: int) -> list[tuple[int, int]]:
+    """Consecutive runs [a, b) of items whose costs add up to at most `room` each (an item alone
+    always makes a run: the job's parameters were checked to make every item fit)."""
+    out: list[tuple[int, int]] = []
+    cum = np.concatenate([[0], np.cumsum(cost)])
+    a = 0
+    while a < cost.shape[0]:
+        b = int(np.searchsorted(cum, cum[a] + room, side="right")) - 1
+        b = max(b, a + 1)
+        out.append((a, b))
+        a = b
+    return out
 
 
 def central_dp_std(epsilon: float, delta: float, sensitivity: float, n: int) -> float:

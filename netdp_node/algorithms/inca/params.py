@@ -109,8 +109,8 @@ class IncaParams(Params):
         executions sampled with the expected dropouts expect_leave (0) and expect_miss (0),
         calibration_runs (4) of them: it shapes the labelled audit, not the guarantee. Either σ
         may be given explicitly. round_s (iteration deadline, 2 s), gossip_s (dissemination
-        window, 2·round_s), fanout (relays per new record, 2). Re-preparing prepared parameters
-        gives them back unchanged."""
+        window, 2·round_s), fanout (peers a node asks per dissemination round, 2). Re-preparing
+        prepared parameters gives them back unchanged."""
         unknown_names("inca", set(raw) - KNOWN - COMPUTED, KNOWN)
         if n < 3:
             raise invalid("participants", "at least 3 for IncA", n)
@@ -144,8 +144,8 @@ class IncaParams(Params):
         round_s, fanout = number(raw, "round_s", 2.0), integer(raw, "fanout", 2)
         if not round_s > 0:
             raise invalid("round_s", "> 0", round_s)
-        if fanout < 0:
-            raise invalid("fanout", ">= 0", fanout)
+        if fanout < 1:
+            raise invalid("fanout", ">= 1", fanout)
         gossip_s = number(raw, "gossip_s", 2 * round_s)
         if not gossip_s > 0:
             raise invalid("gossip_s", "> 0", gossip_s)

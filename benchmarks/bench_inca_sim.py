@@ -1,0 +1,161 @@
+"""`netdp simulate --algorithm inca` before and after a change, paired: CPU seconds and peak RSS.
+
+    python benchmarks/bench_inca_sim.py --before /tmp/base --nodes 256 512 --pairs 2
+    python benchmarks/bench_inca_sim.py --nodes 2048 --pairs 1 --only after
+
+`--before DIR` is a source tree of the code to compare with (e.g. `git archive main | tar -x -C
+DIR`): its cases run with DIR first on PYTHONPATH, the others with the installed checkout. Each
+case is the command line a user types (`netdp simulate --algorithm inca --nodes N --json --quiet
+--seed S`, plus `--leave`/`--miss` when given), in a fresh process under an address-space cap
+(`--max-memory-gb`, 9 by default), one at a time; the two versions alternate (before, after; then
+after, before; ...), so that the machine's load falls on both alike. Records per case the CPU time
+and peak resident set of that process (os.wait4), the wall time, the events (messages delivered)
+and virtual time the command reports, the load average before and after, and whether its output
+equals the other version's output of the same pair but for `wall_s`, `events` and
+`virtual_time_s` (the estimate, the finals and the privacy must be the same). Appends to
+benchmarks/results/inca_sim.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import common
+
+#: what may differ between two versions' outputs of the same job (the protocol's traffic)
+TRAFFIC = ("wall_s", "events", "virtual_time_s")
+
+
+def _cap(gb: float) -> Any:
+    def cap() -> None:
+        limit = int(gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return cap if gb > 0 else None
+
+
+def run(
+    version: str, before: str, n: int, seed: int, extra: list[str], gb: float, timeout: float
+) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "netdp_node.cli", "simulate", "--algorithm", "inca"]
+    cmd += ["--nodes", str(n), "--json", "--quiet", "--seed", str(seed), *extra]
+    env = dict(os.environ)
+    if version == "before":
+        env["PYTHONPATH"] = before + os.pathsep + env.get("PYTHONPATH", "")
+    load = common.load_average()
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=err,
+            env=env,
+            cwd=tempfile.gettempdir(),
+            start_new_session=True,
+            preexec_fn=_cap(gb),
+        )
+        timed_out = False
+        while True:  # bounded by the timeout
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() - t0 > timeout:
+                os.killpg(p.pid, signal.SIGKILL)  # the case's own process group
+                _, status, usage = os.wait4(p.pid, 0)
+                timed_out = True
+                break
+            time.sleep(0.5)
+        code = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    case: dict[str, Any] = {
+        "version": version,
+        "n": n,
+        "seed": seed,
+        "args": " ".join(cmd[3:]),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "exit": code,
+        "timed_out": timed_out,
+        "load_avg_before": load,
+        "load_avg_after": common.load_average(),
+    }
+    if code == 0 and not timed_out:
+        res = json.loads(stdout)
+        case["events"] = res["events"]
+        case["virtual_time_s"] = round(float(res["virtual_time_s"]), 3)
+        case["estimate"] = res.get("estimate")
+        case["final"] = res.get("final")
+        case["_output"] = {k: v for k, v in res.items() if k not in TRAFFIC}
+    else:
+        case["stderr_tail"] = stderr.decode(errors="replace")[-600:]
+    return case
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--nodes", type=int, nargs="+", default=[256, 512])
+    ap.add_argument("--before", default="", help="source tree of the code before the change")
+    ap.add_argument("--only", choices=("before", "after"), default=None)
+    ap.add_argument("--pairs", type=int, default=1, help="alternating pairs per size (1)")
+    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--leave", type=float, default=0.0)
+    ap.add_argument("--miss", type=float, default=0.0)
+    ap.add_argument("--max-memory-gb", type=float, default=9.0)
+    ap.add_argument("--timeout", type=float, default=3600.0)
+    ap.add_argument("--label", default="")
+    a = ap.parse_args()
+    versions = [a.only] if a.only else ["before", "after"]
+    if "before" in versions and not a.before:
+        ap.error("--before DIR is needed to run the code before the change")
+    extra = []
+    if a.leave or a.miss:
+        extra = ["--leave", str(a.leave), "--miss", str(a.miss)]
+    path = common.RESULTS / "inca_sim.json"
+    data = json.loads(path.read_text()) if path.exists() else {"runs": []}
+    run_ = {
+        "label": a.label,
+        "machine": common.machine(["numpy"]),
+        "before_tree": a.before or None,
+        "cases": [],
+    }
+    data["runs"].append(run_)
+    data["benchmark"] = __doc__.strip().splitlines()[0]
+    for n in a.nodes:
+        for k in range(a.pairs):
+            order = versions if k % 2 == 0 else versions[::-1]
+            pair = []
+            for v in order:
+                case = run(v, a.before, n, a.seed, extra, a.max_memory_gb, a.timeout)
+                case["pair"] = k
+                pair.append(case)
+                shown = {x: y for x, y in case.items() if not x.startswith("_")}
+                print(json.dumps(shown), flush=True)
+            outs = [c.get("_output") for c in pair]
+            if len(pair) == 2 and all(o is not None for o in outs):
+                same = outs[0] == outs[1]
+                for c in pair:
+                    c["same_output_as_pair"] = same
+                print(json.dumps({"n": n, "pair": k, "same_output": same}), flush=True)
+            for c in pair:
+                c.pop("_output", None)
+                run_["cases"].append(c)
+            run_["machine"]["loadavg_at_end"] = common.load_average()
+            common.write_results("inca_sim", common.finite(data), out=path)
+
+
+if __name__ == "__main__":
+    main()
