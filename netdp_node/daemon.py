@@ -86,8 +86,18 @@ class NodeConfig:
     # give up (exit 5) when the bootstrap cannot be reached to register for this long (0: never)
     bootstrap_timeout: float = 120.0
     # the ledger's group commits run in a pool of this many threads shared by the process's nodes,
-    # off the event loop (`Ledger` executor); 0: on the event loop
-    ledger_threads: int = WRITE_THREADS
+    # off the event loop (`Ledger` executor); 0: on the event loop; None: `ledger_threads_for`
+    ledger_threads: int | None = None
+
+
+def ledger_threads_for(hosted: int) -> int:
+    """The default write threads of a process hosting `hosted` nodes. One node: none, the commits
+    run on the event loop. Its loop has nothing to do meanwhile on a token's path (the step's
+    forward and acknowledgement wait for the commit anyway), and a hand-off to a thread and back
+    costs two thread wake-ups per hop, which a loaded machine makes wait for a free CPU
+    (benchmarks/critical_path.py). Several nodes: WRITE_THREADS, so that one ledger's fsync does
+    not hold up the others' messages and the fsyncs of several ledgers overlap."""
+    return 0 if hosted <= 1 else WRITE_THREADS
 
 
 class NodeDaemon:
@@ -517,6 +527,8 @@ class NodeDaemon:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, self.stop_event.set)
         threads = self.cfg.ledger_threads
+        if threads is None:
+            threads = ledger_threads_for(1)
         self.ledger = Ledger(
             self.cfg.ledger, self.node_id, executor=write_pool(threads) if threads > 0 else None
         )

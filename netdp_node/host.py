@@ -34,7 +34,7 @@ import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from netdp_node.daemon import NodeConfig, NodeDaemon
+from netdp_node.daemon import NodeConfig, NodeDaemon, ledger_threads_for
 from netdp_node.errors import ConfigError
 from netdp_node.security.pki import CERT_FILE, load_identity
 
@@ -148,6 +148,14 @@ def settle_heap() -> None:
     gc.freeze()
 
 
+def _with_threads(cfg: object, threads: int) -> NodeConfig:
+    """`cfg` with `threads` ledger write threads unless it names its own (--ledger-threads)."""
+    assert isinstance(cfg, NodeConfig)
+    if cfg.ledger_threads is not None:
+        return cfg
+    return dataclasses.replace(cfg, ledger_threads=threads)
+
+
 async def run_host(
     configs: Sequence[object], on_ready: Callable[[dict[str, int]], None] | None = None
 ) -> int:
@@ -158,7 +166,8 @@ async def run_host(
     (the command's exit code), after every other node shut down cleanly. A node that stops by
     itself later (its certificate revoked) stops alone; the others keep running, and the exit code
     is the worst of all nodes' codes once they have all stopped."""
-    daemons = [NodeDaemon(cfg) for cfg in configs]  # type: ignore[arg-type]
+    threads = ledger_threads_for(len(configs))
+    daemons = [NodeDaemon(_with_threads(cfg, threads)) for cfg in configs]
     loop = asyncio.get_running_loop()
 
     def stop_all() -> None:
