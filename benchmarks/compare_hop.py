@@ -110,6 +110,10 @@ def main() -> int:
         "ledger_commits_per_token_hop",
     )
     summary = {side: {k: med(side, k) for k in keys} for side in sides}
+    for side in sides:  # (one value per run: 8 walks in flight)
+        summary[side]["concurrent_hops_per_s"] = float(
+            statistics.median(r["concurrent_hops_per_s"] for r in runs[side])
+        )
     res = {
         "machine": facts,
         "command": " ".join(["python benchmarks/compare_hop.py", *sys.argv[1:]]),
@@ -135,6 +139,8 @@ def main() -> int:
             f" {s['ledger_commits_per_token_hop']:12.3f}"
             for side, s in summary.items()
         ],
+        "  8 walks in flight, aggregate hops/s (median of runs): "
+        + ", ".join(f"{side} {s['concurrent_hops_per_s']:.0f}" for side, s in summary.items()),
         "  load average (1 min) per run: "
         + ", ".join(
             f"{side} {r['loadavg_start']:.1f}-{r['loadavg_end']:.1f}"
