@@ -1191,7 +1191,9 @@ class NodeRuntime:
 
     async def handle(self, sender: str, job_id: str, msg: Message) -> bool:
         """Entry point for every incoming protocol message (see module docstring)."""
-        runner = await self._job_for(job_id, sender)
+        runner = self.jobs.get(job_id)
+        if runner is None:
+            runner = await self._job_for(job_id, sender)
         try:
             return await runner.deliver(sender, msg)
         except Refused as e:
