@@ -23,7 +23,6 @@ import grpc
 
 from netdp.v1 import bootstrap_pb2, peer_pb2
 from netdp_node.algorithms import get_algorithm
-from netdp_node.algorithms.accounting import CONTRIBUTION_EVENTS, contributions_in_result
 from netdp_node.bootstrap_client import (
     BootstrapBulletin,
     BootstrapClient,
@@ -36,7 +35,6 @@ from netdp_node.errors import SecurityError, ServerIdentityError
 from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.lazy import lazy_module
 from netdp_node.ledger import WRITE_THREADS, Entry, Ledger, write_pool
-from netdp_node.privacy.threat import NOT_PRIVATE, SEEDED_RNG_EVENT
 from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
 from netdp_node.runtime import Budget, JobRunner, NodeRuntime, private_rng
@@ -48,8 +46,14 @@ from netdp_node.wire import ndarray_to_tensor
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from netdp_node.algorithms import accounting
+    from netdp_node.privacy import threat
 else:
     np = lazy_module("numpy")  # lazy: start-up cost
+    # what a node needs once it has a job, not to start (their dataclasses cost start-up CPU)
+    accounting = lazy_module("netdp_node.algorithms.accounting")
+    threat = lazy_module("netdp_node.privacy.threat")
 
 log = logging.getLogger("netdp.node")
 
@@ -130,7 +134,7 @@ class NodeDaemon:
                 Entry(
                     job_id=job_id,
                     direction="local",
-                    event=SEEDED_RNG_EVENT,
+                    event=threat.SEEDED_RNG_EVENT,
                     params={"generator": "PCG64", "private": False},
                 )
             ]
@@ -139,7 +143,7 @@ class NodeDaemon:
             "[node=%s job=%s] %s: this job's noise and draws come from the seeded RNG",
             self.node_id,
             job_id,
-            NOT_PRIVATE,
+            threat.NOT_PRIVATE,
         )
         return np.random.default_rng([self.cfg.seed, zlib.crc32(job_id.encode())])
 
@@ -241,8 +245,8 @@ class NodeDaemon:
 
     async def _report(self, runner: JobRunner) -> None:
         # the contributions the released result contains (a walk discounts fenced-off branches)
-        contributions = contributions_in_result(
-            self.ledger.entries(runner.ctx.job_id, events=CONTRIBUTION_EVENTS)
+        contributions = accounting.contributions_in_result(
+            self.ledger.entries(runner.ctx.job_id, events=accounting.CONTRIBUTION_EVENTS)
         )
         res = bootstrap_pb2.NodeResult(
             job_id=runner.ctx.job_id,
@@ -254,7 +258,7 @@ class NodeDaemon:
             reported_unix=int(time.time()),
             # seeded for any part of the job (this run, or one before a restart)
             seeded_rng=self.cfg.seed is not None
-            or bool(self.ledger.entries(runner.ctx.job_id, events=(SEEDED_RNG_EVENT,))),
+            or bool(self.ledger.entries(runner.ctx.job_id, events=(threat.SEEDED_RNG_EVENT,))),
         )
         if (
             runner.output is not None
@@ -539,7 +543,7 @@ class NodeDaemon:
                 "hops are predictable (tests only); every job's ledger, privacy report "
                 "and result say so",
                 self.node_id,
-                NOT_PRIVATE,
+                threat.NOT_PRIVATE,
             )
         started = time.monotonic()
         self.faults = FaultInjector(self.cfg.faults, clock=lambda: time.monotonic() - started)
