@@ -211,11 +211,132 @@ def _variant_grpc_options(extra: list[tuple[str, Any]]) -> None:
     mtls.SERVER_OPTIONS[:] = [*mtls.SERVER_OPTIONS, *extra]
 
 
+def _variant_eager_write() -> None:
+    """Prototype: a message submitted to a link whose stream is open and idle (nothing queued,
+    no write in flight, no fault injection) is written at once, from `submit`, instead of waking
+    the Link's writer task: `call.write`'s coroutine is run up to its first suspension (grpc has
+    started the send batch by then) and handed to a task only to finish. The writer task waits
+    for such a write before its next one (one write at a time per call, in submission order). A
+    write that fails at once fails the stream (its pending messages are re-sent on the next)."""
+    import asyncio
+
+    from netdp_node.transport import grpc as G
+
+    link = G.Link
+    submit = link.submit
+    stream_once = link._stream_once
+
+    def _submit(self: Any, env: Any, on_done: Any = None) -> Any:
+        call = getattr(self, "_eager_call", None)
+        busy = getattr(self, "_eager_busy", None)
+        if (
+            call is None
+            or self.closed
+            or self.queue.qsize()
+            or getattr(self, "_writing", False)
+            or (busy is not None and not busy.done())
+        ):
+            return submit(self, env, on_done)
+        queue = self.queue
+        self.queue = _NoPut()  # the original's bookkeeping, without queueing the message
+        try:
+            fut = submit(self, env, on_done)
+        finally:
+            self.queue = queue
+        coro = self._eager_write(env)
+        loop = asyncio.get_running_loop()
+        try:
+            waiting = coro.send(None)
+        except StopIteration:
+            return fut
+        except Exception as e:  # noqa: BLE001 - the stream is broken: reconnect and re-send
+            expiry = self._expiry
+            if expiry is not None and not expiry.done():
+                expiry.set_exception(e)
+            return fut
+        done: asyncio.Future[None] = loop.create_future()
+        self._eager_busy = done
+
+        def resume(_: Any) -> None:
+            task = asyncio.ensure_future(coro)
+
+            def finished(t: Any) -> None:
+                if t.cancelled():
+                    done.cancel()
+                elif t.exception() is not None:
+                    done.set_exception(t.exception())
+                    expiry = self._expiry
+                    if expiry is not None and not expiry.done():
+                        expiry.set_exception(t.exception())
+                else:
+                    done.set_result(None)
+
+            task.add_done_callback(finished)
+
+        waiting.add_done_callback(resume)
+        return fut
+
+    class _Call:
+        def __init__(self, call: Any, write: Any) -> None:
+            self._call = call
+            self.write = write
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._call, name)
+
+    class _NoPut:
+        def put_nowait(self, item: Any) -> None:
+            pass
+
+    async def _stream_once(self: Any) -> None:
+        call_holder: list[Any] = []
+        channel = self.connect()
+        orig_stream_stream = channel.stream_stream
+
+        def stream_stream(*a: Any, **k: Any) -> Any:
+            make = orig_stream_stream(*a, **k)
+
+            def opened() -> Any:
+                c = make()
+                call_holder.append(c)
+                write = c.write
+                if self.t.faults is None:
+                    self._eager_call = c
+                    self._eager_write = write
+
+                async def write_one(env: Any) -> None:  # the writer task's writes
+                    busy = getattr(self, "_eager_busy", None)
+                    if busy is not None and not busy.done():
+                        await asyncio.wait([busy])
+                    self._writing = True
+                    try:
+                        await write(env)
+                    finally:
+                        self._writing = False
+
+                return _Call(c, write_one)  # (the writer task's writes: write_one)
+
+            return opened
+
+        channel.stream_stream = stream_stream
+        try:
+            await stream_once(self)
+        finally:
+            channel.stream_stream = orig_stream_stream
+            self._eager_call = None
+            self._eager_busy = None
+
+    link.submit = _submit  # type: ignore[method-assign]
+    link._stream_once = _stream_once  # type: ignore[method-assign]
+
+
 VARIANTS: dict[str, Any] = {
+    "eager": _variant_eager_write,
     "latency": lambda: _variant_grpc_options([("grpc.optimization_target", "latency")]),
     "nocompress": lambda: _variant_grpc_options(
         [("grpc.default_compression_algorithm", 0), ("grpc.enable_retries", 0)]
     ),
+    "nobdp": lambda: _variant_grpc_options([("grpc.http2.bdp_probe", 0)]),
 }
 
 
