@@ -57,6 +57,14 @@ def run_one(tree: Path, out: Path, rounds: int, reps: int) -> dict[str, Any]:
         "node_cpu_us_per_hop": [
             p.get("cpu_us_per_hop_by_process", {}).get("nodes", float("nan")) for p in pairs
         ],
+        "node_loop_cpu_us_per_hop": [
+            p.get("cpu_us_per_hop_by_process", {}).get("nodes_event_loop_threads", float("nan"))
+            for p in pairs
+        ],
+        "node_grpc_cpu_us_per_hop": [
+            p.get("cpu_us_per_hop_by_process", {}).get("nodes_grpc_threads", float("nan"))
+            for p in pairs
+        ],
         "p50_hop_ms": [r["netdp"]["single_walk"]["hop_latency_ms"]["p50"]],
         "p90_hop_ms": [r["netdp"]["single_walk"]["hop_latency_ms"]["p90"]],
         "ledger_commits_per_token_hop": [
@@ -102,6 +110,8 @@ def main() -> int:
         "hops_per_s",
         "cpu_us_per_hop",
         "node_cpu_us_per_hop",
+        "node_loop_cpu_us_per_hop",
+        "node_grpc_cpu_us_per_hop",
         "ratio_to_floor",
         "ratio_to_pingpong",
         "floor_per_s",
@@ -110,6 +120,10 @@ def main() -> int:
         "ledger_commits_per_token_hop",
     )
     summary = {side: {k: med(side, k) for k in keys} for side in sides}
+    for side in sides:  # (one value per run: 8 walks in flight)
+        summary[side]["concurrent_hops_per_s"] = float(
+            statistics.median(r["concurrent_hops_per_s"] for r in runs[side])
+        )
     res = {
         "machine": facts,
         "command": " ".join(["python benchmarks/compare_hop.py", *sys.argv[1:]]),
@@ -135,6 +149,13 @@ def main() -> int:
             f" {s['ledger_commits_per_token_hop']:12.3f}"
             for side, s in summary.items()
         ],
+        "  node CPU per hop, event-loop threads / grpc's threads (us): "
+        + ", ".join(
+            f"{side} {s['node_loop_cpu_us_per_hop']:.0f} / {s['node_grpc_cpu_us_per_hop']:.0f}"
+            for side, s in summary.items()
+        ),
+        "  8 walks in flight, aggregate hops/s (median of runs): "
+        + ", ".join(f"{side} {s['concurrent_hops_per_s']:.0f}" for side, s in summary.items()),
         "  load average (1 min) per run: "
         + ", ".join(
             f"{side} {r['loadavg_start']:.1f}-{r['loadavg_end']:.1f}"

@@ -24,7 +24,6 @@ import grpc
 
 from netdp.v1 import bootstrap_pb2, peer_pb2
 from netdp_node.algorithms import get_algorithm
-from netdp_node.algorithms.accounting import CONTRIBUTION_EVENTS, contributions_in_result
 from netdp_node.bootstrap_client import (
     BootstrapBulletin,
     BootstrapClient,
@@ -38,7 +37,6 @@ from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.jobwatch import JobWatch, News
 from netdp_node.lazy import lazy_module
 from netdp_node.ledger import WRITE_THREADS, Entry, Ledger, write_pool
-from netdp_node.privacy.threat import NOT_PRIVATE, SEEDED_RNG_EVENT
 from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
 from netdp_node.runtime import Budget, JobRunner, NodeRuntime, private_rng
@@ -50,8 +48,14 @@ from netdp_node.wire import ndarray_to_tensor
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from netdp_node.algorithms import accounting
+    from netdp_node.privacy import threat
 else:
     np = lazy_module("numpy")  # lazy: start-up cost
+    # what a node needs once it has a job, not to start (their dataclasses cost start-up CPU)
+    accounting = lazy_module("netdp_node.algorithms.accounting")
+    threat = lazy_module("netdp_node.privacy.threat")
 
 log = logging.getLogger("netdp.node")
 
@@ -88,11 +92,21 @@ class NodeConfig:
     # give up (exit 5) when the bootstrap cannot be reached to register for this long (0: never)
     bootstrap_timeout: float = 120.0
     # the ledger's group commits run in a pool of this many threads shared by the process's nodes,
-    # off the event loop (`Ledger` executor); 0: on the event loop
-    ledger_threads: int = WRITE_THREADS
+    # off the event loop (`Ledger` executor); 0: on the event loop; None: `ledger_threads_for`
+    ledger_threads: int | None = None
     # how long the bootstrap may hold the process's job watch (at most 30 s; tests and benchmarks
     # shorten it: a shorter wait costs the bootstrap more calls)
     long_poll: float = LONG_POLL_S
+
+
+def ledger_threads_for(hosted: int) -> int:
+    """The default write threads of a process hosting `hosted` nodes. One node: none, the commits
+    run on the event loop. Its loop has nothing to do meanwhile on a token's path (the step's
+    forward and acknowledgement wait for the commit anyway), and a hand-off to a thread and back
+    costs two thread wake-ups per hop, which a loaded machine makes wait for a free CPU
+    (benchmarks/critical_path.py). Several nodes: WRITE_THREADS, so that one ledger's fsync does
+    not hold up the others' messages and the fsyncs of several ledgers overlap."""
+    return 0 if hosted <= 1 else WRITE_THREADS
 
 
 class NodeDaemon:
@@ -131,7 +145,7 @@ class NodeDaemon:
                 Entry(
                     job_id=job_id,
                     direction="local",
-                    event=SEEDED_RNG_EVENT,
+                    event=threat.SEEDED_RNG_EVENT,
                     params={"generator": "PCG64", "private": False},
                 )
             ]
@@ -140,7 +154,7 @@ class NodeDaemon:
             "[node=%s job=%s] %s: this job's noise and draws come from the seeded RNG",
             self.node_id,
             job_id,
-            NOT_PRIVATE,
+            threat.NOT_PRIVATE,
         )
         return np.random.default_rng([self.cfg.seed, zlib.crc32(job_id.encode())])
 
@@ -242,8 +256,8 @@ class NodeDaemon:
 
     async def _report(self, runner: JobRunner) -> None:
         # the contributions the released result contains (a walk discounts fenced-off branches)
-        contributions = contributions_in_result(
-            self.ledger.entries(runner.ctx.job_id, events=CONTRIBUTION_EVENTS)
+        contributions = accounting.contributions_in_result(
+            self.ledger.entries(runner.ctx.job_id, events=accounting.CONTRIBUTION_EVENTS)
         )
         res = bootstrap_pb2.NodeResult(
             job_id=runner.ctx.job_id,
@@ -255,7 +269,7 @@ class NodeDaemon:
             reported_unix=int(time.time()),
             # seeded for any part of the job (this run, or one before a restart)
             seeded_rng=self.cfg.seed is not None
-            or bool(self.ledger.entries(runner.ctx.job_id, events=(SEEDED_RNG_EVENT,))),
+            or bool(self.ledger.entries(runner.ctx.job_id, events=(threat.SEEDED_RNG_EVENT,))),
         )
         if (
             runner.output is not None
@@ -562,6 +576,8 @@ class NodeDaemon:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, self.stop_event.set)
         threads = self.cfg.ledger_threads
+        if threads is None:
+            threads = ledger_threads_for(1)
         self.ledger = Ledger(
             self.cfg.ledger, self.node_id, executor=write_pool(threads) if threads > 0 else None
         )
@@ -572,7 +588,7 @@ class NodeDaemon:
                 "hops are predictable (tests only); every job's ledger, privacy report "
                 "and result say so",
                 self.node_id,
-                NOT_PRIVATE,
+                threat.NOT_PRIVATE,
             )
         started = time.monotonic()
         self.faults = FaultInjector(self.cfg.faults, clock=lambda: time.monotonic() - started)

@@ -53,8 +53,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from netdp_node.algorithms import get_algorithm
-from netdp_node.algorithms.accounting import NOT_RUN, JobView
-from netdp_node.algorithms.budget import check_budget
 from netdp_node.errors import LedgerError, NetdpError, NodeUnavailable, UnknownJob
 from netdp_node.faults import EXIT_CRASHED, FaultInjector
 from netdp_node.graphs import COMPLETE, CompleteEdges
@@ -83,8 +81,14 @@ from netdp_node.waiting import stop_tasks
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from netdp_node.algorithms import accounting
+    from netdp_node.algorithms import budget as budgets
 else:
     np = lazy_module("numpy")  # lazy: start-up cost
+    # a node's first job needs them, its start does not (their dataclasses cost start-up CPU)
+    accounting = lazy_module("netdp_node.algorithms.accounting")
+    budgets = lazy_module("netdp_node.algorithms.budget")
 
 log = logging.getLogger("netdp.runtime")
 T = TypeVar("T")
@@ -938,11 +942,11 @@ class NodeRuntime:
         if self.budget is None:
             return True, ""
         views = [
-            JobView(j.job_id, j.spec, self.ledger.entries(j.job_id))
+            accounting.JobView(j.job_id, j.spec, self.ledger.entries(j.job_id))
             for j in self.ledger.jobs()
             if j.job_id != ctx.job_id
         ]
-        check = check_budget(
+        check = budgets.check_budget(
             views, spec_dict(ctx), self.node_id, self.budget.epsilon, self.budget.delta
         )
         if check.ok:
@@ -1102,7 +1106,7 @@ class NodeRuntime:
                 Entry(
                     job_id=runner.ctx.job_id,
                     direction="local",
-                    event=NOT_RUN,
+                    event=accounting.NOT_RUN,
                     params={"reason": reason},
                 )
             ]
@@ -1134,7 +1138,7 @@ class NodeRuntime:
                     Entry(
                         job_id=ctx.job_id,
                         direction="local",
-                        event=NOT_RUN,
+                        event=accounting.NOT_RUN,
                         params={"reason": reason},
                     )
                 ],
@@ -1199,7 +1203,9 @@ class NodeRuntime:
 
     async def handle(self, sender: str, job_id: str, msg: Message) -> bool:
         """Entry point for every incoming protocol message (see module docstring)."""
-        runner = await self._job_for(job_id, sender)
+        runner = self.jobs.get(job_id)
+        if runner is None:
+            runner = await self._job_for(job_id, sender)
         try:
             return await runner.deliver(sender, msg)
         except Refused as e:

@@ -106,12 +106,30 @@ class Message:
         h.update(repr(self.key()).encode())
         h.update(repr(sorted(self.scalars.items())).encode() if self.scalars else b"[]")
         if self.payload is not None:
-            arr = np.ascontiguousarray(self.payload, dtype="<f8")
-            h.update(repr(arr.shape).encode())
-            h.update(arr.tobytes())
+            # the shape of np.ascontiguousarray(payload): a 0-d payload counts as (1,)
+            h.update(repr(tuple(self.payload.shape) or (1,)).encode())
+            h.update(self.payload_bytes())
         d = h.hexdigest()
         object.__setattr__(self, "_digest", d)
         return d
+
+    def payload_bytes(self) -> bytes:
+        """The payload as little-endian float64 bytes, in C order (what the digest hashes and what
+        the wire carries of a float64 payload). Kept with the message once computed, and given by
+        the wire decoder for a received float64 payload (the bytes the array is a view of)."""
+        cached: bytes | None = self.__dict__.get("_payload_bytes")
+        if cached is None:
+            if self.payload is None:
+                raise ValueError("the message has no payload")
+            cached = np.ascontiguousarray(self.payload, dtype="<f8").tobytes()
+            if len(cached) <= PAYLOAD_BYTES_KEPT:
+                object.__setattr__(self, "_payload_bytes", cached)
+        return cached
+
+
+#: Up to this many payload bytes are kept with a message (`Message.payload_bytes`): a small
+#: payload's encoding is needed twice (digest, wire), a large one is not kept twice in memory.
+PAYLOAD_BYTES_KEPT = 4096
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,14 @@ from netdp_node.security.pki import Identity
 
 log = logging.getLogger("netdp.grpc")
 
+# No bandwidth-delay-product probing: on data received, grpc's BDP estimator sends a PING (and
+# the peer its ACK) to size the flow-control window, every 0.1 s or more on a young connection;
+# netdp's messages are small and a link lives for seconds (idle links close), so the probes cost
+# CPU in grpc's threads at both ends (about 25 us per token hop of a walk, 283 -> 258 us,
+# benchmarks/compare_hop.py) and buy nothing. The stream window is then the initial one, extended
+# to each message as it is read: a message of the largest size allowed still arrives whole.
 CHANNEL_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.http2.bdp_probe", 0),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 20_000),
@@ -45,6 +52,7 @@ CHANNEL_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_reconnect_backoff_ms", 2_000),
 ]
 SERVER_OPTIONS: list[tuple[str, Any]] = [
+    ("grpc.http2.bdp_probe", 0),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_permit_without_calls", 1),

@@ -8,6 +8,7 @@ elements. Nothing from the network is ever unpickled.
 from __future__ import annotations
 
 import math
+import sys
 from typing import TYPE_CHECKING
 
 from netdp.v1 import common_pb2, peer_pb2
@@ -23,6 +24,13 @@ else:
 MAX_DIMENSIONS = 8
 
 _ALLOWED_DTYPES = {"float64": "<f8", "float32": "<f4", "int64": "<i8"}
+_ITEMSIZE = {"float64": 8, "float32": 4, "int64": 8}
+#: A float64 tensor of at most this many elements is checked for NaN/inf element by element
+#: (`math.isfinite` over the bytes) rather than by numpy: for the few values of a token this costs
+#: a third of a ufunc call, most of whose cost, on a node that has just woken up, is fetching
+#: numpy's machinery back into the CPU caches.
+_SMALL = 64
+_NATIVE_F8 = sys.byteorder == "little"  # memoryview's "d" is the machine's double
 
 
 class WireError(ValueError):
@@ -39,8 +47,25 @@ def ndarray_to_tensor(arr: np.ndarray) -> common_pb2.Tensor:
     return common_pb2.Tensor(dtype=name, shape=list(le.shape), data=le.tobytes())
 
 
+def _payload_tensor(msg: Message) -> common_pb2.Tensor:
+    """A message's payload as a Tensor; a float64 payload's bytes are the message's own
+    (`Message.payload_bytes`, which its digest hashed already)."""
+    payload = msg.payload
+    assert payload is not None
+    if payload.dtype.name == "float64":
+        return common_pb2.Tensor(
+            dtype="float64", shape=list(payload.shape), data=msg.payload_bytes()
+        )
+    return ndarray_to_tensor(payload)
+
+
 def tensor_to_ndarray(t: common_pb2.Tensor, *, max_elements: int = 1 << 22) -> np.ndarray:
     """Decode and validate a Tensor. Returns a read-only float64 array."""
+    return _decode(t, max_elements)[0]
+
+
+def _decode(t: common_pb2.Tensor, max_elements: int = 1 << 22) -> tuple[np.ndarray, bytes]:
+    """`tensor_to_ndarray`, and the tensor's bytes (the array is a view of them if float64)."""
     if t.dtype not in _ALLOWED_DTYPES:
         raise WireError(
             f"unsupported tensor dtype {t.dtype!r} (allowed: {sorted(_ALLOWED_DTYPES)})"
@@ -58,23 +83,31 @@ def tensor_to_ndarray(t: common_pb2.Tensor, *, max_elements: int = 1 << 22) -> n
             f"tensor shape {shape} spans {extent} elements, more than the limit {max_elements}"
         )
     count = math.prod(shape)
-    dt = np.dtype(_ALLOWED_DTYPES[t.dtype])
-    if len(t.data) != count * dt.itemsize:
+    data = t.data
+    size = _ITEMSIZE[t.dtype]
+    if len(data) != count * size:
         raise WireError(
-            f"tensor bytes ({len(t.data)}) do not match dtype {t.dtype} and shape {shape} "
-            f"({count * dt.itemsize} expected)"
+            f"tensor bytes ({len(data)}) do not match dtype {t.dtype} and shape {shape} "
+            f"({count * size} expected)"
         )
-    arr = np.frombuffer(t.data, dtype=dt)  # read-only: a view of the received bytes
+    if t.dtype == "float64" and count <= _SMALL and _NATIVE_F8:
+        if not all(map(math.isfinite, memoryview(data).cast("d"))):
+            raise WireError("tensor contains NaN or infinite values")
+        checked = True
+    else:
+        checked = False
+    arr = np.frombuffer(data, dtype=_ALLOWED_DTYPES[t.dtype])  # read-only: a view of the bytes
     if t.dtype != "float64":
         arr = arr.astype(np.float64)
-    try:
-        arr = arr.reshape(shape)
-    except ValueError as e:  # not expected after the checks above; never an internal error
-        raise WireError(f"tensor shape {shape} cannot be decoded: {e}") from None
-    if not np.isfinite(arr).all():
+        arr.setflags(write=False)
+    if arr.shape != shape:
+        try:
+            arr = arr.reshape(shape)  # (a view: read-only as its base)
+        except ValueError as e:  # not expected after the checks above; never an internal error
+            raise WireError(f"tensor shape {shape} cannot be decoded: {e}") from None
+    if not checked and not np.isfinite(arr).all():
         raise WireError("tensor contains NaN or infinite values")
-    arr.setflags(write=False)
-    return arr
+    return arr, data
 
 
 def message_to_envelope(job_id: str, msg: Message, msg_id: int = 0) -> peer_pb2.Envelope:
@@ -90,11 +123,9 @@ def message_to_envelope(job_id: str, msg: Message, msg_id: int = 0) -> peer_pb2.
             epoch=msg.epoch,
             seq=msg.seq,
             round=msg.round,
+            payload=None if msg.payload is None else _payload_tensor(msg),
+            scalars={k: float(v) for k, v in msg.scalars.items()} if msg.scalars else None,
         )
-        if msg.payload is not None:
-            template.payload.CopyFrom(ndarray_to_tensor(msg.payload))
-        for k, v in msg.scalars.items():
-            template.scalars[k] = float(v)
         cached = (job_id, template)
         object.__setattr__(msg, "_envelope", cached)  # a Message is immutable: a pure cache
     env = peer_pb2.Envelope()
@@ -110,8 +141,8 @@ def envelope_to_message(env: peer_pb2.Envelope) -> Message:
     for k, v in env.scalars.items():
         if not math.isfinite(v):
             raise WireError(f"scalar {k!r} is not finite")
-    payload = tensor_to_ndarray(env.payload) if env.HasField("payload") else None
-    return Message(
+    payload, data = _decode(env.payload) if env.HasField("payload") else (None, b"")
+    msg = Message(
         kind=env.kind,
         payload=payload,
         walk=env.walk_id,
@@ -120,3 +151,7 @@ def envelope_to_message(env: peer_pb2.Envelope) -> Message:
         round=env.round,
         scalars=dict(env.scalars),
     )
+    if payload is not None and env.payload.dtype == "float64":
+        # the bytes the payload is a view of: its digest hashes them without numpy
+        object.__setattr__(msg, "_payload_bytes", data)
+    return msg

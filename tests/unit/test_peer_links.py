@@ -288,3 +288,37 @@ async def test_a_channel_dialled_ahead_but_never_used_is_closed(tmp_path):
     finally:
         await t.close()
         await server.stop(0)
+
+
+async def test_large_and_small_messages_cross_a_link_without_bdp_probing(tmp_path):
+    """The links' channels and servers do not probe the bandwidth-delay product (a PING and its
+    ACK on data received, every 0.1 s or more on a young connection): the stream window stays at
+    its initial size and grows to each message being read, so a message of almost the largest
+    size allowed still arrives whole, between small ones, in order."""
+    from netdp_node.limits import MAX_MESSAGE_BYTES
+    from netdp_node.security.mtls import CHANNEL_OPTIONS, SERVER_OPTIONS
+
+    assert ("grpc.http2.bdp_probe", 0) in CHANNEL_OPTIONS
+    assert ("grpc.http2.bdp_probe", 0) in SERVER_OPTIONS
+    got: list[Message] = []
+
+    async def handle(sender: str, job: str, msg: Message) -> bool:
+        got.append(msg)
+        return False
+
+    ident, service, server, addr = await _serve(tmp_path, handle)
+    t = GrpcTransport(ident, {"b": addr})
+    big = (MAX_MESSAGE_BYTES - 4096) // 8  # floats: the largest payload under the limit
+    rng = np.random.default_rng(7)
+    sent = [
+        Message("value", payload=rng.normal(size=n), round=i)
+        for i, n in enumerate([1, big, 3, big // 3, 1])
+    ]
+    try:
+        for m in sent:
+            await asyncio.wait_for(t.send("b", "j", m), 30)
+        assert [m.round for m in got] == [m.round for m in sent]
+        assert [m.digest() for m in got] == [m.digest() for m in sent]
+    finally:
+        await t.close()
+        await server.stop(0)

@@ -150,7 +150,15 @@ def test_a_node_imports_the_families_at_its_first_job():
 #: what a node's import does not load at all: numpy waits for the first job (engines, arrays on the
 #: wire, the custody arrays of the ledger), scipy, matplotlib and networkx for the code using them;
 #: fractions (and decimal, which it imports) for the exact gossip weights of an accountant, tempfile
-#: (and shutil, bz2, lzma under it) for a CA's files and the rare probe of a wrong server
+#: (and shutil, bz2, lzma under it) for a CA's files and the rare probe of a wrong server; the
+#: privacy accounting of a job (its budget check, the contributions of its report, the threat
+#: model's marks of a seeded node) for the first job
+JOB_TIME = (
+    "netdp_node.algorithms.accounting",
+    "netdp_node.algorithms.budget",
+    "netdp_node.privacy.composition",
+    "netdp_node.privacy.threat",
+)
 NOT_FOR_A_NODE_START = (
     "numpy",
     "scipy",
@@ -162,6 +170,7 @@ NOT_FOR_A_NODE_START = (
     "shutil",
     "bz2",
     "lzma",
+    *JOB_TIME,
 )
 
 
@@ -188,6 +197,37 @@ def test_a_node_imports_numpy_at_its_first_use(module):
         "numpy": True,
         "type": "numpy.ndarray",
         "values": [1.5, -2.0, 7.25],
+    }
+
+
+def test_a_node_imports_the_job_accounting_at_its_first_use():
+    """The runtime and the daemon name the job-time modules (`JOB_TIME`) lazily: a node's import
+    loads none of them, their first use loads them and gives what the modules hold (a budget
+    check that declines a job over the budget, the contributions of a report, the seeded mark)."""
+    code = (
+        "import json, sys\n"
+        "import netdp_node.daemon as d, netdp_node.runtime as r\n"
+        f"before = [m for m in {JOB_TIME!r} if m in sys.modules]\n"
+        "from netdp_node.ledger import Entry\n"
+        "entries = [Entry('j', 'local', 'contribute'), Entry('j', 'local', 'contribute'),\n"
+        "           Entry('j', 'local', 'fenced', params={'discarded': 1})]\n"
+        "got = {'not_run': r.accounting.NOT_RUN, 'check': r.budgets.check_budget.__module__,\n"
+        "       'events': list(d.accounting.CONTRIBUTION_EVENTS),\n"
+        "       'contributions': d.accounting.contributions_in_result(entries),\n"
+        "       'seeded': d.threat.SEEDED_RNG_EVENT}\n"
+        f"after = [m for m in {JOB_TIME!r} if m in sys.modules]\n"
+        "print(json.dumps({'before': before, 'got': got, 'after': after}))\n"
+    )
+    assert _run(code) == {
+        "before": [],
+        "got": {
+            "not_run": "cannot-run",
+            "check": "netdp_node.algorithms.budget",
+            "events": ["contribute", "fenced"],
+            "contributions": 1,
+            "seeded": "seeded-rng",
+        },
+        "after": list(JOB_TIME),
     }
 
 

@@ -94,6 +94,7 @@ class RingSum(Engine):
             self.x = clip_l2(x, self.clip)
         self.received = 0  # tokens received
         self.visits = 0  # rounds in which this node added to the token
+        self._x_on_grid: np.ndarray | None = None  # (`_add`)
 
     # -- helpers -------------------------------------------------------------------------------
     def expected_steps(self) -> int:
@@ -112,8 +113,12 @@ class RingSum(Engine):
         """This node's contribution at its visit of round `round_`: (new token, noise std added).
         Algorithm 1: Gaussian noise on the schedule of `ring_release_adds_noise`; the value and the
         noise on the job's grid (`discrete_gaussian.gaussian_on_grid`)."""
-        noisy = ring_release_adds_noise(self.pos, round_, self.n, self.rounds)
-        std = self.params.sigma if noisy else 0.0
+        if not ring_release_adds_noise(self.pos, round_, self.n, self.rounds):
+            # no noise: γ·round(x/γ), the same at every such visit (computed once; draws nothing)
+            if self._x_on_grid is None:
+                self._x_on_grid = gaussian_on_grid(self.rng, self.x, 0.0, self.grid)
+            return tau + self._x_on_grid, 0.0
+        std = self.params.sigma
         return tau + gaussian_on_grid(self.rng, self.x, std, self.grid), std
 
     def _visit(self, round_: int, tau: np.ndarray) -> list[Action]:
