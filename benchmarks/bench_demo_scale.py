@@ -5,11 +5,11 @@ file descriptors, start-up, job time and CPU.
     python benchmarks/bench_demo_scale.py --nodes 300 --algorithm walk-sum
     python benchmarks/bench_demo_scale.py --quick                 # N = 60
 
-One run of `netdp demo --nodes N --algorithm A --json` (defaults otherwise: one host process per
-core, T = 10·n for the walks) in a fresh process. While it runs, every second, each process of its
-tree (the demo, the bootstrap, the host processes) is read from /proc: RSS and PSS
-(/proc/PID/smaps_rollup; PSS splits the pages shared between processes), open file descriptors
-and CPU time. Recorded: the demo's own start-up and job time (`startup_s`, `elapsed_s` of its
+Runs (--reps, default 3) of `netdp demo --nodes N --algorithm A --json` (defaults otherwise: one
+host process per core, T = 10·n for the walks), each in a fresh process. While one runs, every
+second, each process of its tree (the demo, the bootstrap, the host processes) is read from /proc:
+RSS and PSS (/proc/PID/smaps_rollup; PSS splits the pages shared between processes), open file
+descriptors and CPU time. Recorded: the demo's own start-up and job time (`startup_s`, `elapsed_s` of its
 --json: start-up is until every node registered, the job from submission to the last node's
 result), the wall time and exit status of the command, the peak RSS / PSS / descriptors of each
 process, the hosts' peak PSS divided by the nodes they host (memory per node), start-up per node,
@@ -162,20 +162,33 @@ def main() -> None:
     ap.add_argument("extra", nargs="*", help="more `netdp demo` arguments (after --)")
     a = ap.parse_args()
     nodes = 60 if a.quick else a.nodes
-    r = run(nodes, a.algorithm, a.extra)
-    data = {"benchmark": "demo_scale", "machine": common.machine(), "nodes": nodes}
-    path = common.write_results(
-        f"demo_scale-{nodes}", {**data, "algorithm": a.algorithm, **r}, a.quick
-    )
-    keys = ("exit_status", "wall_s", "startup_s", "startup_per_node_ms", "job_s", "cpu_s_all")
-    for k in keys:
-        print(f"{k:>24}: {r[k]}")
-    print(
-        f"{'hosts PSS / RSS per node':>24}: {r['hosts_peak_pss_mb_per_node']} / "
-        f"{r['hosts_peak_rss_mb_per_node']} MB"
-    )
-    print(f"{'peak fds per host':>24}: {r['peak_fds_per_host']}")
-    print(f"{'std vs local DP':>24}: {r['netdp_std']} vs {r['ldp_std']}")
+    runs = []
+    for i in range(common.repetitions(a)):
+        r = run(nodes, a.algorithm, a.extra)
+        runs.append(r)
+        print(f"run {i + 1}:")
+        keys = ("exit_status", "wall_s", "startup_s", "startup_per_node_ms", "job_s", "cpu_s_all")
+        for k in keys:
+            print(f"{k:>24}: {r[k]}")
+        print(
+            f"{'hosts PSS / RSS per node':>24}: {r['hosts_peak_pss_mb_per_node']} / "
+            f"{r['hosts_peak_rss_mb_per_node']} MB"
+        )
+        print(f"{'peak fds per host':>24}: {r['peak_fds_per_host']}")
+        print(f"{'std vs local DP':>24}: {r['netdp_std']} vs {r['ldp_std']}")
+    summary = {
+        k: [r[k] for r in runs]
+        for k in ("job_s", "startup_s", "wall_s", "cpu_s_all", "hosts_peak_pss_mb_per_node")
+    }
+    data = {
+        "benchmark": "demo_scale",
+        "machine": common.machine(),
+        "nodes": nodes,
+        "algorithm": a.algorithm,
+        "summary": summary,
+        "runs": runs,
+    }
+    path = common.write_results(f"demo_scale-{nodes}", data, a.quick)
     print(f"written to {path}")
 
 
