@@ -21,26 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from typing import Any
 
 import common
 
 #: what may differ between two versions' outputs of the same job (the protocol's traffic)
 TRAFFIC = ("wall_s", "events", "virtual_time_s")
-
-
-def _cap(gb: float) -> Any:
-    def cap() -> None:
-        limit = int(gb * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-    return cap if gb > 0 else None
 
 
 def run(
@@ -52,54 +40,29 @@ def run(
     if version == "before":
         env["PYTHONPATH"] = before + os.pathsep + env.get("PYTHONPATH", "")
     load = common.load_average()
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=err,
-            env=env,
-            cwd=tempfile.gettempdir(),
-            start_new_session=True,
-            preexec_fn=_cap(gb),
-        )
-        timed_out = False
-        while True:  # bounded by the timeout
-            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.perf_counter() - t0 > timeout:
-                os.killpg(p.pid, signal.SIGKILL)  # the case's own process group
-                _, status, usage = os.wait4(p.pid, 0)
-                timed_out = True
-                break
-            time.sleep(0.5)
-        code = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
+    r = common.run_capped(cmd, cwd=tempfile.gettempdir(), env=env, gb=gb, timeout=timeout)
     case: dict[str, Any] = {
         "version": version,
         "n": n,
         "seed": seed,
         "args": " ".join(cmd[3:]),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-        "wall_s": round(time.perf_counter() - t0, 1),
-        "exit": code,
-        "timed_out": timed_out,
+        "cpu_s": r.cpu_s,
+        "peak_rss_mb": r.peak_rss_mb,
+        "wall_s": r.wall_s,
+        "exit": r.code,
+        "timed_out": r.timed_out,
         "load_avg_before": load,
         "load_avg_after": common.load_average(),
     }
-    if code == 0 and not timed_out:
-        res = json.loads(stdout)
+    if r.code == 0 and not r.timed_out:
+        res = json.loads(r.stdout)
         case["events"] = res["events"]
         case["virtual_time_s"] = round(float(res["virtual_time_s"]), 3)
         case["estimate"] = res.get("estimate")
         case["final"] = res.get("final")
         case["_output"] = {k: v for k, v in res.items() if k not in TRAFFIC}
     else:
-        case["stderr_tail"] = stderr.decode(errors="replace")[-600:]
+        case["stderr_tail"] = r.stderr.decode(errors="replace")[-600:]
     return case
 
 

@@ -20,15 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import common
 
 import netdp_node
 
@@ -66,74 +64,38 @@ def rounds(alg: str, extra: list[str], n: int) -> Any:
     return get_algorithm(alg).validate(given, n).get("T")
 
 
-def _limit_memory(gb: float) -> Callable[[], None] | None:
-    """A child's address-space cap (a case that outgrows it fails with MemoryError and is recorded
-    with its exit status, instead of exhausting a shared machine); None: no cap."""
-    if gb <= 0:
-        return None
-
-    def cap() -> None:
-        limit = int(gb * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-    return cap
-
-
 def run(
     alg: str, extra: list[str], n: int, timeout: float, max_memory_gb: float = 0.0
 ) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "netdp_node.cli", "simulate", "--algorithm", alg]
     cmd += ["--nodes", str(n), "--json", "--quiet", *extra]
     load_before = os.getloadavg()
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=err,
-            # `-m` puts the working directory first on the path: from this folder the case runs
-            # the netdp_node this script imports (PYTHONPATH or the installed one), not a
-            # checkout that happens to be the working directory
-            cwd=Path(__file__).resolve().parent,
-            start_new_session=True,
-            preexec_fn=_limit_memory(max_memory_gb),
-        )
-        timed_out, status, usage = False, 0, None
-        while True:  # bounded by the timeout
-            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.perf_counter() - t0 > timeout:
-                os.killpg(p.pid, signal.SIGKILL)  # the case's own process group
-                _, status, usage = os.wait4(p.pid, 0)
-                timed_out = True
-                break
-            time.sleep(0.5)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
+    # `-m` puts the working directory first on the path: from this folder the case runs the
+    # netdp_node this script imports (PYTHONPATH or the installed one), not a checkout that happens
+    # to be the working directory
+    r = common.run_capped(
+        cmd, cwd=Path(__file__).resolve().parent, gb=max_memory_gb, timeout=timeout
+    )
     case: dict[str, Any] = {
         "algorithm": alg,
         "n": n,
         "args": " ".join(cmd[3:]),
         "T": rounds(alg, extra, n),
-        "wall_s": round(wall, 1),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # this process's own peak (wait4)
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-        "exit": p.returncode,
-        "timed_out": timed_out,
+        "wall_s": r.wall_s,
+        "peak_rss_mb": r.peak_rss_mb,  # this process's own peak (wait4)
+        "cpu_s": r.cpu_s,
+        "exit": r.code,
+        "timed_out": r.timed_out,
         "load_avg_before": [round(x, 2) for x in load_before],
         "load_avg_after": [round(x, 2) for x in os.getloadavg()],
     }
-    if not timed_out and p.returncode == 0:
-        res = json.loads(stdout)
+    if not r.timed_out and r.code == 0:
+        res = json.loads(r.stdout)
         case["simulation_wall_s"] = round(float(res.get("wall_s", 0.0)), 1)
         case["events"] = res.get("events")
         case["privacy"] = res.get("privacy")
     else:
-        case["stderr_tail"] = stderr.decode(errors="replace")[-400:]
+        case["stderr_tail"] = r.stderr.decode(errors="replace")[-400:]
     return case
 
 

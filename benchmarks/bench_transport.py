@@ -230,7 +230,7 @@ def cpu_per_hop(by_proc: dict[str, dict[str, float]], hops: int) -> dict[str, An
     def us(s: float) -> float:
         return s / per * 1e6
 
-    nodes = {k: v for k, v in by_proc.items() if k.startswith("node-")}
+    nodes = {k: v for k, v in by_proc.items() if k.startswith(("node-", "host-"))}
     totals = sorted(v["main_thread_s"] + v["other_threads_s"] for v in nodes.values())
 
     def whole(name: str) -> float:
@@ -988,14 +988,15 @@ def run_netdp(
 ) -> dict[str, Any]:
     cluster = LocalCluster(workdir / "cluster", cfg["nodes"], log_level=cfg["log_level"])
     try:
-        data = {}
-        for i, nid in enumerate(cluster.ids):
-            f = cluster.workdir / "data" / f"{nid}.txt"
-            f.parent.mkdir(parents=True, exist_ok=True)
-            f.write_text(f"{0.1 * (i + 1)!r}\n")
-            data[nid] = f
+        data = common.ring_values(cluster)
         t0 = time.monotonic()
-        cluster.start(data=data, timeout=60)
+        lt = cfg.get("ledger_threads")
+        cluster.start(
+            data=data,
+            timeout=60,
+            workers=cfg.get("workers", 0),
+            common=None if lt is None else ["--ledger-threads", str(lt)],
+        )
 
         async def main() -> dict[str, Any]:
             await cluster.wait_registered(cluster.ids, timeout=60)
@@ -1267,12 +1268,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--rounds", type=int, help="K of the single walks (default 300, quick 10)")
     ap.add_argument("--reps", type=int, help="paired repetitions (default 5, quick 3)")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="W",
+        help="pack the ring's nodes into W host processes, contiguous slices of the ring "
+        "(default 0: one process per node)",
+    )
+    ap.add_argument(
+        "--ledger-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the nodes' --ledger-threads (default: theirs: 0 for one node, 4 for a host)",
+    )
     a = ap.parse_args(argv)
     cfg = json.loads(json.dumps(QUICK if a.quick else FULL))
     if a.rounds is not None:
         cfg["netdp"]["rounds"] = a.rounds
     if a.reps is not None:
         cfg["netdp"]["reps"] = a.reps
+    cfg["netdp"]["workers"] = a.workers
+    cfg["netdp"]["ledger_threads"] = a.ledger_threads
     out = a.out or common.result_path("transport", a.quick)
 
     # SIGTERM -> SystemExit, so that the finally blocks stop every process we started.

@@ -22,6 +22,7 @@ import multiprocessing as mp
 import os
 import platform
 import queue
+import resource
 import shutil
 import signal
 import subprocess
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +232,76 @@ def workdir(prefix: str, keep: bool = False) -> Iterator[Path]:
             print(f"work directory kept: {folder}", file=sys.stderr)
         else:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass
+class Capped:
+    """What `run_capped` saw of a command: its output, exit code (SIGKILL's when it timed out),
+    CPU seconds and peak resident set (os.wait4: the process itself), wall time."""
+
+    stdout: bytes
+    stderr: bytes
+    code: int
+    timed_out: bool
+    cpu_s: float
+    peak_rss_mb: float
+    wall_s: float
+
+
+def run_capped(
+    cmd: list[str], *, cwd: Path | str, env: dict[str, str] | None = None, gb: float, timeout: float
+) -> Capped:
+    """Run `cmd` in a process group of its own under an address-space cap of `gb` GiB (0: none; a
+    case that outgrows it fails with MemoryError instead of exhausting a shared machine) and kill
+    the group after `timeout` seconds. `cwd`: `python -m` puts it first on the path, so it must not
+    be a checkout other than the one meant to run."""
+
+    def cap() -> None:
+        limit = int(gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=err,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=cap if gb > 0 else None,
+        )
+        timed_out = False
+        while True:  # bounded by the timeout
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() - t0 > timeout:
+                os.killpg(p.pid, signal.SIGKILL)  # the case's own process group
+                _, status, usage = os.wait4(p.pid, 0)
+                timed_out = True
+                break
+            time.sleep(0.5)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        return Capped(
+            stdout=out.read(),
+            stderr=err.read(),
+            code=os.waitstatus_to_exitcode(status),
+            timed_out=timed_out,
+            cpu_s=round(usage.ru_utime + usage.ru_stime, 1),
+            peak_rss_mb=round(usage.ru_maxrss / 1024, 1),
+            wall_s=round(wall, 1),
+        )
+
+
+def ring_values(cluster: Any) -> dict[str, Path]:
+    """Each node of a `LocalCluster` a value file (0.1·i for the i-th node) for ring-sum jobs."""
+    data = {}
+    for i, nid in enumerate(cluster.ids):
+        f = cluster.workdir / "data" / f"{nid}.txt"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(f"{0.1 * (i + 1)!r}\n")
+        data[nid] = f
+    return data

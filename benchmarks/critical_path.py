@@ -185,12 +185,7 @@ def one_run(workdir: Path, rounds: int, flags: list[str], variants: list[str]) -
     c.trace_dir = workdir / "trace"
     c.trace_dir.mkdir(parents=True, exist_ok=True)
     c.variants = variants
-    data = {}
-    for i, nid in enumerate(c.ids):
-        f = c.workdir / "data" / f"{nid}.txt"
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(f"{0.1 * (i + 1)!r}\n")
-        data[nid] = f
+    data = common.ring_values(c)
     c.start(data=data, timeout=60, extra={nid: list(flags) for nid in c.ids} if flags else None)
     try:
 

@@ -124,12 +124,7 @@ def start_cluster(
     c = ProfiledCluster(workdir, n, log_level="info", poll_interval=poll_interval)
     c.cprofile_dir = cprofile_dir
     c.ledger_synchronous = ledger_synchronous
-    data = {}
-    for i, nid in enumerate(c.ids):
-        f = c.workdir / "data" / f"{nid}.txt"
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(f"{0.1 * (i + 1)!r}\n")
-        data[nid] = f
+    data = common.ring_values(c)
     c.start(data=data, timeout=60)
     return c
 

@@ -6,8 +6,10 @@ mTLS server on 127.0.0.1, and messages cross TLS. The same test body runs over b
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,8 @@ from typing import Any
 import grpc.aio
 import numpy as np
 
+from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
+from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.errors import LedgerError
 from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.ledger import JobRow, Ledger
@@ -261,3 +265,50 @@ def published_schedules(entries: Sequence[Any]) -> dict[str, dict[str, Any]]:
             assert e.peer not in out, f"{e.peer}'s schedule recorded twice"
             out[e.peer] = dict(e.params)
     return out
+
+
+@dataclass
+class Boot:
+    """A bootstrap serving on loopback with an operator's and some nodes' clients."""
+
+    address: str
+    pki_dir: Path
+    operator: BootstrapClient
+    nodes: dict[str, BootstrapClient]
+
+    def identity(self, name: str) -> pki.Identity:
+        return pki.load_identity(self.pki_dir / name)
+
+
+@asynccontextmanager
+async def registered_bootstrap(tmp_path: Path, node_ids: Sequence[str]) -> AsyncIterator[Boot]:
+    """A real bootstrap (mTLS, its own state folder) with `node_ids` registered at addresses where
+    nobody listens (jobs submitted to them never run); stopped, clients closed, on exit."""
+    d = tmp_path / "pki"
+    pki.init_ca(d)
+    pki.issue(d, "bootstrap", role="bootstrap", hosts=("127.0.0.1",))
+    pki.issue(d, "operator", role="operator", hosts=())
+    for nid in node_ids:
+        pki.issue(d, nid, hosts=("127.0.0.1",))
+    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+    server = asyncio.ensure_future(
+        run_bootstrap(
+            BootstrapConfig(certs=d / "bootstrap", state=tmp_path / "state", listen="127.0.0.1:0"),
+            ready=ready,
+            stop=stop,
+        )
+    )
+    port = await asyncio.wait_for(asyncio.shield(ready), 20)
+    address = f"127.0.0.1:{port}"
+    op = BootstrapClient(address, pki.load_identity(d / "operator"))
+    nodes = {nid: BootstrapClient(address, pki.load_identity(d / nid)) for nid in node_ids}
+    try:
+        for i, (nid, c) in enumerate(nodes.items()):
+            await c.register(nid, f"127.0.0.1:{7700 + i}")
+        yield Boot(address, d, op, nodes)
+    finally:
+        for c in [op, *nodes.values()]:
+            await c.close()
+        stop.set()
+        await asyncio.wait_for(server, 20)

@@ -13,22 +13,19 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import grpc.aio
 import pytest
 import pytest_asyncio
+from harness import Boot, registered_bootstrap
 
 from netdp.v1 import bootstrap_pb2, common_pb2, peer_pb2
-from netdp_bootstrap.server import BootstrapConfig, run_bootstrap
 from netdp_node.algorithms import ENVELOPE_ALLOWANCE
 from netdp_node.algorithms.ring.engine import MAX_ROUNDS
-from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cli import main
 from netdp_node.limits import MAX_MESSAGE_BYTES
-from netdp_node.security import pki
 from netdp_node.security.identity import BOOTSTRAP_NAME, peer_name
 from netdp_node.security.mtls import AccessPolicy, secure_channel, start_server
 from netdp_node.transport.grpc import PeerService
@@ -40,47 +37,10 @@ NODES = ("node-1", "node-2", "node-3")
 REPO = Path(__file__).resolve().parents[2]
 
 
-@dataclass
-class Boot:
-    address: str
-    pki_dir: Path
-    operator: BootstrapClient
-    nodes: dict[str, BootstrapClient]
-
-    def identity(self, name: str) -> pki.Identity:
-        return pki.load_identity(self.pki_dir / name)
-
-
 @pytest_asyncio.fixture
 async def boot(tmp_path: Path) -> AsyncIterator[Boot]:
-    d = tmp_path / "pki"
-    pki.init_ca(d)
-    pki.issue(d, "bootstrap", role="bootstrap", hosts=("127.0.0.1",))
-    pki.issue(d, "operator", role="operator", hosts=())
-    for nid in NODES:
-        pki.issue(d, nid, hosts=("127.0.0.1",))
-    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    stop = asyncio.Event()
-    server = asyncio.ensure_future(
-        run_bootstrap(
-            BootstrapConfig(certs=d / "bootstrap", state=tmp_path / "state", listen="127.0.0.1:0"),
-            ready=ready,
-            stop=stop,
-        )
-    )
-    port = await asyncio.wait_for(asyncio.shield(ready), 20)
-    address = f"127.0.0.1:{port}"
-    op = BootstrapClient(address, pki.load_identity(d / "operator"))
-    nodes = {nid: BootstrapClient(address, pki.load_identity(d / nid)) for nid in NODES}
-    try:
-        for i, (nid, c) in enumerate(nodes.items()):
-            await c.register(nid, f"127.0.0.1:{7700 + i}")  # nobody listens: jobs never run here
-        yield Boot(address, d, op, nodes)
-    finally:
-        for c in [op, *nodes.values()]:
-            await c.close()
-        stop.set()
-        await asyncio.wait_for(server, 20)
+    async with registered_bootstrap(tmp_path, NODES) as b:
+        yield b
 
 
 async def submit_raw(
