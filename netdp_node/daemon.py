@@ -36,7 +36,7 @@ from netdp_node.errors import SecurityError, ServerIdentityError
 from netdp_node.faults import FaultInjector, FaultPlan
 from netdp_node.jobwatch import JobWatch, News
 from netdp_node.lazy import lazy_module
-from netdp_node.ledger import WRITE_THREADS, Entry, Ledger, write_pool
+from netdp_node.ledger import Entry, Ledger, write_pool
 from netdp_node.protocols.base import JobContext
 from netdp_node.retry import Backoff
 from netdp_node.runtime import Budget, JobRunner, NodeRuntime, private_rng
@@ -91,22 +91,13 @@ class NodeConfig:
     job_deadline: float = 600.0  # fail a job not finished this long after joining (0: never)
     # give up (exit 5) when the bootstrap cannot be reached to register for this long (0: never)
     bootstrap_timeout: float = 120.0
-    # the ledger's group commits run in a pool of this many threads shared by the process's nodes,
-    # off the event loop (`Ledger` executor); 0: on the event loop; None: `ledger_threads_for`
-    ledger_threads: int | None = None
+    # the ledger's group commits: 0 on the event loop (the default: measured faster and cheaper for
+    # one node and for hosts of 300 and 1,000, docs/performance.md); N: their COMMITs (fsyncs) in
+    # a pool of N threads shared by the process's nodes (`Ledger` executor, `ledger.write_pool`)
+    ledger_threads: int = 0
     # how long the bootstrap may hold the process's job watch (at most 30 s; tests and benchmarks
     # shorten it: a shorter wait costs the bootstrap more calls)
     long_poll: float = LONG_POLL_S
-
-
-def ledger_threads_for(hosted: int) -> int:
-    """The default write threads of a process hosting `hosted` nodes. One node: none, the commits
-    run on the event loop. Its loop has nothing to do meanwhile on a token's path (the step's
-    forward and acknowledgement wait for the commit anyway), and a hand-off to a thread and back
-    costs two thread wake-ups per hop, which a loaded machine makes wait for a free CPU
-    (benchmarks/critical_path.py). Several nodes: WRITE_THREADS, so that one ledger's fsync does
-    not hold up the others' messages and the fsyncs of several ledgers overlap."""
-    return 0 if hosted <= 1 else WRITE_THREADS
 
 
 class NodeDaemon:
@@ -576,8 +567,6 @@ class NodeDaemon:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, self.stop_event.set)
         threads = self.cfg.ledger_threads
-        if threads is None:
-            threads = ledger_threads_for(1)
         self.ledger = Ledger(
             self.cfg.ledger, self.node_id, executor=write_pool(threads) if threads > 0 else None
         )

@@ -38,7 +38,7 @@ import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from netdp_node.daemon import NodeConfig, NodeDaemon, ledger_threads_for
+from netdp_node.daemon import NodeConfig, NodeDaemon
 from netdp_node.errors import ConfigError
 from netdp_node.jobwatch import JobWatch
 from netdp_node.security.pki import CERT_FILE, load_identity
@@ -165,14 +165,6 @@ def settle_heap() -> None:
     gc.set_threshold(*NODE_GC_THRESHOLDS)
 
 
-def _with_threads(cfg: object, threads: int) -> NodeConfig:
-    """`cfg` with `threads` ledger write threads unless it names its own (--ledger-threads)."""
-    assert isinstance(cfg, NodeConfig)
-    if cfg.ledger_threads is not None:
-        return cfg
-    return dataclasses.replace(cfg, ledger_threads=threads)
-
-
 async def run_host(
     configs: Sequence[object], on_ready: Callable[[dict[str, int]], None] | None = None
 ) -> int:
@@ -188,8 +180,7 @@ async def run_host(
     # one watch of the bootstrap's news for the whole process (the flags give every node the same
     # bootstrap, wait and poll interval)
     watch = JobWatch(wait=first.long_poll, poll_interval=first.poll_interval)
-    threads = ledger_threads_for(len(configs))
-    daemons = [NodeDaemon(_with_threads(cfg, threads), watch) for cfg in configs]
+    daemons = [NodeDaemon(cfg, watch) for cfg in configs]  # type: ignore[arg-type]
     loop = asyncio.get_running_loop()
 
     def stop_all() -> None:

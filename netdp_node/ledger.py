@@ -29,8 +29,8 @@ ever seen or written out of order; `received_digest` also sees staged steps (a r
 message is recognised and waits for it, `staged_future`). Another process reading the file (the
 privacy report, the audit) sees committed steps only.
 
-Off the event loop (`executor`, given by the nodes of a process hosting several: `write_pool`;
-a process of one node commits on its loop, `daemon.ledger_threads_for`): a batch's rows are
+Off the event loop (`executor`: `write_pool`, with `netdp node --ledger-threads N`; by default
+nodes commit on their loop): a batch's rows are
 inserted on the loop, and its COMMIT (the fsync) runs in a worker thread of a pool shared by every
 ledger of the process, so that the loop keeps serving while the fsync runs and the fsyncs of several
 ledgers overlap (one thread hop per batch; a refused step is rolled back to its savepoint and the

@@ -292,21 +292,24 @@ def test_settle_heap_takes_start_up_objects_out_of_the_collectors_scans() -> Non
     assert any(o is kept for o in gc.get_objects())
 
 
-def test_ledger_threads_default_to_the_loop_for_one_node_and_a_pool_for_several(
+def test_ledger_threads_default_to_the_event_loop_for_one_node_and_for_several(
     ca: Path, tmp_path: Path
 ) -> None:
-    """A process of one node commits on its event loop (no thread hand-off on a token's path); a
-    process hosting several shares a pool of write threads; --ledger-threads overrides both."""
-    from netdp_node.daemon import ledger_threads_for
-    from netdp_node.host import _with_threads
-    from netdp_node.ledger import WRITE_THREADS
-
+    """Nodes commit on their event loop by default, hosted or not (no thread hand-off on a
+    token's path); --ledger-threads N gives every node of the process the pool of N."""
     base = ["node", "--bootstrap", "127.0.0.1:7600", "--ledger", str(tmp_path / "led")]
     [one] = _configs([*base, "--certs", str(ca / "node-1")])
     two = _configs([*base, "--certs", str(ca / "node-1"), "--certs", str(ca / "node-2")])
-    assert one.ledger_threads is None and all(c.ledger_threads is None for c in two)
-    assert ledger_threads_for(1) == 0 and ledger_threads_for(2) == WRITE_THREADS == 4
-    assert _with_threads(one, ledger_threads_for(1)).ledger_threads == 0
-    assert [_with_threads(c, ledger_threads_for(2)).ledger_threads for c in two] == [4, 4]
-    [given] = _configs([*base, "--certs", str(ca / "node-1"), "--ledger-threads", "2"])
-    assert _with_threads(given, ledger_threads_for(1)).ledger_threads == 2
+    assert one.ledger_threads == 0 and [c.ledger_threads for c in two] == [0, 0]
+    given = _configs(
+        [
+            *base,
+            "--certs",
+            str(ca / "node-1"),
+            "--certs",
+            str(ca / "node-2"),
+            "--ledger-threads",
+            "2",
+        ]
+    )
+    assert [c.ledger_threads for c in given] == [2, 2]
