@@ -6,7 +6,8 @@
 Measures, in one run:
 
 1. Paired repetitions (the target). A LocalCluster (bootstrap + 8 node processes on loopback,
-   mTLS) is started and warmed up; then, `reps` times in a row, three measurements back to back:
+   mTLS; with --workers W the 8 nodes are hosted in W processes, as `netdp demo` packs them) is
+   started and warmed up; then, `reps` times in a row, three measurements back to back:
    (a) the asyncio mTLS ping-pong: round trips of 1 KiB length-prefixed frames over asyncio TLS
        (client here, server in a child process, client certificate required);
    (b) one SQLite WAL commit of one small row with synchronous=FULL, on the file system of the
@@ -1145,7 +1146,13 @@ def render(res: dict[str, Any]) -> str:
         f"  machine: {m['cpus_usable']} CPU(s), {m['cpu_model']}; Python {m['python']}, "
         f"grpcio {m['versions']['grpcio']}, {m['openssl']}, workdir fs {m['workdir_fs']}",
         "",
-        f"1. netdp single token walk, {nd['nodes']} node processes, mTLS, K={sw['rounds']} "
+        f"1. netdp single token walk, {nd['nodes']} nodes"
+        + (
+            f" in {res['config']['netdp']['workers']} host process(es)"
+            if res["config"]["netdp"].get("workers")
+            else " (one process each)"
+        )
+        + f", mTLS, K={sw['rounds']} "
         f"({sw['token_hops_per_job']} hops/job, {len(sw['reps'])} rep(s))",
         *([f"     WARNING: {sw['stalled_reps']} rep(s) stalled"] if sw["stalled_reps"] else []),
         f"     {sw['hops_per_s']:9.1f} hops/s   ({sw['per_hop_ms']:.3f} ms per hop; per-hop "
