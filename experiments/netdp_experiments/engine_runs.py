@@ -14,8 +14,8 @@ vectorised version stays the default and is
 the cross-check: every engine result carries the vectorised computation on the SAME schedule or
 walk (`cross_check`).
 
-`implementation(name, args)` says which one a run uses; `label(fig, res)` writes it in a figure's
-title. Every result JSON has "implementation": `ENGINE` or `VECTORISED`.
+`implementation(name, args)` says which one a run uses; `labels.label(fig, res)` writes it in a
+figure's title. Every result JSON has "implementation": `ENGINE` or `VECTORISED`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from netdp_experiments.labels import label
 from netdp_node.algorithms import get_algorithm
 from netdp_node.algorithms.muffliato.accountant import sync_schedules
 from netdp_node.algorithms.muffliato.engine import MuffliatoSync
@@ -49,21 +50,6 @@ def implementation(name: str, args: Any) -> str:
     if name not in ENGINE_RUNS:
         return ""
     return ENGINE if getattr(args, "implementation", None) == "engine" else VECTORISED
-
-
-def label(fig: Any, res: Mapping[str, Any]) -> None:
-    """Put the implementation (and the engine's smaller configuration) in the figure's title
-    (before the figure's tight_layout, which makes room for it)."""
-    impl = res.get("implementation")
-    if not impl:
-        return
-    text = f"[{impl}]"
-    cfg = res.get("engine_config")
-    if cfg and cfg.get("note"):
-        text += f" {cfg['note']}"
-    old = getattr(fig, "_suptitle", None)
-    title = old.get_text() if old is not None else ""
-    fig.suptitle(f"{title}\n{text}" if title else text, fontsize=9)
 
 
 # -- the simulator, the way these experiments call it ------------------------------------------

@@ -30,7 +30,7 @@ import networkx as nx
 import numpy as np
 from scipy.sparse.csgraph import shortest_path
 
-from netdp_experiments.engine_runs import label
+from netdp_experiments.labels import label
 from netdp_experiments.muffliato_common import gap_2, gap_def2, metropolis_csr, t_mix
 from netdp_node.graphs import hypercube_edges
 from netdp_node.privacy.gossip import GossipSchedule, chebyshev_gamma, clip_to_ldp, fixed_schedule

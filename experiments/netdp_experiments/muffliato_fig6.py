@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from netdp_experiments.engine_runs import label
+from netdp_experiments.labels import label
 from netdp_experiments.muffliato_common import er_edges, metropolis_csr
 from netdp_node.privacy.gossip import GossipSchedule, realised_schedule
 from netdp_node.privacy.gossip_joint_view import joint_view

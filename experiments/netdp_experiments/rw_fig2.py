@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from netdp_experiments.engine_runs import label
+from netdp_experiments.labels import label
 from netdp_experiments.rw_graphs import geometric_graph, synthetic_graphs
 from netdp_node.algorithms.walk.baselines import local_sgd_sigma
 from netdp_node.algorithms.walk.engine import logistic_coefficients

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from netdp_experiments.engine_runs import label
+from netdp_experiments.labels import label
 from netdp_experiments.muffliato_common import (
     chebyshev_gossip,
     gap_2,
