@@ -110,11 +110,35 @@ async def test_stop_links_ends_idle_and_busy_streams_after_answering(tmp_path):
         await server.stop(0)
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _link_sockets(port: int) -> int:
+    """This process's TCP connections from or to `port` (not the listening socket): both ends of
+    a link to a server of this process. Counted from /proc rather than as all open descriptors,
+    which other tests' leftovers closing meanwhile would skew."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                rows = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            local, remote, state, inode = f[1], f[2], f[3], f[9]
+            ports = {int(local.rsplit(":", 1)[1], 16), int(remote.rsplit(":", 1)[1], 16)}
+            if inode in inodes and state != "0A" and port in ports:  # 0A: LISTEN
+                count += 1
+    return count
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+@pytest.mark.skipif(not os.path.isfile("/proc/net/tcp"), reason="needs /proc/net/tcp")
 async def test_an_idle_link_closes_its_channel_and_a_later_message_dials_again(tmp_path):
     handled: list[int] = []
 
@@ -125,7 +149,8 @@ async def test_an_idle_link_closes_its_channel_and_a_later_message_dials_again(t
     ident, service, server, addr = await _serve(tmp_path, handle)
     t = GrpcTransport(ident, {"b": addr}, idle_close_after=0.5)
     try:
-        before = _open_fds()  # the server listens; no link yet
+        port = int(addr.rsplit(":", 1)[1])
+        assert _link_sockets(port) == 0  # the server listens; no link yet
         assert (
             await asyncio.wait_for(t.submit("b", "j", Message("value", np.zeros(1), round=1)), 10)
             is False
@@ -133,10 +158,10 @@ async def test_an_idle_link_closes_its_channel_and_a_later_message_dials_again(t
         link = t.links["b"]
         first = link.channel
         assert first is not None
-        assert _open_fds() > before  # the link's socket (and the server's end of it)
+        assert _link_sockets(port) == 2  # the link's socket and the server's end of it
         # nothing more to send: after the idle bound the channel is closed, the sockets go
         await _wait_for(lambda: link.channel is None, "the idle link to close its channel")
-        await _wait_for(lambda: _open_fds() <= before, "the link's file descriptors to close")
+        await _wait_for(lambda: _link_sockets(port) == 0, "the link's sockets to close")
         assert not service._idle  # the server's end of the stream ended too
         # a later message dials again, on a new channel, and is delivered
         assert (
@@ -145,7 +170,7 @@ async def test_an_idle_link_closes_its_channel_and_a_later_message_dials_again(t
         )
         assert link.channel is not None and link.channel is not first
         assert handled == [1, 2]
-        assert _open_fds() > before
+        assert _link_sockets(port) == 2
     finally:
         await t.close()
         await server.stop(0)
