@@ -30,13 +30,13 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 
-def run_one(tree: Path, out: Path, rounds: int, reps: int) -> dict[str, Any]:
+def run_one(tree: Path, out: Path, rounds: int, reps: int, workers: int = 0) -> dict[str, Any]:
     """bench_transport.py (this checkout's) on the netdp of `tree`."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
     subprocess.run(
         [sys.executable, str(HERE / "bench_transport.py"), "--quick", "--rounds", str(rounds)]
-        + ["--reps", str(reps), "--out", str(out)],
+        + ["--reps", str(reps), "--workers", str(workers), "--out", str(out)],
         check=True,
         stdout=subprocess.DEVNULL,
         timeout=900,
@@ -83,6 +83,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=150)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument(
+        "--workers", type=int, default=0, help="the ring's nodes in W host processes (0: one each)"
+    )
     ap.add_argument("--out", type=Path, default=common.result_path("transport-compare"))
     a = ap.parse_args()
     sides = {"before": a.before.resolve(), "after": REPO}
@@ -91,7 +94,7 @@ def main() -> int:
     with common.workdir("netdp-compare-") as work:
         for i in range(a.runs):
             for name, tree in sides.items():
-                res = run_one(tree, work / f"{name}-{i}.json", a.rounds, a.reps)
+                res = run_one(tree, work / f"{name}-{i}.json", a.rounds, a.reps, a.workers)
                 runs[name].append(res)
                 print(
                     f"{name:6} run {i + 1}: hops/s "
@@ -130,7 +133,7 @@ def main() -> int:
         "before_commit": common.git(sides["before"], "rev-parse", "HEAD"),
         "after_commit": common.git(REPO, "rev-parse", "HEAD"),
         "after_dirty": bool(common.git(REPO, "status", "--porcelain", "--untracked-files=no")),
-        "config": {"runs": a.runs, "rounds": a.rounds, "reps": a.reps},
+        "config": {"runs": a.runs, "rounds": a.rounds, "reps": a.reps, "workers": a.workers},
         "median_over_all_pairs": summary,
         "runs": runs,
     }
