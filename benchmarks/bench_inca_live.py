@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import common
-import numpy as np
 
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
@@ -108,12 +107,7 @@ def cluster_run(version: str, a: argparse.Namespace) -> dict[str, Any]:
         os.environ["PYTHONPATH"] = a.before + (os.pathsep + old if old else "")
     work = Path(tempfile.mkdtemp(prefix="netdp-bench-inca-live-"))
     c = LocalCluster(work, a.nodes, poll_interval=0.2)
-    rng = np.random.default_rng(0)
-    data = {}
-    for nid in c.ids:
-        f = work / f"{nid}.txt"
-        f.write_text(f"{rng.uniform():.6f}\n")
-        data[nid] = f
+    data = common.uniform_values(c)
     load = common.load_average()
     try:
         c.start(data=data, timeout=300)
@@ -142,8 +136,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--before", default="", help="source tree of the code before the change")
-    ap.add_argument("--only", choices=("before", "after"), default=None)
+    common.before_after(ap)
     ap.add_argument("--pairs", type=int, default=1)
     ap.add_argument("--nodes", type=int, default=16)
     ap.add_argument("--jobs", type=int, default=3)
@@ -152,9 +145,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--label", default="")
     a = ap.parse_args()
-    versions = [a.only] if a.only else ["before", "after"]
-    if "before" in versions and not a.before:
-        ap.error("--before DIR is needed to run the code before the change")
+    versions = common.versions(ap, a)
     # the node processes run `python -m netdp_node.cli`, which looks in the working directory
     # first: not in a checkout, so that PYTHONPATH decides which code runs
     os.chdir(tempfile.gettempdir())

@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 import common
-import numpy as np
 
 from netdp_node.bootstrap_client import BootstrapClient
 from netdp_node.cluster import LocalCluster
@@ -91,12 +90,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="netdp-bench-inca-"))
     c = LocalCluster(work, a.nodes, poll_interval=0.2)
     facts = common.machine(["grpcio", "numpy"])
-    rng = np.random.default_rng(0)
-    data = {}
-    for nid in c.ids:
-        f = work / f"{nid}.txt"
-        f.write_text(f"{rng.uniform():.6f}\n")
-        data[nid] = f
+    data = common.uniform_values(c)
     try:
         t0 = time.monotonic()
         c.start(data=data, timeout=180)

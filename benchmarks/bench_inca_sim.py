@@ -71,8 +71,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--nodes", type=int, nargs="+", default=[256, 512])
-    ap.add_argument("--before", default="", help="source tree of the code before the change")
-    ap.add_argument("--only", choices=("before", "after"), default=None)
+    common.before_after(ap)
     ap.add_argument("--pairs", type=int, default=1, help="alternating pairs per size (1)")
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--leave", type=float, default=0.0)
@@ -81,9 +80,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--label", default="")
     a = ap.parse_args()
-    versions = [a.only] if a.only else ["before", "after"]
-    if "before" in versions and not a.before:
-        ap.error("--before DIR is needed to run the code before the change")
+    versions = common.versions(ap, a)
     extra = []
     if a.leave or a.miss:
         extra = ["--leave", str(a.leave), "--miss", str(a.miss)]

@@ -296,12 +296,39 @@ def run_capped(
         )
 
 
-def ring_values(cluster: Any) -> dict[str, Path]:
-    """Each node of a `LocalCluster` a value file (0.1·i for the i-th node) for ring-sum jobs."""
+def value_files(cluster: Any, values: Iterable[str]) -> dict[str, Path]:
+    """Each node of a `LocalCluster` a data file (DIR/data/NODE_ID.txt) holding its value."""
     data = {}
-    for i, nid in enumerate(cluster.ids):
+    for nid, v in zip(cluster.ids, values):
         f = cluster.workdir / "data" / f"{nid}.txt"
         f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(f"{0.1 * (i + 1)!r}\n")
+        f.write_text(f"{v}\n")
         data[nid] = f
     return data
+
+
+def ring_values(cluster: Any) -> dict[str, Path]:
+    """0.1·i for the i-th node, for ring-sum jobs."""
+    return value_files(cluster, (repr(0.1 * (i + 1)) for i in range(len(cluster.ids))))
+
+
+def uniform_values(cluster: Any, seed: int = 0) -> dict[str, Path]:
+    """Uniform [0, 1) values from a seeded generator (6 decimals), one per node."""
+    import numpy as np  # lazy: not every benchmark needs it
+
+    rng = np.random.default_rng(seed)
+    return value_files(cluster, (f"{rng.uniform():.6f}" for _ in cluster.ids))
+
+
+def before_after(ap: argparse.ArgumentParser) -> None:
+    """--before DIR and --only for a benchmark comparing two versions (`versions` reads them)."""
+    ap.add_argument("--before", default="", help="source tree of the code before the change")
+    ap.add_argument("--only", choices=("before", "after"), default=None)
+
+
+def versions(ap: argparse.ArgumentParser, a: argparse.Namespace) -> list[str]:
+    """The versions to run, from `before_after`'s flags; a parser error without the tree needed."""
+    out = [a.only] if a.only else ["before", "after"]
+    if "before" in out and not a.before:
+        ap.error("--before DIR is needed to run the code before the change")
+    return out

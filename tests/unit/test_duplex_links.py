@@ -33,6 +33,7 @@ class Node:
         self.ident = ident
         self.got: list[tuple[str, int]] = []  # (sender, round)
         self.hold: asyncio.Event | None = None  # set: handling waits for it
+        self.held = 0  # messages waiting for `hold` now
         self.blocked: set[str] = set()
         self.crl = crl
         self.transport = GrpcTransport(
@@ -53,7 +54,11 @@ class Node:
 
     async def handle(self, sender: str, job: str, msg: Message) -> bool:
         if self.hold is not None:
-            await self.hold.wait()
+            self.held += 1
+            try:
+                await self.hold.wait()
+            finally:
+                self.held -= 1
         self.got.append((sender, msg.round))
         return False
 
@@ -131,8 +136,7 @@ async def test_pending_messages_move_to_a_dialled_stream_when_the_peers_stream_e
         await asyncio.wait_for(a.transport.send("b", "j", _msg(1)), 10)
         a.hold = asyncio.Event()  # a takes b's message but does not answer yet
         fut = b.transport.submit("a", "j", _msg(2))
-        await _until(lambda: bool(a.service._idle) or a.hold is not None, "a to read")
-        await asyncio.sleep(0.2)
+        await _until(lambda: a.held == 1, "a to take b's message")
         assert not fut.done() and not _dialled(b.transport, "a")
         # a's link to b goes away (a closes it, as after its idle time): b re-sends on a stream of
         # its own, which a answers once it handles again
@@ -153,7 +157,7 @@ async def test_a_stream_that_ends_with_no_address_known_fails_the_message(tmp_pa
         await asyncio.wait_for(a.transport.send("b", "j", _msg(1)), 10)
         a.hold = asyncio.Event()
         fut = b.transport.submit("a", "j", _msg(2))
-        await asyncio.sleep(0.2)
+        await _until(lambda: a.held == 1, "a to take b's message")
         await a.transport.links["b"].close()
         with pytest.raises(DeliveryError) as err:
             await asyncio.wait_for(fut, 10)

@@ -131,15 +131,21 @@ async def test_one_watch_call_per_wait_however_many_members() -> None:
         await watch.close()
 
 
+async def _two_members_held(watch: JobWatch, boot: Bootstrap, a: Client, b: Client) -> News:
+    """`a` and `b` join `watch`; once the first news is out and the watch held (through `a`)."""
+    watch.join(a.name, a)  # type: ignore[arg-type]
+    watch.join(b.name, b)  # type: ignore[arg-type]
+    seen = await asyncio.wait_for(watch.changed(0), 10)
+    await until(lambda: len(boot.watches) == 2, "the held watch")
+    return seen
+
+
 async def test_a_member_that_leaves_hands_the_watch_on_at_once() -> None:
     boot = Bootstrap()
     watch = JobWatch(wait=30.0, poll_interval=0.05)
     a, b = Client("node-a", boot), Client("node-b", boot)
-    watch.join(a.name, a)  # type: ignore[arg-type]
-    watch.join(b.name, b)  # type: ignore[arg-type]
     try:
-        seen = await asyncio.wait_for(watch.changed(0), 10)
-        await until(lambda: len(boot.watches) == 2, "the held watch")
+        seen = await _two_members_held(watch, boot, a, b)
         assert boot.watches[-1] == ("node-a", 0, 30.0)
         watch.leave(a.name)  # no await: a stopping node never waits for the watch
         await until(lambda: boot.cancelled == ["node-a"], "node-a's call cancelled")
@@ -164,11 +170,8 @@ async def test_a_refused_member_is_skipped_and_every_node_lists() -> None:
     boot = Bootstrap()
     watch = JobWatch(wait=30.0, poll_interval=0.05)
     a, b = Client("node-a", boot), Client("node-b", boot)
-    watch.join(a.name, a)  # type: ignore[arg-type]
-    watch.join(b.name, b)  # type: ignore[arg-type]
     try:
-        seen = await asyncio.wait_for(watch.changed(0), 10)
-        await until(lambda: len(boot.watches) == 2, "the held watch")
+        seen = await _two_members_held(watch, boot, a, b)
         a.fail.append(rpc_error(grpc.StatusCode.PERMISSION_DENIED, "revoked"))
         boot.crl = 1  # (its certificate was revoked)
         boot.changed()
