@@ -1,6 +1,7 @@
 """A token around a ring of bare processes: what a hop costs with nothing of netdp but the wire.
 
     python benchmarks/bare_ring.py [--nodes 8] [--rounds 300] [--reps 2] [--modes grpc,grpc+commit]
+                                   [--hosts W] [--floor]
 
 The reference for bench_transport.py's single walk (8 node processes on this machine): the same
 ring, each process forwarding the token to its successor, with no engine, no runtime, no netdp
@@ -10,15 +11,22 @@ ledger. Modes:
                 one long-lived bidirectional stream per link as netdp's `Link`: each hop writes
                 the token's Envelope (as `message_to_envelope` encodes a ring-sum token) on the
                 stream to the successor, whose handler forwards it, then answers with an Ack.
-  grpc+commit   the same, and each hop first commits one row to the process's own SQLite file
+  grpc+commit   the same, and each hop first commits one row to the node's own SQLite file
                 (WAL, synchronous=FULL) before it forwards and acknowledges: a durable hop.
+  grpc+ledger   the same with netdp's own Ledger instead of the one row: the four entries a
+                ring-sum hop commits (received token, contribution, sent token, the previous
+                hop's ack note) in one transaction, as the node's runtime does.
   tls           asyncio mTLS streams (length-prefixed frames, an ack frame back), as the
                 ping-pong of bench_transport.py's floor.
   tls+commit    the same with the commit.
 
 Modes run alternately (`--reps` times each), each on fresh processes; per run the hop rate
 (process 0's clock: K laps of N hops), the load and the share of the machine other processes used.
-Writes benchmarks/results/bare_ring.json and .txt.
+`--hosts W`: the N nodes run in W processes (contiguous slices, each node its own server, channel
+and SQLite file on the process's one event loop), as `netdp demo` packs node daemons; 0 (default):
+a process per node. `--floor`: before each run, bench_transport.py's durable-hop floor (an asyncio
+mTLS round trip + one synchronous=FULL commit), so each run has its own hop/floor ratio.
+Writes benchmarks/results/bare_ring.json and .txt (or --out).
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ import grpc.aio
 import numpy as np
 
 from netdp.v1 import peer_pb2
+from netdp_node.ledger import Entry, Ledger
 from netdp_node.protocols.base import Message
 from netdp_node.security import pki
 from netdp_node.security.identity import peer_name
@@ -51,7 +60,11 @@ from netdp_node.security.mtls import CHANNEL_OPTIONS, SERVER_OPTIONS
 from netdp_node.wire import message_to_envelope
 
 SERVICE = "bench.BareRing"
-MODES = ("grpc", "grpc+commit", "tls", "tls+commit")
+MODES = ("grpc", "grpc+commit", "grpc+ledger", "tls", "tls+commit")
+
+
+#: commits before the walk, enough for the WAL to pass its checkpoint size (1,000 pages) once
+WAL_WARMUP_COMMITS = 1_200
 
 
 class Commit:
@@ -62,6 +75,11 @@ class Commit:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("CREATE TABLE IF NOT EXISTS hops (seq INTEGER, ts REAL)")
+        # As a node's ledger after its first few hundred commits: the WAL has grown to its
+        # checkpoint size and is reused from its start, so a commit no longer extends the file
+        # (an fsync that must also write the file's new size costs about twice as much).
+        for i in range(WAL_WARMUP_COMMITS):
+            self(-i)
 
     def __call__(self, seq: int) -> None:
         self.db.execute("BEGIN IMMEDIATE")
@@ -69,8 +87,43 @@ class Commit:
         self.db.execute("COMMIT")
 
 
-def _child(mode: str, index: int, n: int, rounds: int, pki_dir: str, work: str) -> None:
-    asyncio.run(_node(mode, index, n, rounds, Path(pki_dir), Path(work)))
+class LedgerCommit:
+    """A ring-sum hop's four entries committed with netdp's Ledger (the node's own file)."""
+
+    JOB = "job-bare-ring"
+
+    def __init__(self, directory: Path, node_id: str, succ: str, pred: str) -> None:
+        self.ledger = Ledger(directory, node_id)
+        self.ledger.begin_job(self.JOB, "ring-sum", {}, True)
+        self.succ, self.pred = succ, pred
+        self.params = {"clip": 1.0, "mechanism": "gaussian", "sensitivity": 2.0, "sigma": 17.35}
+        for i in range(WAL_WARMUP_COMMITS // 4):
+            self(-i - 1)
+
+    def __call__(self, seq: int) -> None:
+        digest = f"{seq:064x}"
+        self.ledger.commit(
+            [
+                Entry(
+                    self.JOB, "local", "acked", self.succ, "token", "ring", 0, seq - 1, 0, digest
+                ),
+                Entry(self.JOB, "received", "token", self.pred, "token", "ring", 0, seq, 0, digest),
+                Entry(self.JOB, "local", "contribute", params={**self.params, "round": seq}),
+                Entry(self.JOB, "sent", "token", self.succ, "token", "ring", 0, seq, 0, digest),
+            ]
+        )
+
+
+def _child(mode: str, indices: list[int], n: int, rounds: int, pki_dir: str, work: str) -> None:
+    """The nodes `indices` on this process's one event loop."""
+
+    async def run() -> None:
+        await asyncio.gather(
+            *(_node(mode, i, n, rounds, Path(pki_dir), Path(work)) for i in indices)
+        )
+
+    asyncio.run(run())
+    os._exit(0)  # (no orderly shutdown: the driver only needs the result)
 
 
 async def _wait_file(path: Path, limit: float = 60.0) -> str:
@@ -87,7 +140,11 @@ async def _node(mode: str, me: int, n: int, rounds: int, pki_dir: Path, work: Pa
     succ = f"node-{(me + 1) % n + 1}"
     certs = pki_dir / nid
     ca, cert, key = ((certs / f).read_bytes() for f in ("ca.pem", "cert.pem", "key.pem"))
-    commit = Commit(work / f"{nid}.sqlite") if mode.endswith("+commit") else None
+    commit: Commit | LedgerCommit | None = None
+    if mode.endswith("+commit"):
+        commit = Commit(work / f"{nid}.sqlite")
+    elif mode.endswith("+ledger"):
+        commit = LedgerCommit(work / nid, nid, succ, f"node-{(me - 1) % n + 1}")
     done: asyncio.Future[float] = asyncio.get_running_loop().create_future()
     times: list[float] = []
     forward: Any = None  # set once the link to the successor is open
@@ -212,15 +269,18 @@ async def _node(mode: str, me: int, n: int, rounds: int, pki_dir: Path, work: Pa
         (work / "result.json").write_text(json.dumps({"seconds": t_end - t0, "hops": n * rounds}))
     await _wait_file(work / "stop", 900)
     del keep
-    os._exit(0)  # (no orderly shutdown: the driver only needs the result)
 
 
-def one_run(mode: str, n: int, rounds: int, pki_dir: Path, work: Path) -> dict[str, Any]:
+def one_run(
+    mode: str, n: int, rounds: int, pki_dir: Path, work: Path, hosts: int = 0
+) -> dict[str, Any]:
     work.mkdir(parents=True)
     ctx = mp.get_context("spawn")
+    w = hosts if 0 < hosts < n else n
+    parts = [list(range(k * n // w, (k + 1) * n // w)) for k in range(w)]
     procs = [
-        ctx.Process(target=_child, args=(mode, i, n, rounds, str(pki_dir), str(work)), daemon=True)
-        for i in range(n)
+        ctx.Process(target=_child, args=(mode, p, n, rounds, str(pki_dir), str(work)), daemon=True)
+        for p in parts
     ]
     load0 = os.getloadavg()[0]
     try:
@@ -242,11 +302,27 @@ def one_run(mode: str, n: int, rounds: int, pki_dir: Path, work: Path) -> dict[s
                 p.join(5)
     return {
         "mode": mode,
+        "processes": len(procs),
         "hops_per_s": r["hops"] / r["seconds"],
         "hop_us": r["seconds"] / r["hops"] * 1e6,
         "load_start": load0,
         "foreign_share_of_machine": m.result["foreign_share_of_machine"],
     }
+
+
+def _line(r: dict[str, Any]) -> str:
+    floor = r.get("floor")
+    tail = (
+        ""
+        if floor is None
+        else f", floor {floor['floor_per_s']:.0f} (round trip {floor['pingpong_us']:.0f} us + "
+        f"commit {floor['commit_us']:.0f} us): hop/floor {r['ratio_to_floor']:.3f}"
+        f"{' (floor starved)' if floor['starved'] else ''}"
+    )
+    return (
+        f"{r['mode']:12s} {r['hops_per_s']:7.0f} hops/s ({r['hop_us']:.0f} us per hop), "
+        f"load {r['load_start']:.1f}, others {r['foreign_share_of_machine']:.0%}{tail}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,6 +331,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument(
+        "--hosts", type=int, default=0, help="pack the nodes in W processes (0: one each)"
+    )
+    ap.add_argument("--floor", action="store_true", help="measure the durable-hop floor per run")
     ap.add_argument("--out", type=Path, default=common.result_path("bare_ring"))
     a = ap.parse_args(argv)
     modes = [m for m in a.modes.split(",") if m]
@@ -268,18 +348,27 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(a.nodes):
             pki.issue(pki_dir, f"node-{i + 1}", hosts=("127.0.0.1", "localhost"))
         runs = []
-        for rep in range(a.reps):
-            for mode in modes:
-                r = one_run(mode, a.nodes, a.rounds, pki_dir, base / f"{mode}-{rep}")
-                runs.append(r)
-                print(
-                    f"{mode:12s} {r['hops_per_s']:7.0f} hops/s ({r['hop_us']:.0f} us per hop), "
-                    f"load {r['load_start']:.1f}, others {r['foreign_share_of_machine']:.0%}",
-                    file=sys.stderr,
-                )
+        probe = None
+        if a.floor:
+            bt.issue_pair(base / "ref-pki")
+            probe = bt.FloorProbe(base, bt.FULL["netdp"]["floor"])
+        try:
+            for rep in range(a.reps):
+                for mode in modes:
+                    floor = None if probe is None else asyncio.run(probe.measure())
+                    r = one_run(mode, a.nodes, a.rounds, pki_dir, base / f"{mode}-{rep}", a.hosts)
+                    if floor is not None:
+                        r["floor"] = {k: v for k, v in floor.items() if not k.endswith("_cpu")}
+                        r["ratio_to_floor"] = r["hops_per_s"] / floor["floor_per_s"]
+                    runs.append(r)
+                    print(f"  {_line(r)}", file=sys.stderr)
+        finally:
+            if probe is not None:
+                probe.close()
     res = {
         "machine": common.machine(["grpcio"]),
         "nodes": a.nodes,
+        "processes": runs[0]["processes"] if runs else 0,
         "rounds": a.rounds,
         "runs": runs,
         "median_hops_per_s": {
@@ -287,12 +376,18 @@ def main(argv: list[str] | None = None) -> int:
         },
     }
     a.out.write_text(json.dumps(res, indent=1))
-    lines = [f"bare ring of {a.nodes} processes, K = {a.rounds}, {res['machine']['date']}"]
-    lines += [
-        f"  {r['mode']:12s} {r['hops_per_s']:7.0f} hops/s, load {r['load_start']:.1f}, "
-        f"others {r['foreign_share_of_machine']:.0%}"
-        for r in runs
+    if a.floor:
+        res["median_ratio_to_floor"] = {
+            m: float(np.median([r["ratio_to_floor"] for r in runs if r["mode"] == m]))
+            for m in modes
+        }
+    lines = [
+        f"bare ring of {a.nodes} nodes in {res['processes']} processes, K = {a.rounds}, "
+        f"{res['machine']['date']}"
     ]
+    lines += [f"  {_line(r)}" for r in runs]
+    for m, v in res.get("median_ratio_to_floor", {}).items():
+        lines.append(f"  median hop/floor {m}: {v:.3f}")
     a.out.with_suffix(".txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
