@@ -14,8 +14,8 @@ from netdp_node.algorithms.inca.engine import Inca
 from netdp_node.algorithms.muffliato.engine import MuffliatoSync
 from netdp_node.algorithms.ring.engine import RingSum, RingSumR
 from netdp_node.algorithms.walk.engine import WalkSgd, WalkSum
-from netdp_node.privacy.discrete_gaussian import grid_for
-from netdp_node.protocols.base import JobContext, Send
+from netdp_node.privacy.discrete_gaussian import grid_for, grid_scale
+from netdp_node.protocols.base import JobContext, Message, Record, Send
 
 
 def _ids(n: int) -> tuple[str, ...]:
@@ -74,3 +74,36 @@ def test_muffliato_and_inca_draw_no_floats() -> None:
     assert _on_grid(inca.trace_eta, grid_for(q["sigma_eta"]))
     assert _on_grid(inca.trace_x, grid_for(q["sigma_eta"]))
     assert _on_grid(inca.trace_delta, grid_for(q["sigma_delta"]))
+
+
+@pytest.mark.parametrize("engine", [RingSum, RingSumR])
+def test_ring_visits_draw_fresh_noise_of_the_scheduled_std(engine: type[RingSum]) -> None:
+    """Each noisy visit adds new draws of γ·N_Z(0, m²), m = ⌈std/γ⌉ for the std the visit records
+    (the engine draws them in batches, `GaussianPool`): over many visits their variance is (mγ)²,
+    no visit repeats another's draws, and a visit without noise adds exactly γ·round(x/γ)."""
+    n, rounds, dim = 4, 400, 5
+    p = get_algorithm(engine.algorithm).prepare({"rounds": rounds, "dim": dim, "clip": 1.0}, n)
+    ids = _ids(n)
+    ctx = JobContext("j", engine.algorithm, ids[1], ids, p, 1)
+    x = np.array([0.3, -0.2, 0.1, 0.0, 0.25])
+    eng = engine(ctx, x, np.random.default_rng(11))
+    grid = grid_for(p["sigma"])
+    base = grid * np.rint(x / grid)
+    added: dict[float, list[np.ndarray]] = {}
+    for k in range(1, rounds + 1):
+        token = Message("token", payload=np.zeros(dim), walk="ring", seq=k)
+        acts = eng.on_message(ids[0], token)
+        [rec] = [a for a in acts if isinstance(a, Record)]
+        added.setdefault(float(rec.params["sigma"]), []).append(_sent(acts) - base)
+    for quiet in added.pop(0.0, []):
+        assert np.array_equal(quiet, np.zeros(dim))
+    assert added, "no visit added noise"
+    for std, draws in added.items():
+        z = np.array(draws) / grid
+        assert np.array_equal(z, np.rint(z))  # on the grid
+        assert len({d.tobytes() for d in z}) == len(z)  # fresh draws at every visit
+        if z.size < 500:
+            continue
+        m = grid_scale(std, grid)
+        ratio = z.var() / m**2
+        assert abs(ratio - 1) < 5 * (2 / z.size) ** 0.5, (std, m, ratio)

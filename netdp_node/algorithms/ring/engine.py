@@ -32,7 +32,7 @@ from netdp_node.algorithms.ring.params import (
     RingSumParams,
     RingSumRParams,
 )
-from netdp_node.privacy.discrete_gaussian import gaussian_on_grid, job_grid
+from netdp_node.privacy.discrete_gaussian import GaussianPool, gaussian_on_grid, job_grid
 from netdp_node.privacy.exact_draws import randomized_response
 from netdp_node.privacy.ring import ring_release_adds_noise, ring_release_noise_count
 from netdp_node.protocols.base import (
@@ -84,6 +84,9 @@ class RingSum(Engine):
         self.rounds = p.rounds
         self.dim = p.dim
         self.grid = job_grid(p.sigma)  # values and noise on this grid (discrete_gaussian)
+        # the node's noise, drawn in batches from its private generator (a node adds noise at
+        # every visit; `GaussianPool`: the same distribution, without the per-call cost)
+        self.noise = GaussianPool(rng)
         self.clip = p.clip
         if data is None or not contribute:
             self.x = np.zeros(self.dim)
@@ -119,7 +122,7 @@ class RingSum(Engine):
                 self._x_on_grid = gaussian_on_grid(self.rng, self.x, 0.0, self.grid)
             return tau + self._x_on_grid, 0.0
         std = self.params.sigma
-        return tau + gaussian_on_grid(self.rng, self.x, std, self.grid), std
+        return tau + gaussian_on_grid(self.rng, self.x, std, self.grid, pool=self.noise), std
 
     def _visit(self, round_: int, tau: np.ndarray) -> list[Action]:
         """This node's k-th visit: add value (+ scheduled noise) and pass the token on."""
@@ -223,7 +226,7 @@ class RingSumR(RingSum):
         if self.pos == self.n and round_ == self.rounds:
             var += sigma**2
         std = var**0.5
-        return tau + gaussian_on_grid(self.rng, self.x, std, self.grid), std
+        return tau + gaussian_on_grid(self.rng, self.x, std, self.grid, pool=self.noise), std
 
     def total_noise_std(self) -> float:
         steps = self.n * self.rounds
