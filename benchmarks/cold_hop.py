@@ -9,7 +9,7 @@ measures the receiver's path as the ring runs it: node B (the second) of an 8-no
 NodeRuntime, engine and SQLite ledger; `PeerService._process` as the Link handler calls it) gets
 token after token; before each, the caches are flushed (a 64 MB copy) and the previous forward is
 acknowledged. Per hop: the CPU time of the event loop's thread and the wall time from the
-envelope's bytes to the forward's envelope handed to the transport (a stand-in that encodes it as
+frame's bytes to the forward's envelope handed to the transport (a stand-in that encodes it as
 `GrpcTransport.submit` does and records the time), i.e. critical_path.py's `decode` .. `wake`
 without the task switch to the Link writer. The ledger commits with synchronous=NORMAL by default
 (no fsync: the path's CPU without the disk's; `--synchronous FULL` as the product). Compare
@@ -95,7 +95,7 @@ async def run(
         tau = np.array([0.1 * r])
         env = message_to_envelope(job, Message("token", payload=tau, walk="ring", seq=r))
         env.msg_id = r
-        raw = env.SerializeToString()
+        raw = peer_pb2.Frame(envelope=env).SerializeToString()
         transport.ack_all()
         for _ in range(3):
             await asyncio.sleep(0)
@@ -103,7 +103,9 @@ async def run(
         if not warm:
             big[:] = src  # flush the caches, as 7 other nodes' hops do
         t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
-        ack = await svc._process(who, raw)
+        frame = peer_pb2.Frame()  # as the Link handler: the frame's bytes, parsed, then handled
+        frame.ParseFromString(raw)
+        ack = await svc._process(who.node_id, who.serial, frame.envelope)
         if ack.code != 0:
             raise RuntimeError(f"hop {r} refused: {ack.detail}")
         t1, c1 = transport.sent_at[-1]
