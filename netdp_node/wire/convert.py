@@ -52,7 +52,7 @@ def _payload_tensor(msg: Message) -> common_pb2.Tensor:
     (`Message.payload_bytes`, which its digest hashed already)."""
     payload = msg.payload
     assert payload is not None
-    if payload.dtype.name == "float64":
+    if payload.dtype.char == "d":  # float64 (`dtype.name` costs a Python call of numpy's)
         return common_pb2.Tensor(
             dtype="float64", shape=list(payload.shape), data=msg.payload_bytes()
         )
@@ -138,9 +138,12 @@ def message_to_envelope(job_id: str, msg: Message, msg_id: int = 0) -> peer_pb2.
 def envelope_to_message(env: peer_pb2.Envelope) -> Message:
     if not env.kind:
         raise WireError("envelope has no kind")
-    for k, v in env.scalars.items():
-        if not math.isfinite(v):
-            raise WireError(f"scalar {k!r} is not finite")
+    scalars: dict[str, float] = {}
+    if len(env.scalars):  # (most messages have none: iterating an empty map costs as much)
+        scalars = dict(env.scalars)
+        for k, v in scalars.items():
+            if not math.isfinite(v):
+                raise WireError(f"scalar {k!r} is not finite")
     payload, data = _decode(env.payload) if env.HasField("payload") else (None, b"")
     msg = Message(
         kind=env.kind,
@@ -149,7 +152,7 @@ def envelope_to_message(env: peer_pb2.Envelope) -> Message:
         epoch=env.epoch,
         seq=env.seq,
         round=env.round,
-        scalars=dict(env.scalars),
+        scalars=scalars,
     )
     if payload is not None and env.payload.dtype == "float64":
         # the bytes the payload is a view of: its digest hashes them without numpy

@@ -75,3 +75,22 @@ def test_non_finite_values_are_refused_on_every_path(bad: float, dtype: str, cou
     values[count // 2] = 1.0
     t.data = values.tobytes()
     np.testing.assert_array_equal(tensor_to_ndarray(t), values.astype(np.float64))
+
+
+def test_a_big_endian_float64_payload_travels_as_the_native_one() -> None:
+    native = np.array([0.25, -1.5, 3.0])
+    swapped = native.astype(">f8")
+    a = message_to_envelope("job-w", Message("v", payload=native, seq=1))
+    b = message_to_envelope("job-w", Message("v", payload=swapped, seq=1))
+    assert b.payload.dtype == "float64"
+    assert b.SerializeToString() == a.SerializeToString()
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_scalar_is_refused_and_finite_ones_arrive(bad: float) -> None:
+    env = message_to_envelope("job-w", Message("v", scalars={"a": 1.5, "b": -2.0}, seq=1))
+    assert envelope_to_message(env).scalars == {"a": 1.5, "b": -2.0}
+    env.scalars["b"] = bad
+    with pytest.raises(WireError, match="'b' is not finite"):
+        envelope_to_message(env)
+    assert envelope_to_message(message_to_envelope("job-w", Message("v", seq=1))).scalars == {}
