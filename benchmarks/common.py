@@ -296,20 +296,9 @@ def run_capped(
         )
 
 
-def value_files(cluster: Any, values: Iterable[str]) -> dict[str, Path]:
-    """Each node of a `LocalCluster` a data file (DIR/data/NODE_ID.txt) holding its value."""
-    data = {}
-    for nid, v in zip(cluster.ids, values):
-        f = cluster.workdir / "data" / f"{nid}.txt"
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(f"{v}\n")
-        data[nid] = f
-    return data
-
-
 def ring_values(cluster: Any) -> dict[str, Path]:
-    """0.1·i for the i-th node, for ring-sum jobs."""
-    return value_files(cluster, (repr(0.1 * (i + 1)) for i in range(len(cluster.ids))))
+    """0.1·i for the i-th node, for ring-sum jobs (`LocalCluster.write_data`)."""
+    return cluster.write_data({nid: repr(0.1 * (i + 1)) for i, nid in enumerate(cluster.ids)})
 
 
 def uniform_values(cluster: Any, seed: int = 0) -> dict[str, Path]:
@@ -317,7 +306,7 @@ def uniform_values(cluster: Any, seed: int = 0) -> dict[str, Path]:
     import numpy as np  # lazy: not every benchmark needs it
 
     rng = np.random.default_rng(seed)
-    return value_files(cluster, (f"{rng.uniform():.6f}" for _ in cluster.ids))
+    return cluster.write_data({nid: f"{rng.uniform():.6f}" for nid in cluster.ids})
 
 
 def before_after(ap: argparse.ArgumentParser) -> None:

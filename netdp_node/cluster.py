@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,6 +93,17 @@ class LocalCluster:
 
     def ledger(self, nid: str) -> Path:
         return self.workdir / "ledgers" / nid
+
+    def write_data(self, lines: Mapping[str, str]) -> dict[str, Path]:
+        """Each node's data file, DIR/data/NODE_ID.txt (where a host process reads its nodes'
+        files), holding its line of values; node id -> the file, for `start(data=...)`."""
+        out = {}
+        for nid, line in lines.items():
+            f = self.workdir / "data" / f"{nid}.txt"
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(f"{line}\n")
+            out[nid] = f
+        return out
 
     @property
     def operator(self) -> pki.Identity:

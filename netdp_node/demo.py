@@ -186,12 +186,7 @@ def _write_data(
     a: argparse.Namespace, cluster: LocalCluster, values: np.ndarray | None
 ) -> DemoData:
     out, split = _hooks(a).demo_data(a, cluster.ids, values)
-    files = {}
-    for nid, v in out.items():
-        f = cluster.workdir / "data" / f"{nid}.txt"
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(" ".join(repr(float(x)) for x in v) + "\n")
-        files[nid] = f
+    files = cluster.write_data({nid: " ".join(repr(float(x)) for x in v) for nid, v in out.items()})
     return DemoData(files, out, split)
 
 

@@ -152,13 +152,7 @@ class ClusterFactory:
 def write_values(c: LocalCluster, values: Sequence[float]) -> dict[str, Path]:
     if len(values) != c.n:
         raise ValueError(f"{len(values)} values for {c.n} nodes")
-    out = {}
-    for nid, v in zip(c.ids, values):
-        f = c.workdir / "data" / f"{nid}.txt"
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(f"{float(v)!r}\n")
-        out[nid] = f
-    return out
+    return c.write_data({nid: repr(float(v)) for nid, v in zip(c.ids, values)})
 
 
 @pytest.fixture

@@ -38,13 +38,8 @@ HOST = "host-1"
 
 def _values(c: LocalCluster) -> dict[str, float]:
     rng = np.random.default_rng(15)
-    out = {}
-    for nid in c.ids:
-        v = float(rng.uniform(0.0, 1.0))
-        f = c.workdir / "data" / f"{nid}.txt"
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(f"{v!r}\n")
-        out[nid] = v
+    out = {nid: float(rng.uniform(0.0, 1.0)) for nid in c.ids}
+    c.write_data({nid: repr(v) for nid, v in out.items()})
     return out
 
 
