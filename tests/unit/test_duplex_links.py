@@ -130,13 +130,20 @@ async def test_a_reply_goes_back_on_the_stream_the_peer_opened(tmp_path):
         await b.stop()
 
 
+async def _held_on_as_stream(a: Node, b: Node) -> asyncio.Future[bool]:
+    """a opens its stream to b; b sends a message back on it, which a takes but does not answer
+    yet (`a.hold`): b's message, pending."""
+    await asyncio.wait_for(a.transport.send("b", "j", _msg(1)), 10)
+    a.hold = asyncio.Event()
+    fut = b.transport.submit("a", "j", _msg(2))
+    await _until(lambda: a.held == 1, "a to take b's message")
+    return fut
+
+
 async def test_pending_messages_move_to_a_dialled_stream_when_the_peers_stream_ends(tmp_path):
     a, b = await _pair(tmp_path, b_knows_a=True)
     try:
-        await asyncio.wait_for(a.transport.send("b", "j", _msg(1)), 10)
-        a.hold = asyncio.Event()  # a takes b's message but does not answer yet
-        fut = b.transport.submit("a", "j", _msg(2))
-        await _until(lambda: a.held == 1, "a to take b's message")
+        fut = await _held_on_as_stream(a, b)
         assert not fut.done() and not _dialled(b.transport, "a")
         # a's link to b goes away (a closes it, as after its idle time): b re-sends on a stream of
         # its own, which a answers once it handles again
@@ -154,10 +161,7 @@ async def test_pending_messages_move_to_a_dialled_stream_when_the_peers_stream_e
 async def test_a_stream_that_ends_with_no_address_known_fails_the_message(tmp_path):
     a, b = await _pair(tmp_path)  # b knows no address of a
     try:
-        await asyncio.wait_for(a.transport.send("b", "j", _msg(1)), 10)
-        a.hold = asyncio.Event()
-        fut = b.transport.submit("a", "j", _msg(2))
-        await _until(lambda: a.held == 1, "a to take b's message")
+        fut = await _held_on_as_stream(a, b)
         await a.transport.links["b"].close()
         with pytest.raises(DeliveryError) as err:
             await asyncio.wait_for(fut, 10)
