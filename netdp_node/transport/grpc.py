@@ -545,9 +545,7 @@ class Link:
             except InboundEnded:
                 # the peer's stream we sent on ended (it went idle, or the peer stops): re-send
                 # what is pending at once on another stream, dialled if none is open
-                self.queue = asyncio.Queue()
-                for mid in sorted(self.pending):
-                    self.queue.put_nowait(mid)
+                self._requeue_pending()
                 continue
             except NoAddress as e:
                 self._fail_all("UNAVAILABLE", str(e))
@@ -600,10 +598,13 @@ class Link:
                         f"{self.t.backoff.give_up_after:g}s: {detail}",
                     )
                     continue
-                # Re-send everything still pending, in order.
-                self.queue = asyncio.Queue()
-                for mid in sorted(self.pending):
-                    self.queue.put_nowait(mid)
+                self._requeue_pending()
+
+    def _requeue_pending(self) -> None:
+        """Everything still pending is sent again, in order, on the next stream."""
+        self.queue = asyncio.Queue()
+        for mid in sorted(self.pending):
+            self.queue.put_nowait(mid)
 
     def connect(self) -> grpc.aio.Channel:
         """The link's channel, made (and asked to connect: grpc's own threads run the TCP and TLS
@@ -630,7 +631,7 @@ class Link:
         """Before a stream opens: read the server's certificate and refuse it if it is revoked
         (`ServerRevoked`). Skipped while nothing is revoked (no list, or an empty one)."""
         self.server = None
-        crl = self.t.revocations() if self.t.revocations is not None else None
+        crl = self.t.crl()
         if crl is None or not crl.serials:
             return
         self.server = await server_certificate(
@@ -642,7 +643,7 @@ class Link:
     def reverify(self) -> None:
         """A newer revocation list: a running stream whose server is revoked, or was never
         checked, ends (`Reverify`) and is checked again before anything more is sent."""
-        crl = self.t.revocations() if self.t.revocations is not None else None
+        crl = self.t.crl()
         expiry = self._expiry
         if crl is None or expiry is None or expiry.done():
             return
@@ -658,7 +659,7 @@ class Link:
         call: Any = None
         if inbound is not None:
             self.server = inbound.who  # the peer's client certificate, as its handshake verified
-            crl = self.t.revocations() if self.t.revocations is not None else None
+            crl = self.t.crl()
             if crl is not None and crl.is_revoked(inbound.who.serial):
                 raise ServerRevoked(inbound.who)
             write = inbound.write
@@ -924,6 +925,10 @@ class GrpcTransport(Transport):
         # the Link streams peers opened to this node and that are still open, newest last
         self._inbound: dict[str, list[Inbound]] = {}
 
+    def crl(self) -> RevocationList | None:
+        """The newest revocation list this node knows (None: none, or no source of lists)."""
+        return self.revocations() if self.revocations is not None else None
+
     def credentials(self) -> grpc.ChannelCredentials:
         """This node's mTLS channel credentials (its certificate and key, our CA), made once and
         shared by all its channels: grpc then parses the PEMs and builds its TLS context once, not
@@ -996,7 +1001,7 @@ class GrpcTransport(Transport):
             )
         server = link.server
         if server is None:
-            crl = self.revocations() if self.revocations is not None else None
+            crl = self.crl()
             if crl is not None and crl.serials:
                 raise ConnectionError(f"the server of {link.peer} is being checked again")
         try:
